@@ -1,0 +1,1 @@
+"""Benchmarks: seeded scenario generators, the solver-vs-greedy suite and reports."""

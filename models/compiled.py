@@ -1,0 +1,322 @@
+"""The compiled problem view: a validated scenario as plain indexed, numpy-backed arrays.
+
+Engines read :class:`Problem` and never touch pydantic objects in their loops.  Nodes are
+indexed in file order; ``natural_order`` lists them in natural name order
+(``node-9`` before ``node-10``), the tie-break every deterministic choice uses.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from models.scenario import (
+    DEFAULT_TOPOTREE,
+    TOPOTREE_LABEL,
+    Family,
+    Health,
+    LevelConfig,
+    Policy,
+    Scenario,
+)
+from models.validation import InputError, validate_scenario
+
+HEALTHY = 0
+SUBHEALTHY = 1
+UNHEALTHY = 2
+_HEALTH_CODE = {Health.HEALTHY: HEALTHY, Health.SUBHEALTHY: SUBHEALTHY, Health.UNHEALTHY: UNHEALTHY}
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key giving natural order: ``node-9`` < ``node-10``."""
+    parts = _DIGITS.split(name)
+    return tuple((1, int(p)) if p.isdigit() else (0, p) for p in parts if p != "")
+
+
+def scenario_now(scenario: Scenario) -> int:
+    """The session time: the scenario's ``now``, else the clock (contract default)."""
+    return int(scenario.now) if scenario.now is not None else int(time.time())
+
+
+def live_cache(scenario: Scenario, now: int) -> dict[str, dict[int, str]]:
+    """Live previous-node entries: owner UID → rank → node name.
+
+    An owner's entries live or die together, by the owner's newest ``updated`` time, as
+    upstream's ``EvictExpired`` keeps one update time per owner: they are live when that
+    time is not older than ``now - ttl-seconds``.
+    """
+    ttl = scenario.affinity_cache.ttl_seconds
+    newest: dict[str, int] = {}
+    for entry in scenario.affinity_cache.entries:
+        newest[entry.owner_uid] = max(newest.get(entry.owner_uid, entry.updated), entry.updated)
+    live: dict[str, dict[int, str]] = {}
+    for entry in scenario.affinity_cache.entries:
+        if newest[entry.owner_uid] >= now - ttl:
+            live.setdefault(entry.owner_uid, {})[entry.rank] = entry.node
+    return live
+
+
+@dataclass(frozen=True, eq=False)
+class TreeView:
+    """One multilevel resource tree (``resource-level-config`` entry) over the nodes.
+
+    ``level_value[i][n]`` is the index (into ``level_values[i]``) of node ``n``'s label
+    value at level ``i + 1``, or -1 when the node is not in the tree or lacks the label.
+    ``member[n]`` is true when node ``n`` names this tree and carries every level label.
+    """
+
+    name: str
+    labels: tuple[str, ...]  # level1..levelN label keys
+    reserved_nodes: int  # level1 reservedNode
+    level_values: tuple[tuple[str, ...], ...]
+    level_value: tuple[np.ndarray, ...]
+    member: np.ndarray
+    missing: tuple[tuple[str, str], ...]  # (node, label) of tree nodes lacking a label
+
+    @property
+    def depth(self) -> int:
+        """Number of configured levels."""
+        return len(self.labels)
+
+
+@dataclass(frozen=True, eq=False)
+class JobView:
+    """One pending job with every derived value an engine needs."""
+
+    index: int
+    name: str
+    owner_uid: str | None
+    policy: Policy
+    family: Family
+    tasks: int
+    npu_per_task: int
+    whole_node: bool
+    node_npus: int
+    sp_block: int
+    tp_block: int
+    levels: tuple[int, ...]
+    soft: bool
+    ub_memory: bool
+    priority: int
+    image_size_gb: float
+    origin: np.ndarray  # int32 [tasks]: node index of the live cache entry, -1 when none
+    fault: np.ndarray  # bool [tasks]: rank listed in fault-ranks
+    prefer_previous: bool  # config prefer-previous-node: engines chase origins only if true
+
+    @property
+    def total_npus(self) -> int:
+        """NPUs the whole job requests."""
+        return self.tasks * self.npu_per_task
+
+    @property
+    def num_blocks(self) -> int:
+        """Logical blocks: super pods (sp families) or level1 groups (multilevel)."""
+        if self.family in (Family.SUPERPOD, Family.RACK):
+            return self.tasks // self.sp_block
+        if self.family is Family.MULTILEVEL:
+            return self.tasks // self.levels[0]
+        return 0
+
+    @property
+    def preferred(self) -> np.ndarray:
+        """Origin node engines should prefer per rank.
+
+        -1 for fault ranks, ranks without a live entry, and every rank when
+        ``prefer-previous-node`` is off.
+        """
+        if not self.prefer_previous:
+            return np.full(self.tasks, -1, dtype=np.int32)
+        return np.where(self.fault, -1, self.origin).astype(np.int32)
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """A validated scenario compiled into indexed arrays."""
+
+    scenario: Scenario
+    now: int
+    node_names: tuple[str, ...]
+    node_index: dict[str, int]
+    npus: np.ndarray  # int32
+    free: np.ndarray  # int32
+    health: np.ndarray  # int8: HEALTHY / SUBHEALTHY / UNHEALTHY
+    super_pod: np.ndarray  # int32, -1 = in none
+    rack: np.ndarray  # int32, -1 = in none
+    natural_order: np.ndarray  # node indices in natural name order
+    natural_pos: np.ndarray  # position of each node in natural_order
+    jobs: tuple[JobView, ...]
+    job_index: dict[str, int]
+    queue: tuple[int, ...]  # job indices in queue order: priority desc, then file order
+    super_pod_size: int  # effective (48 default)
+    super_pod_size_configured: int  # raw configured value, 0 when absent
+    reserve_nodes: int
+    prefer_previous_node: bool
+    trees: dict[str, TreeView]
+    node_tree: np.ndarray  # int32 index into tree_names, -1 when the node names no tree
+    tree_names: tuple[str, ...]
+    live: dict[str, dict[int, str]] = field(repr=False)  # live cache, owner → rank → node
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of nodes."""
+        return len(self.node_names)
+
+    @property
+    def whole_free(self) -> np.ndarray:
+        """Nodes that are completely free and not unhealthy."""
+        return (self.free == self.npus) & (self.health != UNHEALTHY)
+
+
+def _compile_tree(name: str, levels: dict[str, LevelConfig], scenario: Scenario) -> TreeView:
+    ordered = [levels[f"level{i}"] for i in range(1, len(levels) + 1)]
+    labels = tuple(level.label for level in ordered)
+    count = len(scenario.nodes)
+    member = np.zeros(count, dtype=bool)
+    raw: list[list[str | None]] = [[None] * count for _ in labels]
+    missing: list[tuple[str, str]] = []
+    for n, node in enumerate(scenario.nodes):
+        if node.labels.get(TOPOTREE_LABEL, DEFAULT_TOPOTREE) != name:
+            continue
+        complete = True
+        for i, label in enumerate(labels):
+            value = node.labels.get(label)
+            if value is None:
+                complete = False
+                missing.append((node.name, label))
+            raw[i][n] = value
+        member[n] = complete
+    level_values = []
+    level_value = []
+    for i in range(len(labels)):
+        values = sorted({v for v, m in zip(raw[i], member, strict=True) if m and v is not None},
+                        key=natural_key)
+        where = {v: k for k, v in enumerate(values)}
+        arr = np.full(count, -1, dtype=np.int32)
+        for n in np.flatnonzero(member).tolist():
+            value = raw[i][n]
+            assert value is not None
+            arr[n] = where[value]
+        level_values.append(tuple(values))
+        level_value.append(arr)
+    return TreeView(
+        name=name,
+        labels=labels,
+        reserved_nodes=ordered[0].reserved_node,
+        level_values=tuple(level_values),
+        level_value=tuple(level_value),
+        member=member,
+        missing=tuple(missing),
+    )
+
+
+def compile_scenario(scenario: Scenario, source: str = "<scenario>") -> Problem:
+    """Validate ``scenario`` and compile it into a :class:`Problem`.
+
+    Raises
+    ------
+    InputError
+        When the scenario breaks an input rule (every message at once).
+    """
+    shapes, messages = validate_scenario(scenario, source)
+    if messages:
+        raise InputError(messages)
+    now = scenario_now(scenario)
+    nodes = scenario.nodes
+    names = tuple(node.name for node in nodes)
+    index = {name: i for i, name in enumerate(names)}
+    npus = np.fromiter((n.npus for n in nodes), dtype=np.int32, count=len(nodes))
+    free = np.fromiter((n.free for n in nodes), dtype=np.int32, count=len(nodes))
+    health = np.fromiter((_HEALTH_CODE[n.health] for n in nodes), dtype=np.int8, count=len(nodes))
+    super_pod = np.fromiter(
+        (n.super_pod_id if n.super_pod_id is not None and n.super_pod_id >= 0 else -1
+         for n in nodes),
+        dtype=np.int32,
+        count=len(nodes),
+    )
+    rack = np.fromiter(
+        (n.rack_id if n.rack_id is not None and n.rack_id >= 0 else -1 for n in nodes),
+        dtype=np.int32,
+        count=len(nodes),
+    )
+    natural = sorted(range(len(nodes)), key=lambda i: natural_key(names[i]))
+    natural_order = np.asarray(natural, dtype=np.int32)
+    natural_pos = np.empty(len(nodes), dtype=np.int32)
+    natural_pos[natural_order] = np.arange(len(nodes), dtype=np.int32)
+
+    # Metrics measure hits against the live cache even when the preference is off.
+    live_all = live_cache(scenario, now)
+    jobs = []
+    for j, job in enumerate(scenario.jobs):
+        shape = shapes[job.name]
+        origin = np.full(job.tasks, -1, dtype=np.int32)
+        if job.owner_uid and job.owner_uid in live_all:
+            for rank, node in live_all[job.owner_uid].items():
+                if rank < job.tasks:
+                    origin[rank] = index[node]
+        fault = np.zeros(job.tasks, dtype=bool)
+        if job.fault_ranks:
+            fault[np.asarray(job.fault_ranks, dtype=np.int64)] = True
+        jobs.append(
+            JobView(
+                index=j,
+                name=job.name,
+                owner_uid=job.owner_uid,
+                policy=shape.policy,
+                family=shape.family,
+                tasks=job.tasks,
+                npu_per_task=job.npu_per_task,
+                whole_node=shape.whole_node,
+                node_npus=shape.node_npus,
+                sp_block=shape.sp_block,
+                tp_block=shape.tp_block,
+                levels=shape.levels,
+                soft=shape.soft,
+                ub_memory=job.ub_memory,
+                priority=job.priority,
+                image_size_gb=job.image_size_gb,
+                origin=origin,
+                fault=fault,
+                prefer_previous=scenario.config.prefer_previous_node,
+            )
+        )
+    queue = tuple(sorted(range(len(jobs)), key=lambda j: (-jobs[j].priority, j)))
+    trees = {
+        name: _compile_tree(name, levels, scenario)
+        for name, levels in scenario.config.resource_level_config.items()
+    }
+    tree_names = tuple(trees)
+    tree_pos = {name: i for i, name in enumerate(tree_names)}
+    node_tree = np.fromiter(
+        (tree_pos.get(n.labels.get(TOPOTREE_LABEL, DEFAULT_TOPOTREE), -1) for n in nodes),
+        dtype=np.int32,
+        count=len(nodes),
+    )
+    return Problem(
+        scenario=scenario,
+        now=now,
+        node_names=names,
+        node_index=index,
+        npus=npus,
+        free=free,
+        health=health,
+        super_pod=super_pod,
+        rack=rack,
+        natural_order=natural_order,
+        natural_pos=natural_pos,
+        jobs=tuple(jobs),
+        job_index={job.name: j for j, job in enumerate(jobs)},
+        queue=queue,
+        super_pod_size=scenario.config.effective_super_pod_size,
+        super_pod_size_configured=scenario.config.super_pod_size or 0,
+        reserve_nodes=scenario.config.effective_reserve_nodes,
+        prefer_previous_node=scenario.config.prefer_previous_node,
+        trees=trees,
+        node_tree=node_tree,
+        tree_names=tree_names,
+        live=live_all,
+    )

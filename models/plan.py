@@ -1,0 +1,83 @@
+"""Engine-side plan (node index per rank) and its conversion to the contract's placement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from models.compiled import Problem
+from models.placement import JobPlacement, PlacementFile, Status
+from models.scenario import Family
+
+
+@dataclass
+class Plan:
+    """Node index per rank of every placed job; a reason for every unplaced one."""
+
+    nodes: list[np.ndarray | None]
+    reasons: list[str | None] = field(default_factory=list)
+
+    @classmethod
+    def empty(cls, problem: Problem) -> Plan:
+        """A plan with no job placed."""
+        count = len(problem.jobs)
+        return cls([None] * count, [None] * count)
+
+    def as_mapping(self) -> dict[int, list[int]]:
+        """Job index → node index per rank, placed jobs only."""
+        return {j: [int(n) for n in nodes] for j, nodes in enumerate(self.nodes)
+                if nodes is not None}
+
+    def placed_count(self) -> int:
+        """Number of placed jobs."""
+        return sum(1 for nodes in self.nodes if nodes is not None)
+
+
+def block_size(problem: Problem, j: int) -> int:
+    """Ranks per block of job ``j`` (0 for ordinary jobs, which have no blocks)."""
+    job = problem.jobs[j]
+    if job.family in (Family.SUPERPOD, Family.RACK):
+        return job.sp_block
+    if job.family is Family.MULTILEVEL:
+        return job.levels[0]
+    return 0
+
+
+def to_placement(
+    problem: Problem,
+    plan: Plan,
+    *,
+    engine: str,
+    status: Status,
+    wall_seconds: float = 0.0,
+    objective: int | None = None,
+    bound: int | None = None,
+    gap: float | None = None,
+    seed: int | None = None,
+    hits: dict[str, int] | None = None,
+    candidates: dict[str, int] | None = None,
+) -> PlacementFile:
+    """Convert a plan into the contract's placement file."""
+    names = problem.node_names
+    jobs = []
+    for job in problem.jobs:
+        nodes = plan.nodes[job.index]
+        candidates_j = (candidates or {}).get(job.name, 0)
+        if nodes is None:
+            reason = plan.reasons[job.index] if plan.reasons else None
+            jobs.append(JobPlacement(name=job.name, placed=False,
+                                     reason=reason or "not placed",
+                                     origin_candidates=candidates_j))
+            continue
+        ranks = {str(r): names[int(n)] for r, n in enumerate(nodes)}
+        size = block_size(problem, job.index)
+        blocks = {}
+        if size:
+            for b in range(job.tasks // size):
+                blocks[str(b)] = [names[int(n)] for n in nodes[b * size:(b + 1) * size]]
+        jobs.append(JobPlacement(name=job.name, placed=True, ranks=ranks, blocks=blocks,
+                                 origin_hits=(hits or {}).get(job.name, 0),
+                                 origin_candidates=candidates_j))
+    return PlacementFile(engine=engine, status=status, wall_seconds=round(wall_seconds, 6),
+                         objective=objective, bound=bound, gap=gap, seed=seed, jobs=jobs)

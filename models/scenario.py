@@ -1,0 +1,281 @@
+"""Pydantic models of the public scenario contract (``scenario-format.md``).
+
+Every key keeps the upstream (kebab-case) spelling through aliases, so that values can be
+copied from PodGroup annotations and the scheduler's ``init-params`` unchanged.  The models
+check *structure* (types, ranges of single fields); rules that relate several fields are
+checked by :mod:`models.validation`, which reports every error of a file at once.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: Upstream default of ``super-pod-size`` (``plugin/factory.go``).
+DEFAULT_SUPER_POD_SIZE = 48
+#: Upstream default of ``reserve-nodes``.
+DEFAULT_RESERVE_NODES = 2
+#: Upstream ``DefaultTTL`` of the previous-node cache: 72 h.
+DEFAULT_CACHE_TTL_SECONDS = 72 * 3600
+#: Default image size used by ``simulate`` to report avoided pulls.
+DEFAULT_IMAGE_SIZE_GB = 25.0
+#: Label naming a node's multilevel topology tree.
+TOPOTREE_LABEL = "huawei.com/topotree"
+#: Tree name used when a node carries no ``huawei.com/topotree`` label.
+DEFAULT_TOPOTREE = "default"
+
+
+class Health(StrEnum):
+    """Node health as NodeD reports it."""
+
+    HEALTHY = "healthy"
+    SUBHEALTHY = "subhealthy"
+    UNHEALTHY = "unhealthy"
+
+
+class Policy(StrEnum):
+    """Every ``huawei.com/schedule_policy`` value upstream knows (reference §1.5/§1.6)."""
+
+    CHIP1_NODE2 = "chip1-node2"
+    CHIP4_NODE4 = "chip4-node4"
+    CHIP8_NODE8 = "chip8-node8"
+    CHIP8_NODE16 = "chip8-node16"
+    CHIP2_NODE16 = "chip2-node16"
+    CHIP2_NODE16_SP = "chip2-node16-sp"
+    CHIP2_NODE8 = "chip2-node8"
+    CHIP2_NODE8_SP = "chip2-node8-sp"
+    CHIP4_NODE8 = "chip4-node8"
+    CHIP4_NODE16 = "chip4-node16"
+    CHIP1_NODE8 = "chip1-node8"
+    CHIP1_NODE16 = "chip1-node16"
+    CHIP8_NODE8_SP = "chip8-node8-sp"
+    CHIP8_NODE8_RA64_SP = "chip8-node8-ra64-sp"
+    CHIP1_SOFT_SHARE_DEV = "chip1-softShareDev"
+    MULTILEVEL = "multilevel"
+    MODULE_A3_16 = "module-a3-16"
+
+
+class Family(StrEnum):
+    """Placement family: which greedy strategy and which hard constraints apply."""
+
+    ORDINARY = "ordinary"
+    SUPERPOD = "superpod"  # A3 chip2-node16-sp / chip2-node8-sp and chip8-node8-sp (850)
+    RACK = "rack"  # chip8-node8-ra64-sp (950)
+    MULTILEVEL = "multilevel"
+
+
+SUPERPOD_POLICIES = frozenset(
+    {Policy.CHIP2_NODE16_SP, Policy.CHIP2_NODE8_SP, Policy.CHIP8_NODE8_SP}
+)
+A3_SUPERPOD_POLICIES = frozenset({Policy.CHIP2_NODE16_SP, Policy.CHIP2_NODE8_SP})
+
+
+def family_of(policy: Policy) -> Family:
+    """Return the placement family of an upstream policy."""
+    if policy in SUPERPOD_POLICIES:
+        return Family.SUPERPOD
+    if policy is Policy.CHIP8_NODE8_RA64_SP:
+        return Family.RACK
+    if policy is Policy.MULTILEVEL:
+        return Family.MULTILEVEL
+    return Family.ORDINARY
+
+
+#: NPUs per node the upstream handler assumes for a policy (reference §1.2).
+POLICY_NODE_NPUS: dict[Policy, int] = {
+    Policy.CHIP1_NODE2: 8,
+    Policy.CHIP4_NODE4: 4,
+    Policy.CHIP8_NODE8: 8,
+    Policy.CHIP8_NODE16: 16,
+    Policy.CHIP2_NODE16: 16,
+    Policy.CHIP2_NODE8: 16,
+    Policy.MODULE_A3_16: 16,
+    Policy.CHIP2_NODE16_SP: 16,
+    Policy.CHIP2_NODE8_SP: 8,
+    Policy.CHIP4_NODE8: 8,
+    Policy.CHIP4_NODE16: 16,
+    Policy.CHIP1_NODE8: 8,
+    Policy.CHIP1_NODE16: 16,
+    Policy.CHIP8_NODE8_SP: 8,
+    Policy.CHIP8_NODE8_RA64_SP: 8,
+    Policy.CHIP1_SOFT_SHARE_DEV: 8,
+    Policy.MULTILEVEL: 16,
+}
+
+
+class SuperPodAffinity(StrEnum):
+    """Job label ``super-pod-affinity``."""
+
+    HARD = "hard"
+    SOFT = "soft"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True, extra="forbid", frozen=True, validate_default=True
+    )
+
+
+class LevelConfig(_Model):
+    """One level of a multilevel resource tree (``resource-level-config``)."""
+
+    label: str = Field(min_length=1)
+    reserved_node: int = Field(0, alias="reservedNode", ge=0)
+
+
+class Config(_Model):
+    """The scheduler's ``init-params`` that placement reads."""
+
+    super_pod_size: int | None = Field(None, alias="super-pod-size")
+    reserve_nodes: int | None = Field(None, alias="reserve-nodes")
+    prefer_previous_node: bool = Field(True, alias="prefer-previous-node")
+    resource_level_config: dict[str, dict[str, LevelConfig]] = Field(
+        default_factory=dict, alias="resource-level-config"
+    )
+
+    @field_validator("resource_level_config", mode="before")
+    @classmethod
+    def _parse_json_string(cls, value: Any) -> Any:
+        # Upstream stores the tree config as a JSON string in init-params; accept both.
+        if isinstance(value, str):
+            import json
+
+            return json.loads(value)
+        if isinstance(value, dict):
+            # Go's JSON decoding is case-insensitive on field names: accept "Label".
+            fixed: dict[str, Any] = {}
+            for tree, levels in value.items():
+                if isinstance(levels, dict):
+                    fixed[tree] = {
+                        lvl: (
+                            {_canon_level_key(k): v for k, v in spec.items()}
+                            if isinstance(spec, dict)
+                            else spec
+                        )
+                        for lvl, spec in levels.items()
+                    }
+                else:
+                    fixed[tree] = levels
+            return fixed
+        return value
+
+    @property
+    def effective_super_pod_size(self) -> int:
+        """``super-pod-size`` as A3/850 use it: 48 when absent, zero or negative."""
+        if self.super_pod_size is None or self.super_pod_size <= 0:
+            return DEFAULT_SUPER_POD_SIZE
+        return self.super_pod_size
+
+    @property
+    def effective_reserve_nodes(self) -> int:
+        """``reserve-nodes`` after upstream's defaulting (``getReserveNodes``).
+
+        Absent means 2.  An explicit 0 means no reserve (upstream would turn 0 into 2; a
+        planning tool needs a way to switch the reserve off).  A reserve not smaller than
+        the super-pod size becomes 2 when the size is above 2, else 0, as upstream.
+        """
+        reserve = DEFAULT_RESERVE_NODES if self.reserve_nodes is None else self.reserve_nodes
+        size = self.effective_super_pod_size
+        if reserve >= size:
+            reserve = DEFAULT_RESERVE_NODES if size > DEFAULT_RESERVE_NODES else 0
+        return max(0, reserve)
+
+
+def _canon_level_key(key: str) -> str:
+    lowered = key.lower()
+    if lowered == "label":
+        return "label"
+    if lowered == "reservednode":
+        return "reservedNode"
+    return key
+
+
+class Node(_Model):
+    """One Kubernetes node with its NPU state."""
+
+    name: str = Field(min_length=1)
+    npus: int = Field(gt=0)
+    free: int
+    health: Health = Health.HEALTHY
+    super_pod_id: int | None = Field(None, alias="super-pod-id")
+    rack_id: int | None = Field(None, alias="rack-id")
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _stringify_labels(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k): str(v) for k, v in value.items()}
+        return value
+
+
+class CacheEntry(_Model):
+    """One previous-node record: owner UID, rank → node."""
+
+    owner_uid: str = Field(alias="owner-uid", min_length=1)
+    rank: int = Field(ge=0)
+    node: str = Field(min_length=1)
+    updated: int = 0
+    previous: str | None = None
+
+
+class AffinityCacheModel(_Model):
+    """The previous-node cache as stored in a scenario file."""
+
+    ttl_seconds: int = Field(DEFAULT_CACHE_TTL_SECONDS, alias="ttl-seconds", gt=0)
+    entries: list[CacheEntry] = Field(default_factory=list)
+
+
+class Job(_Model):
+    """A pending gang job of this session."""
+
+    name: str = Field(min_length=1)
+    owner_uid: str | None = Field(None, alias="owner-uid")
+    policy: str
+    tasks: int = Field(gt=0)
+    npu_per_task: int = Field(alias="npu-per-task", gt=0)
+    sp_block: int | None = Field(None, alias="sp-block")
+    ra_block: int | None = Field(None, alias="ra-block")
+    affinity_config: str | None = Field(None, alias="affinity-config")
+    super_pod_affinity: SuperPodAffinity = Field(SuperPodAffinity.HARD, alias="super-pod-affinity")
+    ub_memory: bool = Field(False, alias="ub-memory")
+    priority: int = 0
+    fault_ranks: list[int] = Field(default_factory=list, alias="fault-ranks")
+    image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0)
+
+    @field_validator("super_pod_affinity", mode="before")
+    @classmethod
+    def _affinity(cls, value: Any) -> Any:
+        # Upstream: "soft" means soft; "hard" or any other value means strict.
+        if isinstance(value, str) and value != "soft":
+            return "hard"
+        return value
+
+
+class RunningJob(_Model):
+    """A job already running (used by ``simulate`` and for a cache cold start)."""
+
+    name: str = Field(min_length=1)
+    owner_uid: str | None = Field(None, alias="owner-uid")
+    policy: str = "chip8-node8"
+    npu_per_task: int = Field(8, alias="npu-per-task", gt=0)
+    ranks: dict[int, str] = Field(default_factory=dict)
+
+
+class Scenario(_Model):
+    """One scheduling session frozen in a file."""
+
+    now: int | None = None
+    config: Config = Field(default_factory=Config)
+    nodes: list[Node] = Field(default_factory=list)
+    affinity_cache: AffinityCacheModel = Field(
+        default_factory=AffinityCacheModel, alias="affinity-cache"
+    )
+    jobs: list[Job] = Field(default_factory=list)
+    running: list[RunningJob] = Field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the scenario with the contract's key names, for YAML/JSON output."""
+        return self.model_dump(by_alias=True, mode="json", exclude_none=True)

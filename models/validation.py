@@ -1,0 +1,565 @@
+"""Input validation: every rule that relates several fields, reporting all errors at once.
+
+The rules are upstream's ``ValidNPUJob`` checks (reference §1.7) plus the contract's list.
+Messages name the file, the job or node, and the field; where upstream has a rejection
+text, the message quotes it so that an operator recognises it.
+
+The same module derives the per-job values every engine needs (``spBlock``, ``tpBlock``,
+multilevel task levels, whole-node tasks) so that they are computed exactly once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from models.scenario import (
+    A3_SUPERPOD_POLICIES,
+    POLICY_NODE_NPUS,
+    Family,
+    Job,
+    Policy,
+    Scenario,
+    SuperPodAffinity,
+    family_of,
+)
+
+#: Allowed ``ra-block`` values (NPUs), upstream ``checkTpBlockNum``.
+RA_BLOCK_VALUES = (1, 2, 4, 8, 16, 32, 64)
+#: Upstream default ``ra-block``.
+DEFAULT_RA_BLOCK = 8
+#: Nodes per 950 rack (``rackNodeNum``).
+RACK_NODES = 8
+#: Racks per UB-memory domain (``uBMemRackNumber``).
+UB_MEM_RACKS = 16
+#: Largest total NPUs of a UB-memory job.
+UB_MEM_MAX_NPUS = 1024
+
+_LEVEL_KEY = re.compile(r"^level(\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class JobShape:
+    """Values derived once from a validated job."""
+
+    policy: Policy
+    family: Family
+    whole_node: bool  # every task takes one whole, completely free node
+    node_npus: int  # NPUs per node the policy's handler assumes
+    sp_block: int  # nodes per logical super pod (blocks); 0 when not a super-pod family
+    tp_block: int  # nodes per rack window (950); 0 otherwise
+    levels: tuple[int, ...]  # multilevel a1..aK (pods per group), empty otherwise
+    soft: bool
+
+
+class InputError(Exception):
+    """Invalid input: carries every message found, each naming file, item and field."""
+
+    def __init__(self, messages: list[str]) -> None:
+        super().__init__("\n".join(messages))
+        self.messages = messages
+
+
+def parse_affinity_config(text: str | None) -> tuple[tuple[int, ...] | None, list[str]]:
+    """Parse ``huawei.com/affinity-config`` (``level1=a,level2=b``).
+
+    Returns
+    -------
+    tuple
+        ``(levels, errors)`` where ``levels`` is ``(a1, ..., aK)`` or ``None``.
+    """
+    if text is None or not text.strip():
+        return None, ["affinity blocks is empty (huawei.com/affinity-config is missing)"]
+    values: dict[int, int] = {}
+    errors: list[str] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, sep, raw = part.partition("=")
+        match = _LEVEL_KEY.match(key.strip())
+        if not sep or match is None:
+            errors.append(f"cannot parse '{part}': expected levelN=<pods per group>")
+            continue
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            errors.append(f"{key.strip()} value '{raw.strip()}' is not an integer")
+            continue
+        level = int(match.group(1))
+        if level in values:
+            errors.append(f"{key.strip()} is given twice")
+        values[level] = value
+    if errors:
+        return None, errors
+    if not values:
+        return None, ["affinity blocks is empty"]
+    for level in range(1, len(values) + 1):
+        if level not in values:
+            return None, [
+                f"affinity block level{level} is not exist, please check if level numbers "
+                "are continuous"
+            ]
+    levels = tuple(values[i] for i in range(1, len(values) + 1))
+    for i, value in enumerate(levels, start=1):
+        if value <= 0:
+            errors.append(f"affinity block level{i}'s value {value} must be greater than 0")
+    return (None, errors) if errors else (levels, [])
+
+
+def _is_power_of_two(value: int) -> bool:
+    return value > 0 and value & (value - 1) == 0
+
+
+def derive_shape(job: Job, scenario: Scenario) -> tuple[JobShape | None, list[tuple[str, str]]]:
+    """Check one job against upstream's ``ValidNPUJob`` rules and derive its shape.
+
+    Returns
+    -------
+    tuple
+        ``(shape, errors)``; each error is ``(field, message)``.  ``shape`` is ``None``
+        when any error was found.
+    """
+    errors: list[tuple[str, str]] = []
+    try:
+        policy = Policy(job.policy)
+    except ValueError:
+        known = ", ".join(p.value for p in Policy)
+        return None, [("policy", f"unknown policy '{job.policy}'; known policies: {known}")]
+    family = family_of(policy)
+    config = scenario.config
+    node_npus = POLICY_NODE_NPUS[policy]
+    total = job.tasks * job.npu_per_task
+    sp_block = 0
+    tp_block = 0
+    levels: tuple[int, ...] = ()
+    whole_node = False
+    soft = job.super_pod_affinity is SuperPodAffinity.SOFT
+
+    for rank in job.fault_ranks:
+        if rank < 0 or rank >= job.tasks:
+            errors.append(
+                ("fault-ranks", f"fault rank {rank} does not exist (ranks are 0..{job.tasks - 1})")
+            )
+    dup = [r for r, c in Counter(job.fault_ranks).items() if c > 1]
+    if dup:
+        errors.append(("fault-ranks", f"fault ranks {sorted(dup)} are listed more than once"))
+
+    if family is not Family.RACK:
+        if job.ra_block is not None:
+            errors.append(("ra-block", "ra-block is only used by chip8-node8-ra64-sp jobs"))
+        if job.ub_memory:
+            errors.append(("ub-memory", "ub-memory is only used by chip8-node8-ra64-sp jobs"))
+    if family is not Family.MULTILEVEL and job.affinity_config is not None:
+        errors.append(("affinity-config", "affinity-config is only used by multilevel jobs"))
+
+    if family is Family.SUPERPOD:
+        sp_block, whole_node = _check_superpod(job, policy, node_npus, total, scenario, errors)
+    elif family is Family.RACK:
+        sp_block, tp_block, whole_node = _check_rack(job, node_npus, total, scenario, errors)
+    elif family is Family.MULTILEVEL:
+        whole_node = True
+        if job.sp_block is not None:
+            errors.append(("sp-block", "sp-block is not used by multilevel jobs"))
+        parsed, level_errors = parse_affinity_config(job.affinity_config)
+        errors.extend(("affinity-config", m) for m in level_errors)
+        if parsed is not None:
+            upper = job.tasks
+            upper_name = f"job size {job.tasks}"
+            for i in range(len(parsed), 0, -1):
+                value = parsed[i - 1]
+                if upper % value != 0:
+                    errors.append(
+                        (
+                            "affinity-config",
+                            f"affinity block level{i}'s value {value} can not be divided by "
+                            f"upper level's value {upper} ({upper_name})",
+                        )
+                    )
+                    break
+                upper = value
+                upper_name = f"level{i}"
+            levels = parsed
+        if not config.resource_level_config:
+            errors.append(
+                (
+                    "policy",
+                    "multilevel job but config.resource-level-config defines no tree "
+                    "(topology label does not match config)",
+                )
+            )
+    else:
+        if job.sp_block is not None:
+            errors.append(("sp-block", "sp-block is only used by super-pod policies"))
+        _check_ordinary(job, policy, node_npus, total, errors)
+
+    if errors:
+        return None, errors
+    return (
+        JobShape(
+            policy=policy,
+            family=family,
+            whole_node=whole_node,
+            node_npus=node_npus,
+            sp_block=sp_block,
+            tp_block=tp_block,
+            levels=levels,
+            soft=soft,
+        ),
+        [],
+    )
+
+
+def _check_superpod(
+    job: Job,
+    policy: Policy,
+    node_npus: int,
+    total: int,
+    scenario: Scenario,
+    errors: list[tuple[str, str]],
+) -> tuple[int, bool]:
+    size = scenario.config.effective_super_pod_size
+    sp_npus = total if job.sp_block is None else job.sp_block
+    is_a3 = policy in A3_SUPERPOD_POLICIES
+    single = job.tasks == 1
+    sp_block = 0
+    if sp_npus <= 0:
+        errors.append(("sp-block", f"sp-block({sp_npus}) is invalid"))
+        return 0, not single
+    if sp_npus < node_npus:
+        if sp_npus != total:
+            errors.append(
+                ("sp-block", f"sp-block({sp_npus}) is not mutiple of node npu ({node_npus})")
+            )
+        sp_block = 1
+    elif sp_npus % node_npus != 0:
+        errors.append(("sp-block", f"sp-block({sp_npus}) is not mutiple of node npu ({node_npus})"))
+    else:
+        sp_block = sp_npus // node_npus
+    shown = 16 if is_a3 else node_npus  # upstream's A3 text always says /16
+    if sp_block > size:
+        errors.append(
+            (
+                "sp-block",
+                f"sp-block({sp_npus}/{shown}={sp_block}) is bigger than size of super-pod({size})",
+            )
+        )
+    if single:
+        if is_a3:
+            ok = job.npu_per_task == 1 or (
+                job.npu_per_task % 2 == 0 and job.npu_per_task <= node_npus
+            )
+            if not ok:
+                errors.append(
+                    (
+                        "npu-per-task",
+                        f"standalone super-pod job require npu [1, 2*n], instead of "
+                        f"{job.npu_per_task}",
+                    )
+                )
+        elif job.npu_per_task > node_npus:
+            errors.append(
+                (
+                    "npu-per-task",
+                    f"single super-pod job require npu [1, {node_npus}], instead of "
+                    f"{job.npu_per_task}",
+                )
+            )
+        if sp_npus != job.npu_per_task:
+            errors.append(
+                (
+                    "sp-block",
+                    f"single super-pod job sp-block annotation should equal require npu num "
+                    f"(sp-block {sp_npus}, npu-per-task {job.npu_per_task})",
+                )
+            )
+        return sp_block, False
+    if total % sp_npus != 0:
+        errors.append(
+            (
+                "sp-block",
+                f"job require npu num {total} should be multiple of sp-block {sp_npus} "
+                f"(tasks {job.tasks} is not a multiple of spBlock {sp_block} nodes)",
+            )
+        )
+    if job.npu_per_task != node_npus:
+        if is_a3:
+            text = (
+                f"distributed super-pod job require npu({job.npu_per_task}) should be equal "
+                f"to node npu({node_npus})"
+            )
+        else:
+            text = f"distributed super-pod job require npu 8*n, instead of {job.npu_per_task}"
+        errors.append(("npu-per-task", text))
+    return sp_block, True
+
+
+def _check_rack(
+    job: Job, node_npus: int, total: int, scenario: Scenario, errors: list[tuple[str, str]]
+) -> tuple[int, int, bool]:
+    raw_size = scenario.config.super_pod_size or 0
+    sp_npus = total if job.sp_block is None else job.sp_block
+    single = job.tasks == 1
+    sp_block = 0
+    tp_block = 0
+    if sp_npus <= 0:
+        errors.append(("sp-block", f"sp-block({sp_npus}) is invalid"))
+    elif sp_npus < node_npus:
+        sp_block = 1
+    elif sp_npus % node_npus != 0:
+        errors.append(("sp-block", f"sp-block({sp_npus}) is not mutiple of node npu ({node_npus})"))
+    else:
+        sp_block = sp_npus // node_npus
+    if sp_block > 0 and job.tasks % sp_block != 0:
+        errors.append(
+            (
+                "sp-block",
+                f"job require total Pod({job.tasks}) should be multiple of a sp-block size "
+                f"{sp_block}",
+            )
+        )
+    if raw_size < 1 or raw_size * node_npus > 8192:
+        errors.append(
+            (
+                "config.super-pod-size",
+                f"Parameter super-pod-size({raw_size}) in volcano.yaml is invalid which should "
+                "be in range [1,1024]",
+            )
+        )
+    elif sp_block > raw_size:
+        errors.append(
+            (
+                "sp-block",
+                f"sp-block({sp_npus}/{node_npus}={sp_block}) is bigger than size of "
+                f"super-pod({raw_size})",
+            )
+        )
+    ra = DEFAULT_RA_BLOCK if job.ra_block is None else job.ra_block
+    if ra not in RA_BLOCK_VALUES:
+        errors.append(
+            (
+                "ra-block",
+                f"ra-block({ra}) is invalid: it must be one of {list(RA_BLOCK_VALUES)} "
+                "(1 <= ra-block <= 64 and a power of 2)",
+            )
+        )
+    else:
+        tp_block = (ra + RACK_NODES - 1) // RACK_NODES
+        if sp_block > 0:
+            if tp_block > sp_block:
+                errors.append(
+                    (
+                        "ra-block",
+                        f"Parameter ra-block({ra})/8 could not be bigger than "
+                        f"sp-block({sp_npus})/8",
+                    )
+                )
+            elif job.tasks % tp_block != 0 or sp_block % tp_block != 0:
+                errors.append(
+                    (
+                        "ra-block",
+                        f"spBlock {sp_block} and tasks {job.tasks} must be multiples of "
+                        f"tpBlock {tp_block} (ra-block {ra})",
+                    )
+                )
+    if single:
+        if not 1 <= job.npu_per_task <= node_npus:
+            errors.append(
+                (
+                    "npu-per-task",
+                    f"single super-pod job require npu [1, 8], instead of {job.npu_per_task}",
+                )
+            )
+        if sp_npus != job.npu_per_task:
+            errors.append(
+                (
+                    "sp-block",
+                    "single super-pod job sp-block annotation should equal require npu num "
+                    f"(sp-block {sp_npus}, npu-per-task {job.npu_per_task})",
+                )
+            )
+    else:
+        if sp_npus > 0 and total % sp_npus != 0:
+            errors.append(("sp-block",
+                           f"job require npu num {total} should be multiple of sp-block {sp_npus}"))
+        if ra in RA_BLOCK_VALUES and total % ra != 0:
+            errors.append(
+                ("ra-block", f"job require npu num {total} should be multiple of ra-block {ra}")
+            )
+        if job.npu_per_task != node_npus:
+            errors.append(
+                (
+                    "npu-per-task",
+                    f"distributed super-pod job require npu 8*n, instead of {job.npu_per_task}",
+                )
+            )
+    if job.ub_memory and total > UB_MEM_MAX_NPUS:
+        errors.append(
+            (
+                "ub-memory",
+                f"a UB-memory job may request at most {UB_MEM_MAX_NPUS} NPUs, instead of {total}",
+            )
+        )
+    return sp_block, tp_block, not single
+
+
+_BASE_INVALID: dict[Policy, frozenset[int]] = {
+    Policy.CHIP4_NODE4: frozenset({3}),
+    Policy.CHIP8_NODE16: frozenset({9, 11, 13, 15}),
+}
+_A3_ORDINARY = frozenset({Policy.CHIP2_NODE16, Policy.CHIP2_NODE8, Policy.MODULE_A3_16})
+
+
+def _check_ordinary(
+    job: Job, policy: Policy, node_npus: int, total: int, errors: list[tuple[str, str]]
+) -> None:
+    request = job.npu_per_task
+    if policy in _A3_ORDINARY:
+        if total == 1 and job.tasks != 1:
+            errors.append(("npu-per-task", "only single task job can request single npu"))
+        elif total != 1 and total % 2 != 0:
+            errors.append(
+                (
+                    "npu-per-task",
+                    f"job require npu num should be even number, instead of {total}",
+                )
+            )
+        if request != 1 and (request % 2 != 0 or request > node_npus):
+            errors.append(
+                (
+                    "npu-per-task",
+                    f"each task must request an even number of NPUs <= {node_npus}, "
+                    f"instead of {request}",
+                )
+            )
+        return
+    invalid = _BASE_INVALID.get(policy, frozenset())
+    if not 1 <= request <= node_npus or request in invalid:
+        shown = sorted(invalid)
+        errors.append(
+            (
+                "npu-per-task",
+                f"expected: job<{job.name}> req npu num should small than {node_npus + 1}, "
+                f"and not in {shown}, actual: task req npu: {request}",
+            )
+        )
+
+
+def validate_scenario(
+    scenario: Scenario, source: str = "<scenario>"
+) -> tuple[dict[str, JobShape], list[str]]:
+    """Check every cross-field rule of a scenario.
+
+    Parameters
+    ----------
+    scenario
+        A structurally valid scenario.
+    source
+        The file name used in messages.
+
+    Returns
+    -------
+    tuple
+        ``(shapes, messages)``: the derived shape of every valid job by name, and one
+        message per error (empty when the scenario is valid).
+    """
+    messages: list[str] = []
+    config = scenario.config
+
+    def say(where: str, field: str, text: str) -> None:
+        messages.append(f"{source}: {where}: field '{field}': {text}")
+
+    if config.super_pod_size is not None and config.super_pod_size < 0:
+        say("config", "super-pod-size", f"super-pod-size({config.super_pod_size}) is negative")
+    if config.reserve_nodes is not None and config.reserve_nodes < 0:
+        say("config", "reserve-nodes", f"reserve-nodes({config.reserve_nodes}) is negative")
+    for tree, levels in config.resource_level_config.items():
+        where = f"config.resource-level-config tree '{tree}'"
+        if not levels:
+            say(where, "levels", "the tree has no levels")
+            continue
+        numbers = []
+        for key in levels:
+            match = _LEVEL_KEY.match(key)
+            if match is None:
+                say(where, key, f"'{key}' is not a level name (expected level1..levelN)")
+            else:
+                numbers.append(int(match.group(1)))
+        if sorted(numbers) != list(range(1, len(numbers) + 1)):
+            say(
+                where,
+                "levels",
+                f"topo-level config is not continuous: levels {sorted(numbers)} must be "
+                f"level1..level{len(numbers)}",
+            )
+        for key, level in levels.items():
+            if key != "level1" and level.reserved_node:
+                say(where, f"{key}.reservedNode", "reservedNode is only allowed on level1")
+        labels = [lv.label for lv in levels.values()]
+        dup_labels = sorted(lb for lb, c in Counter(labels).items() if c > 1)
+        if dup_labels:
+            say(where, "label", f"labels {dup_labels} are used by more than one level")
+
+    names: set[str] = set()
+    super_pod_sizes: Counter[int] = Counter()
+    for index, node in enumerate(scenario.nodes):
+        where = f"node '{node.name}'"
+        if node.name in names:
+            say(where, "name", f"duplicate node name (node #{index})")
+        names.add(node.name)
+        if node.free < 0 or node.free > node.npus:
+            say(where, "free", f"free {node.free} must be between 0 and npus ({node.npus})")
+        if node.super_pod_id is not None and node.super_pod_id >= 0:
+            super_pod_sizes[node.super_pod_id] += 1
+    size = config.effective_super_pod_size
+    for sp, count in sorted(super_pod_sizes.items()):
+        if count > size:
+            say(
+                f"super pod {sp}",
+                "super-pod-id",
+                f"super-pod-size is smaller than superPod's node size: super pod {sp} has "
+                f"{count} nodes but config.super-pod-size is {size}",
+            )
+
+    seen_keys: set[tuple[str, int]] = set()
+    for entry in scenario.affinity_cache.entries:
+        where = f"affinity-cache entry (owner-uid {entry.owner_uid}, rank {entry.rank})"
+        if entry.node not in names:
+            say(where, "node", f"node '{entry.node}' does not exist in nodes")
+        if entry.previous is not None and entry.previous not in names:
+            say(where, "previous", f"node '{entry.previous}' does not exist in nodes")
+        cache_key = (entry.owner_uid, entry.rank)
+        if cache_key in seen_keys:
+            say(where, "rank", "the same owner-uid and rank appear more than once")
+        seen_keys.add(cache_key)
+
+    shapes: dict[str, JobShape] = {}
+    job_names: set[str] = set()
+    owners: dict[str, str] = {}
+    for job in scenario.jobs:
+        where = f"job '{job.name}'"
+        if job.name in job_names:
+            say(where, "name", "duplicate job name")
+        job_names.add(job.name)
+        if job.owner_uid:
+            if job.owner_uid in owners:
+                say(
+                    where,
+                    "owner-uid",
+                    f"owner-uid '{job.owner_uid}' is also used by job '{owners[job.owner_uid]}'",
+                )
+            owners[job.owner_uid] = job.name
+        shape, errors = derive_shape(job, scenario)
+        for field, text in errors:
+            say(where, field, text)
+        if shape is not None:
+            shapes[job.name] = shape
+    for running in scenario.running:
+        where = f"running job '{running.name}'"
+        if running.name in job_names:
+            say(where, "name", "a running job has the same name as a pending job")
+        for rank, node_name in running.ranks.items():
+            if node_name not in names:
+                say(where, f"ranks.{rank}", f"node '{node_name}' does not exist in nodes")
+    return shapes, messages

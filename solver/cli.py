@@ -1,0 +1,396 @@
+"""The ``npu-place`` command line.
+
+Exit codes: 0 ok, 2 invalid input (message on stderr, no traceback), 1 internal error
+(or a check that failed, such as ``validate`` finding violations or ``compare`` finding a
+regression).  Set ``NPU_PLACE_DEBUG=1`` to see tracebacks of internal errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, TextIO
+
+from heuristics.greedy import EngineNotAvailable
+from models.check import check
+from models.compiled import Problem, compile_scenario
+from models.io import dump_data, load_placement, read_document, scenario_from_data
+from models.objective import Metrics, evaluate
+from models.validation import InputError
+from solver.facade import ENGINES, Result, solve
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INVALID = 2
+
+#: The bundled example ``plan`` runs when no scenario is given.
+DEFAULT_EXAMPLE = "superpod-850"
+
+
+class CliError(Exception):
+    """A user-facing error with an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_INVALID) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# --------------------------------------------------------------------------- examples
+
+
+def example_names() -> list[str]:
+    """Names of the bundled example scenarios."""
+    folder = resources.files("models") / "examples"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def example_path(name: str) -> Path:
+    """Path of a bundled example scenario."""
+    folder = resources.files("models") / "examples"
+    path = folder / f"{name}.yaml"
+    if not path.is_file():
+        raise CliError(f"no bundled example named '{name}'; choose one of "
+                       f"{', '.join(example_names())}")
+    return Path(str(path))
+
+
+def load_problem(path: str | os.PathLike[str]) -> Problem:
+    """Load, validate and compile a scenario file (raises :class:`InputError`)."""
+    source = str(path)
+    scenario = scenario_from_data(read_document(path), source)
+    return compile_scenario(scenario, source)
+
+
+def resolve_scenario_arg(value: str | None, example: str | None) -> Path:
+    """The scenario path from a positional argument or ``--example``."""
+    if value and example:
+        raise CliError("give either a SCENARIO file or --example, not both")
+    if value:
+        return Path(value)
+    return example_path(example or DEFAULT_EXAMPLE)
+
+
+# --------------------------------------------------------------------------- output
+
+
+def metrics_rows(metrics: Metrics) -> list[tuple[str, str]]:
+    """Rows of the metrics table."""
+    rate = (f"{100.0 * metrics.origin_hits / metrics.origin_candidates:.1f} %"
+            if metrics.origin_candidates else "-")
+    return [
+        ("placed-jobs", str(metrics.placed_jobs)),
+        ("origin-hits", f"{metrics.origin_hits} / {metrics.origin_candidates} candidates "
+                        f"(achievable {metrics.achievable_origin_hits}; hit rate {rate})"),
+        ("fault-returns", str(metrics.fault_returns)),
+        ("subhealthy-nodes", str(metrics.subhealthy_nodes)),
+        ("reserve-used", str(metrics.reserve_used)),
+        ("fragment-score", str(metrics.fragment_score)),
+        ("affinity-spill", str(metrics.affinity_spill)),
+        ("objective", str(metrics.objective)),
+    ]
+
+
+def _table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) -> str:
+    data = [list(header)] if header else []
+    data += [list(r) for r in rows]
+    if not data:
+        return ""
+    widths = [max(len(r[i]) for r in data) for i in range(len(data[0]))]
+    lines = []
+    for k, row in enumerate(data):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if header and k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _compress(nodes: list[str], limit: int = 6) -> str:
+    if len(nodes) <= limit:
+        return ", ".join(nodes)
+    return ", ".join(nodes[:limit]) + f", ... (+{len(nodes) - limit})"
+
+
+def render_result_table(problem: Problem, result: Result) -> str:
+    """A readable summary of one result."""
+    head = [
+        ("engine", result.engine),
+        ("status", result.status.value),
+        ("objective", str(result.objective)),
+        ("bound", "-" if result.bound is None else str(result.bound)),
+        ("gap", "-" if result.gap is None else f"{100 * result.gap:.3f} %"),
+        ("wall-seconds", f"{result.wall_seconds:.3f}"),
+    ]
+    if result.greedy_objective is not None and result.engine != "greedy":
+        head.append(("greedy objective", str(result.greedy_objective)))
+    parts = [_table(head), "", _table(metrics_rows(result.metrics))]
+    rows = []
+    for jp in result.placement.jobs:
+        job = problem.jobs[problem.job_index[jp.name]]
+        if jp.placed:
+            if jp.blocks:
+                where = "; ".join(f"{b}: {_compress(nodes, 4)}"
+                                  for b, nodes in list(jp.blocks.items())[:3])
+                if len(jp.blocks) > 3:
+                    where += f"; ... ({len(jp.blocks)} blocks)"
+            else:
+                where = _compress([jp.ranks[str(r)] for r in range(job.tasks)])
+            rows.append([jp.name, job.policy.value, str(job.tasks), "yes",
+                         f"{jp.origin_hits}/{jp.origin_candidates}", where])
+        else:
+            rows.append([jp.name, job.policy.value, str(job.tasks), "no",
+                         f"0/{jp.origin_candidates}", jp.reason or ""])
+    parts += ["", _table(rows, ["job", "policy", "tasks", "placed", "hits", "nodes / reason"])]
+    if result.notes:
+        parts += ["", *(f"note: {n}" for n in result.notes)]
+    return "\n".join(parts) + "\n"
+
+
+def emit(text: str, output: str | None, stream: TextIO) -> None:
+    """Write ``text`` to ``output`` (a file) or to ``stream``."""
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        stream.write(text)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_validate(args: argparse.Namespace, out: TextIO) -> int:
+    """``npu-place validate SCENARIO [PLACEMENT]``."""
+    problem = load_problem(args.scenario)
+    lines = [f"{args.scenario}: valid scenario: {problem.num_nodes} nodes, "
+             f"{len(problem.jobs)} pending jobs"]
+    if not args.placement:
+        out.write("\n".join(lines) + "\n")
+        return EXIT_OK
+    placement = load_placement(args.placement)
+    violations = check(problem, placement)
+    if args.format == "json" or args.format == "yaml":
+        data: dict[str, Any] = {"valid": not violations,
+                                "violations": [{"rule": v.rule.value, "job": v.job,
+                                                "node": v.node, "message": v.message}
+                                               for v in violations]}
+        if not violations:
+            data["metrics"] = evaluate(problem, placement).to_model().model_dump(by_alias=True)
+        out.write(dump_data(data, args.format))
+        return EXIT_FAILED if violations else EXIT_OK
+    if violations:
+        lines.append(f"{args.placement}: {len(violations)} hard-constraint violation(s):")
+        lines += [f"  {v}" for v in violations]
+        out.write("\n".join(lines) + "\n")
+        return EXIT_FAILED
+    lines.append(f"{args.placement}: the placement satisfies every hard constraint")
+    metrics = evaluate(problem, placement)
+    out.write("\n".join(lines) + "\n\n" + _table(metrics_rows(metrics)) + "\n")
+    return EXIT_OK
+
+
+def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
+    """``npu-place plan [SCENARIO]``."""
+    path = resolve_scenario_arg(args.scenario, args.example)
+    problem = load_problem(path)
+    result = solve(problem, engine=args.engine, time_limit=args.time_limit,
+                   workers=args.workers, seed=args.seed)
+    if args.format == "table":
+        text = f"scenario: {path}\n" + render_result_table(problem, result)
+    else:
+        text = dump_data(result.placement.to_dict(), args.format)
+    emit(text, args.output, out)
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
+    """``npu-place compare SCENARIO...`` (or the regression mode with ``--suite``)."""
+    if args.suite:
+        try:
+            from benchmarks.regression import run_regression
+        except ImportError:
+            raise CliError("the regression suite is not available yet", EXIT_FAILED) from None
+        return run_regression(args, out)
+    if not args.scenarios:
+        raise CliError("compare needs SCENARIO files (or --suite for the regression mode)")
+    rows = []
+    records = []
+    for scenario in args.scenarios:
+        problem = load_problem(scenario)
+        greedy = solve(problem, engine="greedy", seed=args.seed)
+        cpsat = solve(problem, engine="cpsat", time_limit=args.time_limit,
+                      workers=args.workers, seed=args.seed)
+        for result in (greedy, cpsat):
+            m = result.metrics
+            rows.append([str(scenario), result.engine if result is greedy else "cpsat",
+                         result.status.value, str(m.placed_jobs),
+                         f"{m.origin_hits}/{m.origin_candidates}", str(m.fault_returns),
+                         str(m.subhealthy_nodes), str(m.reserve_used), str(m.fragment_score),
+                         str(m.affinity_spill), str(result.objective),
+                         "-" if result.bound is None else str(result.bound),
+                         f"{result.wall_seconds:.3f}"])
+            records.append({"scenario": str(scenario), "engine-run":
+                            "greedy" if result is greedy else "cpsat",
+                            "answer-engine": result.engine, "status": result.status.value,
+                            "objective": result.objective, "bound": result.bound,
+                            "wall-seconds": round(result.wall_seconds, 6),
+                            "metrics": m.to_model().model_dump(by_alias=True)})
+    if args.format == "table":
+        header = ["scenario", "engine", "status", "placed", "hits", "fault-ret", "subhealthy",
+                  "reserve", "fragment", "spill", "objective", "bound", "wall-s"]
+        out.write(_table(rows, header) + "\n")
+    else:
+        out.write(dump_data(records, args.format))
+    return EXIT_OK
+
+
+def cmd_examples(args: argparse.Namespace, out: TextIO) -> int:
+    """``npu-place examples``: list (or print) the bundled scenarios."""
+    if args.name:
+        out.write(example_path(args.name).read_text(encoding="utf-8"))
+        return EXIT_OK
+    for name in example_names():
+        out.write(f"{name}\t{example_path(name)}\n")
+    return EXIT_OK
+
+
+def _optional(module: str, func: str) -> Callable[[argparse.Namespace, TextIO], int]:
+    def run(args: argparse.Namespace, out: TextIO) -> int:
+        try:
+            mod = __import__(module, fromlist=[func])
+        except ImportError:
+            raise CliError(f"'{args.command}' is not available yet", EXIT_FAILED) from None
+        result: int = getattr(mod, func)(args, out)
+        return result
+
+    return run
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def add_engine_options(parser: argparse.ArgumentParser, *, engine: bool = True) -> None:
+    """The options every solving command shares."""
+    if engine:
+        parser.add_argument("--engine", choices=ENGINES, default="auto",
+                            help="greedy, cpsat, or auto (greedy then CP-SAT; default)")
+    parser.add_argument("--time-limit", type=_positive_float, default=10.0, metavar="S",
+                        help="wall-clock budget per placement in seconds (default 10)")
+    parser.add_argument("--workers", type=_positive_int, default=1, metavar="N",
+                        help="CP-SAT search workers (default 1)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N",
+                        help="random seed of the CP-SAT search (default 0)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``npu-place``."""
+    parser = argparse.ArgumentParser(
+        prog="npu-place",
+        description="Placement engine for Ascend NPU gang jobs (greedy port + CP-SAT), "
+                    "preferring each pod's previous node.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("validate", help="check a scenario, and optionally a placement")
+    p.add_argument("scenario", metavar="SCENARIO")
+    p.add_argument("placement", metavar="PLACEMENT", nargs="?")
+    p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
+    p.set_defaults(run=cmd_validate)
+
+    p = sub.add_parser("plan", help="place the pending jobs of a scenario")
+    p.add_argument("scenario", metavar="SCENARIO", nargs="?",
+                   help=f"scenario file (default: the bundled example '{DEFAULT_EXAMPLE}')")
+    p.add_argument("--example", metavar="NAME", help="run a bundled example by name")
+    add_engine_options(p)
+    p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("--output", metavar="FILE", help="write the answer to FILE")
+    p.set_defaults(run=cmd_plan)
+
+    p = sub.add_parser("compare", help="greedy vs CP-SAT side by side, or the regression suite")
+    p.add_argument("scenarios", metavar="SCENARIO", nargs="*")
+    add_engine_options(p, engine=False)
+    p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("--suite", choices=("quick", "full"),
+                   help="re-run a stored benchmark suite (regression mode)")
+    p.add_argument("--baseline", metavar="FILE", help="baseline file of the regression mode")
+    p.add_argument("--write-baseline", action="store_true",
+                   help="write the baseline instead of comparing against it")
+    p.add_argument("--out", metavar="DIR", help="where the regression mode writes its report")
+    p.set_defaults(run=cmd_compare)
+
+    p = sub.add_parser("simulate", help="multi-session what-if: events, placements, cache")
+    p.add_argument("scenario", metavar="SCENARIO")
+    p.add_argument("events", metavar="EVENTS")
+    add_engine_options(p)
+    p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("--plot", metavar="FILE.png", help="plot hit rate and pending jobs")
+    p.add_argument("--save-state", metavar="FILE", help="write the final state as a scenario")
+    p.add_argument("--output", metavar="FILE", help="write the report to FILE")
+    p.set_defaults(run=_optional("solver.simulate", "cmd_simulate"))
+
+    p = sub.add_parser("bench", help="solver-vs-greedy benchmark suite with reports and plots")
+    p.add_argument("--suite", choices=("quick", "full"), default="quick")
+    add_engine_options(p, engine=False)
+    p.add_argument("--out", metavar="DIR", default="bench-out")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(run=_optional("benchmarks.suite", "cmd_bench"))
+
+    p = sub.add_parser("examples", help="list the bundled example scenarios, or print one")
+    p.add_argument("name", nargs="?")
+    p.set_defaults(run=cmd_examples)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    """Entry point of ``npu-place``; returns the exit code."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_INVALID
+    try:
+        code: int = args.run(args, out)
+        return code
+    except InputError as exc:
+        for message in exc.messages:
+            err.write(f"error: {message}\n")
+        err.write(f"{len(exc.messages)} input error(s); nothing was placed\n")
+        return EXIT_INVALID
+    except CliError as exc:
+        err.write(f"error: {exc}\n")
+        return exc.code
+    except EngineNotAvailable as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        err.write("interrupted\n")
+        return 130
+    except Exception as exc:  # the CLI never shows a traceback unless asked to
+        if os.environ.get("NPU_PLACE_DEBUG"):
+            traceback.print_exc(file=err)
+        err.write(f"internal error: {type(exc).__name__}: {exc}\n"
+                  "(set NPU_PLACE_DEBUG=1 for a traceback; please report it)\n")
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
