@@ -1,0 +1,266 @@
+"""Hard constraints of the counted model, one method per rule family."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from models.compiled import Problem
+from solver.model.structure import JobStructure, Structure, parent_at
+from solver.model.variables import Lin, ModelVariables, leaf_domain_of
+
+
+class Constraints:
+    """Adds every hard constraint of the contract to the model.
+
+    Parameters
+    ----------
+    model
+        The CP-SAT model.
+    problem
+        The compiled scenario.
+    structure
+        Cells, domains and group trees.
+    mv
+        The model's variables.
+    pinned_use
+        Chips per node already used by pinned jobs.
+    """
+
+    def __init__(self, model: cp_model.CpModel, problem: Problem, structure: Structure,
+                 mv: ModelVariables, pinned_use: np.ndarray) -> None:
+        self.model = model
+        self.problem = problem
+        self.structure = structure
+        self.mv = mv
+        self.pinned_use = pinned_use
+
+    def add_all(self) -> None:
+        """Add every rule family."""
+        for j, js in self.structure.jobs.items():
+            self.gang_and_blocks(j, js)
+            self.leaf_cells(j, js)
+        self.cell_capacity()
+        self.node_level_jobs()
+        self.origin_hits()
+        self.fault_returns()
+
+    # ------------------------------------------------------------------ structure
+    def gang_and_blocks(self, j: int, js: JobStructure) -> None:
+        """Gang, super-pod blocks, rack windows and multilevel nesting of one job.
+
+        Every group sits in exactly one domain of its level, inside its parent's domain;
+        the job's top-level groups are all placed or none (``placed[j]``).
+        """
+        mv = self.mv
+        model = self.model
+        placed = mv.placed[j]
+        top_groups = js.by_level[0]
+        total = Lin()
+        for gid in top_groups:
+            group = js.groups[gid]
+            chosen = [mv.explicit[(j, gid, d)] for d in group.pref_domains]
+            if chosen:
+                model.add(sum(chosen) <= placed)
+                for var in chosen:
+                    total.add(var)
+        for d in js.candidates[0]:
+            total.add(mv.anon_count[(j, 0, d)])
+        model.add(total.expr() == len(top_groups) * placed)
+        if js.trees:
+            trees = [mv.tree[(j, t)] for t in js.trees]
+            model.add(sum(trees) == placed)
+            for t in js.trees:
+                per_tree = Lin()
+                for d in js.candidates[0]:
+                    if self.structure.domains[d].key[1] != t:
+                        continue
+                    per_tree.add(mv.anon_count[(j, 0, d)])
+                    for gid in top_groups:
+                        top_var = mv.explicit.get((j, gid, d))
+                        if top_var is not None:
+                            per_tree.add(top_var)
+                model.add(per_tree.expr() == len(top_groups) * mv.tree[(j, t)])
+        domains = self.structure.domains
+        for li in range(1, len(js.sizes)):
+            cands = set(js.candidates[li])
+            ratio = js.sizes[li - 1] // js.sizes[li]
+            # explicit child only inside its explicit parent's domain
+            for gid in js.by_level[li]:
+                group = js.groups[gid]
+                for d in group.pref_domains:
+                    up = parent_at(self.structure, js, d, li - 1)
+                    parent_var = mv.explicit.get((j, group.parent, up))
+                    if parent_var is None:
+                        model.add(mv.explicit[(j, gid, d)] == 0)
+                    else:
+                        model.add(mv.explicit[(j, gid, d)] <= parent_var)
+            # children of an explicit parent: explicit ones plus counted anonymous ones
+            for pid in js.by_level[li - 1]:
+                parent = js.groups[pid]
+                for big in parent.pref_domains:
+                    inside = Lin()
+                    for child_dom in domains[big].children:
+                        if child_dom not in cands:
+                            continue
+                        inside.add(mv.child_count[(j, pid, child_dom)])
+                        for cid in parent.children:
+                            child_var = mv.explicit.get((j, cid, child_dom))
+                            if child_var is not None:
+                                inside.add(child_var)
+                    model.add(inside.expr() == len(parent.children) * mv.explicit[(j, pid, big)])
+            # children of anonymous parents are anonymous, counted per child domain
+            for big in js.candidates[li - 1]:
+                inside = Lin()
+                for child_dom in domains[big].children:
+                    if child_dom in cands:
+                        inside.add(mv.anon_count[(j, li, child_dom)])
+                model.add(inside.expr() == ratio * mv.anon_count[(j, li - 1, big)])
+
+    def leaf_cells(self, j: int, js: JobStructure) -> None:
+        """Leaf groups take exactly their size in nodes from the cells of their domain."""
+        mv = self.mv
+        model = self.model
+        leaf = js.leaf_level
+        size = js.sizes[leaf]
+        eligible = set(js.eligible_cells)
+        domains = self.structure.domains
+        for gid in js.by_level[leaf]:
+            group = js.groups[gid]
+            for d in group.pref_domains:
+                take = Lin()
+                for c in domains[d].cells:
+                    if c in eligible:
+                        take.add(mv.cell_take[(j, gid, c)])
+                model.add(take.expr() == size * mv.explicit[(j, gid, d)])
+        # anonymous leaf groups in each leaf domain draw from the job's pool
+        groups_in: dict[int, Lin] = defaultdict(Lin)
+        for d in js.candidates[leaf]:
+            groups_in[d].add(mv.anon_count[(j, leaf, d)])
+        if leaf > 0:
+            for pid in js.by_level[leaf - 1]:
+                for d in js.candidates[leaf]:
+                    var = mv.child_count.get((j, pid, d))
+                    if var is not None:
+                        groups_in[d].add(var)
+        pool_in: dict[int, Lin] = defaultdict(Lin)
+        for c in js.eligible_cells:
+            var = mv.pool_take.get((j, c))
+            if var is None:
+                continue
+            d = leaf_domain_of(self.structure, js.kinds[leaf], c, self.structure.cells[c].tree)
+            pool_in[d].add(var)
+        for d in js.candidates[leaf]:
+            model.add(pool_in[d].expr() == size * groups_in[d].expr())
+
+    def cell_capacity(self) -> None:
+        """Whole nodes of a cell are used at most once, across every job of the batch."""
+        usage: dict[int, Lin] = defaultdict(Lin)
+        for (_, _, c), var in self.mv.cell_take.items():
+            usage[c].add(var)
+        for (_, c), var in self.mv.pool_take.items():
+            usage[c].add(var)
+        for n, var in self.mv.touched.items():
+            owner = self.structure.cell_of.get(n)
+            if owner is not None:
+                usage[owner].add(var)
+        for c, lin in usage.items():
+            self.model.add(lin.expr() <= self.structure.cells[c].size)
+
+    def node_level_jobs(self) -> None:
+        """Ordinary (and single-task super-pod) jobs: chips per node, gang per job."""
+        mv = self.mv
+        model = self.model
+        per_job: dict[int, Lin] = defaultdict(Lin)
+        per_node: dict[int, Lin] = defaultdict(Lin)
+        uses_at: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+        for (j, n), var in mv.node_ranks.items():
+            job = self.problem.jobs[j]
+            per_job[j].add(var)
+            per_node[n].add(var, job.npu_per_task)
+            use = mv.node_uses[(j, n)]
+            model.add(var >= use)
+            model.add(var <= min(job.tasks, int(self.problem.free[n]) // job.npu_per_task) * use)
+            uses_at[n].append(use)
+        for j in self.structure.ordinary:
+            model.add(per_job[j].expr() == self.problem.jobs[j].tasks * mv.placed[j])
+        for n, lin in per_node.items():
+            avail = int(self.problem.free[n]) - int(self.pinned_use[n])
+            model.add(lin.expr() <= avail)
+        for n, var in mv.touched.items():
+            uses = uses_at[n]
+            for use in uses:
+                model.add(var >= use)
+            model.add(var <= sum(uses))
+
+    # ------------------------------------------------------------------ preferences
+    def origin_hits(self) -> None:
+        """A hit needs the rank's group to take its origin node (whole nodes: once)."""
+        mv = self.mv
+        problem = self.problem
+        structure = self.structure
+        node_hits: dict[tuple[int, int, int], list[cp_model.IntVar]] = defaultdict(list)
+        for (j, r), var in mv.hit.items():
+            job = problem.jobs[j]
+            n = int(job.origin[r])
+            if j in structure.ordinary:
+                node_hits[(j, -1, n)].append(var)
+                continue
+            js = structure.jobs[j]
+            gid = js.by_level[js.leaf_level][r // js.sizes[js.leaf_level]]
+            c = structure.cell_of[n]
+            take = mv.cell_take[(j, gid, c)]
+            self.model.add(var <= take)
+            node_hits[(j, gid, n)].append(var)
+        for (j, gid, n), hits in node_hits.items():
+            if gid < 0:
+                self.model.add(sum(hits) <= mv.node_ranks[(j, n)])
+            else:
+                c = structure.cell_of[n]
+                self.model.add(sum(hits) <= mv.cell_take[(j, gid, c)])
+
+    def fault_returns(self) -> None:
+        """A fault rank returns to its old node only when nothing else is left for it.
+
+        Whole-node group ``g`` using node ``x``: a return is forced exactly when every rank
+        of ``g`` that is not pinned on its origin avoids ``x`` (a rank matching argument:
+        each rank avoids at most one node).  Node-level jobs: returns are forced when the
+        slots left on ``x`` exceed the ranks that do not avoid ``x``.
+        """
+        mv = self.mv
+        problem = self.problem
+        structure = self.structure
+        model = self.model
+        for (j, gid, x), var in mv.fault_return.items():
+            job = problem.jobs[j]
+            js = structure.jobs[j]
+            group = js.groups[gid]
+            take = mv.cell_take[(j, gid, structure.cell_of[x])]
+            avoiders = {r for r in group.ranks if job.fault[r] and int(job.origin[r]) == x}
+            free_ranks = Lin(const=len(group.ranks) - len(avoiders))
+            for r in group.ranks:
+                if r in avoiders:
+                    continue
+                hit = mv.hit.get((j, r))
+                if hit is not None and int(job.origin[r]) != x:
+                    free_ranks.add(hit, -1)
+            model.add(var >= Lin([(take, 1)]).plus(free_ranks, -1).expr())
+            model.add(var <= take)
+        for (j, x), var in mv.node_fault_return.items():
+            job = problem.jobs[j]
+            avoiding = sum(1 for r in range(job.tasks)
+                           if job.fault[r] and int(job.origin[r]) == x)
+            slots_left = Lin().add(mv.node_ranks[(j, x)])
+            ranks_left = Lin(const=job.tasks - avoiding)
+            for r in range(job.tasks):
+                hit = mv.hit.get((j, r))
+                if hit is None:
+                    continue
+                ranks_left.add(hit, -1)
+                if int(job.origin[r]) == x:
+                    slots_left.add(hit, -1)
+            model.add(var >= slots_left.plus(ranks_left, -1).expr())
+            model.add(var <= mv.node_ranks[(j, x)])
+            model.add(var <= avoiding)

@@ -1,0 +1,132 @@
+"""Warm start: translate a placement (greedy's) into a value for every model variable."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from models.compiled import Problem
+from models.plan import Plan
+from solver.model.structure import JobStructure, Structure, parent_at
+from solver.model.variables import Assignment, ModelVariables, leaf_domain_of
+
+
+class HintError(Exception):
+    """The placement cannot be expressed in the model (a bug or an unmodelled case)."""
+
+
+def plan_to_assignment(
+    problem: Problem, structure: Structure, mv: ModelVariables, plan: Plan
+) -> Assignment:
+    """Values of every variable (auxiliaries included) that encode ``plan``.
+
+    Raises
+    ------
+    HintError
+        When a placed job's layout has no counterpart in the model.
+    """
+    values: Assignment = {var.index: 0 for var in mv.reg.variables}
+
+    def put(key: object, table: dict[Any, Any], value: int) -> None:
+        var = table.get(key)
+        if var is None:
+            if value == 0:
+                return
+            raise HintError(f"no variable for {key}")
+        values[var.index] = value
+
+    for j, js in structure.jobs.items():
+        nodes = plan.nodes[j]
+        if nodes is None:
+            continue
+        put(j, mv.placed, 1)
+        _job_values(problem, structure, mv, js, [int(n) for n in nodes], values, put)
+    for j in structure.ordinary:
+        nodes = plan.nodes[j]
+        if nodes is None:
+            continue
+        job = problem.jobs[j]
+        put(j, mv.placed, 1)
+        counts = Counter(int(n) for n in nodes)
+        for n, k in counts.items():
+            put((j, n), mv.node_ranks, k)
+            put((j, n), mv.node_uses, 1)
+            if n in mv.touched:
+                values[mv.touched[n].index] = 1
+        returns: Counter[int] = Counter()
+        for r, n in enumerate(nodes):
+            if int(job.origin[r]) != int(n):
+                continue
+            if job.fault[r]:
+                returns[int(n)] += 1
+            elif (j, r) in mv.hit:
+                values[mv.hit[(j, r)].index] = 1
+        for n, k in returns.items():
+            put((j, n), mv.node_fault_return, k)
+    for var in mv.reg.variables:
+        rule = mv.reg.rules.get(var.index)
+        if rule is not None:
+            values[var.index] = rule(values)
+    return values
+
+
+def _job_values(problem: Problem, structure: Structure, mv: ModelVariables, js: JobStructure,
+                nodes: list[int], values: Assignment, put: object) -> None:
+    j = js.job
+    job = problem.jobs[j]
+    setter = put  # callable(key, table, value)
+    assert callable(setter)
+    leaf = js.leaf_level
+    domain_of: dict[int, int] = {}
+    for gid, group in enumerate(js.groups):
+        first = nodes[group.ranks[0]]
+        cell = structure.cell_of.get(first)
+        if cell is None:
+            raise HintError(f"job {job.name}: node {problem.node_names[first]} is not free")
+        leaf_dom = leaf_domain_of(structure, js.kinds[leaf], cell, structure.cells[cell].tree)
+        domain_of[gid] = parent_at(structure, js, leaf_dom, group.level)
+    if js.trees:
+        top = domain_of[js.by_level[0][0]]
+        tree = int(str(structure.domains[top].key[1]))
+        setter((j, tree), mv.tree, 1)
+    explicit: set[int] = set()
+    anon_counts: Counter[tuple[int, int]] = Counter()
+    child_counts: Counter[tuple[int, int]] = Counter()
+    for li in range(len(js.sizes)):
+        for gid in js.by_level[li]:
+            group = js.groups[gid]
+            d = domain_of[gid]
+            parent_ok = group.parent < 0 or group.parent in explicit
+            if d in group.pref_domains and parent_ok:
+                explicit.add(gid)
+                setter((j, gid, d), mv.explicit, 1)
+            elif group.parent >= 0 and group.parent in explicit:
+                child_counts[(group.parent, d)] += 1
+            else:
+                anon_counts[(li, d)] += 1
+    for (li, d), k in anon_counts.items():
+        setter((j, li, d), mv.anon_count, k)
+    for (pid, d), k in child_counts.items():
+        setter((j, pid, d), mv.child_count, k)
+    pool: Counter[int] = Counter()
+    for gid in js.by_level[leaf]:
+        group = js.groups[gid]
+        cells = Counter(structure.cell_of[nodes[r]] for r in group.ranks)
+        if gid in explicit:
+            for c, k in cells.items():
+                setter((j, gid, c), mv.cell_take, k)
+        else:
+            pool.update(cells)
+        returned: set[int] = set()
+        for r in group.ranks:
+            n = nodes[r]
+            if int(job.origin[r]) != n:
+                continue
+            if job.fault[r]:
+                returned.add(n)
+            elif (j, r) in mv.hit:
+                values[mv.hit[(j, r)].index] = 1
+        for n in returned:
+            setter((j, gid, n), mv.fault_return, 1)
+    for c, k in pool.items():
+        setter((j, c), mv.pool_take, k)

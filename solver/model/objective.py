@@ -1,0 +1,378 @@
+"""The objective of the counted model: the ``models`` objective, term by term, exactly.
+
+Every term is written as a function of the counts so that, for the placement the
+post-pass recovers, ``evaluate(scenario, placement)`` equals the objective CP-SAT reports
+(tests assert it per family).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+
+from models.compiled import SUBHEALTHY, JobView, Problem
+from models.objective import ResolvedWeights, eligible_nodes
+from models.scenario import Family
+from solver.model.structure import Structure, ml_domain_at
+from solver.model.variables import (
+    Lin,
+    ModelVariables,
+    Registry,
+    Var,
+    ge1_rule,
+    product_rule,
+)
+
+
+@dataclass
+class ObjectiveTerms:
+    """The objective split into its named terms (all maximised as ``total``)."""
+
+    placed: Lin = field(default_factory=Lin)
+    hits: Lin = field(default_factory=Lin)
+    fault_returns: Lin = field(default_factory=Lin)
+    subhealthy: Lin = field(default_factory=Lin)
+    reserve: Lin = field(default_factory=Lin)
+    fragment: Lin = field(default_factory=Lin)
+    spill: Lin = field(default_factory=Lin)
+
+    def total(self, w: ResolvedWeights) -> Lin:
+        """The weighted objective (``placed`` already carries the job weights)."""
+        out = Lin()
+        out.plus(self.placed)
+        out.plus(self.hits, w.origin_hit)
+        out.plus(self.fault_returns, -w.fault_return)
+        out.plus(self.subhealthy, -w.subhealthy)
+        out.plus(self.reserve, -w.reserve)
+        out.plus(self.fragment, -w.fragment)
+        out.plus(self.spill, -w.affinity_spill)
+        return out
+
+
+class ObjectiveBuilder:
+    """Builds every objective term from the model's variables and the pinned jobs."""
+
+    def __init__(self, reg: Registry, problem: Problem, structure: Structure,
+                 mv: ModelVariables, weights: ResolvedWeights,
+                 pinned: dict[int, np.ndarray]) -> None:
+        self.reg = reg
+        self.problem = problem
+        self.structure = structure
+        self.mv = mv
+        self.weights = weights
+        self.pinned = pinned
+        self.pinned_nodes: set[int] = set()
+        for j, nodes in pinned.items():
+            if problem.jobs[j].whole_node:
+                self.pinned_nodes.update(int(n) for n in nodes)
+        self._usage: dict[int, Lin] | None = None
+        self._frag_cache: dict[tuple[object, ...], Lin] = {}
+
+    # ------------------------------------------------------------------ usage
+    def cell_usage(self) -> dict[int, Lin]:
+        """Whole nodes used per cell, by every job (node-level touches included)."""
+        if self._usage is None:
+            usage: dict[int, Lin] = defaultdict(Lin)
+            for (_, _, c), var in self.mv.cell_take.items():
+                usage[c].add(var)
+            for (_, c), var in self.mv.pool_take.items():
+                usage[c].add(var)
+            for n, var in self.mv.touched.items():
+                owner = self.structure.cell_of.get(n)
+                if owner is not None:
+                    usage[owner].add(var)
+            self._usage = usage
+        return self._usage
+
+    def build(self) -> ObjectiveTerms:
+        """Every term."""
+        terms = ObjectiveTerms()
+        self._placed_hits_faults(terms)
+        self._subhealthy(terms)
+        self._reserve(terms)
+        self._fragment(terms)
+        return terms
+
+    # ------------------------------------------------------------------ simple terms
+    def _placed_hits_faults(self, terms: ObjectiveTerms) -> None:
+        w = self.weights
+        for j, var in self.mv.placed.items():
+            terms.placed.add(var, w.job_placed[j])
+        for var in self.mv.hit.values():
+            terms.hits.add(var)
+        for var in self.mv.fault_return.values():
+            terms.fault_returns.add(var)
+        for var in self.mv.node_fault_return.values():
+            terms.fault_returns.add(var)
+        for j, nodes in self.pinned.items():
+            job = self.problem.jobs[j]
+            terms.placed.const += w.job_placed[j]
+            arr = np.asarray(nodes)
+            on = (arr == job.origin) & (job.origin >= 0)
+            terms.hits.const += int((on & ~job.fault).sum())
+            terms.fault_returns.const += int((on & job.fault).sum())
+            terms.spill.const += _spill(self.problem, job, [int(n) for n in nodes])
+
+    def _subhealthy(self, terms: ObjectiveTerms) -> None:
+        problem = self.problem
+        for c, lin in self.cell_usage().items():
+            if self.structure.cells[c].health == SUBHEALTHY:
+                terms.subhealthy.plus(_without_touches(lin, self.mv))
+        for n, var in self.mv.touched.items():
+            if problem.health[n] == SUBHEALTHY:
+                terms.subhealthy.add(var)
+        hosts = set(self.pinned_nodes)
+        for j, nodes in self.pinned.items():
+            if not problem.jobs[j].whole_node:
+                hosts.update(int(n) for n in nodes)
+        terms.subhealthy.const += sum(1 for n in hosts if problem.health[n] == SUBHEALTHY)
+
+    # ------------------------------------------------------------------ reserve
+    def _family_use_per_cell(self, family: Family) -> dict[int, Lin]:
+        use: dict[int, Lin] = defaultdict(Lin)
+        for (j, _, c), var in self.mv.cell_take.items():
+            if self.problem.jobs[j].family is family:
+                use[c].add(var)
+        for (j, c), var in self.mv.pool_take.items():
+            if self.problem.jobs[j].family is family:
+                use[c].add(var)
+        return use
+
+    def _reserve(self, terms: ObjectiveTerms) -> None:
+        problem = self.problem
+        whole = problem.whole_free
+        families = {job.family for job in problem.jobs}
+        if Family.SUPERPOD in families and problem.reserve_nodes > 0:
+            use = self._family_use_per_cell(Family.SUPERPOD)
+            per_pod: dict[int, Lin] = defaultdict(Lin)
+            for c, lin in use.items():
+                per_pod[self.structure.cells[c].super_pod].plus(lin)
+            # node-level super-pod jobs touching completely free nodes
+            touches: dict[int, list] = defaultdict(list)
+            for (j, n), var in self.mv.node_uses.items():
+                if problem.jobs[j].family is Family.SUPERPOD and whole[n]:
+                    touches[n].append(var)
+            for n, lits in touches.items():
+                per_pod[int(problem.super_pod[n])].add(
+                    self.reg.any_of(lits, f"sptouch[{n}]"))
+            pinned_hosts: set[int] = set()
+            for j, nodes in self.pinned.items():
+                if problem.jobs[j].family is Family.SUPERPOD:
+                    pinned_hosts.update(int(n) for n in nodes if whole[n])
+            for n in pinned_hosts:
+                per_pod[int(problem.super_pod[n])].const += 1
+            free_per_pod = Counter(problem.super_pod[whole & (problem.super_pod >= 0)].tolist())
+            for sp in sorted(per_pod):
+                slack = max(0, free_per_pod[sp] - problem.reserve_nodes)
+                lin = Lin(list(per_pod[sp].terms), per_pod[sp].const - slack)
+                terms.reserve.plus(self.reg.positive_part(lin, f"res[sp{sp}]"))
+        if Family.MULTILEVEL in families:
+            use = self._family_use_per_cell(Family.MULTILEVEL)
+            per_domain: dict[int, Lin] = defaultdict(Lin)
+            for c, lin in use.items():
+                cell = self.structure.cells[c]
+                if cell.tree < 0:
+                    continue
+                view = problem.trees[problem.tree_names[cell.tree]]
+                if view.reserved_nodes <= 0:
+                    continue
+                per_domain[ml_domain_at(self.structure, cell, 1)].plus(lin)
+            for d in sorted(per_domain):
+                dom = self.structure.domains[d]
+                tree = int(str(dom.key[1]))
+                view = problem.trees[problem.tree_names[tree]]
+                free = _whole_free_in_domain(self.problem, self.structure, d, self.pinned_nodes)
+                slack = max(0, free - view.reserved_nodes)
+                lin = Lin(list(per_domain[d].terms), per_domain[d].const - slack)
+                terms.reserve.plus(self.reg.positive_part(lin, f"res[ml{d}]"))
+
+    # ------------------------------------------------------------------ fragment
+    def _fragment(self, terms: ObjectiveTerms) -> None:
+        reg = self.reg
+        problem = self.problem
+        for j, js in self.structure.jobs.items():
+            job = problem.jobs[j]
+            if job.family is Family.MULTILEVEL:
+                contrib = Lin()
+                for t in js.trees:
+                    frag_t = self._job_fragment(job, t)
+                    contrib.plus(reg.when(self.mv.tree[(j, t)], frag_t, f"frag[{j},{t}]"))
+                terms.fragment.plus(contrib)
+            else:
+                frag = self._job_fragment(job, None)
+                if frag.is_const and frag.const == 0:
+                    continue
+                terms.fragment.plus(reg.when(self.mv.placed[j], frag, f"frag[{j}]"))
+        for j, nodes in self.pinned.items():
+            job = problem.jobs[j]
+            tree = int(problem.node_tree[int(nodes[0])]) if job.family is Family.MULTILEVEL \
+                else None
+            terms.fragment.plus(self._job_fragment(job, tree))
+        self._ordinary_fragment(terms)
+
+    def _ordinary_fragment(self, terms: ObjectiveTerms) -> None:
+        """Ordinary jobs: nodes hosting the job that are left partly used."""
+        reg = self.reg
+        problem = self.problem
+        by_node: dict[int, list[tuple[int, Var]]] = defaultdict(list)
+        for (j, n), var in self.mv.node_ranks.items():
+            by_node[n].append((j, var))
+        left_flag: dict[int, Var] = {}
+        for (j, n), use in self.mv.node_uses.items():
+            if problem.jobs[j].family is not Family.ORDINARY:
+                continue
+            flag = left_flag.get(n)
+            if flag is None:
+                left = Lin(const=int(problem.free[n]))
+                for j2, var in by_node[n]:
+                    left.add(var, -problem.jobs[j2].npu_per_task)
+                for jp, nodes in self.pinned.items():
+                    count = int(np.sum(np.asarray(nodes) == n))
+                    left.const -= problem.jobs[jp].npu_per_task * count
+                flag = reg.bool_var(f"left[{n}]")
+                reg.model.add(left.expr() >= 1).only_enforce_if(flag)
+                reg.model.add(left.expr() <= 0).only_enforce_if(~flag)
+                reg.aux(flag, partial(ge1_rule, left))
+                left_flag[n] = flag
+            partial_var = reg.bool_var(f"partial[{j},{n}]")
+            reg.model.add_multiplication_equality(partial_var, [use, flag])
+            reg.aux(partial_var, partial(product_rule, use.index, flag.index))
+            terms.fragment.add(partial_var)
+
+    def _eligible_left(self, job: JobView, tree: int | None) -> tuple[np.ndarray, dict[int, Lin]]:
+        """Eligible-node mask and, per cell eligible for ``job``, its left-node expression."""
+        problem = self.problem
+        mask = eligible_nodes(problem, job, tree)
+        usage = self.cell_usage()
+        left: dict[int, Lin] = {}
+        for cell in self.structure.cells:
+            if not mask[cell.nodes[0]]:
+                continue
+            lin = Lin(const=cell.size)
+            use = usage.get(cell.id)
+            if use is not None:
+                lin.plus(use, -1)
+            left[cell.id] = lin
+        return mask, left
+
+    def _job_fragment(self, job: JobView, tree: int | None) -> Lin:
+        """The job's fragment score as a function of the counts (see models.objective)."""
+        key: tuple[object, ...] = (job.family, job.npu_per_task, job.sp_block, job.tp_block,
+                                   job.levels, tree)
+        cached = self._frag_cache.get(key)
+        if cached is not None:
+            return cached
+        reg = self.reg
+        mask, left_cells = self._eligible_left(job, tree)
+        tag = f"{job.family.value}{job.npu_per_task}.{job.sp_block}.{job.tp_block}" \
+              f".{'-'.join(map(str, job.levels))}.{tree}"
+        # pinned nodes are eligible but used: they only add to the node totals (left 0)
+        out = Lin()
+        if job.family is Family.SUPERPOD:
+            if job.sp_block > 1:
+                per_pod: dict[int, Lin] = defaultdict(Lin)
+                for c, lin in left_cells.items():
+                    per_pod[self.structure.cells[c].super_pod].plus(lin)
+                for sp in sorted(per_pod):
+                    out.plus(reg.modulo(per_pod[sp], job.sp_block, f"fm[{tag},{sp}]"))
+        elif job.family is Family.RACK:
+            per_rack: dict[tuple[int, int], Lin] = defaultdict(Lin)
+            for c, lin in left_cells.items():
+                cell = self.structure.cells[c]
+                per_rack[(cell.super_pod, cell.rack)].plus(lin)
+            windows = job.sp_block // job.tp_block
+            alloc: dict[int, Lin] = defaultdict(Lin)
+            rest: dict[int, Lin] = defaultdict(Lin)
+            for sp, rack in sorted(per_rack):
+                lin = per_rack[(sp, rack)]
+                alloc[sp].plus(reg.divide(lin, job.tp_block, f"fq[{tag},{rack}]"))
+                rest[sp].plus(reg.modulo(lin, job.tp_block, f"fr[{tag},{rack}]"))
+            for sp in sorted(alloc):
+                out.plus(reg.modulo(alloc[sp], windows, f"fa[{tag},{sp}]"), job.tp_block)
+                out.plus(rest[sp], 10)
+        elif job.family is Family.MULTILEVEL:
+            assert tree is not None
+            out = self._multilevel_fragment(job, tree, left_cells, tag)
+        del mask
+        self._frag_cache[key] = out
+        return out
+
+    def _multilevel_fragment(self, job: JobView, tree: int, left_cells: dict[int, Lin],
+                             tag: str) -> Lin:
+        reg = self.reg
+        structure = self.structure
+        levels = job.levels
+        per_l1: dict[int, Lin] = defaultdict(Lin)
+        for c, lin in left_cells.items():
+            cell = structure.cells[c]
+            if cell.tree != tree:
+                continue
+            per_l1[ml_domain_at(structure, cell, 1)].plus(lin)
+        frag: dict[int, Lin] = {}
+        alloc: dict[int, Lin] = {}
+        for d in sorted(per_l1):
+            frag[d] = reg.modulo(per_l1[d], levels[0], f"mf[{tag},{d}]")
+            alloc[d] = reg.divide(per_l1[d], levels[0], f"ma[{tag},{d}]")
+        for i in range(1, len(levels)):
+            m = levels[i] // levels[i - 1]
+            sub: dict[int, Lin] = defaultdict(Lin)
+            acc: dict[int, Lin] = defaultdict(Lin)
+            for d in sorted(alloc):
+                parent = structure.domains[d].parent
+                sub[parent].plus(alloc[d])
+                acc[parent].plus(frag[d])
+            frag = {}
+            alloc = {}
+            for d in sorted(sub):
+                f = Lin()
+                f.plus(reg.modulo(sub[d], m, f"mf[{tag},{d}]"), levels[i - 1])
+                f.plus(acc[d], 10)
+                frag[d] = f
+                alloc[d] = reg.divide(sub[d], m, f"ma[{tag},{d}]")
+        out = Lin()
+        for d in sorted(frag):
+            out.plus(frag[d])
+        return out
+
+
+def _without_touches(lin: Lin, mv: ModelVariables) -> Lin:
+    touched = {var.index for var in mv.touched.values()}
+    return Lin([(v, c) for v, c in lin.terms if v.index not in touched], lin.const)
+
+
+def _whole_free_in_domain(problem: Problem, structure: Structure, d: int,
+                          pinned_nodes: set[int]) -> int:
+    """Completely free usable nodes of a multilevel level1 domain, pinned ones included."""
+    count = sum(structure.cells[c].size for c in structure.domains[d].cells)
+    return count + sum(1 for n in pinned_nodes if _node_in_domain(problem, structure, n, d))
+
+
+def _node_in_domain(problem: Problem, structure: Structure, n: int, d: int) -> bool:
+    dom = structure.domains[d]
+    tree = int(str(dom.key[1]))
+    if int(problem.node_tree[n]) != tree:
+        return False
+    view = problem.trees[problem.tree_names[tree]]
+    if not view.member[n]:
+        return False
+    path = tuple(int(view.level_value[i][n]) for i in range(view.depth))
+    return tuple(dom.key[3:]) == path[dom.level - 1:]
+
+
+def _spill(problem: Problem, job: JobView, nodes: list[int]) -> int:
+    if not job.soft or job.family not in (Family.SUPERPOD, Family.RACK):
+        return 0
+    spill = 0
+    size = job.sp_block
+    for b in range(job.tasks // size):
+        pods = Counter(int(problem.super_pod[n]) for n in nodes[b * size:(b + 1) * size])
+        spill += size - max(pods.values())
+    if job.family is Family.RACK:
+        window = job.tp_block
+        for w in range(job.tasks // window):
+            racks = Counter(int(problem.rack[n]) for n in nodes[w * window:(w + 1) * window])
+            spill += window - max(racks.values())
+    return spill

@@ -1,0 +1,215 @@
+"""Post-pass: turn the counted solution into a rank → node placement, exactly.
+
+Each group gets its domain (explicit groups from their Booleans, anonymous groups from the
+counts, in group order and ascending domain order); each leaf group gets nodes from its
+cells; inside a leaf group, ranks with a hit go to their origin node and the others are
+matched to the remaining nodes so that no fault rank lands on its old node unless every
+remaining rank avoids that node (the case the model counts as a fault return).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from models.compiled import Problem
+from models.plan import Plan
+from solver.model.structure import JobStructure, Structure
+from solver.model.variables import ModelVariables, leaf_domain_of
+
+
+class RecoveryError(Exception):
+    """The solution could not be turned into a placement (a bug)."""
+
+
+def recover_plan(problem: Problem, structure: Structure, mv: ModelVariables,
+                 value: dict[int, int], pinned: dict[int, np.ndarray]) -> Plan:
+    """Build the node-level plan from variable values (``value[var.index]``)."""
+    plan = Plan.empty(problem)
+    for j, nodes in pinned.items():
+        plan.nodes[j] = np.asarray(nodes, dtype=np.int32)
+    # node-level jobs first: they use specific nodes (some inside whole-node cells)
+    taken_in_cell: dict[int, set[int]] = defaultdict(set)
+    for j in structure.ordinary:
+        if not value[mv.placed[j].index]:
+            continue
+        slots: list[int] = []
+        for (jj, n), var in mv.node_ranks.items():
+            if jj == j:
+                slots.extend([n] * value[var.index])
+        plan.nodes[j] = _match_node_job(problem, j, slots)
+    for n, var in mv.touched.items():
+        if value[var.index]:
+            c = structure.cell_of.get(n)
+            if c is not None:
+                taken_in_cell[c].add(n)
+    cursor: dict[int, list[int]] = {}
+    for cell in structure.cells:
+        cursor[cell.id] = [n for n in cell.nodes if n not in taken_in_cell[cell.id]]
+
+    def take(c: int, k: int) -> list[int]:
+        free = cursor[c]
+        if k > len(free):
+            raise RecoveryError(f"cell {c} has {len(free)} nodes left, {k} needed")
+        got, cursor[c] = free[:k], free[k:]
+        return got
+
+    for j, js in structure.jobs.items():
+        if not value[mv.placed[j].index]:
+            continue
+        plan.nodes[j] = _recover_job(problem, structure, mv, js, value, take)
+    return plan
+
+
+def _expand(counts: dict[int, int]) -> list[int]:
+    out: list[int] = []
+    for d in sorted(counts):
+        out.extend([d] * counts[d])
+    return out
+
+
+def _recover_job(problem: Problem, structure: Structure, mv: ModelVariables, js: JobStructure,
+                 value: dict[int, int], take: object) -> np.ndarray:
+    j = js.job
+    job = problem.jobs[j]
+    assert callable(take)
+    domain_of: dict[int, int] = {}
+    explicit: set[int] = set()
+    # top level
+    anon_top = _expand({d: value[mv.anon_count[(j, 0, d)].index] for d in js.candidates[0]})
+    queue = iter(anon_top)
+    for gid in js.by_level[0]:
+        group = js.groups[gid]
+        chosen = [d for d in group.pref_domains if value[mv.explicit[(j, gid, d)].index]]
+        if chosen:
+            domain_of[gid] = chosen[0]
+            explicit.add(gid)
+        else:
+            domain_of[gid] = next(queue)
+    for li in range(1, len(js.sizes)):
+        # anonymous children of anonymous parents share the per-child-domain counts
+        anon_by_parent_domain: dict[int, list[int]] = defaultdict(list)
+        for d in js.candidates[li]:
+            k = value[mv.anon_count[(j, li, d)].index]
+            if k:
+                parent_dom = structure.domains[d].parent
+                anon_by_parent_domain[parent_dom].extend([d] * k)
+        for gid in js.by_level[li - 1]:
+            parent = js.groups[gid]
+            D = domain_of[gid]
+            if gid in explicit:
+                counted = {d: value[var.index] for (jj, pid, d), var in mv.child_count.items()
+                           if jj == j and pid == gid and structure.domains[d].parent == D}
+                pool = iter(_expand(counted))
+            else:
+                pool = iter(anon_by_parent_domain[D][: len(parent.children)])
+                anon_by_parent_domain[D] = anon_by_parent_domain[D][len(parent.children):]
+            for cid in parent.children:
+                child = js.groups[cid]
+                chosen = [d for d in child.pref_domains
+                          if value[mv.explicit[(j, cid, d)].index]] if gid in explicit else []
+                if chosen:
+                    domain_of[cid] = chosen[0]
+                    explicit.add(cid)
+                else:
+                    domain_of[cid] = next(pool)
+    # leaf nodes
+    leaf = js.leaf_level
+    size = js.sizes[leaf]
+    nodes = np.full(job.tasks, -1, dtype=np.int32)
+    pooled: dict[int, list[int]] = defaultdict(list)
+    for (jj, c), var in mv.pool_take.items():
+        if jj != j or not value[var.index]:
+            continue
+        d = leaf_domain_of(structure, js.kinds[leaf], c, structure.cells[c].tree)
+        pooled[d].extend(take(c, value[var.index]))
+    for gid in js.by_level[leaf]:
+        group = js.groups[gid]
+        if gid in explicit:
+            got: list[int] = []
+            for (jj, g2, c), var in mv.cell_take.items():
+                if jj == j and g2 == gid and value[var.index]:
+                    got.extend(take(c, value[var.index]))
+        else:
+            d = domain_of[gid]
+            got = _claim(pooled[d], list(group.ranks), job.origin, job.fault, size)
+        if len(got) != size:
+            raise RecoveryError(f"job {job.name} group {gid}: {len(got)} nodes for {size} ranks")
+        _match_group(job.origin, job.fault, list(group.ranks), got, nodes)
+    return nodes
+
+
+def _claim(pool: list[int], ranks: list[int], origin: np.ndarray, fault: np.ndarray,
+           size: int) -> list[int]:
+    """Take ``size`` nodes from a domain's anonymous pool.
+
+    Origins of the group's non-fault ranks come first; old nodes of its fault ranks are
+    taken last, so that they go to another group when the pool allows it.
+    """
+    wanted = {int(origin[r]) for r in ranks if origin[r] >= 0 and not fault[r]}
+    avoided = {int(origin[r]) for r in ranks if origin[r] >= 0 and fault[r]}
+    ordered = ([n for n in pool if n in wanted]
+               + [n for n in pool if n not in wanted and n not in avoided]
+               + [n for n in pool if n in avoided and n not in wanted])
+    chosen = ordered[:size]
+    taken = set(chosen)
+    pool[:] = [n for n in pool if n not in taken]
+    return chosen
+
+
+def _assign(ranks: list[int], slots: list[int], origin: np.ndarray,
+            fault: np.ndarray) -> dict[int, int]:
+    """Match ranks to slots (a multiset of nodes).
+
+    Every non-fault rank whose origin is among the slots takes it (hits, including ones
+    the model did not need to count); the others take the remaining slots so that a
+    fault rank gets its old node only when every other choice is gone, with one round of
+    swaps to repair a forced choice when another rank can trade.
+    """
+    left = list(slots)
+    out: dict[int, int] = {}
+    pending: list[int] = []
+    for r in ranks:
+        o = int(origin[r])
+        if not fault[r] and o >= 0 and o in left:
+            out[r] = o
+            left.remove(o)
+        else:
+            pending.append(r)
+    pending.sort(key=lambda r: (0 if fault[r] else 1, r))
+    for r in pending:
+        avoid = int(origin[r]) if fault[r] else -1
+        choice = next((n for n in left if n != avoid), left[0])
+        out[r] = choice
+        left.remove(choice)
+    for r in pending:
+        if not fault[r] or out[r] != int(origin[r]):
+            continue
+        bad = out[r]
+        for other in pending:
+            if other == r or out[other] == bad:
+                continue
+            other_avoid = int(origin[other]) if fault[other] else -1
+            if bad != other_avoid:
+                out[r], out[other] = out[other], bad
+                break
+    return out
+
+
+def _match_group(origin: np.ndarray, fault: np.ndarray, ranks: list[int], got: list[int],
+                 nodes: np.ndarray) -> None:
+    """Assign a leaf group's nodes to its ranks (see :func:`_assign`)."""
+    for r, n in _assign(ranks, got, origin, fault).items():
+        nodes[r] = n
+
+
+def _match_node_job(problem: Problem, j: int, slots: list[int]) -> np.ndarray:
+    job = problem.jobs[j]
+    if len(slots) != job.tasks:
+        raise RecoveryError(f"job {job.name}: {len(slots)} slots for {job.tasks} ranks")
+    ordered = sorted(slots, key=lambda n: int(problem.natural_pos[n]))
+    nodes = np.full(job.tasks, -1, dtype=np.int32)
+    for r, n in _assign(list(range(job.tasks)), ordered, job.origin, job.fault).items():
+        nodes[r] = n
+    return nodes

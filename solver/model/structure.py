@@ -1,0 +1,434 @@
+"""The counted structure the CP-SAT model is built on (no ortools here).
+
+Decide at the level where choices differ and count the rest:
+
+* **Cells.**  The completely free, usable nodes are partitioned into cells of identical
+  attributes (node size, health, super pod, rack, multilevel domain path).  A node that
+  some rank prefers (its origin) or avoids (a fault rank's old node) is a cell of its own.
+* **Domains.**  Super pods, racks (inside a super pod) and multilevel level-i domains
+  (identified by the label values of levels i..D of their tree) form forests over the
+  cells.
+* **Groups.**  A whole-node job is a tree of groups: blocks (and rack windows) for super
+  pods, level groups for multilevel.  A group with a *preferred domain* (one holding an
+  origin or a fault rank's old node of one of its ranks) may be placed *explicitly* in such
+  a domain; every other group is *anonymous* and only counted per domain.
+* **Ordinary nodes.**  Ordinary jobs (and single-task super-pod jobs, which take part of a
+  node) get node-level integers on a reduced candidate set: their origin and fault nodes
+  plus, per class of interchangeable nodes, only as many nodes as the batch has such tasks.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
+from models.scenario import Family
+
+DomainKey = tuple[object, ...]
+
+
+@dataclass
+class Cell:
+    """Interchangeable, completely free usable nodes."""
+
+    id: int
+    nodes: list[int]  # natural order
+    npus: int
+    health: int
+    super_pod: int
+    rack: int
+    tree: int  # index into problem.tree_names, -1 when none
+    ml_path: tuple[int, ...]  # label value indices level1..levelD (empty when no tree)
+    singleton: bool
+
+    @property
+    def size(self) -> int:
+        """Number of nodes."""
+        return len(self.nodes)
+
+
+@dataclass
+class Domain:
+    """A super pod, a rack or a multilevel level-i domain."""
+
+    id: int
+    key: DomainKey
+    kind: str  # "sp", "rack", "ml"
+    level: int  # 1 = leaf level of its kind (rack, ml level1); super pods are level 2 over racks
+    parent: int  # domain id, -1 at the top
+    cells: list[int] = field(default_factory=list)  # cells directly or transitively inside
+    children: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Group:
+    """A block / window / level group of a whole-node job."""
+
+    id: int  # index within the job's group list
+    level: int  # index into JobStructure.levels (0 = top)
+    index: int  # group index within its level (rank order)
+    ranks: range
+    parent: int  # group id, -1 at the top
+    children: list[int] = field(default_factory=list)
+    pref_domains: list[int] = field(default_factory=list)  # candidate domains with preferences
+
+
+@dataclass
+class JobStructure:
+    """The group tree and candidate domains of one whole-node job."""
+
+    job: int
+    sizes: list[int]  # ranks per group, top level first
+    kinds: list[str]  # domain kind per level
+    groups: list[Group]
+    by_level: list[list[int]]  # group ids per level
+    candidates: list[list[int]]  # candidate domain ids per level
+    eligible_cells: list[int]
+    trees: list[int]  # multilevel: candidate trees; else []
+    pinned: np.ndarray | None = None  # soft job with spill: greedy's answer taken as fixed
+
+    @property
+    def leaf_level(self) -> int:
+        """Index of the leaf level."""
+        return len(self.sizes) - 1
+
+
+@dataclass
+class OrdinaryStructure:
+    """Node-level candidates of an ordinary (or single-task super-pod) job."""
+
+    job: int
+    nodes: list[int]  # candidate nodes (natural order)
+
+
+@dataclass
+class Structure:
+    """Everything the CP-SAT model needs, derived once from a problem."""
+
+    cells: list[Cell]
+    cell_of: dict[int, int]  # node → cell (whole-free usable nodes only)
+    domains: list[Domain]
+    domain_of_key: dict[DomainKey, int]
+    leaf_domain: dict[tuple[int, str, int], int]  # (cell, kind, tree) → leaf domain id
+    jobs: dict[int, JobStructure]
+    ordinary: dict[int, OrdinaryStructure]
+    ordinary_nodes: list[int]  # union of ordinary candidate nodes
+    special: set[int]  # nodes that are their own cell
+
+
+def _sp_key(sp: int) -> DomainKey:
+    return ("sp", sp)
+
+
+def _rack_key(sp: int, rack: int) -> DomainKey:
+    return ("rack", sp, rack)
+
+
+def _ml_key(tree: int, level: int, path: tuple[int, ...]) -> DomainKey:
+    return ("ml", tree, level, *path[level - 1:])
+
+
+def is_node_job(job: JobView) -> bool:
+    """Jobs modelled at node level (ordinary, single-task super-pod/950 jobs)."""
+    return job.family is Family.ORDINARY or not job.whole_node
+
+
+def build_structure(
+    problem: Problem,
+    pinned: dict[int, np.ndarray] | None = None,
+    extra_nodes: dict[int, list[int]] | None = None,
+) -> Structure:
+    """Derive cells, domains, job group trees and ordinary candidates from ``problem``.
+
+    Parameters
+    ----------
+    problem
+        The compiled scenario.
+    pinned
+        Jobs whose greedy answer is taken as fixed (soft jobs whose blocks spill), by job
+        index.  Their nodes are removed from the cells.
+    extra_nodes
+        Additional candidate nodes per node-level job (the warm start's nodes), so that
+        the hint is always representable.
+    """
+    pinned = pinned or {}
+    pinned_nodes: set[int] = set()
+    for j, nodes in pinned.items():
+        if problem.jobs[j].whole_node:
+            pinned_nodes.update(int(n) for n in nodes)
+    whole = problem.whole_free.copy()
+    if pinned_nodes:
+        whole[np.fromiter(pinned_nodes, dtype=np.int64)] = False
+    special: set[int] = set()
+    for job in problem.jobs:
+        if job.index in pinned:
+            continue
+        for r in range(job.tasks):
+            n = int(job.origin[r])
+            if n < 0:
+                continue
+            if job.fault[r] or job.prefer_previous:
+                special.add(n)
+    # multilevel level paths per node
+    paths: dict[int, tuple[int, ...]] = {}
+    for n in np.flatnonzero(whole & (problem.node_tree >= 0)).tolist():
+        t = int(problem.node_tree[n])
+        view = problem.trees[problem.tree_names[t]]
+        if view.member[n]:
+            paths[n] = tuple(int(view.level_value[i][n]) for i in range(view.depth))
+    cells: list[Cell] = []
+    cell_of: dict[int, int] = {}
+    by_key: dict[tuple[object, ...], list[int]] = defaultdict(list)
+    for n in problem.natural_order.tolist():
+        if not whole[n]:
+            continue
+        tree = int(problem.node_tree[n]) if n in paths else -1
+        key: tuple[object, ...] = (
+            int(problem.npus[n]), int(problem.health[n]), int(problem.super_pod[n]),
+            int(problem.rack[n]) if problem.super_pod[n] >= 0 else -1, tree, paths.get(n, ()),
+        )
+        if n in special:
+            key = (*key, "node", n)
+        by_key[key].append(n)
+    for key, members in by_key.items():
+        cid = len(cells)
+        npus, health, sp, rack, cell_tree, path = key[:6]
+        assert isinstance(npus, int) and isinstance(health, int)
+        assert isinstance(sp, int) and isinstance(rack, int) and isinstance(cell_tree, int)
+        assert isinstance(path, tuple)
+        cells.append(Cell(cid, members, npus, health, sp, rack, cell_tree, path,
+                          singleton=len(key) > 6))
+        for n in members:
+            cell_of[n] = cid
+
+    domains: list[Domain] = []
+    domain_of_key: dict[DomainKey, int] = {}
+
+    def domain(key: DomainKey, kind: str, level: int, parent: int) -> int:
+        found = domain_of_key.get(key)
+        if found is not None:
+            return found
+        did = len(domains)
+        domains.append(Domain(did, key, kind, level, parent))
+        domain_of_key[key] = did
+        if parent >= 0:
+            domains[parent].children.append(did)
+        return did
+
+    leaf_domain: dict[tuple[int, str, int], int] = {}
+    for cell in cells:
+        if cell.super_pod >= 0:
+            sp = domain(_sp_key(cell.super_pod), "sp", 2, -1)
+            domains[sp].cells.append(cell.id)
+            leaf_domain[(cell.id, "sp", -1)] = sp
+            if cell.rack >= 0:
+                rk = domain(_rack_key(cell.super_pod, cell.rack), "rack", 1, sp)
+                domains[rk].cells.append(cell.id)
+                leaf_domain[(cell.id, "rack", -1)] = rk
+        if cell.tree >= 0:
+            depth = len(cell.ml_path)
+            parent = -1
+            ids = {}
+            for level in range(depth, 0, -1):
+                parent = domain(_ml_key(cell.tree, level, cell.ml_path), "ml", level, parent)
+                ids[level] = parent
+                domains[parent].cells.append(cell.id)
+            leaf_domain[(cell.id, "ml", cell.tree)] = ids[1]
+
+    structure = Structure(cells, cell_of, domains, domain_of_key, leaf_domain, {}, {}, [],
+                          special)
+    for job in problem.jobs:
+        if job.index in pinned:
+            continue
+        if is_node_job(job):
+            continue
+        structure.jobs[job.index] = _job_structure(problem, structure, job)
+    _ordinary_candidates(problem, structure, pinned, extra_nodes or {})
+    return structure
+
+
+def ml_domain_at(structure: Structure, cell: Cell, level: int) -> int:
+    """The level-``level`` multilevel domain holding ``cell``."""
+    return structure.domain_of_key[_ml_key(cell.tree, level, cell.ml_path)]
+
+
+def _job_structure(problem: Problem, structure: Structure, job: JobView) -> JobStructure:
+    cells = structure.cells
+    eligible = [c.id for c in cells if c.npus == job.npu_per_task]
+    trees: list[int] = []
+    if job.family is Family.SUPERPOD:
+        eligible = [c for c in eligible if cells[c].super_pod >= 0]
+        sizes = [job.sp_block]
+        kinds = ["sp"]
+    elif job.family is Family.RACK:
+        eligible = [c for c in eligible if cells[c].super_pod >= 0 and cells[c].rack >= 0]
+        sizes = [job.sp_block, job.tp_block]
+        kinds = ["sp", "rack"]
+    else:
+        depth_needed = len(job.levels)
+        trees = [t for t, name in enumerate(problem.tree_names)
+                 if problem.trees[name].depth >= depth_needed]
+        eligible = [c for c in eligible if cells[c].tree in trees]
+        sizes = list(reversed(job.levels))
+        kinds = ["ml"] * len(sizes)
+    levels = len(sizes)
+    # capacity per domain for this job, bottom-up
+    cap: dict[int, int] = defaultdict(int)
+    leaf_kind = kinds[-1]
+    for c in eligible:
+        if leaf_kind == "ml":
+            did = structure.leaf_domain[(c, "ml", cells[c].tree)]
+        else:
+            did = structure.leaf_domain[(c, leaf_kind, -1)]
+        cap[did] += cells[c].size
+    candidates: list[list[int]] = [[] for _ in range(levels)]
+    # leaf level
+    leaf_cands = sorted(d for d, k in cap.items() if k >= sizes[-1])
+    candidates[-1] = leaf_cands
+    usable = {d: (cap[d] // sizes[-1]) * sizes[-1] for d in leaf_cands}
+    for li in range(levels - 2, -1, -1):
+        upper: dict[int, int] = defaultdict(int)
+        for d, k in usable.items():
+            parent = _parent_at(structure, d, kinds, li)
+            if parent >= 0:
+                upper[parent] += k
+        cands = sorted(d for d, k in upper.items() if k >= sizes[li])
+        candidates[li] = cands
+        usable = {d: (upper[d] // sizes[li]) * sizes[li] for d in cands}
+    # prune lower levels to descendants of upper candidates
+    for li in range(1, levels):
+        allowed = set(candidates[li - 1])
+        candidates[li] = [d for d in candidates[li]
+                          if _parent_at(structure, d, kinds, li - 1) in allowed]
+    if job.family is Family.MULTILEVEL:
+        top = {structure.domains[d].key[1] for d in candidates[0]}
+        trees = [t for t in trees if t in top]
+    # groups
+    groups: list[Group] = []
+    by_level: list[list[int]] = []
+    for li, size in enumerate(sizes):
+        ids = []
+        for g in range(job.tasks // size):
+            gid = len(groups)
+            parent = -1
+            if li > 0:
+                per_parent = sizes[li - 1] // size
+                parent = by_level[li - 1][g // per_parent]
+                groups[parent].children.append(gid)
+            groups.append(Group(gid, li, g, range(g * size, (g + 1) * size), parent))
+            ids.append(gid)
+        by_level.append(ids)
+    # preferred domains: domains holding a usable origin / fault node of the group's ranks
+    eligible_set = set(eligible)
+    cand_sets = [set(c) for c in candidates]
+    leaf_ids = by_level[-1]
+    for gid in leaf_ids:
+        group = groups[gid]
+        marks: set[int] = set()
+        for r in group.ranks:
+            n = int(job.origin[r])
+            if n < 0 or not (job.fault[r] or job.prefer_previous):
+                continue
+            cid = structure.cell_of.get(n)
+            if cid is None or cid not in eligible_set:
+                continue
+            if leaf_kind == "ml":
+                leaf = structure.leaf_domain[(cid, "ml", cells[cid].tree)]
+            else:
+                leaf = structure.leaf_domain[(cid, leaf_kind, -1)]
+            marks.add(leaf)
+        chain = sorted(d for d in marks if d in cand_sets[-1])
+        group.pref_domains = chain
+        # propagate to ancestors
+        ancestor = group.parent
+        lower = chain
+        li = levels - 1
+        while ancestor >= 0:
+            li -= 1
+            ups = {_parent_at(structure, d, kinds, li) for d in lower}
+            mine = set(groups[ancestor].pref_domains) | {u for u in ups if u in cand_sets[li]}
+            groups[ancestor].pref_domains = sorted(mine)
+            lower = sorted(ups)
+            ancestor = groups[ancestor].parent
+    # a child may only be explicit inside a domain its parent can be explicit in
+    for li in range(1, levels):
+        for gid in by_level[li]:
+            group = groups[gid]
+            parent_doms = set(groups[group.parent].pref_domains)
+            group.pref_domains = [d for d in group.pref_domains
+                                  if _parent_at(structure, d, kinds, li - 1) in parent_doms]
+    return JobStructure(job.index, sizes, kinds, groups, by_level, candidates, eligible, trees)
+
+
+def _parent_at(structure: Structure, domain: int, kinds: list[str], level_index: int) -> int:
+    """The ancestor of ``domain`` at job level ``level_index`` (kinds give the levels)."""
+    d = domain
+    while d >= 0:
+        dom = structure.domains[d]
+        want = kinds[level_index]
+        if dom.kind == want and (want != "ml" or dom.level == len(kinds) - level_index):
+            return d
+        d = dom.parent
+    return -1
+
+
+def parent_at(structure: Structure, job: JobStructure, domain: int, level_index: int) -> int:
+    """Public form of :func:`_parent_at` for a job structure."""
+    return _parent_at(structure, domain, job.kinds, level_index)
+
+
+def _ordinary_candidates(
+    problem: Problem,
+    structure: Structure,
+    pinned: dict[int, np.ndarray],
+    extra_nodes: dict[int, list[int]],
+) -> None:
+    jobs = [job for job in problem.jobs if is_node_job(job) and job.index not in pinned]
+    if not jobs:
+        return
+    demand = sum(job.tasks for job in jobs)
+    pinned_use = np.zeros(problem.num_nodes, dtype=np.int64)
+    for j, nodes in pinned.items():
+        np.add.at(pinned_use, np.asarray(nodes, dtype=np.int64), problem.jobs[j].npu_per_task)
+    free = problem.free - pinned_use
+    usable = (free > 0) & (problem.health != UNHEALTHY)
+    reps: set[int] = set()
+    # whole-free cells: the first `demand` nodes of each cell
+    for cell in structure.cells:
+        reps.update(cell.nodes[:demand])
+    # partly used nodes: classes of interchangeable nodes
+    classes: dict[tuple[int, ...], list[int]] = defaultdict(list)
+    key: tuple[int, ...]
+    for n in problem.natural_order.tolist():
+        if not usable[n] or n in structure.cell_of:
+            continue
+        key = (int(free[n]), int(problem.npus[n]), int(problem.health[n]),
+               int(problem.super_pod[n] >= 0), int(problem.rack[n] >= 0))
+        if n in structure.special:
+            key = (*key, n)
+        classes[key].append(n)
+    for members in classes.values():
+        reps.update(members[:demand])
+    for job in jobs:
+        mine = []
+        pool = reps | set(extra_nodes.get(job.index, []))
+        pool |= {int(n) for n in job.origin if n >= 0}
+        for n in sorted(pool, key=lambda x: int(problem.natural_pos[x])):
+            if free[n] < job.npu_per_task or not usable[n]:
+                continue
+            if job.family in (Family.SUPERPOD, Family.RACK) and problem.super_pod[n] < 0:
+                continue
+            if job.family is Family.RACK and problem.rack[n] < 0:
+                continue
+            mine.append(n)
+        structure.ordinary[job.index] = OrdinaryStructure(job.index, mine)
+    structure.ordinary_nodes = sorted({n for o in structure.ordinary.values() for n in o.nodes},
+                                      key=lambda x: int(problem.natural_pos[x]))
+
+
+def subhealthy(cell: Cell) -> bool:
+    """Whether the cell's nodes are sub-healthy."""
+    return cell.health == SUBHEALTHY

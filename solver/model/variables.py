@@ -1,0 +1,332 @@
+"""Decision variables of the counted CP-SAT model.
+
+Every variable is registered with a name so that hints can address each one and tests can
+check that the warm start covers them all.  Auxiliary variables (objective terms defined by
+``max``/``mod``/``div``/reification) are registered with a Python rule that computes their
+value from the others, so a complete hint is derived mechanically from a placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from models.compiled import Problem
+from solver.model.structure import Structure
+
+Var = cp_model.IntVar
+Assignment = dict[int, int]  # variable index → value
+Rule = Callable[[Assignment], int]
+
+
+class Lin:
+    """A linear expression ``Σ coef·var + const`` that can also be evaluated in Python."""
+
+    __slots__ = ("const", "terms")
+
+    def __init__(self, terms: list[tuple[Var, int]] | None = None, const: int = 0) -> None:
+        self.terms: list[tuple[Var, int]] = list(terms or [])
+        self.const = const
+
+    def add(self, var: Var, coef: int = 1) -> Lin:
+        """Add ``coef·var`` in place."""
+        if coef:
+            self.terms.append((var, coef))
+        return self
+
+    def plus(self, other: Lin, factor: int = 1) -> Lin:
+        """Add ``factor·other`` in place."""
+        self.terms.extend((v, c * factor) for v, c in other.terms)
+        self.const += factor * other.const
+        return self
+
+    @property
+    def is_const(self) -> bool:
+        """Whether the expression has no variable."""
+        return not self.terms
+
+    def expr(self) -> Any:
+        """The CP-SAT expression."""
+        return lin_expr(self.terms, self.const)
+
+    def value(self, values: Assignment) -> int:
+        """Value under an assignment."""
+        return lin_value(self.terms, self.const, values)
+
+
+@dataclass
+class Registry:
+    """All variables of the model, with value rules for the auxiliary ones."""
+
+    model: cp_model.CpModel
+    variables: list[Var] = field(default_factory=list)
+    rules: dict[int, Rule] = field(default_factory=dict)
+    bounds: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def int_var(self, lb: int, ub: int, name: str) -> Var:
+        """A new integer variable."""
+        var = self.model.new_int_var(lb, ub, name)
+        self.variables.append(var)
+        self.bounds[var.index] = (lb, ub)
+        return var
+
+    def bool_var(self, name: str) -> Var:
+        """A new Boolean variable."""
+        var = self.model.new_bool_var(name)
+        self.variables.append(var)
+        self.bounds[var.index] = (0, 1)
+        return var
+
+    def aux(self, var: Var, rule: Rule) -> Var:
+        """Register ``rule`` as the way to compute ``var`` from the other variables."""
+        self.rules[var.index] = rule
+        return var
+
+    def range_of(self, lin: Lin) -> tuple[int, int]:
+        """Bounds of a linear expression from its variables' bounds."""
+        lo = hi = lin.const
+        for var, coef in lin.terms:
+            vlo, vhi = self.bounds[var.index]
+            if coef >= 0:
+                lo += coef * vlo
+                hi += coef * vhi
+            else:
+                lo += coef * vhi
+                hi += coef * vlo
+        return lo, hi
+
+    # -------------------------------------------------------------- auxiliaries
+    def define(self, lin: Lin, name: str) -> Var:
+        """A variable equal to ``lin``."""
+        lo, hi = self.range_of(lin)
+        var = self.int_var(lo, hi, name)
+        self.model.add(var == lin.expr())
+        return self.aux(var, lin.value)
+
+    def modulo(self, lin: Lin, m: int, name: str) -> Lin:
+        """``lin mod m`` for a non-negative ``lin`` (a constant when ``lin`` is)."""
+        if lin.is_const:
+            return Lin(const=lin.const % m)
+        if m == 1:
+            return Lin()
+        base = self.define(lin, f"{name}.v")
+        target = self.int_var(0, m - 1, name)
+        self.model.add_modulo_equality(target, base, m)
+        self.aux(target, partial(_mod_rule, base.index, m))
+        return Lin([(target, 1)])
+
+    def divide(self, lin: Lin, m: int, name: str) -> Lin:
+        """``lin // m`` for a non-negative ``lin`` (a constant when ``lin`` is)."""
+        if lin.is_const:
+            return Lin(const=lin.const // m)
+        if m == 1:
+            return Lin(list(lin.terms), lin.const)
+        base = self.define(lin, f"{name}.v")
+        lo, hi = self.range_of(lin)
+        target = self.int_var(max(0, lo // m), max(0, hi // m), name)
+        self.model.add_division_equality(target, base, m)
+        self.aux(target, partial(_div_rule, base.index, m))
+        return Lin([(target, 1)])
+
+    def positive_part(self, lin: Lin, name: str) -> Lin:
+        """``max(0, lin)``."""
+        if lin.is_const:
+            return Lin(const=max(0, lin.const))
+        lo, hi = self.range_of(lin)
+        if lo >= 0:
+            return Lin(list(lin.terms), lin.const)
+        if hi <= 0:
+            return Lin()
+        target = self.int_var(0, hi, name)
+        self.model.add_max_equality(target, [lin.expr(), 0])
+        self.aux(target, partial(_pos_rule, lin))
+        return Lin([(target, 1)])
+
+    def when(self, literal: Var, lin: Lin, name: str) -> Lin:
+        """``lin`` if ``literal`` else 0 (``lin`` must be non-negative)."""
+        lo, hi = self.range_of(lin)
+        target = self.int_var(min(0, lo), max(0, hi), name)
+        self.model.add(target == lin.expr()).only_enforce_if(literal)
+        self.model.add(target == 0).only_enforce_if(~literal)
+        self.aux(target, partial(_when_rule, literal.index, lin))
+        return Lin([(target, 1)])
+
+    def any_of(self, literals: list[Var], name: str) -> Var:
+        """A Boolean equal to the OR of ``literals``."""
+        if len(literals) == 1:
+            return literals[0]
+        target = self.bool_var(name)
+        self.model.add_max_equality(target, literals)
+        self.aux(target, partial(_any_rule, [v.index for v in literals]))
+        return target
+
+
+def _mod_rule(base: int, m: int, vals: Assignment) -> int:
+    return vals[base] % m
+
+
+def _div_rule(base: int, m: int, vals: Assignment) -> int:
+    return vals[base] // m
+
+
+def _pos_rule(lin: Lin, vals: Assignment) -> int:
+    return max(0, lin.value(vals))
+
+
+def _when_rule(literal: int, lin: Lin, vals: Assignment) -> int:
+    return lin.value(vals) if vals[literal] else 0
+
+
+def _any_rule(literals: list[int], vals: Assignment) -> int:
+    return max(vals[i] for i in literals)
+
+
+def ge1_rule(lin: Lin, vals: Assignment) -> int:
+    """1 when ``lin >= 1``."""
+    return int(lin.value(vals) >= 1)
+
+
+def product_rule(a: int, b: int, vals: Assignment) -> int:
+    """Product of two variables' values."""
+    return vals[a] * vals[b]
+
+
+def lin_value(terms: list[tuple[Var, int]], const: int, values: Assignment) -> int:
+    """Value of ``Σ coef·var + const`` under ``values``."""
+    return const + sum(coef * values[var.index] for var, coef in terms)
+
+
+def lin_expr(terms: list[tuple[Var, int]], const: int = 0) -> Any:
+    """The CP-SAT expression of ``Σ coef·var + const``."""
+    if not terms:
+        return const
+    return sum(coef * var for var, coef in terms) + const
+
+
+@dataclass
+class ModelVariables:
+    """The variables of the counted model, by role.
+
+    Keys use job index ``j``, group id ``g`` (see :class:`structure.Group`), domain id
+    ``d``, cell id ``c``, rank ``r`` and node index ``n``.
+    """
+
+    reg: Registry
+    placed: dict[int, Var] = field(default_factory=dict)
+    tree: dict[tuple[int, int], Var] = field(default_factory=dict)  # (j, tree)
+    explicit: dict[tuple[int, int, int], Var] = field(default_factory=dict)  # (j, g, d)
+    child_count: dict[tuple[int, int, int], Var] = field(default_factory=dict)  # (j, g, d)
+    anon_count: dict[tuple[int, int, int], Var] = field(default_factory=dict)  # (j, level, d)
+    cell_take: dict[tuple[int, int, int], Var] = field(default_factory=dict)  # (j, g, c)
+    pool_take: dict[tuple[int, int], Var] = field(default_factory=dict)  # (j, c)
+    hit: dict[tuple[int, int], Var] = field(default_factory=dict)  # (j, r)
+    fault_return: dict[tuple[int, int, int], Var] = field(default_factory=dict)  # (j, g, node)
+    node_ranks: dict[tuple[int, int], Var] = field(default_factory=dict)  # (j, n) ordinary
+    node_uses: dict[tuple[int, int], Var] = field(default_factory=dict)  # (j, n): ranks ≥ 1
+    touched: dict[int, Var] = field(default_factory=dict)  # n: any node-level rank on it
+    node_fault_return: dict[tuple[int, int], Var] = field(default_factory=dict)  # (j, n)
+
+
+def create_variables(
+    model: cp_model.CpModel, problem: Problem, structure: Structure
+) -> ModelVariables:
+    """Create every structural and preference variable (objective auxiliaries come later)."""
+    reg = Registry(model)
+    mv = ModelVariables(reg)
+    for j, js in structure.jobs.items():
+        mv.placed[j] = reg.bool_var(f"placed[{j}]")
+        for t in js.trees:
+            mv.tree[(j, t)] = reg.bool_var(f"tree[{j},{t}]")
+        for group in js.groups:
+            for d in group.pref_domains:
+                mv.explicit[(j, group.id, d)] = reg.bool_var(f"x[{j},{group.id},{d}]")
+        leaf = js.leaf_level
+        # anonymous group counts per candidate domain at every level
+        for li, cands in enumerate(js.candidates):
+            size = js.sizes[li]
+            count = problem.jobs[j].tasks // size
+            for d in cands:
+                mv.anon_count[(j, li, d)] = reg.int_var(0, count, f"na[{j},{li},{d}]")
+        # anonymous children of explicit groups, per child domain inside its pref domains
+        for group in js.groups:
+            if group.level == leaf or not group.pref_domains:
+                continue
+            below = set(js.candidates[group.level + 1])
+            kids = len(group.children)
+            for d in group.pref_domains:
+                for child in structure.domains[d].children:
+                    if child in below:
+                        mv.child_count[(j, group.id, child)] = reg.int_var(
+                            0, kids, f"nc[{j},{group.id},{child}]")
+        # explicit leaf groups take nodes from the cells of their preferred domains
+        eligible = set(js.eligible_cells)
+        size = js.sizes[leaf]
+        for gid in js.by_level[leaf]:
+            group = js.groups[gid]
+            for d in group.pref_domains:
+                for c in structure.domains[d].cells:
+                    if c in eligible:
+                        cap = min(size, structure.cells[c].size)
+                        mv.cell_take[(j, gid, c)] = reg.int_var(0, cap, f"k[{j},{gid},{c}]")
+        # the anonymous pool of the job, per eligible cell of a candidate leaf domain
+        leaf_cands = set(js.candidates[leaf])
+        for c in js.eligible_cells:
+            cell = structure.cells[c]
+            did = _leaf_domain_of(structure, js.kinds[leaf], c, cell.tree)
+            if did in leaf_cands:
+                cap = min(cell.size, problem.jobs[j].tasks)
+                mv.pool_take[(j, c)] = reg.int_var(0, cap, f"p[{j},{c}]")
+        # hits and fault returns of explicit leaf groups
+        job = problem.jobs[j]
+        for gid in js.by_level[leaf]:
+            group = js.groups[gid]
+            for r in group.ranks:
+                n = int(job.origin[r])
+                if n < 0:
+                    continue
+                origin_cell = structure.cell_of.get(n)
+                if origin_cell is None or (j, gid, origin_cell) not in mv.cell_take:
+                    continue
+                if job.fault[r]:
+                    if (j, gid, n) not in mv.fault_return:
+                        mv.fault_return[(j, gid, n)] = reg.bool_var(f"fr[{j},{gid},{n}]")
+                elif job.prefer_previous:
+                    mv.hit[(j, r)] = reg.bool_var(f"hit[{j},{r}]")
+    for j, os_ in structure.ordinary.items():
+        job = problem.jobs[j]
+        mv.placed[j] = reg.bool_var(f"placed[{j}]")
+        per_node_ranks: dict[int, int] = {}
+        for n in os_.nodes:
+            cap = min(job.tasks, int(problem.free[n]) // job.npu_per_task)
+            if cap <= 0:
+                continue
+            per_node_ranks[n] = cap
+            mv.node_ranks[(j, n)] = reg.int_var(0, cap, f"nr[{j},{n}]")
+            mv.node_uses[(j, n)] = reg.bool_var(f"nu[{j},{n}]")
+        for r in range(job.tasks):
+            n = int(job.origin[r])
+            if n < 0 or n not in per_node_ranks:
+                continue
+            if job.fault[r]:
+                if (j, n) not in mv.node_fault_return:
+                    mv.node_fault_return[(j, n)] = reg.int_var(
+                        0, per_node_ranks[n], f"nfr[{j},{n}]")
+            elif job.prefer_previous:
+                mv.hit[(j, r)] = reg.bool_var(f"hit[{j},{r}]")
+    for n in structure.ordinary_nodes:
+        if any((j, n) in mv.node_ranks for j in structure.ordinary):
+            mv.touched[n] = reg.bool_var(f"t[{n}]")
+    return mv
+
+
+def _leaf_domain_of(structure: Structure, kind: str, cell: int, tree: int) -> int:
+    if kind == "ml":
+        return structure.leaf_domain[(cell, "ml", tree)]
+    return structure.leaf_domain.get((cell, kind, -1), -1)
+
+
+leaf_domain_of = _leaf_domain_of
