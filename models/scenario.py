@@ -142,7 +142,7 @@ class Config(_Model):
         if isinstance(value, str):
             import json
 
-            return json.loads(value)
+            value = json.loads(value)  # then canonicalise its keys like a mapping
         if isinstance(value, dict):
             # Go's JSON decoding is case-insensitive on field names: accept "Label".
             fixed: dict[str, Any] = {}
@@ -262,6 +262,24 @@ class RunningJob(_Model):
     policy: str = "chip8-node8"
     npu_per_task: int = Field(8, alias="npu-per-task", gt=0)
     ranks: dict[int, str] = Field(default_factory=dict)
+    # The job's spec, so that ``simulate`` can evict and re-place it (all optional; the
+    # meaning is the same as on Job).  ``tasks`` is the desired rank count (default: the
+    # highest running rank + 1); ranks below it that are not running are pending.
+    tasks: int | None = Field(None, ge=0)
+    priority: int = 0
+    image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0)
+    sp_block: int | None = Field(None, alias="sp-block")
+    ra_block: int | None = Field(None, alias="ra-block")
+    affinity_config: str | None = Field(None, alias="affinity-config")
+    super_pod_affinity: SuperPodAffinity = Field(SuperPodAffinity.HARD, alias="super-pod-affinity")
+    ub_memory: bool = Field(False, alias="ub-memory")
+
+    @field_validator("super_pod_affinity", mode="before")
+    @classmethod
+    def _affinity(cls, value: Any) -> Any:
+        if isinstance(value, str) and value != "soft":
+            return "hard"
+        return value
 
 
 class Scenario(_Model):

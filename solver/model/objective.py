@@ -14,9 +14,9 @@ from functools import partial
 import numpy as np
 
 from models.compiled import SUBHEALTHY, JobView, Problem
-from models.objective import ResolvedWeights, eligible_nodes
+from models.objective import ResolvedWeights
 from models.scenario import Family
-from solver.model.structure import Structure, ml_domain_at
+from solver.model.structure import JobStructure, Structure, ml_domain_at
 from solver.model.variables import (
     Lin,
     ModelVariables,
@@ -242,21 +242,124 @@ class ObjectiveBuilder:
             reg.aux(partial_var, partial(product_rule, use.index, flag.index))
             terms.fragment.add(partial_var)
 
-    def _eligible_left(self, job: JobView, tree: int | None) -> tuple[np.ndarray, dict[int, Lin]]:
-        """Eligible-node mask and, per cell eligible for ``job``, its left-node expression."""
-        problem = self.problem
-        mask = eligible_nodes(problem, job, tree)
-        usage = self.cell_usage()
-        left: dict[int, Lin] = {}
-        for cell in self.structure.cells:
-            if not mask[cell.nodes[0]]:
+    def _group_count(self, j: int, li: int, d: int) -> Lin:
+        """Groups of job ``j`` at level ``li`` placed in domain ``d``."""
+        js = self.structure.jobs[j]
+        mv = self.mv
+        out = Lin()
+        for gid in js.by_level[li]:
+            var = mv.explicit.get((j, gid, d))
+            if var is not None:
+                out.add(var)
+        anon = mv.anon_count.get((j, li, d))
+        if anon is not None:
+            out.add(anon)
+        if li > 0:
+            for pid in js.by_level[li - 1]:
+                var = mv.child_count.get((j, pid, d))
+                if var is not None:
+                    out.add(var)
+        return out
+
+    def _left_per_domain(self, job: JobView, kind: str, ml_level: int,
+                         tree: int | None) -> dict[int, Counted]:
+        """Left eligible nodes of ``job`` per domain of a kind (``sp``/``rack``/``ml``).
+
+        Usage by a whole-node job of the same node size that has this kind of domain as
+        one of its levels is kept symbolic, as ``group size × groups in the domain``, so
+        that modulo and division can see whole groups (see :class:`Counted`).  Other
+        usage is summed per cell.
+        """
+        structure = self.structure
+        mv = self.mv
+        out: dict[int, Counted] = {}
+        for dom in structure.domains:
+            if dom.kind != kind or (kind == "ml" and (dom.level != ml_level
+                                                      or int(str(dom.key[1])) != tree)):
                 continue
-            lin = Lin(const=cell.size)
-            use = usage.get(cell.id)
-            if use is not None:
-                lin.plus(use, -1)
-            left[cell.id] = lin
-        return mask, left
+            cells = [c for c in dom.cells if structure.cells[c].npus == job.npu_per_task]
+            if not cells:
+                continue
+            counted = Counted(dom.id, sum(structure.cells[c].size for c in cells), {}, Lin())
+            cell_set = set(cells)
+            for j2, js2 in structure.jobs.items():
+                level = _matching_level(js2.kinds, kind, ml_level)
+                same = self.problem.jobs[j2].npu_per_task == job.npu_per_task
+                if level is not None and same:
+                    key = (j2, level)
+                    counted.groups[key] = counted.groups.get(key, 0) - js2.sizes[level]
+                    continue
+                for c in cells:
+                    var = mv.pool_take.get((j2, c))
+                    if var is not None:
+                        counted.other.add(var, -1)
+                for (jj, _, c), var in mv.cell_take.items():
+                    if jj == j2 and c in cell_set:
+                        counted.other.add(var, -1)
+            for c in cells:
+                for n in structure.cells[c].nodes:
+                    var = mv.touched.get(n)
+                    if var is not None:
+                        counted.other.add(var, -1)
+            out[dom.id] = counted
+        return out
+
+    # symbolic group counts ----------------------------------------------------
+    def _materialize(self, counted: Counted) -> Lin:
+        lin = Lin(list(counted.other.terms), counted.const + counted.other.const)
+        for (j2, li), coef in counted.groups.items():
+            lin.plus(self._group_count(j2, li, counted.domain), coef)
+        return lin
+
+    def _mod(self, counted: Counted, m: int, name: str) -> Lin:
+        """``left mod m``; whole groups of size ``k·m`` drop out."""
+        if m == 1:
+            return Lin()
+        kept = {k: v for k, v in counted.groups.items() if not (v < 0 and v % m == 0)}
+        reduced = Counted(counted.domain, counted.const, kept, counted.other)
+        return self.reg.modulo(self._materialize(reduced), m, name)
+
+    def _div(self, counted: Counted, m: int, name: str) -> Counted:
+        """``left // m``, kept symbolic when the groups are whole multiples of ``m``."""
+        if counted.other.is_const and all(v % m == 0 for v in counted.groups.values()):
+            total = counted.const + counted.other.const
+            return Counted(counted.domain, total // m,
+                           {k: v // m for k, v in counted.groups.items()}, Lin())
+        lin = self.reg.divide(self._materialize(counted), m, name)
+        return Counted(counted.domain, 0, {}, lin)
+
+    def _lift(self, children: list[Counted], parent: int) -> Counted:
+        """Sum child domains into ``parent``.
+
+        ``Σ_children size·G_j(child) = size·ratio·G_j(parent)`` for job ``j``'s groups one
+        level up: every group of the parent level has all its children inside it.
+        """
+        out = Counted(parent, sum(c.const for c in children), {}, Lin())
+        keys = {k for c in children for k in c.groups}
+        for key in sorted(keys):
+            j2, li = key
+            coefs = {c.groups.get(key, 0) for c in children}
+            js2 = self.structure.jobs[j2]
+            liftable = (len(coefs) == 1 and li > 0
+                        and self._covers(js2, li, parent, {c.domain for c in children}))
+            if liftable:
+                coef = coefs.pop()
+                ratio = js2.sizes[li - 1] // js2.sizes[li]
+                up = (j2, li - 1)
+                out.groups[up] = out.groups.get(up, 0) + coef * ratio
+            else:
+                for c in children:
+                    if key in c.groups:
+                        out.other.plus(self._group_count(j2, li, c.domain), c.groups[key])
+        for c in children:
+            out.other.plus(c.other)
+        return out
+
+    def _covers(self, js2: JobStructure, li: int, parent: int, children: set[int]) -> bool:
+        """Whether ``children`` holds every level-``li`` candidate domain of ``js2`` in
+        ``parent``."""
+        needed = {d for d in js2.candidates[li] if self.structure.domains[d].parent == parent}
+        return needed <= children
 
     def _job_fragment(self, job: JobView, tree: int | None) -> Lin:
         """The job's fragment score as a function of the counts (see models.objective)."""
@@ -265,77 +368,84 @@ class ObjectiveBuilder:
         cached = self._frag_cache.get(key)
         if cached is not None:
             return cached
-        reg = self.reg
-        mask, left_cells = self._eligible_left(job, tree)
         tag = f"{job.family.value}{job.npu_per_task}.{job.sp_block}.{job.tp_block}" \
               f".{'-'.join(map(str, job.levels))}.{tree}"
-        # pinned nodes are eligible but used: they only add to the node totals (left 0)
         out = Lin()
         if job.family is Family.SUPERPOD:
             if job.sp_block > 1:
-                per_pod: dict[int, Lin] = defaultdict(Lin)
-                for c, lin in left_cells.items():
-                    per_pod[self.structure.cells[c].super_pod].plus(lin)
-                for sp in sorted(per_pod):
-                    out.plus(reg.modulo(per_pod[sp], job.sp_block, f"fm[{tag},{sp}]"))
+                for d, counted in sorted(self._left_per_domain(job, "sp", 0, None).items()):
+                    out.plus(self._mod(counted, job.sp_block, f"fm[{tag},{d}]"))
         elif job.family is Family.RACK:
-            per_rack: dict[tuple[int, int], Lin] = defaultdict(Lin)
-            for c, lin in left_cells.items():
-                cell = self.structure.cells[c]
-                per_rack[(cell.super_pod, cell.rack)].plus(lin)
             windows = job.sp_block // job.tp_block
-            alloc: dict[int, Lin] = defaultdict(Lin)
-            rest: dict[int, Lin] = defaultdict(Lin)
-            for sp, rack in sorted(per_rack):
-                lin = per_rack[(sp, rack)]
-                alloc[sp].plus(reg.divide(lin, job.tp_block, f"fq[{tag},{rack}]"))
-                rest[sp].plus(reg.modulo(lin, job.tp_block, f"fr[{tag},{rack}]"))
+            alloc: dict[int, list[Counted]] = defaultdict(list)
+            for d, counted in sorted(self._left_per_domain(job, "rack", 0, None).items()):
+                sp = self.structure.domains[d].parent
+                alloc[sp].append(self._div(counted, job.tp_block, f"fq[{tag},{d}]"))
+                out.plus(self._mod(counted, job.tp_block, f"fr[{tag},{d}]"), 10)
             for sp in sorted(alloc):
-                out.plus(reg.modulo(alloc[sp], windows, f"fa[{tag},{sp}]"), job.tp_block)
-                out.plus(rest[sp], 10)
+                lifted = self._lift(alloc[sp], sp)
+                out.plus(self._mod(lifted, windows, f"fa[{tag},{sp}]"), job.tp_block)
         elif job.family is Family.MULTILEVEL:
             assert tree is not None
-            out = self._multilevel_fragment(job, tree, left_cells, tag)
-        del mask
+            out = self._multilevel_fragment(job, tree, tag)
         self._frag_cache[key] = out
         return out
 
-    def _multilevel_fragment(self, job: JobView, tree: int, left_cells: dict[int, Lin],
-                             tag: str) -> Lin:
-        reg = self.reg
+    def _multilevel_fragment(self, job: JobView, tree: int, tag: str) -> Lin:
         structure = self.structure
         levels = job.levels
-        per_l1: dict[int, Lin] = defaultdict(Lin)
-        for c, lin in left_cells.items():
-            cell = structure.cells[c]
-            if cell.tree != tree:
-                continue
-            per_l1[ml_domain_at(structure, cell, 1)].plus(lin)
+        per_l1 = self._left_per_domain(job, "ml", 1, tree)
         frag: dict[int, Lin] = {}
-        alloc: dict[int, Lin] = {}
+        alloc: dict[int, Counted] = {}
         for d in sorted(per_l1):
-            frag[d] = reg.modulo(per_l1[d], levels[0], f"mf[{tag},{d}]")
-            alloc[d] = reg.divide(per_l1[d], levels[0], f"ma[{tag},{d}]")
+            frag[d] = self._mod(per_l1[d], levels[0], f"mf[{tag},{d}]")
+            alloc[d] = self._div(per_l1[d], levels[0], f"ma[{tag},{d}]")
         for i in range(1, len(levels)):
             m = levels[i] // levels[i - 1]
-            sub: dict[int, Lin] = defaultdict(Lin)
-            acc: dict[int, Lin] = defaultdict(Lin)
+            kids: dict[int, list[int]] = defaultdict(list)
             for d in sorted(alloc):
-                parent = structure.domains[d].parent
-                sub[parent].plus(alloc[d])
-                acc[parent].plus(frag[d])
-            frag = {}
-            alloc = {}
-            for d in sorted(sub):
+                kids[structure.domains[d].parent].append(d)
+            new_frag: dict[int, Lin] = {}
+            new_alloc: dict[int, Counted] = {}
+            for parent in sorted(kids):
+                sub = self._lift([alloc[d] for d in kids[parent]], parent)
                 f = Lin()
-                f.plus(reg.modulo(sub[d], m, f"mf[{tag},{d}]"), levels[i - 1])
-                f.plus(acc[d], 10)
-                frag[d] = f
-                alloc[d] = reg.divide(sub[d], m, f"ma[{tag},{d}]")
+                f.plus(self._mod(sub, m, f"mf[{tag},{parent}]"), levels[i - 1])
+                for d in kids[parent]:
+                    f.plus(frag[d], 10)
+                new_frag[parent] = f
+                new_alloc[parent] = self._div(sub, m, f"ma[{tag},{parent}]")
+            frag, alloc = new_frag, new_alloc
         out = Lin()
         for d in sorted(frag):
             out.plus(frag[d])
         return out
+
+
+@dataclass
+class Counted:
+    """Left nodes of a domain: ``const + Σ coef·G_j,level(domain) + other``.
+
+    ``G_j,level(domain)`` is the number of job ``j``'s groups of that level in the domain
+    (a linear expression of the model).  Keeping it symbolic lets ``mod``/``div`` drop
+    whole groups exactly and lets sums over child domains become counts one level up.
+    """
+
+    domain: int
+    const: int
+    groups: dict[tuple[int, int], int]
+    other: Lin
+
+
+def _matching_level(kinds: list[str], kind: str, ml_level: int) -> int | None:
+    """Index of the job level whose domains are of ``kind`` (and multilevel level)."""
+    for li, k in enumerate(kinds):
+        if k != kind:
+            continue
+        if kind == "ml" and len(kinds) - li != ml_level:
+            continue
+        return li
+    return None
 
 
 def _without_touches(lin: Lin, mv: ModelVariables) -> Lin:

@@ -109,10 +109,11 @@ class Registry:
 
     def modulo(self, lin: Lin, m: int, name: str) -> Lin:
         """``lin mod m`` for a non-negative ``lin`` (a constant when ``lin`` is)."""
-        if lin.is_const:
-            return Lin(const=lin.const % m)
         if m == 1:
             return Lin()
+        lin = reduce_modulo(lin, m)
+        if lin.is_const:
+            return Lin(const=lin.const % m)
         base = self.define(lin, f"{name}.v")
         target = self.int_var(0, m - 1, name)
         self.model.add_modulo_equality(target, base, m)
@@ -125,6 +126,9 @@ class Registry:
             return Lin(const=lin.const // m)
         if m == 1:
             return Lin(list(lin.terms), lin.const)
+        if all(coef % m == 0 for _, coef in lin.terms):
+            # the variable part is a multiple of m: the quotient is linear
+            return Lin([(v, c // m) for v, c in lin.terms], lin.const // m)
         base = self.define(lin, f"{name}.v")
         lo, hi = self.range_of(lin)
         target = self.int_var(max(0, lo // m), max(0, hi // m), name)
@@ -163,6 +167,20 @@ class Registry:
         self.model.add_max_equality(target, literals)
         self.aux(target, partial(_any_rule, [v.index for v in literals]))
         return target
+
+
+def reduce_modulo(lin: Lin, m: int) -> Lin:
+    """An expression congruent to ``lin`` modulo ``m`` with fewer variables.
+
+    Terms with a negative coefficient that is a multiple of ``m`` are dropped: the value
+    changes by a multiple of ``m`` and can only grow, so a non-negative ``lin`` stays
+    non-negative.  (Left-node counts lose whole groups at a time, which is why a job's own
+    usage usually vanishes from its fragment score.)
+    """
+    kept = [(v, c) for v, c in lin.terms if not (c < 0 and c % m == 0)]
+    if len(kept) == len(lin.terms):
+        return lin
+    return Lin(kept, lin.const)
 
 
 def _mod_rule(base: int, m: int, vals: Assignment) -> int:

@@ -1,0 +1,284 @@
+"""Greedy placement of ordinary NPU jobs: the base handler pipeline (reference §2.0, §2.1.1).
+
+Every ordinary policy (``chip8-node8``, ``chip1-node8``, ``chip1-node16``, ``chip4-node4``,
+``chip1-node2`` and also ``chip8-node16``, ``chip2-node16``, ``chip2-node8``,
+``module-a3-16``, ``chip4-node8``, ``chip4-node16``, ``chip1-softShareDev``) is placed with the
+base handler.  The chip-level scoring of the 910A rings (``module910x8``), the A2 Box16 rings
+(``module910bx16``), the A3 cards (``module910a3x16``) and the 4-chip meshes (``chip4nodex``)
+is not modelled: scenarios carry a count of free chips per node, not chip IDs, so ring, card
+and mesh fits cannot be computed.  Their request validity rules are still checked by
+:mod:`models.validation`.
+
+One task at a time, in :func:`task_order`, the pipeline is upstream's ``BatchNodeOrderFn``:
+
+1. **Predicate**: the node is not unhealthy and has ``free >= request`` chips left (free
+   counts of the job's own earlier ranks included: several ranks may share a node).
+2. **Policy score** (base handler): ``healthyCards × 100 − usable``.  ``usable`` is the
+   node's free chip count; ``healthyCards = MaxNodeNPUNum − unhealthy chips`` where
+   ``MaxNodeNPUNum`` is the policy's node size (``JobView.node_npus``) and the unhealthy chip
+   count is 0 because scenarios have node-level health only.  For nodes whose ``npus`` equal
+   the policy's size (every bundled scenario) this is ``npus × 100 − free``.  A node with more
+   free chips than ``MaxNodeNPUNum`` keeps score 0, as upstream.
+3. **Previous-node bonus** (§3.4, :func:`previous_node_bonus`): self / peer / other
+   categories, the chosen node's score is *set* to ``max + 100``.
+4. **Fault adjustments** (§4.3, :func:`fault_adjust`): −1 on sub-healthy nodes; when the job
+   is a fault job, −64 on every node that hosted one of its fault ranks; both floored at 0.
+5. ``× 100``, then the best node.  Ties are broken by natural node-name order
+   (``problem.natural_pos``; upstream's Go map order is random).
+
+The job takes all its ranks in one transaction or none: the ranks are placed on a local copy
+of the free counts and the strategy never touches ``state``.
+
+Deviations from the released code, following the RFC (reference §3.7):
+
+* Row 3 — the RFC says the −64 fault penalty is applied after the bonus so that a fault
+  rank's old node is not forced; in the released code the bonus (``max + 100``) always
+  survives the penalty.  Here a fault rank never receives the bonus on its own old node
+  while another candidate exists (upstream boosts it when no "other" node exists, even if a
+  peer node does), and that node then gets −64 like every fault node of the job.
+* Row 4 — upstream's ``TaskOrderFn`` is not antisymmetric (two ranks with different cached
+  nodes both claim to go first) and leaves uncached ranks unordered.  Here the order is
+  total: ranks with a cached (non-fault) previous node first, then every rank by number.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from heuristics.base import JobOutcome
+from heuristics.state import ClusterState
+from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
+from models.scenario import Family
+
+#: Upstream ``defaultPreferPreviousScore``: the preferred node's score becomes max + 100.
+PREFER_PREVIOUS_BONUS = 100.0
+#: Sub-healthy node penalty (``AffScore1``).
+SUBHEALTHY_PENALTY = 1.0
+#: Penalty on a node that hosted a fault task of a fault job (``AffScore8 × AffScore8``).
+FAULT_NODE_PENALTY = 64.0
+#: Weight applied to the NPU plugin's scores (``scoreWeight``).
+SCORE_WEIGHT = 100.0
+#: Multiplier of the healthy chip count in the base handler's score.
+HEALTHY_CARD_WEIGHT = 100.0
+
+
+def policy_scores(
+    usable: np.ndarray, max_npus: int, unhealthy_chips: np.ndarray | None = None
+) -> np.ndarray:
+    """Base handler score ``healthyCards × 100 − usable`` per node (reference §2.1.1).
+
+    Parameters
+    ----------
+    usable
+        Free (usable) chips per node.
+    max_npus
+        The handler's ``MaxNodeNPUNum`` (the policy's node size).
+    unhealthy_chips
+        Unhealthy chips per node (default none; scenarios have node-level health only).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 scores; nodes with more usable chips than ``max_npus`` score 0.
+    """
+    usable = np.asarray(usable, dtype=np.float64)
+    healthy = np.full(usable.shape, float(max_npus))
+    if unhealthy_chips is not None:
+        healthy -= np.asarray(unhealthy_chips, dtype=np.float64)
+    scores = healthy * HEALTHY_CARD_WEIGHT - usable
+    return np.where(usable > max_npus, 0.0, scores)
+
+
+def best_node(scores: np.ndarray, mask: np.ndarray, order: np.ndarray) -> int:
+    """Index of the highest score among ``mask``; ties go to the lowest ``order``.
+
+    ``order`` is the natural node-name position, the documented tie-break (upstream's
+    ``nodeWithMaxScore`` iterates a Go map, which is random).  Returns -1 for an empty mask.
+    """
+    idx = np.flatnonzero(mask)
+    if idx.size == 0:
+        return -1
+    values = scores[idx]
+    top = idx[values == values.max()]
+    return int(top[np.argmin(order[top])])
+
+
+def previous_node_bonus(
+    scores: np.ndarray,
+    candidate: np.ndarray,
+    self_node: int,
+    peer: np.ndarray,
+    fault_rank: bool,
+    order: np.ndarray,
+) -> int:
+    """Apply ``addPreferPreviousNodeScore`` to one task's scores, in place (reference §3.4).
+
+    Parameters
+    ----------
+    scores
+        Policy scores per node (only entries under ``candidate`` matter).
+    candidate
+        Nodes that passed the predicate (upstream's score map keys).
+    self_node
+        Index of this rank's cached node, or -1.
+    peer
+        Nodes cached for *another* rank of the same owner.
+    fault_rank
+        Whether this rank is a fault rank of a fault job.
+    order
+        Tie-break order (natural node-name position).
+
+    Returns
+    -------
+    int
+        The node that received the bonus, or -1.
+
+    Notes
+    -----
+    ``bonus = max(0, max candidate score) + 100`` and the chosen node's score is *set* to
+    it.  Categories: ``self``; ``peer`` (cached for another rank, self excluded); ``other``
+    (every remaining candidate).  A non-fault rank boosts self, else the best other, else
+    the best peer.  A fault rank boosts the best other; its own node only when it is the
+    only candidate (RFC §3.1.2: a fault node is never forced — upstream would also boost it
+    when only peers remain); peers never.
+    """
+    if not candidate.any():
+        return -1
+    bonus = max(0.0, float(scores[candidate].max())) + PREFER_PREVIOUS_BONUS
+    self_ok = self_node >= 0 and bool(candidate[self_node])
+    peers = candidate & peer
+    others = candidate & ~peer
+    if self_node >= 0:
+        peers[self_node] = False
+        others[self_node] = False
+    target = -1
+    if fault_rank:
+        if others.any():
+            target = best_node(scores, others, order)
+        elif self_ok and not peers.any():
+            target = self_node
+    elif self_ok:
+        target = self_node
+    elif others.any():
+        target = best_node(scores, others, order)
+    elif peers.any():
+        target = best_node(scores, peers, order)
+    if target >= 0:
+        scores[target] = bonus
+    return target
+
+
+def fault_adjust(
+    scores: np.ndarray, subhealthy: np.ndarray, fault_nodes: np.ndarray | None
+) -> np.ndarray:
+    """The fault handler's adjustments (reference §4.3), each floored at 0.
+
+    −1 on sub-healthy nodes, then −64 on nodes that hosted a fault task when the job is a
+    fault job (``fault_nodes`` is ``None`` or all false otherwise).
+    """
+    out = np.where(subhealthy, np.maximum(0.0, scores - SUBHEALTHY_PENALTY), scores)
+    if fault_nodes is not None:
+        out = np.where(fault_nodes, np.maximum(0.0, out - FAULT_NODE_PENALTY), out)
+    return out
+
+
+def compare_tasks(left: int, right: int, cached: np.ndarray) -> int:
+    """``TaskOrderFn`` as a total, antisymmetric comparator (RFC §3.7 row 4).
+
+    ``cached[r]`` is rank ``r``'s previous node (-1 when none, for fault ranks, and for
+    every rank when prefer-previous-node is off).  Ranks with a cached node come first;
+    otherwise, and between two cached (or two uncached) ranks, the lower rank comes first.
+    Returns -1 when ``left`` goes first, 1 when ``right`` does, 0 only when equal.
+    """
+    lc = int(cached[left]) >= 0
+    rc = int(cached[right]) >= 0
+    if lc != rc:
+        return -1 if lc else 1
+    return (left > right) - (left < right)
+
+
+def task_order(job: JobView) -> np.ndarray:
+    """Ranks of ``job`` in :func:`compare_tasks` order (cached ranks first, then by rank)."""
+    cached = job.preferred >= 0
+    ranks = np.arange(job.tasks)
+    return np.concatenate([ranks[cached], ranks[~cached]])
+
+
+def place_ordinary(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
+    """Place ordinary job ``j`` with the base handler pipeline, all ranks or none.
+
+    Parameters
+    ----------
+    problem
+        The compiled scenario.
+    j
+        Job index.
+    state
+        Free chips left by jobs placed earlier in the batch (not modified).
+
+    Returns
+    -------
+    JobOutcome
+        Node index per rank (several ranks may share a node), or upstream's
+        ``NPUResourceShortage`` reason.
+    """
+    job = problem.jobs[j]
+    if job.family is not Family.ORDINARY:
+        raise ValueError(f"job '{job.name}' is a {job.family.value} job, not an ordinary one")
+    request = job.npu_per_task
+    # Free counts only shrink while the job's ranks are placed: the nodes that can host a
+    # rank now are the only candidates for every rank, so work on that subset.
+    usable0 = state.free >= request
+    usable0 &= problem.health != UNHEALTHY
+    cand = np.flatnonzero(usable0)
+    room = int((state.free[cand] // request).sum()) if cand.size else 0
+    if room < job.tasks:
+        idle = int(state.free[problem.health != UNHEALTHY].max(initial=0))
+        return JobOutcome.fail(
+            f"NPUResourceShortage: node don't have enough resource, req<{request}>, "
+            f"idle<{idle}>: job '{job.name}' needs {job.tasks} tasks x {request} NPUs but the "
+            f"healthy nodes have room for only {room} such tasks"
+        )
+    free = state.free[cand].astype(np.int64)
+    order = problem.natural_pos[cand]
+    subhealthy = problem.health[cand] == SUBHEALTHY
+    local = np.full(problem.num_nodes, -1, dtype=np.int64)
+    local[cand] = np.arange(cand.size)
+
+    fault_job = bool(job.fault.any())
+    fault_mask: np.ndarray | None = None
+    if fault_job:
+        fault_origins = job.origin[job.fault & (job.origin >= 0)]
+        fault_mask = np.zeros(cand.size, dtype=bool)
+        hosted = local[fault_origins]
+        fault_mask[hosted[hosted >= 0]] = True
+
+    # The bonus step runs only when the feature is on and the owner has cache entries
+    # (upstream's PrefNodeMap, which holds every cached rank, fault ranks included).
+    use_bonus = job.prefer_previous and bool((job.origin >= 0).any())
+    peer_mask = np.zeros(cand.size, dtype=bool)
+    self_local = np.full(job.tasks, -1, dtype=np.int64)
+    if use_bonus:
+        cached = job.origin >= 0
+        mapped = local[job.origin[cached]]
+        peer_mask[mapped[mapped >= 0]] = True
+        self_local[cached] = mapped
+
+    nodes = np.full(job.tasks, -1, dtype=np.int32)
+    for rank in task_order(job).tolist():
+        ok = free >= request
+        if not ok.any():  # unreachable after the room check; kept as a guard
+            return JobOutcome.fail(
+                f"NPUResourceShortage: node don't have enough resource, req<{request}>, "
+                f"idle<{int(free.max(initial=0))}>: rank {rank} of job '{job.name}' fits "
+                "on no node"
+            )
+        scores = policy_scores(free, job.node_npus)
+        if use_bonus:
+            previous_node_bonus(scores, ok, int(self_local[rank]), peer_mask,
+                                bool(job.fault[rank]), order)
+        scores = fault_adjust(scores, subhealthy, fault_mask) * SCORE_WEIGHT
+        pick = best_node(scores, ok, order)
+        free[pick] -= request
+        nodes[rank] = cand[pick]
+    return JobOutcome(nodes)

@@ -1,0 +1,536 @@
+"""Greedy fast path for super-pod jobs: A3 (``chip2-node16-sp``, ``chip2-node8-sp``) and 850
+(``chip8-node8-sp``), :attr:`models.scenario.Family.SUPERPOD`.
+
+A deterministic port of upstream ``selectSuperPodForJob`` (reference §2.2–§2.4) with the
+RFC's two-level origin-node preference (seed ``000`` §2.4.1, §3.1.3, §3.1.5, §3.1.11).  One
+call places one job on the nodes ``state`` still offers:
+
+1. **Candidates** (the predicate, §2.2 steps 4–5): nodes not unhealthy with
+   ``super-pod-id >= 0``; for a distributed job (``tasks > 1``) the node must be wholly free
+   in ``state`` and have exactly ``npu-per-task`` chips; a single-task job takes nodes with
+   ``free >= npu-per-task``, restricted to the least-idle ones (minimum ``state.free``),
+   sub-healthy ones dropped when others remain.  ``tasks > #candidates`` fails with
+   "not enough node, ...".
+2. **RFC level 1, preferOriginSuperPods** (only when ``prefer-previous-node`` is on): for
+   every block, in ascending block ID, the cached node of its first non-fault rank with a
+   live cache entry names its origin super pod; when that super pod still has at least
+   ``spBlock`` candidate nodes the block is carved there (the reserve may be used, as in the
+   RFC pseudocode) and those nodes leave the pool; otherwise the block is left to step 4.
+3. **Classification** (``classifySuperPod``): a table of ``spBlock`` rows × ``size/spBlock +
+   1`` columns; a super pod with ``n`` candidates goes to cell ``[e % spBlock][e // spBlock]``
+   with ``e = n - reserve`` (column 0, remainder ``n % spBlock`` when ``e < 0``).  Hard jobs
+   skip super pods with ``n < spBlock``.  ``countVSuperPod = Σ n // spBlock``; a hard job
+   with ``countVSuperPod < #unplaced blocks`` fails with upstream's text.
+4. **The four passes** of §2.3.1: tight fits without touching the reserve, bigger super pods
+   without touching the reserve, super pods whose reserve may be used (one block per super
+   pod), and the catch-up pass (pass 4) that hard jobs reach too and in which soft jobs build
+   short blocks.
+5. **Carving one block** is the RFC's level 2, ``selectNodesFromSuperPod``: each rank whose
+   cached node is still in the pool of the chosen super pod gets exactly that node
+   (prefill); the other positions are filled in bucket order — healthy nodes no rank of the
+   job mentions, other healthy nodes, sub-healthy nodes, and last the nodes that ranks of
+   blocks not yet placed prefer (so later blocks still find their origins).  Without any
+   cache this is upstream's "healthy first, then sub-healthy" carving.
+
+Rank convention (§2.2): block ``b`` holds ranks ``[b*spBlock, (b+1)*spBlock)``; the first
+block carved by the passes gets the smallest unplaced block ID (upstream sorts ``unReadyID``
+descending and takes the last entry).  The result is a node index per rank.
+
+Deterministic tie-breaks (upstream iterates Go maps in these places):
+
+* super pods inside one classification cell: ascending super-pod ID, after the size sort
+  (descending current size) of passes 3 and 4;
+* nodes inside one super pod: natural order of node names (``problem.natural_pos``), inside
+  each bucket of the carving;
+* block IDs: ascending (also for ``chip8-node8-sp``, whose ``unReadyID`` is unsorted
+  upstream);
+* the dump in the A3 capacity error: ascending super-pod ID, node names sorted as strings.
+
+With ``prefer-previous-node`` off (or no live cache entry for the owner) the cache and
+``fault-ranks`` play no part: the answer is the plain upstream port.
+
+Deviations from upstream (the first three keep every answer complete and valid):
+
+* **Pass 4 carves whole blocks first.**  Upstream's pass 4 visits each super pod once and
+  carves up to ``spBlock`` nodes, so it can leave a hard job with ranks that have no node
+  (they then land wherever Volcano's other plugins put them) or build a short block for a
+  hard job (A3) or for a soft job that whole blocks would have fitted.  Here pass 4 first
+  repeats its sweep, in upstream's cell order, carving only whole blocks, until every block
+  is placed or no super pod has ``spBlock`` nodes left; only a soft job then carves short
+  pieces (at most the nodes still needed) in the same order.  Whenever
+  ``countVSuperPod >= #unplaced blocks`` every block is therefore whole, soft or hard.
+* **Short pieces of soft jobs** fill the ranks of the still-unplaced blocks in ascending
+  rank order, in carving order.  This is §2.2's cumulative mapping (groups sorted
+  numerically, cumulative ranges): upstream hands out piece IDs in ascending order after
+  every block it already carved, so both agree.  They differ only when the RFC's level 1
+  placed a block whose ID is larger than a piece's; such a block keeps its own ranks here
+  (and its origin hits) instead of being shifted.  A piece's nodes share one super pod, a
+  block made of pieces may span super pods (allowed for soft jobs).
+* **A3 super pods larger than ``super-pod-size``** (a Go index-out-of-range panic upstream):
+  the column is clamped to the last column.  ``chip8-node8-sp`` returns upstream's error
+  "super-pod-size is smaller than superPod's node size".  (Input validation already rejects
+  such scenarios; this only guards hand-built problems.)
+* The fault-job pre-selection of §2.3.3 (``selectNodesForFaultJob``: waiting for resource
+  release, the rescheduler's own fault cache) is not modelled; ``fault-ranks`` act through
+  the RFC's rule instead: a fault rank is never prefilled onto its cached node, and the
+  carving gives it another node whenever the block has one (swapping with another gap
+  rank) or the pool has a spare node that no rank of an unplaced block prefers.  Ranks that
+  got their origin are never moved for it: one origin hit outweighs a fault return.
+* A sub-healthy origin node is not prefilled (RFC §3.1.5/§3.1.9: "preferred node
+  sub-healthy → use a regular node"); when the block takes it anyway, its own rank gets it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from heuristics.base import JobOutcome
+from heuristics.state import ClusterState
+from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
+from models.scenario import Family, Policy
+
+#: RFC §3.1.9: a sub-healthy preferred node is not prefilled; a regular node is used instead.
+PREFILL_SUBHEALTHY_ORIGINS = False
+
+
+def superpod_candidates(problem: Problem, job: JobView, state: ClusterState) -> np.ndarray:
+    """The nodes a super-pod job may use, as a boolean mask (reference §2.2 steps 4–5).
+
+    Parameters
+    ----------
+    problem
+        The compiled scenario.
+    job
+        A :attr:`~models.scenario.Family.SUPERPOD` job of ``problem``.
+    state
+        Free chips per node.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``True`` for every candidate node.
+    """
+    free = state.free
+    usable = (problem.health != UNHEALTHY) & (problem.super_pod >= 0)
+    if job.tasks > 1:
+        return usable & (free == problem.npus) & (problem.npus == job.npu_per_task)
+    mask = usable & (free >= job.npu_per_task)
+    if not mask.any():
+        return mask
+    # selectNodesWithLeastResourceForSingle: only the least-idle nodes (ties kept) ...
+    mask &= free == free[mask].min()
+    # ... and sub-healthy ones dropped when others remain.
+    healthy = mask & (problem.health != SUBHEALTHY)
+    return healthy if healthy.any() else mask
+
+
+def place_superpod(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
+    """Place super-pod job ``j`` greedily (upstream ``selectSuperPodForJob`` + RFC preference).
+
+    Parameters
+    ----------
+    problem
+        The compiled scenario.
+    j
+        Index of a :attr:`~models.scenario.Family.SUPERPOD` job.
+    state
+        Free chips per node; not modified.
+
+    Returns
+    -------
+    JobOutcome
+        A node index per rank (rank ``r`` at position ``r``), or upstream's reason text.
+    """
+    job = problem.jobs[j]
+    if job.family is not Family.SUPERPOD:
+        raise ValueError(f"job '{job.name}' is a {job.family.value} job, not a super-pod job")
+    mask = superpod_candidates(problem, job, state)
+    count = int(np.count_nonzero(mask))
+    if job.tasks > count:
+        return JobOutcome.fail(f"not enough node, npuTaskNum: {job.tasks}, nodes: {count}")
+    return select_super_pod_for_job(problem, j, mask)
+
+
+def select_super_pod_for_job(problem: Problem, j: int, candidates: np.ndarray) -> JobOutcome:
+    """Run the selection on a given candidate mask (upstream ``selectSuperPodForJob``).
+
+    This skips the candidate predicate and the "not enough node" check of
+    :func:`place_superpod`, as upstream's unit tests of ``selectSuperPodForJob`` do.
+
+    Parameters
+    ----------
+    problem
+        The compiled scenario.
+    j
+        Index of a super-pod job.
+    candidates
+        Boolean mask of the nodes the job may use.
+
+    Returns
+    -------
+    JobOutcome
+        A node index per rank, or upstream's reason text.
+    """
+    return _Selection(problem, problem.jobs[j], candidates).run()
+
+
+def classify_super_pods(
+    problem: Problem, j: int, candidates: np.ndarray
+) -> tuple[list[list[list[int]]], int]:
+    """Upstream ``classifySuperPod`` on a candidate mask, without any preference step.
+
+    Parameters
+    ----------
+    problem
+        The compiled scenario.
+    j
+        Index of a super-pod job.
+    candidates
+        Boolean mask of the nodes the job may use.
+
+    Returns
+    -------
+    tuple
+        ``(table, countVSuperPod)``: ``table[remainder][column]`` lists super-pod IDs in
+        ascending order.
+
+    Raises
+    ------
+    ValueError
+        With upstream's text, when a ``chip8-node8-sp`` super pod has more candidates than
+        ``super-pod-size``.
+    """
+    selection = _Selection(problem, problem.jobs[j], candidates)
+    table, count, error = selection.classify()
+    if error is not None:
+        raise ValueError(error)
+    return table, count
+
+
+class _Selection:
+    """Working state of one ``selectSuperPodForJob`` call."""
+
+    def __init__(self, problem: Problem, job: JobView, candidates: np.ndarray) -> None:
+        self.problem = problem
+        self.job = job
+        self.sp = job.sp_block
+        self.k = job.tasks // self.sp
+        self.is_850 = job.policy is Policy.CHIP8_NODE8_SP
+        self.reserve = problem.reserve_nodes
+        self.ncols = problem.super_pod_size // self.sp + 1
+        self.avail = bytearray(np.ascontiguousarray(candidates, dtype=np.uint8).tobytes())
+        self.sub = bytearray((problem.health == SUBHEALTHY).astype(np.uint8).tobytes())
+        self.super_pod = problem.super_pod
+        # totalNodes = getSuperPodTop(nodes): candidates grouped by super pod; inside a super
+        # pod nodes are kept in natural name order (upstream iterates a Go map).
+        cand = np.flatnonzero(candidates)
+        sps = problem.super_pod[cand]
+        order = np.lexsort((problem.natural_pos[cand], sps))
+        cand = cand[order]
+        sps = sps[order]
+        cuts = np.flatnonzero(np.diff(sps)) + 1
+        starts = [0, *cuts.tolist()]
+        self.pods: dict[int, list[int]] = {
+            int(sps[a]): part.tolist() for a, part in zip(starts, np.split(cand, cuts))
+        } if len(cand) else {}
+        self.pod_ids = sorted(self.pods)  # keys of totalNodes, ascending
+        self.blocks: dict[int, list[int]] = {}
+        self.pieces: list[tuple[list[int], list[int]]] = []
+        self.unready: list[int] = []
+        self.next = 0  # unready[next] is the smallest block ID still to carve
+        # Origin-node preference (only with prefer-previous-node on).
+        self.use_pref = bool(job.prefer_previous and (job.origin >= 0).any())
+        if self.use_pref:
+            self.pref: list[int] = job.preferred.tolist()
+            self.origin: list[int] = job.origin.tolist()
+            self.fault: list[bool] = job.fault.tolist()
+            self.claims: Counter[int] = Counter(p for p in self.pref if p >= 0)
+            self.released = bytearray(job.tasks)
+            self.mentioned = {o for o in self.origin if o >= 0}
+
+    # ------------------------------------------------------------------ driver
+
+    @property
+    def remaining(self) -> int:
+        return len(self.unready) - self.next
+
+    def run(self) -> JobOutcome:
+        if self.use_pref:
+            self.prefer_origin_super_pods()
+        self.unready = [b for b in range(self.k) if b not in self.blocks]
+        if not self.unready:
+            return self.result()
+        table, count, error = self.classify()
+        if error is not None:
+            return JobOutcome.fail(error)
+        if count < len(self.unready) and not self.job.soft:
+            return JobOutcome.fail(self.capacity_error(count))
+        self.select_from_smaller_super_pods(table)
+        self.select_from_bigger_super_pods(table)
+        self.select_from_super_pods_with_reserve(table)
+        self.select_catch_up(table)
+        return self.result()
+
+    def result(self) -> JobOutcome:
+        out = np.full(self.job.tasks, -1, dtype=np.int64)
+        for b, nodes in self.blocks.items():
+            out[b * self.sp:(b + 1) * self.sp] = nodes
+        for ranks, nodes in self.pieces:
+            out[ranks] = nodes
+        if (out < 0).any():  # unreachable: the capacity checks guarantee completion
+            missing = int(np.count_nonzero(out < 0))
+            return JobOutcome.fail(
+                f"select super pod failed, {missing} of {self.job.tasks} ranks got no node"
+            )
+        return JobOutcome(out)
+
+    def capacity_error(self, count: int) -> str:
+        required = len(self.unready)
+        if self.is_850:
+            return f"select super pod failed, required vitural-super-pod {required}, total {count}"
+        names = self.problem.node_names
+        top = "".join(
+            f"super-pod-id: {s}, node count: {len(self.pods[s])} detail: "
+            f"[{' '.join(sorted(names[n] for n in self.pods[s]))}], "
+            for s in self.pod_ids
+        )
+        return f"select super pod failed, required {required}, total {count}, node top: {top}"
+
+    # ------------------------------------------------------------- RFC level 1
+
+    def prefer_origin_super_pods(self) -> None:
+        """RFC ``preferOriginSuperPods``: each block back into its origin super pod."""
+        sp = self.sp
+        for b in range(self.k):  # ascending block ID
+            first = -1
+            for r in range(b * sp, (b + 1) * sp):
+                # The first non-fault rank with a live cache entry names the origin.
+                if self.pref[r] >= 0:
+                    first = self.pref[r]
+                    break
+            if first < 0:
+                continue
+            s = int(self.super_pod[first])
+            if s < 0 or len(self.pods.get(s, ())) < sp:
+                continue  # origin super pod lacks capacity: normal passes
+            self.blocks[b] = self.carve(s, range(b * sp, (b + 1) * sp))
+
+    # ---------------------------------------------------------- classification
+
+    def classify(self) -> tuple[list[list[list[int]]], int, str | None]:
+        """Upstream ``classifySuperPod`` over the current pool."""
+        sp = self.sp
+        table: list[list[list[int]]] = [[[] for _ in range(self.ncols)] for _ in range(sp)]
+        count = 0
+        for s in self.pod_ids:  # ascending super-pod ID: the order inside each cell
+            n = len(self.pods[s])
+            if n == 0 or (n < sp and not self.job.soft):
+                continue
+            if self.is_850 and n > self.problem.super_pod_size:
+                return table, count, "super-pod-size is smaller than superPod's node size"
+            count += n // sp
+            e = n - self.reserve
+            if e < 0:
+                column, remainder = 0, n % sp
+            else:
+                column, remainder = e // sp, e % sp
+            # A3 has no size check upstream (a Go panic); clamp to the last column.
+            column = min(column, self.ncols - 1)
+            table[remainder][column].append(s)
+        return table, count, None
+
+    # ------------------------------------------------------------------ passes
+
+    def carve_except_reserve(self, cell: list[int]) -> None:
+        """``selectNodesFromSuperPodsExceptReserve``: blocks while the reserve stays."""
+        for s in cell:  # ascending super-pod ID
+            while self.remaining > 0 and len(self.pods[s]) - self.reserve >= self.sp:
+                self.carve_block(s)
+            if self.remaining == 0:
+                return
+
+    def select_from_smaller_super_pods(self, table: list[list[list[int]]]) -> None:
+        """Pass 1: remainders ascending, columns 1..remaining (re-read each step)."""
+        for r in range(self.sp):
+            c = 1
+            while c < self.ncols and c <= self.remaining:
+                self.carve_except_reserve(table[r][c])
+                c += 1
+            if self.remaining == 0:
+                return
+
+    def select_from_bigger_super_pods(self, table: list[list[list[int]]]) -> None:
+        """Pass 2: columns from remaining+1 upward, remainders ascending."""
+        for c in range(self.remaining + 1, self.ncols):
+            for r in range(self.sp):
+                if self.remaining == 0:
+                    return
+                self.carve_except_reserve(table[r][c])
+
+    def by_size(self, cell: list[int]) -> list[int]:
+        # Size descending; ties (random upstream) by ascending super-pod ID.
+        cell.sort(key=lambda s: (-len(self.pods[s]), s))
+        return cell
+
+    def select_from_super_pods_with_reserve(self, table: list[list[list[int]]]) -> None:
+        """Pass 3: remainders descending, all columns; one block per super pod, reserve usable."""
+        for r in range(self.sp - 1, -1, -1):
+            for c in range(self.ncols):
+                for s in self.by_size(table[r][c]):
+                    if self.remaining == 0:
+                        return
+                    if len(self.pods[s]) >= self.sp:
+                        self.carve_block(s)
+
+    def catch_up_cells(self) -> list[tuple[int, int]]:
+        """Pass 4's cell order: rows spBlock-1..reserve, then rows 0..min(spBlock,reserve)-1."""
+        rows = [r for r in range(self.sp - 1, -1, -1) if r >= self.reserve]
+        rows += [r for r in range(min(self.sp, self.reserve))]
+        return [(r, c) for r in rows for c in range(self.ncols)]
+
+    def select_catch_up(self, table: list[list[list[int]]]) -> None:
+        """Pass 4 (``selectFromSuperPodsWithSoftStrategy``), whole blocks first.
+
+        Reached by hard and soft jobs alike.  Sweeps in upstream's cell order, carving a
+        whole block from every super pod that still has ``spBlock`` nodes, until all blocks
+        are placed or no sweep makes progress; then, for soft jobs only, one more sweep
+        carves short pieces (upstream's soft behaviour) from what is left.
+        """
+        cells = self.catch_up_cells()
+        while self.remaining > 0:
+            progress = False
+            for r, c in cells:
+                for s in self.by_size(table[r][c]):
+                    if self.remaining == 0:
+                        return
+                    if len(self.pods[s]) >= self.sp:
+                        self.carve_block(s)
+                        progress = True
+            if not progress:
+                break
+        if self.remaining == 0 or not self.job.soft:
+            return
+        sp = self.sp
+        ranks = [r for b in self.unready[self.next:] for r in range(b * sp, (b + 1) * sp)]
+        self.next = len(self.unready)
+        taken = 0
+        for r, c in cells:
+            for s in self.by_size(table[r][c]):
+                n = len(self.pods[s])
+                if n == 0:
+                    continue  # A3 skips empty super pods; 850 stops (same: sorted by size)
+                take = min(n, sp, len(ranks) - taken)
+                piece = ranks[taken:taken + take]
+                self.pieces.append((piece, self.carve(s, piece)))
+                taken += take
+                if taken == len(ranks):
+                    return
+
+    # ------------------------------------------------------------- RFC level 2
+
+    def carve_block(self, s: int) -> None:
+        """Carve the smallest unplaced block ID from super pod ``s``."""
+        b = self.unready[self.next]
+        self.next += 1
+        self.blocks[b] = self.carve(s, range(b * self.sp, (b + 1) * self.sp))
+
+    def carve(self, s: int, ranks: Sequence[int]) -> list[int]:
+        """RFC ``selectNodesFromSuperPod``: nodes of super pod ``s`` for ``ranks``, in order.
+
+        Takes ``len(ranks)`` nodes out of the pool of ``s`` (which must hold that many).
+        """
+        pool = self.pods[s]
+        avail = self.avail
+        sub = self.sub
+        m = len(ranks)
+        out = [-1] * m
+        if not self.use_pref:
+            # Upstream: the first non-sub-healthy nodes (natural order), then sub-healthy.
+            chosen = [n for n in pool if not sub[n]][:m]
+            if len(chosen) < m:
+                chosen += [n for n in pool if sub[n]][:m - len(chosen)]
+            for n in chosen:
+                avail[n] = 0
+            self.pods[s] = [n for n in pool if avail[n]]
+            return chosen
+        pref = self.pref
+        super_pod = self.super_pod
+        # This block's ranks are being placed: their claims no longer protect nodes.
+        for r in ranks:
+            if not self.released[r]:
+                self.released[r] = 1
+                if pref[r] >= 0:
+                    self.claims[pref[r]] -= 1
+        # Step 1 (prefill): a rank whose cached node is still in this pool gets it.  Fault
+        # ranks have no preferred node; sub-healthy origins are left to the buckets.
+        for i, r in enumerate(ranks):
+            p = pref[r]
+            if (p >= 0 and avail[p] and super_pod[p] == s
+                    and (PREFILL_SUBHEALTHY_ORIGINS or not sub[p])):
+                out[i] = p
+                avail[p] = 0
+        gaps = [i for i in range(m) if out[i] < 0]
+        if gaps:
+            claims = self.claims
+            mentioned = self.mentioned
+            # Step 2 (buckets): healthy nodes no rank mentions, other healthy nodes,
+            # sub-healthy nodes; nodes still preferred by ranks of other unplaced blocks
+            # last.  Stable sort: natural name order inside each bucket.
+            rest = sorted(
+                (n for n in pool if avail[n]),
+                key=lambda n: (claims[n] > 0, sub[n], n in mentioned),
+            )
+            self.assign(out, ranks, gaps, rest)
+        self.pods[s] = [n for n in pool if avail[n]]
+        return out
+
+    def assign(self, out: list[int], ranks: Sequence[int], gaps: list[int],
+               rest: list[int]) -> None:
+        """Give the first ``len(gaps)`` nodes of ``rest`` to the gap positions.
+
+        A rank whose (sub-healthy) cached node is among them gets it; the other ranks take
+        the remaining nodes in bucket order, by ascending rank, except that a fault rank
+        skips its cached node.  A fault rank left with only its cached node swaps with
+        another gap rank of the block, else takes the next spare node of the pool that no
+        rank of an unplaced block prefers.
+        """
+        g = len(gaps)
+        chosen = rest[:g]
+        free_set = set(chosen)
+        pref = self.pref
+        fault = self.fault
+        origin = self.origin
+        todo: list[int] = []
+        for i in gaps:
+            p = pref[ranks[i]]
+            if p >= 0 and p in free_set:
+                out[i] = p
+                free_set.discard(p)
+            else:
+                todo.append(i)
+        left = [n for n in chosen if n in free_set]
+        for i in todo:
+            r = ranks[i]
+            pick = 0
+            if fault[r]:
+                pick = next((k for k, n in enumerate(left) if n != origin[r]), 0)
+            out[i] = left.pop(pick)
+        for i in todo:
+            r = ranks[i]
+            o = origin[r]
+            if not fault[r] or out[i] != o:
+                continue
+            for k in todo:
+                if k != i and (not fault[ranks[k]] or origin[ranks[k]] != o):
+                    out[i], out[k] = out[k], o
+                    break
+            else:
+                # Never a node another unplaced rank still prefers: a hit outweighs this.
+                alt = next((n for n in rest[g:] if n != o and self.claims[n] <= 0), -1)
+                if alt >= 0:
+                    out[i] = alt
+        for i in gaps:
+            self.avail[out[i]] = 0
