@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from heuristics.greedy import EngineNotAvailable, greedy_plan
 from models.check import Violation, check
@@ -66,6 +66,8 @@ class Result:
     greedy_objective: int | None = None
     solver_wall_seconds: float | None = None
     notes: list[str] = field(default_factory=list)
+    solver_objective: int | None = None  # the objective CP-SAT reported for its plan
+    solver_status: str | None = None  # CP-SAT's own status name
 
 
 def _finish(
@@ -81,6 +83,8 @@ def _finish(
     notes: list[str],
     greedy_objective: int | None = None,
     solver_wall: float | None = None,
+    solver_objective: int | None = None,
+    solver_status: str | None = None,
 ) -> Result:
     metrics = evaluate(problem, plan.as_mapping(), weights)
     objective = metrics.objective
@@ -98,7 +102,8 @@ def _finish(
     return Result(engine=engine, status=status, plan=plan, metrics=metrics,
                   placement=placement, objective=objective, bound=bound, gap=gap,
                   wall_seconds=wall, greedy_objective=greedy_objective,
-                  solver_wall_seconds=solver_wall, notes=list(notes))
+                  solver_wall_seconds=solver_wall, notes=list(notes),
+                  solver_objective=solver_objective, solver_status=solver_status)
 
 
 def validated(problem: Problem, plan: Plan, engine: str) -> Plan:
@@ -179,18 +184,29 @@ def solve(
                        greedy_objective=greedy_metrics.objective,
                        solver_wall=outcome.wall_seconds)
     solver_metrics = evaluate(problem, outcome.plan.as_mapping(), resolved)
+    extra: dict[str, Any] = {"solver_objective": outcome.objective,
+                             "solver_status": outcome.solver_status}
+    if outcome.status is Status.OPTIMAL and solver_metrics.objective != outcome.objective:
+        log.error("CP-SAT objective %s differs from evaluate() %s", outcome.objective,
+                  solver_metrics.objective)
+        notes.append(f"BUG: CP-SAT reported objective {outcome.objective} but the placement "
+                     f"evaluates to {solver_metrics.objective}")
+    elif outcome.objective is not None and solver_metrics.objective > outcome.objective:
+        notes.append(f"the post-pass found a better placement than the solver's counts "
+                     f"({solver_metrics.objective} > {outcome.objective})")
     if solver_metrics.objective < greedy_metrics.objective:
         notes.append("the solver's answer was worse than greedy's; returned greedy")
         return _finish(problem, greedy, resolved, engine="greedy", status=Status.GREEDY,
                        started=started, bound=outcome.bound, seed=seed, notes=notes,
                        greedy_objective=greedy_metrics.objective,
-                       solver_wall=outcome.wall_seconds)
+                       solver_wall=outcome.wall_seconds, **extra)
     if (engine == "auto" and solver_metrics.objective == greedy_metrics.objective
             and outcome.status is not Status.OPTIMAL):
         return _finish(problem, greedy, resolved, engine="greedy", status=Status.GREEDY,
                        started=started, bound=outcome.bound, seed=seed, notes=notes,
                        greedy_objective=greedy_metrics.objective,
-                       solver_wall=outcome.wall_seconds)
+                       solver_wall=outcome.wall_seconds, **extra)
     return _finish(problem, outcome.plan, resolved, engine="cpsat", status=outcome.status,
                    started=started, bound=outcome.bound, seed=seed, notes=notes,
-                   greedy_objective=greedy_metrics.objective, solver_wall=outcome.wall_seconds)
+                   greedy_objective=greedy_metrics.objective, solver_wall=outcome.wall_seconds,
+                   **extra)

@@ -1,0 +1,328 @@
+"""CP-SAT engine: validity, exact objective, warm start, optimum beats greedy, budget.
+
+CP-SAT runs with ``workers=1``, fixed seeds and small instances.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from ortools.sat.python import cp_model
+
+from heuristics.greedy import EngineNotAvailable, greedy_plan
+from models.check import check
+from models.compiled import Problem, compile_scenario
+from models.io import load_scenario
+from models.objective import evaluate, resolve_weights
+from models.placement import Status
+from models.plan import Plan, to_placement
+from models.scenario import Scenario
+from solver.cli import example_path
+from solver.cpsat import add_hint, build_model, solve_cpsat
+from solver.facade import solve
+
+NOW = 1764400000
+EXAMPLES = ["ordinary-8npu", "superpod-850", "rack-950", "multilevel", "rfc-inference-training"]
+
+
+def _problem(data: dict[str, Any]) -> Problem:
+    data.setdefault("now", NOW)
+    return compile_scenario(Scenario.model_validate(data))
+
+
+def _example(name: str) -> Problem:
+    return compile_scenario(load_scenario(example_path(name)))
+
+
+def _greedy_or_skip(problem: Problem) -> Plan:
+    try:
+        return greedy_plan(problem)
+    except EngineNotAvailable as exc:  # a family's greedy strategy is not there yet
+        pytest.skip(str(exc))
+
+
+def _cpsat(problem: Problem, limit: float = 20.0) -> Any:
+    return solve(problem, engine="cpsat", time_limit=limit, workers=1, seed=0)
+
+
+# ----------------------------------------------------------------------------- examples
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_examples_are_valid_optimal_and_exact(name: str) -> None:
+    problem = _example(name)
+    _greedy_or_skip(problem)
+    result = _cpsat(problem)
+    assert check(problem, result.placement) == []
+    assert result.status is Status.OPTIMAL
+    assert result.solver_status == "OPTIMAL"
+    metrics = evaluate(problem, result.placement)
+    # the objective CP-SAT reports equals evaluate() of the placement returned
+    assert result.solver_objective == metrics.objective == result.objective
+    assert result.bound == result.objective
+    assert result.greedy_objective is not None
+    assert result.objective >= result.greedy_objective
+    assert not [n for n in result.notes if n.startswith("BUG")]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_warm_start_hint_is_complete_and_exact(name: str) -> None:
+    problem = _example(name)
+    greedy = _greedy_or_skip(problem)
+    weights = resolve_weights(problem)
+    built = build_model(problem, weights, greedy)
+    hint_objective = add_hint(built, greedy)
+    # every variable, auxiliaries included, is hinted
+    hinted = list(built.model.proto.solution_hint.vars)
+    assert len(hinted) == len(built.variables.reg.variables)
+    assert sorted(hinted) == sorted(v.index for v in built.variables.reg.variables)
+    assert hint_objective == evaluate(problem, greedy.as_mapping(), weights).objective
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    status = solver.solve(built.model)
+    assert status == cp_model.OPTIMAL, solver.status_name(status)
+    assert round(solver.objective_value) == hint_objective
+
+
+class _FirstSolution(cp_model.CpSolverSolutionCallback):
+    def __init__(self) -> None:
+        super().__init__()
+        self.objectives: list[float] = []
+
+    def on_solution_callback(self) -> None:
+        self.objectives.append(self.objective_value)
+
+
+@pytest.mark.parametrize("name", ["superpod-850", "ordinary-8npu"])
+def test_hint_is_accepted_as_the_first_solution(name: str) -> None:
+    problem = _example(name)
+    greedy = _greedy_or_skip(problem)
+    weights = resolve_weights(problem)
+    built = build_model(problem, weights, greedy)
+    hint_objective = add_hint(built, greedy)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    solver.parameters.cp_model_presolve = False  # the hint then maps 1:1 to the search
+    callback = _FirstSolution()
+    solver.solve(built.model, callback)
+    assert callback.objectives, "no solution reported"
+    assert round(callback.objectives[0]) == hint_objective
+
+
+def test_an_unrepresentable_hint_is_reported_not_hidden() -> None:
+    problem = _example("superpod-850")
+    weights = resolve_weights(problem)
+    # a plan putting a whole-node rank on a node that is not free cannot be hinted
+    bad = Plan.empty(problem)
+    job = problem.jobs[0]
+    busy = next(n for n in range(problem.num_nodes) if problem.free[n] == 0)
+    nodes = [busy] * job.tasks
+    import numpy as np
+
+    bad.nodes[0] = np.asarray(nodes, dtype=np.int32)
+    outcome = solve_cpsat(problem, bad, weights, time_limit=5, workers=1, seed=0)
+    assert any("warm start not used" in n for n in outcome.notes)
+    assert outcome.plan is not None
+    assert check(problem, to_placement(problem, outcome.plan, engine="cpsat",
+                                       status=outcome.status)) == []
+
+
+# ----------------------------------------------------------------------- beats greedy
+
+
+def _sp_nodes(prefix: str, sp: int, count: int, **extra: Any) -> list[dict[str, Any]]:
+    return [{"name": f"{prefix}{k}", "npus": 8, "free": 8, "super-pod-id": sp, **extra}
+            for k in range(count)]
+
+
+def test_superpod_greedy_spends_the_origin_super_pod_on_the_wrong_job() -> None:
+    # SP0 fits one block exactly and holds job B's origins; job A (higher priority, no
+    # cache) takes it by best fit, so B lands in SP1 with no hit.  Joint optimum: A in
+    # SP1, B back on its two nodes.
+    problem = _problem({
+        "config": {"super-pod-size": 8, "reserve-nodes": 0},
+        "nodes": _sp_nodes("a", 0, 2) + _sp_nodes("b", 1, 4),
+        "affinity-cache": {"entries": [
+            {"owner-uid": "uid-b", "rank": 0, "node": "a0", "updated": NOW},
+            {"owner-uid": "uid-b", "rank": 1, "node": "a1", "updated": NOW}]},
+        "jobs": [
+            {"name": "A", "owner-uid": "uid-a", "policy": "chip8-node8-sp", "tasks": 2,
+             "npu-per-task": 8, "sp-block": 16, "priority": 1},
+            {"name": "B", "owner-uid": "uid-b", "policy": "chip8-node8-sp", "tasks": 2,
+             "npu-per-task": 8, "sp-block": 16},
+        ],
+    })
+    greedy = evaluate(problem, _greedy_or_skip(problem).as_mapping())
+    assert greedy.placed_jobs == 2 and greedy.origin_hits == 0
+    result = _cpsat(problem)
+    assert result.status is Status.OPTIMAL
+    assert result.metrics.origin_hits == 2
+    assert result.placement.job("B").ranks == {"0": "a0", "1": "a1"}  # type: ignore[union-attr]
+    assert result.objective > greedy.objective
+    assert result.solver_objective == result.objective
+
+
+def test_batch_greedy_blocks_a_second_job_that_a_joint_placement_fits() -> None:
+    # A (ordinary, first in the queue) takes the first node of SP0 by natural order; B
+    # (two whole nodes in one super pod) then has no room.  Jointly, A goes to the node
+    # outside the super pod.
+    problem = _problem({
+        "config": {"super-pod-size": 8, "reserve-nodes": 0},
+        "nodes": [*_sp_nodes("n", 0, 2), {"name": "n2", "npus": 8, "free": 8}],
+        "jobs": [
+            {"name": "A", "policy": "chip8-node8", "tasks": 1, "npu-per-task": 4,
+             "priority": 1},
+            {"name": "B", "policy": "chip8-node8-sp", "tasks": 2, "npu-per-task": 8,
+             "sp-block": 16},
+        ],
+    })
+    greedy = evaluate(problem, _greedy_or_skip(problem).as_mapping())
+    assert greedy.placed_jobs == 1
+    result = _cpsat(problem)
+    assert result.status is Status.OPTIMAL
+    assert result.metrics.placed_jobs == 2
+    assert result.placement.job("A").ranks == {"0": "n2"}  # type: ignore[union-attr]
+    assert check(problem, result.placement) == []
+
+
+def test_rack_window_whose_origin_rack_is_partly_taken() -> None:
+    # Rack 0 has three free nodes: a0 (window 0's origin; a1 is taken) and b0, b1
+    # (window 1's origins).  Filling window 0 first spends b0 on it, so window 1 cannot
+    # come back.  Optimum: window 1 returns to b0, b1 (2 hits), window 0 goes elsewhere.
+    nodes = []
+    names = ["a0", "a1", "b0", "b1", "x0", "x1", "x2", "x3"]
+    for k, name in enumerate(names):
+        nodes.append({"name": name, "npus": 8, "free": 0 if name == "a1" else 8,
+                      "super-pod-id": 0, "rack-id": 0 if k < 4 else 1})
+    # rack 1 has four more free nodes (x0..x3)
+    problem = _problem({
+        "config": {"super-pod-size": 16},
+        "nodes": nodes,
+        "affinity-cache": {"entries": [
+            {"owner-uid": "u", "rank": r, "node": n, "updated": NOW}
+            for r, n in enumerate(["a0", "a1", "b0", "b1"])]},
+        "jobs": [{"name": "J", "owner-uid": "u", "policy": "chip8-node8-ra64-sp",
+                  "tasks": 4, "npu-per-task": 8, "sp-block": 32, "ra-block": 16}],
+    })
+    greedy = evaluate(problem, _greedy_or_skip(problem).as_mapping())
+    result = _cpsat(problem)
+    assert result.status is Status.OPTIMAL
+    assert result.metrics.origin_hits == 2
+    ranks = result.placement.job("J").ranks  # type: ignore[union-attr]
+    assert (ranks["2"], ranks["3"]) == ("b0", "b1")
+    # greedy fills window 0 first (a0 plus b0, a node window 1 prefers, taken last but
+    # still taken) and window 1 must leave the rack
+    assert greedy.origin_hits == 1
+    assert result.objective > greedy.objective
+
+
+def test_multilevel_greedy_best_fit_takes_another_jobs_origin_rack() -> None:
+    # Rack r0 (2 free) holds job B's origins; job A (higher priority, no cache) takes it
+    # because it is the tightest fit.  Optimum: A in r1, B back in r0.
+    def node(name: str, rack: str) -> dict[str, Any]:
+        return {"name": name, "npus": 16, "free": 16,
+                "labels": {"rack": rack, "switch": "s0"}}
+
+    problem = _problem({
+        "config": {"resource-level-config": {"default": {
+            "level1": {"label": "rack"}, "level2": {"label": "switch"}}}},
+        "nodes": [node("x0", "r0"), node("x1", "r0"), node("y0", "r1"), node("y1", "r1"),
+                  node("y2", "r1")],
+        "affinity-cache": {"entries": [
+            {"owner-uid": "uid-b", "rank": 0, "node": "x0", "updated": NOW},
+            {"owner-uid": "uid-b", "rank": 1, "node": "x1", "updated": NOW}]},
+        "jobs": [
+            {"name": "A", "owner-uid": "uid-a", "policy": "multilevel", "tasks": 2,
+             "npu-per-task": 16, "affinity-config": "level1=2", "priority": 1},
+            {"name": "B", "owner-uid": "uid-b", "policy": "multilevel", "tasks": 2,
+             "npu-per-task": 16, "affinity-config": "level1=2"},
+        ],
+    })
+    greedy = evaluate(problem, _greedy_or_skip(problem).as_mapping())
+    result = _cpsat(problem)
+    assert result.status is Status.OPTIMAL
+    assert result.metrics.origin_hits == 2
+    assert result.placement.job("B").ranks == {"0": "x0", "1": "x1"}  # type: ignore[union-attr]
+    assert greedy.origin_hits == 0
+    assert result.objective > greedy.objective
+
+
+def test_fault_rank_avoids_its_old_node_in_the_solver() -> None:
+    problem = _problem({
+        "config": {"super-pod-size": 8, "reserve-nodes": 0},
+        "nodes": _sp_nodes("a", 0, 3),
+        "affinity-cache": {"entries": [
+            {"owner-uid": "u", "rank": r, "node": f"a{r}", "updated": NOW} for r in range(2)]},
+        "jobs": [{"name": "J", "owner-uid": "u", "policy": "chip8-node8-sp", "tasks": 2,
+                  "npu-per-task": 8, "sp-block": 16, "fault-ranks": [1]}],
+    })
+    result = _cpsat(problem)
+    ranks = result.placement.job("J").ranks  # type: ignore[union-attr]
+    assert ranks["0"] == "a0" and ranks["1"] == "a2"
+    assert result.metrics.fault_returns == 0
+
+
+def test_forced_fault_return_is_counted_exactly() -> None:
+    # one node per block and only the fault rank's old node left: a forced return
+    problem = _problem({
+        "config": {"super-pod-size": 8, "reserve-nodes": 0},
+        "nodes": _sp_nodes("a", 0, 1),
+        "affinity-cache": {"entries": [{"owner-uid": "u", "rank": 0, "node": "a0",
+                                        "updated": NOW}]},
+        "jobs": [{"name": "J", "owner-uid": "u", "policy": "chip8-node8-sp", "tasks": 1,
+                  "npu-per-task": 8, "sp-block": 8, "fault-ranks": [0]}],
+    })
+    result = _cpsat(problem)
+    assert result.metrics.placed_jobs == 1
+    assert result.metrics.fault_returns == 1
+    assert result.solver_objective == result.objective
+
+
+# ----------------------------------------------------------------------- budget & seeds
+
+
+def test_same_inputs_same_answer_with_one_worker() -> None:
+    problem = _example("rack-950")
+    first = solve(problem, engine="cpsat", time_limit=20, workers=1, seed=3,
+                  deterministic_limit=5.0)
+    second = solve(problem, engine="cpsat", time_limit=20, workers=1, seed=3,
+                   deterministic_limit=5.0)
+    assert first.placement.jobs == second.placement.jobs
+    assert first.objective == second.objective
+
+
+def test_time_budget_is_respected_with_a_generous_margin() -> None:
+    problem = _example("superpod-850")
+    started = time.perf_counter()
+    result = solve(problem, engine="auto", time_limit=2.0, workers=1, seed=0)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 2.0 + 10.0  # generous: the guarantee is checked, not the speed
+    assert check(problem, result.placement) == []
+
+
+def test_overrunning_solver_falls_back_to_greedy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Simulate a search that ignores its limit: the call still returns on time.
+    problem = _example("superpod-850")
+    release = threading.Event()
+    real_solve = cp_model.CpSolver.solve
+
+    def stuck(self: cp_model.CpSolver, model: cp_model.CpModel, *args: Any) -> Any:
+        release.wait(30)
+        return real_solve(self, model, *args)
+
+    monkeypatch.setattr(cp_model.CpSolver, "solve", stuck)
+    monkeypatch.setattr(cp_model.CpSolver, "stop_search", lambda self: None)
+    started = time.perf_counter()
+    result = solve(problem, engine="cpsat", time_limit=1.0, workers=1, seed=0)
+    elapsed = time.perf_counter() - started
+    release.set()
+    assert result.status is Status.GREEDY
+    assert result.engine == "greedy"
+    assert any("did not stop" in n for n in result.notes)
+    assert elapsed < 1.0 + 5.0
