@@ -157,20 +157,17 @@ class Constraints:
             model.add(pool_in[d].expr() == size * groups_in[d].expr())
 
     def domain_capacity_cuts(self, j: int, js: JobStructure) -> None:
-        """Whole groups only: a domain holds at most ``⌊eligible nodes / group size⌋`` groups.
+        """Whole groups only: a domain holds at most as many groups as fit after rounding.
 
-        Implied by the cell capacities for integer solutions; stated explicitly because it
-        closes most of the LP gap (a super pod with 973 free nodes holds 7 blocks of 128,
-        not 7.6).
+        A leaf domain holds ``⌊eligible nodes / group size⌋`` groups; an upper domain
+        ``⌊Σ children's whole groups × child size / group size⌋``.  Implied by the cell
+        capacities for integer solutions; stated explicitly because it closes most of the
+        LP gap (a super pod with 973 free nodes holds 7 blocks of 128, not 7.6; with racks
+        of 7 free nodes and windows of 8 it holds none).
         """
         mv = self.mv
-        domains = self.structure.domains
-        eligible = set(js.eligible_cells)
-        cells = self.structure.cells
         for li, cands in enumerate(js.candidates):
-            size = js.sizes[li]
             for d in cands:
-                nodes = sum(cells[c].size for c in domains[d].cells if c in eligible)
                 count = Lin()
                 for gid in js.by_level[li]:
                     var = mv.explicit.get((j, gid, d))
@@ -182,8 +179,8 @@ class Constraints:
                         child = mv.child_count.get((j, pid, d))
                         if child is not None:
                             count.add(child)
-                if len(count.terms) > 1:
-                    self.model.add(count.expr() <= nodes // size)
+                if len(count.terms) > 1 or self.structure.domains[d].kind != js.kinds[-1]:
+                    self.model.add(count.expr() <= js.max_groups[d])
 
     def cell_capacity(self) -> None:
         """Whole nodes of a cell are used at most once, across every job of the batch."""

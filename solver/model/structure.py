@@ -88,7 +88,8 @@ class JobStructure:
     candidates: list[list[int]]  # candidate domain ids per level
     eligible_cells: list[int]
     trees: list[int]  # multilevel: candidate trees; else []
-    pinned: np.ndarray | None = None  # soft job with spill: greedy's answer taken as fixed
+    # most groups of their level a candidate domain can hold (lower levels rounded down)
+    max_groups: dict[int, int] = field(default_factory=dict)
 
     @property
     def leaf_level(self) -> int:
@@ -289,6 +290,7 @@ def _job_structure(problem: Problem, structure: Structure, job: JobView) -> JobS
     leaf_cands = sorted(d for d, k in cap.items() if k >= sizes[-1])
     candidates[-1] = leaf_cands
     usable = {d: (cap[d] // sizes[-1]) * sizes[-1] for d in leaf_cands}
+    max_groups: dict[int, int] = {d: cap[d] // sizes[-1] for d in leaf_cands}
     for li in range(levels - 2, -1, -1):
         upper: dict[int, int] = defaultdict(int)
         for d, k in usable.items():
@@ -298,6 +300,7 @@ def _job_structure(problem: Problem, structure: Structure, job: JobView) -> JobS
         cands = sorted(d for d, k in upper.items() if k >= sizes[li])
         candidates[li] = cands
         usable = {d: (upper[d] // sizes[li]) * sizes[li] for d in cands}
+        max_groups.update({d: upper[d] // sizes[li] for d in cands})
     # prune lower levels to descendants of upper candidates
     for li in range(1, levels):
         allowed = set(candidates[li - 1])
@@ -360,7 +363,8 @@ def _job_structure(problem: Problem, structure: Structure, job: JobView) -> JobS
             parent_doms = set(groups[group.parent].pref_domains)
             group.pref_domains = [d for d in group.pref_domains
                                   if _parent_at(structure, d, kinds, li - 1) in parent_doms]
-    return JobStructure(job.index, sizes, kinds, groups, by_level, candidates, eligible, trees)
+    return JobStructure(job.index, sizes, kinds, groups, by_level, candidates, eligible, trees,
+                        max_groups=max_groups)
 
 
 def _parent_at(structure: Structure, domain: int, kinds: list[str], level_index: int) -> int:
