@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
+from heuristics.origin_first import origin_first_plan
+from models.check import check
 from models.compiled import Problem
-from models.objective import ResolvedWeights
+from models.objective import ResolvedWeights, evaluate
 from models.placement import Status
-from models.plan import Plan
+from models.plan import Plan, to_placement
 from models.scenario import Family
 from solver.model.constraints import Constraints
 from solver.model.hints import HintError, plan_to_assignment
@@ -113,6 +115,21 @@ def add_hint(built: BuiltModel, plan: Plan) -> int:
     return built.objective.value(values)
 
 
+def better_start(problem: Problem, hint: Plan, weights: ResolvedWeights) -> Plan:
+    """The better of ``hint`` and its origin-first reconstruction (validated)."""
+    if not any(job.family in (Family.SUPERPOD, Family.RACK) for job in problem.jobs):
+        return hint
+    candidate = origin_first_plan(problem, hint)
+    placement = to_placement(problem, candidate, engine="origin-first", status=Status.GREEDY)
+    if check(problem, placement):
+        log.error("origin-first construction produced an invalid plan; ignored")
+        return hint
+    if evaluate(problem, candidate.as_mapping(), weights).objective > evaluate(
+            problem, hint.as_mapping(), weights).objective:
+        return candidate
+    return hint
+
+
 def _status(code: cp_model.CpSolverStatus) -> Status | None:
     if code == cp_model.OPTIMAL:
         return Status.OPTIMAL
@@ -159,9 +176,12 @@ def solve_cpsat(
     deadline = started + time_limit
     notes: list[str] = []
     built = build_model(problem, weights, hint)
+    start = better_start(problem, hint, weights)
+    if start is not hint:
+        notes.append("warm start: the origin-first construction beat greedy")
     hint_objective: int | None = None
     try:
-        hint_objective = add_hint(built, hint)
+        hint_objective = add_hint(built, start)
     except HintError as exc:
         log.warning("warm start not representable: %s", exc)
         notes.append(f"warm start not used: {exc}")

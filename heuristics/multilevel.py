@@ -1,0 +1,998 @@
+"""Greedy placement of multilevel network-affinity jobs (``Family.MULTILEVEL``).
+
+A port of upstream's ``multilevelscheduling`` strategy (reference §2.6) with the origin-node
+preference of the RFC (seed ``000``, §2.4.2, §3.1.6, §3.1.11) built in.  One job is placed
+on the nodes ``state`` still offers; the state is never changed.
+
+Pipeline of :func:`place_multilevel`
+------------------------------------
+1. **Candidates**: nodes completely free in ``state``, not unhealthy, with ``npus ==
+   npu-per-task``, that name a configured topotree (``huawei.com/topotree``, default
+   ``default``) and carry its level labels.
+2. **Resource trees** (§2.6.1–§2.6.4), one per ``resource-level-config`` entry.  A tree with
+   fewer levels than the job's ``affinity-config`` is skipped.  A candidate that names a
+   tree but lacks one of its labels invalidates that tree; the reason names the node and
+   the label.  Redundant upper levels are trimmed: the tree is built from the job's K
+   lowest levels, so a level-i domain is the path of label values at levels K..i.
+3. **History** (§2.6.9): when ``prefer-previous-node`` is on, the live affinity-cache
+   entries of the job's owner (``JobView.origin``) are the old layout.  Ranks whose cached
+   node is usable keep it ("pinned"); ranks without entry, fault ranks, and ranks whose node
+   is gone are *missing*.  With nothing missing the layout is reused unchanged.  Otherwise
+   every missing rank's *largest fault subtree* (climb while every rank of the parent
+   group is missing) is re-scheduled as a one-group job inside its parent group's domain,
+   keeping its rank range.  A fault job (one with ``fault-ranks``: upstream's rescheduling
+   job, whose ``maxEscalation`` is unlimited here as for a job that is neither pod- nor
+   process-rescheduling) escalates a subtree it cannot repair: every rank of the parent
+   group joins the missing set, up to the whole job, which is scheduled afresh on the
+   history's tree.  A job without fault ranks (upstream's prefer-previous source,
+   ``maxEscalation`` 0) repairs in place only.
+4. **Fresh schedule** (§2.6.5–§2.6.8, ``ScheduleWithPreference``) when there is no usable
+   history or the repair failed (the RFC's fallback instead of failing the session):
+   the scheduling tree (``alloc``/``frag`` per domain, reserved leaves), pass 1 (best fit
+   by ``(frag, alloc)`` then overflow by ``(alloc, frag)``), pass 2 (untraversed and
+   reserved leaves complete partial groups), group tasks built bottom-up.  A job with only
+   ``level1`` first tries the strict rule (all level1 groups in one level2 domain).
+5. **Ranks**: group indices come from the arrival order of the task tree, corrected by the
+   RFC's position pre-allocation (below); inside a level1 group, upstream's
+   ``sortNodesByCachedRank`` (name order, cached nodes back at their positions).
+
+The RFC's preference
+--------------------
+* ``ScheduleWithPreference``: the rank → node map of the owner's live cache (non-fault
+  ranks, ``JobView.preferred``) drives both the fresh schedule and every repair.
+* ``traverseSiblings``: siblings holding preferred nodes are visited first.  A preferred
+  sibling gives at most as many groups as distinct preferred groups it holds ("want"),
+  and is visited even when its ``alloc`` exceeds the groups still needed; afterwards the
+  upstream best-fit and overflow phases run over every sibling with room left (a
+  preferred sibling may be visited again for its remaining room).
+* ``sortFreeTasksByPreferredRank``: position pre-allocation.  At every level, each child
+  group votes for the slot its preferred ranks point to; slots are granted by votes, the
+  rest fill the free slots in arrival order.  Inside a level1 group a preferred node lands
+  at exactly its cached position, so a rank gap never lets a higher rank slide down.
+* Fault ranks never go back to their cached node: their nodes are not preferred, are taken
+  last among free leaves, and a final swap inside the rank's lowest non-trivial group moves
+  a fault rank off its old node when it landed there anyway.
+
+Deterministic tie-breaks (upstream iterates Go maps, reference §7.1)
+--------------------------------------------------------------------
+* Domains are ordered by label value, ascending in natural order (``TreeView.level_values``
+  are sorted naturally); leaves by natural node-name order (``problem.natural_pos``).
+* Sibling sorts break remaining ties by (holds preferred node first, smallest preferred
+  rank, label order).  Leaves: preferred by rank, then healthy, sub-healthy, and former
+  fault nodes, each in natural order.
+* Reserved leaves of a level1 domain (``reservedNode``): the first non-preferred leaves in
+  natural order (preferred leaves only when too few others exist), so that a returning job
+  is not kept off its origins by the reserve.
+* Pass 2 visits level1 domains holding preferred nodes first, then label order.
+* Among trees that succeed: most origin hits, then lowest initial fragment score (upstream),
+  then tree name in natural order.
+
+Deviations from upstream code (RFC followed, or choices where upstream is silent)
+-------------------------------------------------------------------------------
+* History is the owner's live affinity cache, used only when ``prefer-previous-node`` is
+  on (upstream additionally reuses the job object's ``SuperPods`` regardless of the flag;
+  this project has no such per-job state).  A cached layout that breaks the level grouping
+  (stale entries) keeps, per group and level, the majority label value; the other ranks
+  are treated as missing.
+* Failed repairs do not fail the job (reference §3.7 #6, RFC: "ending in a full
+  Schedule"): a job without fault ranks whose in-group repair is impossible, and a fault
+  job whose escalation ends without a layout, get a full ``ScheduleWithPreference`` over
+  all trees.  Upstream fails the prefer-previous case for the session (E28).
+* Reserve in repairs: as upstream, a repair keeps the level1 reserve out of pass 1 and
+  pass 2 uses it when the domain offers nothing else; this is how the reserve serves fault
+  rescheduling (seed ``002``).  Taking reserved leaves first, as the seed's prose could
+  be read, would only raise ``reserve-used``: the reserve is a count per domain.
+* The preferred-sibling phase described above (RFC: "subtrees holding origin nodes are
+  traversed first", not only a third-level tie-break).
+* A candidate lacking a level label invalidates its whole tree (§2.6.4, as the issue asks)
+  with a reason naming node and label; upstream's predicate would already have dropped
+  such a node.  Nodes that are busy, unhealthy or of another size do not count.
+* The fault swap keeps the rule "fault ranks never return" even when the only partner in
+  the group is on its own origin (one origin hit lost for one fault return avoided; the
+  objective's weights alone would keep the hit).  With one rank and no other node the
+  fault rank may stay: placing the job comes first.
+* Strict rule with a cache: the plain schedule is also computed and wins when it has more
+  origin hits (the strict rule is not a hard constraint).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from heuristics.base import JobOutcome
+from heuristics.state import ClusterState
+from models.compiled import SUBHEALTHY, JobView, Problem, TreeView, natural_key
+from models.scenario import Family
+
+T = TypeVar("T")
+
+#: Weight of the children's fragment scores in a parent's score (upstream ``frag`` formula).
+_CHILD_FRAG_WEIGHT = 10
+
+
+# --------------------------------------------------------------------------- public helpers
+
+
+def _order_by_cache(
+    nodes: Sequence[T], cached: Sequence[T | None] | None, key: Callable[[T], Any]
+) -> list[T]:
+    """``sortNodesByCachedRank`` on any node type, with ``key`` giving name order."""
+    ordered = sorted(nodes, key=key)
+    if not cached:
+        return ordered
+    size = len(ordered)
+    slots: list[T | None] = [None] * size
+    members = set(ordered)
+    placed: set[T] = set()
+    for pos, node in enumerate(cached[:size]):
+        if node is not None and node in members and node not in placed:
+            slots[pos] = node
+            placed.add(node)
+    rest = iter(n for n in ordered if n not in placed)
+    out: list[T] = []
+    for slot in slots:
+        out.append(next(rest) if slot is None else slot)
+    return out
+
+
+def sort_nodes_by_cached_rank(
+    nodes: Sequence[str], cached: Sequence[str] | None = None
+) -> list[str]:
+    """Order one level1 group's nodes as upstream's ``sortNodesByCachedRank`` does.
+
+    Parameters
+    ----------
+    nodes
+        The group's node names (any order).
+    cached
+        The group's cached layout (node name per position), or ``None``.
+
+    Returns
+    -------
+    list of str
+        Nodes in natural name order, except that every cached node of the group is put
+        back at its cached position; the others fill the gaps in name order.
+    """
+    return _order_by_cache(list(nodes), list(cached) if cached else None, natural_key)
+
+
+def _numeric_groups(groups: Mapping[str, Sequence[T]]) -> list[tuple[int, Sequence[T]]]:
+    out = []
+    for key, members in groups.items():
+        try:
+            out.append((int(key), members))
+        except ValueError:
+            continue  # upstream skips keys that are not integers
+    out.sort(key=lambda item: item[0])
+    return out
+
+
+def level1_rank(groups: Mapping[str, Sequence[T]], rank: int) -> tuple[str, int]:
+    """Upstream's ``getL1Ranks``: the level1 group and position of ``rank``.
+
+    Groups are taken in numeric order of their ids and their sizes accumulated, so groups
+    of unequal size are handled.  Keys that are not integers are skipped.
+
+    Raises
+    ------
+    ValueError
+        When ``rank`` is negative or beyond the groups (or there are no groups).
+    """
+    if rank < 0:
+        raise ValueError(f"rank {rank} is negative")
+    seen = 0
+    for gid, members in _numeric_groups(groups):
+        if rank < seen + len(members):
+            return str(gid), rank - seen
+        seen += len(members)
+    raise ValueError(f"rank {rank} is not in the level1 groups ({seen} ranks)")
+
+
+def ranks_from_level1_groups(groups: Mapping[str, Sequence[T]]) -> list[T]:
+    """Node per rank of a level1 group map (``SuperPods``), by :func:`level1_rank`."""
+    return [node for _gid, members in _numeric_groups(groups) for node in members]
+
+
+# --------------------------------------------------------------------------- tree index
+
+
+class _TreeIndex:
+    """One resource tree trimmed to ``depth`` levels, over the job's candidate nodes.
+
+    ``order`` lists the candidates sorted by label value at level ``depth`` down to level1,
+    then natural node order, so every domain is a contiguous run.  ``pid[d]`` gives, per
+    position, the run id of the domain at scheduling depth ``d`` (depth d = level
+    ``depth + 1 - d``; depth 0 = the tree root), ``starts[d]`` the run starts.
+    """
+
+    def __init__(self, view: TreeView, cand: np.ndarray, depth: int, npos: np.ndarray) -> None:
+        self.view = view
+        self.depth = depth
+        self.reserve = view.reserved_nodes
+        nodes = np.flatnonzero(cand)
+        keys = [npos[nodes]] + [view.level_value[i][nodes] for i in range(depth)]
+        self.order = nodes[np.lexsort(keys)]
+        count = len(self.order)
+        self.pos = np.full(len(cand), -1, dtype=np.int64)
+        self.pos[self.order] = np.arange(count)
+        change = np.zeros(count, dtype=bool)
+        if count:
+            change[0] = True
+        self.pid: list[np.ndarray] = [np.zeros(count, dtype=np.int64)]
+        self.starts: list[np.ndarray] = [np.zeros(1 if count else 0, dtype=np.int64)]
+        for d in range(1, depth + 1):
+            values = view.level_value[depth - d][self.order]
+            change = change.copy()
+            change[1:] |= values[1:] != values[:-1]
+            self.pid.append(np.cumsum(change) - 1)
+            self.starts.append(np.flatnonzero(change))
+
+    def run_of(self, d: int, node: int) -> tuple[int, int]:
+        """Position range ``[lo, hi)`` of ``node``'s domain at depth ``d``."""
+        if d == 0:
+            return 0, len(self.order)
+        rid = int(self.pid[d][self.pos[node]])
+        starts = self.starts[d]
+        hi = int(starts[rid + 1]) if rid + 1 < len(starts) else len(self.order)
+        return int(starts[rid]), hi
+
+
+# --------------------------------------------------------------------------- scheduling tree
+
+
+class _Dom:
+    """A domain of the scheduling tree (``schedulingTreeNode``)."""
+
+    __slots__ = (
+        "alloc", "children", "depth", "frag", "free", "leaves", "left", "minrank", "order",
+        "parent", "prefs", "reserved", "seq", "sufficient", "want",
+    )
+
+    def __init__(self, depth: int, parent: _Dom | None, seq: int) -> None:
+        self.depth = depth
+        self.parent = parent
+        self.seq = seq
+        self.children: list[_Dom] = []
+        self.leaves: list[int] = []
+        self.reserved: frozenset[int] | set[int] = frozenset()
+        self.alloc = 0
+        self.left = 0
+        self.frag = 0
+        self.sufficient = True
+        self.free: list[Any] = []
+        self.prefs: list[int] = []
+        self.want = 0
+        self.minrank = 0
+        self.order: list[int] | None = None
+
+
+class _Run:
+    """One ``Schedule`` call: a scheduling tree over one domain and the two passes.
+
+    ``req[d]`` is the number of pods a task at depth ``d`` holds (``req[d0]`` the whole
+    (sub-)job, ``req[-1] == 1``); ``m[d] = req[d] // req[d + 1]`` is ``maxChildren``.
+    """
+
+    def __init__(
+        self,
+        ctx: _Context,
+        tix: _TreeIndex,
+        req: list[int],
+        d0: int,
+        idx: np.ndarray,
+        pref: dict[int, int],
+    ) -> None:
+        self.ctx = ctx
+        self.req = req
+        self.k1 = len(req) - 2  # depth of level1 domains
+        self.m = [req[d] // req[d + 1] for d in range(len(req) - 1)]
+        self.d0 = d0
+        self.pref = pref
+        self.reserve = tix.reserve
+        self.used = bytearray(ctx.num_nodes)
+        self.done = False
+        self.result: list[Any] = []
+        self.root, self.by_depth = self._build(tix, idx)
+        self._init()
+
+    # ----------------------------------------------------------------- construction
+    def _build(self, tix: _TreeIndex, idx: np.ndarray) -> tuple[_Dom, dict[int, list[_Dom]]]:
+        k1, d0 = self.k1, self.d0
+        root = _Dom(d0, None, 0)
+        by_depth: dict[int, list[_Dom]] = {d: [] for d in range(d0 + 1, k1 + 1)}
+        by_depth[d0] = [root]
+        count = len(idx)
+        if count == 0:
+            return root, by_depth
+        parents = [root]
+        prev = np.zeros(1, dtype=np.int64)
+        seq = 1
+        for d in range(d0 + 1, k1 + 1):
+            ids = tix.pid[d][idx]
+            change = np.ones(count, dtype=bool)
+            change[1:] = ids[1:] != ids[:-1]
+            starts = np.flatnonzero(change)
+            owners = np.searchsorted(prev, starts, side="right") - 1
+            doms = []
+            for p in owners.tolist():
+                parent = parents[p]
+                dom = _Dom(d, parent, seq)
+                seq += 1
+                parent.children.append(dom)
+                doms.append(dom)
+            by_depth[d] = doms
+            parents = doms
+            prev = starts
+        leaves = tix.order[idx].tolist()
+        bounds = [*prev.tolist(), count]
+        for i, dom in enumerate(parents):
+            dom.leaves = leaves[bounds[i]:bounds[i + 1]]
+        return root, by_depth
+
+    def _init(self) -> None:
+        """``initNode`` bottom-up: reserved leaves, ``alloc``, ``frag`` (§2.6.5)."""
+        k1, req, m, pref = self.k1, self.req, self.m, self.pref
+        reserve = self.reserve
+        for dom in self.by_depth[k1]:
+            leaves = dom.leaves
+            if reserve > 0:
+                # Tie-break: reserve the first non-preferred leaves in natural order.
+                chosen = [x for x in leaves if x not in pref][:reserve]
+                if len(chosen) < reserve:
+                    extra = sorted((x for x in leaves if x in pref), key=pref.__getitem__,
+                                   reverse=True)
+                    chosen += extra[:reserve - len(chosen)]
+                dom.reserved = set(chosen)
+            if reserve == 0:
+                sub = len(leaves)
+                prefs = [pref[x] for x in leaves if x in pref]
+            else:
+                dom.sufficient = len(leaves) >= reserve
+                sub = len(leaves) - len(dom.reserved)
+                prefs = [pref[x] for x in leaves if x in pref and x not in dom.reserved]
+            dom.alloc = dom.left = sub // m[k1]
+            dom.frag = (sub % m[k1]) * req[k1 + 1]
+            self._set_prefs(dom, prefs)
+        for d in range(k1 - 1, self.d0 - 1, -1):
+            for dom in self.by_depth[d]:
+                sub = acc = 0
+                prefs = []
+                for child in dom.children:
+                    if child.sufficient:
+                        sub += child.alloc
+                        acc += child.frag
+                        prefs.extend(child.prefs)
+                dom.alloc = dom.left = sub // m[d]
+                dom.frag = (sub % m[d]) * req[d + 1] + _CHILD_FRAG_WEIGHT * acc
+                self._set_prefs(dom, prefs)
+
+    def _set_prefs(self, dom: _Dom, prefs: list[int]) -> None:
+        dom.prefs = prefs
+        if prefs:
+            size = self.req[dom.depth]
+            dom.want = len({r // size for r in prefs})
+            dom.minrank = min(prefs)
+
+    # ----------------------------------------------------------------- traversal
+    def run(self) -> bool:
+        """Pass 1, then pass 2 if needed; true when the (sub-)job is complete."""
+        self._tree(self.root, 1)
+        if not self.done:
+            self._pass2()
+        return self.done
+
+    def _tree(self, dom: _Dom, k: int) -> None:
+        """``traverseTree``: take ``k`` groups of ``dom``'s size from ``dom``."""
+        if dom.depth == self.k1:
+            self._leaves(dom, k * self.m[self.k1])
+            return
+        kids = [c for c in dom.children if c.sufficient and c.left > 0]
+        if kids:
+            self._siblings(kids, k * self.m[dom.depth])
+
+    def _leaf_key(self, dom: _Dom, x: int) -> tuple[int, int]:
+        r = self.pref.get(x)
+        if r is not None:
+            return 0, r
+        npos = self.ctx.npos[x]
+        if x in dom.reserved:  # only reached in pass 2
+            return 5, npos
+        if x in self.ctx.fault_nodes:
+            return 4, npos
+        if self.ctx.health[x] == SUBHEALTHY:
+            return 3, npos
+        return 2, npos
+
+    def _leaves(self, dom: _Dom, need: int) -> None:
+        order = dom.order
+        if order is None:
+            usable = [x for x in dom.leaves if x not in dom.reserved]
+            order = dom.order = sorted(usable, key=lambda x: self._leaf_key(dom, x))
+        used = self.used
+        for x in order:
+            if need <= 0 or self.done:
+                return
+            if used[x]:
+                continue
+            used[x] = 1
+            need -= 1
+            self._push(dom, x)
+
+    def _siblings(self, kids: list[_Dom], k: int) -> None:
+        """``traverseSiblings`` with the RFC's preferred-first phase."""
+        if self.pref:
+            preferred = sorted((c for c in kids if c.want > 0),
+                               key=lambda c: (c.frag, c.alloc, c.minrank, c.seq))
+            for c in preferred:
+                if self.done or k <= 0:
+                    return
+                a = min(c.left, c.want, k)
+                if a > 0:
+                    self._node(c, a)
+                    k -= a
+            kids = [c for c in kids if c.left > 0]
+        rest = []
+        # Phase A, best fit: (frag, alloc); ties: holds a preferred node, label order.
+        for c in sorted(kids, key=lambda c: (c.frag, c.alloc, c.want == 0, c.seq)):
+            if self.done or k <= 0:
+                return
+            if c.left <= k:
+                a = c.left
+                self._node(c, a)
+                k -= a
+            else:
+                rest.append(c)
+        # Phase B, overflow: (alloc, frag); same ties.
+        for c in sorted(rest, key=lambda c: (c.alloc, c.frag, c.want == 0, c.seq)):
+            if self.done or k <= 0:
+                return
+            a = min(c.left, k)
+            self._node(c, a)
+            k -= a
+
+    def _node(self, c: _Dom, a: int) -> None:
+        """``traverseNode``: take ``a`` groups from ``c``."""
+        self._tree(c, a)
+        c.left -= a
+
+    def _push(self, dom: _Dom, task: Any) -> None:
+        """``buildTaskTree``: add a task to ``dom``'s free list; complete groups go up."""
+        while True:
+            free = dom.free
+            free.append(task)
+            if len(free) < self.m[dom.depth]:
+                return
+            task = free[:]
+            free.clear()
+            if dom is self.root or dom.parent is None:
+                self.result = task
+                self.done = True
+                return
+            dom = dom.parent
+
+    def _pass2(self) -> None:
+        """``traverseLevelForRemainingNodes``: untraversed and reserved leaves (§2.6.6)."""
+        buckets: dict[int, list[tuple[_Dom, list[int]]]] = {}
+        used = self.used
+        domains = sorted(self.by_depth[self.k1], key=lambda d: (not d.prefs, d.seq))
+        for dom in domains:
+            reserved = [x for x in dom.leaves if x in dom.reserved]
+            others = [x for x in dom.leaves if x not in dom.reserved]
+            seen = 0
+            current: list[int] | None = None
+            zero: list[int] | None = None
+            for x in reserved + others:
+                if used[x]:
+                    continue
+                if x in dom.reserved:
+                    seen += 1
+                    current = [x]
+                    buckets.setdefault(seen, []).append((dom, current))
+                elif current is not None:
+                    current.append(x)
+                else:
+                    if zero is None:
+                        zero = []
+                        buckets.setdefault(0, []).append((dom, zero))
+                    zero.append(x)
+        for count in sorted(buckets, reverse=True):
+            for dom, group in buckets[count]:
+                keys = {x: self._leaf_key(dom, x) for x in group}
+                for x in sorted(group, key=keys.__getitem__):
+                    used[x] = 1
+                    self._push(dom, x)
+                    if self.done:
+                        return
+
+    def capacity(self) -> int:
+        """Groups of the root's child size that fit, ignoring the reserve (for reasons)."""
+        groups: dict[int, int] = {}
+        for dom in self.by_depth[self.k1]:
+            groups[id(dom)] = len(dom.leaves) // self.m[self.k1]
+        for d in range(self.k1 - 1, self.d0, -1):
+            for dom in self.by_depth[d]:
+                groups[id(dom)] = sum(groups[id(c)] for c in dom.children) // self.m[d]
+        if self.d0 == self.k1:
+            return len(self.root.leaves)
+        return sum(groups[id(c)] for c in self.root.children)
+
+
+# --------------------------------------------------------------------------- the job
+
+
+class _Context:
+    """Everything one call of :func:`place_multilevel` shares."""
+
+    def __init__(self, problem: Problem, job: JobView, state: ClusterState) -> None:
+        self.problem = problem
+        self.job = job
+        self.levels = job.levels
+        self.tasks = job.tasks
+        self.num_nodes = problem.num_nodes
+        self.npos = problem.natural_pos.tolist()
+        self.health = problem.health.tolist()
+        self.base = state.whole_free(problem) & (problem.npus == job.npu_per_task)
+        self.preferred = job.preferred.tolist()
+        self.fault_origin = {r: int(job.origin[r]) for r in np.flatnonzero(job.fault).tolist()
+                             if job.origin[r] >= 0}
+        self.fault_nodes = set(self.fault_origin.values())
+        self._indexes: dict[tuple[int, int], _TreeIndex] = {}
+        # Usable trees in natural name order (tie-break between trees).
+        self.cand: dict[int, np.ndarray] = {}
+        self.tree_reasons: dict[int, str] = {}
+        names = problem.tree_names
+        self.tree_order = sorted(range(len(names)), key=lambda t: natural_key(names[t]))
+        for t in self.tree_order:
+            self._check_tree(t)
+
+    # ----------------------------------------------------------------- trees
+    def _check_tree(self, t: int) -> None:
+        problem = self.problem
+        name = problem.tree_names[t]
+        view = problem.trees[name]
+        if view.depth < len(self.levels):
+            self.tree_reasons[t] = (f"tree '{name}' has {view.depth} levels but the "
+                                    f"affinity-config needs {len(self.levels)}")
+            return
+        named = self.base & (problem.node_tree == t)
+        lacking = np.flatnonzero(named & ~view.member)
+        if len(lacking):
+            first = int(lacking[np.argmin(problem.natural_pos[lacking])])
+            node = problem.node_names[first]
+            labels = [label for n, label in view.missing if n == node] or list(view.labels)
+            self.tree_reasons[t] = (f"tree '{name}' is invalid: node '{node}' lacks label "
+                                    f"'{labels[0]}' (a node missing a level label "
+                                    f"invalidates its tree)")
+            return
+        cand = named & view.member
+        usable = int(cand.sum())
+        if usable == 0:
+            self.tree_reasons[t] = (f"tree '{name}' has no usable node (completely free, "
+                                    f"{self.job.npu_per_task} NPUs, not unhealthy)")
+            return
+        if usable < self.tasks:
+            self.tree_reasons[t] = (f"tree '{name}': select node failed by not enough node "
+                                    f"({usable} usable, {self.tasks} needed)")
+            return
+        self.cand[t] = cand
+
+    def index(self, t: int, depth: int) -> _TreeIndex:
+        """The (cached) trimmed index of tree ``t`` over the job's candidates."""
+        key = (t, depth)
+        found = self._indexes.get(key)
+        if found is None:
+            view = self.problem.trees[self.problem.tree_names[t]]
+            found = _TreeIndex(view, self.cand[t], depth, self.problem.natural_pos)
+            self._indexes[key] = found
+        return found
+
+    @staticmethod
+    def req_of(levels: Sequence[int], tasks: int) -> list[int]:
+        """Task levels (§2.6.2): pods per group from the job down to one node."""
+        return [tasks, *reversed(levels), 1]
+
+    # ----------------------------------------------------------------- solve
+    def solve(self) -> JobOutcome:
+        if not self.cand:
+            return JobOutcome.fail(self._no_tree_reason(
+                f"no resource tree found for npu nodes of job '{self.job.name}'", []))
+        layout = self._with_history()
+        reasons: list[str] = []
+        if layout is None:
+            layout, tree_used, reasons = self._fresh()
+        else:
+            tree_used = int(self.problem.node_tree[layout[0]])
+        if layout is None:
+            return JobOutcome.fail(self._no_tree_reason(
+                f"no valid task tree found for job '{self.job.name}'", reasons))
+        self._avoid_fault_returns(layout)
+        self._verify(layout, tree_used)
+        return JobOutcome(np.asarray(layout, dtype=np.int32))
+
+    def _no_tree_reason(self, head: str, extra: list[str]) -> str:
+        levels = ",".join(f"level{i}={a}" for i, a in enumerate(self.levels, start=1))
+        parts = [self.tree_reasons[t] for t in self.tree_order if t in self.tree_reasons]
+        parts += extra
+        if not self.problem.tree_names:
+            parts.append("resource-level-config defines no tree")
+        detail = "; ".join(parts) if parts else "no tree has usable nodes"
+        return (f"{head} ({self.tasks} pods, affinity-config {levels}, "
+                f"{self.job.npu_per_task} NPUs per pod): {detail}")
+
+    # ----------------------------------------------------------------- fresh schedule
+    def _pref_map(self, mask: np.ndarray, ranks: range) -> dict[int, int]:
+        """Preferred node → rank for ``ranks`` whose cached node ``mask`` offers.
+
+        A node cached for several ranks keeps the smallest rank.
+        """
+        pref: dict[int, int] = {}
+        preferred = self.preferred
+        for r in ranks:
+            n = preferred[r]
+            if n >= 0 and mask[n] and n not in pref:
+                pref[n] = r
+        return pref
+
+    def _fresh(self) -> tuple[list[int] | None, int, list[str]]:
+        """``scheduleFromAllNodes`` with the strict-rule attempt (§2.6.7, §2.6.8)."""
+        levels = self.levels
+        any_cand = np.zeros(self.num_nodes, dtype=bool)
+        for cand in self.cand.values():
+            any_cand |= cand
+        pref = self._pref_map(any_cand, range(self.tasks))
+        if len(levels) == 1:
+            strict = self._across_trees((levels[0], self.tasks), pref, [])
+            if strict is not None and not pref:
+                return strict[0], strict[1], []
+        else:
+            strict = None
+        reasons: list[str] = []
+        plain = self._across_trees(levels, pref, reasons)
+        if strict is not None and (plain is None or self._hits(plain[0]) <= self._hits(strict[0])):
+            return strict[0], strict[1], []
+        if plain is None:
+            return None, -1, reasons
+        return plain[0], plain[1], []
+
+    def _across_trees(
+        self, levels: Sequence[int], pref: dict[int, int], reasons: list[str]
+    ) -> tuple[list[int], int] | None:
+        best: tuple[tuple[int, int, int], list[int], int] | None = None
+        for rank_t, t in enumerate(self.tree_order):
+            if t not in self.cand:
+                continue
+            view = self.problem.trees[self.problem.tree_names[t]]
+            if view.depth < len(levels):
+                continue
+            layout, why = self._schedule_tree(t, levels, pref)
+            if layout is None:
+                reasons.append(why)
+                continue
+            frag, nodes = layout
+            key = (-self._hits(nodes), frag, rank_t)
+            if best is None or key < best[0]:
+                best = (key, nodes, t)
+        return None if best is None else (best[1], best[2])
+
+    def _schedule_tree(
+        self, t: int, levels: Sequence[int], pref: dict[int, int]
+    ) -> tuple[tuple[int, list[int]] | None, str]:
+        """``Schedule`` on one whole tree: (initial root frag, node per rank) or a reason."""
+        tix = self.index(t, len(levels))
+        req = self.req_of(levels, self.tasks)
+        run = _Run(self, tix, req, 0, np.arange(len(tix.order)), pref)
+        frag = run.root.frag
+        if not run.run():
+            name = self.problem.tree_names[t]
+            top = len(levels)
+            reserve = (f"; reservedNode {tix.reserve} per level1 domain"
+                       if tix.reserve else "")
+            return None, (f"tree '{name}': failed to schedule tasks ({len(tix.order)} usable "
+                          f"nodes hold {run.capacity()} of the {req[0] // req[1]} "
+                          f"level{top} groups of {req[1]} pods needed{reserve})")
+        out: list[int] = [-1] * self.tasks
+        self._write(run, 0, out)
+        return (frag, out), ""
+
+    def _hits(self, layout: Sequence[int]) -> int:
+        preferred = self.preferred
+        return sum(1 for r, n in enumerate(layout) if n >= 0 and preferred[r] == n)
+
+    # ----------------------------------------------------------------- ranks
+    def _prefs_of(self, task: Any, pref: dict[int, int]) -> list[int]:
+        if isinstance(task, int):
+            r = pref.get(task)
+            return [] if r is None else [r]
+        out: list[int] = []
+        for child in task:
+            out.extend(self._prefs_of(child, pref))
+        return out
+
+    def _slots(self, children: list[Any], start: int, size: int,
+               pref: dict[int, int]) -> list[Any]:
+        """Position pre-allocation of child groups (``sortFreeTasksByPreferredRank``)."""
+        count = len(children)
+        if count == 1:
+            return children
+        end = start + count * size
+        bids: list[tuple[int, int, int]] = []
+        for i, child in enumerate(children):
+            votes: Counter[int] = Counter()
+            for r in self._prefs_of(child, pref):
+                if start <= r < end:
+                    votes[(r - start) // size] += 1
+            if votes:
+                slot, weight = max(votes.items(), key=lambda kv: (kv[1], -kv[0]))
+                bids.append((-weight, i, slot))
+        slots: list[Any] = [None] * count
+        taken: set[int] = set()
+        for _w, i, slot in sorted(bids):
+            if slots[slot] is None:
+                slots[slot] = children[i]
+                taken.add(i)
+        rest = iter(c for i, c in enumerate(children) if i not in taken)
+        return [next(rest) if s is None else s for s in slots]
+
+    def _write(self, run: _Run, base: int, out: list[int]) -> None:
+        """Turn ``run``'s task tree into ranks ``base..`` of ``out``."""
+        req, k1, pref = run.req, run.k1, run.pref
+        groups: dict[str, list[int]] = {}
+        a1 = req[k1]
+
+        def descend(children: list[Any], depth: int, start: int) -> None:
+            size = req[depth]
+            if depth == k1 + 1:  # the sub-job is part of one level1 group: place leaves
+                groups[str(start // a1)] = self._leaf_order(children, start, pref)
+                return
+            ordered = self._slots(children, start, size, pref)
+            for i, child in enumerate(ordered):
+                first = start + i * size
+                if depth == k1:
+                    groups[str(first // a1)] = self._leaf_order(child, first, pref)
+                else:
+                    descend(child, depth + 1, first)
+
+        descend(run.result, run.d0 + 1, base)
+        if run.d0 == k1:  # single-leaf repair: the "group" starts at base, not at a1 * g
+            (nodes,) = groups.values()
+            out[base:base + len(nodes)] = nodes
+            return
+        for gid, nodes in groups.items():
+            first = int(gid) * a1
+            out[first:first + len(nodes)] = nodes
+        if base == 0 and len(groups) * a1 == self.tasks:
+            # Whole job: ranks follow getL1Ranks' convention over the level1 groups.
+            out[:] = ranks_from_level1_groups(groups)
+
+    def _leaf_order(self, leaves: list[int], start: int, pref: dict[int, int]) -> list[int]:
+        preferred = self.preferred
+        cached: list[int | None] = []
+        for q in range(len(leaves)):
+            n = preferred[start + q]
+            cached.append(n if n >= 0 and pref.get(n) == start + q else None)
+        npos = self.npos
+        return _order_by_cache(leaves, cached, npos.__getitem__)
+
+    # ----------------------------------------------------------------- history
+    def _with_history(self) -> list[int] | None:
+        """Reuse or repair the owner's cached layout (§2.6.9); ``None``: schedule afresh."""
+        job = self.job
+        if not job.prefer_previous or not (job.origin >= 0).any():
+            return None
+        problem = self.problem
+        pinned = np.full(self.tasks, -1, dtype=np.int64)
+        seen: set[int] = set()
+        origin = job.origin.tolist()
+        fault = job.fault.tolist()
+        node_tree = problem.node_tree
+        usable = np.zeros(self.num_nodes, dtype=bool)
+        for cand in self.cand.values():
+            usable |= cand
+        for r in range(self.tasks):
+            n = origin[r]
+            if n < 0 or fault[r] or not usable[n] or n in seen:
+                continue
+            pinned[r] = n
+            seen.add(n)
+        held = pinned[pinned >= 0]
+        if len(held) == 0:
+            return None
+        per_tree = Counter(node_tree[held].tolist())
+        top = max(per_tree.values())
+        t = next(t for t in self.tree_order if per_tree.get(t, 0) == top)
+        pinned[(pinned >= 0) & (node_tree[np.maximum(pinned, 0)] != t)] = -1
+        self._keep_consistent(pinned, problem.trees[problem.tree_names[t]])
+        if not (pinned >= 0).any():
+            return None
+        missing = pinned < 0
+        if not missing.any():
+            return pinned.tolist()
+        return self._repair(t, pinned, missing)
+
+    def _keep_consistent(self, pinned: np.ndarray, view: TreeView) -> None:
+        """Per level (top down) and group keep the majority label value of pinned nodes."""
+        for i in range(len(self.levels), 0, -1):
+            size = self.levels[i - 1]
+            values = view.level_value[i - 1]
+            for start in range(0, self.tasks, size):
+                seg = pinned[start:start + size]
+                held = seg[seg >= 0]
+                if len(held) < 2:
+                    continue
+                vals = values[held]
+                if (vals == vals[0]).all():
+                    continue
+                counts = Counter(vals.tolist())
+                top = max(counts.values())
+                keep = next(v for v in vals.tolist() if counts[v] == top)
+                for q in range(size):
+                    n = seg[q]
+                    if n >= 0 and values[n] != keep:
+                        pinned[start + q] = -1
+
+    def _fault_subtrees(self, missing: np.ndarray, req: list[int]) -> list[tuple[int, int]]:
+        """Largest fault subtree ``(depth, first rank)`` of every missing rank, rank order."""
+        out: list[tuple[int, int]] = []
+        leaf = len(req) - 1
+        end = -1
+        for r in np.flatnonzero(missing).tolist():
+            if r < end:
+                continue
+            d = leaf
+            while d > 0:
+                size = req[d - 1]
+                lo = r - r % size
+                if missing[lo:lo + size].all():
+                    d -= 1
+                else:
+                    break
+            start = r - r % req[d]
+            out.append((d, start))
+            end = start + req[d]
+        return out
+
+    def _repair(self, t: int, pinned: np.ndarray, missing: np.ndarray) -> list[int] | None:
+        """``rescheduleWithSuperPods`` with escalation up to a full schedule (RFC)."""
+        req = self.req_of(self.levels, self.tasks)
+        tix = self.index(t, len(self.levels))
+        # getMaxEscalationLevel: a fault job may escalate up to the whole job; the
+        # prefer-previous source (no fault rank) may not (0) — its failures fall back to a
+        # full ScheduleWithPreference in the caller (RFC, reference §3.7 #6).
+        max_escalation = len(req) if self.job.fault.any() else 0
+        while True:
+            avail = self.cand[t].copy()
+            avail[pinned[pinned >= 0]] = False
+            layout = pinned.tolist()
+            failed: list[tuple[int, int]] = []
+            for d, start in self._fault_subtrees(missing, req):
+                if d == 0:
+                    pref = self._pref_map(self.cand[t], range(self.tasks))
+                    got, _why = self._schedule_tree(t, self.levels, pref)
+                    return None if got is None else got[1]
+                nodes = self._repair_subtree(tix, req, d, start, pinned, avail)
+                if nodes is None:
+                    failed.append((d, start))
+                    continue
+                layout[start:start + req[d]] = nodes
+                avail[nodes] = False
+            if not failed:
+                return layout
+            grew = False
+            for d, start in failed:
+                if len(req) - d > max_escalation:
+                    continue  # the subtree's level (1 = pod, 2 = level1 group, …) is capped
+                size = req[d - 1]
+                lo = start - start % size
+                if not missing[lo:lo + size].all():
+                    missing[lo:lo + size] = True
+                    grew = True
+            if not grew:
+                return None
+            pinned[missing] = -1
+
+    def _repair_subtree(
+        self, tix: _TreeIndex, req: list[int], d: int, start: int, pinned: np.ndarray,
+        avail: np.ndarray,
+    ) -> list[int] | None:
+        """``rescheduleSubTask``: one group of depth ``d`` inside its parent's domain."""
+        size = req[d]
+        psize = req[d - 1]
+        plo = start - start % psize
+        seg = pinned[plo:plo + psize]
+        anchor = int(seg[seg >= 0][0])
+        lo, hi = tix.run_of(d - 1, anchor)
+        idx = lo + np.flatnonzero(avail[tix.order[lo:hi]])
+        if len(idx) < size:
+            return None
+        sub = list(req)
+        sub[d - 1] = size
+        pref = self._pref_map(avail, range(start, start + size))
+        run = _Run(self, tix, sub, d - 1, idx, pref)
+        if not run.run():
+            return None
+        out: list[int] = [-1] * self.tasks
+        self._write(run, start, out)
+        return out[start:start + size]
+
+    # ----------------------------------------------------------------- finishing
+    def _avoid_fault_returns(self, layout: list[int]) -> None:
+        """Swap a fault rank off its cached node inside its lowest non-trivial group."""
+        if not self.fault_origin:
+            return
+        size = next((a for a in self.levels if a >= 2), self.tasks)
+        if size < 2:
+            return
+        preferred = self.preferred
+        for r, x in sorted(self.fault_origin.items()):
+            if layout[r] != x:
+                continue
+            lo = r - r % size
+            options = [q for q in range(lo, lo + size)
+                       if q != r and self.fault_origin.get(q) != x]
+            if not options:
+                continue
+            # Prefer a partner that is not on its own origin (keeps origin hits).
+            q = next((q for q in options if preferred[q] != layout[q]), options[0])
+            layout[r], layout[q] = layout[q], layout[r]
+
+    def _verify(self, layout: list[int], t: int) -> None:
+        """Internal guard: the answer satisfies every multilevel hard constraint."""
+        nodes = np.asarray(layout, dtype=np.int64)
+        problem = self.problem
+        view = problem.trees[problem.tree_names[t]]
+        ok = (
+            len(nodes) == self.tasks
+            and bool((nodes >= 0).all())
+            and len(set(layout)) == self.tasks
+            and bool(self.base[nodes].all())
+            and bool(view.member[nodes].all())
+        )
+        if ok:
+            for i, size in enumerate(self.levels):
+                values = view.level_value[i][nodes].reshape(-1, size)
+                if not (values == values[:, :1]).all():
+                    ok = False
+                    break
+        if not ok:
+            raise AssertionError(
+                f"multilevel greedy produced an invalid layout for job '{self.job.name}'; "
+                "this is a bug"
+            )
+
+
+def place_multilevel(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
+    """Place multilevel job ``j`` on the nodes ``state`` still offers.
+
+    Parameters
+    ----------
+    problem
+        The compiled scenario.
+    j
+        Index of a ``multilevel`` job in ``problem.jobs``.
+    state
+        Free chips per node; read only.
+
+    Returns
+    -------
+    JobOutcome
+        Node index per rank (rank ``r`` at position ``r``): for every level i, ranks
+        ``[g*ai, (g+1)*ai)`` share level i's label value and all nodes sit in one topotree;
+        or a reason naming the trees and why each failed.
+    """
+    job = problem.jobs[j]
+    if job.family is not Family.MULTILEVEL or not job.levels:
+        return JobOutcome.fail(f"job '{job.name}' is not a multilevel job")
+    return _Context(problem, job, state).solve()
+
+
+__all__ = [
+    "level1_rank",
+    "place_multilevel",
+    "ranks_from_level1_groups",
+    "sort_nodes_by_cached_rank",
+]
+
