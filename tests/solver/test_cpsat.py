@@ -9,6 +9,7 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 from ortools.sat.python import cp_model
 
@@ -116,16 +117,13 @@ def test_hint_is_accepted_as_the_first_solution(name: str) -> None:
 
 
 def test_an_unrepresentable_hint_is_reported_not_hidden() -> None:
-    problem = _example("superpod-850")
+    problem = _example("ordinary-8npu")
     weights = resolve_weights(problem)
-    # a plan putting a whole-node rank on a node that is not free cannot be hinted
+    # a plan putting ranks on a node with no free chip cannot be hinted
     bad = Plan.empty(problem)
     job = problem.jobs[0]
     busy = next(n for n in range(problem.num_nodes) if problem.free[n] == 0)
-    nodes = [busy] * job.tasks
-    import numpy as np
-
-    bad.nodes[0] = np.asarray(nodes, dtype=np.int32)
+    bad.nodes[0] = np.full(job.tasks, busy, dtype=np.int32)
     outcome = solve_cpsat(problem, bad, weights, time_limit=5, workers=1, seed=0)
     assert any("warm start not used" in n for n in outcome.notes)
     assert outcome.plan is not None
