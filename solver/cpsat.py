@@ -27,6 +27,7 @@ from models.objective import ResolvedWeights, evaluate
 from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import Family
+from solver.explain import fill_reasons
 from solver.model.constraints import Constraints
 from solver.model.hints import HintError, plan_to_assignment
 from solver.model.objective import ObjectiveBuilder, ObjectiveTerms, _spill
@@ -227,7 +228,8 @@ def solve_cpsat(
         return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
                             notes, hint_objective, name, len(built.variables.reg.variables))
     values = {var.index: int(solver.value(var)) for var in built.variables.reg.variables}
-    plan = recover_plan(problem, built.structure, built.variables, values, built.pinned)
+    plan = fill_reasons(problem, recover_plan(problem, built.structure, built.variables, values,
+                                              built.pinned))
     objective = round(solver.objective_value)
     bound = int(np.floor(solver.best_objective_bound + 1e-6))
     if status is Status.OPTIMAL:

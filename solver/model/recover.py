@@ -10,6 +10,7 @@ remaining rank avoids that node (the case the model counts as a fault return).
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 
@@ -76,6 +77,14 @@ def _recover_job(problem: Problem, structure: Structure, mv: ModelVariables, js:
     assert callable(take)
     domain_of: dict[int, int] = {}
     explicit: set[int] = set()
+    child_counts: dict[int, list[tuple[int, Any]]] = defaultdict(list)
+    for (jj, pid, d), var in mv.child_count.items():
+        if jj == j:
+            child_counts[pid].append((d, var))
+    cell_takes: dict[int, list[tuple[int, Any]]] = defaultdict(list)
+    for (jj, gid, c), var in mv.cell_take.items():
+        if jj == j:
+            cell_takes[gid].append((c, var))
     # top level
     anon_top = _expand({d: value[mv.anon_count[(j, 0, d)].index] for d in js.candidates[0]})
     queue = iter(anon_top)
@@ -99,8 +108,8 @@ def _recover_job(problem: Problem, structure: Structure, mv: ModelVariables, js:
             parent = js.groups[gid]
             D = domain_of[gid]
             if gid in explicit:
-                counted = {d: value[var.index] for (jj, pid, d), var in mv.child_count.items()
-                           if jj == j and pid == gid and structure.domains[d].parent == D}
+                counted = {d: value[var.index] for d, var in child_counts.get(gid, [])
+                           if structure.domains[d].parent == D}
                 pool = iter(_expand(counted))
             else:
                 pool = iter(anon_by_parent_domain[D][: len(parent.children)])
@@ -128,8 +137,8 @@ def _recover_job(problem: Problem, structure: Structure, mv: ModelVariables, js:
         group = js.groups[gid]
         if gid in explicit:
             got: list[int] = []
-            for (jj, g2, c), var in mv.cell_take.items():
-                if jj == j and g2 == gid and value[var.index]:
+            for c, var in cell_takes.get(gid, []):
+                if value[var.index]:
                     got.extend(take(c, value[var.index]))
         else:
             d = domain_of[gid]

@@ -324,3 +324,37 @@ def test_overrunning_solver_falls_back_to_greedy(monkeypatch: pytest.MonkeyPatch
     assert result.engine == "greedy"
     assert any("did not stop" in n for n in result.notes)
     assert elapsed < 1.0 + 5.0
+
+
+# ----------------------------------------------------------------------- explanations
+
+
+def test_unplaced_job_reason_names_the_binding_constraint() -> None:
+    problem = _problem({
+        "config": {"super-pod-size": 8, "reserve-nodes": 0},
+        "nodes": _sp_nodes("a", 0, 3) + _sp_nodes("b", 1, 3),
+        "jobs": [{"name": "J", "policy": "chip8-node8-sp", "tasks": 4, "npu-per-task": 8,
+                  "sp-block": 32}],
+    })
+    result = _cpsat(problem)
+    job = result.placement.job("J")
+    assert job is not None and not job.placed
+    assert job.reason is not None and "spBlock 4" in job.reason
+    assert "largest: 3 free nodes" in job.reason
+
+
+def test_unplaced_job_reason_names_the_jobs_that_took_the_capacity() -> None:
+    problem = _problem({
+        "config": {"super-pod-size": 8, "reserve-nodes": 0},
+        "nodes": _sp_nodes("a", 0, 2),
+        "jobs": [
+            {"name": "high", "policy": "chip8-node8-sp", "tasks": 2, "npu-per-task": 8,
+             "sp-block": 16, "priority": 5},
+            {"name": "low", "policy": "chip8-node8-sp", "tasks": 2, "npu-per-task": 8,
+             "sp-block": 16},
+        ],
+    })
+    result = _cpsat(problem)
+    low = result.placement.job("low")
+    assert low is not None and not low.placed
+    assert low.reason is not None and "higher-priority jobs high" in low.reason
