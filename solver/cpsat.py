@@ -175,8 +175,49 @@ def solve_cpsat(
     """
     started = time.perf_counter()
     deadline = started + time_limit
+    box: dict[str, object] = {}
+    stop = threading.Event()
+    holder: dict[str, cp_model.CpSolver] = {}
+
+    def work() -> None:
+        try:
+            box["outcome"] = _run(problem, hint, weights, started, deadline, workers, seed,
+                                  deterministic_limit, fix_to_hint, stop, holder)
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, name="cpsat", daemon=True)
+    thread.start()
+    thread.join(max(0.0, deadline - time.perf_counter()) + 0.05)
+    if thread.is_alive():
+        stop.set()
+        solver = holder.get("solver")
+        if solver is not None:  # searching: CP-SAT stops within milliseconds when asked
+            solver.stop_search()
+            thread.join(STOP_MARGIN_SECONDS)
+        # still building: do not wait; the worker sees the stop flag and discards its work
+    if thread.is_alive():
+        return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
+                            ["CP-SAT did not stop within its budget (model building or "
+                             "search); its answer was abandoned"], None, "OVERRAN")
+    error = box.get("error")
+    if isinstance(error, BaseException):
+        raise error
+    outcome = box["outcome"]
+    assert isinstance(outcome, CpsatOutcome)
+    return outcome
+
+
+def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
+         deadline: float, workers: int, seed: int, deterministic_limit: float | None,
+         fix_to_hint: bool, stop: threading.Event,
+         holder: dict[str, cp_model.CpSolver]) -> CpsatOutcome:
+    """Build, hint and solve; runs in the worker thread of :func:`solve_cpsat`."""
     notes: list[str] = []
     built = build_model(problem, weights, hint)
+    if stop.is_set():
+        return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
+                            ["no time left after building the CP-SAT model"], None, "NOT_RUN")
     start = better_start(problem, hint, weights)
     if start is not hint:
         notes.append("warm start: the origin-first construction beat greedy")
@@ -187,7 +228,7 @@ def solve_cpsat(
         log.warning("warm start not representable: %s", exc)
         notes.append(f"warm start not used: {exc}")
     remaining = deadline - time.perf_counter()
-    if remaining <= 0.01:
+    if remaining <= 0.01 or stop.is_set():
         return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
                             [*notes, "no time left after building the CP-SAT model"],
                             hint_objective, "NOT_RUN", len(built.variables.reg.variables))
@@ -200,22 +241,8 @@ def solve_cpsat(
         params.max_deterministic_time = deterministic_limit
     if fix_to_hint:
         params.fix_variables_to_their_hinted_value = True
-    result: dict[str, cp_model.CpSolverStatus] = {}
-
-    def run() -> None:
-        result["status"] = solver.solve(built.model)
-
-    thread = threading.Thread(target=run, name="cpsat", daemon=True)
-    thread.start()
-    thread.join(max(0.0, deadline - time.perf_counter()) + 0.05)
-    if thread.is_alive():
-        solver.stop_search()
-        thread.join(STOP_MARGIN_SECONDS)
-    if thread.is_alive():
-        notes.append("CP-SAT did not stop within its budget; its answer was abandoned")
-        return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
-                            notes, hint_objective, "OVERRAN", len(built.variables.reg.variables))
-    code = result.get("status", cp_model.UNKNOWN)
+    holder["solver"] = solver
+    code = solver.solve(built.model)
     status = _status(code)
     name = solver.status_name(code)
     if code == cp_model.MODEL_INVALID:
