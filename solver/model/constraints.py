@@ -8,6 +8,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from models.compiled import Problem
+from models.validation import UB_MEM_RACKS
 from solver.model.structure import JobStructure, Structure, parent_at
 from solver.model.variables import Lin, ModelVariables, leaf_domain_of
 
@@ -43,6 +44,7 @@ class Constraints:
             self.gang_and_blocks(j, js)
             self.leaf_cells(j, js)
             self.domain_capacity_cuts(j, js)
+            self.ub_memory(j, js)
         self.cell_capacity()
         self.node_level_jobs()
         self.origin_hits()
@@ -181,6 +183,28 @@ class Constraints:
                             count.add(child)
                 if len(count.terms) > 1 or self.structure.domains[d].kind != js.kinds[-1]:
                     self.model.add(count.expr() <= js.max_groups[d])
+
+    def ub_memory(self, j: int, js: JobStructure) -> None:
+        """A UB-memory job sits in one UB-memory domain (16 consecutive racks)."""
+        mv = self.mv
+        domains = [u for (jj, u) in mv.ub_domain if jj == j]
+        if not domains:
+            return
+        self.model.add(sum(mv.ub_domain[(j, u)] for u in domains) == mv.placed[j])
+        leaf = js.leaf_level
+        for d in js.candidates[leaf]:
+            u = int(str(self.structure.domains[d].key[2])) // UB_MEM_RACKS
+            count = Lin()
+            for gid in js.by_level[leaf]:
+                var = mv.explicit.get((j, gid, d))
+                if var is not None:
+                    count.add(var)
+            count.add(mv.anon_count[(j, leaf, d)])
+            for pid in js.by_level[leaf - 1]:
+                child = mv.child_count.get((j, pid, d))
+                if child is not None:
+                    count.add(child)
+            self.model.add(count.expr() <= js.max_groups[d] * mv.ub_domain[(j, u)])
 
     def cell_capacity(self) -> None:
         """Whole nodes of a cell are used at most once, across every job of the batch."""

@@ -7,6 +7,7 @@ from typing import Any
 
 from models.compiled import Problem
 from models.plan import Plan
+from models.validation import UB_MEM_RACKS
 from solver.model.structure import JobStructure, Structure, parent_at
 from solver.model.variables import Assignment, ModelVariables, leaf_domain_of
 
@@ -85,6 +86,9 @@ def _job_values(problem: Problem, structure: Structure, mv: ModelVariables, js: 
             raise HintError(f"job {job.name}: node {problem.node_names[first]} is not free")
         leaf_dom = leaf_domain_of(structure, js.kinds[leaf], cell, structure.cells[cell].tree)
         domain_of[gid] = parent_at(structure, js, leaf_dom, group.level)
+    if job.ub_memory and job.tasks > 1:
+        rack = int(problem.rack[nodes[0]])
+        setter((j, rack // UB_MEM_RACKS), mv.ub_domain, 1)
     if js.trees:
         top = domain_of[js.by_level[0][0]]
         tree = int(str(structure.domains[top].key[1]))

@@ -16,6 +16,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from models.compiled import Problem
+from models.validation import UB_MEM_RACKS
 from solver.model.structure import Structure
 
 Var = cp_model.IntVar
@@ -247,6 +248,7 @@ class ModelVariables:
     node_uses: dict[tuple[int, int], Var] = field(default_factory=dict)  # (j, n): ranks ≥ 1
     touched: dict[int, Var] = field(default_factory=dict)  # n: any node-level rank on it
     node_fault_return: dict[tuple[int, int], Var] = field(default_factory=dict)  # (j, n)
+    ub_domain: dict[tuple[int, int], Var] = field(default_factory=dict)  # (j, rack // 16)
 
 
 def create_variables(
@@ -298,8 +300,12 @@ def create_variables(
             if did in leaf_cands:
                 cap = min(cell.size, problem.jobs[j].tasks)
                 mv.pool_take[(j, c)] = reg.int_var(0, cap, f"p[{j},{c}]")
-        # hits and fault returns of explicit leaf groups
         job = problem.jobs[j]
+        if job.ub_memory and job.tasks > 1:
+            for u in sorted({structure.domains[d].key[2] // UB_MEM_RACKS  # type: ignore[operator]
+                             for d in js.candidates[leaf]}):
+                mv.ub_domain[(j, u)] = reg.bool_var(f"ub[{j},{u}]")
+        # hits and fault returns of explicit leaf groups
         for gid in js.by_level[leaf]:
             group = js.groups[gid]
             for r in group.ranks:

@@ -358,3 +358,26 @@ def test_unplaced_job_reason_names_the_jobs_that_took_the_capacity() -> None:
     low = result.placement.job("low")
     assert low is not None and not low.placed
     assert low.reason is not None and "higher-priority jobs high" in low.reason
+
+
+def test_ub_memory_job_stays_in_one_ub_domain() -> None:
+    # racks 0..31 of 2 nodes: UB domains 0 (racks 0-15) and 1 (racks 16-31).  The job's
+    # two blocks ran in different UB domains; only one domain may host it now.
+    nodes = [{"name": f"r{r}n{k}", "npus": 8, "free": 8, "super-pod-id": 0, "rack-id": r}
+             for r in range(32) for k in range(2)]
+    origins = ["r0n0", "r0n1", "r1n0", "r1n1", "r16n0", "r16n1", "r17n0", "r17n1"]
+    problem = _problem({
+        "config": {"super-pod-size": 64},
+        "nodes": nodes,
+        "affinity-cache": {"entries": [
+            {"owner-uid": "u", "rank": r, "node": n, "updated": NOW}
+            for r, n in enumerate(origins)]},
+        "jobs": [{"name": "J", "owner-uid": "u", "policy": "chip8-node8-ra64-sp", "tasks": 8,
+                  "npu-per-task": 8, "sp-block": 32, "ra-block": 16, "ub-memory": True}],
+    })
+    result = _cpsat(problem)
+    assert check(problem, result.placement) == []
+    assert result.status is Status.OPTIMAL
+    assert result.metrics.origin_hits == 4
+    assert not [n for n in result.notes if n.startswith("BUG")]
+    assert result.solver_objective == result.objective
