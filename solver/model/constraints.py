@@ -90,9 +90,11 @@ class Constraints:
         for li in range(1, len(js.sizes)):
             cands = set(js.candidates[li])
             ratio = js.sizes[li - 1] // js.sizes[li]
-            # explicit child only inside its explicit parent's domain
+            # explicit child only inside its explicit parent's domain, in one domain
             for gid in js.by_level[li]:
                 group = js.groups[gid]
+                if len(group.pref_domains) > 1:
+                    model.add(sum(mv.explicit[(j, gid, d)] for d in group.pref_domains) <= 1)
                 for d in group.pref_domains:
                     up = parent_at(self.structure, js, d, li - 1)
                     parent_var = mv.explicit.get((j, group.parent, up))

@@ -381,3 +381,28 @@ def test_ub_memory_job_stays_in_one_ub_domain() -> None:
     assert result.metrics.origin_hits == 4
     assert not [n for n in result.notes if n.startswith("BUG")]
     assert result.solver_objective == result.objective
+
+
+def test_group_with_origins_in_two_domains_is_explicit_in_one() -> None:
+    # level1 group 0 (ranks 0, 1) ran split over racks ra and rb (stale layout); both
+    # racks sit under one switch.  The group must land in one rack.
+    def node(name: str, rack: str) -> dict[str, Any]:
+        return {"name": name, "npus": 16, "free": 16,
+                "labels": {"rack": rack, "switch": "s0"}}
+
+    problem = _problem({
+        "config": {"resource-level-config": {"default": {
+            "level1": {"label": "rack"}, "level2": {"label": "switch"}}}},
+        "nodes": [node(f"a{k}", "ra") for k in range(3)] + [node(f"b{k}", "rb")
+                                                           for k in range(3)],
+        "affinity-cache": {"entries": [
+            {"owner-uid": "u", "rank": 0, "node": "a0", "updated": NOW},
+            {"owner-uid": "u", "rank": 1, "node": "b0", "updated": NOW}]},
+        "jobs": [{"name": "J", "owner-uid": "u", "policy": "multilevel", "tasks": 4,
+                  "npu-per-task": 16, "affinity-config": "level1=2,level2=4"}],
+    })
+    result = _cpsat(problem)
+    assert check(problem, result.placement) == []
+    assert result.status is Status.OPTIMAL
+    assert result.metrics.origin_hits == 1  # the two origins are in different racks
+    assert result.solver_objective == result.objective
