@@ -116,13 +116,21 @@ class Constraints:
                             if child_var is not None:
                                 inside.add(child_var)
                     model.add(inside.expr() == len(parent.children) * mv.explicit[(j, pid, big)])
-            # children of anonymous parents are anonymous, counted per child domain
+            # children of anonymous parents are anonymous, counted per child domain; the
+            # anonymous parents in a domain are the counted ones plus the counted
+            # (non-explicit) children of explicit grandparents
             for big in js.candidates[li - 1]:
                 inside = Lin()
                 for child_dom in domains[big].children:
                     if child_dom in cands:
                         inside.add(mv.anon_count[(j, li, child_dom)])
-                model.add(inside.expr() == ratio * mv.anon_count[(j, li - 1, big)])
+                parents = Lin().add(mv.anon_count[(j, li - 1, big)])
+                if li >= 2:
+                    for gid in js.by_level[li - 2]:
+                        counted = mv.child_count.get((j, gid, big))
+                        if counted is not None:
+                            parents.add(counted)
+                model.add(inside.expr() == Lin().plus(parents, ratio).expr())
 
     def leaf_cells(self, j: int, js: JobStructure) -> None:
         """Leaf groups take exactly their size in nodes from the cells of their domain."""

@@ -406,3 +406,30 @@ def test_group_with_origins_in_two_domains_is_explicit_in_one() -> None:
     assert result.status is Status.OPTIMAL
     assert result.metrics.origin_hits == 1  # the two origins are in different racks
     assert result.solver_objective == result.objective
+
+
+def test_three_level_job_counts_children_of_counted_groups() -> None:
+    # Only rank 0 has an origin, so the top group and its first level2 group are explicit;
+    # the second level2 group is counted, and its level1 groups must be placed too.
+    nodes = []
+    for w in range(2):
+        for r in range(2):
+            for k in range(2):
+                nodes.append({"name": f"w{w}r{r}n{k}", "npus": 16, "free": 16,
+                              "labels": {"rack": f"w{w}r{r}", "switch": f"w{w}",
+                                         "spine": "s0"}})
+    problem = _problem({
+        "config": {"resource-level-config": {"default": {
+            "level1": {"label": "rack"}, "level2": {"label": "switch"},
+            "level3": {"label": "spine"}}}},
+        "nodes": nodes,
+        "affinity-cache": {"entries": [
+            {"owner-uid": "u", "rank": 0, "node": "w0r0n0", "updated": NOW}]},
+        "jobs": [{"name": "J", "owner-uid": "u", "policy": "multilevel", "tasks": 8,
+                  "npu-per-task": 16, "affinity-config": "level1=2,level2=4,level3=8"}],
+    })
+    result = _cpsat(problem)
+    assert check(problem, result.placement) == []
+    assert result.engine == "cpsat" and result.status is Status.OPTIMAL
+    assert result.metrics.placed_jobs == 1 and result.metrics.origin_hits == 1
+    assert result.solver_objective == result.objective
