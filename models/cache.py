@@ -48,7 +48,7 @@ class AffinityCache:
                 rank=rank,
                 node=slot.node,
                 updated=self._updated.get(owner, slot.updated),
-                previous=slot.previous,
+                previous=slot.previous or None,  # "" (no rollback anchor) is not written
             )
             for owner in sorted(self._owners)
             for rank, slot in sorted(self._owners[owner].items())

@@ -61,16 +61,139 @@ def parse_text(text: str, source: str) -> Any:
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
+            # A YAML flow document (``{now: 1, nodes: [...]}``) also starts with a brace.
+            try:
+                return load_yaml(text)
+            except yaml.YAMLError:
+                pass
             raise InputError(
                 [f"{source}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"]
             ) from None
     try:
-        return yaml.load(text, Loader=_YamlLoader)
+        return load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise InputError([f"{source}: malformed YAML{where}: {problem}"]) from None
+
+
+class _NeedsFullLoader(Exception):
+    """The document uses a YAML feature the fast path leaves to PyYAML's full loader."""
+
+
+_RESOLVER = yaml.resolver.Resolver()
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+class _MapFrame:
+    """A mapping being built: the dict and the key waiting for its value."""
+
+    __slots__ = ("data", "has_key", "key")
+
+    def __init__(self) -> None:
+        self.data: dict[Any, Any] = {}
+        self.key: Any = None
+        self.has_key = False
+
+
+def _plain_scalar(value: str, cache: dict[str, Any]) -> Any:
+    """Resolve and construct a plain (unquoted, untagged) scalar exactly as ``safe_load``."""
+    try:
+        return cache[value]
+    except KeyError:
+        pass
+    tag = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))
+    if tag == _STR_TAG:
+        result: Any = value
+    else:
+        construct = _CONSTRUCTOR.yaml_constructors.get(tag)
+        if construct is None:  # '<<' merge keys, '=' value keys
+            raise _NeedsFullLoader
+        result = construct(_CONSTRUCTOR, yaml.ScalarNode(tag, value))
+    cache[value] = result  # scalars construct to immutable values: safe to share
+    return result
+
+
+def _fast_yaml(text: str) -> Any:
+    """Build plain data straight from the (C) parser's events.
+
+    PyYAML's loader first composes a node graph and then resolves and constructs every
+    scalar in Python, about 1 s per MB; a 100,000-node scenario took ~20 s.  Scenario and
+    placement files are plain YAML (no anchors, aliases, tags, merge keys or several
+    documents), so this path builds dicts and lists directly from the event stream and
+    resolves each distinct plain scalar once.  Anything else raises
+    :class:`_NeedsFullLoader` and the caller falls back to ``yaml.load``, so the result
+    always equals ``yaml.safe_load``.
+    """
+    loader = _YamlLoader(text)
+    cache: dict[str, Any] = {}
+    stack: list[Any] = []  # open containers: a list, or a _MapFrame
+    root: Any = None
+    documents = 0
+    scalar_event = yaml.ScalarEvent
+    mapping_start = yaml.MappingStartEvent
+    sequence_start = yaml.SequenceStartEvent
+    try:
+        while True:
+            event = loader.get_event()
+            kind = type(event)
+            if kind is scalar_event:
+                if event.anchor is not None or event.tag is not None:
+                    raise _NeedsFullLoader
+                value: Any = (_plain_scalar(event.value, cache) if event.implicit[0]
+                              else event.value)
+            elif kind is mapping_start or kind is sequence_start:
+                if event.anchor is not None or event.tag is not None:
+                    raise _NeedsFullLoader
+                stack.append(_MapFrame() if kind is mapping_start else [])
+                continue
+            elif kind is yaml.MappingEndEvent:
+                value = stack.pop().data
+            elif kind is yaml.SequenceEndEvent:
+                value = stack.pop()
+            elif kind is yaml.DocumentStartEvent:
+                documents += 1
+                if documents > 1:
+                    raise _NeedsFullLoader  # the full loader reports the error
+                continue
+            elif kind is yaml.StreamEndEvent or event is None:
+                return root
+            elif kind is yaml.AliasEvent:
+                raise _NeedsFullLoader
+            else:  # stream start, document end
+                continue
+            if not stack:
+                root = value
+                continue
+            top = stack[-1]
+            if type(top) is list:
+                top.append(value)
+            elif top.has_key:
+                top.data[top.key] = value
+                top.has_key = False
+            else:
+                if isinstance(value, (dict, list)):
+                    raise _NeedsFullLoader  # complex keys: let PyYAML decide
+                top.key = value
+                top.has_key = True
+    finally:
+        loader.dispose()
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load(text)``, fast for the plain YAML of scenario files.
+
+    Raises
+    ------
+    yaml.YAMLError
+        When the text is not well-formed YAML.
+    """
+    try:
+        return _fast_yaml(text)
+    except _NeedsFullLoader:
+        return yaml.load(text, Loader=_YamlLoader)
 
 
 def _describe_location(data: Any, loc: tuple[Any, ...]) -> tuple[str, str]:

@@ -21,6 +21,12 @@ DEFAULT_RESERVE_NODES = 2
 DEFAULT_CACHE_TTL_SECONDS = 72 * 3600
 #: Default image size used by ``simulate`` to report avoided pulls.
 DEFAULT_IMAGE_SIZE_GB = 25.0
+#: Sanity limits that keep absurd values out of the int32 arrays and the engines' tables
+#: (a typo such as ``tasks: 3000000000`` must be refused with a message, not crash).
+MAX_NODE_NPUS = 1024
+MAX_TASKS = 1 << 20
+MAX_ID = 2**31 - 1
+MAX_SUPER_POD_SIZE = 100_000
 #: Label naming a node's multilevel topology tree.
 TOPOTREE_LABEL = "huawei.com/topotree"
 #: Tree name used when a node carries no ``huawei.com/topotree`` label.
@@ -128,7 +134,7 @@ class LevelConfig(_Model):
 class Config(_Model):
     """The scheduler's ``init-params`` that placement reads."""
 
-    super_pod_size: int | None = Field(None, alias="super-pod-size")
+    super_pod_size: int | None = Field(None, alias="super-pod-size", le=MAX_SUPER_POD_SIZE)
     reserve_nodes: int | None = Field(None, alias="reserve-nodes")
     prefer_previous_node: bool = Field(True, alias="prefer-previous-node")
     resource_level_config: dict[str, dict[str, LevelConfig]] = Field(
@@ -196,11 +202,11 @@ class Node(_Model):
     """One Kubernetes node with its NPU state."""
 
     name: str = Field(min_length=1)
-    npus: int = Field(gt=0)
+    npus: int = Field(gt=0, le=MAX_NODE_NPUS)
     free: int
     health: Health = Health.HEALTHY
-    super_pod_id: int | None = Field(None, alias="super-pod-id")
-    rack_id: int | None = Field(None, alias="rack-id")
+    super_pod_id: int | None = Field(None, alias="super-pod-id", le=MAX_ID)
+    rack_id: int | None = Field(None, alias="rack-id", le=MAX_ID)
     labels: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("labels", mode="before")
@@ -234,8 +240,8 @@ class Job(_Model):
     name: str = Field(min_length=1)
     owner_uid: str | None = Field(None, alias="owner-uid")
     policy: str
-    tasks: int = Field(gt=0)
-    npu_per_task: int = Field(alias="npu-per-task", gt=0)
+    tasks: int = Field(gt=0, le=MAX_TASKS)
+    npu_per_task: int = Field(alias="npu-per-task", gt=0, le=MAX_NODE_NPUS)
     sp_block: int | None = Field(None, alias="sp-block")
     ra_block: int | None = Field(None, alias="ra-block")
     affinity_config: str | None = Field(None, alias="affinity-config")

@@ -416,7 +416,7 @@ def _check_ordinary(
 ) -> None:
     request = job.npu_per_task
     if policy in _A3_ORDINARY:
-        if total == 1 and job.tasks != 1:
+        if request == 1 and job.tasks != 1:  # a 1-NPU task only as a single-task job
             errors.append(("npu-per-task", "only single task job can request single npu"))
         elif total != 1 and total % 2 != 0:
             errors.append(
@@ -527,7 +527,7 @@ def validate_scenario(
         where = f"affinity-cache entry (owner-uid {entry.owner_uid}, rank {entry.rank})"
         if entry.node not in names:
             say(where, "node", f"node '{entry.node}' does not exist in nodes")
-        if entry.previous is not None and entry.previous not in names:
+        if entry.previous and entry.previous not in names:  # "" = no anchor (upstream)
             say(where, "previous", f"node '{entry.previous}' does not exist in nodes")
         cache_key = (entry.owner_uid, entry.rank)
         if cache_key in seen_keys:

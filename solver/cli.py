@@ -46,7 +46,8 @@ class CliError(Exception):
 def example_names() -> list[str]:
     """Names of the bundled example scenarios."""
     folder = resources.files("models") / "examples"
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return sorted(p.name[:-5] for p in folder.iterdir()
+                  if p.name.endswith(".yaml") and not p.name.endswith(".events.yaml"))
 
 
 def example_path(name: str) -> Path:
@@ -153,7 +154,10 @@ def render_result_table(problem: Problem, result: Result) -> str:
 def emit(text: str, output: str | None, stream: TextIO) -> None:
     """Write ``text`` to ``output`` (a file) or to ``stream``."""
     if output:
-        Path(output).write_text(text, encoding="utf-8")
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:  # a bad --output path is the user's input, not a crash
+            raise CliError(f"cannot write --output file '{output}': {exc.strerror}") from None
     else:
         stream.write(text)
 
