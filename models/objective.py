@@ -347,8 +347,9 @@ def resolve_weights(problem: Problem, weights: Weights | None = None) -> Resolve
     When the automatic weights would make the sum of absolute coefficients exceed 2^31
     (CP-SAT misreports optimality beyond that), they are degraded in this order, each
     step recorded in ``notes``: the fragment weight drops to 0, then priority levels stop
-    multiplying the placement weight.  If that is still too large a ``ValueError`` asks
-    for explicit weights.
+    multiplying the placement weight, then the other lower terms leave the objective
+    (placed jobs still outweigh origin hits).  Explicit weights that are too large raise
+    ``ValueError``.
     """
     weights = weights or Weights()
     fault_bound = sum(int(((job.origin >= 0) & job.fault).sum()) for job in problem.jobs)
@@ -366,10 +367,12 @@ def resolve_weights(problem: Problem, weights: Weights | None = None) -> Resolve
     notes: list[str] = []
     frag_w = weights.fragment
     use_levels = weights.priority_levels
+    lower_on = True
+    automatic = weights.placed is None and weights.origin_hit is None
     while True:
         lower = (weights.fault_return * fault_bound + weights.affinity_spill * spill_bound
                  + weights.subhealthy * sub_bound + weights.reserve * reserve_bound
-                 + frag_w * frag_bound)
+                 + frag_w * frag_bound) if lower_on else 0
         if weights.origin_hit is not None:
             hit = weights.origin_hit
         else:
@@ -389,6 +392,11 @@ def resolve_weights(problem: Problem, weights: Weights | None = None) -> Resolve
             use_levels = False
             notes.append("priority levels no longer multiply the placement weight (2^31 limit)")
             continue
+        if automatic and lower_on:
+            lower_on = False
+            notes.append("fault returns, spill, sub-healthy and reserve no longer count in "
+                         "the objective (2^31 limit); placed jobs and origin hits still do")
+            continue
         raise ValueError(
             f"the automatic objective weights for this scenario sum to {total}, above 2^31; "
             "pass explicit weights (placed, origin-hit) small enough"
@@ -396,10 +404,10 @@ def resolve_weights(problem: Problem, weights: Weights | None = None) -> Resolve
     return ResolvedWeights(
         job_placed=job_w,
         origin_hit=hit,
-        fault_return=weights.fault_return,
-        affinity_spill=weights.affinity_spill,
-        subhealthy=weights.subhealthy,
-        reserve=weights.reserve,
+        fault_return=weights.fault_return if lower_on else 0,
+        affinity_spill=weights.affinity_spill if lower_on else 0,
+        subhealthy=weights.subhealthy if lower_on else 0,
+        reserve=weights.reserve if lower_on else 0,
         fragment=frag_w,
         notes=tuple(notes),
     )

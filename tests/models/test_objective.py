@@ -447,12 +447,24 @@ def test_weights_drop_priority_levels_next() -> None:
     assert 6 * weights.job_placed[0] + weights.origin_hit * 200 > COEFFICIENT_LIMIT
 
 
-def test_weights_refuse_when_nothing_helps() -> None:
+def test_weights_drop_the_lower_terms_last() -> None:
+    nodes = _many(200, health="subhealthy")
+    jobs = [job("a", owner_uid="o", tasks=200, npu=1), job("b", npu=1)]
+    prob = problem(scenario(nodes, jobs, cache=[entry("o", r, f"n{r}") for r in range(200)]))
+    weights = resolve_weights(prob, Weights(subhealthy=30_000))
+    assert weights.notes[-1].startswith("fault returns, spill, sub-healthy and reserve no "
+                                        "longer count")
+    assert (weights.subhealthy, weights.fault_return, weights.reserve) == (0, 0, 0)
+    # placed jobs still outweigh every hit
+    assert min(weights.job_placed) > weights.origin_hit * 200
+
+
+def test_weights_refuse_explicit_weights_that_are_too_large() -> None:
     nodes = _many(200, health="subhealthy")
     jobs = [job("a", owner_uid="o", tasks=200, npu=1), job("b", npu=1)]
     prob = problem(scenario(nodes, jobs, cache=[entry("o", r, f"n{r}") for r in range(200)]))
     with pytest.raises(ValueError, match="above 2\\^31; pass explicit weights"):
-        resolve_weights(prob, Weights(subhealthy=30_000))
+        resolve_weights(prob, Weights(placed=2**30, origin_hit=2**22))
 
 
 def test_default_weights_of_the_examples_stay_below_the_limit() -> None:
