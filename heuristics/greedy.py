@@ -7,10 +7,12 @@ and later jobs see the nodes earlier jobs took.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from heuristics.base import JobOutcome, Strategy
+from heuristics.multilevel import place_multilevel
+from heuristics.ordinary import place_ordinary
+from heuristics.rack import place_rack
 from heuristics.state import ClusterState
+from heuristics.superpod import place_superpod
 from models.compiled import Problem
 from models.plan import Plan
 from models.scenario import Family
@@ -21,35 +23,12 @@ class EngineNotAvailable(Exception):
 
 
 def _registry() -> dict[Family, Strategy]:
-    strategies: dict[Family, Strategy] = {}
-    loaders: dict[Family, Callable[[], Strategy]] = {}
-    try:
-        from heuristics.ordinary import place_ordinary
-
-        loaders[Family.ORDINARY] = lambda: place_ordinary
-    except ImportError:
-        pass
-    try:
-        from heuristics.superpod import place_superpod
-
-        loaders[Family.SUPERPOD] = lambda: place_superpod
-    except ImportError:
-        pass
-    try:
-        from heuristics.rack import place_rack
-
-        loaders[Family.RACK] = lambda: place_rack
-    except ImportError:
-        pass
-    try:
-        from heuristics.multilevel import place_multilevel
-
-        loaders[Family.MULTILEVEL] = lambda: place_multilevel
-    except ImportError:
-        pass
-    for family, load in loaders.items():
-        strategies[family] = load()
-    return strategies
+    return {
+        Family.ORDINARY: place_ordinary,
+        Family.SUPERPOD: place_superpod,
+        Family.RACK: place_rack,
+        Family.MULTILEVEL: place_multilevel,
+    }
 
 
 def available_families() -> set[Family]:

@@ -490,7 +490,7 @@ def evaluate(
         metrics.per_job_fragment[job.name] = frag
         metrics.fragment_score += frag
         if job.soft and job.family in (Family.SUPERPOD, Family.RACK):
-            metrics.affinity_spill += _spill(problem, job, nodes)
+            metrics.affinity_spill += block_spill(problem, job, nodes)
     metrics.subhealthy_nodes = sum(1 for n in hosting_any if problem.health[n] == SUBHEALTHY)
     metrics.reserve_used = _reserve_used(problem, sp_hosts, ml_hosts)
     objective += resolved.origin_hit * metrics.origin_hits
@@ -503,7 +503,10 @@ def evaluate(
     return metrics
 
 
-def _spill(problem: Problem, job: JobView, nodes: list[int]) -> int:
+def block_spill(problem: Problem, job: JobView, nodes: list[int]) -> int:
+    """Affinity spill of a placed soft job (0 for hard jobs): see the module docstring."""
+    if not job.soft or job.family not in (Family.SUPERPOD, Family.RACK):
+        return 0
     spill = 0
     size = job.sp_block
     for b in range(job.tasks // size):

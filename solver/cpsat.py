@@ -23,14 +23,14 @@ from ortools.sat.python import cp_model
 from heuristics.origin_first import origin_first_plan
 from models.check import check
 from models.compiled import Problem
-from models.objective import ResolvedWeights, evaluate
+from models.objective import ResolvedWeights, block_spill, evaluate
 from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import Family
 from solver.explain import fill_reasons
 from solver.model.constraints import Constraints
 from solver.model.hints import HintError, plan_to_assignment
-from solver.model.objective import ObjectiveBuilder, ObjectiveTerms, _spill
+from solver.model.objective import ObjectiveBuilder, ObjectiveTerms
 from solver.model.recover import recover_plan
 from solver.model.structure import Structure, build_structure
 from solver.model.variables import Lin, ModelVariables, create_variables
@@ -81,7 +81,7 @@ def pinned_jobs(problem: Problem, hint: Plan) -> dict[int, np.ndarray]:
         nodes = hint.nodes[job.index]
         if nodes is None or not job.soft or job.family not in (Family.SUPERPOD, Family.RACK):
             continue
-        if _spill(problem, job, [int(n) for n in nodes]) > 0:
+        if block_spill(problem, job, [int(n) for n in nodes]) > 0:
             out[job.index] = np.asarray(nodes, dtype=np.int32)
     return out
 

@@ -10,7 +10,7 @@ from ortools.sat.python import cp_model
 from models.compiled import Problem
 from models.validation import UB_MEM_RACKS
 from solver.model.structure import JobStructure, Structure, parent_at
-from solver.model.variables import Lin, ModelVariables, leaf_domain_of
+from solver.model.variables import Lin, ModelVariables, cell_usage, leaf_domain_of
 
 
 class Constraints:
@@ -218,16 +218,7 @@ class Constraints:
 
     def cell_capacity(self) -> None:
         """Whole nodes of a cell are used at most once, across every job of the batch."""
-        usage: dict[int, Lin] = defaultdict(Lin)
-        for (_, _, c), var in self.mv.cell_take.items():
-            usage[c].add(var)
-        for (_, c), var in self.mv.pool_take.items():
-            usage[c].add(var)
-        for n, var in self.mv.touched.items():
-            owner = self.structure.cell_of.get(n)
-            if owner is not None:
-                usage[owner].add(var)
-        for c, lin in usage.items():
+        for c, lin in cell_usage(self.mv, self.structure).items():
             self.model.add(lin.expr() <= self.structure.cells[c].size)
 
     def node_level_jobs(self) -> None:

@@ -14,7 +14,7 @@ from functools import partial
 import numpy as np
 
 from models.compiled import SUBHEALTHY, JobView, Problem
-from models.objective import ResolvedWeights
+from models.objective import ResolvedWeights, block_spill
 from models.scenario import Family
 from solver.model.structure import JobStructure, Structure, ml_domain_at
 from solver.model.variables import (
@@ -22,6 +22,7 @@ from solver.model.variables import (
     ModelVariables,
     Registry,
     Var,
+    cell_usage,
     ge1_rule,
     product_rule,
 )
@@ -75,16 +76,7 @@ class ObjectiveBuilder:
     def cell_usage(self) -> dict[int, Lin]:
         """Whole nodes used per cell, by every job (node-level touches included)."""
         if self._usage is None:
-            usage: dict[int, Lin] = defaultdict(Lin)
-            for (_, _, c), var in self.mv.cell_take.items():
-                usage[c].add(var)
-            for (_, c), var in self.mv.pool_take.items():
-                usage[c].add(var)
-            for n, var in self.mv.touched.items():
-                owner = self.structure.cell_of.get(n)
-                if owner is not None:
-                    usage[owner].add(var)
-            self._usage = usage
+            self._usage = cell_usage(self.mv, self.structure)
         return self._usage
 
     def build(self) -> ObjectiveTerms:
@@ -114,7 +106,7 @@ class ObjectiveBuilder:
             on = (arr == job.origin) & (job.origin >= 0)
             terms.hits.const += int((on & ~job.fault).sum())
             terms.fault_returns.const += int((on & job.fault).sum())
-            terms.spill.const += _spill(self.problem, job, [int(n) for n in nodes])
+            terms.spill.const += block_spill(self.problem, job, [int(n) for n in nodes])
 
     def _subhealthy(self, terms: ObjectiveTerms) -> None:
         problem = self.problem
@@ -470,19 +462,3 @@ def _node_in_domain(problem: Problem, structure: Structure, n: int, d: int) -> b
         return False
     path = tuple(int(view.level_value[i][n]) for i in range(view.depth))
     return tuple(dom.key[3:]) == path[dom.level - 1:]
-
-
-def _spill(problem: Problem, job: JobView, nodes: list[int]) -> int:
-    if not job.soft or job.family not in (Family.SUPERPOD, Family.RACK):
-        return 0
-    spill = 0
-    size = job.sp_block
-    for b in range(job.tasks // size):
-        pods = Counter(int(problem.super_pod[n]) for n in nodes[b * size:(b + 1) * size])
-        spill += size - max(pods.values())
-    if job.family is Family.RACK:
-        window = job.tp_block
-        for w in range(job.tasks // window):
-            racks = Counter(int(problem.rack[n]) for n in nodes[w * window:(w + 1) * window])
-            spill += window - max(racks.values())
-    return spill

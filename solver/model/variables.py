@@ -251,6 +251,20 @@ class ModelVariables:
     ub_domain: dict[tuple[int, int], Var] = field(default_factory=dict)  # (j, rack // 16)
 
 
+def cell_usage(mv: ModelVariables, structure: Structure) -> dict[int, Lin]:
+    """Whole nodes used per cell by every job (node-level touches included)."""
+    usage: dict[int, Lin] = {}
+    for (_, _, c), var in mv.cell_take.items():
+        usage.setdefault(c, Lin()).add(var)
+    for (_, c), var in mv.pool_take.items():
+        usage.setdefault(c, Lin()).add(var)
+    for n, var in mv.touched.items():
+        owner = structure.cell_of.get(n)
+        if owner is not None:
+            usage.setdefault(owner, Lin()).add(var)
+    return usage
+
+
 def create_variables(
     model: cp_model.CpModel, problem: Problem, structure: Structure
 ) -> ModelVariables:

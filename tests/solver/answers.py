@@ -1,0 +1,25 @@
+"""Shared assertions on a solve() answer: the contract every engine's answer obeys."""
+
+from __future__ import annotations
+
+from models.check import check
+from models.compiled import Problem
+from models.objective import evaluate
+from models.placement import Status
+from solver.facade import Result
+
+
+def assert_sound_answer(problem: Problem, result: Result) -> None:
+    """Valid, never worse than greedy, objective = evaluate(), exact when optimal."""
+    assert check(problem, result.placement) == []
+    assert result.greedy_objective is not None
+    assert result.objective >= result.greedy_objective
+    assert result.objective == evaluate(problem, result.placement).objective
+    assert not [n for n in result.notes if n.startswith("BUG")], result.notes
+    if result.engine == "cpsat" and result.status is Status.OPTIMAL:
+        assert result.solver_objective == result.objective
+    if result.engine == "cpsat" and result.solver_objective is not None:
+        # the post-pass never does worse than the counts it realises
+        assert result.objective >= result.solver_objective
+    if result.bound is not None:
+        assert result.bound >= result.objective
