@@ -793,15 +793,24 @@ class _Simulation:
 
     def _evict(self, event: EvictEvent, where: str) -> str:
         sim = self._job(event.job, where, "evict")
-        if not sim.placed:
-            raise InputError([f"{where}: field 'evict': job '{sim.name}' has no running pods "
-                              "(it is pending); nothing to evict"])
         if event.ranks:
-            missing = [r for r in event.ranks if r not in sim.placed]
+            missing = [r for r in event.ranks if r >= sim.desired]
             if missing:
                 raise InputError([f"{where}: field 'ranks': ranks {missing} of job "
-                                  f"'{sim.name}' are not running (running: "
-                                  f"{_span(sorted(sim.placed))})"])
+                                  f"'{sim.name}' do not exist (the job has {sim.desired} "
+                                  "ranks)"])
+        if not sim.placed:
+            # Which jobs run depends on the engine's earlier answers: an event file written
+            # against one engine's run must still replay with another.
+            return f"evict {sim.name}: nothing to evict, the job is pending in this run"
+        if event.ranks:
+            idle = [r for r in event.ranks if r not in sim.placed]
+            if idle:
+                event = event.model_copy(update={"ranks": [r for r in event.ranks
+                                                           if r in sim.placed]})
+                if not event.ranks:
+                    return (f"evict {sim.name}: ranks {idle} are not running in this run; "
+                            "nothing to evict")
         if event.fault:
             assert event.ranks
             released = self._release(sim, sorted(sim.placed))
