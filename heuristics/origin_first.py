@@ -7,7 +7,8 @@ origins first, each into the domain holding its origins, and only then fills the
 It is used only as an extra CP-SAT hint when it scores better than greedy; the ``greedy``
 engine stays a faithful port.
 
-Super-pod (A3/850) and 950 jobs are handled; other families keep greedy's answer.
+Hard super-pod (A3/850) and 950 jobs without UB memory are re-placed; every other job
+keeps greedy's answer.
 """
 
 from __future__ import annotations
@@ -157,7 +158,8 @@ def origin_first_plan(problem: Problem, base: Plan) -> Plan:
     # node-level and other-family jobs keep their places
     redo = [j for j in problem.queue
             if problem.jobs[j].family in (Family.SUPERPOD, Family.RACK)
-            and problem.jobs[j].whole_node and not problem.jobs[j].soft]
+            and problem.jobs[j].whole_node and not problem.jobs[j].soft
+            and not problem.jobs[j].ub_memory]
     for j, nodes in enumerate(plan.nodes):
         if nodes is not None and j not in redo:
             state.commit(nodes, problem.jobs[j].npu_per_task)

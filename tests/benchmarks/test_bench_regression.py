@@ -1,0 +1,158 @@
+"""Tests of the regression mode (``npu-place compare --suite ... --baseline ...``)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import benchmarks.regression as regression
+from benchmarks.generators import GenParams, case_name
+from benchmarks.regression import (
+    DEFAULT_BASELINE,
+    compare_baseline,
+    compare_runs,
+    load_baseline,
+    scenario_digest,
+    write_baseline,
+)
+from benchmarks.suite import Instance, Settings
+from models.io import scenario_from_data
+from models.validation import InputError
+from solver.cli import main
+
+TINY = [Instance(case_name(p), p) for p in (
+    GenParams("850", nodes=32, seed=1, jobs=2),
+    GenParams("ordinary", nodes=16, seed=2, jobs=3),
+)]
+SETTINGS = Settings(time_limit=30.0, workers=1, seed=0, deterministic_limit=1.0,
+                    write_scenarios=False)
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("baseline") / "tiny.json"
+    out = io.StringIO()
+    assert write_baseline("quick", path, out, SETTINGS, TINY) == 0, out.getvalue()
+    return path
+
+
+def _edit(src: Path, dst: Path, change: Any) -> Path:
+    data = json.loads(src.read_text(encoding="utf-8"))
+    change(data)
+    dst.write_text(json.dumps(data), encoding="utf-8")
+    return dst
+
+
+def test_baseline_passes_against_itself(baseline: Path, tmp_path: Path) -> None:
+    out = io.StringIO()
+    assert compare_baseline(baseline, out, tmp_path / "report") == 0, out.getvalue()
+    assert "OK: no regression" in out.getvalue()
+    assert (tmp_path / "report" / "regression.md").is_file()
+    assert (tmp_path / "report" / "results.csv").is_file()
+
+
+def test_baseline_stores_reloadable_scenarios(baseline: Path) -> None:
+    data = load_baseline(baseline)
+    assert data["settings"]["deterministic-limit"] == 1.0
+    for record in data["instances"]:
+        scenario = scenario_from_data(record["scenario"])
+        assert scenario_digest(scenario) == record["scenario-sha256"]
+        assert set(record["results"]) == {"greedy", "cpsat"}
+
+
+@pytest.mark.parametrize(("engine", "field"), [
+    ("greedy", "objective"), ("cpsat", "objective"), ("greedy", "placed-jobs"),
+    ("cpsat", "origin-hits"),
+])
+def test_worsened_quality_fails(baseline: Path, tmp_path: Path, engine: str,
+                                field: str) -> None:
+    """A baseline claiming better quality than the engines reach now is a regression."""
+    def raise_bar(data: dict[str, Any]) -> None:
+        data["instances"][0]["results"][engine][field] += 1
+
+    path = _edit(baseline, tmp_path / "better.json", raise_bar)
+    out = io.StringIO()
+    assert compare_baseline(path, out) == 1
+    text = out.getvalue()
+    assert "REGRESSION" in text and f"[{engine}]" in text and "FAILED" in text
+
+
+def test_improvement_is_a_note_not_a_failure(baseline: Path, tmp_path: Path) -> None:
+    def lower_bar(data: dict[str, Any]) -> None:
+        data["instances"][1]["results"]["greedy"]["objective"] -= 5
+
+    path = _edit(baseline, tmp_path / "worse.json", lower_bar)
+    out = io.StringIO()
+    assert compare_baseline(path, out) == 0
+    assert "better than the baseline" in out.getvalue()
+
+
+def test_invalid_stored_scenario_fails(baseline: Path, tmp_path: Path) -> None:
+    def break_it(data: dict[str, Any]) -> None:
+        data["instances"][0]["scenario"]["jobs"][0]["tasks"] = 0
+
+    out = io.StringIO()
+    assert compare_baseline(_edit(baseline, tmp_path / "bad.json", break_it), out) == 1
+    assert "stored scenario is invalid" in out.getvalue()
+
+
+def _cols(objective: int, placed: int = 1, hits: int = 3, valid: str = "yes") -> dict[str, str]:
+    return {"status": "greedy", "valid": valid, "placed-jobs": str(placed),
+            "origin-hits": str(hits), "origin-candidates": "4", "achievable-origin-hits": "4",
+            "fault-returns": "0", "subhealthy-nodes": "0", "reserve-used": "0",
+            "fragment-score": "0", "affinity-spill": "0", "objective": str(objective)}
+
+
+def test_cpsat_losing_to_greedy_fails() -> None:
+    found = compare_runs("x", {"greedy": _cols(100), "cpsat": _cols(99)}, None)
+    assert any(f.failure and "loses to greedy" in f.text for f in found)
+
+
+def test_invalid_placement_fails() -> None:
+    found = compare_runs("x", {"greedy": _cols(100), "cpsat": _cols(100, valid="no")}, None)
+    assert any(f.failure and "invalid" in f.text for f in found)
+
+
+def test_fewer_hits_for_one_more_placed_job_is_not_a_regression() -> None:
+    old = {"greedy": {"placed-jobs": 1, "origin-hits": 3, "objective": 100}}
+    found = compare_runs("x", {"greedy": _cols(200, placed=2, hits=1),
+                               "cpsat": _cols(200, placed=2, hits=1)}, old)
+    assert not any(f.failure for f in found)
+
+
+def test_engine_disappearing_fails(baseline: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(regression, "_run", lambda *a, **k: "greedy is gone")
+    out = io.StringIO()
+    assert compare_baseline(baseline, out) == 1
+    assert "cannot run: greedy is gone" in out.getvalue()
+
+
+def test_bad_baseline_files_are_input_errors(tmp_path: Path) -> None:
+    path = tmp_path / "nope.json"
+    with pytest.raises(InputError, match="cannot read"):
+        load_baseline(path)
+    path.write_text('{"version": 99}', encoding="utf-8")
+    with pytest.raises(InputError, match="not a version-1 baseline"):
+        load_baseline(path)
+    err = io.StringIO()
+    assert main(["compare", "--suite", "quick", "--baseline", str(path)], err=err) == 2
+    assert "not a version-1 baseline" in err.getvalue()
+
+
+def test_write_baseline_needs_a_path() -> None:
+    err = io.StringIO()
+    assert main(["compare", "--suite", "quick", "--write-baseline"], err=err) == 2
+    assert "--write-baseline needs --baseline" in err.getvalue()
+
+
+def test_committed_quick_baseline_is_loadable() -> None:
+    data = load_baseline(DEFAULT_BASELINE)
+    assert data["suite"] == "quick"
+    assert data["settings"]["workers"] == 1
+    for record in data["instances"]:
+        scenario = scenario_from_data(record["scenario"], record["name"])
+        assert scenario_digest(scenario) == record["scenario-sha256"]

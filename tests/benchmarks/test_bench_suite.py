@@ -1,0 +1,226 @@
+"""Tests of the benchmark suite: runs, results.csv, report.md and plots."""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import benchmarks.suite as suite
+from benchmarks.generators import FAMILIES, GenParams, case_name
+from benchmarks.suite import (
+    FIELDS,
+    TABLE_HEADER,
+    Instance,
+    MemoryProbe,
+    Progress,
+    Settings,
+    full_suite,
+    parse_markdown_table,
+    quick_suite,
+    read_csv,
+    run_suite,
+    write_outputs,
+)
+from heuristics.greedy import EngineNotAvailable
+from solver.cli import main
+
+TINY = [GenParams("850", nodes=32, seed=1, jobs=1), GenParams("ordinary", nodes=16, seed=2, jobs=3),
+        GenParams("950", nodes=64, seed=3, jobs=2), GenParams("850", nodes=32, seed=4, jobs=2)]
+FAST = Settings(time_limit=1.0, workers=1, seed=0)
+
+
+def _instances(params: list[GenParams]) -> list[Instance]:
+    return [Instance(case_name(p), p) for p in params]
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, str]]]:
+    out = tmp_path_factory.mktemp("bench")
+    rows = run_suite(_instances(TINY), FAST, out)
+    write_outputs(rows, out, {"suite": "test"})
+    return out, rows
+
+
+def test_suite_writes_csv_report_plots_and_scenarios(
+        bench_run: tuple[Path, list[dict[str, str]]]) -> None:
+    out, rows = bench_run
+    assert len(rows) == 2 * len(TINY)
+    back = read_csv(out / "results.csv")
+    assert list(back[0]) == list(FIELDS)
+    for row in back:
+        assert row["status"] in ("greedy", "optimal", "feasible")
+        assert row["valid"] == "yes"
+        assert float(row["wall-seconds"]) >= 0
+        assert float(row["peak-mb"]) > 0
+        assert int(row["achievable-origin-hits"]) <= int(row["origin-candidates"])
+        assert int(row["origin-hits"]) <= int(row["achievable-origin-hits"])
+        assert Path(row["scenario-file"]).is_file()
+    assert (out / "report.md").is_file()
+    for name in ("hit_rate_by_scale.png", "wall_time_vs_nodes.png",
+                 "objective_improvement.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _pct(num: int, den: int) -> str:
+    return f"{100.0 * num / den:.1f} %" if den else "-"
+
+
+def test_report_tables_match_results_csv(bench_run: tuple[Path, list[dict[str, str]]]) -> None:
+    """Recompute the family × scale table and the headline from results.csv, independently."""
+    out, _ = bench_run
+    report = (out / "report.md").read_text(encoding="utf-8")
+    rows = read_csv(out / "results.csv")
+    runs: dict[str, dict[str, dict[str, str]]] = defaultdict(dict)
+    for row in rows:
+        runs[row["instance"]][row["engine"]] = row
+    cells: dict[tuple[str, str], list[tuple[dict[str, str], dict[str, str]]]] = defaultdict(list)
+    for engines in runs.values():
+        g, c = engines["greedy"], engines["cpsat"]
+        cells[(g["family"], g["scale"])].append((g, c))
+
+    table = parse_markdown_table(report, TABLE_HEADER[0])
+    assert len(table) == len(cells)
+    col = {name: i for i, name in enumerate(TABLE_HEADER)}
+    for line in table:
+        pairs = cells[(line[col["family"]], line[col["scale"]])]
+        assert line[col["instances"]] == str(len(pairs))
+        cand = sum(int(g["origin-candidates"]) for g, _ in pairs)
+        assert line[col["greedy hits"]] == _pct(sum(int(g["origin-hits"]) for g, _ in pairs),
+                                                cand)
+        assert line[col["cpsat hits"]] == _pct(sum(int(c["origin-hits"]) for _, c in pairs),
+                                               cand)
+        assert line[col["achievable"]] == _pct(
+            sum(int(g["achievable-origin-hits"]) for g, _ in pairs), cand)
+        jobs = sum(int(g["jobs"]) for g, _ in pairs)
+        placed_g = sum(int(g["placed-jobs"]) for g, _ in pairs)
+        placed_c = sum(int(c["placed-jobs"]) for _, c in pairs)
+        assert line[col["greedy placed"]] == f"{placed_g}/{jobs}"
+        assert line[col["cpsat placed"]] == f"{placed_c}/{jobs}"
+        deltas = [int(c["objective"]) - int(g["objective"]) for g, c in pairs]
+        expect = (sum(d > 0 for d in deltas), sum(d == 0 for d in deltas),
+                  sum(d < 0 for d in deltas))
+        assert line[col["objective W/T/L"]] == "/".join(map(str, expect))
+        optimal = sum(c["status"] == "optimal" for _, c in pairs)
+        assert line[col["optimal"]] == f"{optimal}/{len(pairs)}"
+        peak = max(float(c["peak-delta-mb"]) for _, c in pairs)
+        assert line[col["max cpsat peak Δ MB"]] == f"{peak:.0f}"
+
+    headline = {r[0]: r[1] for r in parse_markdown_table(report, "measure")}
+    all_pairs = [(e["greedy"], e["cpsat"]) for e in runs.values()]
+    deltas = [int(c["origin-hits"]) - int(g["origin-hits"]) for g, c in all_pairs]
+    expect = (sum(d > 0 for d in deltas), sum(d == 0 for d in deltas), sum(d < 0 for d in deltas))
+    assert headline["CP-SAT vs greedy on origin hits (win/tie/loss)"] == "/".join(map(str, expect))
+    within = sum(c["status"] == "optimal" and float(c["wall-seconds"]) <= 1.0
+                 for _, c in all_pairs)
+    assert headline["proven optimal within 1 s"] == _pct(within, len(all_pairs))
+    detail = parse_markdown_table(report, "instance")
+    assert len(detail) == len(rows)
+
+
+def test_unavailable_family_is_skipped_with_a_note(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    real = suite.solve
+
+    def fake(problem: Any, engine: str = "auto", **kwargs: Any) -> Any:
+        if problem.jobs[0].family.value == "ordinary":
+            raise EngineNotAvailable("the greedy engine does not support ordinary jobs yet")
+        return real(problem, engine=engine, **kwargs)
+
+    monkeypatch.setattr(suite, "solve", fake)
+    rows = run_suite(_instances(TINY[:2]), FAST, tmp_path)
+    skipped = [r for r in rows if r["status"] == "skipped"]
+    assert len(skipped) == 2 and all("ordinary" in r["note"] for r in skipped)
+    _, report, _ = write_outputs(rows, tmp_path, {"suite": "test"})
+    text = report.read_text(encoding="utf-8")
+    assert "does not support ordinary jobs yet" in text
+    assert "1 run by both engines, 1 skipped" in text
+
+
+def test_engine_crash_is_recorded_not_fatal(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    real = suite.solve
+
+    def crash(problem: Any, engine: str = "auto", **kwargs: Any) -> Any:
+        if engine == "cpsat":
+            raise RuntimeError("boom")
+        return real(problem, engine=engine, **kwargs)
+
+    monkeypatch.setattr(suite, "solve", crash)
+    rows = run_suite(_instances(TINY[:1]), FAST, tmp_path)
+    assert [r["status"] for r in rows] == ["greedy", "error"]
+    assert "boom" in rows[1]["note"]
+
+
+def test_generator_failure_is_recorded_not_fatal(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    real = suite.generate_case
+
+    def flaky(params: GenParams) -> Any:
+        if params.family == "ordinary":
+            raise ValueError("no cluster today")
+        return real(params)
+
+    monkeypatch.setattr(suite, "generate_case", flaky)
+    rows = run_suite(_instances(TINY[:2]), FAST, tmp_path)
+    assert [r["status"] for r in rows[2:]] == ["error", "error"]
+    assert "no cluster today" in rows[2]["note"]
+    assert rows[0]["status"] != "error"
+
+
+def test_time_budget_skips_the_rest(tmp_path: Path) -> None:
+    settings = Settings(time_limit=1.0, budget_seconds=1.0)
+    rows = run_suite(_instances(TINY[:2]), settings, tmp_path)
+    assert {r["status"] for r in rows} == {"skipped"}
+    assert "time budget" in rows[0]["note"]
+
+
+def test_progress_bar_only_when_enabled() -> None:
+    stream = io.StringIO()
+    bar = Progress(stream, 4, enabled=True)
+    bar.update(2, "850-n64")
+    bar.close()
+    assert stream.getvalue().startswith("\r[") and "2/4" in stream.getvalue()
+    quiet = io.StringIO()
+    off = Progress(quiet, 4, enabled=False)
+    off.update(1, "x")
+    off.close()
+    assert quiet.getvalue() == ""
+
+
+def test_memory_probe_measures_a_peak() -> None:
+    probe = MemoryProbe()
+    before = probe.reset()
+    block = bytearray(64 * 1024 * 1024)
+    block[::4096] = b"x" * len(block[::4096])  # touch every page
+    peak = probe.peak()
+    del block
+    assert peak >= before
+    if probe.method.startswith("VmHWM"):
+        assert peak - before >= 60
+
+
+def test_suites_cover_every_family_and_scale() -> None:
+    quick = quick_suite()
+    assert 4 <= len(quick) <= 8
+    assert {i.params.family for i in quick} == set(FAMILIES)
+    full = full_suite()
+    names = [i.name for i in full]
+    assert len(names) == len(set(names))
+    cells = {(i.params.family, i.params.nodes, i.params.mix) for i in full}
+    assert cells == {(f, s, m) for f in FAMILIES for s in suite.SCALES
+                     for m in ("single", "batch")}
+    assert max(i.params.nodes for i in full) == 8192
+
+
+def test_bench_command(tmp_path: Path) -> None:
+    out = io.StringIO()
+    code = main(["bench", "--suite", "quick", "--time-limit", "1", "--out", str(tmp_path),
+                 "--no-progress"], out=out)
+    assert code == 0, out.getvalue()
+    assert "quick suite:" in out.getvalue()
+    assert "\r[" not in out.getvalue()  # not a terminal: no bar
+    assert (tmp_path / "results.csv").is_file() and (tmp_path / "report.md").is_file()
