@@ -237,6 +237,9 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
     params.max_time_in_seconds = max(0.01, remaining)
     params.num_workers = max(1, workers)
     params.random_seed = seed
+    # mod/div terms (fragment score) only reach the LP at level 2; without them the bound
+    # of a batch stays at the trivial sum of positive coefficients
+    params.linearization_level = 2
     if deterministic_limit is not None:
         params.max_deterministic_time = deterministic_limit
     if fix_to_hint:
