@@ -240,6 +240,12 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
     # mod/div terms (fragment score) only reach the LP at level 2; without them the bound
     # of a batch stays at the trivial sum of positive coefficients
     params.linearization_level = 2
+    # one presolve round: on 50k+ variable batches the default three rounds of probing
+    # take most of a 10 s budget and find little more than the first
+    params.max_presolve_iterations = 1
+    # the counted model has no symmetry left to find; CP-SAT's symmetry detection can
+    # spend minutes on large node-level batches and does not honour the time limit
+    params.symmetry_level = 0
     if deterministic_limit is not None:
         params.max_deterministic_time = deterministic_limit
     if fix_to_hint:

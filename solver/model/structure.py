@@ -183,13 +183,20 @@ def build_structure(
     cells: list[Cell] = []
     cell_of: dict[int, int] = {}
     by_key: dict[tuple[object, ...], list[int]] = defaultdict(list)
+    # split cells only by the domains some pending job can tell apart
+    families = {job.family for job in problem.jobs if job.index not in pinned}
+    need_pod = bool(families & {Family.SUPERPOD, Family.RACK})
+    need_rack = Family.RACK in families
+    need_tree = Family.MULTILEVEL in families
     for n in problem.natural_order.tolist():
         if not whole[n]:
             continue
-        tree = int(problem.node_tree[n]) if n in paths else -1
+        tree = int(problem.node_tree[n]) if need_tree and n in paths else -1
+        pod = int(problem.super_pod[n]) if need_pod else -1
+        rack = int(problem.rack[n]) if need_rack and pod >= 0 else -1
         key: tuple[object, ...] = (
-            int(problem.npus[n]), int(problem.health[n]), int(problem.super_pod[n]),
-            int(problem.rack[n]) if problem.super_pod[n] >= 0 else -1, tree, paths.get(n, ()),
+            int(problem.npus[n]), int(problem.health[n]), pod, rack, tree,
+            paths.get(n, ()) if need_tree else (),
         )
         if n in special:
             key = (*key, "node", n)
