@@ -184,7 +184,8 @@ def build_structure(
     cell_of: dict[int, int] = {}
     by_key: dict[tuple[object, ...], list[int]] = defaultdict(list)
     # split cells only by the domains some pending job can tell apart
-    families = {job.family for job in problem.jobs if job.index not in pinned}
+    # (pinned jobs too: their fragment score is measured over the same domains)
+    families = {job.family for job in problem.jobs}
     need_pod = bool(families & {Family.SUPERPOD, Family.RACK})
     need_rack = Family.RACK in families
     need_tree = Family.MULTILEVEL in families
@@ -203,11 +204,11 @@ def build_structure(
         by_key[key].append(n)
     for key, members in by_key.items():
         cid = len(cells)
-        npus, health, sp, rack, cell_tree, path = key[:6]
+        npus, health, sp, rack_id, cell_tree, path = key[:6]
         assert isinstance(npus, int) and isinstance(health, int)
-        assert isinstance(sp, int) and isinstance(rack, int) and isinstance(cell_tree, int)
+        assert isinstance(sp, int) and isinstance(rack_id, int) and isinstance(cell_tree, int)
         assert isinstance(path, tuple)
-        cells.append(Cell(cid, members, npus, health, sp, rack, cell_tree, path,
+        cells.append(Cell(cid, members, npus, health, sp, rack_id, cell_tree, path,
                           singleton=len(key) > 6))
         for n in members:
             cell_of[n] = cid
