@@ -10,7 +10,13 @@ from ortools.sat.python import cp_model
 from models.compiled import Problem
 from models.validation import UB_MEM_RACKS
 from solver.model.structure import JobStructure, Structure, parent_at
-from solver.model.variables import Lin, ModelVariables, cell_usage, leaf_domain_of
+from solver.model.variables import (
+    Lin,
+    ModelVariables,
+    cell_usage,
+    group_count,
+    leaf_domain_of,
+)
 
 
 class Constraints:
@@ -177,20 +183,9 @@ class Constraints:
         LP gap (a super pod with 973 free nodes holds 7 blocks of 128, not 7.6; with racks
         of 7 free nodes and windows of 8 it holds none).
         """
-        mv = self.mv
         for li, cands in enumerate(js.candidates):
             for d in cands:
-                count = Lin()
-                for gid in js.by_level[li]:
-                    var = mv.explicit.get((j, gid, d))
-                    if var is not None:
-                        count.add(var)
-                count.add(mv.anon_count[(j, li, d)])
-                if li > 0:
-                    for pid in js.by_level[li - 1]:
-                        child = mv.child_count.get((j, pid, d))
-                        if child is not None:
-                            count.add(child)
+                count = group_count(self.mv, js, li, d)
                 if len(count.terms) > 1 or self.structure.domains[d].kind != js.kinds[-1]:
                     self.model.add(count.expr() <= js.max_groups[d])
 
@@ -204,16 +199,7 @@ class Constraints:
         leaf = js.leaf_level
         for d in js.candidates[leaf]:
             u = int(str(self.structure.domains[d].key[2])) // UB_MEM_RACKS
-            count = Lin()
-            for gid in js.by_level[leaf]:
-                var = mv.explicit.get((j, gid, d))
-                if var is not None:
-                    count.add(var)
-            count.add(mv.anon_count[(j, leaf, d)])
-            for pid in js.by_level[leaf - 1]:
-                child = mv.child_count.get((j, pid, d))
-                if child is not None:
-                    count.add(child)
+            count = group_count(mv, js, leaf, d)
             self.model.add(count.expr() <= js.max_groups[d] * mv.ub_domain[(j, u)])
 
     def cell_capacity(self) -> None:

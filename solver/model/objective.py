@@ -24,6 +24,7 @@ from solver.model.variables import (
     Var,
     cell_usage,
     ge1_rule,
+    group_count,
     product_rule,
 )
 
@@ -236,22 +237,7 @@ class ObjectiveBuilder:
 
     def _group_count(self, j: int, li: int, d: int) -> Lin:
         """Groups of job ``j`` at level ``li`` placed in domain ``d``."""
-        js = self.structure.jobs[j]
-        mv = self.mv
-        out = Lin()
-        for gid in js.by_level[li]:
-            var = mv.explicit.get((j, gid, d))
-            if var is not None:
-                out.add(var)
-        anon = mv.anon_count.get((j, li, d))
-        if anon is not None:
-            out.add(anon)
-        if li > 0:
-            for pid in js.by_level[li - 1]:
-                var = mv.child_count.get((j, pid, d))
-                if var is not None:
-                    out.add(var)
-        return out
+        return group_count(self.mv, self.structure.jobs[j], li, d)
 
     def _left_per_domain(self, job: JobView, kind: str, ml_level: int,
                          tree: int | None) -> dict[int, Counted]:

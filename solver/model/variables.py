@@ -17,7 +17,7 @@ from ortools.sat.python import cp_model
 
 from models.compiled import Problem
 from models.validation import UB_MEM_RACKS
-from solver.model.structure import Structure
+from solver.model.structure import JobStructure, Structure
 
 Var = cp_model.IntVar
 Assignment = dict[int, int]  # variable index → value
@@ -249,6 +249,29 @@ class ModelVariables:
     touched: dict[int, Var] = field(default_factory=dict)  # n: any node-level rank on it
     node_fault_return: dict[tuple[int, int], Var] = field(default_factory=dict)  # (j, n)
     ub_domain: dict[tuple[int, int], Var] = field(default_factory=dict)  # (j, rack // 16)
+
+
+def group_count(mv: ModelVariables, js: JobStructure, li: int, d: int) -> Lin:
+    """Groups of job ``js.job`` at level ``li`` placed in domain ``d``.
+
+    Explicit groups there, anonymous groups counted there, and the counted (non-explicit)
+    children of explicit parents there.
+    """
+    j = js.job
+    out = Lin()
+    for gid in js.by_level[li]:
+        var = mv.explicit.get((j, gid, d))
+        if var is not None:
+            out.add(var)
+    anon = mv.anon_count.get((j, li, d))
+    if anon is not None:
+        out.add(anon)
+    if li > 0:
+        for pid in js.by_level[li - 1]:
+            child = mv.child_count.get((j, pid, d))
+            if child is not None:
+                out.add(child)
+    return out
 
 
 def cell_usage(mv: ModelVariables, structure: Structure) -> dict[int, Lin]:
