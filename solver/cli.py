@@ -8,6 +8,8 @@ regression).  Set ``NPU_PLACE_DEBUG=1`` to see tracebacks of internal errors.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import sys
 import traceback
@@ -16,11 +18,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
+from pydantic import ValidationError
+
 from heuristics.greedy import EngineNotAvailable
 from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.io import dump_data, load_placement, read_document, scenario_from_data
-from models.objective import Metrics, evaluate
+from models.objective import Metrics, Weights, evaluate
 from models.validation import InputError
 from solver.facade import ENGINES, Result, solve
 
@@ -200,7 +204,7 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     path = resolve_scenario_arg(args.scenario, args.example)
     problem = load_problem(path)
     result = solve(problem, engine=args.engine, time_limit=args.time_limit,
-                   workers=args.workers, seed=args.seed)
+                   workers=args.workers, seed=args.seed, weights=args.weights)
     if args.format == "table":
         text = f"scenario: {path}\n" + render_result_table(problem, result)
     else:
@@ -223,9 +227,9 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     records = []
     for scenario in args.scenarios:
         problem = load_problem(scenario)
-        greedy = solve(problem, engine="greedy", seed=args.seed)
+        greedy = solve(problem, engine="greedy", seed=args.seed, weights=args.weights)
         cpsat = solve(problem, engine="cpsat", time_limit=args.time_limit,
-                      workers=args.workers, seed=args.seed)
+                      workers=args.workers, seed=args.seed, weights=args.weights)
         for result in (greedy, cpsat):
             m = result.metrics
             rows.append([str(scenario), result.engine if result is greedy else "cpsat",
@@ -289,7 +293,8 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def add_engine_options(parser: argparse.ArgumentParser, *, engine: bool = True) -> None:
+def add_engine_options(parser: argparse.ArgumentParser, *, engine: bool = True,
+                       weights: bool = False) -> None:
     """The options every solving command shares."""
     if engine:
         parser.add_argument("--engine", choices=ENGINES, default="auto",
@@ -300,6 +305,20 @@ def add_engine_options(parser: argparse.ArgumentParser, *, engine: bool = True) 
                         help="CP-SAT search workers (default 1)")
     parser.add_argument("--seed", type=int, default=0, metavar="N",
                         help="random seed of the CP-SAT search (default 0)")
+    if not weights:
+        return
+    parser.add_argument("--weights", type=_weights, default=None, metavar="JSON",
+                        help="objective weights, e.g. '{\"fragment\": 0, \"subhealthy\": 8}' "
+                             "(keys: placed, origin-hit, fault-return, affinity-spill, "
+                             "subhealthy, reserve, fragment, priority-levels; default: "
+                             "automatic lexicographic weights)")
+
+
+def _weights(text: str) -> Weights:
+    try:
+        return Weights.model_validate(json.loads(text))
+    except (json.JSONDecodeError, ValidationError) as exc:
+        raise argparse.ArgumentTypeError(f"invalid --weights: {exc}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -321,14 +340,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", metavar="SCENARIO", nargs="?",
                    help=f"scenario file (default: the bundled example '{DEFAULT_EXAMPLE}')")
     p.add_argument("--example", metavar="NAME", help="run a bundled example by name")
-    add_engine_options(p)
+    add_engine_options(p, weights=True)
     p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
     p.add_argument("--output", metavar="FILE", help="write the answer to FILE")
     p.set_defaults(run=cmd_plan)
 
     p = sub.add_parser("compare", help="greedy vs CP-SAT side by side, or the regression suite")
     p.add_argument("scenarios", metavar="SCENARIO", nargs="*")
-    add_engine_options(p, engine=False)
+    add_engine_options(p, engine=False, weights=True)
     p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
     p.add_argument("--suite", choices=("quick", "full"),
                    help="re-run a stored benchmark suite (regression mode)")
@@ -368,7 +387,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     err = err or sys.stderr
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        with contextlib.redirect_stderr(err):  # argparse reports usage errors on stderr
+            args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else EXIT_INVALID
     try:

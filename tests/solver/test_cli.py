@@ -390,3 +390,22 @@ def test_console_script_bare_plan_the_readme_command() -> None:
     assert head["engine"] in {"greedy", "cpsat"}
     assert head["status"] in {"optimal", "feasible", "greedy"}
     assert "\nplaced-jobs " in proc.stdout
+
+
+def test_plan_weights_option_changes_the_objective() -> None:
+    code, out, _ = run("plan", "--engine", "greedy", "--format", "json")
+    assert code == 0
+    default = json.loads(out)
+    code, out, _ = run("plan", "--engine", "greedy", "--format", "json", "--weights",
+                       '{"fragment": 0, "subhealthy": 0}')
+    assert code == 0
+    custom = json.loads(out)
+    assert custom["metrics"]["fragment-score"] == default["metrics"]["fragment-score"] > 0
+    # the fragment no longer costs anything, and every other term is unchanged
+    assert custom["objective"] != default["objective"]
+
+
+def test_plan_weights_option_refuses_bad_json() -> None:
+    code, out, err = run("plan", "--weights", '{"bogus": 1}')
+    assert code == 2 and out == ""
+    assert "invalid --weights" in err and "Traceback" not in err
