@@ -68,7 +68,7 @@ class BuiltModel:
     objective: Lin
     pinned: dict[int, np.ndarray]
     build_seconds: float
-
+    best_possible: int  # every term at its best value: a valid upper bound
 
 def pinned_jobs(problem: Problem, hint: Plan) -> dict[int, np.ndarray]:
     """Soft jobs whose warm-start blocks spill across super pods or racks.
@@ -103,8 +103,12 @@ def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = 
     terms = ObjectiveBuilder(mv.reg, problem, structure, mv, weights, pinned).build()
     objective = terms.total(weights)
     model.maximize(objective.expr())
+    # CP-SAT's own objective domain can be far looser than the sum of the terms' best
+    # values after presolve substitutes variables; state that sum as a bound
+    _, best_possible = mv.reg.range_of(objective)
+    model.add(objective.expr() <= best_possible)
     return BuiltModel(problem, model, structure, mv, terms, objective, pinned,
-                      time.perf_counter() - started)
+                      time.perf_counter() - started, best_possible)
 
 
 def add_hint(built: BuiltModel, plan: Plan) -> int:
@@ -267,7 +271,7 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
     plan = fill_reasons(problem, recover_plan(problem, built.structure, built.variables, values,
                                               built.pinned))
     objective = round(solver.objective_value)
-    bound = int(np.floor(solver.best_objective_bound + 1e-6))
+    bound = min(int(np.floor(solver.best_objective_bound + 1e-6)), built.best_possible)
     if status is Status.OPTIMAL:
         bound = objective
     return CpsatOutcome(plan, status, objective, bound, time.perf_counter() - started, notes,
