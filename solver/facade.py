@@ -195,6 +195,12 @@ def solve(
     elif outcome.objective is not None and solver_metrics.objective > outcome.objective:
         notes.append(f"the post-pass found a better placement than the solver's counts "
                      f"({solver_metrics.objective} > {outcome.objective})")
+    if outcome.bound is not None and solver_metrics.objective > outcome.bound:
+        # the model's bound does not cover this placement: report no bound rather than a
+        # false one
+        notes.append(f"the solver's bound {outcome.bound} is below the placement's "
+                     f"objective {solver_metrics.objective}; no bound reported")
+        outcome.bound = None
     if solver_metrics.objective < greedy_metrics.objective:
         notes.append("the solver's answer was worse than greedy's; returned greedy")
         return _finish(problem, greedy, resolved, engine="greedy", status=Status.GREEDY,
