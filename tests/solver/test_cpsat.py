@@ -134,6 +134,15 @@ def test_an_unrepresentable_hint_is_reported_not_hidden() -> None:
 # ----------------------------------------------------------------------- beats greedy
 
 
+TWO_LEVEL_CONFIG = {"resource-level-config": {"default": {
+    "level1": {"label": "rack"}, "level2": {"label": "switch"}}}}
+
+
+def _ml_node(name: str, rack: str) -> dict[str, Any]:
+    """A 16-NPU node in ``rack`` under switch s0 of the default tree."""
+    return {"name": name, "npus": 16, "free": 16, "labels": {"rack": rack, "switch": "s0"}}
+
+
 def _sp_nodes(prefix: str, sp: int, count: int, **extra: Any) -> list[dict[str, Any]]:
     return [{"name": f"{prefix}{k}", "npus": 8, "free": 8, "super-pod-id": sp, **extra}
             for k in range(count)]
@@ -223,15 +232,11 @@ def test_rack_window_whose_origin_rack_is_partly_taken() -> None:
 def test_multilevel_greedy_best_fit_takes_another_jobs_origin_rack() -> None:
     # Rack r0 (2 free) holds job B's origins; job A (higher priority, no cache) takes it
     # because it is the tightest fit.  Optimum: A in r1, B back in r0.
-    def node(name: str, rack: str) -> dict[str, Any]:
-        return {"name": name, "npus": 16, "free": 16,
-                "labels": {"rack": rack, "switch": "s0"}}
-
     problem = _problem({
-        "config": {"resource-level-config": {"default": {
-            "level1": {"label": "rack"}, "level2": {"label": "switch"}}}},
-        "nodes": [node("x0", "r0"), node("x1", "r0"), node("y0", "r1"), node("y1", "r1"),
-                  node("y2", "r1")],
+        "config": TWO_LEVEL_CONFIG,
+        "nodes": [_ml_node("x0", "r0"), _ml_node("x1", "r0"), _ml_node("y0", "r1"),
+                  _ml_node("y1", "r1"),
+                  _ml_node("y2", "r1")],
         "affinity-cache": {"entries": [
             {"owner-uid": "uid-b", "rank": 0, "node": "x0", "updated": NOW},
             {"owner-uid": "uid-b", "rank": 1, "node": "x1", "updated": NOW}]},
@@ -386,14 +391,9 @@ def test_ub_memory_job_stays_in_one_ub_domain() -> None:
 def test_group_with_origins_in_two_domains_is_explicit_in_one() -> None:
     # level1 group 0 (ranks 0, 1) ran split over racks ra and rb (stale layout); both
     # racks sit under one switch.  The group must land in one rack.
-    def node(name: str, rack: str) -> dict[str, Any]:
-        return {"name": name, "npus": 16, "free": 16,
-                "labels": {"rack": rack, "switch": "s0"}}
-
     problem = _problem({
-        "config": {"resource-level-config": {"default": {
-            "level1": {"label": "rack"}, "level2": {"label": "switch"}}}},
-        "nodes": [node(f"a{k}", "ra") for k in range(3)] + [node(f"b{k}", "rb")
+        "config": TWO_LEVEL_CONFIG,
+        "nodes": [_ml_node(f"a{k}", "ra") for k in range(3)] + [_ml_node(f"b{k}", "rb")
                                                            for k in range(3)],
         "affinity-cache": {"entries": [
             {"owner-uid": "u", "rank": 0, "node": "a0", "updated": NOW},
