@@ -23,8 +23,9 @@ from pydantic import ValidationError
 from heuristics.greedy import EngineNotAvailable
 from models.check import check
 from models.compiled import Problem, compile_scenario
-from models.io import dump_data, load_placement, read_document, scenario_from_data
+from models.io import dump_data, load_placement, model_from_data, read_document
 from models.objective import Metrics, Weights, evaluate
+from models.scenario import Scenario
 from models.validation import InputError
 from solver.facade import ENGINES, Result, solve
 
@@ -67,7 +68,8 @@ def example_path(name: str) -> Path:
 def load_problem(path: str | os.PathLike[str]) -> Problem:
     """Load, validate and compile a scenario file (raises :class:`InputError`)."""
     source = str(path)
-    scenario = scenario_from_data(read_document(path), source)
+    # compile_scenario runs the cross-field rules itself (once), naming ``source``
+    scenario = model_from_data(Scenario, read_document(path), source)
     return compile_scenario(scenario, source)
 
 
