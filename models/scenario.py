@@ -9,9 +9,9 @@ checked by :mod:`models.validation`, which reports every error of a file at once
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 #: Upstream default of ``super-pod-size`` (``plugin/factory.go``).
 DEFAULT_SUPER_POD_SIZE = 48
@@ -116,6 +116,17 @@ class SuperPodAffinity(StrEnum):
 
     HARD = "hard"
     SOFT = "soft"
+
+
+def _strict_unless_soft(value: Any) -> Any:
+    """Upstream label ``super-pod-affinity``: "soft" is soft; any other value is strict."""
+    if isinstance(value, str) and value != "soft":
+        return "hard"
+    return value
+
+
+#: The ``super-pod-affinity`` field type of jobs and running jobs.
+AffinityLabel = Annotated[SuperPodAffinity, BeforeValidator(_strict_unless_soft)]
 
 
 class _Model(BaseModel):
@@ -245,19 +256,11 @@ class Job(_Model):
     sp_block: int | None = Field(None, alias="sp-block")
     ra_block: int | None = Field(None, alias="ra-block")
     affinity_config: str | None = Field(None, alias="affinity-config")
-    super_pod_affinity: SuperPodAffinity = Field(SuperPodAffinity.HARD, alias="super-pod-affinity")
+    super_pod_affinity: AffinityLabel = Field(SuperPodAffinity.HARD, alias="super-pod-affinity")
     ub_memory: bool = Field(False, alias="ub-memory")
     priority: int = 0
     fault_ranks: list[int] = Field(default_factory=list, alias="fault-ranks")
     image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0)
-
-    @field_validator("super_pod_affinity", mode="before")
-    @classmethod
-    def _affinity(cls, value: Any) -> Any:
-        # Upstream: "soft" means soft; "hard" or any other value means strict.
-        if isinstance(value, str) and value != "soft":
-            return "hard"
-        return value
 
 
 class RunningJob(_Model):
@@ -277,15 +280,8 @@ class RunningJob(_Model):
     sp_block: int | None = Field(None, alias="sp-block")
     ra_block: int | None = Field(None, alias="ra-block")
     affinity_config: str | None = Field(None, alias="affinity-config")
-    super_pod_affinity: SuperPodAffinity = Field(SuperPodAffinity.HARD, alias="super-pod-affinity")
+    super_pod_affinity: AffinityLabel = Field(SuperPodAffinity.HARD, alias="super-pod-affinity")
     ub_memory: bool = Field(False, alias="ub-memory")
-
-    @field_validator("super_pod_affinity", mode="before")
-    @classmethod
-    def _affinity(cls, value: Any) -> Any:
-        if isinstance(value, str) and value != "soft":
-            return "hard"
-        return value
 
 
 class Scenario(_Model):

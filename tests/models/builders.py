@@ -100,3 +100,16 @@ def scenario_examples() -> list[str]:
     from solver.cli import example_names
 
     return [name for name in example_names() if not name.endswith(".events")]
+
+
+def pod_node(name: str, pod: int | None = None, rack: int | None = None,
+             labels: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    """A node row, optionally in super pod ``pod``, rack ``rack`` and with ``labels``."""
+    data = node(name, **extra)
+    if pod is not None:
+        data["super-pod-id"] = pod
+    if rack is not None:
+        data["rack-id"] = rack
+    if labels is not None:
+        data["labels"] = labels
+    return data

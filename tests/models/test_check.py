@@ -8,7 +8,15 @@ import pytest
 
 from models.check import Rule, Violation, check
 from models.io import scenario_from_data
-from tests.models.builders import job, node, placed, placement, problem, scenario, unplaced
+from tests.models.builders import (
+    job,
+    placed,
+    placement,
+    pod_node,
+    problem,
+    scenario,
+    unplaced,
+)
 
 TREES = {
     "default": {"level1": {"label": "rack"}, "level2": {"label": "sw"}},
@@ -17,16 +25,7 @@ TREES = {
 CONFIG = {"super-pod-size": 16, "resource-level-config": TREES}
 
 
-def _n(name: str, pod: int | None, rack: int | None, labels: dict[str, str] | None = None,
-       **extra: Any) -> dict[str, Any]:
-    data = node(name, **extra)
-    if pod is not None:
-        data["super-pod-id"] = pod
-    if rack is not None:
-        data["rack-id"] = rack
-    if labels is not None:
-        data["labels"] = labels
-    return data
+_n = pod_node
 
 
 NODES = [

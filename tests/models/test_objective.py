@@ -23,6 +23,7 @@ from tests.models.builders import (
     node,
     placed,
     placement,
+    pod_node,
     problem,
     scenario,
     scenario_examples,
@@ -39,16 +40,7 @@ def measure(prob: Problem, *entries: dict[str, Any], weights: Weights | None = N
     return evaluate(prob, answer, weights)
 
 
-def _n(name: str, pod: int | None = None, rack: int | None = None,
-       labels: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
-    data = node(name, **extra)
-    if pod is not None:
-        data["super-pod-id"] = pod
-    if rack is not None:
-        data["rack-id"] = rack
-    if labels is not None:
-        data["labels"] = labels
-    return data
+_n = pod_node
 
 
 # --------------------------------------------------------------------------- placed jobs
