@@ -110,7 +110,7 @@ def _settings(data: dict[str, Any] | None = None) -> Settings:
         time_limit=float(data.get("time-limit", WALL_GUARD)),
         workers=int(data.get("workers", 1)),
         seed=int(data.get("seed", 0)),
-        deterministic_limit=float(data.get("deterministic-limit", DETERMINISTIC_LIMIT)),
+        deterministic_time=float(data.get("deterministic-limit", DETERMINISTIC_LIMIT)),
         write_scenarios=False,
     )
 
@@ -182,7 +182,7 @@ def write_baseline(suite: str, path: Path, out: TextIO, settings: Settings | Non
         "version": BASELINE_VERSION,
         "suite": suite,
         "written": time.strftime("%Y-%m-%d"),
-        "settings": {"deterministic-limit": settings.deterministic_limit or DETERMINISTIC_LIMIT,
+        "settings": {"deterministic-limit": settings.deterministic_time or DETERMINISTIC_LIMIT,
                      "time-limit": settings.time_limit, "workers": settings.workers,
                      "seed": settings.seed},
         "instances": records,
@@ -304,7 +304,7 @@ def compare_baseline(path: Path, out: TextIO, out_dir: Path | None = None,
     header = ("instance", "engine", "status", "placed", "hits", "objective",
               "baseline objective", "wall s")
     text = [f"regression suite '{data.get('suite')}' against {path} "
-            f"(CP-SAT: deterministic limit {settings.deterministic_limit:g}, "
+            f"(CP-SAT: deterministic limit {settings.deterministic_time:g}, "
             f"{settings.workers} worker(s), seed {settings.seed}); {elapsed:.1f} s", ""]
     text.append(markdown_table(header, table))
     text.append("")

@@ -93,7 +93,7 @@ class Settings:
     time_limit: float = 10.0
     workers: int = 1
     seed: int = 0
-    deterministic_limit: float | None = None
+    deterministic_time: float | None = None
     budget_seconds: float | None = None
     write_scenarios: bool = True
 
@@ -301,7 +301,7 @@ def run_engine(problem: Problem, engine: str, settings: Settings, probe: MemoryP
         else:
             result = solve(problem, engine="cpsat", time_limit=settings.time_limit,
                            workers=settings.workers, seed=settings.seed,
-                           deterministic_limit=settings.deterministic_limit)
+                           deterministic_time=settings.deterministic_time)
     except EngineNotAvailable:
         raise
     except InvalidAnswer as exc:
@@ -825,6 +825,7 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
         time_limit=float(args.time_limit),
         workers=int(args.workers),
         seed=int(args.seed),
+        deterministic_time=getattr(args, "deterministic_time", None),
         budget_seconds=FULL_BUDGET_SECONDS if suite == "full" else None,
     )
     out_dir = Path(getattr(args, "out", None) or "bench-out")

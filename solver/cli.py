@@ -206,7 +206,8 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     path = resolve_scenario_arg(args.scenario, args.example)
     problem = load_problem(path)
     result = solve(problem, engine=args.engine, time_limit=args.time_limit,
-                   workers=args.workers, seed=args.seed, weights=args.weights)
+                   workers=args.workers, seed=args.seed, weights=args.weights,
+                   deterministic_time=args.deterministic_time)
     if args.format == "table":
         text = f"scenario: {path}\n" + render_result_table(problem, result)
     else:
@@ -231,7 +232,8 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
         problem = load_problem(scenario)
         greedy = solve(problem, engine="greedy", seed=args.seed, weights=args.weights)
         cpsat = solve(problem, engine="cpsat", time_limit=args.time_limit,
-                      workers=args.workers, seed=args.seed, weights=args.weights)
+                      workers=args.workers, seed=args.seed, weights=args.weights,
+                      deterministic_time=args.deterministic_time)
         for result in (greedy, cpsat):
             m = result.metrics
             rows.append([str(scenario), result.engine if result is greedy else "cpsat",
@@ -307,6 +309,11 @@ def add_engine_options(parser: argparse.ArgumentParser, *, engine: bool = True,
                         help="CP-SAT search workers (default 1)")
     parser.add_argument("--seed", type=int, default=0, metavar="N",
                         help="random seed of the CP-SAT search (default 0)")
+    parser.add_argument("--deterministic-time", type=_positive_float, default=None,
+                        metavar="D", dest="deterministic_time",
+                        help="bound CP-SAT by its deterministic time D (same input and seed "
+                             "give the same answer on any machine and load; the wall-clock "
+                             "limit stays as a safety net)")
     if not weights:
         return
     parser.add_argument("--weights", type=_weights, default=None, metavar="JSON",

@@ -151,7 +151,7 @@ def solve_cpsat(
     time_limit: float,
     workers: int = 1,
     seed: int = 0,
-    deterministic_limit: float | None = None,
+    deterministic_time: float | None = None,
     fix_to_hint: bool = False,
 ) -> CpsatOutcome:
     """Run CP-SAT warm-started from ``hint`` within ``time_limit`` wall-clock seconds.
@@ -166,7 +166,7 @@ def solve_cpsat(
         The resolved objective weights.
     time_limit
         Wall-clock budget for building and solving.
-    workers, seed, deterministic_limit
+    workers, seed, deterministic_time
         CP-SAT search parameters.
     fix_to_hint
         Fix every variable to its hinted value (tests use it to show the hint is exact).
@@ -186,7 +186,7 @@ def solve_cpsat(
     def work() -> None:
         try:
             box["outcome"] = _run(problem, hint, weights, started, deadline, workers, seed,
-                                  deterministic_limit, fix_to_hint, stop, holder)
+                                  deterministic_time, fix_to_hint, stop, holder)
         except BaseException as exc:  # re-raised in the caller's thread
             box["error"] = exc
 
@@ -213,7 +213,7 @@ def solve_cpsat(
 
 
 def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
-         deadline: float, workers: int, seed: int, deterministic_limit: float | None,
+         deadline: float, workers: int, seed: int, deterministic_time: float | None,
          fix_to_hint: bool, stop: threading.Event,
          holder: dict[str, cp_model.CpSolver]) -> CpsatOutcome:
     """Build, hint and solve; runs in the worker thread of :func:`solve_cpsat`."""
@@ -250,8 +250,8 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
     # the counted model has no symmetry left to find; CP-SAT's symmetry detection can
     # spend minutes on large node-level batches and does not honour the time limit
     params.symmetry_level = 0
-    if deterministic_limit is not None:
-        params.max_deterministic_time = deterministic_limit
+    if deterministic_time is not None:
+        params.max_deterministic_time = deterministic_time
     if fix_to_hint:
         params.fix_variables_to_their_hinted_value = True
     holder["solver"] = solver

@@ -122,7 +122,7 @@ def solve(
     workers: int = 1,
     seed: int = 0,
     weights: Weights | None = None,
-    deterministic_limit: float | None = None,
+    deterministic_time: float | None = None,
 ) -> Result:
     """Place every pending job of a scenario.
 
@@ -142,7 +142,7 @@ def solve(
         Random seed of the CP-SAT search.
     weights
         Objective weights (default: automatic lexicographic weights).
-    deterministic_limit
+    deterministic_time
         Optional CP-SAT deterministic time limit; with ``workers=1`` and a fixed seed it
         makes runs reproducible regardless of machine load.
 
@@ -169,7 +169,7 @@ def solve(
         raise EngineNotAvailable(f"the CP-SAT engine is not available: {exc}") from None
     remaining = time_limit - (time.perf_counter() - started)
     outcome = solve_cpsat(problem, greedy, resolved, time_limit=max(0.0, remaining),
-                          workers=workers, seed=seed, deterministic_limit=deterministic_limit)
+                          workers=workers, seed=seed, deterministic_time=deterministic_time)
     notes.extend(outcome.notes)
     if outcome.plan is not None:
         try:

@@ -28,7 +28,7 @@ TINY = [Instance(case_name(p), p) for p in (
     GenParams("850", nodes=32, seed=1, jobs=2),
     GenParams("ordinary", nodes=16, seed=2, jobs=3),
 )]
-SETTINGS = Settings(time_limit=30.0, workers=1, seed=0, deterministic_limit=1.0,
+SETTINGS = Settings(time_limit=30.0, workers=1, seed=0, deterministic_time=1.0,
                     write_scenarios=False)
 
 

@@ -293,9 +293,9 @@ def test_forced_fault_return_is_counted_exactly() -> None:
 def test_same_inputs_same_answer_with_one_worker() -> None:
     problem = _example("rack-950")
     first = solve(problem, engine="cpsat", time_limit=20, workers=1, seed=3,
-                  deterministic_limit=5.0)
+                  deterministic_time=5.0)
     second = solve(problem, engine="cpsat", time_limit=20, workers=1, seed=3,
-                   deterministic_limit=5.0)
+                   deterministic_time=5.0)
     assert first.placement.jobs == second.placement.jobs
     assert first.objective == second.objective
 

@@ -32,5 +32,5 @@ CASES = [
 def test_generated_instance(params: GenParams) -> None:
     problem = compile_scenario(generate(params))
     result = solve(problem, engine="cpsat", time_limit=30.0, workers=1, seed=0,
-                   deterministic_limit=2.0)
+                   deterministic_time=2.0)
     assert_sound_answer(problem, result)

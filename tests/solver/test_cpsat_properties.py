@@ -19,7 +19,7 @@ def test_cpsat_is_valid_never_worse_than_greedy_and_exact(problem: Problem) -> N
         pytest.skip("a greedy family is not available")
     try:
         result = solve(problem, engine="cpsat", time_limit=10.0, workers=1, seed=0,
-                       deterministic_limit=3.0)
+                       deterministic_time=3.0)
     except EngineNotAvailable as exc:  # pragma: no cover - guarded above
         pytest.skip(str(exc))
     assert_sound_answer(problem, result)
