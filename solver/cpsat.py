@@ -12,9 +12,12 @@ gives up on it and returns without a plan (the facade then answers with greedy).
 
 from __future__ import annotations
 
+import atexit
 import logging
+import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,6 +31,14 @@ from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import Family
 from solver.explain import fill_reasons
+from solver.lns import large_neighbourhood_search
+from solver.model.cancel import (
+    BuildCancelled,
+    CancellableModel,
+    CancelToken,
+    cancellable,
+    checkpoint,
+)
 from solver.model.constraints import Constraints
 from solver.model.hints import HintError, plan_to_assignment
 from solver.model.objective import ObjectiveBuilder, ObjectiveTerms
@@ -36,10 +47,6 @@ from solver.model.structure import Structure, build_structure
 from solver.model.variables import Lin, ModelVariables, create_variables
 
 log = logging.getLogger("npu_place.cpsat")
-
-#: Extra seconds allowed for CP-SAT to honour a stop request before the call gives up.
-STOP_MARGIN_SECONDS = 0.5
-
 
 @dataclass
 class CpsatOutcome:
@@ -69,6 +76,7 @@ class BuiltModel:
     pinned: dict[int, np.ndarray]
     build_seconds: float
     best_possible: int  # every term at its best value: a valid upper bound
+    focused: bool = False  # built on a focus mask: no optimality, no bound
 
 def pinned_jobs(problem: Problem, hint: Plan) -> dict[int, np.ndarray]:
     """Soft jobs whose warm-start blocks spill across super pods or racks.
@@ -86,15 +94,35 @@ def pinned_jobs(problem: Problem, hint: Plan) -> dict[int, np.ndarray]:
     return out
 
 
-def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = None) -> BuiltModel:
-    """Build the counted CP-SAT model of every pending job of ``problem``."""
+def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = None,
+                keep: np.ndarray | None = None, fixed: dict[int, np.ndarray] | None = None,
+                skip: frozenset[int] = frozenset()) -> BuiltModel:
+    """Build the counted CP-SAT model of every pending job of ``problem``.
+
+    Parameters
+    ----------
+    problem, weights
+        The compiled scenario and the resolved objective weights.
+    hint
+        The warm start: soft jobs whose blocks spill are pinned to it, and its nodes stay
+        candidates of node-level jobs.
+    keep
+        A node mask (focused model, large-neighbourhood step): free nodes outside it are
+        left out.
+    fixed
+        Jobs kept on the given nodes (large-neighbourhood step: every job outside the
+        neighbourhood).
+    skip
+        Jobs left out (unplaced jobs outside the neighbourhood).
+    """
     started = time.perf_counter()
     hint = hint or Plan.empty(problem)
     pinned = pinned_jobs(problem, hint)
+    pinned.update(fixed or {})
     extra = {j: [int(n) for n in nodes] for j, nodes in enumerate(hint.nodes)
              if nodes is not None and j not in pinned}
-    structure = build_structure(problem, pinned, extra)
-    model = cp_model.CpModel()
+    structure = build_structure(problem, pinned, extra, keep, skip)
+    model = CancellableModel()
     mv = create_variables(model, problem, structure)
     pinned_use = np.zeros(problem.num_nodes, dtype=np.int64)
     for j, nodes in pinned.items():
@@ -108,14 +136,17 @@ def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = 
     _, best_possible = mv.reg.range_of(objective)
     model.add(objective.expr() <= best_possible)
     return BuiltModel(problem, model, structure, mv, terms, objective, pinned,
-                      time.perf_counter() - started, best_possible)
+                      time.perf_counter() - started, best_possible,
+                      focused=keep is not None or bool(fixed) or bool(skip))
 
 
 def add_hint(built: BuiltModel, plan: Plan) -> int:
     """Hint every variable with the values encoding ``plan``; return the hint's objective."""
     values = plan_to_assignment(built.problem, built.structure, built.variables, plan)
     built.model.clear_hints()
-    for var in built.variables.reg.variables:
+    for i, var in enumerate(built.variables.reg.variables):
+        if i % 2048 == 0:
+            checkpoint()
         built.model.add_hint(var, values[var.index])
     return built.objective.value(values)
 
@@ -153,23 +184,46 @@ def solve_cpsat(
     seed: int = 0,
     deterministic_time: float | None = None,
     fix_to_hint: bool = False,
+    start: Plan | None = None,
+    recover_reserve: float = 0.0,
+    lns: bool | None = None,
 ) -> CpsatOutcome:
     """Run CP-SAT warm-started from ``hint`` within ``time_limit`` wall-clock seconds.
+
+    Building, hinting, searching and recovering the plan run in one worker thread that
+    is always joined before this function returns: the search is stopped at its end
+    (``stop_search``) and building or recovery is cancelled at checkpoints
+    (:mod:`solver.model.cancel`), so no work started here outlives the call.
 
     Parameters
     ----------
     problem
         The compiled scenario.
     hint
-        The warm start (greedy's plan); every variable is hinted from it.
+        Greedy's plan: soft jobs whose blocks spill are pinned to it, and its nodes stay
+        candidates of node-level jobs, so it is always representable.
     weights
         The resolved objective weights.
     time_limit
-        Wall-clock budget for building and solving.
-    workers, seed, deterministic_time
+        Wall-clock budget for building, solving and recovering.
+    workers, seed
         CP-SAT search parameters.
+    deterministic_time
+        Bound the search by CP-SAT's deterministic time (reproducible under any load);
+        the wall-clock limit stays as a safety net, and a note says when it was hit.
     fix_to_hint
         Fix every variable to its hinted value (tests use it to show the hint is exact).
+    start
+        The warm start to hint (default: the better of ``hint`` and its origin-first
+        reconstruction).
+    recover_reserve
+        Seconds kept at the end of the budget for turning the solution into a plan.
+    lns
+        Search by large neighbourhoods (:mod:`solver.lns`) instead of one model of the
+        whole batch.  ``None`` decides by size and budget: problems of at least
+        :data:`LNS_MIN_NODES` nodes with a budget below :data:`LNS_BELOW_SECONDS` (of
+        wall clock, or of deterministic time when that is given), so the choice never
+        depends on machine load.
 
     Returns
     -------
@@ -179,31 +233,65 @@ def solve_cpsat(
     """
     started = time.perf_counter()
     deadline = started + time_limit
+    search_end = deadline - recover_reserve
+    use_lns = lns if lns is not None else (
+        problem.num_nodes >= LNS_MIN_NODES and len(problem.jobs) > 0
+        and (deterministic_time if deterministic_time is not None else time_limit)
+        < LNS_BELOW_SECONDS)
     box: dict[str, object] = {}
-    stop = threading.Event()
+    # building and recovery stop a little before the deadline, so that unwinding the
+    # worker fits inside it even on a busy machine
+    token = CancelToken(deadline - min(CANCEL_LEAD_SECONDS, 0.1 * time_limit))
     holder: dict[str, cp_model.CpSolver] = {}
+    lock = threading.Lock()  # orders "solver created" against "stop requested"
+    stopped = threading.Event()
 
     def work() -> None:
         try:
-            box["outcome"] = _run(problem, hint, weights, started, deadline, workers, seed,
-                                  deterministic_time, fix_to_hint, stop, holder)
+            with cancellable(token):
+                box["outcome"] = _run(problem, hint, weights, started, search_end, workers,
+                                      seed, deterministic_time, fix_to_hint, start, holder,
+                                      lock, stopped, use_lns, box)
+        except BuildCancelled:
+            box["outcome"] = CpsatOutcome(
+                None, Status.GREEDY, None, None, time.perf_counter() - started,
+                ["the CP-SAT model was not ready within the budget; building was cancelled"],
+                None, "NOT_RUN")
         except BaseException as exc:  # re-raised in the caller's thread
             box["error"] = exc
+        finally:
+            _LIVE.pop(threading.current_thread(), None)
 
-    thread = threading.Thread(target=work, name="cpsat", daemon=True)
+    thread = threading.Thread(target=work, name="npu-place-cpsat", daemon=True)
+    _LIVE[thread] = (token, holder, stopped)
     thread.start()
-    thread.join(max(0.0, deadline - time.perf_counter()) + 0.05)
+    thread.join(max(0.0, search_end - time.perf_counter()))
     if thread.is_alive():
-        stop.set()
-        solver = holder.get("solver")
-        if solver is not None:  # searching: CP-SAT stops within milliseconds when asked
-            solver.stop_search()
-            thread.join(STOP_MARGIN_SECONDS)
-        # still building: do not wait; the worker sees the stop flag and discards its work
+        with lock:
+            stopped.set()
+            solver = holder.get("solver")
+            if solver is not None:  # CP-SAT stops within milliseconds when asked
+                solver.stop_search()
+        thread.join(max(0.0, deadline - time.perf_counter()))
     if thread.is_alive():
+        token.cancel()
+        thread.join(GIVE_UP_SECONDS)
+    if thread.is_alive():
+        # CP-SAT's loading and presolve check for a stop only between steps, which can
+        # take longer than the margin on large models or a busy machine
+        frame = sys._current_frames().get(thread.ident or -1)
+        where = "".join(traceback.format_stack(frame)[-3:]) if frame is not None else "?"
+        log.warning("the CP-SAT worker did not stop at its deadline; abandoned at\n%s", where)
+        note = ("CP-SAT did not stop within its budget (it was loading or presolving a "
+                "model); the call returned without waiting, and the search ends on its own")
+        published = box.get("published")
+        if isinstance(published, tuple):
+            plan, objective = published
+            return CpsatOutcome(fill_reasons(problem, plan), Status.FEASIBLE, objective, None,
+                                time.perf_counter() - started, [note], None, "LNS")
         return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
-                            ["CP-SAT did not stop within its budget (model building or "
-                             "search); its answer was abandoned"], None, "OVERRAN")
+                            [note], None, "OVERRAN")
+    _LIVE.pop(thread, None)
     error = box.get("error")
     if isinstance(error, BaseException):
         raise error
@@ -212,33 +300,54 @@ def solve_cpsat(
     return outcome
 
 
-def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
-         deadline: float, workers: int, seed: int, deterministic_time: float | None,
-         fix_to_hint: bool, stop: threading.Event,
-         holder: dict[str, cp_model.CpSolver]) -> CpsatOutcome:
-    """Build, hint and solve; runs in the worker thread of :func:`solve_cpsat`."""
-    notes: list[str] = []
-    built = build_model(problem, weights, hint)
-    if stop.is_set():
-        return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
-                            ["no time left after building the CP-SAT model"], None, "NOT_RUN")
-    start = better_start(problem, hint, weights)
-    if start is not hint:
-        notes.append("warm start: the origin-first construction beat greedy")
-    hint_objective: int | None = None
-    try:
-        hint_objective = add_hint(built, start)
-    except HintError as exc:
-        log.warning("warm start not representable: %s", exc)
-        notes.append(f"warm start not used: {exc}")
-    remaining = deadline - time.perf_counter()
-    if remaining <= 0.01 or stop.is_set():
-        return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
-                            [*notes, "no time left after building the CP-SAT model"],
-                            hint_objective, "NOT_RUN", len(built.variables.reg.variables))
-    solver = cp_model.CpSolver()
+#: Worker threads not yet joined, with what stops them (see :func:`_stop_workers_at_exit`).
+_LIVE: dict[threading.Thread, tuple[CancelToken, dict[str, cp_model.CpSolver],
+                                    threading.Event]] = {}
+
+
+@atexit.register
+def _stop_workers_at_exit() -> None:
+    """Stop and join any abandoned worker before the interpreter exits.
+
+    A CP-SAT search still running in a thread when the interpreter tears down aborts the
+    process ("terminate called without an active exception").
+    """
+    for thread, (token, holder, stopped) in list(_LIVE.items()):
+        stopped.set()
+        token.cancel()
+        solver = holder.get("solver")
+        if solver is not None:
+            solver.stop_search()
+        thread.join(10.0)
+
+
+#: CP-SAT's loading and presolve answer a stop request only between steps that grow
+#: with the model; a search is not started with less time left than this per variable.
+SEARCH_SECONDS_PER_VARIABLE = 1e-5
+
+
+def min_search_seconds(num_variables: int) -> float:
+    """Least time worth starting a search of a model of this size with (seconds)."""
+    return 0.01 + SEARCH_SECONDS_PER_VARIABLE * num_variables
+
+
+#: Budgets below this (seconds) search by large neighbourhoods on large problems.
+LNS_BELOW_SECONDS = 4.0
+#: Problems with fewer nodes always get the full model (it builds fast enough).
+LNS_MIN_NODES = 2048
+#: Building is cancelled this long before the deadline (at most 10 % of the budget): the
+#: worker then unwinds and frees a model of up to ~100k variables inside the deadline.
+CANCEL_LEAD_SECONDS = 0.04
+#: How long the caller waits for a cancelled worker before it gives up on it (a worker
+#: that ignores cancellation is a bug; the deadline wins and a BUG note says so).
+GIVE_UP_SECONDS = 0.02
+
+
+def search_parameters(solver: cp_model.CpSolver, *, max_time: float, workers: int, seed: int,
+                      deterministic_time: float | None) -> None:
+    """Set the CP-SAT parameters of a run (see the README's "CP-SAT parameters")."""
     params = solver.parameters
-    params.max_time_in_seconds = max(0.01, remaining)
+    params.max_time_in_seconds = max(0.001, max_time)
     params.num_workers = max(1, workers)
     params.random_seed = seed
     # mod/div terms (fragment score) only reach the LP at level 2; without them the bound
@@ -252,12 +361,51 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
     params.symmetry_level = 0
     if deterministic_time is not None:
         params.max_deterministic_time = deterministic_time
+
+
+def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
+         search_end: float, workers: int, seed: int, deterministic_time: float | None,
+         fix_to_hint: bool, start: Plan | None, holder: dict[str, cp_model.CpSolver],
+         lock: threading.Lock, stopped: threading.Event, use_lns: bool,
+         box: dict[str, object]) -> CpsatOutcome:
+    """Build, hint, solve and recover; runs in the worker thread of :func:`solve_cpsat`."""
+    notes: list[str] = []
+    if start is None:
+        start = better_start(problem, hint, weights)
+        if start is not hint:
+            notes.append("warm start: the origin-first construction beat greedy")
+    if use_lns:
+        return _run_lns(problem, start, weights, started, search_end, workers, seed,
+                        deterministic_time, holder, lock, stopped, notes, box)
+    built = build_model(problem, weights, hint)
+    hint_objective: int | None = None
+    try:
+        hint_objective = add_hint(built, start)
+    except HintError as exc:
+        log.warning("warm start not representable: %s", exc)
+        notes.append(f"warm start not used: {exc}")
+    checkpoint()
+    solver = cp_model.CpSolver()
+    search_parameters(solver, max_time=search_end - time.perf_counter(), workers=workers,
+                      seed=seed, deterministic_time=deterministic_time)
     if fix_to_hint:
-        params.fix_variables_to_their_hinted_value = True
-    holder["solver"] = solver
+        solver.parameters.fix_variables_to_their_hinted_value = True
+    num_vars = len(built.variables.reg.variables)
+    with lock:
+        if stopped.is_set() or time.perf_counter() + min_search_seconds(num_vars) >= search_end:
+            return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
+                                [*notes, "no time left to search after building the CP-SAT "
+                                 "model"], hint_objective, "NOT_RUN", num_vars)
+        holder["solver"] = solver
     code = solver.solve(built.model)
     status = _status(code)
     name = solver.status_name(code)
+    if (deterministic_time is not None and status is not Status.OPTIMAL
+            and code != cp_model.INFEASIBLE
+            and solver.deterministic_time < deterministic_time * 0.999):
+        notes.append(f"the wall-clock limit stopped the search after {solver.wall_time:.2f} s, "
+                     f"before its deterministic time {deterministic_time:g}: this answer "
+                     "depends on machine load")
     if code == cp_model.MODEL_INVALID:
         log.error("CP-SAT reported MODEL_INVALID: %s", built.model.validate())
         notes.append("BUG: CP-SAT reported MODEL_INVALID")
@@ -266,13 +414,75 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
             notes.append("BUG: the CP-SAT model is infeasible (placing nothing is always "
                          "feasible)")
         return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
-                            notes, hint_objective, name, len(built.variables.reg.variables))
-    values = {var.index: int(solver.value(var)) for var in built.variables.reg.variables}
+                            notes, hint_objective, name, num_vars)
+    solution = solver.response_proto.solution
+    values = {var.index: int(solution[var.index]) for var in built.variables.reg.variables}
+    checkpoint()
     plan = fill_reasons(problem, recover_plan(problem, built.structure, built.variables, values,
                                               built.pinned))
     objective = round(solver.objective_value)
-    bound = min(int(np.floor(solver.best_objective_bound + 1e-6)), built.best_possible)
+    bound: int | None = min(int(np.floor(solver.best_objective_bound + 1e-6)),
+                            built.best_possible)
     if status is Status.OPTIMAL:
         bound = objective
+    if built.focused:  # optimal for the focused model only
+        status, bound = Status.FEASIBLE, None
     return CpsatOutcome(plan, status, objective, bound, time.perf_counter() - started, notes,
-                        hint_objective, name, len(built.variables.reg.variables))
+                        hint_objective, name, num_vars)
+
+
+def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: float,
+             search_end: float, workers: int, seed: int, deterministic_time: float | None,
+             holder: dict[str, cp_model.CpSolver], lock: threading.Lock,
+             stopped: threading.Event, notes: list[str],
+             box: dict[str, object]) -> CpsatOutcome:
+    """Large-neighbourhood search (:mod:`solver.lns`) with CP-SAT solving each step."""
+
+    def solve_step(incumbent: Plan, keep: np.ndarray, fixed: dict[int, np.ndarray],
+                   skip: frozenset[int], max_seconds: float,
+                   deterministic: float | None) -> tuple[Plan | None, float]:
+        built = build_model(problem, weights, incumbent, keep, fixed, skip)
+        try:
+            add_hint(built, incumbent)
+        except HintError as exc:  # pragma: no cover - the incumbent is always representable
+            log.warning("large-neighbourhood step: hint not representable: %s", exc)
+        checkpoint()
+        solver = cp_model.CpSolver()
+        search_parameters(solver, max_time=min(max_seconds, search_end - time.perf_counter()),
+                          workers=workers, seed=seed, deterministic_time=deterministic)
+        # a step has a fraction of a second: probing would spend it before the hint is
+        # even loaded as a solution
+        solver.parameters.cp_model_probing_level = 0
+        num_vars = len(built.variables.reg.variables)
+        with lock:
+            if stopped.is_set() or (deterministic is None and time.perf_counter()
+                                    + min_search_seconds(num_vars) >= search_end):
+                return None, 0.0
+            holder["solver"] = solver
+        code = solver.solve(built.model)
+        used = float(solver.deterministic_time)
+        log.debug("lns step: %d vars, built in %.3f s, %s in %.3f s (limit %.3f s)", num_vars,
+                  built.build_seconds, solver.status_name(code), solver.wall_time, max_seconds)
+        if _status(code) is None:
+            return None, used
+        solution = solver.response_proto.solution
+        values = {var.index: int(solution[var.index]) for var in built.variables.reg.variables}
+        checkpoint()
+        return recover_plan(problem, built.structure, built.variables, values,
+                            built.pinned), used
+
+    def publish(plan: Plan, objective: int) -> None:
+        box["published"] = (plan, objective)
+
+    result = large_neighbourhood_search(
+        problem, start, weights, search_end=search_end,
+        deterministic_time=deterministic_time, solve_step=solve_step, stopped=stopped,
+        publish=publish)
+    notes.extend(result.notes)
+    if (deterministic_time is not None and result.deterministic_time < deterministic_time
+            and time.perf_counter() >= search_end):
+        notes.append("the wall-clock limit stopped the large-neighbourhood search before its "
+                      "deterministic time: this answer depends on machine load")
+    plan = fill_reasons(problem, result.plan)
+    return CpsatOutcome(plan, Status.FEASIBLE, result.objective, None,
+                        time.perf_counter() - started, notes, None, "LNS")

@@ -1,24 +1,35 @@
 """The time-budgeted ``solve(...)`` facade: one interface over greedy and CP-SAT.
 
-``engine="greedy"`` runs the greedy port; ``"cpsat"`` and ``"auto"`` run greedy first (it
-is the warm start and the fallback), then CP-SAT in the rest of the budget, and return the
-better of the two.  Every answer passes the independent validator before it is returned.
+``engine="greedy"`` runs the greedy port.  ``"cpsat"`` and ``"auto"`` run greedy and the
+origin-first construction first (both validated; the better is the fallback answer from
+that moment on), then CP-SAT in the rest of the budget, warm-started from the fallback,
+and return the best.  Every answer passes the independent validator before it is
+returned.
+
+Deadline: the call returns within ``time_limit`` plus a few milliseconds.  CP-SAT runs in
+a worker thread that is always joined before the call returns (its search is stopped,
+its model building cancelled at checkpoints), so no work started here outlives it.  Only
+greedy itself cannot be interrupted; if it alone overruns the budget, the result says so
+in its notes.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from heuristics.greedy import EngineNotAvailable, greedy_plan
+from heuristics.greedy import EngineNotAvailable, greedy_plan  # noqa: F401 - re-exported
+from heuristics.origin_first import origin_first_plan
 from models.check import Violation, check
 from models.compiled import Problem, compile_scenario
 from models.objective import Metrics, ResolvedWeights, Weights, evaluate, resolve_weights
 from models.placement import PlacementFile, Status
 from models.plan import Plan, to_placement
-from models.scenario import Scenario
+from models.scenario import Family, Scenario
+from solver.cpsat import solve_cpsat
 
 log = logging.getLogger("npu_place")
 
@@ -68,6 +79,7 @@ class Result:
     notes: list[str] = field(default_factory=list)
     solver_objective: int | None = None  # the objective CP-SAT reported for its plan
     solver_status: str | None = None  # CP-SAT's own status name
+    origin_first_objective: int | None = None  # the origin-first construction's objective
 
 
 def _finish(
@@ -85,8 +97,11 @@ def _finish(
     solver_wall: float | None = None,
     solver_objective: int | None = None,
     solver_status: str | None = None,
+    origin_first_objective: int | None = None,
+    metrics: Metrics | None = None,
 ) -> Result:
-    metrics = evaluate(problem, plan.as_mapping(), weights)
+    if metrics is None:
+        metrics = evaluate(problem, plan.as_mapping(), weights)
     objective = metrics.objective
     gap = None
     if bound is not None:
@@ -103,7 +118,8 @@ def _finish(
                   placement=placement, objective=objective, bound=bound, gap=gap,
                   wall_seconds=wall, greedy_objective=greedy_objective,
                   solver_wall_seconds=solver_wall, notes=list(notes),
-                  solver_objective=solver_objective, solver_status=solver_status)
+                  solver_objective=solver_objective, solver_status=solver_status,
+                  origin_first_objective=origin_first_objective)
 
 
 def validated(problem: Problem, plan: Plan, engine: str) -> Plan:
@@ -115,6 +131,38 @@ def validated(problem: Problem, plan: Plan, engine: str) -> Plan:
     return plan
 
 
+#: Seconds kept at the end of a budget for returning (result assembly, stack unwinding).
+RETURN_MARGIN_SECONDS = 0.005
+#: Most CP-SAT search workers a call may ask for.
+MAX_WORKERS = 64
+#: Largest CP-SAT seed (a 32-bit signed integer).
+MAX_SEED = 2**31 - 1
+#: Longest budget a call accepts (one week): longer limits only overflow timers.
+MAX_TIME_LIMIT = 7 * 24 * 3600.0
+
+
+def check_solve_options(time_limit: float, workers: int, seed: int,
+                        deterministic_time: float | None) -> None:
+    """Raise ``ValueError`` naming the option when a solve option is out of range."""
+    if not (isinstance(time_limit, int | float) and math.isfinite(time_limit)
+            and 0 < time_limit <= MAX_TIME_LIMIT):
+        raise ValueError(f"time-limit must be a number of seconds in (0, {MAX_TIME_LIMIT:g}], "
+                         f"got {time_limit!r}")
+    if not (isinstance(workers, int) and 1 <= workers <= MAX_WORKERS):
+        raise ValueError(f"workers must be an integer in [1, {MAX_WORKERS}], got {workers!r}")
+    if not (isinstance(seed, int) and 0 <= seed <= MAX_SEED):
+        raise ValueError(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
+    if deterministic_time is not None and not (
+            isinstance(deterministic_time, int | float) and math.isfinite(deterministic_time)
+            and 0 < deterministic_time <= MAX_TIME_LIMIT):
+        raise ValueError(f"deterministic-time must be a number in (0, {MAX_TIME_LIMIT:g}], "
+                         f"got {deterministic_time!r}")
+
+
+def _has_origin_first(problem: Problem) -> bool:
+    return any(job.family in (Family.SUPERPOD, Family.RACK) for job in problem.jobs)
+
+
 def solve(
     scenario: Scenario | Problem,
     engine: str = "auto",
@@ -124,27 +172,32 @@ def solve(
     weights: Weights | None = None,
     deterministic_time: float | None = None,
 ) -> Result:
-    """Place every pending job of a scenario.
+    """Place every pending job of a scenario within a hard wall-clock budget.
 
     Parameters
     ----------
     scenario
         A validated scenario or its compiled :class:`~models.compiled.Problem`.
     engine
-        ``"greedy"``, ``"cpsat"`` or ``"auto"`` (greedy, then CP-SAT in the remaining
-        budget; the better answer wins).  ``"cpsat"`` behaves like ``"auto"`` but always
-        reports the solver's answer when it is at least as good as greedy's.
+        ``"greedy"``, ``"cpsat"`` or ``"auto"``.  ``"auto"`` returns the best of greedy,
+        the origin-first construction and CP-SAT, preferring the earlier on ties unless
+        CP-SAT proved optimality.  ``"cpsat"`` behaves like ``"auto"`` but reports the
+        solver's answer whenever it is at least as good as the fallback.
     time_limit
-        Wall-clock budget in seconds for the whole call (greedy included).
+        Wall-clock budget in seconds for the whole call, greedy included; the call
+        returns within it plus a few milliseconds (greedy itself cannot be interrupted:
+        if it alone overruns, a note says so).
     workers
-        CP-SAT search workers.
+        CP-SAT search workers (1–64).
     seed
-        Random seed of the CP-SAT search.
+        Random seed of the CP-SAT search (0 – 2^31−1).
     weights
         Objective weights (default: automatic lexicographic weights).
     deterministic_time
-        Optional CP-SAT deterministic time limit; with ``workers=1`` and a fixed seed it
-        makes runs reproducible regardless of machine load.
+        Bound the CP-SAT search by its deterministic time instead of the clock: with
+        ``workers=1`` the same input and seed give the same answer on any machine and
+        under any load.  ``time_limit`` stays as a safety net; a note says if it cut the
+        search (that answer is then load-dependent).
 
     Returns
     -------
@@ -154,38 +207,78 @@ def solve(
     started = time.perf_counter()
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    check_solve_options(time_limit, workers, seed, deterministic_time)
+    deadline = started + time_limit - RETURN_MARGIN_SECONDS
     problem = scenario if isinstance(scenario, Problem) else compile_scenario(scenario)
     resolved = resolve_weights(problem, weights)
     notes = list(resolved.notes)
     greedy = validated(problem, greedy_plan(problem), "greedy")
     greedy_metrics = evaluate(problem, greedy.as_mapping(), resolved)
+    greedy_done = time.perf_counter()
+    if greedy_done > deadline + RETURN_MARGIN_SECONDS:
+        notes.append(f"greedy alone took {greedy_done - started:.3f} s, over the "
+                     f"{time_limit:g} s budget")
     if engine == "greedy":
         return _finish(problem, greedy, resolved, engine="greedy", status=Status.GREEDY,
                        started=started, bound=None, seed=seed, notes=notes,
-                       greedy_objective=greedy_metrics.objective)
-    try:
-        from solver.cpsat import solve_cpsat
-    except ImportError as exc:  # pragma: no cover - the module ships with the package
-        raise EngineNotAvailable(f"the CP-SAT engine is not available: {exc}") from None
-    remaining = time_limit - (time.perf_counter() - started)
-    outcome = solve_cpsat(problem, greedy, resolved, time_limit=max(0.0, remaining),
-                          workers=workers, seed=seed, deterministic_time=deterministic_time)
-    notes.extend(outcome.notes)
-    if outcome.plan is not None:
+                       greedy_objective=greedy_metrics.objective, metrics=greedy_metrics)
+    # the fallback: the better of greedy and the origin-first construction
+    best, best_metrics, best_engine = greedy, greedy_metrics, "greedy"
+    origin_first_objective: int | None = None
+    deterministic = deterministic_time is not None
+    if _has_origin_first(problem) and (deterministic or time.perf_counter() < deadline):
+        candidate = origin_first_plan(problem, greedy)
         try:
-            validated(problem, outcome.plan, "cpsat")
+            validated(problem, candidate, "origin-first")
         except InvalidAnswer as exc:
-            log.error("%s; returning the greedy answer", exc)
-            notes.append(f"BUG: {exc}; returned the greedy answer")
-            outcome.plan = None
+            log.error("%s; ignored", exc)
+            notes.append(f"BUG: {exc}; ignored")
+        else:
+            candidate_metrics = evaluate(problem, candidate.as_mapping(), resolved)
+            origin_first_objective = candidate_metrics.objective
+            if candidate_metrics.objective > greedy_metrics.objective:
+                best, best_metrics, best_engine = candidate, candidate_metrics, "origin-first"
+                notes.append("the origin-first construction beat greedy")
+    fallback_status = Status.GREEDY if best_engine == "greedy" else Status.FEASIBLE
+    common: dict[str, Any] = {"seed": seed, "greedy_objective": greedy_metrics.objective,
+                              "origin_first_objective": origin_first_objective}
+    # what finishing an answer costs (validate + evaluate + placement), measured on the
+    # fallback; CP-SAT's answer must leave that much time before the deadline
+    finish_started = time.perf_counter()
+    fallback = _finish(problem, best, resolved, engine=best_engine, status=fallback_status,
+                       started=started, bound=None, notes=notes, metrics=best_metrics,
+                       **common)
+    validated(problem, best, best_engine)
+    finish_cost = time.perf_counter() - finish_started
+    remaining = deadline - time.perf_counter() - 2 * finish_cost
+    if remaining <= 0.0:
+        fallback.notes.append("no time left for CP-SAT after greedy")
+        fallback.placement.notes = list(fallback.notes)
+        return _stamp(fallback, started)
+    outcome = solve_cpsat(problem, greedy, resolved, time_limit=remaining, workers=workers,
+                          seed=seed, deterministic_time=deterministic_time, start=best,
+                          recover_reserve=min(0.2 * remaining, finish_cost + 0.005))
+    notes.extend(outcome.notes)
+    solver_extra: dict[str, Any] = {"solver_wall": outcome.wall_seconds,
+                                    "solver_status": outcome.solver_status}
+
+    def fall_back(bound: int | None) -> Result:
+        return _finish(problem, best, resolved, engine=best_engine, status=fallback_status,
+                       started=started, bound=bound, notes=notes, metrics=best_metrics,
+                       solver_objective=outcome.objective, **common, **solver_extra)
+
     if outcome.plan is None:
-        return _finish(problem, greedy, resolved, engine="greedy", status=Status.GREEDY,
-                       started=started, bound=outcome.bound, seed=seed, notes=notes,
-                       greedy_objective=greedy_metrics.objective,
-                       solver_wall=outcome.wall_seconds)
+        return fall_back(outcome.bound)
+    if not deterministic and time.perf_counter() + finish_cost > deadline + RETURN_MARGIN_SECONDS:
+        notes.append("CP-SAT's answer came too late to be checked within the budget")
+        return _stamp(fall_back(outcome.bound), started)
+    try:
+        validated(problem, outcome.plan, "cpsat")
+    except InvalidAnswer as exc:
+        log.error("%s; returning the fallback answer", exc)
+        notes.append(f"BUG: {exc}; returned the {best_engine} answer")
+        return fall_back(None)
     solver_metrics = evaluate(problem, outcome.plan.as_mapping(), resolved)
-    extra: dict[str, Any] = {"solver_objective": outcome.objective,
-                             "solver_status": outcome.solver_status}
     if outcome.status is Status.OPTIMAL and solver_metrics.objective != outcome.objective:
         log.error("CP-SAT objective %s differs from evaluate() %s", outcome.objective,
                   solver_metrics.objective)
@@ -195,25 +288,27 @@ def solve(
     elif outcome.objective is not None and solver_metrics.objective > outcome.objective:
         notes.append(f"the post-pass found a better placement than the solver's counts "
                      f"({solver_metrics.objective} > {outcome.objective})")
-    if outcome.bound is not None and solver_metrics.objective > outcome.bound:
+    bound = outcome.bound
+    if bound is not None and max(solver_metrics.objective, best_metrics.objective) > bound:
         # the model's bound does not cover this placement: report no bound rather than a
         # false one
-        notes.append(f"the solver's bound {outcome.bound} is below the placement's "
-                     f"objective {solver_metrics.objective}; no bound reported")
-        outcome.bound = None
-    if solver_metrics.objective < greedy_metrics.objective:
-        notes.append("the solver's answer was worse than greedy's; returned greedy")
-        return _finish(problem, greedy, resolved, engine="greedy", status=Status.GREEDY,
-                       started=started, bound=outcome.bound, seed=seed, notes=notes,
-                       greedy_objective=greedy_metrics.objective,
-                       solver_wall=outcome.wall_seconds, **extra)
-    if (engine == "auto" and solver_metrics.objective == greedy_metrics.objective
+        notes.append(f"the solver's bound {bound} is below a known placement's objective; "
+                     "no bound reported")
+        bound = None
+    if solver_metrics.objective < best_metrics.objective:
+        notes.append(f"the solver's answer was worse than the {best_engine} answer; "
+                     f"returned the {best_engine} answer")
+        return fall_back(bound)
+    if (engine == "auto" and solver_metrics.objective == best_metrics.objective
             and outcome.status is not Status.OPTIMAL):
-        return _finish(problem, greedy, resolved, engine="greedy", status=Status.GREEDY,
-                       started=started, bound=outcome.bound, seed=seed, notes=notes,
-                       greedy_objective=greedy_metrics.objective,
-                       solver_wall=outcome.wall_seconds, **extra)
+        return fall_back(bound)
     return _finish(problem, outcome.plan, resolved, engine="cpsat", status=outcome.status,
-                   started=started, bound=outcome.bound, seed=seed, notes=notes,
-                   greedy_objective=greedy_metrics.objective, solver_wall=outcome.wall_seconds,
-                   **extra)
+                   started=started, bound=bound, notes=notes, metrics=solver_metrics,
+                   solver_objective=outcome.objective, **common, **solver_extra)
+
+
+def _stamp(result: Result, started: float) -> Result:
+    """Refresh the wall time of a result prepared earlier."""
+    result.wall_seconds = time.perf_counter() - started
+    result.placement.wall_seconds = result.wall_seconds
+    return result

@@ -16,6 +16,7 @@ import numpy as np
 from models.compiled import SUBHEALTHY, JobView, Problem
 from models.objective import ResolvedWeights, block_spill
 from models.scenario import Family
+from solver.model.cancel import checkpoint
 from solver.model.structure import JobStructure, Structure, ml_domain_at
 from solver.model.variables import (
     Lin,
@@ -67,9 +68,14 @@ class ObjectiveBuilder:
         self.weights = weights
         self.pinned = pinned
         self.pinned_nodes: set[int] = set()
+        # completely free nodes that pinned node-level jobs use in part (not in any cell)
+        self.pinned_partial: set[int] = set()
         for j, nodes in pinned.items():
             if problem.jobs[j].whole_node:
                 self.pinned_nodes.update(int(n) for n in nodes)
+            else:
+                self.pinned_partial.update(int(n) for n in nodes
+                                           if problem.whole_free[int(n)])
         self._usage: dict[int, Lin] | None = None
         self._frag_cache: dict[tuple[object, ...], Lin] = {}
 
@@ -177,7 +183,8 @@ class ObjectiveBuilder:
                 dom = self.structure.domains[d]
                 tree = int(str(dom.key[1]))
                 view = problem.trees[problem.tree_names[tree]]
-                free = _whole_free_in_domain(self.problem, self.structure, d, self.pinned_nodes)
+                free = _whole_free_in_domain(self.problem, self.structure, d,
+                                             self.pinned_nodes | self.pinned_partial)
                 slack = max(0, free - view.reserved_nodes)
                 lin = Lin(list(per_domain[d].terms), per_domain[d].const - slack)
                 terms.reserve.plus(self.reg.positive_part(lin, f"res[ml{d}]"))
@@ -251,7 +258,11 @@ class ObjectiveBuilder:
         structure = self.structure
         mv = self.mv
         out: dict[int, Counted] = {}
+        take_by_job_cell: dict[tuple[int, int], list[Var]] = defaultdict(list)
+        for (jj, _, c), var in mv.cell_take.items():
+            take_by_job_cell[(jj, c)].append(var)
         for dom in structure.domains:
+            checkpoint()
             if dom.kind != kind or (kind == "ml" and (dom.level != ml_level
                                                       or int(str(dom.key[1])) != tree)):
                 continue
@@ -268,17 +279,18 @@ class ObjectiveBuilder:
                     counted.groups[key] = counted.groups.get(key, 0) - js2.sizes[level]
                     continue
                 for c in cells:
-                    var = mv.pool_take.get((j2, c))
-                    if var is not None:
-                        counted.other.add(var, -1)
-                for (jj, _, c), var in mv.cell_take.items():
-                    if jj == j2 and c in cell_set:
-                        counted.other.add(var, -1)
+                    pooled = mv.pool_take.get((j2, c))
+                    if pooled is not None:
+                        counted.other.add(pooled, -1)
+                taken = [v for c in cell_set for v in take_by_job_cell.get((j2, c), ())]
+                # the order of cell_take's insertion, as a scan of cell_take would give
+                for took in sorted(taken, key=lambda v: v.index):
+                    counted.other.add(took, -1)
             for c in cells:
                 for n in structure.cells[c].nodes:
-                    var = mv.touched.get(n)
-                    if var is not None:
-                        counted.other.add(var, -1)
+                    touch = mv.touched.get(n)
+                    if touch is not None:
+                        counted.other.add(touch, -1)
             out[dom.id] = counted
         return out
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
 from models.scenario import Family
+from solver.model.cancel import checkpoint
 
 DomainKey = tuple[object, ...]
 
@@ -141,6 +142,8 @@ def build_structure(
     problem: Problem,
     pinned: dict[int, np.ndarray] | None = None,
     extra_nodes: dict[int, list[int]] | None = None,
+    keep: np.ndarray | None = None,
+    skip: frozenset[int] = frozenset(),
 ) -> Structure:
     """Derive cells, domains, job group trees and ordinary candidates from ``problem``.
 
@@ -154,18 +157,25 @@ def build_structure(
     extra_nodes
         Additional candidate nodes per node-level job (the warm start's nodes), so that
         the hint is always representable.
+    keep
+        Optional node mask of a focused model (:mod:`solver.model.focus`): free nodes
+        outside it are left out of the model.
+    skip
+        Jobs left out of the model altogether (they stay unplaced).
     """
     pinned = pinned or {}
     pinned_nodes: set[int] = set()
-    for j, nodes in pinned.items():
-        if problem.jobs[j].whole_node:
-            pinned_nodes.update(int(n) for n in nodes)
+    for nodes in pinned.values():
+        # a node a pinned job uses, even in part, is no longer completely free
+        pinned_nodes.update(int(n) for n in nodes)
     whole = problem.whole_free.copy()
+    if keep is not None:
+        whole &= keep
     if pinned_nodes:
         whole[np.fromiter(pinned_nodes, dtype=np.int64)] = False
     special: set[int] = set()
     for job in problem.jobs:
-        if job.index in pinned:
+        if job.index in pinned or job.index in skip:
             continue
         for r in range(job.tasks):
             n = int(job.origin[r])
@@ -250,12 +260,13 @@ def build_structure(
     structure = Structure(cells, cell_of, domains, domain_of_key, leaf_domain, {}, {}, [],
                           special)
     for job in problem.jobs:
-        if job.index in pinned:
+        checkpoint()
+        if job.index in pinned or job.index in skip:
             continue
         if is_node_job(job):
             continue
         structure.jobs[job.index] = _job_structure(problem, structure, job)
-    _ordinary_candidates(problem, structure, pinned, extra_nodes or {})
+    _ordinary_candidates(problem, structure, pinned, extra_nodes or {}, keep, skip)
     return structure
 
 
@@ -397,8 +408,11 @@ def _ordinary_candidates(
     structure: Structure,
     pinned: dict[int, np.ndarray],
     extra_nodes: dict[int, list[int]],
+    keep: np.ndarray | None = None,
+    skip: frozenset[int] = frozenset(),
 ) -> None:
-    jobs = [job for job in problem.jobs if is_node_job(job) and job.index not in pinned]
+    jobs = [job for job in problem.jobs
+            if is_node_job(job) and job.index not in pinned and job.index not in skip]
     if not jobs:
         return
     demand = sum(job.tasks for job in jobs)
@@ -407,6 +421,8 @@ def _ordinary_candidates(
         np.add.at(pinned_use, np.asarray(nodes, dtype=np.int64), problem.jobs[j].npu_per_task)
     free = problem.free - pinned_use
     usable = (free > 0) & (problem.health != UNHEALTHY)
+    if keep is not None:
+        usable &= keep
     reps: set[int] = set()
     # whole-free cells: the first `demand` nodes of each cell
     for cell in structure.cells:
@@ -425,6 +441,7 @@ def _ordinary_candidates(
     for members in classes.values():
         reps.update(members[:demand])
     for job in jobs:
+        checkpoint()
         mine = []
         pool = reps | set(extra_nodes.get(job.index, []))
         pool |= {int(n) for n in job.origin if n >= 0}

@@ -17,6 +17,7 @@ from ortools.sat.python import cp_model
 
 from models.compiled import Problem
 from models.validation import UB_MEM_RACKS
+from solver.model.cancel import checkpoint
 from solver.model.structure import JobStructure, Structure
 
 Var = cp_model.IntVar
@@ -70,6 +71,7 @@ class Registry:
 
     def int_var(self, lb: int, ub: int, name: str) -> Var:
         """A new integer variable."""
+        checkpoint()
         var = self.model.new_int_var(lb, ub, name)
         self.variables.append(var)
         self.bounds[var.index] = (lb, ub)
@@ -77,6 +79,7 @@ class Registry:
 
     def bool_var(self, name: str) -> Var:
         """A new Boolean variable."""
+        checkpoint()
         var = self.model.new_bool_var(name)
         self.variables.append(var)
         self.bounds[var.index] = (0, 1)
@@ -220,10 +223,15 @@ def lin_value(terms: list[tuple[Var, int]], const: int, values: Assignment) -> i
 
 
 def lin_expr(terms: list[tuple[Var, int]], const: int = 0) -> Any:
-    """The CP-SAT expression of ``Σ coef·var + const``."""
+    """The CP-SAT expression of ``Σ coef·var + const`` (built by one array call)."""
     if not terms:
         return const
-    return sum(coef * var for var, coef in terms) + const
+    checkpoint()
+    if len(terms) == 1 and const == 0:
+        var, coef = terms[0]
+        return var if coef == 1 else coef * var
+    expr = cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms])
+    return expr + const if const else expr
 
 
 @dataclass
@@ -249,29 +257,45 @@ class ModelVariables:
     touched: dict[int, Var] = field(default_factory=dict)  # n: any node-level rank on it
     node_fault_return: dict[tuple[int, int], Var] = field(default_factory=dict)  # (j, n)
     ub_domain: dict[tuple[int, int], Var] = field(default_factory=dict)  # (j, rack // 16)
+    group_level: dict[tuple[int, int], int] = field(default_factory=dict)  # (j, g) → level
+    group_index: dict[tuple[int, int, int], list[Var]] | None = None  # see group_count
 
 
 def group_count(mv: ModelVariables, js: JobStructure, li: int, d: int) -> Lin:
     """Groups of job ``js.job`` at level ``li`` placed in domain ``d``.
 
     Explicit groups there, anonymous groups counted there, and the counted (non-explicit)
-    children of explicit parents there.
+    children of explicit parents there.  The terms come from an index built on first use
+    (after :func:`create_variables`, which creates every variable counted here).
     """
-    j = js.job
+    checkpoint()
+    index = mv.group_index
+    if index is None:
+        index = mv.group_index = _group_index(mv)
     out = Lin()
-    for gid in js.by_level[li]:
-        var = mv.explicit.get((j, gid, d))
-        if var is not None:
-            out.add(var)
-    anon = mv.anon_count.get((j, li, d))
-    if anon is not None:
-        out.add(anon)
-    if li > 0:
-        for pid in js.by_level[li - 1]:
-            child = mv.child_count.get((j, pid, d))
-            if child is not None:
-                out.add(child)
+    for var in index.get((js.job, li, d), ()):
+        out.add(var)
     return out
+
+
+def _group_index(mv: ModelVariables) -> dict[tuple[int, int, int], list[Var]]:
+    """``(job, level, domain)`` → the variables :func:`group_count` sums, in its order."""
+    index: dict[tuple[int, int, int], list[Var]] = {}
+    explicit: dict[tuple[int, int, int], list[Var]] = {}
+    child: dict[tuple[int, int, int], list[Var]] = {}
+    for (j, gid, d), var in mv.explicit.items():
+        explicit.setdefault((j, mv.group_level[(j, gid)], d), []).append(var)
+    for (j, pid, d), var in mv.child_count.items():
+        child.setdefault((j, mv.group_level[(j, pid)] + 1, d), []).append(var)
+    keys = set(explicit) | set(child) | set(mv.anon_count)
+    for key in keys:
+        terms = list(explicit.get(key, ()))
+        anon = mv.anon_count.get(key)
+        if anon is not None:
+            terms.append(anon)
+        terms.extend(child.get(key, ()))
+        index[key] = terms
+    return index
 
 
 def cell_usage(mv: ModelVariables, structure: Structure) -> dict[int, Lin]:
@@ -299,6 +323,7 @@ def create_variables(
         for t in js.trees:
             mv.tree[(j, t)] = reg.bool_var(f"tree[{j},{t}]")
         for group in js.groups:
+            mv.group_level[(j, group.id)] = group.level
             for d in group.pref_domains:
                 mv.explicit[(j, group.id, d)] = reg.bool_var(f"x[{j},{group.id},{d}]")
         leaf = js.leaf_level

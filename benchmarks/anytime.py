@@ -1,0 +1,243 @@
+"""The anytime curve: what ``solve`` answers under short budgets on large batches.
+
+For every instance (by default the 4,096- and 8,192-node batches of every family, seeds 0
+and 1) and every budget, ``solve(engine="auto", time_limit=T)`` runs in this process,
+model building included, and the row records the answer's objective and origin hits, the
+engine that produced it, and the overrun ``wall − T``.  The report's "budget" table gives
+per budget and family the share of instances whose answer beats greedy, the share where
+CP-SAT's own search produced it, the median improvement, and the overrun p50/p99; the
+plot draws objective gain over greedy against the budget.
+
+Run it with ``python -m benchmarks.anytime --out DIR`` (see ``--help``).  Wall-clock
+figures depend on the machine and its load; run it on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gc
+import statistics
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from benchmarks.generators import FAMILIES, GenParams, case_name, generate_case
+from models.compiled import Problem, compile_scenario
+from solver.facade import solve
+
+#: The budgets of the curve, in seconds.
+BUDGETS: tuple[float, ...] = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+#: Jobs per batch at a scale (as the full suite: 10 at 4,096 nodes, 11 at 8,192).
+BATCH_JOBS = {4096: 10, 8192: 11}
+
+COLUMNS = ("instance", "family", "nodes", "jobs", "budget", "wall-seconds", "overrun-ms",
+           "engine", "status", "objective", "greedy-objective", "gain", "origin-hits",
+           "origin-candidates", "threads-after")
+
+
+@dataclass(frozen=True)
+class AnytimeInstance:
+    """A generated instance of the curve."""
+
+    name: str
+    family: str
+    nodes: int
+    jobs: int
+    params: GenParams
+
+
+def default_instances(scales: Sequence[int] = (4096, 8192),
+                      seeds: Sequence[int] = (0, 1),
+                      families: Sequence[str] = FAMILIES) -> list[AnytimeInstance]:
+    """The large batches of the curve: every family × scale × seed."""
+    out = []
+    for nodes in scales:
+        for family in families:
+            for seed in seeds:
+                jobs = BATCH_JOBS.get(nodes, 10)
+                params = GenParams(family, nodes=nodes, seed=seed, jobs=jobs)
+                out.append(AnytimeInstance(case_name(params), family, nodes, jobs, params))
+    return out
+
+
+def run_instance(instance: AnytimeInstance, problem: Problem, budgets: Iterable[float],
+                 seed: int = 0) -> list[dict[str, Any]]:
+    """Solve one instance once per budget; one row per budget."""
+    rows = []
+    for budget in budgets:
+        gc.collect()
+        started = time.perf_counter()
+        result = solve(problem, engine="auto", time_limit=budget, workers=1, seed=seed)
+        wall = time.perf_counter() - started
+        greedy = result.greedy_objective if result.greedy_objective is not None else 0
+        rows.append({
+            "instance": instance.name, "family": instance.family, "nodes": instance.nodes,
+            "jobs": instance.jobs, "budget": budget, "wall-seconds": round(wall, 4),
+            "overrun-ms": round(1000 * (wall - budget), 1), "engine": result.engine,
+            "status": result.status.value, "objective": result.objective,
+            "greedy-objective": greedy, "gain": result.objective - greedy,
+            "origin-hits": result.metrics.origin_hits,
+            "origin-candidates": result.metrics.origin_candidates,
+            "threads-after": threading.active_count(),
+        })
+    return rows
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def budget_table(rows: list[dict[str, Any]]) -> list[list[str]]:
+    """Per budget and family: improved share, CP-SAT share, median gain, overrun p50/p99."""
+    groups: dict[tuple[float, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[(float(row["budget"]), str(row["family"]))].append(row)
+        groups[(float(row["budget"]), "all")].append(row)
+    table = []
+    for (budget, family) in sorted(groups, key=lambda k: (k[0], k[1] == "all", k[1])):
+        group = groups[(budget, family)]
+        gains = [int(r["gain"]) for r in group]
+        improved = [g for g in gains if g > 0]
+        by_cpsat = sum(1 for r in group if r["engine"] == "cpsat" and int(r["gain"]) > 0)
+        overruns = [float(r["overrun-ms"]) for r in group]
+        table.append([
+            f"{budget:g}", family, str(len(group)),
+            f"{len(improved)}/{len(group)}", f"{by_cpsat}/{len(group)}",
+            f"{statistics.median(improved):.0f}" if improved else "-",
+            f"{_percentile(overruns, 0.5):.1f}", f"{_percentile(overruns, 0.99):.1f}",
+            f"{max(overruns):.1f}",
+        ])
+    return table
+
+
+BUDGET_HEADER = ["budget s", "family", "runs", "beats greedy", "by CP-SAT search",
+                 "median gain", "overrun p50 ms", "overrun p99 ms", "overrun max ms"]
+
+
+def goal_summary(rows: list[dict[str, Any]], short: float = 1.0, long: float = 10.0) -> str:
+    """The issue's anytime goal: of the instances improved at ``long``, share at ``short``."""
+    by: dict[str, dict[float, int]] = defaultdict(dict)
+    for row in rows:
+        by[str(row["instance"])][float(row["budget"])] = int(row["gain"])
+    target = [name for name, gains in by.items() if gains.get(long, 0) > 0]
+    hit = [name for name in target if by[name].get(short, 0) > 0]
+    return (f"instances improved over greedy at {long:g} s: {len(target)}; of those, improved "
+            f"at {short:g} s: {len(hit)} ({100 * len(hit) / max(1, len(target)):.0f} %)")
+
+
+def _markdown(rows: list[list[str]], header: list[str]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_report(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Path:
+    """Write ``anytime.csv``, ``anytime.md`` and (with matplotlib) ``anytime.png``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "anytime.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(COLUMNS))
+        writer.writeheader()
+        writer.writerows(rows)
+    text = ["# Anytime curve", "", f"Command: `{command}`", "",
+            goal_summary(rows), "", _markdown(budget_table(rows), BUDGET_HEADER), ""]
+    plotted = plot_anytime(rows, out_dir / "anytime.png")
+    if plotted:
+        text += ["![anytime curve](anytime.png)", ""]
+    report = out_dir / "anytime.md"
+    report.write_text("\n".join(text), encoding="utf-8")
+    return report
+
+
+def plot_anytime(rows: list[dict[str, Any]], path: Path) -> bool:
+    """Median relative objective gain over greedy per budget and family (log-x)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("plots skipped: matplotlib is not installed (pip install matplotlib)",
+              file=sys.stderr)
+        return False
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    families = sorted({str(r["family"]) for r in rows})
+    for family in families:
+        mine = [r for r in rows if r["family"] == family]
+        budgets = sorted({float(r["budget"]) for r in mine})
+        share = []
+        hits = []
+        for b in budgets:
+            at = [r for r in mine if float(r["budget"]) == b]
+            share.append(100 * sum(1 for r in at if int(r["gain"]) > 0) / len(at))
+            hits.append(statistics.mean(
+                int(r["origin-hits"]) / max(1, int(r["origin-candidates"])) for r in at) * 100)
+        ax1.plot(budgets, share, marker="o", label=family)
+        ax2.plot(budgets, hits, marker="o", label=family)
+    for ax in (ax1, ax2):
+        ax.set_xscale("log")
+        ax.set_xlabel("budget (s, wall clock, model building included)")
+        ax.grid(True, alpha=0.3)
+    ax1.set_ylabel("% of instances whose answer beats greedy")
+    ax2.set_ylabel("mean origin hit rate (%)")
+    ax1.legend(fontsize=8)
+    ax1.set_title("answer better than greedy")
+    ax2.set_title("origin hits")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def run(instances: Sequence[AnytimeInstance], budgets: Sequence[float], out: TextIO,
+        seed: int = 0) -> list[dict[str, Any]]:
+    """Generate, compile and solve every instance at every budget; print progress."""
+    rows: list[dict[str, Any]] = []
+    for i, instance in enumerate(instances, 1):
+        problem = compile_scenario(generate_case(instance.params).scenario)
+        # warm the process once (imports, first-call caches), as a daemon would be
+        solve(problem, engine="greedy", time_limit=60)
+        mine = run_instance(instance, problem, budgets, seed)
+        rows += mine
+        out.write(f"[{i}/{len(instances)}] {instance.name}: " + ", ".join(
+            f"{r['budget']:g}s {r['engine']} +{r['gain']} ({r['overrun-ms']:+.0f} ms)"
+            for r in mine) + "\n")
+        out.flush()
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.anytime``."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.anytime",
+                                     description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--out", default="anytime-out", help="output folder")
+    parser.add_argument("--budgets", default=",".join(f"{b:g}" for b in BUDGETS),
+                        help="comma-separated budgets in seconds")
+    parser.add_argument("--scales", default="4096,8192", help="comma-separated node counts")
+    parser.add_argument("--seeds", default="0,1", help="comma-separated generator seeds")
+    parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument("--seed", type=int, default=0, help="CP-SAT seed")
+    args = parser.parse_args(argv)
+    budgets = [float(x) for x in args.budgets.split(",")]
+    instances = default_instances([int(x) for x in args.scales.split(",")],
+                                  [int(x) for x in args.seeds.split(",")],
+                                  [x for x in args.families.split(",") if x])
+    rows = run(instances, budgets, sys.stdout, args.seed)
+    command = "python -m benchmarks.anytime " + " ".join(argv or sys.argv[1:])
+    report = write_report(rows, Path(args.out), command.strip())
+    print(goal_summary(rows))
+    print(f"report: {report}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

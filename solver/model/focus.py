@@ -1,0 +1,117 @@
+"""Which nodes a large-neighbourhood step keeps (see :mod:`solver.lns`).
+
+A step re-places a few jobs with every other job fixed, on the domains that matter:
+the ones the neighbourhood's jobs use now, the ones holding their cached nodes, and a
+few roomy ones for slack.  Domains are kept as whole *units*, the jobs' leaf domains
+(super pods for A3/850 jobs, racks for 950 jobs, level1 domains for multilevel jobs);
+node-level jobs keep their current and cached nodes and a few spares of each class of
+nodes.  Every other free node is left out of the step's model: it stays free, so any
+answer of the step is a valid placement of the whole problem.  The step's reserve and
+fragment terms only see the kept nodes, so they are a proxy; a step is accepted only
+when :func:`models.objective.evaluate` of the whole placement improves.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from models.compiled import UNHEALTHY, Problem
+from models.plan import Plan
+from models.scenario import Family
+
+#: Roomiest extra units kept per step (slack for blocks that leave their domain).
+EXTRA_UNITS = 4
+#: Node-level jobs: spare nodes kept per class of nodes (at least; else the step's tasks).
+SPARE_PER_CLASS = 4
+
+
+def unit_keys(problem: Problem) -> np.ndarray:
+    """An integer unit id per node (``-1``: no unit); units of different kinds differ.
+
+    A unit is the leaf domain of the pending jobs' family: a super pod for A3/850 jobs,
+    a rack (within its super pod) for 950 jobs, a level1 domain for multilevel jobs.
+    """
+    units = np.full(problem.num_nodes, -1, dtype=np.int64)
+    families = {job.family for job in problem.jobs}
+    base = 0
+    if Family.RACK in families:
+        has = (problem.super_pod >= 0) & (problem.rack >= 0)
+        width = int(problem.rack.max(initial=0)) + 1
+        units[has] = problem.super_pod[has].astype(np.int64) * width + problem.rack[has]
+        base = int(units.max(initial=-1)) + 1
+    if Family.SUPERPOD in families:
+        has = (problem.super_pod >= 0) & (units < 0)
+        units[has] = base + problem.super_pod[has].astype(np.int64)
+        base = int(units.max(initial=-1)) + 1
+    if Family.MULTILEVEL in families:
+        for t, name in enumerate(problem.tree_names):
+            view = problem.trees[name]
+            mine = view.member & (problem.node_tree == t) & (units < 0)
+            if not mine.any():
+                continue
+            # the level1 domain: the path of label values of levels 1..D
+            path = np.zeros(problem.num_nodes, dtype=np.int64)
+            for i in range(view.depth):
+                width = len(view.level_values[i]) + 1
+                path = path * width + (view.level_value[i].astype(np.int64) + 1)
+            _, dense = np.unique(path[mine], return_inverse=True)
+            units[mine] = base + dense
+            base += int(dense.max()) + 1
+    return units
+
+
+def neighbourhood_mask(problem: Problem, plan: Plan, hood: list[int],
+                       units: np.ndarray) -> np.ndarray:
+    """Nodes kept for a large-neighbourhood step on the jobs ``hood``.
+
+    Parameters
+    ----------
+    problem
+        The compiled scenario.
+    plan
+        The incumbent; the neighbourhood's current nodes are kept, and every other job's
+        nodes count as used when the roomiest extra units are chosen.
+    hood
+        The jobs the step re-places.
+    units
+        :func:`unit_keys` of ``problem``.
+    """
+    keep = np.zeros(problem.num_nodes, dtype=bool)
+    keep_units: set[int] = set()
+    used = np.zeros(problem.num_nodes, dtype=np.int64)
+    for k, nodes in enumerate(plan.nodes):
+        if nodes is None or len(nodes) == 0:
+            continue
+        idx = np.asarray(nodes, dtype=np.int64)
+        if k in hood:
+            keep[idx] = True
+            keep_units.update(int(u) for u in units[idx] if u >= 0)
+        else:
+            np.add.at(used, idx, problem.jobs[k].npu_per_task)
+    for k in hood:
+        job = problem.jobs[k]
+        cached = job.origin[job.origin >= 0].astype(np.int64)
+        keep[cached] = True
+        keep_units.update(int(u) for u in units[cached] if u >= 0)
+    left = problem.free - used
+    whole = (left == problem.npus) & problem.whole_free & (problem.health != UNHEALTHY)
+    room = Counter(units[whole & (units >= 0)].tolist())
+    extra = [u for u, _ in sorted(room.items(), key=lambda kv: (-kv[1], kv[0]))
+             if u not in keep_units][:EXTRA_UNITS]
+    keep_units.update(extra)
+    if keep_units:
+        keep |= np.isin(units, np.fromiter(keep_units, dtype=np.int64))
+    # nodes outside any unit (ordinary jobs' nodes): a few spares per class of nodes
+    loose = np.flatnonzero((units < 0) & (left > 0) & (problem.health != UNHEALTHY) & ~keep)
+    if len(loose):
+        order = loose[np.argsort(problem.natural_pos[loose], kind="stable")]
+        classes: Counter[tuple[int, int, int]] = Counter()
+        cap = max(SPARE_PER_CLASS, sum(problem.jobs[k].tasks for k in hood))
+        for n in order.tolist():
+            key = (int(left[n]), int(problem.npus[n]), int(problem.health[n]))
+            if classes[key] < cap:
+                classes[key] += 1
+                keep[n] = True
+    return keep
