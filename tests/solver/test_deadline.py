@@ -7,6 +7,7 @@ test can check on a shared CI machine); the overrun figures come from
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -244,3 +245,24 @@ def test_lns_decision_depends_on_size_and_budget_only() -> None:
     outcome = solve_cpsat(small, greedy, weights, time_limit=1.0, workers=1, seed=0,
                           deterministic_time=1.0)
     assert outcome.solver_status != "LNS"  # below LNS_MIN_NODES: the full model
+
+
+#: Scale of the generated deadline test (CI runs the small default; set
+#: NPU_PLACE_DEADLINE_NODES=8192 to run it at daemon scale).
+DEADLINE_NODES = int(os.environ.get("NPU_PLACE_DEADLINE_NODES", "512"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["a3", "850", "950", "multilevel", "ordinary"])
+def test_generated_batches_answer_within_their_budget(family: str) -> None:
+    problem = _generated(family, DEADLINE_NODES, 0, 6)
+    solve(problem, engine="greedy", time_limit=60)  # warm caches, as a daemon would be
+    for budget in (0.1, 0.3):
+        started = time.perf_counter()
+        result = solve(problem, engine="auto", time_limit=budget, workers=1, seed=0)
+        elapsed = time.perf_counter() - started
+        greedy_alone = any("greedy alone took" in n for n in result.notes)
+        assert greedy_alone or elapsed < budget + SLACK
+        assert _cpsat_threads() == []
+        assert check(problem, result.placement) == []
+        assert result.objective >= (result.greedy_objective or 0)
