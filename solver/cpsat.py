@@ -219,11 +219,8 @@ def solve_cpsat(
     recover_reserve
         Seconds kept at the end of the budget for turning the solution into a plan.
     lns
-        Search by large neighbourhoods (:mod:`solver.lns`) instead of one model of the
-        whole batch.  ``None`` decides by size and budget: problems of at least
-        :data:`LNS_MIN_NODES` nodes with a budget below :data:`LNS_BELOW_SECONDS` (of
-        wall clock, or of deterministic time when that is given), so the choice never
-        depends on machine load.
+        ``True``: search by large neighbourhoods only (:mod:`solver.lns`); ``False``: one
+        model of the whole batch only; ``None``: decide with :func:`search_mode`.
 
     Returns
     -------
@@ -234,10 +231,7 @@ def solve_cpsat(
     started = time.perf_counter()
     deadline = started + time_limit
     search_end = deadline - recover_reserve
-    use_lns = lns if lns is not None else (
-        problem.num_nodes >= LNS_MIN_NODES and len(problem.jobs) > 0
-        and (deterministic_time if deterministic_time is not None else time_limit)
-        < LNS_BELOW_SECONDS)
+    mode = search_mode(problem, time_limit, deterministic_time, lns)
     box: dict[str, object] = {}
     # building and recovery stop a little before the deadline, so that unwinding the
     # worker fits inside it even on a busy machine
@@ -251,7 +245,7 @@ def solve_cpsat(
             with cancellable(token):
                 box["outcome"] = _run(problem, hint, weights, started, search_end, workers,
                                       seed, deterministic_time, fix_to_hint, start, holder,
-                                      lock, stopped, use_lns, box)
+                                      lock, stopped, mode, box)
         except BuildCancelled:
             box["outcome"] = CpsatOutcome(
                 None, Status.GREEDY, None, None, time.perf_counter() - started,
@@ -331,6 +325,28 @@ def min_search_seconds(num_variables: int) -> float:
     return 0.01 + SEARCH_SECONDS_PER_VARIABLE * num_variables
 
 
+def search_mode(problem: Problem, time_limit: float, deterministic_time: float | None,
+                lns: bool | None = None) -> str:
+    """``"lns"``, ``"hybrid"`` or ``"full"``: how :func:`solve_cpsat` searches.
+
+    Problems below :data:`LNS_MIN_NODES` nodes get one model of the whole batch
+    (``full``).  Larger ones search by large neighbourhoods (``lns``) when the budget (of
+    wall clock, or of deterministic time when that is given) is below
+    :data:`LNS_BELOW_SECONDS`; with more budget they spend :data:`LNS_SHARE` of it on
+    large neighbourhoods and the rest on the whole-batch model warm-started from that
+    (``hybrid``), which can prove optimality.  The choice depends on the input and the
+    budgets, never on machine load.
+    """
+    if lns is not None:
+        return "lns" if lns else "full"
+    if problem.num_nodes < LNS_MIN_NODES or not problem.jobs:
+        return "full"
+    budget = deterministic_time if deterministic_time is not None else time_limit
+    return "lns" if budget < LNS_BELOW_SECONDS else "hybrid"
+
+
+#: Share of a long budget that a large problem spends on large neighbourhoods first.
+LNS_SHARE = 0.3
 #: Budgets below this (seconds) search by large neighbourhoods on large problems.
 LNS_BELOW_SECONDS = 4.0
 #: Problems with fewer nodes always get the full model (it builds fast enough).
@@ -366,7 +382,7 @@ def search_parameters(solver: cp_model.CpSolver, *, max_time: float, workers: in
 def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
          search_end: float, workers: int, seed: int, deterministic_time: float | None,
          fix_to_hint: bool, start: Plan | None, holder: dict[str, cp_model.CpSolver],
-         lock: threading.Lock, stopped: threading.Event, use_lns: bool,
+         lock: threading.Lock, stopped: threading.Event, mode: str,
          box: dict[str, object]) -> CpsatOutcome:
     """Build, hint, solve and recover; runs in the worker thread of :func:`solve_cpsat`."""
     notes: list[str] = []
@@ -374,9 +390,46 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
         start = better_start(problem, hint, weights)
         if start is not hint:
             notes.append("warm start: the origin-first construction beat greedy")
-    if use_lns:
+    if mode == "lns":
         return _run_lns(problem, start, weights, started, search_end, workers, seed,
                         deterministic_time, holder, lock, stopped, notes, box)
+    first: CpsatOutcome | None = None
+    if mode == "hybrid":
+        phase_end = started + LNS_SHARE * (search_end - started)
+        phase_det = None if deterministic_time is None else LNS_SHARE * deterministic_time
+        first = _run_lns(problem, start, weights, started, phase_end, workers, seed,
+                         phase_det, holder, lock, stopped, [], box)
+        assert first.plan is not None
+        notes.extend(first.notes)
+        if deterministic_time is not None:
+            deterministic_time -= phase_det or 0.0
+        # the whole-batch model is built around the incumbent, so it stays representable
+        start = hint = first.plan
+        try:
+            outcome = _run_full(problem, hint, weights, started, search_end, workers, seed,
+                                deterministic_time, fix_to_hint, start, holder, lock,
+                                stopped, notes)
+        except BuildCancelled:
+            first.notes = [*notes, "the whole-batch model was not ready within the budget; "
+                           "the large-neighbourhood answer stands"]
+            first.wall_seconds = time.perf_counter() - started
+            return first
+        if outcome.plan is None or (first.objective is not None and evaluate(
+                problem, outcome.plan.as_mapping(), weights).objective < first.objective):
+            first.notes = outcome.notes
+            first.wall_seconds = time.perf_counter() - started
+            return first
+        return outcome
+    return _run_full(problem, hint, weights, started, search_end, workers, seed,
+                     deterministic_time, fix_to_hint, start, holder, lock, stopped, notes)
+
+
+def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
+              search_end: float, workers: int, seed: int, deterministic_time: float | None,
+              fix_to_hint: bool, start: Plan, holder: dict[str, cp_model.CpSolver],
+              lock: threading.Lock, stopped: threading.Event,
+              notes: list[str]) -> CpsatOutcome:
+    """One model of the whole batch, hinted with ``start``."""
     built = build_model(problem, weights, hint)
     hint_objective: int | None = None
     try:

@@ -266,7 +266,7 @@ def solve(
         return _stamp(fallback, started)
     outcome = solve_cpsat(problem, greedy, resolved, time_limit=remaining, workers=workers,
                           seed=seed, deterministic_time=deterministic_time, start=best,
-                          recover_reserve=min(0.2 * remaining, finish_cost + 0.005))
+                          recover_reserve=min(0.2 * remaining, 2 * finish_cost + 0.01))
     notes.extend(outcome.notes)
     solver_extra: dict[str, Any] = {"solver_wall": outcome.wall_seconds,
                                     "solver_status": outcome.solver_status}
