@@ -266,7 +266,7 @@ def solve_cpsat(
             solver = holder.get("solver")
             if solver is not None:  # CP-SAT stops within milliseconds when asked
                 solver.stop_search()
-        thread.join(max(0.0, deadline - time.perf_counter()))
+        thread.join(max(0.0, deadline - GIVE_UP_SECONDS - time.perf_counter()))
     if thread.is_alive():
         token.cancel()
         thread.join(GIVE_UP_SECONDS)
@@ -315,9 +315,10 @@ def _stop_workers_at_exit() -> None:
         thread.join(10.0)
 
 
-#: CP-SAT's loading and presolve answer a stop request only between steps that grow
-#: with the model; a search is not started with less time left than this per variable.
-SEARCH_SECONDS_PER_VARIABLE = 1e-5
+#: CP-SAT's loading and presolve answer a stop request (or their own time limit) only
+#: between steps that grow with the model: its limit is set this much per variable
+#: before the real end, and a search is not started with less than twice that left.
+SEARCH_SECONDS_PER_VARIABLE = 2e-5
 
 
 def min_search_seconds(num_variables: int) -> float:
@@ -439,13 +440,14 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
         notes.append(f"warm start not used: {exc}")
     checkpoint()
     solver = cp_model.CpSolver()
-    search_parameters(solver, max_time=search_end - time.perf_counter(), workers=workers,
-                      seed=seed, deterministic_time=deterministic_time)
+    latency = min_search_seconds(len(built.variables.reg.variables))
+    search_parameters(solver, max_time=search_end - time.perf_counter() - latency,
+                      workers=workers, seed=seed, deterministic_time=deterministic_time)
     if fix_to_hint:
         solver.parameters.fix_variables_to_their_hinted_value = True
     num_vars = len(built.variables.reg.variables)
     with lock:
-        if stopped.is_set() or time.perf_counter() + min_search_seconds(num_vars) >= search_end:
+        if stopped.is_set() or time.perf_counter() + 2 * latency >= search_end:
             return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
                                 [*notes, "no time left to search after building the CP-SAT "
                                  "model"], hint_objective, "NOT_RUN", num_vars)
@@ -501,7 +503,9 @@ def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: f
             log.warning("large-neighbourhood step: hint not representable: %s", exc)
         checkpoint()
         solver = cp_model.CpSolver()
-        search_parameters(solver, max_time=min(max_seconds, search_end - time.perf_counter()),
+        latency = min_search_seconds(len(built.variables.reg.variables))
+        search_parameters(solver, max_time=min(max_seconds,
+                                               search_end - time.perf_counter() - latency),
                           workers=workers, seed=seed, deterministic_time=deterministic)
         # a step has a fraction of a second: probing would spend it before the hint is
         # even loaded as a solution
@@ -509,7 +513,7 @@ def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: f
         num_vars = len(built.variables.reg.variables)
         with lock:
             if stopped.is_set() or (deterministic is None and time.perf_counter()
-                                    + min_search_seconds(num_vars) >= search_end):
+                                    + 2 * latency >= search_end):
                 return None, 0.0
             holder["solver"] = solver
         code = solver.solve(built.model)
