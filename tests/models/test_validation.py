@@ -19,6 +19,7 @@ import pytest
 from models import io as model_io
 from models.compiled import compile_scenario
 from models.io import load_scenario
+from models.limits import MAX_TASKS
 from models.validation import InputError, parse_affinity_config
 from tests.models.builders import entry, job, node, scenario, write
 
@@ -272,9 +273,9 @@ CASES = [
          lambda: scenario([node("node-0", rack_id=2**40)], [job("j")]),
          "node 'node-0' (nodes[0])", "rack-id", "less than or equal to 2147483647"),
     Case("tasks-absurd",
-         lambda: with_job(tasks=1 << 20, npu=1),
+         lambda: with_job(tasks=MAX_TASKS, npu=1),
          lambda: with_job(tasks=3_000_000_000, npu=1),
-         "job 'j' (jobs[0])", "tasks", "less than or equal to 1048576 (got 3000000000)"),
+         "job 'j' (jobs[0])", "tasks", f"less than or equal to {MAX_TASKS} (got 3000000000)"),
     Case("super-pod-size-absurd",
          lambda: scenario(pod_nodes(), [job("j")], {"super-pod-size": 100_000}),
          lambda: scenario(pod_nodes(), [job("j")], {"super-pod-size": 10**12}),
@@ -545,7 +546,7 @@ def test_parse_affinity_config_values() -> None:
     [
         ("yaml", "nodes:\n  - name: a\n   npus: 8\n", "malformed YAML at line 3, column 4"),
         ("yaml", "nodes: [a, b\n", "malformed YAML"),
-        ("yaml", "a: 1\n---\nb: 2\n", "malformed YAML"),
+        ("yaml", "a: 1\n---\nb: 2\n", "a file holds one document"),
         ("json", '{"nodes": [}', "malformed JSON at line 1, column 12"),
         ("json", '{"nodes": []', "malformed JSON at line 1"),
         ("yaml", "- 1\n- 2\n", "expected a mapping at the top level, got list"),
