@@ -448,13 +448,16 @@ def _describe_location(data: Any, loc: tuple[Any, ...]) -> tuple[str, str]:
             items = data.get(head)
             if isinstance(items, list) and index < len(items) and isinstance(items[index], dict):
                 name = items[index].get("name")
-        item = f"{_SECTION_NAMES[head]} '{name}' ({head}[{index}])" if name else f"{head}[{index}]"
-        field = ".".join(str(p) for p in loc[2:]) or "(the item)"
+        shown = escape_text(str(name), 80) if name else ""
+        item = (f"{_SECTION_NAMES[head]} '{shown}' ({head}[{index}])" if name
+                else f"{head}[{index}]")
+        field = escape_text(".".join(str(p) for p in loc[2:]), 80) or "(the item)"
         return item, field
     if head == "affinity-cache" and len(loc) >= 3 and loc[1] == "entries":
         field = ".".join(str(p) for p in loc[3:]) or "(the entry)"
         return f"affinity-cache entries[{loc[2]}]", field
-    return str(head), ".".join(str(p) for p in loc[1:]) or str(head)
+    head_text = escape_text(str(head), 80)
+    return head_text, escape_text(".".join(str(p) for p in loc[1:]), 80) or head_text
 
 
 def pydantic_messages(exc: ValidationError, data: Any, source: str) -> list[str]:
@@ -469,7 +472,7 @@ def pydantic_messages(exc: ValidationError, data: Any, source: str) -> list[str]
             shown = repr(error["input"])
             if len(shown) <= 60:
                 text = f"{text} (got {shown})"
-        messages.append(f"{source}: {item}: field '{field}': {text}")
+        messages.append(escape_text(f"{source}: {item}: field '{field}': {text}", 2000))
     return messages
 
 

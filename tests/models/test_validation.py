@@ -32,6 +32,11 @@ def pod_nodes(count: int = 8, npus: int = 8) -> list[dict[str, Any]]:
                  labels={"rack": "r0", "sw": "s0"}) for i in range(count)]
 
 
+def busy_nodes() -> list[dict[str, Any]]:
+    """:func:`pod_nodes` with node-1 fully used (by a running job of the case)."""
+    return [{**n, "free": 0} if n["name"] == "node-1" else n for n in pod_nodes()]
+
+
 def loose_nodes(count: int = 4, npus: int = 8) -> list[dict[str, Any]]:
     """Nodes in no super pod (so that any super-pod-size is allowed)."""
     return [node(f"node-{i}", npus) for i in range(count)]
@@ -451,7 +456,7 @@ CASES = [
          lambda: scenario(pod_nodes(), [job("j")], {"reserve-nodes": -1}),
          "config", "reserve-nodes", "reserve-nodes(-1) is negative"),
     Case("running-job-missing-node",
-         lambda: {**scenario(pod_nodes(), [job("j")]),
+         lambda: {**scenario(busy_nodes(), [job("j")]),
                   "running": [{"name": "r", "ranks": {0: "node-1"}}]},
          lambda: {**scenario(pod_nodes(), [job("j")]),
                   "running": [{"name": "r", "ranks": {0: "node-77"}}]},
@@ -460,6 +465,38 @@ CASES = [
          lambda: {**scenario(pod_nodes(), [job("j")]), "running": [{"name": "r"}]},
          lambda: {**scenario(pod_nodes(), [job("j")]), "running": [{"name": "j"}]},
          "running job 'j'", "name", "a running job has the same name as a pending job"),
+    # Running jobs are checked by the rules of pending jobs (issue 11): validate, plan and
+    # simulate agree on them.
+    Case("running-job-unknown-policy",
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "policy": "chip8-node8", "ranks": {0: "node-1"}}]},
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "policy": "bogus", "ranks": {0: "node-1"}}]},
+         "running job 'r'", "policy", "unknown policy 'bogus'"),
+    Case("running-job-absurd-tasks",
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "tasks": 4, "ranks": {0: "node-1"}}]},
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "tasks": 10**9, "ranks": {0: "node-1"}}]},
+         "running job 'r' (running[0])", "tasks", f"less than or equal to {MAX_TASKS}"),
+    Case("running-job-over-capacity",
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "ranks": {0: "node-1"}}]},
+         lambda: {**scenario(pod_nodes(), [job("j")]),
+                  "running": [{"name": "r", "ranks": {0: "node-1"}}]},
+         "node 'node-1'", "free", "free 8 plus the 8 NPUs of running jobs exceeds npus 8"),
+    Case("running-job-rank-beyond-tasks",
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "tasks": 2, "ranks": {1: "node-1"}}]},
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "tasks": 1, "ranks": {1: "node-1"}}]},
+         "running job 'r'", "ranks", "ranks [1] are outside 0..0 (tasks 1)"),
+    Case("running-job-duplicate-name",
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "ranks": {0: "node-1"}}, {"name": "s"}]},
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "ranks": {0: "node-1"}}, {"name": "r"}]},
+         "running job 'r'", "name", "duplicate running job name"),
 ]
 
 
