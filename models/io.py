@@ -148,17 +148,6 @@ def _json_float(text: str) -> float:
     return value
 
 
-def _json_int(text: str) -> int:
-    if len(text) > 20:  # beyond 64 bits: do not even convert it
-        raise DocumentError(f"integer {escape_text(text, 40)} is out of range (at most "
-                            f"{MAX_ABS_INT} in absolute value)")
-    value = int(text)
-    if abs(value) > MAX_ABS_INT:
-        raise DocumentError(f"integer {text} is out of range (at most {MAX_ABS_INT} in "
-                            "absolute value)")
-    return value
-
-
 def load_json(text: str) -> Any:
     """Strict JSON (RFC 8259) within the document bounds.
 
@@ -180,34 +169,46 @@ def load_json(text: str) -> Any:
                             f"limit is {MAX_VALUES} values")
     try:
         data = json.loads(text, object_pairs_hook=_json_pairs, parse_constant=_json_constant,
-                          parse_float=_json_float, parse_int=_json_int)
+                          parse_float=_json_float)
     except RecursionError:
         raise DocumentError(f"the document is nested deeper than {MAX_DEPTH} levels") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # Python refuses to convert integers of more than 4300 digits
+        raise DocumentError(f"an integer is out of range (at most {MAX_ABS_INT} in absolute "
+                            "value)") from None
     _check_tree(data)
     return data
 
 
 def _check_tree(data: Any) -> None:
-    """Count the values of parsed data and measure its depth (iteratively)."""
-    count = 0
+    """Count the values of parsed JSON, measure its depth and check integer ranges."""
+    if type(data) is int and abs(data) > MAX_ABS_INT:
+        raise DocumentError(f"integer {data} is out of range (at most {MAX_ABS_INT} in "
+                            "absolute value)")
+    if type(data) is not dict and type(data) is not list:
+        return
+    count = 1
     stack: list[tuple[Any, int]] = [(data, 1)]
     while stack:
         value, depth = stack.pop()
-        count += 1
-        if type(value) is dict:
-            count += len(value)  # the keys
-            children: Any = value.values()
-        elif type(value) is list:
-            children = value
-        else:
-            continue
         if depth > MAX_DEPTH:
             raise DocumentError(f"the document is nested deeper than {MAX_DEPTH} levels")
+        if type(value) is dict:
+            count += 2 * len(value)  # keys and values
+            children: Any = value.values()
+        else:
+            count += len(value)
+            children = value
         if count > MAX_VALUES:
             raise DocumentError(f"the document holds more than {MAX_VALUES} values")
-        stack.extend((child, depth + 1) for child in children)
-    if count > MAX_VALUES:
-        raise DocumentError(f"the document holds more than {MAX_VALUES} values")
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list:
+                stack.append((child, depth + 1))
+            elif kind is int and (child > MAX_ABS_INT or child < -MAX_ABS_INT):
+                raise DocumentError(f"integer {child} is out of range (at most "
+                                    f"{MAX_ABS_INT} in absolute value)")
 
 
 # --------------------------------------------------------------------------- YAML
@@ -468,8 +469,12 @@ def pydantic_messages(exc: ValidationError, data: Any, source: str) -> list[str]
         text = error["msg"]
         if error["type"] == "extra_forbidden":
             text = "unknown field (check the spelling against the scenario format)"
+        elif error["type"] == "value_error":
+            text = text.removeprefix("Value error, ")
         elif "input" in error and error["type"] not in ("missing",):
-            shown = repr(error["input"])
+            value = error["input"]
+            big = isinstance(value, (list, dict)) and len(value) > 20
+            shown = "..." * 30 if big else repr(value)  # no repr of a 10^6-item list
             if len(shown) <= 60:
                 text = f"{text} (got {shown})"
         messages.append(escape_text(f"{source}: {item}: field '{field}': {text}", 2000))
@@ -517,7 +522,7 @@ def load_placement(path: str | os.PathLike[str]) -> PlacementFile:
 def dump_data(data: Any, fmt: str) -> str:
     """Serialise plain data as ``json`` or ``yaml`` text."""
     if fmt == "json":
-        return json.dumps(data, indent=2) + "\n"
+        return json.dumps(data, indent=2, allow_nan=False) + "\n"  # never NaN/Infinity
     if fmt == "yaml":
         return str(yaml.dump(data, Dumper=_YamlDumper, sort_keys=False, allow_unicode=True))
     raise ValueError(f"unknown format {fmt!r}")
