@@ -70,12 +70,13 @@ MAX_EVENTS_PER_SESSION = 100_000
 
 # --------------------------------------------------------------------------- options
 
-#: Largest wall-clock budget per placement (``--time-limit``), seconds: one day.
-MAX_TIME_LIMIT = 86_400.0
-#: Largest CP-SAT deterministic time (``--deterministic-time``).
-MAX_DETERMINISTIC_TIME = 86_400.0
-#: CP-SAT's ``random_seed`` is a signed 32-bit integer.
-MIN_SEED = -(2**31)
+#: Largest wall-clock budget per placement (``--time-limit``), seconds: one week (the
+#: same bound as ``solver.facade.solve``; longer limits only overflow timers).
+MAX_TIME_LIMIT = 7 * 24 * 3600.0
+#: Largest CP-SAT deterministic time (``--deterministic-time``), as the facade's.
+MAX_DETERMINISTIC_TIME = 7 * 24 * 3600.0
+#: CP-SAT's ``random_seed`` is a 32-bit integer; seeds are 0 .. 2^31 - 1 (as the facade's).
+MIN_SEED = 0
 MAX_SEED = 2**31 - 1
 #: Most CP-SAT search workers (``--workers``): more only adds memory and contention.
 MAX_WORKERS = 64
@@ -183,7 +184,7 @@ def check_deterministic_time(value: float, name: str = "--deterministic-time") -
 
 
 def check_seed(value: int, name: str = "--seed") -> int:
-    """A CP-SAT random seed: a signed 32-bit integer."""
+    """A CP-SAT random seed: ``MIN_SEED <= value <= MAX_SEED`` (0 .. 2^31 - 1)."""
     if not MIN_SEED <= value <= MAX_SEED:
         raise LimitError(f"{name} must be between {MIN_SEED} and {MAX_SEED} (CP-SAT seeds "
                          f"are 32-bit), got {value}")

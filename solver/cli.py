@@ -333,11 +333,11 @@ def add_engine_options(parser: argparse.ArgumentParser, *, engine: bool = True,
                             help="greedy, cpsat, or auto (greedy then CP-SAT; default)")
     parser.add_argument("--time-limit", type=_bounded(check_time_limit, float), default=10.0,
                         metavar="S", help="wall-clock budget per placement in seconds, at "
-                                          "most 86400 (default 10)")
+                                          "most 604800 (default 10)")
     parser.add_argument("--workers", type=_bounded(check_workers, int), default=1, metavar="N",
                         help="CP-SAT search workers, 1 to 64 (default 1)")
     parser.add_argument("--seed", type=_bounded(check_seed, int), default=0, metavar="N",
-                        help="random seed of the CP-SAT search, a 32-bit integer (default 0)")
+                        help="random seed of the CP-SAT search, 0 to 2147483647 (default 0)")
     parser.add_argument("--deterministic-time", type=_bounded(check_deterministic_time, float),
                         default=None,
                         metavar="D", dest="deterministic_time",

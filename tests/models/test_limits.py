@@ -306,7 +306,7 @@ def test_placement_files_go_through_the_same_bounds(tmp_path: Path, text: str,
 
 def test_numeric_checks() -> None:
     assert check_time_limit(0.5) == 0.5
-    assert check_seed(2**31 - 1) == 2**31 - 1 and check_seed(-(2**31)) == -(2**31)
+    assert check_seed(2**31 - 1) == 2**31 - 1 and check_seed(0) == 0
     assert check_workers(64) == 64
     assert check_deterministic_time(1.0) == 1.0
     for bad in (float("inf"), float("nan"), 1e300, 0.0, -1.0):
@@ -314,7 +314,7 @@ def test_numeric_checks() -> None:
             check_time_limit(bad)
         with pytest.raises(LimitError, match="--deterministic-time"):
             check_deterministic_time(bad)
-    for seed in (2**31, -(2**31) - 1):
+    for seed in (2**31, -1):
         with pytest.raises(LimitError, match="32-bit"):
             check_seed(seed)
     for workers in (0, 65, 100_000):
