@@ -135,6 +135,8 @@ def check_text(value: str, max_chars: int = MAX_NAME_CHARS) -> str:
     """
     if len(value) > max_chars:
         raise LimitError(f"is {len(value)} characters long; the limit is {max_chars}")
+    if value.isprintable():  # the common case, in C: no control or formatting character
+        return value
     match = UNSAFE_CHARS.search(value)
     if match is not None:
         raise LimitError(

@@ -22,9 +22,12 @@ from models.limits import (
     MAX_PRIORITY,
     MAX_RUNNING_JOBS,
     MAX_TASKS,
+    MAX_TEXT_CHARS,
     MAX_TIMESTAMP,
+    LimitError,
     Name,
     Text,
+    check_text,
     escape_text,
 )
 
@@ -238,21 +241,31 @@ class Node(_Model):
     health: Health = Health.HEALTHY
     super_pod_id: int | None = Field(None, alias="super-pod-id", le=MAX_ID)
     rack_id: int | None = Field(None, alias="rack-id", le=MAX_ID)
-    labels: dict[Text, Text] = Field(default_factory=dict, max_length=MAX_LABELS)
+    labels: dict[str, str] = Field(default_factory=dict, max_length=MAX_LABELS)
 
     @field_validator("labels", mode="before")
     @classmethod
     def _stringify_labels(cls, value: Any) -> Any:
         # Kubernetes label values are strings; YAML may read ``rack: 7`` as a number.  A
         # mapping or a list is not a label value: refused, never turned into its repr.
-        if isinstance(value, dict):
-            for key, item in value.items():
+        # Keys and values are checked here, in one pass (a 100,000-node file has 600,000).
+        if not isinstance(value, dict) or len(value) > MAX_LABELS:
+            return value  # pydantic reports the type or the count
+        plain = True
+        for key, item in value.items():
+            if type(item) is not str or type(key) is not str:
+                plain = False
                 if isinstance(item, (dict, list)):
                     kind = "mapping" if isinstance(item, dict) else "list"
                     raise ValueError(f"label '{escape_text(str(key), 60)}': a label value must "
                                      f"be a string (or a number or boolean), not a {kind}")
-            return {str(k): str(v) for k, v in value.items()}
-        return value
+                key, item = str(key), str(item)
+            for what, text in (("key", key), ("value", item)):
+                try:
+                    check_text(text, MAX_TEXT_CHARS)
+                except LimitError as exc:
+                    raise ValueError(f"label {what} {exc}") from None
+        return value if plain else {str(k): str(v) for k, v in value.items()}
 
 
 class CacheEntry(_Model):
