@@ -38,6 +38,9 @@ After its events a session runs like Volcano's: the cache is initialised (cold s
 from running pods; warm: owners present refreshed, then TTL eviction), the pending jobs are
 placed with the chosen engine through :func:`solver.facade.solve`, and the answer is applied
 to the cluster and to the cache (each placed job is one committed gang allocation).
+Owners whose cache entries are already older than the TTL at the scenario's ``now`` are
+evicted before the first session (reported as "TTL evicted" with an event line), exactly
+the owners ``plan`` treats as expired, so both commands start from the same live cache.
 
 Per session the report gives, over the pending jobs of that session:
 
