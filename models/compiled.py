@@ -61,6 +61,16 @@ def live_cache(scenario: Scenario, now: int) -> dict[str, dict[int, str]]:
     return live
 
 
+def expired_owners(scenario: Scenario, now: int) -> list[str]:
+    """Owners with cache entries that are all expired at ``now`` (see :func:`live_cache`).
+
+    ``plan`` ignores them (no rank counts them as a candidate) and ``simulate`` evicts them
+    before its first session, so both commands see the same live cache.
+    """
+    live = live_cache(scenario, now)
+    return sorted({entry.owner_uid for entry in scenario.affinity_cache.entries} - live.keys())
+
+
 @dataclass(frozen=True, eq=False)
 class TreeView:
     """One multilevel resource tree (``resource-level-config`` entry) over the nodes.

@@ -64,6 +64,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem, compile_scenario
+from models.limits import MAX_WEIGHT
 from models.placement import MetricsModel, PlacementFile
 from models.scenario import Family, Scenario
 
@@ -80,13 +81,13 @@ class Weights(BaseModel):
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
 
-    placed: int | None = Field(None, ge=0)
-    origin_hit: int | None = Field(None, alias="origin-hit", ge=0)
-    fault_return: int = Field(64, alias="fault-return", ge=0)
-    affinity_spill: int = Field(16, alias="affinity-spill", ge=0)
-    subhealthy: int = Field(4, ge=0)
-    reserve: int = Field(2, ge=0)
-    fragment: int = Field(1, ge=0)
+    placed: int | None = Field(None, ge=0, le=MAX_WEIGHT)
+    origin_hit: int | None = Field(None, alias="origin-hit", ge=0, le=MAX_WEIGHT)
+    fault_return: int = Field(64, alias="fault-return", ge=0, le=MAX_WEIGHT)
+    affinity_spill: int = Field(16, alias="affinity-spill", ge=0, le=MAX_WEIGHT)
+    subhealthy: int = Field(4, ge=0, le=MAX_WEIGHT)
+    reserve: int = Field(2, ge=0, le=MAX_WEIGHT)
+    fragment: int = Field(1, ge=0, le=MAX_WEIGHT)
     priority_levels: bool = Field(True, alias="priority-levels")
 
 

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from models.limits import MAX_JOBS, MAX_TASKS, Name
+
 
 class Status(StrEnum):
     """One honest status per result (contract: ``optimal`` / ``feasible`` / ``greedy``)."""
@@ -38,11 +40,11 @@ class MetricsModel(_Model):
 class JobPlacement(_Model):
     """One job of a placement."""
 
-    name: str
+    name: Name
     placed: bool
     reason: str | None = None
-    ranks: dict[str, str] = Field(default_factory=dict)
-    blocks: dict[str, list[str]] = Field(default_factory=dict)
+    ranks: dict[str, Name] = Field(default_factory=dict, max_length=MAX_TASKS)
+    blocks: dict[str, list[Name]] = Field(default_factory=dict, max_length=MAX_TASKS)
     origin_hits: int = Field(0, alias="origin-hits")
     origin_candidates: int = Field(0, alias="origin-candidates")
 
@@ -52,12 +54,12 @@ class PlacementFile(_Model):
 
     engine: str = "unknown"
     status: Status = Status.GREEDY
-    wall_seconds: float = Field(0.0, alias="wall-seconds")
+    wall_seconds: float = Field(0.0, alias="wall-seconds", allow_inf_nan=False)
     objective: int | None = None
     bound: int | None = None
-    gap: float | None = None
+    gap: float | None = Field(None, allow_inf_nan=False)
     seed: int | None = None
-    jobs: list[JobPlacement] = Field(default_factory=list)
+    jobs: list[JobPlacement] = Field(default_factory=list, max_length=MAX_JOBS)
     metrics: MetricsModel | None = None
     notes: list[str] = Field(default_factory=list)
 

@@ -13,6 +13,24 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from models.limits import (
+    MAX_CACHE_ENTRIES,
+    MAX_IMAGE_SIZE_GB,
+    MAX_JOBS,
+    MAX_LABELS,
+    MAX_NODES,
+    MAX_PRIORITY,
+    MAX_RUNNING_JOBS,
+    MAX_TASKS,
+    MAX_TEXT_CHARS,
+    MAX_TIMESTAMP,
+    LimitError,
+    Name,
+    Text,
+    check_text,
+    escape_text,
+)
+
 #: Upstream default of ``super-pod-size`` (``plugin/factory.go``).
 DEFAULT_SUPER_POD_SIZE = 48
 #: Upstream default of ``reserve-nodes``.
@@ -24,7 +42,6 @@ DEFAULT_IMAGE_SIZE_GB = 25.0
 #: Sanity limits that keep absurd values out of the int32 arrays and the engines' tables
 #: (a typo such as ``tasks: 3000000000`` must be refused with a message, not crash).
 MAX_NODE_NPUS = 1024
-MAX_TASKS = 1 << 20
 MAX_ID = 2**31 - 1
 MAX_SUPER_POD_SIZE = 100_000
 #: Label naming a node's multilevel topology tree.
@@ -125,6 +142,9 @@ def _strict_unless_soft(value: Any) -> Any:
     return value
 
 
+#: A rank number (running jobs' ``ranks`` keys).
+RankNumber = Annotated[int, Field(ge=0, lt=MAX_TASKS)]
+
 #: The ``super-pod-affinity`` field type of jobs and running jobs.
 AffinityLabel = Annotated[SuperPodAffinity, BeforeValidator(_strict_unless_soft)]
 
@@ -138,8 +158,8 @@ class _Model(BaseModel):
 class LevelConfig(_Model):
     """One level of a multilevel resource tree (``resource-level-config``)."""
 
-    label: str = Field(min_length=1)
-    reserved_node: int = Field(0, alias="reservedNode", ge=0)
+    label: Text = Field(min_length=1)
+    reserved_node: int = Field(0, alias="reservedNode", ge=0, le=MAX_NODES)
 
 
 class Config(_Model):
@@ -148,7 +168,7 @@ class Config(_Model):
     super_pod_size: int | None = Field(None, alias="super-pod-size", le=MAX_SUPER_POD_SIZE)
     reserve_nodes: int | None = Field(None, alias="reserve-nodes")
     prefer_previous_node: bool = Field(True, alias="prefer-previous-node")
-    resource_level_config: dict[str, dict[str, LevelConfig]] = Field(
+    resource_level_config: dict[Text, dict[Text, LevelConfig]] = Field(
         default_factory=dict, alias="resource-level-config"
     )
 
@@ -157,9 +177,12 @@ class Config(_Model):
     def _parse_json_string(cls, value: Any) -> Any:
         # Upstream stores the tree config as a JSON string in init-params; accept both.
         if isinstance(value, str):
-            import json
+            from models.io import DocumentError, load_json  # models.io imports this module
 
-            value = json.loads(value)  # then canonicalise its keys like a mapping
+            try:
+                value = load_json(value)  # then canonicalise its keys like a mapping
+            except DocumentError as exc:
+                raise ValueError(str(exc)) from None
         if isinstance(value, dict):
             # Go's JSON decoding is case-insensitive on field names: accept "Label".
             fixed: dict[str, Any] = {}
@@ -212,74 +235,95 @@ def _canon_level_key(key: str) -> str:
 class Node(_Model):
     """One Kubernetes node with its NPU state."""
 
-    name: str = Field(min_length=1)
+    name: Name = Field(min_length=1)
     npus: int = Field(gt=0, le=MAX_NODE_NPUS)
     free: int
     health: Health = Health.HEALTHY
     super_pod_id: int | None = Field(None, alias="super-pod-id", le=MAX_ID)
     rack_id: int | None = Field(None, alias="rack-id", le=MAX_ID)
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict, max_length=MAX_LABELS)
 
     @field_validator("labels", mode="before")
     @classmethod
     def _stringify_labels(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {str(k): str(v) for k, v in value.items()}
-        return value
+        # Kubernetes label values are strings; YAML may read ``rack: 7`` as a number.  A
+        # mapping or a list is not a label value: refused, never turned into its repr.
+        # Keys and values are checked here, in one pass (a 100,000-node file has 600,000).
+        if not isinstance(value, dict) or len(value) > MAX_LABELS:
+            return value  # pydantic reports the type or the count
+        plain = True
+        for key, item in value.items():
+            if type(item) is not str or type(key) is not str:
+                plain = False
+                if isinstance(item, (dict, list)):
+                    kind = "mapping" if isinstance(item, dict) else "list"
+                    raise ValueError(f"label '{escape_text(str(key), 60)}': a label value must "
+                                     f"be a string (or a number or boolean), not a {kind}")
+                key, item = str(key), str(item)
+            for what, text in (("key", key), ("value", item)):
+                try:
+                    check_text(text, MAX_TEXT_CHARS)
+                except LimitError as exc:
+                    raise ValueError(f"label {what} {exc}") from None
+        return value if plain else {str(k): str(v) for k, v in value.items()}
 
 
 class CacheEntry(_Model):
     """One previous-node record: owner UID, rank → node."""
 
-    owner_uid: str = Field(alias="owner-uid", min_length=1)
-    rank: int = Field(ge=0)
-    node: str = Field(min_length=1)
-    updated: int = 0
-    previous: str | None = None
+    owner_uid: Name = Field(alias="owner-uid", min_length=1)
+    rank: int = Field(ge=0, lt=MAX_TASKS)
+    node: Name = Field(min_length=1)
+    updated: int = Field(0, ge=-MAX_TIMESTAMP, le=MAX_TIMESTAMP)
+    previous: Name | None = None
 
 
 class AffinityCacheModel(_Model):
     """The previous-node cache as stored in a scenario file."""
 
-    ttl_seconds: int = Field(DEFAULT_CACHE_TTL_SECONDS, alias="ttl-seconds", gt=0)
-    entries: list[CacheEntry] = Field(default_factory=list)
+    ttl_seconds: int = Field(DEFAULT_CACHE_TTL_SECONDS, alias="ttl-seconds", gt=0,
+                             le=MAX_TIMESTAMP)
+    entries: list[CacheEntry] = Field(default_factory=list, max_length=MAX_CACHE_ENTRIES)
 
 
 class Job(_Model):
     """A pending gang job of this session."""
 
-    name: str = Field(min_length=1)
-    owner_uid: str | None = Field(None, alias="owner-uid")
-    policy: str
+    name: Name = Field(min_length=1)
+    owner_uid: Name | None = Field(None, alias="owner-uid")
+    policy: Text
     tasks: int = Field(gt=0, le=MAX_TASKS)
     npu_per_task: int = Field(alias="npu-per-task", gt=0, le=MAX_NODE_NPUS)
     sp_block: int | None = Field(None, alias="sp-block")
     ra_block: int | None = Field(None, alias="ra-block")
-    affinity_config: str | None = Field(None, alias="affinity-config")
+    affinity_config: Text | None = Field(None, alias="affinity-config")
     super_pod_affinity: AffinityLabel = Field(SuperPodAffinity.HARD, alias="super-pod-affinity")
     ub_memory: bool = Field(False, alias="ub-memory")
-    priority: int = 0
-    fault_ranks: list[int] = Field(default_factory=list, alias="fault-ranks")
-    image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0)
+    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    fault_ranks: list[int] = Field(default_factory=list, alias="fault-ranks",
+                                   max_length=MAX_TASKS)
+    image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0,
+                                 le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False)
 
 
 class RunningJob(_Model):
     """A job already running (used by ``simulate`` and for a cache cold start)."""
 
-    name: str = Field(min_length=1)
-    owner_uid: str | None = Field(None, alias="owner-uid")
-    policy: str = "chip8-node8"
-    npu_per_task: int = Field(8, alias="npu-per-task", gt=0)
-    ranks: dict[int, str] = Field(default_factory=dict)
+    name: Name = Field(min_length=1)
+    owner_uid: Name | None = Field(None, alias="owner-uid")
+    policy: Text = "chip8-node8"
+    npu_per_task: int = Field(8, alias="npu-per-task", gt=0, le=MAX_NODE_NPUS)
+    ranks: dict[RankNumber, Name] = Field(default_factory=dict, max_length=MAX_TASKS)
     # The job's spec, so that ``simulate`` can evict and re-place it (all optional; the
     # meaning is the same as on Job).  ``tasks`` is the desired rank count (default: the
     # highest running rank + 1); ranks below it that are not running are pending.
-    tasks: int | None = Field(None, ge=0)
-    priority: int = 0
-    image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0)
+    tasks: int | None = Field(None, ge=0, le=MAX_TASKS)
+    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0,
+                                 le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False)
     sp_block: int | None = Field(None, alias="sp-block")
     ra_block: int | None = Field(None, alias="ra-block")
-    affinity_config: str | None = Field(None, alias="affinity-config")
+    affinity_config: Text | None = Field(None, alias="affinity-config")
     super_pod_affinity: AffinityLabel = Field(SuperPodAffinity.HARD, alias="super-pod-affinity")
     ub_memory: bool = Field(False, alias="ub-memory")
 
@@ -287,14 +331,14 @@ class RunningJob(_Model):
 class Scenario(_Model):
     """One scheduling session frozen in a file."""
 
-    now: int | None = None
+    now: int | None = Field(None, ge=0, le=MAX_TIMESTAMP)
     config: Config = Field(default_factory=Config)
-    nodes: list[Node] = Field(default_factory=list)
+    nodes: list[Node] = Field(default_factory=list, max_length=MAX_NODES)
     affinity_cache: AffinityCacheModel = Field(
         default_factory=AffinityCacheModel, alias="affinity-cache"
     )
-    jobs: list[Job] = Field(default_factory=list)
-    running: list[RunningJob] = Field(default_factory=list)
+    jobs: list[Job] = Field(default_factory=list, max_length=MAX_JOBS)
+    running: list[RunningJob] = Field(default_factory=list, max_length=MAX_RUNNING_JOBS)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the scenario with the contract's key names, for YAML/JSON output."""

@@ -20,6 +20,7 @@ from models.scenario import (
     Family,
     Job,
     Policy,
+    RunningJob,
     Scenario,
     SuperPodAffinity,
     family_of,
@@ -108,6 +109,14 @@ def parse_affinity_config(text: str | None) -> tuple[tuple[int, ...] | None, lis
     return (None, errors) if errors else (levels, [])
 
 
+def sample(values: list[int], limit: int = 10) -> str:
+    """``[a, b, c]``, or the first ``limit`` values and how many more."""
+    if len(values) <= limit:
+        return str(list(values))
+    shown = ", ".join(str(v) for v in values[:limit])
+    return f"[{shown}, ... ({len(values) - limit} more)]"
+
+
 def _is_power_of_two(value: int) -> bool:
     return value > 0 and value & (value - 1) == 0
 
@@ -137,14 +146,17 @@ def derive_shape(job: Job, scenario: Scenario) -> tuple[JobShape | None, list[tu
     whole_node = False
     soft = job.super_pod_affinity is SuperPodAffinity.SOFT
 
-    for rank in job.fault_ranks:
-        if rank < 0 or rank >= job.tasks:
-            errors.append(
-                ("fault-ranks", f"fault rank {rank} does not exist (ranks are 0..{job.tasks - 1})")
-            )
+    missing = [rank for rank in job.fault_ranks if rank < 0 or rank >= job.tasks]
+    if len(missing) == 1:
+        errors.append(("fault-ranks",
+                       f"fault rank {missing[0]} does not exist (ranks are 0..{job.tasks - 1})"))
+    elif missing:  # one message for all of them: a list of 10^6 bad ranks is one mistake
+        errors.append(("fault-ranks", f"{len(missing)} fault ranks do not exist (ranks are "
+                                      f"0..{job.tasks - 1}): {sample(missing)}"))
     dup = [r for r, c in Counter(job.fault_ranks).items() if c > 1]
     if dup:
-        errors.append(("fault-ranks", f"fault ranks {sorted(dup)} are listed more than once"))
+        errors.append(("fault-ranks", f"fault ranks {sample(sorted(dup))} are listed more than "
+                                      "once"))
 
     if family is not Family.RACK:
         if job.ra_block is not None:
@@ -555,11 +567,77 @@ def validate_scenario(
             say(where, field, text)
         if shape is not None:
             shapes[job.name] = shape
+    running_names: set[str] = set()
+    used: Counter[str] = Counter()
     for running in scenario.running:
         where = f"running job '{running.name}'"
         if running.name in job_names:
             say(where, "name", "a running job has the same name as a pending job")
+        if running.name in running_names:
+            say(where, "name", "duplicate running job name")
+        running_names.add(running.name)
         for rank, node_name in running.ranks.items():
             if node_name not in names:
                 say(where, f"ranks.{rank}", f"node '{node_name}' does not exist in nodes")
+            else:
+                used[node_name] += running.npu_per_task
+        _, errors = check_running(running, scenario)
+        for field, text in errors:
+            say(where, field, text)
+    npus = {node.name: node.npus for node in scenario.nodes}
+    free = {node.name: node.free for node in scenario.nodes}
+    for name, chips in used.items():
+        if free[name] + chips > npus[name]:
+            say(f"node '{name}'", "free",
+                f"free {free[name]} plus the {chips} NPUs of running jobs exceeds npus "
+                f"{npus[name]} (free must exclude the chips running jobs use)")
     return shapes, messages
+
+
+def running_spec(running: RunningJob) -> tuple[Job, int]:
+    """The job spec of a running job and its desired rank count.
+
+    ``tasks`` defaults to the highest running rank + 1; the spec has at least one task
+    (a parked job, ``tasks: 0``, keeps a one-task spec).  Every field of
+    :class:`~models.scenario.RunningJob` is bounded as on :class:`~models.scenario.Job`,
+    so building the spec cannot fail.
+    """
+    ranks = running.ranks
+    desired = running.tasks if running.tasks is not None else (max(ranks) + 1 if ranks else 0)
+    data = {"name": running.name, "owner-uid": running.owner_uid,
+            "policy": running.policy, "tasks": max(1, desired),
+            "npu-per-task": running.npu_per_task, "priority": running.priority,
+            "image-size-gb": running.image_size_gb, "sp-block": running.sp_block,
+            "ra-block": running.ra_block, "affinity-config": running.affinity_config,
+            "super-pod-affinity": running.super_pod_affinity.value,
+            "ub-memory": running.ub_memory}
+    return Job.model_validate({k: v for k, v in data.items() if v is not None}), desired
+
+
+def check_running(running: RunningJob, scenario: Scenario
+                  ) -> tuple[JobShape | None, list[tuple[str, str]]]:
+    """Check a running job by the rules of a pending job of the same spec.
+
+    ``validate``, ``plan`` and ``simulate`` all use this: the job's spec must be a valid
+    job (policy, sizes, blocks) unless it is parked (``tasks: 0``), its ranks must lie in
+    ``0..tasks-1``, and a super-pod, 950 or multilevel job runs all its ranks or none.
+
+    Returns
+    -------
+    tuple
+        ``(shape, errors)``; each error is ``(field, message)``.
+    """
+    spec, desired = running_spec(running)
+    errors: list[tuple[str, str]] = []
+    bad = sorted(r for r in running.ranks if r >= desired)
+    if bad:
+        errors.append(("ranks", f"ranks {sample(bad)} are outside 0..{desired - 1} (tasks "
+                                f"{desired})"))
+    shape, shape_errors = derive_shape(spec, scenario)
+    if desired > 0:
+        errors.extend(shape_errors)
+    if (shape is not None and shape.family is not Family.ORDINARY and running.ranks
+            and len(running.ranks) != desired):
+        errors.append(("ranks", f"a {shape.family.value} job runs all its {desired} ranks "
+                                f"or none, but {len(running.ranks)} are running"))
+    return (None if errors else shape), errors

@@ -22,9 +22,18 @@ from pydantic import ValidationError
 
 from heuristics.greedy import EngineNotAvailable
 from models.check import check
-from models.compiled import Problem, compile_scenario
+from models.compiled import Problem, compile_scenario, expired_owners
 from models.io import dump_data, load_placement, model_from_data, read_document
-from models.objective import Metrics, Weights, evaluate
+from models.limits import (
+    MAX_ERRORS_SHOWN,
+    LimitError,
+    check_deterministic_time,
+    check_seed,
+    check_time_limit,
+    check_workers,
+    escape_text,
+)
+from models.objective import Metrics, Weights, evaluate, resolve_weights
 from models.scenario import Scenario
 from models.validation import InputError
 from solver.facade import ENGINES, Result, solve
@@ -59,7 +68,7 @@ def example_path(name: str) -> Path:
     """Path of a bundled example scenario."""
     folder = resources.files("models") / "examples"
     path = folder / f"{name}.yaml"
-    if not path.is_file():
+    if name not in example_names() or not path.is_file():  # never a path outside examples/
         raise CliError(f"no bundled example named '{name}'; choose one of "
                        f"{', '.join(example_names())}")
     return Path(str(path))
@@ -205,15 +214,33 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     """``npu-place plan [SCENARIO]``."""
     path = resolve_scenario_arg(args.scenario, args.example)
     problem = load_problem(path)
+    check_weights(problem, args.weights)
     result = solve(problem, engine=args.engine, time_limit=args.time_limit,
                    workers=args.workers, seed=args.seed, weights=args.weights,
                    deterministic_time=args.deterministic_time)
+    note = expired_cache_note(problem)
+    if note:
+        result.notes.append(note)
+        result.placement.notes.append(note)
     if args.format == "table":
         text = f"scenario: {path}\n" + render_result_table(problem, result)
     else:
         text = dump_data(result.placement.to_dict(), args.format)
     emit(text, args.output, out)
     return EXIT_OK
+
+
+def expired_cache_note(problem: Problem) -> str | None:
+    """A note naming the cache owners whose entries are older than the TTL, if any."""
+    owners = expired_owners(problem.scenario, problem.now)
+    if not owners:
+        return None
+    ttl = problem.scenario.affinity_cache.ttl_seconds
+    shown = ", ".join(owners[:10]) + (f", ... ({len(owners) - 10} more)" if len(owners) > 10
+                                      else "")
+    return (f"affinity cache: the entries of {len(owners)} owner(s) ({shown}) were last "
+            f"updated before now - ttl-seconds ({problem.now} - {ttl}): expired, so no rank "
+            "counts them as candidates (simulate evicts them before its first session)")
 
 
 def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
@@ -230,6 +257,7 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     records = []
     for scenario in args.scenarios:
         problem = load_problem(scenario)
+        check_weights(problem, args.weights)
         greedy = solve(problem, engine="greedy", seed=args.seed, weights=args.weights)
         cpsat = solve(problem, engine="cpsat", time_limit=args.time_limit,
                       workers=args.workers, seed=args.seed, weights=args.weights,
@@ -303,13 +331,15 @@ def add_engine_options(parser: argparse.ArgumentParser, *, engine: bool = True,
     if engine:
         parser.add_argument("--engine", choices=ENGINES, default="auto",
                             help="greedy, cpsat, or auto (greedy then CP-SAT; default)")
-    parser.add_argument("--time-limit", type=_positive_float, default=10.0, metavar="S",
-                        help="wall-clock budget per placement in seconds (default 10)")
-    parser.add_argument("--workers", type=_positive_int, default=1, metavar="N",
-                        help="CP-SAT search workers (default 1)")
-    parser.add_argument("--seed", type=int, default=0, metavar="N",
-                        help="random seed of the CP-SAT search (default 0)")
-    parser.add_argument("--deterministic-time", type=_positive_float, default=None,
+    parser.add_argument("--time-limit", type=_bounded(check_time_limit, float), default=10.0,
+                        metavar="S", help="wall-clock budget per placement in seconds, at "
+                                          "most 604800 (default 10)")
+    parser.add_argument("--workers", type=_bounded(check_workers, int), default=1, metavar="N",
+                        help="CP-SAT search workers, 1 to 64 (default 1)")
+    parser.add_argument("--seed", type=_bounded(check_seed, int), default=0, metavar="N",
+                        help="random seed of the CP-SAT search, 0 to 2147483647 (default 0)")
+    parser.add_argument("--deterministic-time", type=_bounded(check_deterministic_time, float),
+                        default=None,
                         metavar="D", dest="deterministic_time",
                         help="bound CP-SAT by its deterministic time D (same input and seed "
                              "give the same answer on any machine and load; the wall-clock "
@@ -323,11 +353,50 @@ def add_engine_options(parser: argparse.ArgumentParser, *, engine: bool = True,
                              "automatic lexicographic weights)")
 
 
+def _bounded(check: Callable[[Any, str], Any], kind: type) -> Callable[[str], Any]:
+    """An ``argparse`` type: convert with ``kind``, then apply a :mod:`models.limits` check."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(
+                f"expected {what}, got '{escape_text(text, 40)}'") from None
+        try:
+            return check(value, "the value")
+        except LimitError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
 def _weights(text: str) -> Weights:
     try:
         return Weights.model_validate(json.loads(text))
-    except (json.JSONDecodeError, ValidationError) as exc:
-        raise argparse.ArgumentTypeError(f"invalid --weights: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in error['loc']) or '(the object)'}: {error['msg']}"
+            for error in exc.errors())
+        raise argparse.ArgumentTypeError(problems) from None
+
+
+def check_weights(problem: Problem, weights: Weights | None) -> None:
+    """Refuse weights whose objective would exceed CP-SAT's 2^31 coefficient bound.
+
+    Raises
+    ------
+    CliError
+        Naming ``--weights`` (or the automatic weights) and the sum.
+    """
+    try:
+        resolve_weights(problem, weights)
+    except ValueError as exc:
+        option = "--weights" if weights is not None else "the automatic weights"
+        raise CliError(f"{option}: {exc}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -404,12 +473,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         code: int = args.run(args, out)
         return code
     except InputError as exc:
-        for message in exc.messages:
-            err.write(f"error: {message}\n")
+        # The listing is capped: a file with 10^6 mistakes gets N lines and a count.
+        for message in exc.messages[:MAX_ERRORS_SHOWN]:
+            err.write(f"error: {escape_text(message, 2000)}\n")
+        hidden = len(exc.messages) - MAX_ERRORS_SHOWN
+        if hidden > 0:
+            err.write(f"... and {hidden} more error(s) not shown\n")
         err.write(f"{len(exc.messages)} input error(s); nothing was placed\n")
         return EXIT_INVALID
     except CliError as exc:
-        err.write(f"error: {exc}\n")
+        err.write(f"error: {escape_text(str(exc), 2000)}\n")
         return exc.code
     except EngineNotAvailable as exc:
         err.write(f"error: {exc}\n")
@@ -420,7 +493,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     except Exception as exc:  # the CLI never shows a traceback unless asked to
         if os.environ.get("NPU_PLACE_DEBUG"):
             traceback.print_exc(file=err)
-        err.write(f"internal error: {type(exc).__name__}: {exc}\n"
+        err.write(f"internal error: {type(exc).__name__}: {escape_text(str(exc), 2000)}\n"
                   "(set NPU_PLACE_DEBUG=1 for a traceback; please report it)\n")
         return EXIT_FAILED
 

@@ -38,6 +38,9 @@ After its events a session runs like Volcano's: the cache is initialised (cold s
 from running pods; warm: owners present refreshed, then TTL eviction), the pending jobs are
 placed with the chosen engine through :func:`solver.facade.solve`, and the answer is applied
 to the cluster and to the cache (each placed job is one committed gang allocation).
+Owners whose cache entries are already older than the TTL at the scenario's ``now`` are
+evicted before the first session (reported as "TTL evicted" with an event line), exactly
+the owners ``plan`` treats as expired, so both commands start from the same live cache.
 
 Per session the report gives, over the pending jobs of that session:
 
@@ -73,10 +76,23 @@ from typing import Any, ClassVar, TextIO
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from heuristics.lifecycle import CacheLifecycle, RunningPods
-from models.compiled import compile_scenario, scenario_now
+from models.cache import AffinityCache
+from models.compiled import compile_scenario, expired_owners, scenario_now
 from models.io import dump_data, read_document, save_scenario, scenario_from_data
+from models.limits import (
+    MAX_ADVANCE_SECONDS,
+    MAX_EVENTS_PER_SESSION,
+    MAX_SESSIONS,
+    MAX_TASKS,
+    MAX_TIMESTAMP,
+    LimitError,
+    Name,
+    check_text,
+    escape_text,
+)
 from models.objective import achievable_hits
 from models.scenario import (
+    MAX_NODE_NPUS,
     AffinityCacheModel,
     CacheEntry,
     Family,
@@ -86,7 +102,7 @@ from models.scenario import (
     RunningJob,
     Scenario,
 )
-from models.validation import InputError, derive_shape
+from models.validation import InputError, check_running, derive_shape, running_spec
 from solver.facade import solve
 
 # --------------------------------------------------------------------------- events
@@ -105,8 +121,8 @@ class EvictEvent(_Event):
     """Release the pods of a running job (all, or some ranks)."""
 
     kind: ClassVar[str] = "evict"
-    job: str = Field(alias="evict", min_length=1)
-    ranks: list[int] | None = None
+    job: Name = Field(alias="evict", min_length=1)
+    ranks: list[int] | None = Field(None, max_length=MAX_TASKS)
     fault: bool = False
 
     @field_validator("ranks")
@@ -132,7 +148,7 @@ class DeleteJobEvent(_Event):
     """Delete a job (and, unless ``keep-cache``, its owner's cache entries)."""
 
     kind: ClassVar[str] = "delete-job"
-    job: str = Field(alias="delete-job", min_length=1)
+    job: Name = Field(alias="delete-job", min_length=1)
     keep_cache: bool = Field(False, alias="keep-cache")
 
     def describe(self) -> str:
@@ -143,8 +159,8 @@ class ScaleEvent(_Event):
     """Scale a job to ``tasks`` ranks."""
 
     kind: ClassVar[str] = "scale"
-    job: str = Field(alias="scale", min_length=1)
-    tasks: int = Field(ge=0)
+    job: Name = Field(alias="scale", min_length=1)
+    tasks: int = Field(ge=0, le=MAX_TASKS)
 
     def describe(self) -> str:
         return f"scale {self.job} to {self.tasks}"
@@ -164,9 +180,9 @@ class NodeEvent(_Event):
     """Set a node's health and/or free chips."""
 
     kind: ClassVar[str] = "node"
-    node: str = Field(alias="node", min_length=1)
+    node: Name = Field(alias="node", min_length=1)
     health: Health | None = None
-    free: int | None = Field(None, ge=0)
+    free: int | None = Field(None, ge=0, le=MAX_NODE_NPUS)
 
     def describe(self) -> str:
         parts = []
@@ -185,7 +201,7 @@ class AdvanceEvent(_Event):
     """Move the clock forward."""
 
     kind: ClassVar[str] = "advance"
-    seconds: int = Field(alias="advance")
+    seconds: int = Field(alias="advance", le=MAX_ADVANCE_SECONDS)
 
     @field_validator("seconds", mode="before")
     @classmethod
@@ -197,7 +213,11 @@ class AdvanceEvent(_Event):
             if match is None:
                 raise ValueError(f"cannot read the duration '{value}' (use e.g. 90, '15m', "
                                  "'8h', '3d')")
-            value = int(match.group(1)) * _UNIT[match.group(2)]
+            digits = match.group(1)
+            if len(digits.lstrip("-")) > 15:  # far beyond MAX_ADVANCE_SECONDS
+                raise ValueError(f"the duration '{escape_text(value, 40)}' is longer than "
+                                 f"{MAX_ADVANCE_SECONDS} seconds (10 years)")
+            value = int(digits) * _UNIT[match.group(2)]
         if isinstance(value, float):
             if not value.is_integer():
                 raise ValueError(f"time must be whole seconds, got {value}")
@@ -275,6 +295,8 @@ def parse_events(data: Any, source: str, scenario: Scenario) -> list[SessionSpec
     if not isinstance(data, list):
         raise InputError([f"{source}: expected a list of sessions at the top level, got "
                           f"{type(data).__name__}"])
+    if len(data) > MAX_SESSIONS:
+        raise InputError([f"{source}: {len(data)} sessions; the limit is {MAX_SESSIONS}"])
     node_names = {node.name for node in scenario.nodes}
     jobs: set[str] = {job.name for job in scenario.jobs} | {r.name for r in scenario.running}
     sessions: list[SessionSpec] = []
@@ -287,7 +309,17 @@ def parse_events(data: Any, source: str, scenario: Scenario) -> list[SessionSpec
             extra = sorted(str(k) for k in raw if k not in ("name", "events"))
             raw_name = raw.get("name")
             name = None if raw_name is None else str(raw_name)
-            where = f"{source}: session {s}" + (f" ('{name}')" if name else "")
+            where = f"{source}: session {s}" + (f" ('{escape_text(name, 60)}')" if name else "")
+            if isinstance(raw_name, (dict, list)):
+                messages.append(f"{where}: field 'name': expected a name, got "
+                                f"{type(raw_name).__name__}")
+                name = None
+            elif name is not None:
+                try:
+                    check_text(name)
+                except LimitError as exc:
+                    messages.append(f"{where}: field 'name': the name {exc}")
+                    name = None
             for key in extra:
                 messages.append(f"{where}: field '{key}': unknown field (a session has "
                                 "'name' and 'events')")
@@ -302,6 +334,10 @@ def parse_events(data: Any, source: str, scenario: Scenario) -> list[SessionSpec
                             f"list of events), got {type(raw).__name__}")
             continue
         label = f"session {s}" + (f" ('{name}')" if name else "")
+        if len(raw_events) > MAX_EVENTS_PER_SESSION:
+            messages.append(f"{source}: {label}: field 'events': {len(raw_events)} events; the "
+                            f"limit is {MAX_EVENTS_PER_SESSION} per session")
+            raw_events = []
         events: list[Event] = []
         for e, item in enumerate(raw_events, start=1):
             where = f"{source}: {label}: event {e}"
@@ -680,7 +716,19 @@ class _Simulation:
         self.free: dict[str, int] = {node.name: node.free for node in scenario.nodes}
         self.health: dict[str, Health] = {node.name: node.health for node in scenario.nodes}
         self.jobs: dict[str, _SimJob] = {}
-        self.lifecycle = CacheLifecycle.from_model(scenario.affinity_cache, cold_if_empty=True)
+        # Owners older than the TTL at the scenario's ``now`` are evicted before the first
+        # session: ``plan`` treats them as expired too (``live_cache``), so both commands
+        # agree on the first session's candidates.  Later sessions follow upstream's
+        # refresh-then-evict (an owner present in a session is refreshed).
+        self.expired_at_start = expired_owners(scenario, self.now)
+        if self.expired_at_start:
+            gone = set(self.expired_at_start)
+            model = scenario.affinity_cache.model_copy(update={"entries": [
+                e for e in scenario.affinity_cache.entries if e.owner_uid not in gone]})
+            self.lifecycle = CacheLifecycle(AffinityCache.from_model(model))
+        else:
+            self.lifecycle = CacheLifecycle.from_model(scenario.affinity_cache,
+                                                       cold_if_empty=True)
         messages: list[str] = []
         for job in scenario.jobs:
             self.jobs[job.name] = _SimJob(job, job.tasks, {}, set(job.fault_ranks))
@@ -705,32 +753,12 @@ class _Simulation:
             raise InputError(messages)
 
     def _from_running(self, running: RunningJob) -> tuple[_SimJob | None, list[tuple[str, str]]]:
-        ranks = dict(running.ranks)
-        desired = running.tasks if running.tasks is not None else (
-            max(ranks) + 1 if ranks else 0)
-        errors: list[tuple[str, str]] = []
-        bad = sorted(r for r in ranks if r < 0 or r >= desired)
-        if bad:
-            errors.append(("ranks", f"ranks {bad} are outside 0..{desired - 1} (tasks "
-                                    f"{desired})"))
-        data = {"name": running.name, "owner-uid": running.owner_uid,
-                "policy": running.policy, "tasks": max(1, desired),
-                "npu-per-task": running.npu_per_task, "priority": running.priority,
-                "image-size-gb": running.image_size_gb, "sp-block": running.sp_block,
-                "ra-block": running.ra_block, "affinity-config": running.affinity_config,
-                "super-pod-affinity": running.super_pod_affinity.value,
-                "ub-memory": running.ub_memory}
-        spec = Job.model_validate({k: v for k, v in data.items() if v is not None})
-        shape, shape_errors = derive_shape(spec, self.base)
-        if desired > 0:
-            errors.extend(shape_errors)
-        if (shape is not None and shape.family is not Family.ORDINARY and ranks
-                and len(ranks) != desired):
-            errors.append(("ranks", f"a {shape.family.value} job runs all its {desired} ranks "
-                                    f"or none, but {len(ranks)} are running"))
+        # The rules are validation's (validate and plan apply the same ones).
+        _, errors = check_running(running, self.base)
         if errors:
             return None, errors
-        return _SimJob(spec, desired, ranks, set()), []
+        spec, desired = running_spec(running)
+        return _SimJob(spec, desired, dict(running.ranks), set()), []
 
     # ------------------------------------------------------------------ helpers
     def _family(self, sim: _SimJob) -> Family:
@@ -778,6 +806,9 @@ class _Simulation:
         if isinstance(event, NodeEvent):
             return self._node(event, where)
         if isinstance(event, AdvanceEvent):
+            if self.now + event.seconds > MAX_TIMESTAMP:
+                raise InputError([f"{where}: field 'advance': the clock would pass "
+                                  f"{MAX_TIMESTAMP} s (now {self.now}, advance {event.seconds})"])
             self.now += event.seconds
             return f"advance {_duration(event.seconds)} (now {self.now})"
         if isinstance(event, RestartEvent):
@@ -889,6 +920,13 @@ class _Simulation:
     def run_session(self, spec: SessionSpec, engine: str, time_limit: float, workers: int,
                     seed: int) -> SessionReport:
         applied = []
+        expired, self.expired_at_start = self.expired_at_start, []
+        if expired:
+            shown = ", ".join(expired[:10]) + (f", ... ({len(expired) - 10} more)"
+                                               if len(expired) > 10 else "")
+            applied.append(f"cache: {len(expired)} owner(s) older than the TTL at the "
+                           f"scenario's now evicted before the first session ({shown}); as "
+                           "in plan, their entries are not candidates")
         for e, event in enumerate(spec.events, start=1):
             where = f"{self.events_source}: {spec.label}: event {e} ({event.kind})"
             applied.append(self.apply(event, where))
@@ -975,7 +1013,7 @@ class _Simulation:
         return SessionReport(
             index=spec.index, name=spec.name, now=self.now, elapsed=self.now - self.start,
             events=applied, cache_start="cold" if start.cold else "warm",
-            cache_rebuilt=start.rebuilt, cache_evicted=start.evicted,
+            cache_rebuilt=start.rebuilt, cache_evicted=sorted({*start.evicted, *expired}),
             cache_entries=sum(len(cache.get_map(o) or {}) for o in cache.owners())
             if cache is not None else 0,
             cache_states=self.lifecycle.counts(), engine=engine_used, status=status,

@@ -19,6 +19,7 @@ import pytest
 from models import io as model_io
 from models.compiled import compile_scenario
 from models.io import load_scenario
+from models.limits import MAX_TASKS
 from models.validation import InputError, parse_affinity_config
 from tests.models.builders import entry, job, node, scenario, write
 
@@ -29,6 +30,11 @@ def pod_nodes(count: int = 8, npus: int = 8) -> list[dict[str, Any]]:
     """``count`` nodes in super pod 0 / rack 0, labelled for the ``default`` tree."""
     return [node(f"node-{i}", npus, super_pod_id=0, rack_id=0,
                  labels={"rack": "r0", "sw": "s0"}) for i in range(count)]
+
+
+def busy_nodes() -> list[dict[str, Any]]:
+    """:func:`pod_nodes` with node-1 fully used (by a running job of the case)."""
+    return [{**n, "free": 0} if n["name"] == "node-1" else n for n in pod_nodes()]
 
 
 def loose_nodes(count: int = 4, npus: int = 8) -> list[dict[str, Any]]:
@@ -272,9 +278,9 @@ CASES = [
          lambda: scenario([node("node-0", rack_id=2**40)], [job("j")]),
          "node 'node-0' (nodes[0])", "rack-id", "less than or equal to 2147483647"),
     Case("tasks-absurd",
-         lambda: with_job(tasks=1 << 20, npu=1),
+         lambda: with_job(tasks=MAX_TASKS, npu=1),
          lambda: with_job(tasks=3_000_000_000, npu=1),
-         "job 'j' (jobs[0])", "tasks", "less than or equal to 1048576 (got 3000000000)"),
+         "job 'j' (jobs[0])", "tasks", f"less than or equal to {MAX_TASKS} (got 3000000000)"),
     Case("super-pod-size-absurd",
          lambda: scenario(pod_nodes(), [job("j")], {"super-pod-size": 100_000}),
          lambda: scenario(pod_nodes(), [job("j")], {"super-pod-size": 10**12}),
@@ -450,7 +456,7 @@ CASES = [
          lambda: scenario(pod_nodes(), [job("j")], {"reserve-nodes": -1}),
          "config", "reserve-nodes", "reserve-nodes(-1) is negative"),
     Case("running-job-missing-node",
-         lambda: {**scenario(pod_nodes(), [job("j")]),
+         lambda: {**scenario(busy_nodes(), [job("j")]),
                   "running": [{"name": "r", "ranks": {0: "node-1"}}]},
          lambda: {**scenario(pod_nodes(), [job("j")]),
                   "running": [{"name": "r", "ranks": {0: "node-77"}}]},
@@ -459,6 +465,38 @@ CASES = [
          lambda: {**scenario(pod_nodes(), [job("j")]), "running": [{"name": "r"}]},
          lambda: {**scenario(pod_nodes(), [job("j")]), "running": [{"name": "j"}]},
          "running job 'j'", "name", "a running job has the same name as a pending job"),
+    # Running jobs are checked by the rules of pending jobs (issue 11): validate, plan and
+    # simulate agree on them.
+    Case("running-job-unknown-policy",
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "policy": "chip8-node8", "ranks": {0: "node-1"}}]},
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "policy": "bogus", "ranks": {0: "node-1"}}]},
+         "running job 'r'", "policy", "unknown policy 'bogus'"),
+    Case("running-job-absurd-tasks",
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "tasks": 4, "ranks": {0: "node-1"}}]},
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "tasks": 10**9, "ranks": {0: "node-1"}}]},
+         "running job 'r' (running[0])", "tasks", f"less than or equal to {MAX_TASKS}"),
+    Case("running-job-over-capacity",
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "ranks": {0: "node-1"}}]},
+         lambda: {**scenario(pod_nodes(), [job("j")]),
+                  "running": [{"name": "r", "ranks": {0: "node-1"}}]},
+         "node 'node-1'", "free", "free 8 plus the 8 NPUs of running jobs exceeds npus 8"),
+    Case("running-job-rank-beyond-tasks",
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "tasks": 2, "ranks": {1: "node-1"}}]},
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "tasks": 1, "ranks": {1: "node-1"}}]},
+         "running job 'r'", "ranks", "ranks [1] are outside 0..0 (tasks 1)"),
+    Case("running-job-duplicate-name",
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "ranks": {0: "node-1"}}, {"name": "s"}]},
+         lambda: {**scenario(busy_nodes(), [job("j")]),
+                  "running": [{"name": "r", "ranks": {0: "node-1"}}, {"name": "r"}]},
+         "running job 'r'", "name", "duplicate running job name"),
 ]
 
 
@@ -545,7 +583,7 @@ def test_parse_affinity_config_values() -> None:
     [
         ("yaml", "nodes:\n  - name: a\n   npus: 8\n", "malformed YAML at line 3, column 4"),
         ("yaml", "nodes: [a, b\n", "malformed YAML"),
-        ("yaml", "a: 1\n---\nb: 2\n", "malformed YAML"),
+        ("yaml", "a: 1\n---\nb: 2\n", "a file holds one document"),
         ("json", '{"nodes": [}', "malformed JSON at line 1, column 12"),
         ("json", '{"nodes": []', "malformed JSON at line 1"),
         ("yaml", "- 1\n- 2\n", "expected a mapping at the top level, got list"),

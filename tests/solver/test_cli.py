@@ -408,4 +408,5 @@ def test_plan_weights_option_changes_the_objective() -> None:
 def test_plan_weights_option_refuses_bad_json() -> None:
     code, out, err = run("plan", "--weights", '{"bogus": 1}')
     assert code == 2 and out == ""
-    assert "invalid --weights" in err and "Traceback" not in err
+    assert "argument --weights: bogus: Extra inputs are not permitted" in err
+    assert "Traceback" not in err
