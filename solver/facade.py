@@ -16,7 +16,6 @@ in its notes.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -25,6 +24,7 @@ from heuristics.greedy import EngineNotAvailable, greedy_plan  # noqa: F401 - re
 from heuristics.origin_first import origin_first_plan
 from models.check import Violation, check
 from models.compiled import Problem, compile_scenario
+from models.limits import check_deterministic_time, check_seed, check_time_limit, check_workers
 from models.objective import Metrics, ResolvedWeights, Weights, evaluate, resolve_weights
 from models.placement import PlacementFile, Status
 from models.plan import Plan, to_placement
@@ -136,30 +136,17 @@ RETURN_MARGIN_SECONDS = 0.005
 #: The origin-first construction costs about this many greedy runs (measured at 4–8k
 #: nodes: 3–4×); under a wall-clock budget it runs only when that much time is left.
 ORIGIN_FIRST_COST = 4.0
-#: Most CP-SAT search workers a call may ask for.
-MAX_WORKERS = 64
-#: Largest CP-SAT seed (a 32-bit signed integer).
-MAX_SEED = 2**31 - 1
-#: Longest budget a call accepts (one week): longer limits only overflow timers.
-MAX_TIME_LIMIT = 7 * 24 * 3600.0
-
-
 def check_solve_options(time_limit: float, workers: int, seed: int,
                         deterministic_time: float | None) -> None:
-    """Raise ``ValueError`` naming the option when a solve option is out of range."""
-    if not (isinstance(time_limit, int | float) and math.isfinite(time_limit)
-            and 0 < time_limit <= MAX_TIME_LIMIT):
-        raise ValueError(f"time-limit must be a number of seconds in (0, {MAX_TIME_LIMIT:g}], "
-                         f"got {time_limit!r}")
-    if not (isinstance(workers, int) and 1 <= workers <= MAX_WORKERS):
-        raise ValueError(f"workers must be an integer in [1, {MAX_WORKERS}], got {workers!r}")
-    if not (isinstance(seed, int) and 0 <= seed <= MAX_SEED):
-        raise ValueError(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
-    if deterministic_time is not None and not (
-            isinstance(deterministic_time, int | float) and math.isfinite(deterministic_time)
-            and 0 < deterministic_time <= MAX_TIME_LIMIT):
-        raise ValueError(f"deterministic-time must be a number in (0, {MAX_TIME_LIMIT:g}], "
-                         f"got {deterministic_time!r}")
+    """Raise ``ValueError`` naming the option when a solve option is out of range.
+
+    The ranges are :mod:`models.limits`' (the command line and the service use the same).
+    """
+    check_time_limit(time_limit, "time-limit")
+    check_workers(workers, "workers")
+    check_seed(seed, "seed")
+    if deterministic_time is not None:
+        check_deterministic_time(deterministic_time, "deterministic-time")
 
 
 def _has_origin_first(problem: Problem) -> bool:
