@@ -89,9 +89,14 @@ RESCHEDULE_SLACK_SECONDS = 600
 
 @dataclass
 class ImportResult:
-    """A scenario and what the import could not express."""
+    """A scenario and what the import could not express.
+
+    ``data`` is the scenario as plain data with the contract's keys and only the fields the
+    cluster sets (what ``npu-place import`` writes); ``scenario`` is it, validated.
+    """
 
     scenario: Scenario
+    data: dict[str, Any]
     warnings: list[str]
     mode: str
     counts: dict[str, int] = field(default_factory=dict)
@@ -290,7 +295,8 @@ class ClusterImport:
                   "cache": len(cache), "objects": self.objects,
                   "unhealthy": sum(1 for h in health.values() if h is Health.UNHEALTHY),
                   "subhealthy": sum(1 for h in health.values() if h is Health.SUBHEALTHY)}
-        return ImportResult(scenario=scenario, warnings=diag.warnings, mode=mode, counts=counts)
+        return ImportResult(scenario=scenario, data=data, warnings=diag.warnings, mode=mode,
+                            counts=counts)
 
     # ------------------------------------------------------------------ jobs
     def _job_specs(self, diag: Diagnostics) -> list[JobSpec]:
