@@ -558,9 +558,6 @@ def synthetic(nodes: int, mode: str = "clusterd", now: int = EXAMPLE_NOW) -> Dum
             break
         pending = index % 5 == 4
         bound = None if pending else {r: names[cursor + r] for r in range(tasks)}
-        if bound and any(int(n.rsplit("-", 1)[-1]) + 64 * int(n[2:].split("-")[0]) >= 0
-                         and (names.index(n) % 97 == 13) for n in bound.values()):
-            bound = None  # keep running jobs off unhealthy nodes
         b.job(f"team-{index % 7}", f"job-{index}", tasks, 8, policy="chip8-node8-sp",
               annotations={"sp-block": "64"}, priority_class="training", priority=1000,
               bound=bound)
