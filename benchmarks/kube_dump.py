@@ -384,10 +384,8 @@ class DumpBuilder:
         return self._cm("volcano-system", "volcano-scheduler-configmap",
                         {"volcano-scheduler.conf": yaml.safe_dump(conf, sort_keys=False)})
 
-    def write(self, out: str | Path, indent: int | None = 2) -> list[Path]:
-        """Write the snapshot as the files the README's kubectl commands produce."""
-        folder = Path(out)
-        folder.mkdir(parents=True, exist_ok=True)
+    def files(self) -> dict[str, list[dict[str, Any]]]:
+        """The snapshot's objects by the file the README's kubectl commands write them to."""
         files = {
             "nodes.json": self.nodes,
             "pods.json": self.pods,
@@ -401,8 +399,18 @@ class DumpBuilder:
             files["job-reschedule-reason.json"] = [self._cm(
                 "mindx-dl", "job-reschedule-reason",
                 {"recent-reschedule-records": json.dumps(self.reschedule)})]
+        return files
+
+    def objects(self) -> list[dict[str, Any]]:
+        """Every object of the snapshot."""
+        return [obj for items in self.files().values() for obj in items]
+
+    def write(self, out: str | Path, indent: int | None = 2) -> list[Path]:
+        """Write the snapshot as the files the README's kubectl commands produce."""
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
         written = []
-        for file_name, items in files.items():
+        for file_name, items in self.files().items():
             path = folder / file_name
             lst = {"apiVersion": "v1", "kind": "List", "items": items,
                    "metadata": {"resourceVersion": ""}}
