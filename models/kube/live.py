@@ -121,7 +121,7 @@ def _pages(call: ListCall, page_size: int) -> Iterator[dict[str, Any]]:
 
 def read_live(sink: Sink, diagnostics: Diagnostics, *, kubeconfig: str | None = None,
               context: str | None = None, in_cluster: bool = False,
-              page_size: int = PAGE_SIZE) -> None:
+              page_size: int | None = None) -> None:
     """List the cluster's objects and feed each one to ``sink(obj, source)``.
 
     Raises
@@ -137,7 +137,7 @@ def read_live(sink: Sink, diagnostics: Diagnostics, *, kubeconfig: str | None = 
         for call in list_calls(api):
             source = f"API list of {call.what}"
             try:
-                for page in _pages(call, page_size):
+                for page in _pages(call, page_size or PAGE_SIZE):
                     for item in page["items"]:
                         if isinstance(item, dict):
                             item.setdefault("kind", call.kind)  # list items omit their kind
