@@ -79,7 +79,7 @@ class FakeApi:
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's spelling)
+            def do_GET(self) -> None:
                 url = urlparse(self.path)
                 query = parse_qs(url.query)
                 api.requests.append(("GET", self.path))
@@ -105,12 +105,12 @@ class FakeApi:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 api.requests.append(("POST", self.path))
                 self.send_response(405)
                 self.end_headers()
 
-            do_PUT = do_PATCH = do_DELETE = do_POST  # noqa: N815
+            do_PUT = do_PATCH = do_DELETE = do_POST
 
         return Handler
 

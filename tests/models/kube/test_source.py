@@ -18,7 +18,7 @@ def test_lists_single_objects_and_typed_lists() -> None:
     node = {"metadata": {"name": "n"}}
     assert [o["kind"] for o in iter_objects({"kind": "NodeList", "items": [node]}, "f")] == [
         "Node"]
-    assert list(iter_objects({"kind": "Pod", "metadata": {}}, "f"))[0]["kind"] == "Pod"
+    assert next(iter(iter_objects({"kind": "Pod", "metadata": {}}, "f")))["kind"] == "Pod"
     with pytest.raises(InputError, match="items\\[0\\]"):
         list(iter_objects({"kind": "List", "items": [3]}, "f"))
 
