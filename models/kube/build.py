@@ -213,10 +213,11 @@ class ClusterImport:
                 use.requested += pod.request
         nodes: list[dict[str, Any]] = []
         health: dict[str, Health] = {}
-        skipped: list[str] = []
+        bad_chips: dict[str, set[str]] = {}
         for record in sorted(self.nodes.values(), key=lambda r: natural_key(r.name)):
             if record.resource is None:
-                skipped.append(record.obj)
+                diag.warn(record.obj, "no huawei.com/Ascend910 or huawei.com/npu capacity: "
+                          "not an NPU node, not imported")
                 if record.other_resources:
                     diag.warn(record.obj, f"has {', '.join(record.other_resources)}, which the "
                               "scenario does not model: not imported")
@@ -228,8 +229,11 @@ class ClusterImport:
             elif info.update_time and now - info.update_time > STALE_SECONDS[mode]:
                 diag.warn(info.obj, f"stale UpdateTime (older than {STALE_SECONDS[mode]} s at "
                           "now): upstream restarts its informer; the record is used as is")
-            free, _ = free_chips(record, info, usage[record.name],
-                                 sched.self_maintain_available_card, diag)
+            if record.base_chips is not None and len(record.base_chips) != record.capacity:
+                diag.warn(record.obj, f"baseDeviceInfos lists {len(record.base_chips)} chips "
+                          f"but the capacity is {record.capacity}: npus from the capacity")
+            free, bad_chips[record.name] = free_chips(
+                record, info, usage[record.name], sched.self_maintain_available_card, diag)
             state = node_health(record, info, self.devices.noded[mode].get(record.name),
                                 self.devices.switches[mode].get(record.name), diag)
             health[record.name] = state
@@ -242,11 +246,6 @@ class ClusterImport:
             if record.labels:
                 node["labels"] = record.labels
             nodes.append(node)
-        if skipped:
-            diag.warn(", ".join(skipped[:12]) + (f", ... (+{len(skipped) - 12} more)"
-                                                  if len(skipped) > 12 else ""),
-                      "no huawei.com/Ascend910 or huawei.com/npu capacity: not NPU nodes, "
-                      "not imported")
         orphans = sorted(set(devices) - set(self.nodes), key=natural_key)
         for name in orphans:
             diag.warn(devices[name].obj, f"device info for node '{name}', which is not in "
@@ -269,6 +268,7 @@ class ClusterImport:
         for spec in sorted(specs, key=lambda s: (-s.priority, s.created, s.name)):
             if spec.bound:
                 running.append(self._running(spec, node_names, base, diag))
+                self._warn_faults(spec, health, bad_chips, diag)
             else:
                 job = self._pending(spec, cache, health, now, base, diag)
                 if job is not None:
@@ -331,11 +331,11 @@ class ClusterImport:
     def _cache(self, specs: list[JobSpec], node_names: set[str], now: int,
                previous: Scenario | None, diag: Diagnostics) -> _Cache:
         cache: _Cache = {}
-        missing: list[str] = []
+        dropped = "cache entry on a node that is not imported: dropped"
 
         def put(owner: str, rank: int, node: str, updated: int, where: str) -> None:
             if node not in node_names:
-                missing.append(f"{where} rank {rank} on '{node}'")
+                diag.warn(f"{where} rank {rank} on '{node}'", dropped)
                 return
             cache[(owner, rank)] = {"owner-uid": owner, "rank": rank, "node": node,
                                     "updated": updated}
@@ -361,8 +361,8 @@ class ClusterImport:
                 if key in cache:
                     continue
                 if entry.node not in node_names:
-                    missing.append(f"--previous cache entry of {entry.owner_uid} "
-                                   f"rank {entry.rank} on '{entry.node}'")
+                    diag.warn(f"--previous cache entry of {entry.owner_uid} rank {entry.rank} "
+                              f"on '{entry.node}'", dropped)
                     continue
                 item: dict[str, Any] = {"owner-uid": entry.owner_uid, "rank": entry.rank,
                                         "node": entry.node, "updated": entry.updated}
@@ -370,10 +370,6 @@ class ClusterImport:
                                                    or entry.previous in node_names):
                     item["previous"] = entry.previous
                 cache[key] = item
-        if missing:
-            diag.warn("; ".join(missing[:12]) + (f"; ... (+{len(missing) - 12} more)"
-                                                  if len(missing) > 12 else ""),
-                      "cache entry on a node that is not imported: dropped")
         return cache
 
     def _running(self, spec: JobSpec, node_names: set[str], base: Scenario,
@@ -402,6 +398,18 @@ class ClusterImport:
             diag.warn(spec.obj, "running job that upstream's ValidNPUJob would reject ("
                       + "; ".join(f"{f}: {t}" for f, t in errors) + ")")
         return item
+
+    @staticmethod
+    def _warn_faults(spec: JobSpec, health: dict[str, Health], bad_chips: dict[str, set[str]],
+                     diag: Diagnostics) -> None:
+        """Running ranks on an unhealthy node or chip: upstream's rescheduler restarts them."""
+        faults = sorted(rank for rank, node in spec.bound.items()
+                        if health.get(node) is Health.UNHEALTHY
+                        or set(spec.bound_chips.get(rank, ())) & bad_chips.get(node, set()))
+        if faults:
+            diag.warn(spec.obj, f"running ranks {faults} sit on an unhealthy node or chip: "
+                      "upstream's rescheduler will restart the job; a running job has no "
+                      "fault ranks in a scenario (simulate can evict it with fault: true)")
 
     def _pending(self, spec: JobSpec, cache: _Cache,
                  health: dict[str, Health], now: int, base: Scenario,

@@ -388,6 +388,7 @@ class JobSpec:
     priority: int
     created: int
     bound: dict[int, str]
+    bound_chips: dict[int, list[str]]
     failed_ranks: set[int]
     pending_pods: int
 
@@ -520,6 +521,7 @@ def job_spec(group: JobGroup, classes: PriorityClasses, diag: Diagnostics) -> Jo
     if owner is None:
         diag.warn(who, "no controller owner: the job has no previous-node cache key")
     bound: dict[int, str] = {}
+    chips: dict[int, list[str]] = {}
     failed: set[int] = set()
     unranked: list[PodRecord] = []
     for pod in npu_pods:
@@ -537,6 +539,7 @@ def job_spec(group: JobGroup, classes: PriorityClasses, diag: Diagnostics) -> Jo
                        f"rank {pod.rank} is also held by another bound pod of {who}")
             return None
         bound[pod.rank] = pod.node
+        chips[pod.rank] = pod.chips
     if unranked:
         spare = (r for r in range(tasks) if r not in bound)
         for pod in sorted(unranked, key=lambda p: p.name):
@@ -544,6 +547,7 @@ def job_spec(group: JobGroup, classes: PriorityClasses, diag: Diagnostics) -> Jo
             if rank is None:
                 break
             bound[rank] = pod.node
+            chips[rank] = pod.chips
         diag.warn(who, f"{len(unranked)} bound pods carry no rank ({RANK_ANNOTATION}, "
                   "statefulset name or VC_TASK_INDEX): free ranks assigned in pod-name order")
     pending = sum(1 for p in npu_pods if not p.node and p.phase != "Failed")
@@ -551,4 +555,5 @@ def job_spec(group: JobGroup, classes: PriorityClasses, diag: Diagnostics) -> Jo
                else min((p.created for p in group.pods if p.created is not None), default=0))
     return JobSpec(name=group.job_id, obj=who, owner=owner, policy=policy, family=family,
                    tasks=tasks, npu_per_task=npu_per_task, fields=fields, priority=priority,
-                   created=created or 0, bound=bound, failed_ranks=failed, pending_pods=pending)
+                   created=created or 0, bound=bound, bound_chips=chips, failed_ranks=failed,
+                   pending_pods=pending)

@@ -54,7 +54,7 @@ class Diagnostics:
     """
 
     errors: list[str] = field(default_factory=list)
-    _warnings: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    _warnings: dict[str, list[str]] = field(default_factory=dict)
 
     def error(self, obj: str, field_name: str, text: str) -> None:
         """Record a malformed object: names the object and the field."""
@@ -62,13 +62,13 @@ class Diagnostics:
 
     def warn(self, obj: str, text: str) -> None:
         """Record something upstream reads that the scenario cannot express (or a default)."""
-        self._warnings.setdefault((text, ""), []).append(obj)
+        self._warnings.setdefault(text, []).append(obj)
 
     @property
     def warnings(self) -> list[str]:
         """Every warning, one line per distinct text, naming its objects."""
         lines = []
-        for (text, _), objects in self._warnings.items():
+        for text, objects in self._warnings.items():
             if len(objects) == 1:
                 lines.append(f"{objects[0]}: {text}")
                 continue

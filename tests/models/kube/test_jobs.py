@@ -232,3 +232,26 @@ def test_reschedule_record_with_bad_rank_names_the_entry() -> None:
     data["ml/x"]["RescheduleRecords"][0]["ReasonOfTask"][0]["NodeRankIndex"] = "-3"
     cm["data"]["recent-reschedule-records"] = json.dumps(data)
     assert any("NodeRankIndex" in m for m in errors_of(objects))
+
+
+def test_running_ranks_on_unhealthy_node_or_chip_are_warned() -> None:
+    b = cluster(nodes=4)
+    b.node("node-8", 8, super_pod=2, noded="UnHealthy")
+    b.node("node-9", 8, super_pod=2, unhealthy_chips=(7,))
+    b.job("ml", "hurt", 2, 4, policy="chip8-node8", bound={0: "node-8", 1: "node-9"})
+    b.job("ml", "fine", 1, 2, policy="chip8-node8", bound={0: "node-9"})
+    objects = b.objects()
+    pod = find(objects, "Pod", "hurt-worker-1")
+    pod["metadata"]["annotations"]["huawei.com/AscendReal"] = "npu-4,npu-5,npu-6,npu-7"
+    warnings = run(objects).warnings
+    assert any("ml/hurt-" in w and "running ranks [0, 1]" in w for w in warnings)
+    assert not any("ml/fine-" in w for w in warnings)
+
+
+def test_base_device_infos_count_is_cross_checked() -> None:
+    objects = cluster().objects()
+    find(objects, "Node", "node-0")["status"]["capacity"]["huawei.com/npu"] = "16"
+    find(objects, "Node", "node-0")["status"]["allocatable"]["huawei.com/npu"] = "16"
+    result = run(objects)
+    assert any("Node node-0" in w and "baseDeviceInfos lists 8 chips" in w
+               for w in result.warnings)
