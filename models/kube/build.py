@@ -131,6 +131,13 @@ class ClusterImport:
         self.objects += 1
         kind = obj.get("kind")
         diag = self.diag
+        meta = obj.get("metadata")
+        if kind in ("Node", "Pod", "PodGroup", "PriorityClass", "ConfigMap") and (
+                not isinstance(meta, dict) or not isinstance(meta.get("name"), str)
+                or not isinstance(meta.get("namespace", ""), str)):
+            diag.error(f"{kind} #{self.objects} in {source}", "metadata",
+                       "missing, not a mapping, or without a string name/namespace")
+            return
         if kind == "Node":
             node = node_record(obj, diag)
             if node is not None:
@@ -262,7 +269,12 @@ class ClusterImport:
             raise InputError([f"{sched.obj}: field 'init-params."
                               f"{'.'.join(str(p) for p in err['loc'])}': {err['msg']}"
                               for err in exc.errors()]) from None
-        base = Scenario(config=config, nodes=[Node.model_validate(n) for n in nodes])
+        try:
+            base = Scenario(config=config, nodes=[Node.model_validate(n) for n in nodes])
+        except ValidationError as exc:  # e.g. a node name the contract refuses
+            raise InputError([f"the imported cluster is not a valid scenario: {e['msg']} "
+                              f"(nodes.{'.'.join(str(p) for p in e['loc'])})"
+                              for e in exc.errors()]) from None
         jobs: list[dict[str, Any]] = []
         running: list[dict[str, Any]] = []
         for spec in sorted(specs, key=lambda s: (-s.priority, s.created, s.name)):

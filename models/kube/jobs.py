@@ -153,6 +153,9 @@ def pod_record(obj: dict[str, Any], diag: Diagnostics) -> PodRecord | None:
             diag.error(who, f"spec.containers[{index}]", "not a mapping")
             return None
         resources = container.get("resources") or {}
+        if not isinstance(resources, dict):
+            diag.error(who, f"spec.containers[{index}].resources", "not a mapping")
+            return None
         wanted = resources.get("requests") or resources.get("limits") or {}
         if not isinstance(wanted, dict):
             diag.error(who, f"spec.containers[{index}].resources", "not a mapping")
@@ -165,7 +168,11 @@ def pod_record(obj: dict[str, Any], diag: Diagnostics) -> PodRecord | None:
                     diag.error(who, f"spec.containers[{index}].resources.requests[{res}]",
                                str(exc))
                     return None
-        for env in container.get("env") or []:
+        envs = container.get("env") or []
+        if not isinstance(envs, list):
+            diag.error(who, f"spec.containers[{index}].env", "not a list")
+            return None
+        for env in envs:
             if isinstance(env, dict) and env.get("name") == TASK_INDEX_ENV:
                 env_rank = env.get("value")
     resource = next((r for r in NPU_RESOURCES if requests[r] > 0), None)
@@ -185,6 +192,9 @@ def pod_record(obj: dict[str, Any], diag: Diagnostics) -> PodRecord | None:
         if annotations.get(key):
             chips = [c.strip() for c in str(annotations[key]).split(",") if c.strip()]
             break
+    if not isinstance(spec.get("priorityClassName") or "", str):
+        diag.error(who, "spec.priorityClassName", "not a string")
+        return None
     raw_priority = spec.get("priority")
     priority = raw_priority if isinstance(raw_priority, int) else None
     selector = spec.get("nodeSelector") or {}
@@ -240,6 +250,9 @@ def podgroup_record(obj: dict[str, Any], diag: Diagnostics) -> PodGroupRecord | 
         diag.error(who, "spec.minMember", f"expected a non-negative integer, got {min_member!r}")
         return None
     min_resources = spec.get("minResources") or {}
+    if not isinstance(spec.get("priorityClassName") or "", str):
+        diag.error(who, "spec.priorityClassName", "not a string")
+        return None
     status = obj.get("status") or {}
     return PodGroupRecord(
         obj=who, namespace=str(meta.get("namespace") or "default"), name=meta["name"],

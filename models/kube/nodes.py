@@ -215,6 +215,10 @@ def _int_field(record: dict[str, Any], key: str, who: str, where: str,
     if isinstance(value, bool) or not isinstance(value, int):
         diag.error(who, f"{where}.{key}", f"expected an integer, got {value!r}")
         return True, None
+    if not -(2**63) <= value < 2**63 or (key != "UpdateTime" and not -(2**31) <= value < 2**31):
+        diag.error(who, f"{where}.{key}", f"{value} is out of range (int32; int64 for "
+                   "UpdateTime)")
+        return True, None
     return True, value
 
 

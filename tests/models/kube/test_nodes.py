@@ -148,6 +148,8 @@ def test_super_pod_negative_is_none_and_rack_only_when_present() -> None:
         (lambda cm: edit_json(cm, "DeviceInfoCfg", lambda d: {**d, "DeviceInfo": {
             "DeviceList": {"huawei.com/npu": 3}}}), "data.DeviceInfoCfg.DeviceList"),
         (lambda cm: cm["data"].pop("DeviceInfoCfg"), "data.DeviceInfoCfg"),
+        (lambda cm: edit_json(cm, "DeviceInfoCfg", lambda d: {**d, "RackID": 2**40}),
+         "data.DeviceInfoCfg.RackID"),
     ],
 )
 def test_malformed_device_info_names_configmap_and_field(change, field) -> None:  # type: ignore[no-untyped-def]

@@ -65,3 +65,10 @@ def test_previous_cache_is_merged_under_the_live_state() -> None:
     assert got[("gone-owner", 0)]["node"] == "node-7"
     assert ("gone-owner", 1) not in got
     assert any("node-99" in w and "dropped" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize("kind", ["Node", "Pod", "PodGroup", "PriorityClass", "ConfigMap"])
+def test_object_without_usable_metadata_is_an_error(kind: str) -> None:
+    objects = [*cluster().objects(), {"kind": kind, "metadata": ["oops"]}]
+    with pytest.raises(InputError, match=f"{kind} #\\d+ in <input>: field 'metadata'"):
+        run(objects)
