@@ -162,3 +162,19 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 def test_now_accepts_iso_time(tmp_path: Path) -> None:
     path = _import(tmp_path, str(EXAMPLES / "multilevel"), "--now", "2025-11-29T07:06:40Z")
     assert load_scenario(path).now == EXAMPLE_NOW
+
+
+def test_synthetic_dump_imports_and_plans(tmp_path: Path) -> None:
+    from benchmarks.kube_dump import main as dump_main
+    from benchmarks.kube_dump import synthetic
+
+    assert dump_main(["--nodes", "256", "--mode", "device-plugin",
+                      "--out", str(tmp_path / "d")]) == 0
+    path = _import(tmp_path, str(tmp_path / "d"), "--now", str(EXAMPLE_NOW))
+    scenario = load_scenario(path)
+    builder = synthetic(256, "device-plugin")
+    assert len(scenario.nodes) == 256
+    assert len(scenario.jobs) + len(scenario.running) == len(builder.podgroups)
+    assert len(scenario.affinity_cache.entries) == sum(
+        1 for p in builder.pods if p["spec"].get("nodeName"))
+    assert main(["plan", str(path), "--engine", "greedy"]) == EXIT_OK
