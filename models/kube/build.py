@@ -12,14 +12,23 @@ Decisions on the reference's inferences ([I] in cluster-integration.md), in one 
   warning.  Without a scheduler ConfigMap the mode is the one whose records are present.
 * A node with NPU capacity but no device-info record: free 0, no super pod, warning (the
   plugin cannot use a node it has no device info for).  Nodes without NPU capacity are not
-  imported (one warning names them).
+  imported (reported).
 * Free chips: capped at ``allocatable − Σ active pod requests`` (warning when it bites);
-  network-unhealthy chips are subtracted (warning).
+  network-unhealthy chips are subtracted (warning); ``npus`` is the capacity, and a
+  ``baseDeviceInfos`` list of another length is reported.
 * Health: Ready≠True or cordoned → unhealthy; NodeD PreSeparate → unhealthy (warning).
 * ``rack-id``: only when the device-info record has the ``RackID`` key (≥ 0), so a missing
   key is not read as rack 0.
 * Job state: all NPU pods unbound → pending job; all bound → running job; some of each →
   running job with its bound ranks and a warning (the contract has no partly pending gang).
+  A PodGroup without pods yet is a pending job of ``minMember`` tasks sized from
+  ``minResources`` (warning).  NPU pods without ``scheduling.k8s.io/group-name`` are not
+  Volcano jobs: their chips count as used, they are reported.  Bound pods without any rank
+  source get the free ranks in pod-name order (warning).  Running ranks on an unhealthy node
+  or chip are reported (a running job has no fault ranks).
+* Policy: upstream's handler selection; ``accelerator-type`` absent, ``module`` or
+  ``module-910b-8`` (module910x8 / module910bx8, which have no contract policy) map to
+  ``chip8-node8``; ``card`` (card910x2), vNPU and inference cards are not imported.
 * Priority: the PodGroup's ``priorityClassName`` (else the pod's) → PriorityClass value;
   else the pod's ``spec.priority``; else the global default class; else 0.
 * Fault ranks of a pending job: ranks of its Failed pods, ranks whose cached node is now
