@@ -188,11 +188,14 @@ class DumpBuilder:
             labels: dict[str, str] | None = None, priority_class: str | None = None,
             priority: int = 0, bound: dict[int, str] | None = None,
             failed: dict[int, str] | None = None, operator: bool = False,
-            selector: str | None = None, age: int = 3600) -> None:
+            selector: str | None = None, age: int = 3600,
+            pod_age: int | None = None) -> None:
         """Add a job: its owner-referenced PodGroup and one pod per task.
 
         ``bound`` maps ranks to nodes (running pods); other ranks are pending pods;
-        ``failed`` maps ranks to the nodes of Failed pods.
+        ``failed`` maps ranks to the nodes of Failed pods.  ``age`` is the PodGroup's age
+        in seconds, ``pod_age`` the pods' (default: the same; a rescheduled job's pods
+        are younger than its PodGroup).
         """
         bound = bound or {}
         failed = failed or {}
@@ -278,7 +281,8 @@ class DumpBuilder:
                                         "volcano.sh/task-spec": "worker", **job_labels},
                              "annotations": pod_annotations,
                              "ownerReferences": [dict(owner)],
-                             "creationTimestamp": _stamp(created)},
+                             "creationTimestamp": _stamp(
+                                 created if pod_age is None else self.now - pod_age)},
                 "spec": spec, "status": status,
             })
 
@@ -291,17 +295,21 @@ class DumpBuilder:
 
     def reschedule_record(self, job_id: str, when: int,
                           tasks: list[tuple[int, str, str]]) -> None:
-        """Add a ``job-reschedule-reason`` record: ``(rank, node, reason)`` per task."""
+        """Add a ``job-reschedule-reason`` record: ``(rank, node, reason)`` per task.
+
+        Call in time order: upstream keeps the newest record first.
+        """
+        job_name = job_id.split("/")[-1].rsplit("-", 5)[0]  # PodGroup <job>-<uid>
         entry = self.reschedule.setdefault(job_id, {"JobID": job_id, "TotalRescheduleTimes": 0,
                                                     "RescheduleRecords": []})
         entry["TotalRescheduleTimes"] += 1
         entry["RescheduleRecords"].insert(0, {
             "LogFileFormatTime": datetime.fromtimestamp(when, UTC).strftime("I0102 15:04:05"),
             "RescheduleTimeStamp": when,
-            "ReasonOfTask": [{"RescheduleReason": reason, "PodName": f"{pod}",
+            "ReasonOfTask": [{"RescheduleReason": reason,
+                              "PodName": f"{job_name}-worker-{rank}",
                               "NodeName": node, "NodeRankIndex": str(rank)}
-                             for rank, node, reason in [(r, n, why) for r, n, why in tasks]
-                             for pod in [f"{job_id.split('/')[-1]}-rank-{rank}"]]})
+                             for rank, node, reason in tasks]})
 
     # ------------------------------------------------------------------ output
     def _cm(self, namespace: str, name: str, data: dict[str, str],
@@ -451,7 +459,8 @@ def example_850(snapshot: int) -> DumpBuilder:
     pretrain_nodes = {r: (f"sp0-node-{r}" if r < 4 else f"sp1-node-{r - 4}") for r in range(8)}
     b.job("ai-train", "llm-pretrain", 8, 8, policy="chip8-node8-sp", annotations=block,
           priority_class="training-high", priority=1000,
-          bound=None if snapshot else pretrain_nodes, age=6 * 3600)
+          bound=None if snapshot else pretrain_nodes, age=6 * 3600,
+          pod_age=590 if snapshot else None)
     b.job("ai-train", "finetune", 4, 8, policy="chip8-node8-sp", annotations=block,
           priority_class="training-high", priority=1000,
           bound={r: f"sp2-node-{r}" for r in range(4)}, age=2 * 3600)
@@ -468,48 +477,46 @@ def example_850(snapshot: int) -> DumpBuilder:
 
 
 def example_950() -> DumpBuilder:
-    """Atlas 950 racks, ClusterD mode: 2 super pods × 2 racks × 8 nodes, ``huawei.com/npu``.
+    """Atlas 950 racks, ClusterD mode: 2 super pods × 3 racks × 8 nodes, ``huawei.com/npu``.
 
-    ``mm/pretrain`` (16 ranks, sp-block 128, ra-block 64) is pending after a fault on
-    rack 1 (its reschedule record holds the nodes of ranks 0–15); ``mm/sft`` (8 ranks, one
-    rack) runs on rack 2; a switch reports r3-node-5 sub-healthy and ClusterD reports
-    r1-node-6 UnHealthy.
+    ``mm/pretrain`` (16 ranks, sp-block 128, ra-block 64) is pending after r1-node-6 failed
+    under its rank 14 (ClusterD reports the node UnHealthy); ``job-reschedule-reason`` holds
+    that record and an older one (ranks 3 and 9); ``mm/sft`` (8 ranks, one rack) runs on
+    rack 4; a switch reports r5-node-5 sub-healthy.
     """
     b = DumpBuilder("clusterd", now=EXAMPLE_NOW, resource="huawei.com/npu",
                     chip_type="Ascend950PR")
-    b.params = {"super-pod-size": "16", "reserve-nodes": "2", "prefer-previous-node": "true"}
-    for rack in range(4):
+    b.params = {"super-pod-size": "24", "reserve-nodes": "2", "prefer-previous-node": "true"}
+    for rack in range(6):
         for i in range(8):
             name = f"r{rack}-node-{i}"
-            b.node(name, 8, super_pod=rack // 2, rack=rack,
+            b.node(name, 8, super_pod=rack // 3, rack=rack,
                    labels={"accelerator-type": "950-SuperPod-Atlas-8"},
                    noded="UnHealthy" if name == "r1-node-6" else "Healthy",
-                   switch="SubHealthy" if name == "r3-node-5" else "Healthy", age=20)
+                   switch="SubHealthy" if name == "r5-node-5" else "Healthy", age=20)
     b.priority_class("training", 500)
     b.job("mm", "pretrain", 16, 8, policy="chip8-node8-ra64-sp", operator=True,
           annotations={"sp-block": "128", "ra-block": "64"}, priority_class="training",
-          priority=500, age=300)
+          priority=500, age=3 * 86400, pod_age=230)
     b.job("mm", "sft", 8, 8, policy="chip8-node8-ra64-sp", operator=True,
           annotations={"sp-block": "64", "ra-block": "64"}, priority_class="training",
-          priority=500, bound={r: f"r2-node-{r}" for r in range(8)}, age=4 * 3600)
+          priority=500, bound={r: f"r4-node-{r}" for r in range(8)}, age=4 * 3600)
     job_id = next(pg["metadata"]["namespace"] + "/" + pg["metadata"]["name"]
                   for pg in b.podgroups if pg["metadata"]["name"].startswith("pretrain"))
-    b.reschedule_record(job_id, EXAMPLE_NOW - 240, [
-        (r, f"r{r // 8}-node-{r % 8}", "node-unhealthy" if r == 14 else "pod-failed")
-        for r in range(16) if r in (14,)])
-    # the job ran on racks 0 and 1 before the fault: the older record keeps every node
-    b.reschedule_record(job_id, EXAMPLE_NOW - 86400, [
-        (r, f"r{r // 8}-node-{r % 8}", "pod-failed") for r in range(16)])
-    entry = b.reschedule[job_id]
-    entry["RescheduleRecords"].reverse()  # newest first, as upstream writes them
+    # a day ago ranks 3 and 9 failed (the job came back on the same racks); four minutes
+    # ago r1-node-6 failed under rank 14
+    b.reschedule_record(job_id, EXAMPLE_NOW - 86400, [(3, "r0-node-3", "pod-failed"),
+                                                      (9, "r1-node-1", "pod-failed")])
+    b.reschedule_record(job_id, EXAMPLE_NOW - 240, [(14, "r1-node-6", "node-unhealthy")])
     return b
 
 
 def example_multilevel() -> DumpBuilder:
     """Multilevel trees (A3 16-die nodes), device-plugin mode: 2 switches × 2 racks × 4 nodes.
 
-    ``research/moe`` (8 ranks, ``level1=2,level2=4``) was preempted an hour ago (its
-    reschedule record lists its nodes); ``research/dense`` (4 ranks) runs on switch 1.
+    ``research/moe`` (8 ranks, ``level1=2,level2=4``) was rescheduled ten minutes ago when
+    its rank 2 failed on s0-r1-n2 (since cordoned); ``research/dense`` (4 ranks) runs on
+    switch 1.
     """
     b = DumpBuilder("device-plugin", now=EXAMPLE_NOW, chip_type="Ascend910_9392")
     b.params = {"prefer-previous-node": "true", "resource-level-config": json.dumps(
@@ -527,15 +534,15 @@ def example_multilevel() -> DumpBuilder:
     b.priority_class("research", 100)
     b.job("research", "moe", 8, 16, policy="multilevel",
           annotations={"huawei.com/affinity-config": "level1=2,level2=4"},
-          priority_class="research", priority=100, labels={"tor-affinity": "null"})
+          priority_class="research", priority=100, labels={"tor-affinity": "null"},
+          age=86400, pod_age=590)
     b.job("research", "dense", 4, 16, policy="multilevel",
           annotations={"huawei.com/affinity-config": "level1=2,level2=4"},
           priority_class="research", priority=100,
           bound={r: f"s1-r{r // 2}-n{r % 2}" for r in range(4)}, age=7200)
     job_id = next(pg["metadata"]["namespace"] + "/" + pg["metadata"]["name"]
                   for pg in b.podgroups if pg["metadata"]["name"].startswith("moe"))
-    b.reschedule_record(job_id, EXAMPLE_NOW - 3600, [
-        (r, f"s0-r{r // 4}-n{r % 4}", "preempted") for r in range(8)])
+    b.reschedule_record(job_id, EXAMPLE_NOW - 600, [(2, "s0-r1-n2", "pod-failed")])
     return b
 
 

@@ -33,7 +33,9 @@ Decisions on the reference's inferences ([I] in cluster-integration.md), in one 
   else the pod's ``spec.priority``; else the global default class; else 0.
 * Fault ranks of a pending job: ranks of its Failed pods, ranks whose cached node is now
   unhealthy, and the ranks of the latest ``job-reschedule-reason`` record when that record
-  is not older than the job (its PodGroup's creation time minus 10 minutes).
+  belongs to the current incarnation of the pods: not older than the oldest current pod
+  (else the PodGroup) minus 10 minutes.  The rescheduler writes the record when it deletes
+  the pods, so an older record is an earlier fault.
 * Cache: bound ranks of every job (``updated = now``, upstream's cold-start seed); then, for
   ranks not bound now, ``job-reschedule-reason`` (node and time of the newest record); then
   the ``--previous`` scenario's entries (kept with their times).  Entries on nodes that are
@@ -444,7 +446,8 @@ class ClusterImport:
         records = self.reschedule.get(spec.name) or []
         if records and records[-1]:
             latest = records[-1]
-            if not spec.created or latest[0].time >= spec.created - RESCHEDULE_SLACK_SECONDS:
+            since = spec.pods_created or spec.created
+            if not since or latest[0].time >= since - RESCHEDULE_SLACK_SECONDS:
                 faults.update(t.rank for t in latest if t.rank < spec.tasks)
         item: dict[str, Any] = {"name": spec.name, "policy": spec.policy, "tasks": spec.tasks,
                                 "npu-per-task": spec.npu_per_task, **spec.fields,

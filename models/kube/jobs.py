@@ -400,6 +400,7 @@ class JobSpec:
     fields: dict[str, Any]
     priority: int
     created: int
+    pods_created: int
     bound: dict[int, str]
     bound_chips: dict[int, list[str]]
     failed_ranks: set[int]
@@ -564,9 +565,10 @@ def job_spec(group: JobGroup, classes: PriorityClasses, diag: Diagnostics) -> Jo
         diag.warn(who, f"{len(unranked)} bound pods carry no rank ({RANK_ANNOTATION}, "
                   "statefulset name or VC_TASK_INDEX): free ranks assigned in pod-name order")
     pending = sum(1 for p in npu_pods if not p.node and p.phase != "Failed")
-    created = (pg.created if pg and pg.created is not None
-               else min((p.created for p in group.pods if p.created is not None), default=0))
+    pods_created = min((p.created for p in npu_pods
+                        if p.created is not None and p.phase != "Failed"), default=0)
+    created = pg.created if pg and pg.created is not None else pods_created
     return JobSpec(name=group.job_id, obj=who, owner=owner, policy=policy, family=family,
                    tasks=tasks, npu_per_task=npu_per_task, fields=fields, priority=priority,
-                   created=created or 0, bound=bound, bound_chips=chips, failed_ranks=failed,
-                   pending_pods=pending)
+                   created=created or 0, pods_created=pods_created, bound=bound,
+                   bound_chips=chips, failed_ranks=failed, pending_pods=pending)

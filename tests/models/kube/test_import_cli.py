@@ -85,17 +85,24 @@ def test_950_clusterd_dump(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "(clusterd mode); 0 warning(s)" in capsys.readouterr().err
     scenario = load_scenario(path)
     nodes = {n.name: n for n in scenario.nodes}
-    assert nodes["r3-node-5"].rack_id == 3 and nodes["r3-node-5"].super_pod_id == 1
-    assert nodes["r3-node-5"].health is Health.SUBHEALTHY
+    assert nodes["r5-node-5"].rack_id == 5 and nodes["r5-node-5"].super_pod_id == 1
+    assert nodes["r5-node-5"].health is Health.SUBHEALTHY
     assert nodes["r1-node-6"].health is Health.UNHEALTHY
     assert nodes["r0-node-0"].rack_id == 0
-    assert all(nodes[f"r2-node-{i}"].free == 0 for i in range(8))
+    assert all(nodes[f"r4-node-{i}"].free == 0 for i in range(8))
     (job,) = scenario.jobs
     assert (job.policy, job.sp_block, job.ra_block, job.fault_ranks) == (
         "chip8-node8-ra64-sp", 128, 64, [14])
-    assert scenario.config.super_pod_size == 16
-    assert sum(e.owner_uid == job.owner_uid for e in scenario.affinity_cache.entries) == 16
-    assert main(["plan", str(path), "--engine", "greedy"]) == EXIT_OK
+    assert scenario.config.super_pod_size == 24
+    cached = {e.rank: (e.node, e.updated) for e in scenario.affinity_cache.entries
+              if e.owner_uid == job.owner_uid}
+    assert cached == {3: ("r0-node-3", EXAMPLE_NOW - 86400), 9: ("r1-node-1", EXAMPLE_NOW - 86400),
+                      14: ("r1-node-6", EXAMPLE_NOW - 240)}
+    plan = tmp_path / "plan.json"
+    assert main(["plan", str(path), "--engine", "greedy", "--format", "json",
+                 "--output", str(plan)]) == EXIT_OK
+    placed = json.loads(plan.read_text())
+    assert placed["metrics"]["placed-jobs"] == 1 and placed["metrics"]["fault-returns"] == 0
 
 
 def test_multilevel_dump(tmp_path: Path) -> None:
@@ -106,6 +113,7 @@ def test_multilevel_dump(tmp_path: Path) -> None:
     assert data["config"]["resource-level-config"]["default"]["level1"]["reservedNode"] == 1
     (job,) = scenario.jobs
     assert job.affinity_config == "level1=2,level2=4" and job.tasks == 8
+    assert job.fault_ranks == [2]
     assert {n.name: n.health for n in scenario.nodes}["s0-r1-n2"] is Health.UNHEALTHY
     assert main(["plan", str(path), "--engine", "greedy"]) == EXIT_OK
 
