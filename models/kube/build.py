@@ -93,6 +93,8 @@ from models.scenario import (
 from models.validation import InputError, derive_shape
 
 _Cache = dict[tuple[str, int], dict[str, Any]]
+#: ``volcano-system/vcjob-fault-npu-cm``: the rescheduler's fault bookkeeping.
+FAULT_NPU_CM = "vcjob-fault-npu-cm"
 
 #: A reschedule record counts for fault ranks when not older than the job minus this.
 RESCHEDULE_SLACK_SECONDS = 600
@@ -180,6 +182,9 @@ class ClusterImport:
                                                              RESCHEDULE_NAMESPACE) == (
                 RESCHEDULE_NAMESPACE):
             self.reschedule = reschedule_records(obj, self.diag)
+        elif meta.get("name") == FAULT_NPU_CM:
+            self.diag.warn(describe(obj, "ConfigMap"), "rescheduler state (fault-node, "
+                           "remain-retry-times) cannot be expressed in a scenario: ignored")
         elif not self.devices.add_configmap(obj, self.diag):
             self.diag.warn(describe(obj, "ConfigMap"), "not a ConfigMap the plugin reads: "
                            "skipped")

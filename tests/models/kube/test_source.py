@@ -72,3 +72,14 @@ def test_object_without_usable_metadata_is_an_error(kind: str) -> None:
     objects = [*cluster().objects(), {"kind": kind, "metadata": ["oops"]}]
     with pytest.raises(InputError, match=f"{kind} #\\d+ in <input>: field 'metadata'"):
         run(objects)
+
+
+def test_configmaps_the_plugin_does_not_read_are_reported() -> None:
+    cm = {"kind": "ConfigMap", "metadata": {"name": "vcjob-fault-npu-cm",
+                                            "namespace": "volcano-system"},
+          "data": {"fault-node": "{}", "remain-retry-times": "{}"}}
+    other = {"kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt", "namespace": "x"}}
+    warnings = run([*cluster().objects(), cm, other]).warnings
+    assert any("vcjob-fault-npu-cm" in w and "rescheduler state" in w for w in warnings)
+    assert any("kube-root-ca.crt" in w and "not a ConfigMap the plugin reads" in w
+               for w in warnings)
