@@ -9,6 +9,9 @@ importer only lists.
 from __future__ import annotations
 
 import json
+import shutil
+import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,12 +33,18 @@ EXAMPLES = Path(str(resources.files("models") / "kube" / "examples"))
 class FakeApi:
     """Recorded objects served as Kubernetes list endpoints."""
 
-    def __init__(self, objects: list[dict[str, Any]], missing: frozenset[str] = frozenset()):
+    def __init__(self, objects: list[dict[str, Any]], missing: frozenset[str] = frozenset(),
+                 tls: tuple[Path, Path] | None = None):
         self.objects = objects
         self.missing = missing
         self.requests: list[tuple[str, str]] = []
+        self.headers: list[str] = []
         server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         server.daemon_threads = True
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(certfile=str(tls[0]), keyfile=str(tls[1]))
+            server.socket = context.wrap_socket(server.socket, server_side=True)
         self.server = server
         self.thread = threading.Thread(target=server.serve_forever, daemon=True)
 
@@ -83,6 +92,7 @@ class FakeApi:
                 url = urlparse(self.path)
                 query = parse_qs(url.query)
                 api.requests.append(("GET", self.path))
+                api.headers.append(self.headers.get("Authorization", ""))
                 items = api._select(url.path, query)
                 if items is None or "watch" in query:
                     body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
@@ -126,8 +136,9 @@ def _objects(folder: Path) -> list[dict[str, Any]]:
 def serve() -> Iterator[Any]:
     started: list[FakeApi] = []
 
-    def start(objects: list[dict[str, Any]], missing: frozenset[str] = frozenset()) -> FakeApi:
-        api = FakeApi(objects, missing)
+    def start(objects: list[dict[str, Any]], missing: frozenset[str] = frozenset(),
+              tls: tuple[Path, Path] | None = None) -> FakeApi:
+        api = FakeApi(objects, missing, tls)
         api.thread.start()
         started.append(api)
         return api
@@ -192,3 +203,28 @@ def test_missing_nodes_list_and_unreachable_server_exit_2(
     monkey_retries = main(["import", "--kubeconfig", config])  # current-context: nowhere
     assert monkey_retries == EXIT_INVALID
     assert "cannot reach the API server" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl for a test cert")
+def test_in_cluster_service_account(tmp_path: Path, serve: Any,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    cert, key = tmp_path / "ca.crt", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    token = tmp_path / "token"
+    token.write_text("service-account-token")
+    api = serve(_objects(EXAMPLES / "multilevel"), tls=(cert, key))
+    port = api.server.server_address[1]
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(port))
+    # the pod's service-account files, where the client looks for them
+    monkeypatch.setattr("kubernetes.config.incluster_config.SERVICE_TOKEN_FILENAME", str(token))
+    monkeypatch.setattr("kubernetes.config.incluster_config.SERVICE_CERT_FILENAME", str(cert))
+    out = tmp_path / "s.yaml"
+    assert main(["import", "--in-cluster", "--now", str(EXAMPLE_NOW),
+                 "--output", str(out)]) == EXIT_OK
+    expected = import_dumps([str(EXAMPLES / "multilevel")], now=EXAMPLE_NOW).data
+    assert yaml.safe_load(out.read_text()) == expected
+    assert set(api.headers) == {"Bearer service-account-token"}
