@@ -227,4 +227,4 @@ def test_in_cluster_service_account(tmp_path: Path, serve: Any,
                  "--output", str(out)]) == EXIT_OK
     expected = import_dumps([str(EXAMPLES / "multilevel")], now=EXAMPLE_NOW).data
     assert yaml.safe_load(out.read_text()) == expected
-    assert set(api.headers) == {"Bearer service-account-token"}
+    assert {h.lower() for h in api.headers} == {"bearer service-account-token"}
