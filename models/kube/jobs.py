@@ -156,18 +156,22 @@ def pod_record(obj: dict[str, Any], diag: Diagnostics) -> PodRecord | None:
         if not isinstance(resources, dict):
             diag.error(who, f"spec.containers[{index}].resources", "not a mapping")
             return None
-        wanted = resources.get("requests") or resources.get("limits") or {}
-        if not isinstance(wanted, dict):
+        asked = resources.get("requests") or {}
+        limits = resources.get("limits") or {}
+        if not isinstance(asked, dict) or not isinstance(limits, dict):
             diag.error(who, f"spec.containers[{index}].resources", "not a mapping")
             return None
         for res in (*NPU_RESOURCES, *OTHER_ASCEND_RESOURCES):
-            if res in wanted:
-                try:
-                    requests[res] += parse_count(wanted[res])
-                except ValueError as exc:
-                    diag.error(who, f"spec.containers[{index}].resources.requests[{res}]",
-                               str(exc))
-                    return None
+            # extended resources: the request defaults to the limit
+            part, value = ("requests", asked[res]) if res in asked else (
+                ("limits", limits[res]) if res in limits else ("", None))
+            if not part:
+                continue
+            try:
+                requests[res] += parse_count(value)
+            except ValueError as exc:
+                diag.error(who, f"spec.containers[{index}].resources.{part}[{res}]", str(exc))
+                return None
         envs = container.get("env") or []
         if not isinstance(envs, list):
             diag.error(who, f"spec.containers[{index}].env", "not a list")

@@ -255,3 +255,12 @@ def test_base_device_infos_count_is_cross_checked() -> None:
     result = run(objects)
     assert any("Node node-0" in w and "baseDeviceInfos lists 8 chips" in w
                for w in result.warnings)
+
+
+def test_npu_request_defaults_to_the_limit() -> None:
+    b = cluster()
+    b.job("ml", "lim", 1, 4, policy="chip8-node8")
+    objects = b.objects()
+    resources = find(objects, "Pod", "lim-worker-0")["spec"]["containers"][0]["resources"]
+    del resources["requests"]["huawei.com/npu"]
+    assert job_of(run(objects), "ml/lim-")["npu-per-task"] == 4
