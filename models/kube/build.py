@@ -1,0 +1,470 @@
+"""Assemble a contract scenario from Kubernetes objects (the mapping of A.6).
+
+:class:`ClusterImport` takes objects one at a time (:meth:`ClusterImport.add`), keeping
+only compact records, and :meth:`ClusterImport.build` turns them into a validated
+:class:`models.scenario.Scenario` plus the warnings about what the contract cannot express.
+
+Decisions on the reference's inferences ([I] in cluster-integration.md), in one place:
+
+* ``now``: the importer's clock unless given.
+* ConfigMap mode: ``useClusterInfoManager`` chooses it (default ClusterD); when the chosen
+  mode's ConfigMaps are absent and the other mode's are present, the other is used, with a
+  warning.  Without a scheduler ConfigMap the mode is the one whose records are present.
+* A node with NPU capacity but no device-info record: free 0, no super pod, warning (the
+  plugin cannot use a node it has no device info for).  Nodes without NPU capacity are not
+  imported (reported).
+* Free chips: capped at ``allocatable − Σ active pod requests`` (warning when it bites);
+  network-unhealthy chips are subtracted (warning); ``npus`` is the capacity, and a
+  ``baseDeviceInfos`` list of another length is reported.
+* Health: Ready≠True or cordoned → unhealthy; NodeD PreSeparate → unhealthy (warning).
+* ``rack-id``: only when the device-info record has the ``RackID`` key (≥ 0), so a missing
+  key is not read as rack 0.
+* Job state: all NPU pods unbound → pending job; all bound → running job; some of each →
+  running job with its bound ranks and a warning (the contract has no partly pending gang).
+  A PodGroup without pods yet is a pending job of ``minMember`` tasks sized from
+  ``minResources`` (warning).  NPU pods without ``scheduling.k8s.io/group-name`` are not
+  Volcano jobs: their chips count as used, they are reported.  Bound pods without any rank
+  source get the free ranks in pod-name order (warning).  Running ranks on an unhealthy node
+  or chip are reported (a running job has no fault ranks).
+* Policy: upstream's handler selection; ``accelerator-type`` absent, ``module`` or
+  ``module-910b-8`` (module910x8 / module910bx8, which have no contract policy) map to
+  ``chip8-node8``; ``card`` (card910x2), vNPU and inference cards are not imported.
+* Priority: the PodGroup's ``priorityClassName`` (else the pod's) → PriorityClass value;
+  else the pod's ``spec.priority``; else the global default class; else 0.
+* Fault ranks of a pending job: ranks of its Failed pods, ranks whose cached node is now
+  unhealthy, and the ranks of the latest ``job-reschedule-reason`` record when that record
+  belongs to the current incarnation of the pods: not older than the oldest current pod
+  (else the PodGroup) minus 10 minutes.  The rescheduler writes the record when it deletes
+  the pods, so an older record is an earlier fault.
+* Cache: bound ranks of every job (``updated = now``, upstream's cold-start seed); then, for
+  ranks not bound now, ``job-reschedule-reason`` (node and time of the newest record); then
+  the ``--previous`` scenario's entries (kept with their times).  Entries on nodes that are
+  not imported are dropped with a warning.
+* Jobs that upstream's ``ValidNPUJob`` rejects are not imported (warning quoting the rule),
+  as upstream never places them; order is queue order: priority, then creation time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from models.compiled import natural_key
+from models.io import scenario_from_data
+from models.kube.config import is_scheduler_configmap, scheduler_config
+from models.kube.jobs import (
+    GROUP_ANNOTATION,
+    RESCHEDULE_CM,
+    RESCHEDULE_NAMESPACE,
+    JobGroup,
+    JobSpec,
+    PodGroupRecord,
+    PodRecord,
+    PriorityClasses,
+    RescheduleTask,
+    job_spec,
+    pod_record,
+    podgroup_record,
+    reschedule_records,
+)
+from models.kube.nodes import (
+    STALE_SECONDS,
+    DeviceState,
+    NodeRecord,
+    NodeUsage,
+    free_chips,
+    node_health,
+    node_record,
+)
+from models.kube.source import Diagnostics, describe
+from models.scenario import (
+    DEFAULT_CACHE_TTL_SECONDS,
+    Config,
+    Family,
+    Health,
+    Job,
+    Node,
+    Scenario,
+)
+from models.validation import InputError, derive_shape
+
+_Cache = dict[tuple[str, int], dict[str, Any]]
+#: ``volcano-system/vcjob-fault-npu-cm``: the rescheduler's fault bookkeeping.
+FAULT_NPU_CM = "vcjob-fault-npu-cm"
+
+#: A reschedule record counts for fault ranks when not older than the job minus this.
+RESCHEDULE_SLACK_SECONDS = 600
+
+
+@dataclass
+class ImportResult:
+    """A scenario and what the import could not express.
+
+    ``data`` is the scenario as plain data with the contract's keys and only the fields the
+    cluster sets (what ``npu-place import`` writes); ``scenario`` is it, validated.
+    """
+
+    scenario: Scenario
+    data: dict[str, Any]
+    warnings: list[str]
+    mode: str
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """One line: what was imported."""
+        c = self.counts
+        return (f"imported {c.get('nodes', 0)} nodes ({c.get('unhealthy', 0)} unhealthy, "
+                f"{c.get('subhealthy', 0)} sub-healthy), {c.get('jobs', 0)} pending jobs, "
+                f"{c.get('running', 0)} running jobs, {c.get('cache', 0)} cache entries "
+                f"from {c.get('objects', 0)} objects ({self.mode} mode); "
+                f"{len(self.warnings)} warning(s)")
+
+
+class ClusterImport:
+    """Collects Kubernetes objects and builds a scenario from them."""
+
+    def __init__(self, diagnostics: Diagnostics | None = None) -> None:
+        self.diag = diagnostics or Diagnostics()
+        self.nodes: dict[str, NodeRecord] = {}
+        self.devices = DeviceState()
+        self.pods: dict[tuple[str, str], PodRecord] = {}
+        self.podgroups: dict[str, PodGroupRecord] = {}
+        self.classes = PriorityClasses()
+        self.scheduler_cm: dict[str, Any] | None = None
+        self.reschedule: dict[str, list[list[RescheduleTask]]] = {}
+        self.objects = 0
+
+    # ------------------------------------------------------------------ intake
+    def add(self, obj: dict[str, Any], source: str = "<input>") -> None:
+        """Take one Kubernetes object (any kind; unknown kinds are reported and skipped)."""
+        self.objects += 1
+        kind = obj.get("kind")
+        diag = self.diag
+        meta = obj.get("metadata")
+        if kind in ("Node", "Pod", "PodGroup", "PriorityClass", "ConfigMap") and (
+                not isinstance(meta, dict) or not isinstance(meta.get("name"), str)
+                or not isinstance(meta.get("namespace", ""), str)):
+            diag.error(f"{kind} #{self.objects} in {source}", "metadata",
+                       "missing, not a mapping, or without a string name/namespace")
+            return
+        if kind == "Node":
+            node = node_record(obj, diag)
+            if node is not None:
+                if node.name in self.nodes:
+                    diag.warn(node.obj, "appears more than once in the input: the last copy "
+                              "is used")
+                self.nodes[node.name] = node
+        elif kind == "Pod":
+            pod = pod_record(obj, diag)
+            if pod is not None:
+                self.pods[(pod.namespace, pod.name)] = pod
+        elif kind == "PodGroup":
+            pg = podgroup_record(obj, diag)
+            if pg is not None:
+                self.podgroups[f"{pg.namespace}/{pg.name}"] = pg
+        elif kind == "PriorityClass":
+            self.classes.add(obj, diag)
+        elif kind == "ConfigMap":
+            self._add_configmap(obj)
+        else:
+            diag.warn(f"{kind or 'object without kind'} (from {source})",
+                      "this kind is not read by the importer: skipped")
+
+    def _add_configmap(self, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        if is_scheduler_configmap(obj):
+            self.scheduler_cm = obj
+        elif meta.get("name") == RESCHEDULE_CM and meta.get("namespace",
+                                                             RESCHEDULE_NAMESPACE) == (
+                RESCHEDULE_NAMESPACE):
+            self.reschedule = reschedule_records(obj, self.diag)
+        elif meta.get("name") == FAULT_NPU_CM:
+            self.diag.warn(describe(obj, "ConfigMap"), "rescheduler state (fault-node, "
+                           "remain-retry-times) cannot be expressed in a scenario: ignored")
+        elif not self.devices.add_configmap(obj, self.diag):
+            self.diag.warn(describe(obj, "ConfigMap"), "not a ConfigMap the plugin reads: "
+                           "skipped")
+
+    # ------------------------------------------------------------------ build
+    def _mode(self, use_clusterd: bool, found_config: bool) -> str:
+        wanted = "clusterd" if use_clusterd else "device-plugin"
+        other = "device-plugin" if use_clusterd else "clusterd"
+        if not self.devices.has_mode(wanted) and self.devices.has_mode(other):
+            if found_config:
+                self.diag.warn("init-params useClusterInfoManager",
+                               f"selects {wanted} mode but only {other} ConfigMaps are in "
+                               f"the input: {other} records used")
+            return other
+        if self.devices.has_mode(wanted) and self.devices.has_mode(other):
+            self.diag.warn("init-params useClusterInfoManager",
+                           f"selects {wanted} mode: the {other} ConfigMaps in the input are "
+                           "ignored, as upstream does")
+        return wanted
+
+    def build(self, now: int | None = None, previous: Scenario | None = None) -> ImportResult:
+        """Build the scenario.
+
+        Parameters
+        ----------
+        now
+            Session time (unix seconds); default the clock.
+        previous
+            An earlier imported scenario whose cache entries are merged.
+
+        Raises
+        ------
+        InputError
+            When an object was malformed (every message names the object and field), or
+            the objects describe a scenario the contract rejects.
+        """
+        diag = self.diag
+        diag.raise_errors()
+        now = int(time.time()) if now is None else int(now)
+        sched = scheduler_config(self.scheduler_cm, diag)
+        diag.raise_errors()
+        mode = self._mode(sched.use_cluster_info_manager, sched.found)
+        devices = self.devices.devices[mode]
+        usage: dict[str, NodeUsage] = defaultdict(NodeUsage)
+        for pod in self.pods.values():
+            if pod.active:
+                use = usage[pod.node]
+                use.chips.update(pod.chips)
+                use.requested += pod.request
+        nodes: list[dict[str, Any]] = []
+        health: dict[str, Health] = {}
+        bad_chips: dict[str, set[str]] = {}
+        for record in sorted(self.nodes.values(), key=lambda r: natural_key(r.name)):
+            if record.resource is None:
+                diag.warn(record.obj, "no huawei.com/Ascend910 or huawei.com/npu capacity: "
+                          "not an NPU node, not imported")
+                if record.other_resources:
+                    diag.warn(record.obj, f"has {', '.join(record.other_resources)}, which the "
+                              "scenario does not model: not imported")
+                continue
+            info = devices.get(record.name)
+            if info is None:
+                diag.warn(record.obj, f"no device info ({mode} mode): imported with free 0 "
+                          "and no super pod")
+            elif info.update_time and now - info.update_time > STALE_SECONDS[mode]:
+                diag.warn(info.obj, f"stale UpdateTime (older than {STALE_SECONDS[mode]} s at "
+                          "now): upstream restarts its informer; the record is used as is")
+            if record.base_chips is not None and len(record.base_chips) != record.capacity:
+                diag.warn(record.obj, f"baseDeviceInfos lists {len(record.base_chips)} chips "
+                          f"but the capacity is {record.capacity}: npus from the capacity")
+            free, bad_chips[record.name] = free_chips(
+                record, info, usage[record.name], sched.self_maintain_available_card, diag)
+            state = node_health(record, info, self.devices.noded[mode].get(record.name),
+                                self.devices.switches[mode].get(record.name), diag)
+            health[record.name] = state
+            node: dict[str, Any] = {"name": record.name, "npus": record.capacity,
+                                    "free": free, "health": state.value}
+            if info is not None and info.super_pod_id is not None and info.super_pod_id >= 0:
+                node["super-pod-id"] = info.super_pod_id
+            if info is not None and info.rack_id is not None and info.rack_id >= 0:
+                node["rack-id"] = info.rack_id
+            if record.labels:
+                node["labels"] = record.labels
+            nodes.append(node)
+        orphans = sorted(set(devices) - set(self.nodes), key=natural_key)
+        for name in orphans:
+            diag.warn(devices[name].obj, f"device info for node '{name}', which is not in "
+                      "the input: ignored")
+        node_names = set(health)
+        diag.raise_errors()
+
+        specs = self._job_specs(diag)
+        diag.raise_errors()
+        cache = self._cache(specs, node_names, now, previous, diag)
+        try:
+            config = Config.model_validate(sched.config)
+        except ValidationError as exc:
+            raise InputError([f"{sched.obj}: field 'init-params."
+                              f"{'.'.join(str(p) for p in err['loc'])}': {err['msg']}"
+                              for err in exc.errors()]) from None
+        try:
+            base = Scenario(config=config, nodes=[Node.model_validate(n) for n in nodes])
+        except ValidationError as exc:  # e.g. a node name the contract refuses
+            raise InputError([f"the imported cluster is not a valid scenario: {e['msg']} "
+                              f"(nodes.{'.'.join(str(p) for p in e['loc'])})"
+                              for e in exc.errors()]) from None
+        jobs: list[dict[str, Any]] = []
+        running: list[dict[str, Any]] = []
+        for spec in sorted(specs, key=lambda s: (-s.priority, s.created, s.name)):
+            if spec.bound:
+                running.append(self._running(spec, node_names, base, diag))
+                self._warn_faults(spec, health, bad_chips, diag)
+            else:
+                job = self._pending(spec, cache, health, now, base, diag)
+                if job is not None:
+                    jobs.append(job)
+        running.sort(key=lambda r: natural_key(r["name"]))
+        data: dict[str, Any] = {
+            "now": now,
+            "config": sched.config,
+            "nodes": nodes,
+            "affinity-cache": {
+                "ttl-seconds": previous.affinity_cache.ttl_seconds if previous
+                else DEFAULT_CACHE_TTL_SECONDS,
+                "entries": [dict(entry) for _, entry in sorted(cache.items())],
+            },
+            "jobs": jobs,
+            "running": running,
+        }
+        try:
+            scenario = scenario_from_data(data, "<import>")
+        except InputError as exc:
+            raise InputError([f"the imported cluster is not a valid scenario: {m}"
+                              for m in exc.messages]) from None
+        counts = {"nodes": len(nodes), "jobs": len(jobs), "running": len(running),
+                  "cache": len(cache), "objects": self.objects,
+                  "unhealthy": sum(1 for h in health.values() if h is Health.UNHEALTHY),
+                  "subhealthy": sum(1 for h in health.values() if h is Health.SUBHEALTHY)}
+        return ImportResult(scenario=scenario, data=data, warnings=diag.warnings, mode=mode,
+                            counts=counts)
+
+    # ------------------------------------------------------------------ jobs
+    def _job_specs(self, diag: Diagnostics) -> list[JobSpec]:
+        groups: dict[str, JobGroup] = {}
+        loose: list[str] = []
+        for pod in self.pods.values():
+            if pod.group is None:
+                if pod.resource and pod.active:
+                    loose.append(pod.obj)
+                continue
+            job_id = f"{pod.namespace}/{pod.group}"
+            group = groups.get(job_id)
+            if group is None:
+                group = groups[job_id] = JobGroup(job_id, self.podgroups.get(job_id))
+                if group.podgroup is None and pod.resource:
+                    diag.warn(pod.obj, f"annotation {GROUP_ANNOTATION}={pod.group} names a "
+                              "PodGroup that is not in the input: the pods' annotations are "
+                              "used")
+            group.pods.append(pod)
+        for job_id, pg in self.podgroups.items():
+            groups.setdefault(job_id, JobGroup(job_id, pg))
+        for obj in loose:
+            diag.warn(obj, f"requests NPUs without {GROUP_ANNOTATION} (not a Volcano job): "
+                      "its chips are counted as used, it is not imported as a job")
+        specs = []
+        for job_id in sorted(groups, key=natural_key):
+            spec = job_spec(groups[job_id], self.classes, diag)
+            if spec is not None:
+                specs.append(spec)
+        return specs
+
+    def _cache(self, specs: list[JobSpec], node_names: set[str], now: int,
+               previous: Scenario | None, diag: Diagnostics) -> _Cache:
+        cache: _Cache = {}
+        dropped = "cache entry on a node that is not imported: dropped"
+
+        def put(owner: str, rank: int, node: str, updated: int, where: str) -> None:
+            if node not in node_names:
+                diag.warn(f"{where} rank {rank} on '{node}'", dropped)
+                return
+            cache[(owner, rank)] = {"owner-uid": owner, "rank": rank, "node": node,
+                                    "updated": updated}
+
+        for spec in specs:
+            if spec.owner is None:
+                continue
+            for rank, node in spec.bound.items():
+                put(spec.owner, rank, node, now, spec.obj)
+            for record in self.reschedule.get(spec.name, []):
+                for task in record:  # oldest record first: the newest one wins
+                    if task.rank not in spec.bound and task.node:
+                        put(spec.owner, task.rank, task.node, task.time,
+                            f"ConfigMap {RESCHEDULE_NAMESPACE}/{RESCHEDULE_CM} job {spec.name}")
+        known = {s.name for s in specs}
+        for job_id in self.reschedule:
+            if job_id not in known:
+                diag.warn(f"ConfigMap {RESCHEDULE_NAMESPACE}/{RESCHEDULE_CM} job {job_id}",
+                          "reschedule record of a job that is not imported: not used")
+        if previous is not None:
+            for entry in previous.affinity_cache.entries:
+                key = (entry.owner_uid, entry.rank)
+                if key in cache:
+                    continue
+                if entry.node not in node_names:
+                    diag.warn(f"--previous cache entry of {entry.owner_uid} rank {entry.rank} "
+                              f"on '{entry.node}'", dropped)
+                    continue
+                item: dict[str, Any] = {"owner-uid": entry.owner_uid, "rank": entry.rank,
+                                        "node": entry.node, "updated": entry.updated}
+                if entry.previous is not None and (entry.previous == ""
+                                                   or entry.previous in node_names):
+                    item["previous"] = entry.previous
+                cache[key] = item
+        return cache
+
+    def _running(self, spec: JobSpec, node_names: set[str], base: Scenario,
+                 diag: Diagnostics) -> dict[str, Any]:
+        ranks = {}
+        for rank, node in sorted(spec.bound.items()):
+            if node in node_names:
+                ranks[rank] = node
+            else:
+                diag.warn(spec.obj, f"rank {rank} runs on node '{node}', which is not "
+                          "imported: left out of the running job")
+        if spec.pending_pods:
+            note = ("" if spec.family is Family.ORDINARY else "; simulate refuses a partly "
+                    "running gang of this family")
+            diag.warn(spec.obj, f"partly running: {len(spec.bound)} of {spec.tasks} ranks "
+                      f"bound, {spec.pending_pods} pending; imported as a running job whose "
+                      f"unbound ranks are pending{note}")
+        item: dict[str, Any] = {"name": spec.name, "policy": spec.policy,
+                                "npu-per-task": spec.npu_per_task, "tasks": spec.tasks,
+                                "ranks": ranks, "priority": spec.priority, **spec.fields}
+        if spec.owner:
+            item["owner-uid"] = spec.owner
+        job = Job.model_validate({k: v for k, v in item.items() if k not in ("ranks",)})
+        _, errors = derive_shape(job, base)
+        if errors:
+            diag.warn(spec.obj, "running job that upstream's ValidNPUJob would reject ("
+                      + "; ".join(f"{f}: {t}" for f, t in errors) + ")")
+        return item
+
+    @staticmethod
+    def _warn_faults(spec: JobSpec, health: dict[str, Health], bad_chips: dict[str, set[str]],
+                     diag: Diagnostics) -> None:
+        """Running ranks on an unhealthy node or chip: upstream's rescheduler restarts them."""
+        faults = sorted(rank for rank, node in spec.bound.items()
+                        if health.get(node) is Health.UNHEALTHY
+                        or set(spec.bound_chips.get(rank, ())) & bad_chips.get(node, set()))
+        if faults:
+            diag.warn(spec.obj, f"running ranks {faults} sit on an unhealthy node or chip: "
+                      "upstream's rescheduler will restart the job; a running job has no "
+                      "fault ranks in a scenario (simulate can evict it with fault: true)")
+
+    def _pending(self, spec: JobSpec, cache: _Cache,
+                 health: dict[str, Health], now: int, base: Scenario,
+                 diag: Diagnostics) -> dict[str, Any] | None:
+        faults = {r for r in spec.failed_ranks if r < spec.tasks}
+        if spec.owner is not None:
+            for (owner, rank), entry in cache.items():
+                if (owner == spec.owner and rank < spec.tasks
+                        and health.get(entry["node"]) is Health.UNHEALTHY):
+                    faults.add(rank)
+        records = self.reschedule.get(spec.name) or []
+        if records and records[-1]:
+            latest = records[-1]
+            since = spec.pods_created or spec.created
+            if not since or latest[0].time >= since - RESCHEDULE_SLACK_SECONDS:
+                faults.update(t.rank for t in latest if t.rank < spec.tasks)
+        item: dict[str, Any] = {"name": spec.name, "policy": spec.policy, "tasks": spec.tasks,
+                                "npu-per-task": spec.npu_per_task, **spec.fields,
+                                "priority": spec.priority}
+        if spec.owner:
+            item["owner-uid"] = spec.owner
+        if faults:
+            item["fault-ranks"] = sorted(faults)
+        job = Job.model_validate(item)
+        _, errors = derive_shape(job, base)
+        if errors:
+            diag.warn(spec.obj, "pending job that upstream's ValidNPUJob rejects, not imported ("
+                      + "; ".join(f"{f}: {t}" for f, t in errors) + ")")
+            return None
+        return item
