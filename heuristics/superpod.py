@@ -301,21 +301,40 @@ class _Selection:
 
     # ------------------------------------------------------------- RFC level 1
 
+    def origin_super_pod(self, b: int) -> int:
+        """RFC ``getOriginSuperPodID``: the super pod of block ``b``'s first pod (-1: none).
+
+        The first non-fault rank with a live cache entry names it.
+        """
+        for r in range(b * self.sp, (b + 1) * self.sp):
+            if self.pref[r] >= 0:
+                return int(self.super_pod[self.pref[r]])
+        return -1
+
     def prefer_origin_super_pods(self) -> None:
-        """RFC ``preferOriginSuperPods``: each block back into its origin super pod."""
+        """RFC ``preferOriginSuperPods``: each block back into its origin super pod.
+
+        Which blocks level 1 places, and where, is known before any carving (each takes
+        exactly ``spBlock`` nodes of its origin super pod), so a cached node of a rank whose
+        block goes to another super pod is not held back for it: it is an ordinary node of
+        its health bucket (f7 of issue 16: health before claims of blocks placed
+        elsewhere).
+        """
         sp = self.sp
+        left = {s: len(nodes) for s, nodes in self.pods.items()}
+        plan: dict[int, int] = {}
         for b in range(self.k):  # ascending block ID
-            first = -1
+            s = self.origin_super_pod(b)
+            if s >= 0 and left.get(s, 0) >= sp:
+                plan[b] = s
+                left[s] -= sp
+        for b, s in plan.items():
             for r in range(b * sp, (b + 1) * sp):
-                # The first non-fault rank with a live cache entry names the origin.
-                if self.pref[r] >= 0:
-                    first = self.pref[r]
-                    break
-            if first < 0:
-                continue
-            s = int(self.super_pod[first])
-            if s < 0 or len(self.pods.get(s, ())) < sp:
-                continue  # origin super pod lacks capacity: normal passes
+                p = self.pref[r]
+                if p >= 0 and int(self.super_pod[p]) != s:
+                    self.claims[p] -= 1
+                    self.released[r] = 1
+        for b, s in plan.items():  # ascending block ID
             self.blocks[b] = self.carve(s, range(b * sp, (b + 1) * sp))
 
     # ---------------------------------------------------------- classification
@@ -477,11 +496,13 @@ class _Selection:
             claims = self.claims
             mentioned = self.mentioned
             # Step 2 (buckets): healthy nodes no rank mentions, other healthy nodes,
-            # sub-healthy nodes; nodes still preferred by ranks of other unplaced blocks
-            # last.  Stable sort: natural name order inside each bucket.
+            # sub-healthy nodes (the block's own ranks' origins first, then nodes no rank
+            # mentions, then the others); nodes still preferred by ranks of other
+            # unplaced blocks last.  Stable sort: natural name order inside each bucket.
+            own = {pref[r] for r in ranks if pref[r] >= 0}
             rest = sorted(
                 (n for n in pool if avail[n]),
-                key=lambda n: (claims[n] > 0, sub[n], n in mentioned),
+                key=lambda n: (claims[n] > 0, sub[n], n not in own, n in mentioned),
             )
             self.assign(out, ranks, gaps, rest)
         self.pods[s] = [n for n in pool if avail[n]]
