@@ -38,7 +38,11 @@ Deviations from the released code, following the RFC (reference §3.7):
   peer node does), and that node then gets −64 like every fault node of the job.
 * Row 4 — upstream's ``TaskOrderFn`` is not antisymmetric (two ranks with different cached
   nodes both claim to go first) and leaves uncached ranks unordered.  Here the order is
-  total: ranks with a cached (non-fault) previous node first, then every rank by number.
+  total: ranks with a cached (non-fault) previous node first, then fault ranks with a
+  cached node, then every other rank, each tier by number.  Fault ranks go before the
+  uncached ranks so that those cannot take the last node a fault rank could use instead
+  of its old one (every rank of a fault job avoids the fault nodes, −64): the RFC's fault
+  pod prefers not to return, and the uncached ranks have no preference to lose.
 """
 
 from __future__ import annotations
@@ -182,26 +186,36 @@ def fault_adjust(
     return out
 
 
-def compare_tasks(left: int, right: int, cached: np.ndarray) -> int:
+def compare_tasks(left: int, right: int, cached: np.ndarray,
+                  avoiding: np.ndarray | None = None) -> int:
     """``TaskOrderFn`` as a total, antisymmetric comparator (RFC §3.7 row 4).
 
     ``cached[r]`` is rank ``r``'s previous node (-1 when none, for fault ranks, and for
-    every rank when prefer-previous-node is off).  Ranks with a cached node come first;
-    otherwise, and between two cached (or two uncached) ranks, the lower rank comes first.
-    Returns -1 when ``left`` goes first, 1 when ``right`` does, 0 only when equal.
+    every rank when prefer-previous-node is off).  ``avoiding[r]`` (optional) tells whether
+    rank ``r`` is a fault rank with a live cache entry (a node it should not return to).
+    Ranks with a cached node come first, then fault ranks avoiding a node, then the rest;
+    inside a tier the lower rank comes first.  Returns -1 when ``left`` goes first, 1 when
+    ``right`` does, 0 only when equal.
     """
-    lc = int(cached[left]) >= 0
-    rc = int(cached[right]) >= 0
-    if lc != rc:
-        return -1 if lc else 1
+
+    def tier(r: int) -> int:
+        if int(cached[r]) >= 0:
+            return 0
+        return 1 if avoiding is not None and bool(avoiding[r]) else 2
+
+    lt, rt = tier(left), tier(right)
+    if lt != rt:
+        return -1 if lt < rt else 1
     return (left > right) - (left < right)
 
 
 def task_order(job: JobView) -> np.ndarray:
-    """Ranks of ``job`` in :func:`compare_tasks` order (cached ranks first, then by rank)."""
+    """Ranks of ``job`` in :func:`compare_tasks` order: cached ranks, then fault ranks with
+    a cached node, then the others, each tier by rank."""
     cached = job.preferred >= 0
+    avoiding = job.fault & (job.origin >= 0) & ~cached
     ranks = np.arange(job.tasks)
-    return np.concatenate([ranks[cached], ranks[~cached]])
+    return np.concatenate([ranks[cached], ranks[avoiding], ranks[~cached & ~avoiding]])
 
 
 def place_ordinary(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
