@@ -295,4 +295,52 @@ def place_ordinary(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
         pick = best_node(scores, ok, order)
         free[pick] -= request
         nodes[rank] = cand[pick]
+    if fault_job:
+        keep_faults_away(job, nodes, cand, free, order, subhealthy)
     return JobOutcome(nodes)
+
+
+def keep_faults_away(job: JobView, nodes: np.ndarray, cand: np.ndarray, free: np.ndarray,
+                     order: np.ndarray, subhealthy: np.ndarray) -> None:
+    """Take every fault rank still on its old node off it when no hit is lost, in place.
+
+    The pipeline scores one rank at a time, so a rank placed earlier may have taken the
+    last node a fault rank could use instead of its old one.  Per fault rank in rank order:
+    swap with a rank that is not on its own cached node (first one whose cached node the
+    fault rank's node is, then the lowest rank; a fault rank avoiding that node is never a
+    partner), else move to a candidate with room left (healthy before sub-healthy, then
+    natural order).  Neither changes any other rank's hit.
+
+    Parameters
+    ----------
+    job
+        The job being placed.
+    nodes
+        Node index per rank (modified).
+    cand, free, order, subhealthy
+        Candidate node indices, their chips left after the job, natural positions and
+        sub-healthy flags (``free`` is modified on a move).
+    """
+    origin = job.origin.tolist()
+    fault = job.fault.tolist()
+    for r in range(job.tasks):
+        x = origin[r]
+        if not fault[r] or x < 0 or int(nodes[r]) != x:
+            continue
+        best, best_key = -1, (2, 0)
+        for q in range(job.tasks):
+            nq = int(nodes[q])
+            if q == r or nq == x or origin[q] == nq or (fault[q] and origin[q] == x):
+                continue
+            key = (0 if origin[q] == x and not fault[q] else 1, q)
+            if key < best_key:
+                best, best_key = q, key
+        if best >= 0:
+            nodes[r], nodes[best] = nodes[best], x
+            continue
+        room = np.flatnonzero((free >= job.npu_per_task) & (cand != x))
+        if room.size:
+            pick = int(room[np.lexsort((order[room], subhealthy[room]))[0]])
+            free[pick] -= job.npu_per_task
+            free[np.flatnonzero(cand == x)] += job.npu_per_task
+            nodes[r] = cand[pick]

@@ -26,9 +26,9 @@ Flow of :func:`place_rack`
    moves to another rack of the same super pod: the first rack in best-fit order (fewest
    free nodes, then rack id) that completes it without taking another rank's origin and
    without forcing a fault rank of the window back onto its node, else the one taking
-   fewest origins, then forcing fewest returns.  Every window lowers the super pod's capacity by exactly one, so
-   once the capacity check passed every window finds a rack: a block degrades only when
-   no choice of racks could hold it.
+   fewest origins, then forcing fewest returns.  Every window lowers the super pod's
+   capacity by exactly one, so once the capacity check passed every window finds a rack:
+   a block degrades only when no choice of racks could hold it.
 3. **Order table** (``getSuperPodsInfo``) over what is left: super pods by ascending
    candidate count; ``spCount = Σ ⌊n/spBlock⌋``.  Reserve nodes are not used (upstream).
 4. **Start strategy** from the task count: ``<= 8`` RackSchedule; UB memory
@@ -115,8 +115,11 @@ Deviations from upstream (and why)
   own cached node (a swap never costs a healthy rank its hit: hits outrank fault returns,
   as in the objective); among the others, first one whose cached node the fault rank's
   node is (it gains a hit), then a rank of the same window, then rank order.  With no such
-  partner the fault rank stays (a counted fault return).  A single-task fault job skips
-  its cached node while any other candidate exists, and takes it when it is the only one.  Upstream's pending-session-staged fault path (``reschedule.go``,
+  partner it moves to a pool node left unused that keeps the window and block rules
+  (healthy and unwanted nodes first, then natural order); else it stays (a counted fault
+  return).  A single-task fault job skips its cached node while any other candidate
+  exists, and takes it when it is the only one.  Upstream's pending-session-staged fault
+  path (``reschedule.go``,
   reference E23) needs rescheduler state that scenarios do not carry (pending sessions,
   old blocks, rack-affinity flags); its same-rack replacement (``getSameRackNodes``) is
   what window filling does for a window with a fault rank, and ``getAnotherRackNodes`` /
@@ -732,6 +735,38 @@ class _Selector:
                         break
             if best_q >= 0:
                 self.nodes[r], self.nodes[best_q] = self.nodes[best_q], a
+                continue
+            spare = self._spare_for(a)
+            if spare >= 0:  # an unused pool node that keeps every rule
+                self.nodes[r] = spare
+                self.in_pool[spare] = 0
+                self.in_pool[a] = 1
+
+    def _spare_for(self, a: int) -> int:
+        """An unused pool node a fault rank on node ``a`` may move to (-1: none).
+
+        Same rack (the window stays whole), or same super pod when tpBlock is 1, or any
+        rack when blocks are single nodes or the job is soft; healthy nodes and nodes no
+        rank prefers first, then natural order.
+        """
+        sp, rk = self.sp_of[a], self.rack_of[a]
+        best, best_key = -1, (2, 2, 0)
+        natural = self.problem.natural_pos
+        sub = self.problem.health
+        for s, racks in self.racks.items():
+            if s != sp and not (self.spb == 1 or self.soft):
+                continue
+            for k, nodes in racks.items():
+                if (s, k) != (sp, rk) and not (self.tpb == 1 or self.spb == 1 or self.soft):
+                    continue
+                for n in nodes:
+                    if not self.in_pool[n] or n == a:
+                        continue
+                    wanted = self.prot.get(n, 0) > 0 or n in self.fault_nodes
+                    key = (int(sub[n] != 0), int(wanted), int(natural[n]))
+                    if key < best_key:
+                        best, best_key = n, key
+        return best
 
     def _swappable(self, r: int, q: int) -> bool:
         if r // self.tpb == q // self.tpb:

@@ -118,6 +118,10 @@ def superpod_candidates(problem: Problem, job: JobView, state: ClusterState) -> 
     if job.tasks > 1:
         return usable & (free == problem.npus) & (problem.npus == job.npu_per_task)
     mask = usable & (free >= job.npu_per_task)
+    x = int(job.origin[0])
+    if job.prefer_previous and job.fault[0] and x >= 0 and mask[x] and mask.sum() > 1:
+        # RFC: a fault pod prefers another node; its old node stays only when alone.
+        mask[x] = False
     if not mask.any():
         return mask
     # selectNodesWithLeastResourceForSingle: only the least-idle nodes (ties kept) ...
@@ -280,6 +284,8 @@ class _Selection:
             out[b * self.sp:(b + 1) * self.sp] = nodes
         for ranks, nodes in self.pieces:
             out[ranks] = nodes
+        if self.use_pref and not (out < 0).any():
+            self.keep_faults_away(out)
         if (out < 0).any():  # unreachable: the capacity checks guarantee completion
             missing = int(np.count_nonzero(out < 0))
             return JobOutcome.fail(
@@ -447,6 +453,46 @@ class _Selection:
                 taken += take
                 if taken == len(ranks):
                     return
+
+    # ---------------------------------------------------------- fault safety net
+
+    def keep_faults_away(self, out: np.ndarray) -> None:
+        """Take every fault rank still on its old node off it when no hit is lost.
+
+        Carving fills one block at a time, so a block carved earlier may have taken the
+        node a fault rank of a later block could have used.  Per fault rank in rank order:
+        swap with a rank of another block whose node is in the same super pod (any super
+        pod when ``spBlock`` is 1 or the job is soft) and that is not on its own cached
+        node (first one whose cached node the fault rank's node is, then the lowest
+        rank); else move to a candidate left unused in the same super pod (healthy first,
+        then natural order).
+        """
+        sp_of = self.super_pod
+        free_sp = self.sp == 1 or self.job.soft
+        for r in range(self.job.tasks):
+            x = self.origin[r]
+            if not self.fault[r] or x < 0 or int(out[r]) != x:
+                continue
+            best, best_key = -1, (2, 0)
+            for q in range(self.job.tasks):
+                nq = int(out[q])
+                if (q == r or self.origin[q] == nq or (self.fault[q] and self.origin[q] == x)
+                        or not (free_sp or sp_of[nq] == sp_of[x])):
+                    continue
+                key = (0 if self.pref[q] == x else 1, q)
+                if key < best_key:
+                    best, best_key = q, key
+            if best >= 0:
+                out[r], out[best] = out[best], x
+                continue
+            spare = [n for n in self.pods.get(int(sp_of[x]), []) if self.avail[n]]
+            if free_sp:
+                spare = [n for s in self.pod_ids for n in self.pods[s] if self.avail[n]]
+            if spare:
+                n = min(spare, key=lambda m: (self.sub[m], int(self.problem.natural_pos[m])))
+                self.avail[n] = 0
+                self.avail[x] = 1
+                out[r] = n
 
     # ------------------------------------------------------------- RFC level 2
 
