@@ -42,7 +42,10 @@ Deviations from the released code, following the RFC (reference §3.7):
   cached node, then every other rank, each tier by number.  Fault ranks go before the
   uncached ranks so that those cannot take the last node a fault rank could use instead
   of its old one (every rank of a fault job avoids the fault nodes, −64): the RFC's fault
-  pod prefers not to return, and the uncached ranks have no preference to lose.
+  pod prefers not to return, and the uncached ranks have no preference to lose.  A final
+  pass (:func:`keep_faults_away`) takes a fault rank still on its old node off it by a
+  swap with a rank not on its own cached node (**our choice:** first one whose cached node
+  it is, then the lowest rank), else by a move to a node with room (healthy first).
 """
 
 from __future__ import annotations

@@ -72,12 +72,22 @@ Deviations from upstream (the first three keep every answer complete and valid):
   such scenarios; this only guards hand-built problems.)
 * The fault-job pre-selection of §2.3.3 (``selectNodesForFaultJob``: waiting for resource
   release, the rescheduler's own fault cache) is not modelled; ``fault-ranks`` act through
-  the RFC's rule instead: a fault rank is never prefilled onto its cached node, and the
-  carving gives it another node whenever the block has one (swapping with another gap
-  rank) or the pool has a spare node that no rank of an unplaced block prefers.  Ranks that
-  got their origin are never moved for it: one origin hit outweighs a fault return.
+  the RFC's rule instead (a fault pod prefers not to return, never banned): a fault rank
+  is never prefilled onto its cached node, and the carving gives it another node whenever
+  the block has one (swapping with another gap rank) or the pool has a spare node that no
+  rank of an unplaced block prefers.  After all blocks, a fault rank still on its node
+  swaps with a rank of another block in the same super pod (any super pod when spBlock is
+  1 or the job is soft) that is not on its own cached node (**our choice:** first one whose
+  cached node it is, then the lowest rank), else moves to a candidate left unused in that
+  super pod (healthy first).  Ranks that got their origin are never moved for it: one
+  origin hit outweighs a fault return.  A single-task fault job leaves its old node out of
+  the candidates while another one exists.
 * A sub-healthy origin node is not prefilled (RFC §3.1.5/§3.1.9: "preferred node
-  sub-healthy → use a regular node"); when the block takes it anyway, its own rank gets it.
+  sub-healthy → use a regular node"); inside the sub-healthy bucket the block's own
+  ranks' origins come first, and a rank whose origin the block takes gets it.
+* Claims (step 5's last bucket) only count for blocks that can still land in the super
+  pod: level 1's placements are fixed before carving, so the cached node of a rank whose
+  block returns to another super pod is an ordinary node of its health bucket.
 """
 
 from __future__ import annotations
