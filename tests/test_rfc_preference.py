@@ -335,7 +335,8 @@ def fault_scenarios(draw: st.DrawFn, families: tuple[str, ...] = ("ordinary", "8
         spb = draw(st.integers(1, 2))
         tasks = spb * draw(st.integers(1, 2))
         job = {"policy": "chip8-node8-sp", "tasks": tasks, "npu-per-task": 8,
-               "sp-block": spb * 8}
+               "sp-block": spb * 8,
+               "super-pod-affinity": draw(st.sampled_from(["hard", "soft"]))}
         config = {"super-pod-size": 8, "reserve-nodes": draw(st.sampled_from([0, 1, 2]))}
     elif family == "multilevel":
         shape, top = draw(st.sampled_from(ML_SHAPES))
