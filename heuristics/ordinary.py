@@ -333,7 +333,8 @@ def keep_faults_away(job: JobView, nodes: np.ndarray, cand: np.ndarray, free: np
         best, best_key = -1, (2, 0)
         for q in range(job.tasks):
             nq = int(nodes[q])
-            if q == r or nq == x or origin[q] == nq or (fault[q] and origin[q] == x):
+            hit = origin[q] == nq and not fault[q]  # q would lose its hit
+            if q == r or nq == x or hit or (fault[q] and origin[q] == x):
                 continue
             key = (0 if origin[q] == x and not fault[q] else 1, q)
             if key < best_key:

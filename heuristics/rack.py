@@ -746,8 +746,9 @@ class _Selector:
         """An unused pool node a fault rank on node ``a`` may move to (-1: none).
 
         Same rack (the window stays whole), or same super pod when tpBlock is 1, or any
-        rack when blocks are single nodes or the job is soft; healthy nodes and nodes no
-        rank prefers first, then natural order.
+        rack when blocks are single nodes or the job is soft, always inside the job's
+        UB-memory domain; healthy nodes and nodes no rank prefers first, then natural
+        order.
         """
         sp, rk = self.sp_of[a], self.rack_of[a]
         best, best_key = -1, (2, 2, 0)
@@ -759,6 +760,8 @@ class _Selector:
             for k, nodes in racks.items():
                 if (s, k) != (sp, rk) and not (self.tpb == 1 or self.spb == 1 or self.soft):
                     continue
+                if self.ub and k // UB_MEM_RACKS != rk // UB_MEM_RACKS:
+                    continue  # the job stays in its UB-memory domain (contract: rack // 16)
                 for n in nodes:
                     if not self.in_pool[n] or n == a:
                         continue

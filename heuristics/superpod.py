@@ -486,7 +486,7 @@ class _Selection:
             best, best_key = -1, (2, 0)
             for q in range(self.job.tasks):
                 nq = int(out[q])
-                if (q == r or self.origin[q] == nq or (self.fault[q] and self.origin[q] == x)
+                if (q == r or self.pref[q] == nq or (self.fault[q] and self.origin[q] == x)
                         or not (free_sp or sp_of[nq] == sp_of[x])):
                     continue
                 key = (0 if self.pref[q] == x else 1, q)

@@ -239,6 +239,18 @@ def test_f7_variant_claims_of_blocks_placed_elsewhere_do_not_block_health() -> N
     assert (metrics.origin_hits, metrics.subhealthy_nodes) == (3, 0)
 
 
+def test_850_fault_ranks_of_two_blocks_trade_nodes() -> None:
+    """spBlock 1, both ranks fault ranks, each cached on the node left for the other: the
+    safety net swaps them (a fault rank on its own node is not a hit to keep)."""
+    nodes = [n850("n0", 1), n850("n1", 0), n850("n2", 0, free=0)]
+    problem = build(nodes, [{"name": "j", "owner-uid": "u", "policy": "chip8-node8-sp",
+                             "tasks": 2, "npu-per-task": 8, "sp-block": 8,
+                             "fault-ranks": [0, 1]}],
+                    {"u": {0: "n1", 1: "n0"}}, **{"super-pod-size": 8, "reserve-nodes": 0})
+    plan, metrics = greedy(problem)
+    assert names(problem, plan) == ["n0", "n1"] and metrics.fault_returns == 0
+
+
 # --------------------------------------------------------------------------- ordinary
 def test_f8_variant_fault_ranks_choose_before_uncached_ranks() -> None:
     """Six ranks of 4 NPUs; ranks 4 and 5 are fault ranks cached on n0 and n1 (8 free each),
@@ -319,7 +331,8 @@ def fault_scenarios(draw: st.DrawFn, families: tuple[str, ...] = ("ordinary", "8
             node["free"] = draw(st.sampled_from([0, 8, 8, 8]))
             node["super-pod-id"] = draw(st.integers(0, 1))
             if family == "950":
-                node["rack-id"] = 2 * node["super-pod-id"] + draw(st.integers(0, 1))
+                # racks 16 apart lie in different UB-memory domains
+                node["rack-id"] = node["super-pod-id"] + draw(st.sampled_from([0, 2, 16]))
             if family == "multilevel":
                 del node["super-pod-id"]
                 node["labels"] = {"huawei.com/topotree": "default",
@@ -351,7 +364,8 @@ def fault_scenarios(draw: st.DrawFn, families: tuple[str, ...] = ("ordinary", "8
         tasks = spb * draw(st.integers(1, 2))
         job = {"policy": "chip8-node8-ra64-sp", "tasks": tasks, "npu-per-task": 8,
                "sp-block": spb * 8, "ra-block": tp * 8,
-               "super-pod-affinity": draw(st.sampled_from(["hard", "soft"]))}
+               "super-pod-affinity": draw(st.sampled_from(["hard", "soft"])),
+               "ub-memory": draw(st.booleans())}
         config = {"super-pod-size": 8}
     cache = {r: f"n{draw(st.integers(0, count - 1))}" for r in range(tasks)
              if draw(st.integers(0, 3))}
