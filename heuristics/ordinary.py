@@ -38,7 +38,14 @@ Deviations from the released code, following the RFC (reference §3.7):
   peer node does), and that node then gets −64 like every fault node of the job.
 * Row 4 — upstream's ``TaskOrderFn`` is not antisymmetric (two ranks with different cached
   nodes both claim to go first) and leaves uncached ranks unordered.  Here the order is
-  total: ranks with a cached (non-fault) previous node first, then every rank by number.
+  total: ranks with a cached (non-fault) previous node first, then fault ranks with a
+  cached node, then every other rank, each tier by number.  Fault ranks go before the
+  uncached ranks so that those cannot take the last node a fault rank could use instead
+  of its old one (every rank of a fault job avoids the fault nodes, −64): the RFC's fault
+  pod prefers not to return, and the uncached ranks have no preference to lose.  A final
+  pass (:func:`keep_faults_away`) takes a fault rank still on its old node off it by a
+  swap with a rank not on its own cached node (**our choice:** first one whose cached node
+  it is, then the lowest rank), else by a move to a node with room (healthy first).
 """
 
 from __future__ import annotations
@@ -182,26 +189,36 @@ def fault_adjust(
     return out
 
 
-def compare_tasks(left: int, right: int, cached: np.ndarray) -> int:
+def compare_tasks(left: int, right: int, cached: np.ndarray,
+                  avoiding: np.ndarray | None = None) -> int:
     """``TaskOrderFn`` as a total, antisymmetric comparator (RFC §3.7 row 4).
 
     ``cached[r]`` is rank ``r``'s previous node (-1 when none, for fault ranks, and for
-    every rank when prefer-previous-node is off).  Ranks with a cached node come first;
-    otherwise, and between two cached (or two uncached) ranks, the lower rank comes first.
-    Returns -1 when ``left`` goes first, 1 when ``right`` does, 0 only when equal.
+    every rank when prefer-previous-node is off).  ``avoiding[r]`` (optional) tells whether
+    rank ``r`` is a fault rank with a live cache entry (a node it should not return to).
+    Ranks with a cached node come first, then fault ranks avoiding a node, then the rest;
+    inside a tier the lower rank comes first.  Returns -1 when ``left`` goes first, 1 when
+    ``right`` does, 0 only when equal.
     """
-    lc = int(cached[left]) >= 0
-    rc = int(cached[right]) >= 0
-    if lc != rc:
-        return -1 if lc else 1
+
+    def tier(r: int) -> int:
+        if int(cached[r]) >= 0:
+            return 0
+        return 1 if avoiding is not None and bool(avoiding[r]) else 2
+
+    lt, rt = tier(left), tier(right)
+    if lt != rt:
+        return -1 if lt < rt else 1
     return (left > right) - (left < right)
 
 
 def task_order(job: JobView) -> np.ndarray:
-    """Ranks of ``job`` in :func:`compare_tasks` order (cached ranks first, then by rank)."""
+    """Ranks of ``job`` in :func:`compare_tasks` order: cached ranks, then fault ranks with
+    a cached node, then the others, each tier by rank."""
     cached = job.preferred >= 0
+    avoiding = job.fault & (job.origin >= 0) & ~cached
     ranks = np.arange(job.tasks)
-    return np.concatenate([ranks[cached], ranks[~cached]])
+    return np.concatenate([ranks[cached], ranks[avoiding], ranks[~cached & ~avoiding]])
 
 
 def place_ordinary(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
@@ -281,4 +298,53 @@ def place_ordinary(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
         pick = best_node(scores, ok, order)
         free[pick] -= request
         nodes[rank] = cand[pick]
+    if fault_job:
+        keep_faults_away(job, nodes, cand, free, order, subhealthy)
     return JobOutcome(nodes)
+
+
+def keep_faults_away(job: JobView, nodes: np.ndarray, cand: np.ndarray, free: np.ndarray,
+                     order: np.ndarray, subhealthy: np.ndarray) -> None:
+    """Take every fault rank still on its old node off it when no hit is lost, in place.
+
+    The pipeline scores one rank at a time, so a rank placed earlier may have taken the
+    last node a fault rank could use instead of its old one.  Per fault rank in rank order:
+    swap with a rank that is not on its own cached node (first one whose cached node the
+    fault rank's node is, then the lowest rank; a fault rank avoiding that node is never a
+    partner), else move to a candidate with room left (healthy before sub-healthy, then
+    natural order).  Neither changes any other rank's hit.
+
+    Parameters
+    ----------
+    job
+        The job being placed.
+    nodes
+        Node index per rank (modified).
+    cand, free, order, subhealthy
+        Candidate node indices, their chips left after the job, natural positions and
+        sub-healthy flags (``free`` is modified on a move).
+    """
+    origin = job.origin.tolist()
+    fault = job.fault.tolist()
+    for r in range(job.tasks):
+        x = origin[r]
+        if not fault[r] or x < 0 or int(nodes[r]) != x:
+            continue
+        best, best_key = -1, (2, 0)
+        for q in range(job.tasks):
+            nq = int(nodes[q])
+            hit = origin[q] == nq and not fault[q]  # q would lose its hit
+            if q == r or nq == x or hit or (fault[q] and origin[q] == x):
+                continue
+            key = (0 if origin[q] == x and not fault[q] else 1, q)
+            if key < best_key:
+                best, best_key = q, key
+        if best >= 0:
+            nodes[r], nodes[best] = nodes[best], x
+            continue
+        room = np.flatnonzero((free >= job.npu_per_task) & (cand != x))
+        if room.size:
+            pick = int(room[np.lexsort((order[room], subhealthy[room]))[0]])
+            free[pick] -= job.npu_per_task
+            free[np.flatnonzero(cand == x)] += job.npu_per_task
+            nodes[r] = cand[pick]

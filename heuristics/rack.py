@@ -13,8 +13,9 @@ Flow of :func:`place_rack`
    origin preference only sees those nodes).  Every node counts as carrying the
    ``NetworkUnhealthy`` annotation with no unhealthy chip (our scenarios have none).
 2. **First level, ``preferOriginSuperPods``** (RFC; only with ``prefer-previous-node``):
-   each block, in ascending block id, goes back to the physical super pod holding most of
-   its ranks' cached nodes when that super pod can still hold a whole block in
+   each block, in ascending block id, goes back to its origin super pod (RFC
+   ``getOriginSuperPodID``; see "Tie-breaks" for which one) when that super pod can still
+   hold a whole block in
    tpBlock-aligned racks (``Σ_racks ⌊free/tpBlock⌋ >= spBlock/tpBlock``); otherwise it
    stays for the strategies.  Its windows are then filled by
    ``selectSpBlockFromOriginSuperPod``: each window takes the rack holding most of its
@@ -23,10 +24,11 @@ Flow of :func:`place_rack`
    rack; pass 2 fills the rest from the same rack, taking first the nodes no unplaced rank
    of the job prefers (``allPreferredNodes``).  A window whose rack cannot complete it
    moves to another rack of the same super pod: the first rack in best-fit order (fewest
-   free nodes, then rack id) that completes it without taking another rank's origin, else
-   the one taking fewest.  Every window lowers the super pod's capacity by exactly one, so
-   once the capacity check passed every window finds a rack: a block degrades only when
-   no choice of racks could hold it.
+   free nodes, then rack id) that completes it without taking another rank's origin and
+   without forcing a fault rank of the window back onto its node, else the one taking
+   fewest origins, then forcing fewest returns.  Every window lowers the super pod's
+   capacity by exactly one, so once the capacity check passed every window finds a rack:
+   a block degrades only when no choice of racks could hold it.
 3. **Order table** (``getSuperPodsInfo``) over what is left: super pods by ascending
    candidate count; ``spCount = Σ ⌊n/spBlock⌋``.  Reserve nodes are not used (upstream).
 4. **Start strategy** from the task count: ``<= 8`` RackSchedule; UB memory
@@ -63,11 +65,16 @@ Tie-breaks (upstream iterates Go maps here; we fix one order)
   ascending rack id.  RackSchedule's best rack: the lowest rack id with exactly ``tasks``
   free nodes, else the smallest free count above ``tasks`` (lowest id on ties).
 * UB-memory domains of equal size: ascending domain id (``rack-id // 16``).
-* Origin super pod of a block: most cached nodes of its ranks, then the lowest id.
+* Origin super pod of a block: the RFC reads it from the block's first pod.  We let the
+  block's cached nodes that are still free to take vote (busy or unusable origins give no
+  hit, so they do not count); ties go to the super pod of the first such rank, i.e. the
+  RFC's first pod whenever its origin is usable.  When no cached node of the block is
+  usable, the RFC's rule: the super pod of the first rank with a cached node.
   Window rack: most free cached nodes of its ranks, then the rack of the lowest such rank.
 * Blocks are preferred, and carved, in ascending block id.
 * Pass 2 fillers: nodes nobody unplaced prefers, then cached nodes of fault ranks, then
-  other ranks' origins (each tier in natural order).
+  other ranks' origins (each tier in natural order).  Fault ranks of the window choose
+  first; a fault rank skips its own node but takes it before another rank's origin.
 
 Ranks and block ids
 -------------------
@@ -99,13 +106,20 @@ Deviations from upstream (and why)
   (an origin outside that domain is given up); and a job of <= 8 tasks whose RackSchedule
   fails falls to UBMemSchedule (upstream chains it so only for larger jobs) instead of
   SuperPodSchedule, which could span domains.
-* **Fault ranks** (``fault-ranks``) never return to their cached node, whether or not
-  ``prefer-previous-node`` is on: they are not preferred, their cached node is a filler of
-  last resort for them, and a final pass swaps a fault rank off its cached node with a
-  rank of its window (else of the same rack, else of the same super pod when tpBlock is 1)
-  -- preferring a partner whose cached node it is, then one that is not on its own.  A
-  single-task fault job never considers its cached node (it fails if that is the only
-  candidate).  Upstream's pending-session-staged fault path (``reschedule.go``,
+* **Fault ranks** (``fault-ranks``) prefer not to return to their cached node, whether
+  or not ``prefer-previous-node`` is on, but are never banned from it (RFC: "不会强制调度到
+  故障节点", "不作为硬性的 node affinity"): they are not preferred, their cached node is
+  their filler of last resort before other ranks' origins, and a final pass swaps a fault
+  rank still on its cached node with a rank of its window (else of the same rack, else of
+  the same super pod when tpBlock is 1).  **Our choice:** the partner must not be on its
+  own cached node (a swap never costs a healthy rank its hit: hits outrank fault returns,
+  as in the objective); among the others, first one whose cached node the fault rank's
+  node is (it gains a hit), then a rank of the same window, then rank order.  With no such
+  partner it moves to a pool node left unused that keeps the window and block rules
+  (healthy and unwanted nodes first, then natural order); else it stays (a counted fault
+  return).  A single-task fault job skips its cached node while any other candidate
+  exists, and takes it when it is the only one.  Upstream's pending-session-staged fault
+  path (``reschedule.go``,
   reference E23) needs rescheduler state that scenarios do not carry (pending sessions,
   old blocks, rack-affinity flags); its same-rack replacement (``getSameRackNodes``) is
   what window filling does for a window with a fault rank, and ``getAnotherRackNodes`` /
@@ -224,8 +238,11 @@ class _Selector:
             ok &= (free == problem.npus) & (problem.npus == job.npu_per_task)
         else:
             ok &= free >= job.npu_per_task
-            if self.avoid[0] >= 0:
-                ok[self.avoid[0]] = False  # a fault rank never returns to its cached node
+            a = self.avoid[0]
+            if a >= 0 and ok[a] and ok.sum() > 1:
+                # RFC: a fault pod prefers another node, but its old node is never banned:
+                # it stays a candidate only when it is the only one.
+                ok[a] = False
             if ok.any():
                 # §2.2 step 4: a single task only sees the least-idle candidates.
                 ok &= free == free[ok].min()
@@ -265,6 +282,22 @@ class _Selector:
             if prot[p] == 0 and self.in_pool[p]:  # nobody unplaced wants p any more
                 self.prot_in_rack[(self.sp_of[p], self.rack_of[p])] -= 1
 
+    def _filler(self, left: list[int], avoid: int) -> int:
+        """Index in ``left`` (tier order) of the node pass 2 gives a rank avoiding ``avoid``.
+
+        The first node other than ``avoid`` that no unplaced rank prefers; else ``avoid``
+        itself (a fault return) rather than another rank's origin (a lost hit): the RFC
+        prefers a fault pod away from its node but never at a healthy pod's expense.
+        """
+        if avoid < 0:
+            return 0
+        for i, n in enumerate(left):
+            if n != avoid and self._tier(n) < 2:
+                return i
+        if avoid in left:
+            return left.index(avoid)
+        return 0
+
     def _tier(self, n: int) -> int:
         if self.prot.get(n, 0) > 0:
             return 2
@@ -293,12 +326,10 @@ class _Selector:
             left = [n for n in avail if in_pool[n]]
             if len(left) > len(rest):
                 left.sort(key=self._tier)  # stable: natural order inside a tier
+            # Fault ranks choose first, so that a node they avoid goes to another rank.
+            rest.sort(key=lambda r: 0 if self.avoid[r] >= 0 else 1)
             for r in rest:
-                avoid = self.avoid[r]
-                i = 0
-                if left[0] == avoid and len(left) > 1:
-                    i = 1
-                self._assign(r, left.pop(i))
+                self._assign(r, left.pop(self._filler(left, self.avoid[r])))
         self.racks[sp][rk] = [n for n in avail if in_pool[n]]
 
     def _origin_counts(self, ranks: range | list[int]) -> Counter[tuple[int, int]]:
@@ -321,15 +352,10 @@ class _Selector:
         orders: dict[int, _BestFit] = {}
         room: dict[int, int] = {}  # windows each super pod can still hold
         for b in range(self.blocks):
-            sps: Counter[int] = Counter()
-            for r in self._block_ranks(b):
-                p = self.pref[r]
-                if p >= 0 and self.sp_of[p] >= 0:
-                    sps[self.sp_of[p]] += 1
-            if not sps:
+            sp = self._origin_super_pod(b)
+            if sp < 0:
                 unready.append(b)
                 continue
-            sp = min(sps, key=lambda s: (-sps[s], s))  # tie-break: lowest super-pod id
             if sp in self.racks and sp not in room:
                 room[sp] = self._capacity(sp)
                 orders[sp] = _BestFit(self.racks[sp], self.racks[sp])
@@ -339,6 +365,30 @@ class _Selector:
             else:
                 unready.append(b)
         return unready
+
+    def _origin_super_pod(self, b: int) -> int:
+        """RFC ``getOriginSuperPodID`` for block ``b`` (-1: none).
+
+        The super pod holding most of the block's cached nodes that are still free to
+        take (busy or unusable origins give no hit, so they do not vote); ties go to the
+        super pod of the first such rank.  Without any usable cached node: the RFC's rule,
+        the super pod of the block's first rank with a cached node.
+        """
+        usable: Counter[int] = Counter()
+        first: dict[int, int] = {}
+        fallback = -1
+        for r in self._block_ranks(b):
+            p = self.pref[r]
+            if p < 0 or self.sp_of[p] < 0:
+                continue
+            if fallback < 0:
+                fallback = self.sp_of[p]
+            if self.in_pool[p]:
+                usable[self.sp_of[p]] += 1
+                first.setdefault(self.sp_of[p], r)
+        if not usable:
+            return fallback
+        return min(usable, key=lambda s: (-usable[s], first[s]))
 
     def _prefer_origin_ub_domain(self) -> list[int]:
         """First level of a UB-memory job: the whole job into one UB domain, or nothing."""
@@ -380,26 +430,36 @@ class _Selector:
                     target = k
                     break
             if target < 0:  # ... else the window moves to another rack of the super pod.
-                target = self._move_rack(sp, order)
+                target = self._move_rack(sp, order, ranks)
             if target < 0:
                 raise AssertionError("origin super pod ran out of windows; capacity was checked")
             old = len(racks[target])
             self._fill(sp, target, ranks)
             order.moved(target, old)
 
-    def _move_rack(self, sp: int, order: _BestFit) -> int:
-        """The rack a window moves to: fewest other ranks' origins taken, then best fit."""
-        best_key: tuple[int, int, int] | None = None
+    def _move_rack(self, sp: int, order: _BestFit, ranks: list[int]) -> int:
+        """The rack a window moves to: fewest other ranks' origins taken, then fewest
+        forced fault returns, then best fit."""
+        best_key: tuple[int, int, int, int] | None = None
         best = -1
         racks = self.racks[sp]
         protected = self.prot_in_rack
         tpb = self.tpb
-        for k in order.order(tpb):  # best-fit order: the first rack taking no origin wins
+        avoided = Counter(self.avoid[r] for r in ranks if self.avoid[r] >= 0)
+        for k in order.order(tpb):  # best-fit order: the first clean rack wins
             size = len(racks[k])
-            stolen = max(0, tpb - size + protected[(sp, k)])
-            if stolen == 0:
+            spare = size - protected[(sp, k)]  # nodes no unplaced rank prefers
+            stolen = max(0, tpb - spare)
+            # With exactly tpb spare nodes, a node every rank of the window avoids
+            # (tpBlock 1: the fault rank's own node) would be a forced return.
+            forced = 0
+            if spare == tpb and avoided:
+                forced = int(any(c == tpb and self.in_pool[n] and self.prot.get(n, 0) == 0
+                                 and self.rack_of[n] == k and self.sp_of[n] == sp
+                                 for n, c in avoided.items()))
+            if stolen == 0 and forced == 0:
                 return k
-            key = (stolen, size, k)
+            key = (stolen, forced, size, k)
             if best_key is None or key < best_key:
                 best_key, best = key, k
         return best
@@ -665,14 +725,51 @@ class _Selector:
                 if self.avoid[q] == a:
                     continue
                 nq = self.nodes[q]
-                gain = 0 if self.pref[q] == a else (2 if self.pref[q] == nq else 1)
-                key = (0 if q // self.tpb == r // self.tpb else 1, gain)
+                if self.pref[q] == nq:
+                    continue  # the partner would lose its hit: the fault rank stays
+                gain = 0 if self.pref[q] == a else 1
+                key = (gain, 0 if q // self.tpb == r // self.tpb else 1)
                 if key < best_key:
                     best_q, best_key = q, key
                     if key == (0, 0):
                         break
             if best_q >= 0:
                 self.nodes[r], self.nodes[best_q] = self.nodes[best_q], a
+                continue
+            spare = self._spare_for(a)
+            if spare >= 0:  # an unused pool node that keeps every rule
+                self.nodes[r] = spare
+                self.in_pool[spare] = 0
+                self.in_pool[a] = 1
+
+    def _spare_for(self, a: int) -> int:
+        """An unused pool node a fault rank on node ``a`` may move to (-1: none).
+
+        Same rack (the window stays whole), or same super pod when tpBlock is 1, or any
+        rack when blocks are single nodes or the job is soft, always inside the job's
+        UB-memory domain; healthy nodes and nodes no rank prefers first, then natural
+        order.
+        """
+        sp, rk = self.sp_of[a], self.rack_of[a]
+        best, best_key = -1, (2, 2, 0)
+        natural = self.problem.natural_pos
+        sub = self.problem.health
+        for s, racks in self.racks.items():
+            if s != sp and not (self.spb == 1 or self.soft):
+                continue
+            for k, nodes in racks.items():
+                if (s, k) != (sp, rk) and not (self.tpb == 1 or self.spb == 1 or self.soft):
+                    continue
+                if self.ub and k // UB_MEM_RACKS != rk // UB_MEM_RACKS:
+                    continue  # the job stays in its UB-memory domain (contract: rack // 16)
+                for n in nodes:
+                    if not self.in_pool[n] or n == a:
+                        continue
+                    wanted = self.prot.get(n, 0) > 0 or n in self.fault_nodes
+                    key = (int(sub[n] != 0), int(wanted), int(natural[n]))
+                    if key < best_key:
+                        best, best_key = n, key
+        return best
 
     def _swappable(self, r: int, q: int) -> bool:
         if r // self.tpb == q // self.tpb:

@@ -72,12 +72,22 @@ Deviations from upstream (the first three keep every answer complete and valid):
   such scenarios; this only guards hand-built problems.)
 * The fault-job pre-selection of §2.3.3 (``selectNodesForFaultJob``: waiting for resource
   release, the rescheduler's own fault cache) is not modelled; ``fault-ranks`` act through
-  the RFC's rule instead: a fault rank is never prefilled onto its cached node, and the
-  carving gives it another node whenever the block has one (swapping with another gap
-  rank) or the pool has a spare node that no rank of an unplaced block prefers.  Ranks that
-  got their origin are never moved for it: one origin hit outweighs a fault return.
+  the RFC's rule instead (a fault pod prefers not to return, never banned): a fault rank
+  is never prefilled onto its cached node, and the carving gives it another node whenever
+  the block has one (swapping with another gap rank) or the pool has a spare node that no
+  rank of an unplaced block prefers.  After all blocks, a fault rank still on its node
+  swaps with a rank of another block in the same super pod (any super pod when spBlock is
+  1 or the job is soft) that is not on its own cached node (**our choice:** first one whose
+  cached node it is, then the lowest rank), else moves to a candidate left unused in that
+  super pod (healthy first).  Ranks that got their origin are never moved for it: one
+  origin hit outweighs a fault return.  A single-task fault job leaves its old node out of
+  the candidates while another one exists.
 * A sub-healthy origin node is not prefilled (RFC §3.1.5/§3.1.9: "preferred node
-  sub-healthy → use a regular node"); when the block takes it anyway, its own rank gets it.
+  sub-healthy → use a regular node"); inside the sub-healthy bucket the block's own
+  ranks' origins come first, and a rank whose origin the block takes gets it.
+* Claims (step 5's last bucket) only count for blocks that can still land in the super
+  pod: level 1's placements are fixed before carving, so the cached node of a rank whose
+  block returns to another super pod is an ordinary node of its health bucket.
 """
 
 from __future__ import annotations
@@ -118,6 +128,10 @@ def superpod_candidates(problem: Problem, job: JobView, state: ClusterState) -> 
     if job.tasks > 1:
         return usable & (free == problem.npus) & (problem.npus == job.npu_per_task)
     mask = usable & (free >= job.npu_per_task)
+    x = int(job.origin[0])
+    if job.prefer_previous and job.fault[0] and x >= 0 and mask[x] and mask.sum() > 1:
+        # RFC: a fault pod prefers another node; its old node stays only when alone.
+        mask[x] = False
     if not mask.any():
         return mask
     # selectNodesWithLeastResourceForSingle: only the least-idle nodes (ties kept) ...
@@ -280,6 +294,8 @@ class _Selection:
             out[b * self.sp:(b + 1) * self.sp] = nodes
         for ranks, nodes in self.pieces:
             out[ranks] = nodes
+        if self.use_pref and not (out < 0).any():
+            self.keep_faults_away(out)
         if (out < 0).any():  # unreachable: the capacity checks guarantee completion
             missing = int(np.count_nonzero(out < 0))
             return JobOutcome.fail(
@@ -301,21 +317,40 @@ class _Selection:
 
     # ------------------------------------------------------------- RFC level 1
 
+    def origin_super_pod(self, b: int) -> int:
+        """RFC ``getOriginSuperPodID``: the super pod of block ``b``'s first pod (-1: none).
+
+        The first non-fault rank with a live cache entry names it.
+        """
+        for r in range(b * self.sp, (b + 1) * self.sp):
+            if self.pref[r] >= 0:
+                return int(self.super_pod[self.pref[r]])
+        return -1
+
     def prefer_origin_super_pods(self) -> None:
-        """RFC ``preferOriginSuperPods``: each block back into its origin super pod."""
+        """RFC ``preferOriginSuperPods``: each block back into its origin super pod.
+
+        Which blocks level 1 places, and where, is known before any carving (each takes
+        exactly ``spBlock`` nodes of its origin super pod), so a cached node of a rank whose
+        block goes to another super pod is not held back for it: it is an ordinary node of
+        its health bucket (f7 of issue 16: health before claims of blocks placed
+        elsewhere).
+        """
         sp = self.sp
+        left = {s: len(nodes) for s, nodes in self.pods.items()}
+        plan: dict[int, int] = {}
         for b in range(self.k):  # ascending block ID
-            first = -1
+            s = self.origin_super_pod(b)
+            if s >= 0 and left.get(s, 0) >= sp:
+                plan[b] = s
+                left[s] -= sp
+        for b, s in plan.items():
             for r in range(b * sp, (b + 1) * sp):
-                # The first non-fault rank with a live cache entry names the origin.
-                if self.pref[r] >= 0:
-                    first = self.pref[r]
-                    break
-            if first < 0:
-                continue
-            s = int(self.super_pod[first])
-            if s < 0 or len(self.pods.get(s, ())) < sp:
-                continue  # origin super pod lacks capacity: normal passes
+                p = self.pref[r]
+                if p >= 0 and int(self.super_pod[p]) != s:
+                    self.claims[p] -= 1
+                    self.released[r] = 1
+        for b, s in plan.items():  # ascending block ID
             self.blocks[b] = self.carve(s, range(b * sp, (b + 1) * sp))
 
     # ---------------------------------------------------------- classification
@@ -429,6 +464,46 @@ class _Selection:
                 if taken == len(ranks):
                     return
 
+    # ---------------------------------------------------------- fault safety net
+
+    def keep_faults_away(self, out: np.ndarray) -> None:
+        """Take every fault rank still on its old node off it when no hit is lost.
+
+        Carving fills one block at a time, so a block carved earlier may have taken the
+        node a fault rank of a later block could have used.  Per fault rank in rank order:
+        swap with a rank of another block whose node is in the same super pod (any super
+        pod when ``spBlock`` is 1 or the job is soft) and that is not on its own cached
+        node (first one whose cached node the fault rank's node is, then the lowest
+        rank); else move to a candidate left unused in the same super pod (healthy first,
+        then natural order).
+        """
+        sp_of = self.super_pod
+        free_sp = self.sp == 1 or self.job.soft
+        for r in range(self.job.tasks):
+            x = self.origin[r]
+            if not self.fault[r] or x < 0 or int(out[r]) != x:
+                continue
+            best, best_key = -1, (2, 0)
+            for q in range(self.job.tasks):
+                nq = int(out[q])
+                if (q == r or self.pref[q] == nq or (self.fault[q] and self.origin[q] == x)
+                        or not (free_sp or sp_of[nq] == sp_of[x])):
+                    continue
+                key = (0 if self.pref[q] == x else 1, q)
+                if key < best_key:
+                    best, best_key = q, key
+            if best >= 0:
+                out[r], out[best] = out[best], x
+                continue
+            spare = [n for n in self.pods.get(int(sp_of[x]), []) if self.avail[n]]
+            if free_sp:
+                spare = [n for s in self.pod_ids for n in self.pods[s] if self.avail[n]]
+            if spare:
+                n = min(spare, key=lambda m: (self.sub[m], int(self.problem.natural_pos[m])))
+                self.avail[n] = 0
+                self.avail[x] = 1
+                out[r] = n
+
     # ------------------------------------------------------------- RFC level 2
 
     def carve_block(self, s: int) -> None:
@@ -477,11 +552,13 @@ class _Selection:
             claims = self.claims
             mentioned = self.mentioned
             # Step 2 (buckets): healthy nodes no rank mentions, other healthy nodes,
-            # sub-healthy nodes; nodes still preferred by ranks of other unplaced blocks
-            # last.  Stable sort: natural name order inside each bucket.
+            # sub-healthy nodes (the block's own ranks' origins first, then nodes no rank
+            # mentions, then the others); nodes still preferred by ranks of other
+            # unplaced blocks last.  Stable sort: natural name order inside each bucket.
+            own = {pref[r] for r in ranks if pref[r] >= 0}
             rest = sorted(
                 (n for n in pool if avail[n]),
-                key=lambda n: (claims[n] > 0, sub[n], n in mentioned),
+                key=lambda n: (claims[n] > 0, sub[n], n not in own, n in mentioned),
             )
             self.assign(out, ranks, gaps, rest)
         self.pods[s] = [n for n in pool if avail[n]]

@@ -347,9 +347,14 @@ def _job_structure(problem: Problem, structure: Structure, job: JobView) -> JobS
     eligible_set = set(eligible)
     cand_sets = [set(c) for c in candidates]
     leaf_ids = by_level[-1]
+    # Every group may be explicit in the leaf domain of an avoided node (a fault rank's
+    # old node): the anonymous pool never supplies such a node (see avoided_cells), so a
+    # group taking it is explicit and its fault return, if any, is counted exactly.
+    avoided = avoided_cells(structure, job) & eligible_set
+    fault_leaves = {_leaf_of(structure, leaf_kind, cid) for cid in avoided}
     for gid in leaf_ids:
         group = groups[gid]
-        marks: set[int] = set()
+        marks: set[int] = set(fault_leaves)
         for r in group.ranks:
             n = int(job.origin[r])
             if n < 0 or not (job.fault[r] or job.prefer_previous):
@@ -357,11 +362,7 @@ def _job_structure(problem: Problem, structure: Structure, job: JobView) -> JobS
             cid = structure.cell_of.get(n)
             if cid is None or cid not in eligible_set:
                 continue
-            if leaf_kind == "ml":
-                leaf = structure.leaf_domain[(cid, "ml", cells[cid].tree)]
-            else:
-                leaf = structure.leaf_domain[(cid, leaf_kind, -1)]
-            marks.add(leaf)
+            marks.add(_leaf_of(structure, leaf_kind, cid))
         chain = sorted(d for d in marks if d in cand_sets[-1])
         group.pref_domains = chain
         # propagate to ancestors
@@ -384,6 +385,28 @@ def _job_structure(problem: Problem, structure: Structure, job: JobView) -> JobS
                                   if _parent_at(structure, d, kinds, li - 1) in parent_doms]
     return JobStructure(job.index, sizes, kinds, groups, by_level, candidates, eligible, trees,
                         max_groups=max_groups)
+
+
+def avoided_cells(structure: Structure, job: JobView) -> set[int]:
+    """Cells holding the old node of one of ``job``'s fault ranks (singleton cells).
+
+    The anonymous pool of a whole-node job never takes them: anonymous groups are counted,
+    not identified, so the model could not tell whether the group given such a node is
+    one whose fault rank would be forced back onto it.
+    """
+    out: set[int] = set()
+    for r in np.flatnonzero(job.fault & (job.origin >= 0)).tolist():
+        cid = structure.cell_of.get(int(job.origin[r]))
+        if cid is not None:
+            out.add(cid)
+    return out
+
+
+def _leaf_of(structure: Structure, leaf_kind: str, cid: int) -> int:
+    """The leaf domain of kind ``leaf_kind`` holding cell ``cid``."""
+    if leaf_kind == "ml":
+        return structure.leaf_domain[(cid, "ml", structure.cells[cid].tree)]
+    return structure.leaf_domain[(cid, leaf_kind, -1)]
 
 
 def _parent_at(structure: Structure, domain: int, kinds: list[str], level_index: int) -> int:

@@ -18,7 +18,7 @@ from ortools.sat.python import cp_model
 from models.compiled import Problem
 from models.validation import UB_MEM_RACKS
 from solver.model.cancel import checkpoint
-from solver.model.structure import JobStructure, Structure
+from solver.model.structure import JobStructure, Structure, avoided_cells
 
 Var = cp_model.IntVar
 Assignment = dict[int, int]  # variable index → value
@@ -356,7 +356,10 @@ def create_variables(
                         mv.cell_take[(j, gid, c)] = reg.int_var(0, cap, f"k[{j},{gid},{c}]")
         # the anonymous pool of the job, per eligible cell of a candidate leaf domain
         leaf_cands = set(js.candidates[leaf])
+        avoided = avoided_cells(structure, problem.jobs[j])
         for c in js.eligible_cells:
+            if c in avoided:  # taken by explicit groups only (exact fault returns)
+                continue
             cell = structure.cells[c]
             did = _leaf_domain_of(structure, js.kinds[leaf], c, cell.tree)
             if did in leaf_cands:

@@ -180,8 +180,9 @@ def test_e32_task_order_of_a_job_puts_cached_ranks_first() -> None:
     problem = make([{"name": f"n{i}"} for i in range(4)],
                    [{"name": "j", "tasks": 5, "npu-per-task": 1, "fault-ranks": [1]}],
                    [("uid-j", 3, "n0"), ("uid-j", 1, "n1"), ("uid-j", 4, "n2")])
-    # rank 1 is a fault rank: its entry is not a preference, so it is ordered by rank
-    assert task_order(problem.jobs[0]).tolist() == [3, 4, 0, 1, 2]
+    # rank 1 is a fault rank: its entry is not a preference; it goes after the cached ranks
+    # and before the uncached ones, so that they cannot force it back (issue 16, f8)
+    assert task_order(problem.jobs[0]).tolist() == [3, 4, 1, 0, 2]
 
 
 def test_e32_cache_operations() -> None:
