@@ -10,10 +10,12 @@ Pipeline of :func:`place_multilevel`
    npu-per-task``, that name a configured topotree (``huawei.com/topotree``, default
    ``default``) and carry its level labels.
 2. **Resource trees** (§2.6.1–§2.6.4), one per ``resource-level-config`` entry.  A tree with
-   fewer levels than the job's ``affinity-config`` is skipped.  A candidate that names a
-   tree but lacks one of its labels invalidates that tree; the reason names the node and
-   the label.  Redundant upper levels are trimmed: the tree is built from the job's K
-   lowest levels, so a level-i domain is the path of label values at levels K..i.
+   fewer levels than the job's ``affinity-config`` is skipped.  Redundant upper levels are
+   trimmed first (upstream's ``removeRedundantLayers`` runs before any label is read): the
+   tree is built from the job's K lowest levels, so a level-i domain is the path of label
+   values at levels K..i.  A candidate that names a tree but lacks the label of one of
+   those K levels invalidates that tree; the reason names the node and the label.  A
+   candidate lacking only the label of a trimmed level stays in the tree.
 3. **History** (§2.6.9): when ``prefer-previous-node`` is on, the live affinity-cache
    entries of the job's owner (``JobView.origin``) are the old layout.  Ranks whose cached
    node is usable keep it ("pinned"); ranks without entry, fault ranks, and ranks whose node
@@ -84,9 +86,9 @@ Deviations from upstream code (RFC followed, or choices where upstream is silent
   be read, would only raise ``reserve-used``: the reserve is a count per domain.
 * The preferred-sibling phase described above (RFC: "subtrees holding origin nodes are
   traversed first", not only a third-level tie-break).
-* A candidate lacking a level label invalidates its whole tree (§2.6.4, as the issue asks)
-  with a reason naming node and label; upstream's predicate would already have dropped
-  such a node.  Nodes that are busy, unhealthy or of another size do not count.
+* A candidate lacking the label of a level the job uses invalidates its whole tree
+  (§2.6.4) with a reason naming node and label; upstream's predicate would already have
+  dropped such a node.  Nodes that are busy, unhealthy or of another size do not count.
 * The fault swap keeps the rule "fault ranks never return" even when the only partner in
   the group is on its own origin (one origin hit lost for one fault return avoided; the
   objective's weights alone would keep the hit).  With one rank and no other node the
@@ -692,16 +694,20 @@ class _Context:
                                     f"affinity-config needs {len(self.levels)}")
             return
         named = self.base & (problem.node_tree == t)
-        lacking = np.flatnonzero(named & ~view.member)
+        # removeRedundantLayers runs before any label is read: only the job's own levels
+        # (level1..levelK) must be labelled; a label of a trimmed level may be missing.
+        used = self._labelled(view)
+        lacking = np.flatnonzero(named & ~used)
         if len(lacking):
             first = int(lacking[np.argmin(problem.natural_pos[lacking])])
             node = problem.node_names[first]
-            labels = [label for n, label in view.missing if n == node] or list(view.labels)
+            label = next(view.labels[i] for i in range(len(self.levels))
+                         if view.level_value[i][first] < 0)
             self.tree_reasons[t] = (f"tree '{name}' is invalid: node '{node}' lacks label "
-                                    f"'{labels[0]}' (a node missing a level label "
-                                    f"invalidates its tree)")
+                                    f"'{label}' (a node missing the label of a level the job "
+                                    f"uses invalidates its tree)")
             return
-        cand = named & view.member
+        cand = named & used
         usable = int(cand.sum())
         if usable == 0:
             self.tree_reasons[t] = (f"tree '{name}' has no usable node (completely free, "
@@ -712,6 +718,13 @@ class _Context:
                                     f"({usable} usable, {self.tasks} needed)")
             return
         self.cand[t] = cand
+
+    def _labelled(self, view: TreeView) -> np.ndarray:
+        """Nodes of ``view`` carrying the labels of the job's levels (level1..levelK)."""
+        mask = view.level_value[0] >= 0
+        for i in range(1, len(self.levels)):
+            mask = mask & (view.level_value[i] >= 0)
+        return mask
 
     def index(self, t: int, depth: int) -> _TreeIndex:
         """The (cached) trimmed index of tree ``t`` over the job's candidates."""
@@ -1082,7 +1095,7 @@ class _Context:
             and bool((nodes >= 0).all())
             and len(set(layout)) == self.tasks
             and bool(self.base[nodes].all())
-            and bool(view.member[nodes].all())
+            and bool(self._labelled(view)[nodes].all())
         )
         if ok:
             for i, size in enumerate(self.levels):

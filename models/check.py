@@ -292,7 +292,9 @@ def _check_multilevel(problem: Problem, j: int, nodes: list[int]) -> list[Violat
                       f"job '{job.name}': topotree '{tree_name}' has {depth} levels but the "
                       f"affinity-config has {len(job.levels)}", job.name)
         ]
-    for i in range(1, depth + 1):
+    # Levels above the job's own are trimmed before any label is read (upstream
+    # removeRedundantLayers): only the labels of level1..levelK must be present.
+    for i in range(1, len(job.levels) + 1):
         label = config[f"level{i}"].label
         for r, n in enumerate(nodes):
             if label not in labels_of[n].labels:
