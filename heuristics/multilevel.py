@@ -51,9 +51,17 @@ The RFC's preference
   group votes for the slot its preferred ranks point to; slots are granted by votes, the
   rest fill the free slots in arrival order.  Inside a level1 group a preferred node lands
   at exactly its cached position, so a rank gap never lets a higher rank slide down.
-* Fault ranks never go back to their cached node: their nodes are not preferred, are taken
-  last among free leaves, and a final swap inside the rank's lowest non-trivial group moves
-  a fault rank off its old node when it landed there anyway.
+* Fault ranks prefer not to go back to their cached node, and are never banned from it
+  (RFC: "不会强制调度到故障节点", not a hard affinity).  Their nodes ("fault nodes") are
+  not preferred, and are taken last across domains and inside them:
+  :func:`place_multilevel` schedules the job twice, once on every usable node and once
+  with the fault nodes held back (those no healthy rank prefers), and keeps the layout
+  without them unless the other has more origin hits, or as many and fewer fault returns
+  (so a fault node is used when nothing else fits, or when holding it back would cost a
+  hit, e.g. a repair that could only stay in its level1 domain through it).  Inside a
+  level1 domain fault nodes are the last free leaves; a final swap inside the rank's
+  lowest non-trivial group moves a fault rank off its old node when it landed there
+  anyway.
 
 Deterministic tie-breaks (upstream iterates Go maps, reference §7.1)
 --------------------------------------------------------------------
@@ -95,6 +103,10 @@ Deviations from upstream code (RFC followed, or choices where upstream is silent
   fault rank may stay: placing the job comes first.
 * Strict rule with a cache: the plain schedule is also computed and wins when it has more
   origin hits (the strict rule is not a hard constraint).
+* Fault nodes held back (issue 16, ``f5``/``f5b``): a choice of this port, from the RFC's
+  rule above; upstream only lowers a fault node's score.  Holding them back can cost
+  fragment score or reserve (never a hit of the job, never its placement), and in a batch
+  the other layout may take a node a later job wanted: a greedy order effect.
 """
 
 from __future__ import annotations
@@ -662,7 +674,8 @@ class _Run:
 class _Context:
     """Everything one call of :func:`place_multilevel` shares."""
 
-    def __init__(self, problem: Problem, job: JobView, state: ClusterState) -> None:
+    def __init__(self, problem: Problem, job: JobView, state: ClusterState,
+                 held: Sequence[int] = ()) -> None:
         self.problem = problem
         self.job = job
         self.levels = job.levels
@@ -671,6 +684,7 @@ class _Context:
         self.npos = problem.natural_pos.tolist()
         self.health = problem.health.tolist()
         self.base = state.whole_free(problem) & (problem.npus == job.npu_per_task)
+        self.base[list(held)] = False  # fault nodes kept back (see place_multilevel)
         self.preferred = job.preferred.tolist()
         self.fault_origin = {r: int(job.origin[r]) for r in np.flatnonzero(job.fault).tolist()
                              if job.origin[r] >= 0}
@@ -1132,7 +1146,27 @@ def place_multilevel(problem: Problem, j: int, state: ClusterState) -> JobOutcom
     job = problem.jobs[j]
     if job.family is not Family.MULTILEVEL or not job.levels:
         return JobOutcome.fail(f"job '{job.name}' is not a multilevel job")
-    return _Context(problem, job, state).solve()
+    context = _Context(problem, job, state)
+    full = context.solve()
+    # Fault nodes are taken last across domains: schedule again without them, and keep
+    # that layout unless the one using them has more origin hits or fewer fault returns.
+    preferred = set(context.preferred)
+    held = sorted(n for n in context.fault_nodes if context.base[n] and n not in preferred)
+    if not held:
+        return full
+    spare = _Context(problem, job, state, held).solve()
+    if spare.nodes is None:
+        return full
+    if full.nodes is not None and _fault_key(job, full.nodes) > _fault_key(job, spare.nodes):
+        return full
+    return spare
+
+
+def _fault_key(job: JobView, nodes: np.ndarray) -> tuple[int, int]:
+    """``(origin hits, -fault returns)`` of a layout of ``job``, larger is better."""
+    on_origin = (nodes == job.origin) & (job.origin >= 0)
+    hits = int((on_origin & (job.preferred >= 0)).sum())
+    return hits, -int((on_origin & job.fault).sum())
 
 
 __all__ = [
