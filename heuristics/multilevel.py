@@ -53,10 +53,10 @@ The RFC's preference
   at exactly its cached position, so a rank gap never lets a higher rank slide down.
 * Fault ranks prefer not to go back to their cached node, and are never banned from it
   (RFC: "不会强制调度到故障节点", not a hard affinity).  Their nodes ("fault nodes") are
-  not preferred, and are taken last across domains and inside them:
-  :func:`place_multilevel` schedules the job twice, once on every usable node and once
-  with the fault nodes held back (those no healthy rank prefers), and keeps the layout
-  without them unless the other has more origin hits, or as many and fewer fault returns
+  not preferred, and are taken last across domains and inside them.  When the layout
+  :func:`place_multilevel` finds on every usable node takes a fault node (one no healthy
+  rank prefers), the job is scheduled again with those held back, and the layout without
+  them is kept unless the other has more origin hits, or as many and fewer fault returns
   (so a fault node is used when nothing else fits, or when holding it back would cost a
   hit, e.g. a repair that could only stay in its level1 domain through it).  Inside a
   level1 domain fault nodes are the last free leaves; a final swap inside the rank's
@@ -1148,16 +1148,15 @@ def place_multilevel(problem: Problem, j: int, state: ClusterState) -> JobOutcom
         return JobOutcome.fail(f"job '{job.name}' is not a multilevel job")
     context = _Context(problem, job, state)
     full = context.solve()
-    # Fault nodes are taken last across domains: schedule again without them, and keep
-    # that layout unless the one using them has more origin hits or fewer fault returns.
+    # Fault nodes are taken last across domains: when the layout takes one, schedule again
+    # without them, and keep that layout unless the one using them has more origin hits
+    # or fewer fault returns.
     preferred = set(context.preferred)
     held = sorted(n for n in context.fault_nodes if context.base[n] and n not in preferred)
-    if not held:
-        return full
+    if full.nodes is None or not set(full.nodes.tolist()) & set(held):
+        return full  # unplaced, or no fault node taken
     spare = _Context(problem, job, state, held).solve()
-    if spare.nodes is None:
-        return full
-    if full.nodes is not None and _fault_key(job, full.nodes) > _fault_key(job, spare.nodes):
+    if spare.nodes is None or _fault_key(job, full.nodes) > _fault_key(job, spare.nodes):
         return full
     return spare
 
