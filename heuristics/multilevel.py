@@ -675,8 +675,10 @@ class _Context:
     """Everything one call of :func:`place_multilevel` shares."""
 
     def __init__(self, problem: Problem, job: JobView, state: ClusterState,
-                 held: Sequence[int] = ()) -> None:
+                 held: Sequence[int] = (),
+                 repairs: dict[tuple[Any, ...], list[int] | None] | None = None) -> None:
         self.problem = problem
+        self.repairs = {} if repairs is None else repairs  # _repair_subtree answers
         self.job = job
         self.levels = job.levels
         self.tasks = job.tasks
@@ -1071,12 +1073,21 @@ class _Context:
         sub = list(req)
         sub[d - 1] = size
         pref = self._pref_map(avail, range(start, start + size))
+        # The answer depends only on the nodes offered and the preferred ones among them:
+        # a job scheduled again (fault nodes held back) reuses every repair they left alone.
+        nodes = tix.order[idx]
+        held = [(n, pref[n]) for n in nodes.tolist() if n in pref]
+        key = (tix.view.name, tix.depth, tuple(sub), d, start, nodes.tobytes(), tuple(held))
+        if key in self.repairs:
+            return self.repairs[key]
         run = _Run(self, tix, sub, d - 1, idx, pref)
-        if not run.run():
-            return None
-        out: list[int] = [-1] * self.tasks
-        self._write(run, start, out)
-        return out[start:start + size]
+        found: list[int] | None = None
+        if run.run():
+            out: list[int] = [-1] * self.tasks
+            self._write(run, start, out)
+            found = out[start:start + size]
+        self.repairs[key] = found
+        return found
 
     # ----------------------------------------------------------------- finishing
     def _avoid_fault_returns(self, layout: list[int]) -> None:
@@ -1155,7 +1166,7 @@ def place_multilevel(problem: Problem, j: int, state: ClusterState) -> JobOutcom
     held = sorted(n for n in context.fault_nodes if context.base[n] and n not in preferred)
     if full.nodes is None or not set(full.nodes.tolist()) & set(held):
         return full  # unplaced, or no fault node taken
-    spare = _Context(problem, job, state, held).solve()
+    spare = _Context(problem, job, state, held, context.repairs).solve()
     if spare.nodes is None or _fault_key(job, full.nodes) > _fault_key(job, spare.nodes):
         return full
     return spare
