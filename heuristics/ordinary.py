@@ -89,6 +89,15 @@ def policy_scores(
     return np.where(usable > max_npus, 0.0, scores)
 
 
+def _adjusted(
+    raw: np.ndarray, n: int, subhealthy: np.ndarray, fault_nodes: np.ndarray | None
+) -> float:
+    """:func:`fault_adjust` and the score weight of node ``n`` alone."""
+    one = slice(n, n + 1)
+    faults = None if fault_nodes is None else fault_nodes[one]
+    return float((fault_adjust(raw[one], subhealthy[one], faults) * SCORE_WEIGHT)[0])
+
+
 def best_node(scores: np.ndarray, mask: np.ndarray, order: np.ndarray) -> int:
     """Index of the highest score among ``mask``; ties go to the lowest ``order``.
 
@@ -180,15 +189,6 @@ def fault_adjust(
     if fault_nodes is not None:
         out = np.where(fault_nodes, np.maximum(0.0, out - FAULT_NODE_PENALTY), out)
     return out
-
-
-def _adjusted(
-    raw: np.ndarray, n: int, subhealthy: np.ndarray, fault_nodes: np.ndarray | None
-) -> float:
-    """:func:`fault_adjust` and the score weight of node ``n`` alone."""
-    one = slice(n, n + 1)
-    faults = None if fault_nodes is None else fault_nodes[one]
-    return float((fault_adjust(raw[one], subhealthy[one], faults) * SCORE_WEIGHT)[0])
 
 
 def compare_tasks(left: int, right: int, cached: np.ndarray) -> int:
