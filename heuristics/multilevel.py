@@ -10,10 +10,12 @@ Pipeline of :func:`place_multilevel`
    npu-per-task``, that name a configured topotree (``huawei.com/topotree``, default
    ``default``) and carry its level labels.
 2. **Resource trees** (§2.6.1–§2.6.4), one per ``resource-level-config`` entry.  A tree with
-   fewer levels than the job's ``affinity-config`` is skipped.  A candidate that names a
-   tree but lacks one of its labels invalidates that tree; the reason names the node and
-   the label.  Redundant upper levels are trimmed: the tree is built from the job's K
-   lowest levels, so a level-i domain is the path of label values at levels K..i.
+   fewer levels than the job's ``affinity-config`` is skipped.  Redundant upper levels are
+   trimmed first (upstream's ``removeRedundantLayers`` runs before any label is read): the
+   tree is built from the job's K lowest levels, so a level-i domain is the path of label
+   values at levels K..i.  A candidate that names a tree but lacks the label of one of
+   those K levels invalidates that tree; the reason names the node and the label.  A
+   candidate lacking only the label of a trimmed level stays in the tree.
 3. **History** (§2.6.9): when ``prefer-previous-node`` is on, the live affinity-cache
    entries of the job's owner (``JobView.origin``) are the old layout.  Ranks whose cached
    node is usable keep it ("pinned"); ranks without entry, fault ranks, and ranks whose node
@@ -49,9 +51,17 @@ The RFC's preference
   group votes for the slot its preferred ranks point to; slots are granted by votes, the
   rest fill the free slots in arrival order.  Inside a level1 group a preferred node lands
   at exactly its cached position, so a rank gap never lets a higher rank slide down.
-* Fault ranks never go back to their cached node: their nodes are not preferred, are taken
-  last among free leaves, and a final swap inside the rank's lowest non-trivial group moves
-  a fault rank off its old node when it landed there anyway.
+* Fault ranks prefer not to go back to their cached node, and are never banned from it
+  (RFC: "不会强制调度到故障节点", not a hard affinity).  Their nodes ("fault nodes") are
+  not preferred, and are taken last across domains and inside them.  When the layout
+  :func:`place_multilevel` finds on every usable node takes a fault node (one no healthy
+  rank prefers), the job is scheduled again with those held back, and the layout without
+  them is kept unless the other has more origin hits, or as many and fewer fault returns
+  (so a fault node is used when nothing else fits, or when holding it back would cost a
+  hit, e.g. a repair that could only stay in its level1 domain through it).  Inside a
+  level1 domain fault nodes are the last free leaves; a final swap inside the rank's
+  lowest non-trivial group moves a fault rank off its old node when it landed there
+  anyway.
 
 Deterministic tie-breaks (upstream iterates Go maps, reference §7.1)
 --------------------------------------------------------------------
@@ -84,15 +94,19 @@ Deviations from upstream code (RFC followed, or choices where upstream is silent
   be read, would only raise ``reserve-used``: the reserve is a count per domain.
 * The preferred-sibling phase described above (RFC: "subtrees holding origin nodes are
   traversed first", not only a third-level tie-break).
-* A candidate lacking a level label invalidates its whole tree (§2.6.4, as the issue asks)
-  with a reason naming node and label; upstream's predicate would already have dropped
-  such a node.  Nodes that are busy, unhealthy or of another size do not count.
+* A candidate lacking the label of a level the job uses invalidates its whole tree
+  (§2.6.4) with a reason naming node and label; upstream's predicate would already have
+  dropped such a node.  Nodes that are busy, unhealthy or of another size do not count.
 * The fault swap keeps the rule "fault ranks never return" even when the only partner in
   the group is on its own origin (one origin hit lost for one fault return avoided; the
   objective's weights alone would keep the hit).  With one rank and no other node the
   fault rank may stay: placing the job comes first.
 * Strict rule with a cache: the plain schedule is also computed and wins when it has more
   origin hits (the strict rule is not a hard constraint).
+* Fault nodes held back (issue 16, ``f5``/``f5b``): a choice of this port, from the RFC's
+  rule above; upstream only lowers a fault node's score.  Holding them back can cost
+  fragment score or reserve (never a hit of the job, never its placement), and in a batch
+  the other layout may take a node a later job wanted: a greedy order effect.
 """
 
 from __future__ import annotations
@@ -245,18 +259,22 @@ class _TreeIndex:
 
 
 class _Dom:
-    """A domain of the scheduling tree (``schedulingTreeNode``)."""
+    """A domain of the scheduling tree (``schedulingTreeNode``).
+
+    Domains are materialised lazily by :meth:`_Run.dom` from the run's per-depth arrays:
+    only those the traversal reaches become objects.
+    """
 
     __slots__ = (
-        "alloc", "children", "depth", "frag", "free", "leaves", "left", "minrank", "order",
-        "parent", "prefs", "reserved", "seq", "sufficient", "want",
+        "alloc", "depth", "frag", "free", "index", "korder", "leaves", "left",
+        "minrank", "order", "parent", "prefs", "reserved", "seq", "sufficient", "want",
     )
 
-    def __init__(self, depth: int, parent: _Dom | None, seq: int) -> None:
+    def __init__(self, depth: int, parent: _Dom | None, seq: int, index: int) -> None:
         self.depth = depth
         self.parent = parent
         self.seq = seq
-        self.children: list[_Dom] = []
+        self.index = index  # position among the run's domains of this depth
         self.leaves: list[int] = []
         self.reserved: frozenset[int] | set[int] = frozenset()
         self.alloc = 0
@@ -268,6 +286,7 @@ class _Dom:
         self.want = 0
         self.minrank = 0
         self.order: list[int] | None = None
+        self.korder: tuple[list[int], list[int]] | None = None
 
 
 class _Run:
@@ -275,6 +294,10 @@ class _Run:
 
     ``req[d]`` is the number of pods a task at depth ``d`` holds (``req[d0]`` the whole
     (sub-)job, ``req[-1] == 1``); ``m[d] = req[d] // req[d + 1]`` is ``maxChildren``.
+
+    The tree is held as arrays per depth (run starts, owner, ``alloc``, ``frag``; the
+    ``initNode`` pass is vectorised); :class:`_Dom` objects are created only for the
+    domains the traversal visits, so a repair inside a large domain costs what it visits.
     """
 
     def __init__(
@@ -296,86 +319,160 @@ class _Run:
         self.used = bytearray(ctx.num_nodes)
         self.done = False
         self.result: list[Any] = []
-        self.root, self.by_depth = self._build(tix, idx)
+        self._build(tix, idx)
         self._init()
+        self._lists()
+        self.root = self.dom(d0, 0)
 
     # ----------------------------------------------------------------- construction
-    def _build(self, tix: _TreeIndex, idx: np.ndarray) -> tuple[_Dom, dict[int, list[_Dom]]]:
+    def _build(self, tix: _TreeIndex, idx: np.ndarray) -> None:
+        """Per depth ``d0..k1``: run starts (positions in ``idx``) and owning domain."""
         k1, d0 = self.k1, self.d0
-        root = _Dom(d0, None, 0)
-        by_depth: dict[int, list[_Dom]] = {d: [] for d in range(d0 + 1, k1 + 1)}
-        by_depth[d0] = [root]
+        nodes = tix.order[idx]
+        self.node_arr = nodes
+        self.nodes: list[int] = nodes.tolist()
         count = len(idx)
-        if count == 0:
-            return root, by_depth
-        parents = [root]
-        prev = np.zeros(1, dtype=np.int64)
-        seq = 1
+        self.count = count
+        zero = np.zeros(1, dtype=np.int64)
+        self.starts: dict[int, np.ndarray] = {d0: zero}
+        self.owner: dict[int, np.ndarray] = {d0: np.zeros(1, dtype=np.int64)}
+        self.pos_dom: np.ndarray = np.zeros(count, dtype=np.int64)  # level1 index per position
+        prev = zero
+        change = np.ones(count, dtype=bool)
         for d in range(d0 + 1, k1 + 1):
             ids = tix.pid[d][idx]
-            change = np.ones(count, dtype=bool)
             change[1:] = ids[1:] != ids[:-1]
             starts = np.flatnonzero(change)
-            owners = np.searchsorted(prev, starts, side="right") - 1
-            doms = []
-            for p in owners.tolist():
-                parent = parents[p]
-                dom = _Dom(d, parent, seq)
-                seq += 1
-                parent.children.append(dom)
-                doms.append(dom)
-            by_depth[d] = doms
-            parents = doms
+            self.owner[d] = np.searchsorted(prev, starts, side="right") - 1
+            self.starts[d] = starts
             prev = starts
-        leaves = tix.order[idx].tolist()
-        bounds = [*prev.tolist(), count]
-        for i, dom in enumerate(parents):
-            dom.leaves = leaves[bounds[i]:bounds[i + 1]]
-        return root, by_depth
+            if d == k1:
+                self.pos_dom = np.cumsum(change) - 1
+        if count == 0:
+            self.starts = {d: np.zeros(1 if d == d0 else 0, dtype=np.int64)
+                           for d in range(d0, k1 + 1)}
+            self.owner = {d: np.zeros(len(s), dtype=np.int64) for d, s in self.starts.items()}
+        self.size = {d: len(s) for d, s in self.starts.items()}
+        self.seq_base = {d0: 0}
+        for d in range(d0 + 1, k1 + 1):
+            self.seq_base[d] = (1 if d == d0 + 1 else self.seq_base[d - 1] + self.size[d - 1])
+        self.doms: dict[int, dict[int, _Dom]] = {d: {} for d in range(d0, k1 + 1)}
 
     def _init(self) -> None:
-        """``initNode`` bottom-up: reserved leaves, ``alloc``, ``frag`` (§2.6.5)."""
+        """``initNode`` bottom-up on arrays: reserved leaves, ``alloc``, ``frag`` (§2.6.5)."""
         k1, req, m, pref = self.k1, self.req, self.m, self.pref
-        reserve = self.reserve
-        for dom in self.by_depth[k1]:
-            leaves = dom.leaves
-            if reserve > 0:
-                # Tie-break: reserve the first non-preferred leaves in natural order.
-                chosen = [x for x in leaves if x not in pref][:reserve]
-                if len(chosen) < reserve:
-                    extra = sorted((x for x in leaves if x in pref), key=pref.__getitem__,
-                                   reverse=True)
-                    chosen += extra[:reserve - len(chosen)]
-                dom.reserved = set(chosen)
-            if reserve == 0:
-                sub = len(leaves)
-                prefs = [pref[x] for x in leaves if x in pref]
-            else:
-                dom.sufficient = len(leaves) >= reserve
-                sub = len(leaves) - len(dom.reserved)
-                prefs = [pref[x] for x in leaves if x in pref and x not in dom.reserved]
-            dom.alloc = dom.left = sub // m[k1]
-            dom.frag = (sub % m[k1]) * req[k1 + 1]
-            self._set_prefs(dom, prefs)
+        reserve, count = self.reserve, self.count
+        starts1 = self.starts[k1]
+        n1 = len(starts1)
+        leaves = np.diff(np.append(starts1, count)) if n1 else np.zeros(0, dtype=np.int64)
+        if count == 0 and n1:  # an empty root that is also the level1 domain
+            leaves = np.zeros(n1, dtype=np.int64)
+        self.leaf_lo = starts1
+        self.leaf_hi = starts1 + leaves
+        pos_dom = self.pos_dom
+        mark = np.full(self.ctx.num_nodes, -1, dtype=np.int64)
+        if pref:
+            mark[np.fromiter(pref.keys(), dtype=np.int64, count=len(pref))] = np.fromiter(
+                pref.values(), dtype=np.int64, count=len(pref))
+        prank = mark[self.node_arr]
+        is_pref = prank >= 0
+        reserved = np.zeros(count, dtype=bool)
+        if reserve > 0:
+            # Tie-break: reserve the first non-preferred leaves in natural order.
+            other = ~is_pref
+            before = np.cumsum(other) - other
+            rank = before - before[starts1][pos_dom] if count else before
+            reserved = other & (rank < reserve)
+            others = np.bincount(pos_dom[other], minlength=n1)
+            for i in np.flatnonzero((others < reserve) & (leaves > others)).tolist():
+                lo, hi = int(starts1[i]), int(starts1[i]) + int(leaves[i])
+                extra = sorted((p for p in range(lo, hi) if is_pref[p]),
+                               key=lambda p: int(prank[p]), reverse=True)
+                reserved[extra[:reserve - int(others[i])]] = True
+            sub = leaves - np.minimum(reserve, leaves)
+            sufficient = leaves >= reserve
+        else:
+            sub = leaves
+            sufficient = np.ones(n1, dtype=bool)
+        self.reserved_pos = np.flatnonzero(reserved)
+        self.sufficient = sufficient
+        self.alloc: dict[int, np.ndarray] = {k1: sub // m[k1]}
+        self.frag: dict[int, np.ndarray] = {k1: (sub % m[k1]) * req[k1 + 1]}
+        # Preferred ranks per domain, in leaf order (non-reserved leaves; upper levels only
+        # through sufficient level1 domains).
+        self.prefs: dict[int, dict[int, list[int]]] = {d: {} for d in self.doms}
+        held = np.flatnonzero(is_pref & ~reserved)
+        if len(held):
+            ranks = prank[held].tolist()
+            doms1 = pos_dom[held].tolist()
+            for r, g in zip(ranks, doms1, strict=True):
+                self.prefs[k1].setdefault(g, []).append(r)
+            keep = sufficient[pos_dom[held]]
+            for d in range(k1 - 1, self.d0 - 1, -1):
+                ids = (np.searchsorted(self.starts[d], held, side="right") - 1).tolist()
+                table = self.prefs[d]
+                for r, g, ok in zip(ranks, ids, keep.tolist(), strict=True):
+                    if ok:
+                        table.setdefault(g, []).append(r)
+        weight = sufficient.astype(np.int64)
         for d in range(k1 - 1, self.d0 - 1, -1):
-            for dom in self.by_depth[d]:
-                sub = acc = 0
-                prefs = []
-                for child in dom.children:
-                    if child.sufficient:
-                        sub += child.alloc
-                        acc += child.frag
-                        prefs.extend(child.prefs)
-                dom.alloc = dom.left = sub // m[d]
-                dom.frag = (sub % m[d]) * req[d + 1] + _CHILD_FRAG_WEIGHT * acc
-                self._set_prefs(dom, prefs)
+            owner, size = self.owner[d + 1], self.size[d]
+            sub = np.bincount(owner, weights=self.alloc[d + 1] * weight,
+                              minlength=size).astype(np.int64)
+            acc = np.bincount(owner, weights=self.frag[d + 1] * weight,
+                              minlength=size).astype(np.int64)
+            self.alloc[d] = sub // m[d]
+            self.frag[d] = (sub % m[d]) * req[d + 1] + _CHILD_FRAG_WEIGHT * acc
+            weight = np.ones(size, dtype=np.int64)
 
-    def _set_prefs(self, dom: _Dom, prefs: list[int]) -> None:
-        dom.prefs = prefs
+    def _lists(self) -> None:
+        """Plain-list copies of the per-depth arrays for :meth:`dom` and :meth:`kids`."""
+        k1 = self.k1
+        self.alloc_l = {d: a.tolist() for d, a in self.alloc.items()}
+        self.frag_l = {d: a.tolist() for d, a in self.frag.items()}
+        self.owner_l = {d: a.tolist() for d, a in self.owner.items()}
+        self.kid_bounds = {
+            d: self.owner[d + 1].searchsorted(np.arange(self.size[d] + 1)).tolist()
+            for d in range(self.d0, k1)
+        }
+        self.leaf_lo_l = self.leaf_lo.tolist()
+        self.leaf_hi_l = self.leaf_hi.tolist()
+        self.res_lo = self.reserved_pos.searchsorted(self.leaf_lo).tolist()
+        self.res_hi = self.reserved_pos.searchsorted(self.leaf_hi).tolist()
+        self.sufficient_l = self.sufficient.tolist()
+
+    def dom(self, d: int, i: int) -> _Dom:
+        """The domain ``i`` of depth ``d``, created (with its ancestors) on first use."""
+        found = self.doms[d].get(i)
+        if found is not None:
+            return found
+        parent = None if d == self.d0 else self.dom(d - 1, self.owner_l[d][i])
+        dom = _Dom(d, parent, self.seq_base[d] + i, i)
+        dom.alloc = dom.left = self.alloc_l[d][i]
+        dom.frag = self.frag_l[d][i]
+        if d == self.k1:
+            dom.leaves = self.nodes[self.leaf_lo_l[i]:self.leaf_hi_l[i]]
+            if self.reserve > 0:
+                dom.sufficient = self.sufficient_l[i]
+                pos = self.reserved_pos[self.res_lo[i]:self.res_hi[i]]
+                dom.reserved = set(self.node_arr[pos].tolist())
+        prefs = self.prefs[d].get(i)
         if prefs:
-            size = self.req[dom.depth]
+            dom.prefs = prefs
+            size = self.req[d]
             dom.want = len({r // size for r in prefs})
             dom.minrank = min(prefs)
+        self.doms[d][i] = dom
+        return dom
+
+    @property
+    def by_depth(self) -> dict[int, list[_Dom]]:
+        """Every domain per depth, in label order (creates them all; for inspection)."""
+        return {d: [self.dom(d, i) for i in range(n)] for d, n in self.size.items()}
+
+    def level1_domains(self) -> list[_Dom]:
+        """Every level1 domain of the run, in label order."""
+        return [self.dom(self.k1, i) for i in range(self.size[self.k1])]
 
     # ----------------------------------------------------------------- traversal
     def run(self) -> bool:
@@ -390,9 +487,7 @@ class _Run:
         if dom.depth == self.k1:
             self._leaves(dom, k * self.m[self.k1])
             return
-        kids = [c for c in dom.children if c.sufficient and c.left > 0]
-        if kids:
-            self._siblings(kids, k * self.m[dom.depth])
+        self._siblings(dom, k * self.m[dom.depth])
 
     def _leaf_key(self, dom: _Dom, x: int) -> tuple[int, int]:
         r = self.pref.get(x)
@@ -422,10 +517,41 @@ class _Run:
             need -= 1
             self._push(dom, x)
 
-    def _siblings(self, kids: list[_Dom], k: int) -> None:
-        """``traverseSiblings`` with the RFC's preferred-first phase."""
-        if self.pref:
-            preferred = sorted((c for c in kids if c.want > 0),
+    def _child_order(self, dom: _Dom) -> tuple[list[int], list[int]]:
+        """Children of ``dom`` (indices at the next depth) holding preferred nodes, and all
+        of them sorted by the best-fit key ``(frag, alloc, holds no preferred node, label
+        order)``.  Both keys are fixed at construction, so the orders are computed once."""
+        found = dom.korder
+        if found is None:
+            d = dom.depth + 1
+            bounds = self.kid_bounds[dom.depth]
+            lo, hi = bounds[dom.index], bounds[dom.index + 1]
+            holders = sorted(i for i, p in self.prefs[d].items() if p and lo <= i < hi)
+            no_pref = np.ones(hi - lo, dtype=bool)
+            no_pref[[i - lo for i in holders]] = False
+            keys = (no_pref, self.alloc[d][lo:hi], self.frag[d][lo:hi])
+            found = dom.korder = (holders, (lo + np.lexsort(keys)).tolist())
+        return found
+
+    def _siblings(self, dom: _Dom, k: int) -> None:
+        """``traverseSiblings`` over ``dom``'s children with the RFC's preferred-first phase.
+
+        Only children with room (sufficient, ``left > 0``) take part; a child becomes a
+        :class:`_Dom` only when it is visited.
+        """
+        d = dom.depth + 1
+        holders, order = self._child_order(dom)
+        made = self.doms[d]
+        alloc = self.alloc_l[d]
+        suff = self.sufficient_l if d == self.k1 and self.reserve > 0 else None
+
+        def left(i: int) -> int:
+            c = made.get(i)
+            return alloc[i] if c is None else c.left
+
+        if self.pref and holders:
+            preferred = sorted((self.dom(d, i) for i in holders
+                                if (suff is None or suff[i]) and left(i) > 0),
                                key=lambda c: (c.frag, c.alloc, c.minrank, c.seq))
             for c in preferred:
                 if self.done or k <= 0:
@@ -434,22 +560,25 @@ class _Run:
                 if a > 0:
                     self._node(c, a)
                     k -= a
-            kids = [c for c in kids if c.left > 0]
         rest = []
         # Phase A, best fit: (frag, alloc); ties: holds a preferred node, label order.
-        for c in sorted(kids, key=lambda c: (c.frag, c.alloc, c.want == 0, c.seq)):
+        for i in order:
             if self.done or k <= 0:
                 return
-            if c.left <= k:
-                a = c.left
-                self._node(c, a)
-                k -= a
+            room = left(i)
+            if room <= 0 or (suff is not None and not suff[i]):
+                continue
+            if room <= k:
+                self._node(self.dom(d, i), room)
+                k -= room
             else:
-                rest.append(c)
+                rest.append(i)
         # Phase B, overflow: (alloc, frag); same ties.
-        for c in sorted(rest, key=lambda c: (c.alloc, c.frag, c.want == 0, c.seq)):
+        frag, prefs = self.frag_l[d], self.prefs[d]
+        for i in sorted(rest, key=lambda i: (alloc[i], frag[i], not prefs.get(i), i)):
             if self.done or k <= 0:
                 return
+            c = self.dom(d, i)
             a = min(c.left, k)
             self._node(c, a)
             k -= a
@@ -475,32 +604,52 @@ class _Run:
             dom = dom.parent
 
     def _pass2(self) -> None:
-        """``traverseLevelForRemainingNodes``: untraversed and reserved leaves (§2.6.6)."""
-        buckets: dict[int, list[tuple[_Dom, list[int]]]] = {}
+        """``traverseLevelForRemainingNodes``: untraversed and reserved leaves (§2.6.6).
+
+        Per level1 domain (those holding preferred nodes first, then label order), the
+        leaves still free form groups: each free reserved leaf opens a group counted by how
+        many reserved leaves came before it (1, 2, ...), the other free leaves join the
+        last group, or form group 0 when the domain has no free reserved leaf.  Groups are
+        taken by count, highest first.  Domains are created only when their group is taken.
+        """
+        k1, count = self.k1, self.count
+        n1 = self.size[k1]
+        if n1 == 0 or count == 0:
+            return
         used = self.used
-        domains = sorted(self.by_depth[self.k1], key=lambda d: (not d.prefs, d.seq))
-        for dom in domains:
-            reserved = [x for x in dom.leaves if x in dom.reserved]
-            others = [x for x in dom.leaves if x not in dom.reserved]
-            seen = 0
-            current: list[int] | None = None
-            zero: list[int] | None = None
-            for x in reserved + others:
-                if used[x]:
-                    continue
-                if x in dom.reserved:
-                    seen += 1
-                    current = [x]
-                    buckets.setdefault(seen, []).append((dom, current))
-                elif current is not None:
-                    current.append(x)
+        free0 = np.frombuffer(used, dtype=np.uint8)[self.node_arr] == 0
+        is_res = np.zeros(count, dtype=bool)
+        is_res[self.reserved_pos] = True
+        pos_dom = self.pos_dom
+        k = np.bincount(pos_dom[free0 & is_res], minlength=n1)
+        o = np.bincount(pos_dom[free0 & ~is_res], minlength=n1)
+        with_prefs = np.zeros(n1, dtype=bool)
+        with_prefs[[i for i, p in self.prefs[k1].items() if p]] = True
+        order = np.concatenate([np.flatnonzero(with_prefs), np.flatnonzero(~with_prefs)])
+        k_o, o_o = k[order], o[order]
+        split: dict[int, tuple[list[int], list[int]]] = {}
+        nodes = self.nodes
+        for seen in range(int(k.max(initial=0)), -1, -1):
+            chosen = order[k_o >= seen] if seen > 0 else order[(k_o == 0) & (o_o > 0)]
+            for i in chosen.tolist():
+                dom = self.dom(k1, i)
+                parts = split.get(i)
+                if parts is None:
+                    lo, hi = self.leaf_lo_l[i], self.leaf_hi_l[i]
+                    free = free0[lo:hi].tolist()
+                    res = is_res[lo:hi].tolist()
+                    leaves = nodes[lo:hi]
+                    parts = split[i] = (
+                        [x for x, f, r in zip(leaves, free, res, strict=True) if f and r],
+                        [x for x, f, r in zip(leaves, free, res, strict=True) if f and not r],
+                    )
+                reserved, others = parts
+                if seen == 0:
+                    group = others
+                elif seen == len(reserved):
+                    group = [reserved[seen - 1], *others]
                 else:
-                    if zero is None:
-                        zero = []
-                        buckets.setdefault(0, []).append((dom, zero))
-                    zero.append(x)
-        for count in sorted(buckets, reverse=True):
-            for dom, group in buckets[count]:
+                    group = [reserved[seen - 1]]
                 keys = {x: self._leaf_key(dom, x) for x in group}
                 for x in sorted(group, key=keys.__getitem__):
                     used[x] = 1
@@ -510,15 +659,13 @@ class _Run:
 
     def capacity(self) -> int:
         """Groups of the root's child size that fit, ignoring the reserve (for reasons)."""
-        groups: dict[int, int] = {}
-        for dom in self.by_depth[self.k1]:
-            groups[id(dom)] = len(dom.leaves) // self.m[self.k1]
-        for d in range(self.k1 - 1, self.d0, -1):
-            for dom in self.by_depth[d]:
-                groups[id(dom)] = sum(groups[id(c)] for c in dom.children) // self.m[d]
         if self.d0 == self.k1:
-            return len(self.root.leaves)
-        return sum(groups[id(c)] for c in self.root.children)
+            return self.count
+        groups = (self.leaf_hi - self.leaf_lo) // self.m[self.k1]
+        for d in range(self.k1 - 1, self.d0, -1):
+            groups = np.bincount(self.owner[d + 1], weights=groups,
+                                 minlength=self.size[d]).astype(np.int64) // self.m[d]
+        return int(groups.sum())
 
 
 # --------------------------------------------------------------------------- the job
@@ -527,8 +674,11 @@ class _Run:
 class _Context:
     """Everything one call of :func:`place_multilevel` shares."""
 
-    def __init__(self, problem: Problem, job: JobView, state: ClusterState) -> None:
+    def __init__(self, problem: Problem, job: JobView, state: ClusterState,
+                 held: Sequence[int] = (),
+                 repairs: dict[tuple[Any, ...], list[int] | None] | None = None) -> None:
         self.problem = problem
+        self.repairs = {} if repairs is None else repairs  # _repair_subtree answers
         self.job = job
         self.levels = job.levels
         self.tasks = job.tasks
@@ -536,6 +686,7 @@ class _Context:
         self.npos = problem.natural_pos.tolist()
         self.health = problem.health.tolist()
         self.base = state.whole_free(problem) & (problem.npus == job.npu_per_task)
+        self.base[list(held)] = False  # fault nodes kept back (see place_multilevel)
         self.preferred = job.preferred.tolist()
         self.fault_origin = {r: int(job.origin[r]) for r in np.flatnonzero(job.fault).tolist()
                              if job.origin[r] >= 0}
@@ -559,16 +710,20 @@ class _Context:
                                     f"affinity-config needs {len(self.levels)}")
             return
         named = self.base & (problem.node_tree == t)
-        lacking = np.flatnonzero(named & ~view.member)
+        # removeRedundantLayers runs before any label is read: only the job's own levels
+        # (level1..levelK) must be labelled; a label of a trimmed level may be missing.
+        used = self._labelled(view)
+        lacking = np.flatnonzero(named & ~used)
         if len(lacking):
             first = int(lacking[np.argmin(problem.natural_pos[lacking])])
             node = problem.node_names[first]
-            labels = [label for n, label in view.missing if n == node] or list(view.labels)
+            label = next(view.labels[i] for i in range(len(self.levels))
+                         if view.level_value[i][first] < 0)
             self.tree_reasons[t] = (f"tree '{name}' is invalid: node '{node}' lacks label "
-                                    f"'{labels[0]}' (a node missing a level label "
-                                    f"invalidates its tree)")
+                                    f"'{label}' (a node missing the label of a level the job "
+                                    f"uses invalidates its tree)")
             return
-        cand = named & view.member
+        cand = named & used
         usable = int(cand.sum())
         if usable == 0:
             self.tree_reasons[t] = (f"tree '{name}' has no usable node (completely free, "
@@ -579,6 +734,13 @@ class _Context:
                                     f"({usable} usable, {self.tasks} needed)")
             return
         self.cand[t] = cand
+
+    def _labelled(self, view: TreeView) -> np.ndarray:
+        """Nodes of ``view`` carrying the labels of the job's levels (level1..levelK)."""
+        mask = view.level_value[0] >= 0
+        for i in range(1, len(self.levels)):
+            mask = mask & (view.level_value[i] >= 0)
+        return mask
 
     def index(self, t: int, depth: int) -> _TreeIndex:
         """The (cached) trimmed index of tree ``t`` over the job's candidates."""
@@ -911,12 +1073,21 @@ class _Context:
         sub = list(req)
         sub[d - 1] = size
         pref = self._pref_map(avail, range(start, start + size))
+        # The answer depends only on the nodes offered and the preferred ones among them:
+        # a job scheduled again (fault nodes held back) reuses every repair they left alone.
+        nodes = tix.order[idx]
+        held = [(n, pref[n]) for n in nodes.tolist() if n in pref]
+        key = (tix.view.name, tix.depth, tuple(sub), d, start, nodes.tobytes(), tuple(held))
+        if key in self.repairs:
+            return self.repairs[key]
         run = _Run(self, tix, sub, d - 1, idx, pref)
-        if not run.run():
-            return None
-        out: list[int] = [-1] * self.tasks
-        self._write(run, start, out)
-        return out[start:start + size]
+        found: list[int] | None = None
+        if run.run():
+            out: list[int] = [-1] * self.tasks
+            self._write(run, start, out)
+            found = out[start:start + size]
+        self.repairs[key] = found
+        return found
 
     # ----------------------------------------------------------------- finishing
     def _avoid_fault_returns(self, layout: list[int]) -> None:
@@ -949,7 +1120,7 @@ class _Context:
             and bool((nodes >= 0).all())
             and len(set(layout)) == self.tasks
             and bool(self.base[nodes].all())
-            and bool(view.member[nodes].all())
+            and bool(self._labelled(view)[nodes].all())
         )
         if ok:
             for i, size in enumerate(self.levels):
@@ -986,7 +1157,26 @@ def place_multilevel(problem: Problem, j: int, state: ClusterState) -> JobOutcom
     job = problem.jobs[j]
     if job.family is not Family.MULTILEVEL or not job.levels:
         return JobOutcome.fail(f"job '{job.name}' is not a multilevel job")
-    return _Context(problem, job, state).solve()
+    context = _Context(problem, job, state)
+    full = context.solve()
+    # Fault nodes are taken last across domains: when the layout takes one, schedule again
+    # without them, and keep that layout unless the one using them has more origin hits
+    # or fewer fault returns.
+    preferred = set(context.preferred)
+    held = sorted(n for n in context.fault_nodes if context.base[n] and n not in preferred)
+    if full.nodes is None or not set(full.nodes.tolist()) & set(held):
+        return full  # unplaced, or no fault node taken
+    spare = _Context(problem, job, state, held, context.repairs).solve()
+    if spare.nodes is None or _fault_key(job, full.nodes) > _fault_key(job, spare.nodes):
+        return full
+    return spare
+
+
+def _fault_key(job: JobView, nodes: np.ndarray) -> tuple[int, int]:
+    """``(origin hits, -fault returns)`` of a layout of ``job``, larger is better."""
+    on_origin = (nodes == job.origin) & (job.origin >= 0)
+    hits = int((on_origin & (job.preferred >= 0)).sum())
+    return hits, -int((on_origin & job.fault).sum())
 
 
 __all__ = [

@@ -96,6 +96,15 @@ def policy_scores(
     return np.where(usable > max_npus, 0.0, scores)
 
 
+def _adjusted(
+    raw: np.ndarray, n: int, subhealthy: np.ndarray, fault_nodes: np.ndarray | None
+) -> float:
+    """:func:`fault_adjust` and the score weight of node ``n`` alone."""
+    one = slice(n, n + 1)
+    faults = None if fault_nodes is None else fault_nodes[one]
+    return float((fault_adjust(raw[one], subhealthy[one], faults) * SCORE_WEIGHT)[0])
+
+
 def best_node(scores: np.ndarray, mask: np.ndarray, order: np.ndarray) -> int:
     """Index of the highest score among ``mask``; ties go to the lowest ``order``.
 
@@ -282,19 +291,47 @@ def place_ordinary(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
         self_local[cached] = mapped
 
     nodes = np.full(job.tasks, -1, dtype=np.int32)
+    # Between two ranks only the node the first one took changes, and the bonus touches one
+    # node: keep the predicate, the policy score and its adjusted value per node and update
+    # those nodes (same values as recomputing every array per rank, element by element).
+    # A node's values depend only on its free count and flags: tabulate them per free count.
+    ok = free >= request
+    raw = policy_scores(free, job.node_npus)
+    scores = fault_adjust(raw, subhealthy, fault_mask) * SCORE_WEIGHT
+    counts = np.arange(int(free.max(initial=0)) + 1)
+    raw_of = policy_scores(counts, job.node_npus)
+    adjusted_of = {
+        (sub, fault): (fault_adjust(raw_of, np.full(counts.size, sub),
+                                    None if fault_mask is None else np.full(counts.size, fault))
+                       * SCORE_WEIGHT).tolist()
+        for sub in (False, True) for fault in (False, True)
+    }
+    sub_l = subhealthy.tolist()
+    fault_l = fault_mask.tolist() if fault_mask is not None else [False] * cand.size
+    boosted: dict[tuple[float, bool, bool], float] = {}  # adjusted bonus scores seen
+    pick = target = -1
     for rank in task_order(job).tolist():
-        ok = free >= request
+        for n in {pick, target} - {-1}:
+            left = int(free[n])
+            ok[n] = left >= request
+            raw[n] = raw_of[left]
+            scores[n] = adjusted_of[sub_l[n], fault_l[n]][left]
         if not ok.any():  # unreachable after the room check; kept as a guard
             return JobOutcome.fail(
                 f"NPUResourceShortage: node don't have enough resource, req<{request}>, "
                 f"idle<{int(free.max(initial=0))}>: rank {rank} of job '{job.name}' fits "
                 "on no node"
             )
-        scores = policy_scores(free, job.node_npus)
+        target = -1
         if use_bonus:
-            previous_node_bonus(scores, ok, int(self_local[rank]), peer_mask,
-                                bool(job.fault[rank]), order)
-        scores = fault_adjust(scores, subhealthy, fault_mask) * SCORE_WEIGHT
+            target = previous_node_bonus(raw, ok, int(self_local[rank]), peer_mask,
+                                         bool(job.fault[rank]), order)
+            if target >= 0:
+                key = (float(raw[target]), sub_l[target], fault_l[target])
+                value = boosted.get(key)
+                if value is None:
+                    value = boosted[key] = _adjusted(raw, target, subhealthy, fault_mask)
+                scores[target] = value
         pick = best_node(scores, ok, order)
         free[pick] -= request
         nodes[rank] = cand[pick]

@@ -7,9 +7,10 @@ with any engine.  Every engine's answer goes through it before it is returned.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from dataclasses import dataclass
 from enum import StrEnum
+
+import numpy as np
 
 from models.compiled import UNHEALTHY, Problem, compile_scenario
 from models.placement import PlacementFile
@@ -80,9 +81,8 @@ def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violat
                 Violation(Rule.FORMAT, f"job '{job.name}' is missing from the placement", job.name)
             )
 
-    chips: Counter[int] = Counter()
-    whole_users: dict[int, list[str]] = defaultdict(list)
-    any_users: dict[int, set[str]] = defaultdict(set)
+    hosts: list[np.ndarray] = []  # node per rank of every well-formed placed job
+    owners: list[int] = []  # the job index of each entry of ``hosts``
     for jp in placement.jobs:
         j = problem.job_index.get(jp.name)
         if j is None:
@@ -99,9 +99,10 @@ def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violat
                     )
                 )
             continue
-        expected = {str(r) for r in range(job.tasks)}
-        keys = set(jp.ranks)
-        if keys != expected:
+        rank_names = _rank_names(jp.ranks, job.tasks)
+        if rank_names is None:
+            expected = {str(r) for r in range(job.tasks)}
+            keys = set(jp.ranks)
             lacking = sorted(expected - keys, key=int)[:5]
             extra = sorted(keys - expected)[:5]
             out.append(
@@ -113,56 +114,95 @@ def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violat
                 )
             )
             continue
-        nodes: list[int] = []
-        bad_node = False
-        for r in range(job.tasks):
-            name = jp.ranks[str(r)]
-            n = names.get(name)
-            if n is None:
-                out.append(
-                    Violation(
-                        Rule.FORMAT, f"job '{job.name}' rank {r}: node '{name}' does not exist",
-                        job.name, name,
+        found = [names.get(name) for name in rank_names]
+        if None in found:
+            for r, (name, n) in enumerate(zip(rank_names, found, strict=True)):
+                if n is None:
+                    out.append(
+                        Violation(
+                            Rule.FORMAT,
+                            f"job '{job.name}' rank {r}: node '{name}' does not exist",
+                            job.name, name,
+                        )
                     )
-                )
-                bad_node = True
-                continue
-            nodes.append(n)
-        if bad_node:
             continue
-        for r, n in enumerate(nodes):
-            chips[n] += job.npu_per_task
-            any_users[n].add(job.name)
-            if job.whole_node:
-                whole_users[n].append(f"{job.name}/{r}")
-            if problem.health[n] == UNHEALTHY:
-                out.append(
-                    Violation(
-                        Rule.UNHEALTHY,
-                        f"job '{job.name}' rank {r} is on unhealthy node '{problem.node_names[n]}'",
-                        job.name, problem.node_names[n],
-                    )
-                )
-        out.extend(_check_structure(problem, job.index, nodes, jp.blocks))
-
-    for n, used in chips.items():
-        if used > problem.free[n]:
+        nodes = np.asarray(found, dtype=np.int64)
+        for r in np.flatnonzero(problem.health[nodes] == UNHEALTHY).tolist():
+            n = int(nodes[r])
             out.append(
                 Violation(
-                    Rule.CAPACITY,
-                    f"node '{problem.node_names[n]}' gets {used} NPUs but has only "
-                    f"{problem.free[n]} free (jobs {sorted(any_users[n])})",
-                    None, problem.node_names[n],
+                    Rule.UNHEALTHY,
+                    f"job '{job.name}' rank {r} is on unhealthy node '{problem.node_names[n]}'",
+                    job.name, problem.node_names[n],
                 )
             )
-    for n, users in whole_users.items():
-        name = problem.node_names[n]
-        if len(users) > 1 or len(any_users[n]) > 1:
+        hosts.append(nodes)
+        owners.append(j)
+        out.extend(_check_structure(problem, job.index, nodes, rank_names, jp.blocks))
+    if hosts:
+        out.extend(_check_sharing(problem, hosts, owners))
+    return out
+
+
+def _rank_names(ranks: dict[str, str], tasks: int) -> list[str] | None:
+    """Node name per rank ``0..tasks-1``, or ``None`` unless the keys are exactly those."""
+    if len(ranks) != tasks:
+        return None
+    try:
+        return [ranks[str(r)] for r in range(tasks)]
+    except KeyError:
+        return None
+
+
+def _check_sharing(
+    problem: Problem, hosts: list[np.ndarray], owners: list[int]
+) -> list[Violation]:
+    """Capacity of every node, and whole-node tasks alone on theirs, over all placed jobs.
+
+    Violations come in the order in which their node first appears (placement order).
+    """
+    out: list[Violation] = []
+    jobs = problem.jobs
+    nodes = np.concatenate(hosts)
+    owner = np.concatenate([np.full(len(h), j, dtype=np.int64)
+                            for h, j in zip(hosts, owners, strict=True)])
+    rank = np.concatenate([np.arange(len(h)) for h in hosts])
+    npu = np.asarray([jobs[j].npu_per_task for j in range(len(jobs))], dtype=np.int64)[owner]
+    whole = np.asarray([jobs[j].whole_node for j in range(len(jobs))], dtype=bool)[owner]
+    size = problem.num_nodes
+    chips = np.zeros(size, dtype=np.int64)
+    np.add.at(chips, nodes, npu)
+    first = np.full(size, len(nodes), dtype=np.int64)
+    np.minimum.at(first, nodes, np.arange(len(nodes)))
+
+    def users(n: int) -> list[str]:
+        return sorted({jobs[j].name for j in owner[nodes == n].tolist()})
+
+    over = np.flatnonzero(chips > problem.free)
+    for n in over[np.argsort(first[over], kind="stable")].tolist():
+        out.append(
+            Violation(
+                Rule.CAPACITY,
+                f"node '{problem.node_names[n]}' gets {int(chips[n])} NPUs but has only "
+                f"{problem.free[n]} free (jobs {users(n)})",
+                None, problem.node_names[n],
+            )
+        )
+    if whole.any():
+        tasks = np.bincount(nodes, minlength=size)
+        whole_tasks = np.bincount(nodes[whole], minlength=size)
+        first_whole = np.full(size, len(nodes), dtype=np.int64)
+        np.minimum.at(first_whole, nodes[whole], np.flatnonzero(whole))
+        shared = np.flatnonzero((whole_tasks > 0) & (tasks > 1))
+        for n in shared[np.argsort(first_whole[shared], kind="stable")].tolist():
+            name = problem.node_names[n]
+            here = np.flatnonzero((nodes == n) & whole).tolist()
+            listed = [f"{jobs[int(owner[p])].name}/{int(rank[p])}" for p in here]
             out.append(
                 Violation(
                     Rule.WHOLE_NODE,
                     f"node '{name}' hosts a whole-node task and other tasks too: "
-                    f"{users} (jobs {sorted(any_users[n])})",
+                    f"{listed} (jobs {users(n)})",
                     None, name,
                 )
             )
@@ -170,7 +210,8 @@ def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violat
 
 
 def _check_structure(
-    problem: Problem, j: int, nodes: list[int], blocks: dict[str, list[str]]
+    problem: Problem, j: int, nodes: np.ndarray, rank_names: list[str],
+    blocks: dict[str, list[str]],
 ) -> list[Violation]:
     job = problem.jobs[j]
     out: list[Violation] = []
@@ -183,73 +224,80 @@ def _check_structure(
         )
 
     if job.whole_node:
-        for r, n in enumerate(nodes):
-            if problem.npus[n] != job.npu_per_task:
+        npus, free = problem.npus[nodes], problem.free[nodes]
+        wrong_size = npus != job.npu_per_task
+        for r in np.flatnonzero(wrong_size | (free != npus)).tolist():
+            n = int(nodes[r])
+            if wrong_size[r]:
                 bad(Rule.WHOLE_NODE,
                     f"rank {r} needs a whole node of {job.npu_per_task} NPUs but "
                     f"'{node_name[n]}' has {problem.npus[n]}", n)
-            elif problem.free[n] != problem.npus[n]:
+            else:
                 bad(Rule.WHOLE_NODE,
                     f"rank {r} needs a completely free node but '{node_name[n]}' has only "
                     f"{problem.free[n]} of {problem.npus[n]} NPUs free", n)
-        dup = [node_name[n] for n, c in Counter(nodes).items() if c > 1]
+        used, counts = np.unique(nodes, return_counts=True)
+        dup = [node_name[n] for n in used[counts > 1].tolist()]
         if dup:
             bad(Rule.WHOLE_NODE, f"several ranks share whole nodes {sorted(dup)[:5]}")
 
     if job.family in (Family.SUPERPOD, Family.RACK):
         size = job.sp_block
-        for r, n in enumerate(nodes):
-            if problem.super_pod[n] < 0:
+        pods = problem.super_pod[nodes]
+        racks = problem.rack[nodes]
+        no_rack = (racks < 0) if job.family is Family.RACK else np.zeros(len(nodes), dtype=bool)
+        for r in np.flatnonzero((pods < 0) | no_rack).tolist():
+            n = int(nodes[r])
+            if pods[r] < 0:
                 bad(Rule.SUPER_POD, f"rank {r} is on '{node_name[n]}', which is in no super pod", n)
-            if job.family is Family.RACK and problem.rack[n] < 0:
+            if no_rack[r]:
                 bad(Rule.RACK_WINDOW, f"rank {r} is on '{node_name[n]}', which is in no rack", n)
         if not job.soft:
-            for b in range(job.tasks // size):
-                members = nodes[b * size:(b + 1) * size]
-                pods = {int(problem.super_pod[n]) for n in members}
-                if len(pods) > 1:
-                    bad(Rule.SUPER_POD,
-                        f"block {b} (ranks {b * size}..{(b + 1) * size - 1}) spans super pods "
-                        f"{sorted(pods)}")
+            for b, values in _split_groups(pods, size):
+                bad(Rule.SUPER_POD,
+                    f"block {b} (ranks {b * size}..{(b + 1) * size - 1}) spans super pods "
+                    f"{values}")
             if job.family is Family.RACK:
                 window = job.tp_block
-                for w in range(job.tasks // window):
-                    members = nodes[w * window:(w + 1) * window]
-                    racks = {int(problem.rack[n]) for n in members}
-                    if len(racks) > 1:
-                        bad(Rule.RACK_WINDOW,
-                            f"rack window {w} (ranks {w * window}..{(w + 1) * window - 1}) spans "
-                            f"racks {sorted(racks)}")
+                for w, values in _split_groups(racks, window):
+                    bad(Rule.RACK_WINDOW,
+                        f"rack window {w} (ranks {w * window}..{(w + 1) * window - 1}) spans "
+                        f"racks {values}")
         if job.family is Family.RACK and job.ub_memory and job.tasks > 1:
-            domains = {int(problem.rack[n]) // UB_MEM_RACKS for n in nodes
-                       if problem.rack[n] >= 0}
+            domains = np.unique(racks[racks >= 0] // UB_MEM_RACKS).tolist()
             if len(domains) > 1:
                 bad(Rule.UB_MEMORY,
                     f"a UB-memory job must sit in one UB-memory domain (16 consecutive racks, "
-                    f"rack-id // 16) but uses domains {sorted(domains)}")
-        out.extend(_check_blocks(job.name, job.tasks, size, nodes, blocks, node_name))
+                    f"rack-id // 16) but uses domains {domains}")
+        out.extend(_check_blocks(job.name, job.tasks, size, rank_names, blocks))
     elif job.family is Family.MULTILEVEL:
         out.extend(_check_multilevel(problem, j, nodes))
-        out.extend(_check_blocks(job.name, job.tasks, job.levels[0], nodes, blocks, node_name))
+        out.extend(_check_blocks(job.name, job.tasks, job.levels[0], rank_names, blocks))
     elif blocks:
         bad(Rule.FORMAT, "an ordinary job has no blocks")
     return out
+
+
+def _split_groups(values: np.ndarray, size: int) -> list[tuple[int, list[int]]]:
+    """Consecutive groups of ``size`` ranks whose ``values`` differ: (group, sorted values)."""
+    groups = len(values) // size
+    rows = values[:groups * size].reshape(groups, size)
+    split = np.flatnonzero((rows != rows[:, :1]).any(axis=1)).tolist()
+    return [(g, sorted(set(rows[g].tolist()))) for g in split]
 
 
 def _check_blocks(
     job_name: str,
     tasks: int,
     size: int,
-    nodes: list[int],
+    rank_names: list[str],
     blocks: dict[str, list[str]],
-    node_name: tuple[str, ...],
 ) -> list[Violation]:
     """``blocks``, when given, must list each block's nodes in rank order."""
     if not blocks:
         return []
-    expected = {
-        str(b): [node_name[n] for n in nodes[b * size:(b + 1) * size]] for b in range(tasks // size)
-    }
+    count = tasks // size
+    expected = {str(b): rank_names[b * size:(b + 1) * size] for b in range(count)}
     if blocks != expected:
         wrong = sorted(set(blocks) ^ set(expected)) or sorted(
             k for k in expected if blocks.get(k) != expected[k]
@@ -266,54 +314,54 @@ def _check_blocks(
     return []
 
 
-def _check_multilevel(problem: Problem, j: int, nodes: list[int]) -> list[Violation]:
+def _check_multilevel(problem: Problem, j: int, nodes: np.ndarray) -> list[Violation]:
     job = problem.jobs[j]
-    labels_of = problem.scenario.nodes
     out: list[Violation] = []
-    trees = {labels_of[n].labels.get(TOPOTREE_LABEL, DEFAULT_TOPOTREE) for n in nodes}
-    if len(trees) != 1:
+    t = int(problem.node_tree[nodes[0]])
+    if t < 0 or not (problem.node_tree[nodes] == t).all():
+        labels_of = problem.scenario.nodes
+        trees = {labels_of[n].labels.get(TOPOTREE_LABEL, DEFAULT_TOPOTREE)
+                 for n in nodes.tolist()}
+        if len(trees) != 1:
+            return [
+                Violation(Rule.TOPOTREE,
+                          f"job '{job.name}': nodes belong to several topotrees {sorted(trees)}",
+                          job.name)
+            ]
         return [
             Violation(Rule.TOPOTREE,
-                      f"job '{job.name}': nodes belong to several topotrees {sorted(trees)}",
-                      job.name)
+                      f"job '{job.name}': topotree '{trees.pop()}' is not in "
+                      "resource-level-config", job.name)
         ]
-    tree_name = trees.pop()
-    config = problem.scenario.config.resource_level_config.get(tree_name)
-    if config is None:
+    tree_name = problem.tree_names[t]
+    view = problem.trees[tree_name]
+    if view.depth < len(job.levels):
         return [
             Violation(Rule.TOPOTREE,
-                      f"job '{job.name}': topotree '{tree_name}' is not in resource-level-config",
-                      job.name)
-        ]
-    depth = len(config)
-    if depth < len(job.levels):
-        return [
-            Violation(Rule.TOPOTREE,
-                      f"job '{job.name}': topotree '{tree_name}' has {depth} levels but the "
+                      f"job '{job.name}': topotree '{tree_name}' has {view.depth} levels but the "
                       f"affinity-config has {len(job.levels)}", job.name)
         ]
-    for i in range(1, depth + 1):
-        label = config[f"level{i}"].label
-        for r, n in enumerate(nodes):
-            if label not in labels_of[n].labels:
-                out.append(
-                    Violation(Rule.TOPOTREE,
-                              f"job '{job.name}': rank {r} is on '{problem.node_names[n]}', "
-                              f"which lacks label '{label}' of tree '{tree_name}'",
-                              job.name, problem.node_names[n])
-                )
+    # Levels above the job's own are trimmed before any label is read (upstream
+    # removeRedundantLayers): only the labels of level1..levelK must be present.
+    values = [view.level_value[i][nodes] for i in range(len(job.levels))]
+    for i, label in enumerate(view.labels[:len(job.levels)]):
+        for r in np.flatnonzero(values[i] < 0).tolist():
+            out.append(
+                Violation(Rule.TOPOTREE,
+                          f"job '{job.name}': rank {r} is on '{problem.node_names[nodes[r]]}', "
+                          f"which lacks label '{label}' of tree '{tree_name}'",
+                          job.name, problem.node_names[nodes[r]])
+            )
     if out:
         return out
-    for i, group in enumerate(job.levels, start=1):
-        label = config[f"level{i}"].label
-        for g in range(job.tasks // group):
-            members = nodes[g * group:(g + 1) * group]
-            values = {labels_of[n].labels[label] for n in members}
-            if len(values) > 1:
-                out.append(
-                    Violation(Rule.MULTILEVEL,
-                              f"job '{job.name}': level{i} group {g} (ranks {g * group}.."
-                              f"{(g + 1) * group - 1}) spans {label} values {sorted(values)}",
-                              job.name)
-                )
+    for i, group in enumerate(job.levels):
+        label = view.labels[i]
+        for g, split in _split_groups(values[i], group):
+            shown = sorted(view.level_values[i][v] for v in split)
+            out.append(
+                Violation(Rule.MULTILEVEL,
+                          f"job '{job.name}': level{i + 1} group {g} (ranks {g * group}.."
+                          f"{(g + 1) * group - 1}) spans {label} values {shown}",
+                          job.name)
+            )
     return out

@@ -75,9 +75,10 @@ def expired_owners(scenario: Scenario, now: int) -> list[str]:
 class TreeView:
     """One multilevel resource tree (``resource-level-config`` entry) over the nodes.
 
-    ``level_value[i][n]`` is the index (into ``level_values[i]``) of node ``n``'s label
-    value at level ``i + 1``, or -1 when the node is not in the tree or lacks the label.
-    ``member[n]`` is true when node ``n`` names this tree and carries every level label.
+    ``level_value[i][n]`` is the index (into ``level_values[i]``, natural order) of node
+    ``n``'s label value at level ``i + 1``, or -1 when the node is not in the tree or lacks
+    that label (a node may carry some level labels and not others).  ``member[n]`` is true
+    when node ``n`` names this tree and carries every level label.
     """
 
     name: str
@@ -203,14 +204,15 @@ def _compile_tree(name: str, levels: dict[str, LevelConfig], scenario: Scenario)
     level_values = []
     level_value = []
     for i in range(len(labels)):
-        values = sorted({v for v, m in zip(raw[i], member, strict=True) if m and v is not None},
-                        key=natural_key)
+        # Every node of the tree that carries this level's label gets its value, members
+        # or not: a job trims the levels above its own (upstream removeRedundantLayers), so
+        # a node lacking only a trimmed level's label still serves it.
+        values = sorted({v for v in raw[i] if v is not None}, key=natural_key)
         where = {v: k for k, v in enumerate(values)}
         arr = np.full(count, -1, dtype=np.int32)
-        for n in np.flatnonzero(member).tolist():
-            value = raw[i][n]
-            assert value is not None
-            arr[n] = where[value]
+        for n, value in enumerate(raw[i]):
+            if value is not None:
+                arr[n] = where[value]
         level_values.append(tuple(values))
         level_value.append(arr)
     return TreeView(

@@ -57,6 +57,7 @@ are derived from bounds of this scenario and kept below 2^31 in total (see
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -181,34 +182,127 @@ def node_usable_for(problem: Problem, job: JobView, n: int) -> bool:
     return True
 
 
+def _usable_mask(problem: Problem, job: JobView) -> np.ndarray:
+    """:func:`node_usable_for` of every node at once."""
+    mask = problem.health != UNHEALTHY
+    if job.whole_node:
+        mask &= (problem.free == problem.npus) & (problem.npus == job.npu_per_task)
+    else:
+        mask &= problem.free >= job.npu_per_task
+    if job.family in (Family.SUPERPOD, Family.RACK):
+        mask &= problem.super_pod >= 0
+    if job.family is Family.RACK:
+        mask &= problem.rack >= 0
+    if job.family is Family.MULTILEVEL:
+        inside = np.zeros(problem.num_nodes, dtype=bool)
+        for t, name in enumerate(problem.tree_names):
+            view = problem.trees[name]
+            if view.depth >= len(job.levels):
+                inside |= (problem.node_tree == t) & view.member
+        mask &= inside
+    return mask
+
+
 def achievable_hits(problem: Problem, job: JobView) -> int:
     """Upper bound on origin hits of ``job``: candidates whose cached node is usable.
 
     For whole-node jobs a node counts once even if several ranks name it.
     """
-    nodes = [int(n) for n, f in zip(job.origin, job.fault, strict=True) if n >= 0 and not f]
-    usable = [n for n in nodes if node_usable_for(problem, job, n)]
+    nodes = job.origin[(job.origin >= 0) & ~job.fault].astype(np.int64)
+    if len(nodes) == 0:
+        return 0
+    usable = nodes[_usable_mask(problem, job)[nodes]]
     if job.whole_node:
-        return len(set(usable))
-    per_node = Counter(usable)
-    return sum(min(c, int(problem.free[n]) // job.npu_per_task) for n, c in per_node.items())
+        return len(np.unique(usable))
+    hosts, counts = np.unique(usable, return_counts=True)
+    return int(np.minimum(counts, problem.free[hosts] // job.npu_per_task).sum())
 
 
 # --------------------------------------------------------------------------- fragment
 
 
+class _Derived:
+    """Arrays derived from one :class:`Problem`, computed once and kept with it.
+
+    A compiled problem is never mutated, so every array here depends on the problem only.
+    The cached arrays are read-only.
+    """
+
+    __slots__ = ("domains", "parents", "whole")
+
+    def __init__(self, problem: Problem) -> None:
+        self.domains: dict[tuple[int, int], np.ndarray] = {}
+        self.parents: dict[tuple[int, int], np.ndarray] = {}
+        whole = problem.whole_free
+        whole.flags.writeable = False
+        self.whole = whole
+
+
+_DERIVED: weakref.WeakKeyDictionary[Problem, _Derived] = weakref.WeakKeyDictionary()
+
+
+def _derived(problem: Problem) -> _Derived:
+    found = _DERIVED.get(problem)
+    if found is None:
+        found = _DERIVED[problem] = _Derived(problem)
+    return found
+
+
+def _first_seen_ids(codes: np.ndarray) -> np.ndarray:
+    """Dense ids of ``codes`` numbered in order of first appearance."""
+    _uniq, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first), dtype=np.int64)
+    return rank[np.asarray(inverse).reshape(-1)]
+
+
 def domain_keys(problem: Problem, tree: int, level: int) -> np.ndarray:
     """Per node, an integer id of its level-``level`` domain in ``tree`` (-1 outside).
 
-    A level-i domain is identified by the node's label values at levels i..D of the tree.
+    A level-i domain is identified by the node's label values at levels i..D of the tree;
+    ids are numbered in order of first appearance in node (file) order.  The array is
+    computed once per problem and returned read-only.
     """
+    cache = _derived(problem).domains
+    found = cache.get((tree, level))
+    if found is not None:
+        return found
     view = problem.trees[problem.tree_names[tree]]
-    keys: dict[tuple[int, ...], int] = {}
     out = np.full(problem.num_nodes, -1, dtype=np.int64)
-    for n in np.flatnonzero(view.member):
-        key = tuple(int(view.level_value[i][n]) for i in range(level - 1, view.depth))
-        out[n] = keys.setdefault(key, len(keys))
+    members = np.flatnonzero(view.member)
+    columns = [view.level_value[i][members].astype(np.int64) for i in range(level - 1, view.depth)]
+    if len(members) and not columns:
+        out[members] = 0
+    elif len(members):
+        radix = [max(1, len(view.level_values[i])) for i in range(level - 1, view.depth)]
+        if float(np.prod(np.asarray(radix, dtype=np.float64))) < 2.0**62:
+            codes = np.zeros(len(members), dtype=np.int64)
+            for col, size in zip(columns, radix, strict=True):
+                codes = codes * size + col
+            out[members] = _first_seen_ids(codes)
+        else:  # too many label values for one integer code: unique rows
+            rows = np.stack(columns, axis=1)
+            _uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
+            out[members] = _first_seen_ids(np.asarray(inverse).reshape(-1))
+    out.flags.writeable = False
+    cache[(tree, level)] = out
     return out
+
+
+def _domain_parents(problem: Problem, tree: int, level: int) -> np.ndarray:
+    """``parent[g]``: the level ``level + 1`` domain id of level-``level`` domain ``g``."""
+    cache = _derived(problem).parents
+    found = cache.get((tree, level))
+    if found is not None:
+        return found
+    lower = domain_keys(problem, tree, level)
+    upper = domain_keys(problem, tree, level + 1)
+    inside = lower >= 0
+    parent = np.full(int(lower.max(initial=-1)) + 1, -1, dtype=np.int64)
+    parent[lower[inside]] = upper[inside]
+    parent.flags.writeable = False
+    cache[(tree, level)] = parent
+    return parent
 
 
 def multilevel_fragment(
@@ -234,53 +328,73 @@ def multilevel_fragment(
     return int(sum(frag.values()))
 
 
+def _sum_by(groups: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """Exact integer sums of ``values`` per group id (``np.bincount`` without floats)."""
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, groups, values)
+    return out
+
+
+def _multilevel_fragment_arrays(
+    problem: Problem, tree: int, levels: tuple[int, ...], left_mask: np.ndarray
+) -> int:
+    """:func:`multilevel_fragment` over every domain of ``tree`` at once.
+
+    A domain without eligible nodes below it has no left nodes, no groups and no
+    fragment, so summing over every domain equals the sum over the eligible ones.
+    """
+    l1 = domain_keys(problem, tree, 1)
+    size = int(l1.max(initial=-1)) + 1
+    left = np.bincount(l1[left_mask], minlength=size).astype(np.int64)
+    frag = left % levels[0]
+    alloc = left // levels[0]
+    for i in range(1, len(levels)):
+        m = levels[i] // levels[i - 1]
+        parent = _domain_parents(problem, tree, i)
+        upper = int(domain_keys(problem, tree, i + 1).max(initial=-1)) + 1
+        sub = _sum_by(parent, alloc, upper)
+        acc = _sum_by(parent, frag, upper)
+        frag = (sub % m) * levels[i - 1] + 10 * acc
+        alloc = sub // m
+    return int(frag.sum())
+
+
 def job_fragment(
     problem: Problem, job: JobView, used: np.ndarray, nodes: list[int], tree: int | None
 ) -> int:
     """Fragment score of placed ``job`` given the chips ``used`` per node by the batch."""
     if job.family is Family.ORDINARY:
-        count = 0
-        for n in set(nodes):
-            left = int(problem.free[n]) - int(used[n])
-            if 0 < left < int(problem.npus[n]):
-                count += 1
-        return count
+        hosts = np.unique(np.asarray(nodes, dtype=np.int64))
+        left = problem.free[hosts].astype(np.int64) - used[hosts]
+        return int(((left > 0) & (left < problem.npus[hosts])).sum())
     left_mask = eligible_nodes(problem, job, tree) & (used == 0)
     if job.family is Family.SUPERPOD:
         if job.sp_block <= 1:
             return 0
-        counts = Counter(problem.super_pod[left_mask].tolist())
-        return int(sum(c % job.sp_block for c in counts.values()))
+        counts = np.bincount(problem.super_pod[left_mask])
+        return int((counts % job.sp_block).sum())
     if job.family is Family.RACK:
-        per_rack = Counter(
-            zip(problem.super_pod[left_mask].tolist(), problem.rack[left_mask].tolist(),
-                strict=True)
-        )
+        pods, counts = _rack_counts(problem, left_mask)
+        if len(counts) == 0:
+            return 0
         windows = job.sp_block // job.tp_block
-        per_pod_alloc: dict[int, int] = defaultdict(int)
-        per_pod_frag: dict[int, int] = defaultdict(int)
-        for (sp, _rack), c in per_rack.items():
-            per_pod_alloc[sp] += c // job.tp_block
-            per_pod_frag[sp] += c % job.tp_block
-        return int(
-            sum((per_pod_alloc[sp] % windows) * job.tp_block + 10 * per_pod_frag[sp]
-                for sp in per_pod_alloc)
-        )
+        size = int(pods.max()) + 1
+        per_pod_alloc = _sum_by(pods, counts // job.tp_block, size)
+        per_pod_frag = _sum_by(pods, counts % job.tp_block, size)
+        return int(((per_pod_alloc % windows) * job.tp_block + 10 * per_pod_frag).sum())
     assert tree is not None
-    l1 = domain_keys(problem, tree, 1)
-    left_per_l1 = Counter(l1[left_mask].tolist())
-    # include empty level1 domains of eligible nodes so the recursion sees them (frag 0)
-    for g in set(l1[eligible_nodes(problem, job, tree)].tolist()):
-        left_per_l1.setdefault(g, 0)
-    parents = []
-    for i in range(1, len(job.levels)):
-        lower = domain_keys(problem, tree, i)
-        upper = domain_keys(problem, tree, i + 1)
-        mapping = {}
-        for n in np.flatnonzero(lower >= 0).tolist():
-            mapping[int(lower[n])] = int(upper[n])
-        parents.append(mapping)
-    return multilevel_fragment(dict(left_per_l1), parents, job.levels)
+    return _multilevel_fragment_arrays(problem, tree, job.levels, left_mask)
+
+
+def _rack_counts(problem: Problem, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes of ``mask`` per (super pod, rack) pair: the pair's super pod and its count."""
+    pods = problem.super_pod[mask].astype(np.int64)
+    racks = problem.rack[mask].astype(np.int64)
+    if len(pods) == 0:
+        return pods, pods
+    codes = pods * (int(racks.max()) + 1) + racks
+    uniq, counts = np.unique(codes, return_counts=True)
+    return uniq // (int(racks.max()) + 1), counts.astype(np.int64)
 
 
 # --------------------------------------------------------------------------- weights
@@ -293,52 +407,50 @@ def _fragment_bound(problem: Problem, job: JobView) -> int:
         if job.sp_block <= 1:
             return 0
         mask = eligible_nodes(problem, job)
-        counts = Counter(problem.super_pod[mask].tolist())
-        return sum(min(job.sp_block - 1, c) for c in counts.values())
+        counts = np.bincount(problem.super_pod[mask])
+        return int(np.minimum(job.sp_block - 1, counts).sum())
     if job.family is Family.RACK:
         mask = eligible_nodes(problem, job)
-        per_rack = Counter(zip(problem.super_pod[mask].tolist(), problem.rack[mask].tolist(),
-                               strict=True))
-        pods = {sp for sp, _ in per_rack}
+        pods, counts = _rack_counts(problem, mask)
         windows = job.sp_block // job.tp_block
-        return (len(pods) * (windows - 1) * job.tp_block
-                + 10 * sum(min(job.tp_block - 1, c) for c in per_rack.values()))
+        return int(len(np.unique(pods)) * (windows - 1) * job.tp_block
+                   + 10 * int(np.minimum(job.tp_block - 1, counts).sum()))
     best = 0
     for t, name in enumerate(problem.tree_names):
         if problem.trees[name].depth < len(job.levels):
             continue
         mask = eligible_nodes(problem, job, t)
         l1 = domain_keys(problem, t, 1)
-        left = {g: min(job.levels[0] - 1, c) for g, c in Counter(l1[mask].tolist()).items()}
-        bound = dict(left)
+        size = int(l1.max(initial=-1)) + 1
+        counts = np.bincount(l1[mask], minlength=size).astype(np.int64)
+        present = counts > 0
+        bound = np.where(present, np.minimum(job.levels[0] - 1, counts), 0)
         for i in range(1, len(job.levels)):
-            lower = domain_keys(problem, t, i)
-            upper = domain_keys(problem, t, i + 1)
-            parent = {int(lower[n]): int(upper[n]) for n in np.flatnonzero(lower >= 0)}
+            parent = _domain_parents(problem, t, i)
+            upper = int(domain_keys(problem, t, i + 1).max(initial=-1)) + 1
             step = (job.levels[i] // job.levels[i - 1] - 1) * job.levels[i - 1]
-            acc: dict[int, int] = defaultdict(int)
-            for g, b in bound.items():
-                acc[parent[g]] += b
-            bound = {d: step + 10 * a for d, a in acc.items()}
-        best = max(best, sum(bound.values()))
+            acc = _sum_by(parent, bound, upper)
+            present = _sum_by(parent, present.astype(np.int64), upper) > 0
+            bound = np.where(present, step + 10 * acc, 0)
+        best = max(best, int(bound.sum()))
     return best
 
 
 def _reserve_bound(problem: Problem) -> int:
     total = 0
     families = {job.family for job in problem.jobs}
-    whole = problem.whole_free
+    whole = _derived(problem).whole
     if Family.SUPERPOD in families and problem.reserve_nodes > 0:
-        counts = Counter(problem.super_pod[whole & (problem.super_pod >= 0)].tolist())
-        total += sum(min(problem.reserve_nodes, c) for c in counts.values())
+        counts = np.bincount(problem.super_pod[whole & (problem.super_pod >= 0)])
+        total += int(np.minimum(problem.reserve_nodes, counts).sum())
     if Family.MULTILEVEL in families:
         for t, name in enumerate(problem.tree_names):
             view = problem.trees[name]
             if view.reserved_nodes <= 0:
                 continue
             l1 = domain_keys(problem, t, 1)
-            counts = Counter(l1[whole & view.member].tolist())
-            total += sum(min(view.reserved_nodes, c) for c in counts.values())
+            counts = np.bincount(l1[whole & view.member])
+            total += int(np.minimum(view.reserved_nodes, counts).sum())
     return total
 
 
@@ -460,9 +572,9 @@ def evaluate(
         np.add.at(used, np.asarray(nodes, dtype=np.int64), problem.jobs[j].npu_per_task)
     metrics = Metrics()
     objective = 0
-    hosting_any: set[int] = set()
-    sp_hosts: set[int] = set()
-    ml_hosts: set[int] = set()
+    hosting_any = np.zeros(problem.num_nodes, dtype=bool)
+    sp_hosts = np.zeros(problem.num_nodes, dtype=bool)
+    ml_hosts = np.zeros(problem.num_nodes, dtype=bool)
     for job in problem.jobs:
         candidates = int(((job.origin >= 0) & ~job.fault).sum())
         metrics.origin_candidates += candidates
@@ -475,24 +587,24 @@ def evaluate(
         nodes = found
         metrics.placed_jobs += 1
         objective += resolved.job_placed[job.index]
-        arr = np.asarray(nodes, dtype=np.int32)
+        arr = np.asarray(nodes, dtype=np.int64)
         on_origin = (arr == job.origin) & (job.origin >= 0)
         hits = int((on_origin & ~job.fault).sum())
         metrics.per_job_hits[job.name] = hits
         metrics.origin_hits += hits
         metrics.fault_returns += int((on_origin & job.fault).sum())
-        hosting_any.update(nodes)
+        hosting_any[arr] = True
         if job.family is Family.SUPERPOD:
-            sp_hosts.update(nodes)
+            sp_hosts[arr] = True
         elif job.family is Family.MULTILEVEL:
-            ml_hosts.update(nodes)
+            ml_hosts[arr] = True
         tree = int(problem.node_tree[nodes[0]]) if job.family is Family.MULTILEVEL else None
         frag = job_fragment(problem, job, used, nodes, tree)
         metrics.per_job_fragment[job.name] = frag
         metrics.fragment_score += frag
         if job.soft and job.family in (Family.SUPERPOD, Family.RACK):
             metrics.affinity_spill += block_spill(problem, job, nodes)
-    metrics.subhealthy_nodes = sum(1 for n in hosting_any if problem.health[n] == SUBHEALTHY)
+    metrics.subhealthy_nodes = int((hosting_any & (problem.health == SUBHEALTHY)).sum())
     metrics.reserve_used = _reserve_used(problem, sp_hosts, ml_hosts)
     objective += resolved.origin_hit * metrics.origin_hits
     objective -= resolved.fault_return * metrics.fault_returns
@@ -521,23 +633,26 @@ def block_spill(problem: Problem, job: JobView, nodes: list[int]) -> int:
     return spill
 
 
-def _reserve_used(problem: Problem, sp_hosts: set[int], ml_hosts: set[int]) -> int:
-    whole = problem.whole_free
+def _reserve_used(problem: Problem, sp_hosts: np.ndarray, ml_hosts: np.ndarray) -> int:
+    """Reserve used by super-pod and multilevel jobs (masks of the nodes hosting them)."""
+    whole = _derived(problem).whole
     total = 0
-    if sp_hosts and problem.reserve_nodes > 0:
-        free_per_pod = Counter(problem.super_pod[whole & (problem.super_pod >= 0)].tolist())
-        used_per_pod = Counter(int(problem.super_pod[n]) for n in sp_hosts
-                               if whole[n] and problem.super_pod[n] >= 0)
-        for sp, used in used_per_pod.items():
-            total += max(0, used - max(0, free_per_pod[sp] - problem.reserve_nodes))
-    if ml_hosts:
+    if sp_hosts.any() and problem.reserve_nodes > 0:
+        in_pod = whole & (problem.super_pod >= 0)
+        free_per_pod = np.bincount(problem.super_pod[in_pod])
+        used_per_pod = np.bincount(problem.super_pod[in_pod & sp_hosts],
+                                   minlength=len(free_per_pod))
+        spare = np.maximum(0, free_per_pod - problem.reserve_nodes)
+        total += int(np.maximum(0, used_per_pod - spare)[used_per_pod > 0].sum())
+    if ml_hosts.any():
         for t, name in enumerate(problem.tree_names):
             view = problem.trees[name]
             if view.reserved_nodes <= 0:
                 continue
             l1 = domain_keys(problem, t, 1)
-            free_per = Counter(l1[whole & view.member].tolist())
-            used_per = Counter(int(l1[n]) for n in ml_hosts if whole[n] and l1[n] >= 0)
-            for g, used in used_per.items():
-                total += max(0, used - max(0, free_per[g] - view.reserved_nodes))
+            inside = whole & view.member
+            free_per = np.bincount(l1[inside], minlength=int(l1.max(initial=-1)) + 1)
+            used_per = np.bincount(l1[inside & ml_hosts], minlength=len(free_per))
+            spare = np.maximum(0, free_per - view.reserved_nodes)
+            total += int(np.maximum(0, used_per - spare)[used_per > 0].sum())
     return total

@@ -70,12 +70,13 @@ def to_placement(
                                      reason=reason or "not placed",
                                      origin_candidates=candidates_j))
             continue
-        ranks = {str(r): names[int(n)] for r, n in enumerate(nodes)}
+        rank_names = [names[n] for n in np.asarray(nodes, dtype=np.int64).tolist()]
+        ranks = {str(r): name for r, name in enumerate(rank_names)}
         size = block_size(problem, job.index)
         blocks = {}
         if size:
             for b in range(job.tasks // size):
-                blocks[str(b)] = [names[int(n)] for n in nodes[b * size:(b + 1) * size]]
+                blocks[str(b)] = rank_names[b * size:(b + 1) * size]
         jobs.append(JobPlacement(name=job.name, placed=True, ranks=ranks, blocks=blocks,
                                  origin_hits=(hits or {}).get(job.name, 0),
                                  origin_candidates=candidates_j))

@@ -84,7 +84,12 @@ def _job_values(problem: Problem, structure: Structure, mv: ModelVariables, js: 
         cell = structure.cell_of.get(first)
         if cell is None:
             raise HintError(f"job {job.name}: node {problem.node_names[first]} is not free")
-        leaf_dom = leaf_domain_of(structure, js.kinds[leaf], cell, structure.cells[cell].tree)
+        try:
+            leaf_dom = leaf_domain_of(structure, js.kinds[leaf], cell,
+                                      structure.cells[cell].tree)
+        except KeyError:  # e.g. a node lacking only a trimmed level's label (greedy uses it)
+            raise HintError(f"job {job.name}: node {problem.node_names[first]} is in none of "
+                            "the model's domains for this job") from None
         domain_of[gid] = parent_at(structure, js, leaf_dom, group.level)
     if job.ub_memory and job.tasks > 1:
         rack = int(problem.rack[nodes[0]])

@@ -544,6 +544,35 @@ def test_missing_label_invalidates_the_tree_with_a_named_reason() -> None:
     assert names(problem, outcome) == ["n0", "n1"]
 
 
+def test_missing_label_of_a_trimmed_level_keeps_the_node_in_the_tree() -> None:
+    """Issue 11: upstream trims the levels above the job's (``removeRedundantLayers``)
+    before it reads any label, so a node lacking only a trimmed level's label stays a leaf.
+
+    ``n2`` lacks ``switch`` (level2); the job uses level1 only and needs all three nodes.
+    """
+    nodes = [node("n0", rack="r0", switch="s0"), node("n1", rack="r0", switch="s0"),
+             node("n2", rack="r0")]
+    problem, outcome = solve(scenario(nodes, {"default": tree("rack", "switch")}, 3,
+                                      "level1=3"))
+    assert names(problem, outcome) == ["n0", "n1", "n2"]
+    plan = greedy_plan(problem)
+    assert check(problem, to_placement(problem, plan, engine="greedy",
+                                       status=Status.GREEDY)) == []
+
+
+def test_missing_label_of_a_used_level_invalidates_the_tree() -> None:
+    """Issue 11, the pair's other half: the same node lacking ``switch`` invalidates the
+    tree for a job that uses level2, and the reason names the node and the label."""
+    nodes = [node("n0", rack="r0", switch="s0"), node("n1", rack="r0", switch="s0"),
+             node("n2", rack="r0"), node("n3", rack="r1", switch="s0")]
+    problem, outcome = solve(scenario(nodes, {"default": tree("rack", "switch")}, 2,
+                                      "level1=1,level2=2"))
+    assert outcome.nodes is None
+    assert "node 'n2' lacks label 'switch'" in (outcome.reason or "")
+    plan = greedy_plan(problem)
+    assert plan.nodes[0] is None and "lacks label 'switch'" in (plan.reasons[0] or "")
+
+
 def test_other_topotree_and_trimmed_levels() -> None:
     """Topotree label default; a 3-level tree serves a level1-only job (levels trimmed)."""
     nodes = [node(f"x{i}", labels={"huawei.com/topotree": "t2", "rack": "r0", "row": "w0",
@@ -684,11 +713,16 @@ def test_random_scenarios_valid_or_reason_and_deterministic(sc: Scenario) -> Non
         if job.tasks > 1 and len(set(origins)) == len(origins):
             for r in np.flatnonzero(job.fault).tolist():
                 assert outcome.nodes[r] != job.origin[r] or job.origin[r] < 0
-    # A usable node lacking a label of its only tree: the tree is invalid, and said so.
+    # A usable node lacking the label of a level the job uses (level1..levelK; the levels
+    # above are trimmed first) invalidates its only tree, and the reason says so.
     whole = problem.whole_free & (problem.npus == 8)
     default = problem.trees["default"]
     named = whole & (problem.node_tree == problem.tree_names.index("default"))
-    if (named & ~default.member).any() and "other" not in problem.trees:
+    used = np.ones(problem.num_nodes, dtype=bool)
+    deep_enough = default.depth >= len(problem.jobs[0].levels)
+    for i in range(min(default.depth, len(problem.jobs[0].levels))):
+        used &= default.level_value[i] >= 0
+    if deep_enough and (named & ~used).any() and "other" not in problem.trees:
         assert outcome.nodes is None and "lacks label" in (outcome.reason or "")
     plan = greedy_plan(problem)
     assert check(problem, to_placement(problem, plan, engine="greedy", status=Status.GREEDY)) == []

@@ -324,16 +324,18 @@ def test_topotree_shallow_job_on_small_tree_is_fine() -> None:
 
 
 def test_topotree_missing_label() -> None:
-    v = only(run([job("a", policy="multilevel", tasks=2, npu=8, affinity_config="level1=2")],
+    """A node lacking the label of a level the job uses (here level2 'sw')."""
+    v = only(run([job("a", policy="multilevel", tasks=2, npu=8,
+                      affinity_config="level1=1,level2=2")],
                  placed("a", ["p0-r1-a", "no-sw"])), Rule.TOPOTREE,
              "job 'a': rank 1 is on 'no-sw', which lacks label 'sw' of tree 'default'")
     assert v.node == "no-sw"
 
 
-def test_topotree_label_beyond_the_job_levels_is_still_required() -> None:
-    """Every level label of the tree is required, even above the job's levels."""
-    only(run([job("a", policy="multilevel", tasks=2, npu=8, affinity_config="level1=1")],
-             placed("a", ["p0-r1-a", "no-sw"])), Rule.TOPOTREE, "lacks label 'sw'")
+def test_topotree_label_beyond_the_job_levels_is_not_required() -> None:
+    """Levels above the job's are trimmed before labels are read (removeRedundantLayers)."""
+    assert run([job("a", policy="multilevel", tasks=2, npu=8, affinity_config="level1=1")],
+               placed("a", ["p0-r1-a", "no-sw"])) == []
 
 
 # --------------------------------------------------------------------------- blocks / format
