@@ -346,10 +346,13 @@ def search_mode(problem: Problem, time_limit: float, deterministic_time: float |
     return "lns" if budget < LNS_BELOW_SECONDS else "hybrid"
 
 
+#: A hybrid run whose whole-batch model could not search goes back to large
+#: neighbourhoods when at least this much time (seconds) is left.
+RESUME_LNS_SECONDS = 0.2
 #: Share of a long budget that a large problem spends on large neighbourhoods first.
 LNS_SHARE = 0.3
 #: Budgets below this (seconds) search by large neighbourhoods on large problems.
-LNS_BELOW_SECONDS = 4.0
+LNS_BELOW_SECONDS = 8.0
 #: Problems with fewer nodes always get the full model (it builds fast enough).
 LNS_MIN_NODES = 2048
 #: Building is cancelled this long before the deadline (at most 10 % of the budget): the
@@ -415,6 +418,14 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
                            "the large-neighbourhood answer stands"]
             first.wall_seconds = time.perf_counter() - started
             return first
+        if outcome.plan is None and time.perf_counter() + RESUME_LNS_SECONDS < search_end:
+            # the whole-batch model could not search: the rest of the budget goes back to
+            # large neighbourhoods (by wall clock only: a deterministic run gets here only
+            # when its safety net cut the model)
+            again = _run_lns(problem, first.plan, weights, started, search_end, workers, seed,
+                             None, holder, lock, stopped, [], box)
+            again.notes = [*outcome.notes, *again.notes]
+            return again
         if outcome.plan is None or (first.objective is not None and evaluate(
                 problem, outcome.plan.as_mapping(), weights).objective < first.objective):
             first.notes = outcome.notes
@@ -447,7 +458,8 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
         solver.parameters.fix_variables_to_their_hinted_value = True
     num_vars = len(built.variables.reg.variables)
     with lock:
-        if stopped.is_set() or time.perf_counter() + 2 * latency >= search_end:
+        if stopped.is_set() or (deterministic_time is None
+                                and time.perf_counter() + 2 * latency >= search_end):
             return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
                                 [*notes, "no time left to search after building the CP-SAT "
                                  "model"], hint_objective, "NOT_RUN", num_vars)
