@@ -186,7 +186,7 @@ def solve_cpsat(
     fix_to_hint: bool = False,
     start: Plan | None = None,
     recover_reserve: float = 0.0,
-    lns: bool | None = None,
+    mode: str | None = None,
 ) -> CpsatOutcome:
     """Run CP-SAT warm-started from ``hint`` within ``time_limit`` wall-clock seconds.
 
@@ -218,9 +218,10 @@ def solve_cpsat(
         reconstruction).
     recover_reserve
         Seconds kept at the end of the budget for turning the solution into a plan.
-    lns
-        ``True``: search by large neighbourhoods only (:mod:`solver.lns`); ``False``: one
-        model of the whole batch only; ``None``: decide with :func:`search_mode`.
+    mode
+        ``"lns"`` (large neighbourhoods only, :mod:`solver.lns`), ``"full"`` (one model
+        of the whole batch), ``"hybrid"`` (the first, then the second), or ``None``:
+        decide with :func:`search_mode`.
 
     Returns
     -------
@@ -231,7 +232,10 @@ def solve_cpsat(
     started = time.perf_counter()
     deadline = started + time_limit
     search_end = deadline - recover_reserve
-    mode = search_mode(problem, time_limit, deterministic_time, lns)
+    if mode is None:
+        mode = search_mode(problem, time_limit, deterministic_time)
+    elif mode not in SEARCH_MODES:
+        raise ValueError(f"unknown search mode {mode!r}; choose one of {SEARCH_MODES}")
     box: dict[str, object] = {}
     # building and recovery stop a little before the deadline, so that unwinding the
     # worker fits inside it even on a busy machine
@@ -326,8 +330,10 @@ def min_search_seconds(num_variables: int) -> float:
     return 0.01 + SEARCH_SECONDS_PER_VARIABLE * num_variables
 
 
-def search_mode(problem: Problem, time_limit: float, deterministic_time: float | None,
-                lns: bool | None = None) -> str:
+SEARCH_MODES = ("lns", "hybrid", "full")
+
+
+def search_mode(problem: Problem, time_limit: float, deterministic_time: float | None) -> str:
     """``"lns"``, ``"hybrid"`` or ``"full"``: how :func:`solve_cpsat` searches.
 
     Problems below :data:`LNS_MIN_NODES` nodes get one model of the whole batch
@@ -338,8 +344,6 @@ def search_mode(problem: Problem, time_limit: float, deterministic_time: float |
     (``hybrid``), which can prove optimality.  The choice depends on the input and the
     budgets, never on machine load.
     """
-    if lns is not None:
-        return "lns" if lns else "full"
     if problem.num_nodes < LNS_MIN_NODES or not problem.jobs:
         return "full"
     budget = deterministic_time if deterministic_time is not None else time_limit

@@ -198,7 +198,7 @@ def test_large_neighbourhood_search_is_valid_and_never_worse(family: str, nodes:
     greedy = greedy_plan(problem)
     start_value = evaluate(problem, greedy.as_mapping(), weights).objective
     outcome = solve_cpsat(problem, greedy, weights, time_limit=20.0, workers=1, seed=0,
-                          deterministic_time=2.0, start=greedy, lns=True)
+                          deterministic_time=2.0, start=greedy, mode="lns")
     assert outcome.plan is not None
     assert outcome.status is Status.FEASIBLE and outcome.bound is None
     value = evaluate(problem, outcome.plan.as_mapping(), weights).objective
@@ -217,7 +217,7 @@ def test_large_neighbourhood_search_improves_a_batch() -> None:
     greedy = greedy_plan(problem)
     greedy_value = evaluate(problem, greedy.as_mapping(), weights).objective
     outcome = solve_cpsat(problem, greedy, weights, time_limit=20.0, workers=1, seed=0,
-                          deterministic_time=2.0, start=greedy, lns=True)
+                          deterministic_time=2.0, start=greedy, mode="lns")
     assert outcome.objective is not None and outcome.objective > greedy_value
 
 
@@ -266,3 +266,28 @@ def test_generated_batches_answer_within_their_budget(family: str) -> None:
         assert _cpsat_threads() == []
         assert check(problem, result.placement) == []
         assert result.objective >= (result.greedy_objective or 0)
+
+
+def test_hybrid_search_is_valid_and_never_worse_than_its_neighbourhoods() -> None:
+    problem = _generated("850", 256, 4, 3)
+    weights = resolve_weights(problem)
+    greedy = greedy_plan(problem)
+    lns_only = solve_cpsat(problem, greedy, weights, time_limit=30.0, workers=1, seed=0,
+                           deterministic_time=0.6, start=greedy, mode="lns")
+    hybrid = solve_cpsat(problem, greedy, weights, time_limit=30.0, workers=1, seed=0,
+                         deterministic_time=2.0, start=greedy, mode="hybrid")
+    assert hybrid.plan is not None and lns_only.objective is not None
+    value = evaluate(problem, hybrid.plan.as_mapping(), weights).objective
+    assert value >= lns_only.objective  # the same neighbourhood phase, then the full model
+    if hybrid.status is Status.OPTIMAL:  # the whole-batch model proved it
+        assert hybrid.bound == value
+    from models.plan import to_placement
+    assert check(problem, to_placement(problem, hybrid.plan, engine="cpsat",
+                                       status=Status.FEASIBLE)) == []
+
+
+def test_unknown_search_mode_is_refused() -> None:
+    problem = _generated("850", 64, 1, 1)
+    weights = resolve_weights(problem)
+    with pytest.raises(ValueError, match="search mode"):
+        solve_cpsat(problem, greedy_plan(problem), weights, time_limit=1.0, mode="fast")
