@@ -27,7 +27,7 @@ Runner
 Without a scheduler address a :class:`distributed.LocalCluster` is started on loopback
 (one worker process per core, one thread each: a cell's CP-SAT uses one search worker);
 with one, the cells run on that cluster.  Scenario files are read once by the driver and
-scattered to the cluster, so remote workers need no shared file system.  Each finished
+travel with their cells, so remote workers need no shared file system.  Each finished
 cell is appended to ``DIR/results.csv`` at once; a cell that raises, or whose worker dies
 (``KilledWorker``), is recorded in its row (``status`` ``error``) and the sweep goes on.
 
@@ -654,9 +654,10 @@ def dask_client(scheduler: str | None = None, workers: int | None = None) -> Ite
         finally:
             client.close()
         return
-    # a cell that kills its worker is retried once elsewhere, then recorded as lost
+    # a cell that kills its worker is retried once elsewhere, then recorded as lost; a
+    # worker holds only the cell it runs, so no innocent cell dies with it
     with dask.config.set({"distributed.scheduler.allowed-failures": 1,
-                          "distributed.worker.daemon": False}):
+                          "distributed.scheduler.worker-saturation": 1.0}):
         if scheduler == INPROCESS:
             cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                                    dashboard_address=None, silence_logs=logging.ERROR)
@@ -687,38 +688,61 @@ def describe_client(client: Any) -> str:
 Task = Callable[[Cell, Any, Any], dict[str, str]]
 
 
+def _threads(client: Any) -> int:
+    try:
+        return max(1, sum(int(w.get("nthreads", 1))
+                          for w in client.scheduler_info()["workers"].values()))
+    except Exception:  # pragma: no cover - a scheduler without the usual info
+        return 1
+
+
 def run_cells(client: Any, cells: Sequence[Cell], data: dict[str, Any] | None = None,
               events: Any = None, on_row: Callable[[dict[str, str]], None] | None = None,
-              task: Task = run_cell) -> list[dict[str, str]]:
+              task: Task = run_cell, window: int | None = None) -> list[dict[str, str]]:
     """Run ``cells`` on ``client``'s cluster; return their rows in completion order.
 
-    Scenario data are scattered once per scenario; cells are submitted in order (earlier
-    cells first) and each row is handed to ``on_row`` as soon as it arrives.  A cell
-    whose task fails (its worker died, or the task raised despite :func:`run_cell`'s
-    guard) is recorded with status ``error``.
+    Cells are submitted in grid order, at most ``window`` at a time (default: four per
+    worker thread, at least 8), so the scheduler never holds the whole grid; each task
+    carries its scenario's data, so a worker that dies loses nothing another worker
+    cannot redo (scattered data would be lost with it).  Each row is handed to
+    ``on_row`` as soon as it arrives.  A cell whose task fails (its worker died, or the
+    task raised despite :func:`run_cell`'s guard) is recorded with status ``error``.
     """
     from distributed import as_completed
 
     data = data or {}
-    needed = sorted({c.source.label for c in cells if c.source.kind != "generate"})
-    scattered = {label: client.scatter([data[label]], hash=False)[0] for label in needed}
-    events_future = client.scatter([events], hash=False)[0] if events is not None else None
-    futures = {}
-    for i, cell in enumerate(cells):
-        future = client.submit(task, cell, scattered.get(cell.source.label), events_future,
-                               pure=False, priority=-i, key=f"npu-cell-{i}-{cell.key[:16]}")
+    window = window or max(8, 4 * _threads(client))
+    pending = iter(enumerate(cells))
+    futures: dict[Any, Cell] = {}
+
+    def submit_next(done: Any) -> bool:
+        item = next(pending, None)
+        if item is None:
+            return False
+        i, cell = item
+        future = client.submit(task, cell, data.get(cell.source.label), events, pure=False,
+                               priority=-i, key=f"npu-cell-{i}-{cell.key[:16]}")
         futures[future] = cell
+        done.add(future)
+        return True
+
     rows: list[dict[str, str]] = []
+    done = as_completed()
     try:
-        for future in as_completed(list(futures)):
+        for _ in range(window):
+            if not submit_next(done):
+                break
+        for future in done:
             cell = futures.pop(future)
-            if future.status == "finished":
+            try:
+                # a result lost with its worker before it was fetched is recomputed (the
+                # future is still wanted): result() waits for that
                 row = future.result()
-            else:
-                exc = future.exception()
+            except Exception as exc:  # the task failed: KilledWorker, cancelled, ...
                 row = failed_row(cell, "error", f"{WORKER_LOST}: {type(exc).__name__}: {exc}")
             future.release()
             rows.append(row)
+            submit_next(done)
             if on_row is not None:
                 on_row(row)
     finally:
