@@ -259,7 +259,7 @@ def compare_runs(name: str, runs: dict[str, dict[str, str]],
     project): ``runs`` maps engine → row columns, ``base`` engine → stored quality.
     """
     def cell(engine: str) -> str:
-        return f"{name} | {engine}"
+        return f"{name} | {engine} | stored"
 
     new = [{**cols, "cell": cell(engine), "engine": engine} for engine, cols in runs.items()]
     old = [{"cell": cell(engine), "engine": engine,
