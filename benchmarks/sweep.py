@@ -1131,25 +1131,30 @@ def cmd_sweep(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) 
 
     tty = bool(getattr(out, "isatty", lambda: False)())
     progress = Progress(out, len(cells), tty and not getattr(args, "no_progress", False))
-    writer = ResultsFile(results, grid.fieldnames(), keep)
     count = len(keep)
     started = time.perf_counter()
+    with dask_client(getattr(args, "scheduler", None), getattr(args, "workers", None)
+                     ) as client:
+        where = describe_client(client)
+        writer = ResultsFile(results, grid.fieldnames(), keep)
 
-    def on_row(row: dict[str, str]) -> None:
-        nonlocal count
-        writer.write(row)
-        count += 1
-        progress.update(count, row.get("cell", "")[:60])
+        def on_row(row: dict[str, str]) -> None:
+            nonlocal count
+            writer.write(row)
+            count += 1
+            progress.update(count, row.get("cell", "")[:60])
 
-    try:
-        with dask_client(getattr(args, "scheduler", None), getattr(args, "workers", None)
-                         ) as client:
-            where = describe_client(client)
+        try:
             progress.update(count, f"{len(todo)} cell(s) to run")
             run_cells(client, todo, grid.data, grid.events, on_row)
-    finally:
-        writer.close()
-        progress.close()
+        except KeyboardInterrupt:
+            progress.close()
+            err.write(f"interrupted: {count} of {len(cells)} cells are in {results}; add "
+                      "--resume to continue\n")
+            raise
+        finally:
+            writer.close()
+    progress.close()
     elapsed = time.perf_counter() - started
     rows = sort_results(results, cells)
     plots = write_sweep_plots(rows, grid.override_keys, out_dir, err)
