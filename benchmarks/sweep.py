@@ -676,10 +676,10 @@ def dask_client(scheduler: str | None = None, workers: int | None = None) -> Ite
 def describe_client(client: Any) -> str:
     """Workers and threads of a connected client (for reports)."""
     try:
-        info = client.scheduler_info()
-        threads = sum(int(w.get("nthreads", 1)) for w in info["workers"].values())
-        return (f"Dask scheduler {info.get('address', '?')}: {len(info['workers'])} worker(s), "
-                f"{threads} thread(s)")
+        threads = client.nthreads()
+        address = client.scheduler.address
+        return (f"Dask scheduler {address}: {len(threads)} worker(s), "
+                f"{sum(threads.values())} thread(s)")
     except Exception:  # pragma: no cover - informational only
         return "Dask"
 
@@ -690,8 +690,7 @@ Task = Callable[[Cell, Any, Any], dict[str, str]]
 
 def _threads(client: Any) -> int:
     try:
-        return max(1, sum(int(w.get("nthreads", 1))
-                          for w in client.scheduler_info()["workers"].values()))
+        return max(1, sum(client.nthreads().values()))
     except Exception:  # pragma: no cover - a scheduler without the usual info
         return 1
 
@@ -1136,6 +1135,7 @@ def cmd_sweep(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) 
     with dask_client(getattr(args, "scheduler", None), getattr(args, "workers", None)
                      ) as client:
         where = describe_client(client)
+        ready = time.perf_counter()
         writer = ResultsFile(results, grid.fieldnames(), keep)
 
         def on_row(row: dict[str, str]) -> None:
@@ -1161,13 +1161,15 @@ def cmd_sweep(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) 
     meta = {"grid": str(args.grid), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "runner": where, "project version": project_version(),
             "wall time": f"{elapsed:.1f} s for {len(todo)} cell(s) "
-                         f"({len(keep)} kept from an earlier run)"}
+                         f"({len(keep)} kept from an earlier run), of which "
+                         f"{ready - started:.1f} s to start or reach the cluster"}
     report = out_dir / "report.md"
     report.write_text(render_sweep_report(rows, grid.override_keys, meta, plots),
                       encoding="utf-8")
     failed = [r for r in rows if _failed(r)]
     out.write(f"sweep {args.grid}: {len(rows)} cells ({len(todo)} run now, {len(keep)} kept, "
-              f"{len(failed)} failed) in {elapsed:.1f} s on {where}\n"
+              f"{len(failed)} failed) in {elapsed:.1f} s ({ready - started:.1f} s to start or "
+              f"reach the cluster) on {where}\n"
               f"wrote {results}, {report}" + "".join(f", {p}" for p in plots) + "\n")
     code = 1 if failed else 0
     if baseline_rows is not None:
