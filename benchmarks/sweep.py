@@ -78,6 +78,9 @@ GRID_KEYS = ("scenarios", "generate", "overrides", "engines", "time-limits", "se
 SCENARIO_KEYS = ("now", "config", "nodes", "affinity-cache", "jobs", "running")
 #: Keys of a ``generate`` entry besides ``seeds`` (GenParams fields, kebab-case).
 GENERATE_KEYS = tuple(f.name.replace("_", "-") for f in fields(GenParams) if f.name != "seed")
+_PARAM_TYPES = {f.name: str(f.type) for f in fields(GenParams)}
+#: Upper limits of generator sizes in a grid (a typo must not take a worker down).
+_PARAM_LIMITS = {"nodes": 65536, "jobs": 1024}
 
 #: Columns of a sweep's ``results.csv`` before the override columns.
 HEAD_FIELDS: tuple[str, ...] = ("key", "cell", "scenario", "scenario-sha256")
@@ -230,6 +233,17 @@ def _generate_entries(value: Any, where: str) -> list[Source]:
         seeds = _list(entry, "seeds", at, [0])
         kwargs = {k.replace("-", "_"): v for k, v in entry.items() if k != "seeds"}
         kwargs["family"] = str(kwargs["family"])
+        for name, value in kwargs.items():
+            kind = _PARAM_TYPES[name]
+            if value is None and "None" in kind:
+                continue
+            if kind.startswith("int"):
+                _number(value, f"{at}: key '{name.replace('_', '-')}'", integer=True)
+            elif kind.startswith("float"):
+                _number(value, f"{at}: key '{name.replace('_', '-')}'", positive=False)
+            if name in _PARAM_LIMITS and value > _PARAM_LIMITS[name]:
+                raise InputError([f"{at}: key '{name}': at most {_PARAM_LIMITS[name]}, got "
+                                  f"{value}"])
         for seed in seeds:
             _number(seed, f"{at}: seeds", integer=True, positive=False)
             try:

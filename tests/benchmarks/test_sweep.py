@@ -234,6 +234,10 @@ def test_a_raising_engine_is_recorded_in_its_row(tmp_path: Path,
     ({"scenarios": ["superpod-850.yaml"], "engine": ["greedy"]}, "unknown key(s) engine"),
     ({"generate": [{"family": "a4", "nodes": 64}]}, "key 'generate[0]': unknown family"),
     ({"generate": [{"family": "850", "size": 64}]}, "key 'generate[0]': unknown key(s) size"),
+    ({"generate": [{"family": "850", "nodes": "64"}]},
+     "key 'generate[0]': key 'nodes': expected an integer"),
+    ({"generate": [{"family": "850", "nodes": 10**9}]},
+     "key 'generate[0]': key 'nodes': at most 65536"),
 ])
 def test_grid_validation_errors_name_the_file_and_key(tmp_path: Path, grid: dict[str, Any],
                                                       message: str) -> None:
