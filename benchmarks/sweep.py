@@ -914,6 +914,11 @@ def compare_rows(old_rows: Sequence[dict[str, str]], new_rows: Sequence[dict[str
         elif now_o is not None and old_o is not None and now_o > old_o:
             found.append(Finding(cell, engine, f"better than the baseline (objective {now_o} "
                                  f"> {old_o})", False))
+    seen = {r.get("cell") for r in new_rows}
+    missing = [cell for cell in old if cell not in seen]
+    if missing:
+        found.append(Finding(missing[0], "-", f"{len(missing)} cell(s) of the baseline are not "
+                             "in this run (first shown)", False))
     for runs in groups.values():
         g, c = runs.get("greedy"), runs.get("cpsat")
         if g is None or c is None:
