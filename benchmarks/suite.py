@@ -720,17 +720,23 @@ def write_plots(rows: Sequence[dict[str, str]], out_dir: Path, err: TextIO | Non
                              squeeze=False, sharey=True)
     for ax, family in zip(axes[0], families, strict=True):
         scales = sorted({p.scale for p in ps if p.family == family})
-        series: dict[str, list[float]] = {"greedy": [], "cpsat": [], "achievable": []}
+        series: dict[str, list[float]] = {"greedy": [], "cpsat": [], "achievable": [],
+                                          "optimum": []}
         for scale in scales:
             cell = [p for p in ps if p.family == family and p.scale == scale]
             cand = sum(int(p.greedy["origin-candidates"]) for p in cell) or 1
             series["greedy"].append(100 * sum(int(p.greedy["origin-hits"]) for p in cell) / cand)
             series["cpsat"].append(100 * sum(int(p.cpsat["origin-hits"]) for p in cell) / cand)
+            proven = [p for p in cell if p.cpsat["status"] == "optimal"]
+            pcand = sum(int(p.cpsat["origin-candidates"]) for p in proven)
+            series["optimum"].append(100 * sum(int(p.cpsat["origin-hits"]) for p in proven)
+                                     / pcand if pcand else float("nan"))
             series["achievable"].append(
                 100 * sum(int(p.greedy["achievable-origin-hits"]) for p in cell) / cand)
         ax.plot(scales, series["achievable"], "k--", label="achievable")
         ax.plot(scales, series["greedy"], "o-", label="greedy")
         ax.plot(scales, series["cpsat"], "s-", label="CP-SAT")
+        ax.plot(scales, series["optimum"], "kx", label="proven optimum (proven inst.)")
         ax.set_xscale("log", base=2)
         ax.set_title(family)
         ax.set_xlabel("nodes (scale)")
