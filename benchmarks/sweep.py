@@ -1141,8 +1141,15 @@ def cmd_sweep(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) 
             raise InputError([f"{results}: its columns are not this grid's (different "
                               "overrides); choose another --out"])
         wanted = {c.key for c in cells}
-        keep = [r for r in read_results(results) if r.get("key") in wanted
+        old = read_results(results)
+        keep = [r for r in old if r.get("key") in wanted
                 and not r.get("error", "").startswith(WORKER_LOST)]
+        stale = [r for r in old if r.get("key") not in wanted]
+        if stale:  # another grid or another npu-place version: set aside, never lost
+            aside = out_dir / "results.stale.csv"
+            ResultsFile(aside, header, stale).close()
+            err.write(f"note: {len(stale)} row(s) of {results} are not cells of this grid "
+                      f"(the grid or the npu-place version changed); moved to {aside}\n")
     done = {r["key"] for r in keep}
     todo = [c for c in cells if c.key not in done]
     from benchmarks.suite import Progress
