@@ -674,11 +674,11 @@ def dask_client(scheduler: str | None = None, workers: int | None = None) -> Ite
                           "distributed.scheduler.worker-saturation": 1.0}):
         if scheduler == INPROCESS:
             cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                   dashboard_address=None, silence_logs=logging.ERROR)
+                                   dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
         else:
             cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1,
                                    threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address=None, silence_logs=logging.ERROR)
+                                   dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
         client = Client(cluster)
     try:
         yield client

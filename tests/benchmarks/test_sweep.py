@@ -50,7 +50,7 @@ def scheduler() -> Iterator[str]:
     with dask.config.set({"distributed.scheduler.allowed-failures": 1,
                           "distributed.scheduler.worker-saturation": 1.0}):
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                               host="127.0.0.1", dashboard_address=None,
+                               host="127.0.0.1", dashboard_address="127.0.0.1:0",
                                silence_logs=50)
     try:
         yield str(cluster.scheduler_address)
@@ -356,3 +356,24 @@ def test_builtin_suites_are_grids() -> None:
     assert {c.deterministic_time for c in cells} == {2.0}
     data = suite_grid_data(quick_suite(), settings)
     assert yaml.safe_load(yaml.safe_dump(data)) == data  # a plain grid document
+
+
+def test_bench_on_a_given_scheduler_equals_the_in_process_run(scheduler: str,
+                                                              tmp_path: Path) -> None:
+    runs = {}
+    for name, where in (("cluster", scheduler), ("here", "inprocess")):
+        out = io.StringIO()
+        code = main(["bench", "--suite", "quick", "--deterministic-time", str(DET),
+                     "--time-limit", "60", "--scheduler", where, "--no-progress",
+                     "--out", str(tmp_path / name)], out=out)
+        assert code == 0, out.getvalue()
+        assert f"on Dask scheduler {where}" in out.getvalue()
+        runs[name] = read_results_bench(tmp_path / name / "results.csv")
+    assert runs["cluster"] == runs["here"]
+    assert len(runs["here"]) == 2 * len(quick_suite())
+
+
+def read_results_bench(path: Path) -> list[tuple[str, ...]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return [(r["instance"], r["engine"], r["status"], r["objective"], r["origin-hits"],
+                 r["bound"]) for r in csv.DictReader(handle)]
