@@ -194,7 +194,7 @@ def test_crashing_cells_are_recorded_and_the_sweep_goes_on(scheduler: str,
             assert row["status"] == "error" and row["error"].startswith("worker lost")
             assert "KilledWorker" in row["error"]
         elif dict(cell.overrides)["config.reserve-nodes"] == -5:
-            assert row["status"] == "error" and "invalid scenario" in row["error"]
+            assert row["status"] == "error" and "invalid input" in row["error"]
             assert "reserve-nodes" in row["error"]
         else:
             assert row["status"] in ("greedy", "optimal") and row["valid"] == "yes", row
