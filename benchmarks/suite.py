@@ -342,7 +342,7 @@ def run_suite(instances: Sequence[Instance], settings: Settings, out_dir: Path,
         if progress is not None:
             progress.update(done // len(ENGINES), row.get("scenario", ""))
 
-    with dask_client(scheduler, dask_workers) as client:
+    with dask_client(scheduler, dask_workers, "--dask-workers") as client:
         rows = run_cells(client, cells, on_row=on_row)
     if progress is not None:
         progress.update(len(instances), "done")

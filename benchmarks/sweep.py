@@ -638,7 +638,8 @@ def run_cell(cell: Cell, data: dict[str, Any] | None = None, events: Any = None
 
 
 @contextlib.contextmanager
-def dask_client(scheduler: str | None = None, workers: int | None = None) -> Iterator[Any]:
+def dask_client(scheduler: str | None = None, workers: int | None = None,
+                option: str = "--workers") -> Iterator[Any]:
     """A :class:`distributed.Client` for the sweep, closed (with its cluster) on exit.
 
     Parameters
@@ -649,7 +650,9 @@ def dask_client(scheduler: str | None = None, workers: int | None = None) -> Ite
         thread in this process (no parallelism; for debugging and tests).  Otherwise the
         address of a running Dask scheduler (``tcp://host:8786``).
     workers
-        Worker processes of the local cluster.
+        Worker processes of the local cluster (at most four per core, at least 8).
+    option
+        The command-line option that gave ``workers`` (named in the error message).
 
     Raises
     ------
@@ -659,6 +662,11 @@ def dask_client(scheduler: str | None = None, workers: int | None = None) -> Ite
     import dask
     from distributed import Client, LocalCluster
 
+    cores = os.cpu_count() or 1
+    if workers is not None and not 1 <= workers <= max(8, 4 * cores):
+        raise InputError([f"{option} {workers}: a local cluster takes 1 to {max(8, 4 * cores)} "
+                          f"worker processes on this machine ({cores} cores); give a "
+                          "--scheduler address for more"])
     if scheduler not in (None, INPROCESS):
         try:
             client = Client(scheduler, timeout="20s")
@@ -678,7 +686,7 @@ def dask_client(scheduler: str | None = None, workers: int | None = None) -> Ite
             cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                                    dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
         else:
-            cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1,
+            cluster = LocalCluster(n_workers=workers or cores,
                                    threads_per_worker=1, processes=True, host="127.0.0.1",
                                    dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
         client = Client(cluster)
