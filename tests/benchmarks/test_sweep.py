@@ -377,3 +377,12 @@ def read_results_bench(path: Path) -> list[tuple[str, ...]]:
     with open(path, newline="", encoding="utf-8") as handle:
         return [(r["instance"], r["engine"], r["status"], r["objective"], r["origin-hits"],
                  r["bound"]) for r in csv.DictReader(handle)]
+
+
+def test_local_cluster_size_is_bounded(tmp_path: Path) -> None:
+    grid = _write_grid(tmp_path, GRID)
+    err = io.StringIO()
+    assert main(["sweep", str(grid), "--workers", "100000", "--out", str(tmp_path / "o")],
+                err=err) == 2
+    assert "--workers 100000: a local cluster takes 1 to" in err.getvalue()
+    assert not (tmp_path / "o" / "results.csv").exists()
