@@ -17,6 +17,9 @@ The comparison fails (exit 1) when
 * CP-SAT's objective is below greedy's on an instance;
 * an instance the baseline ran can no longer be run (``EngineNotAvailable``).
 
+The stored scenarios run as a grid on the sweep's Dask runner and are compared by the same
+function as ``npu-place sweep --baseline`` (:func:`benchmarks.sweep.compare_rows`).
+
 Only quality is compared, never time.  CP-SAT runs with one worker, a fixed seed and a
 *deterministic* time limit (``max_deterministic_time``), which makes its answer the same
 on every machine whatever the load; the wall-clock limit is only a generous guard, and a
@@ -31,23 +34,24 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from benchmarks.generators import GenParams, generate_case
-from benchmarks.suite import (
-    ENGINES,
-    Instance,
-    MemoryProbe,
-    Settings,
-    markdown_table,
-    run_engine,
-    suite_instances,
-    write_csv,
+from benchmarks.suite import ENGINES, Instance, Settings, bench_row, suite_instances, write_csv
+from benchmarks.sweep import (
+    Cell,
+    Finding,
+    Grid,
+    Source,
+    compare_rows,
+    dask_client,
+    describe_client,
+    expand,
+    regression_text,
+    run_cells,
 )
 from heuristics.greedy import EngineNotAvailable
-from models.compiled import compile_scenario
 from models.io import scenario_from_data
 from models.scenario import Scenario
 from models.validation import InputError
@@ -64,6 +68,9 @@ STORED = ("status", "placed-jobs", "origin-hits", "origin-candidates",
           "achievable-origin-hits", "fault-returns", "subhealthy-nodes", "reserve-used",
           "fragment-score", "affinity-spill", "objective")
 _INTS = tuple(k for k in STORED if k != "status")
+
+__all__ = ["DEFAULT_BASELINE", "Finding", "compare_baseline", "compare_runs", "load_baseline",
+           "scenario_digest", "write_baseline"]
 
 
 def scenario_digest(scenario: Scenario) -> str:
@@ -94,16 +101,6 @@ def dump_baseline(data: Any, indent: int = 0) -> str:
     return "[\n" + ",\n".join(items) + "\n" + pad + "]"
 
 
-@dataclass
-class Finding:
-    """One line of the comparison: a failure or an informational note."""
-
-    instance: str
-    engine: str
-    text: str
-    failure: bool
-
-
 def _settings(data: dict[str, Any] | None = None) -> Settings:
     data = data or {}
     return Settings(
@@ -115,18 +112,32 @@ def _settings(data: dict[str, Any] | None = None) -> Settings:
     )
 
 
-def _run(scenario: Scenario, name: str, settings: Settings, probe: MemoryProbe
-         ) -> dict[str, dict[str, str]] | str:
-    """Both engines on one scenario: engine → row columns, or the unavailability reason."""
-    problem = compile_scenario(scenario, name)
-    rows: dict[str, dict[str, str]] = {}
-    for engine in ENGINES:
-        try:
-            _, cols = run_engine(problem, engine, settings, probe)
-        except EngineNotAvailable as exc:
-            return str(exc)
-        rows[engine] = cols
-    return rows
+def stored_grid(scenarios: Sequence[tuple[str, Scenario, dict[str, Any]]], settings: Settings
+                ) -> Grid:
+    """A grid of stored scenarios (``inline`` sources) with both engines and ``settings``.
+
+    ``scenarios`` holds (name, validated scenario, the plain data to ship).
+    """
+    grid = Grid(source="<baseline>", sources=[], engines=list(ENGINES),
+                time_limits=[settings.time_limit], seeds=[settings.seed],
+                deterministic_times=[settings.deterministic_time],
+                cpsat_workers=settings.workers)
+    for name, scenario, data in scenarios:
+        grid.sources.append(Source(name, "inline", scenario_digest(scenario)))
+        grid.data[name] = data
+    return grid
+
+
+def _run_grid(grid: Grid, scheduler: str | None, workers: int | None
+              ) -> tuple[list[Cell], list[dict[str, str]], str]:
+    """Run every cell of ``grid``; rows in cell order."""
+    cells = expand(grid)
+    order = {c.key: i for i, c in enumerate(cells)}
+    with dask_client(scheduler, workers) as client:
+        where = describe_client(client)
+        rows = run_cells(client, cells, grid.data)
+    rows.sort(key=lambda r: order.get(r.get("key", ""), len(order)))
+    return cells, rows, where
 
 
 def _quality(cols: dict[str, str]) -> dict[str, Any]:
@@ -136,44 +147,65 @@ def _quality(cols: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def baseline_rows(data: dict[str, Any], cells: Sequence[Cell]) -> list[dict[str, str]]:
+    """The stored results of a baseline as sweep rows (matched to ``cells`` by name)."""
+    results = {str(r["name"]): r.get("results") or {} for r in data["instances"]}
+    rows = []
+    for cell in cells:
+        stored = results.get(cell.source.label, {}).get(cell.engine)
+        if stored:
+            rows.append({"cell": cell.cell_id, "engine": cell.engine,
+                         "scenario": cell.source.label,
+                         **{k: "" if v is None else str(v) for k, v in stored.items()}})
+    return rows
+
+
 def write_baseline(suite: str, path: Path, out: TextIO, settings: Settings | None = None,
-                   instances: Sequence[Instance] | None = None) -> int:
+                   instances: Sequence[Instance] | None = None,
+                   scheduler: str | None = None, workers: int | None = None) -> int:
     """Run ``suite`` and store its scenarios and results in ``path``.
 
     ``settings`` default to one worker, seed 0 and a deterministic limit of
-    :data:`DETERMINISTIC_LIMIT`; ``instances`` default to the suite's.  Nothing is written
-    (exit 1) when a placement is invalid or an engine fails.
+    :data:`DETERMINISTIC_LIMIT`; ``instances`` default to the suite's.  The scenarios are
+    generated here, stored, and run as a grid of stored scenarios on Dask (``scheduler``
+    as in :func:`benchmarks.sweep.dask_client`), exactly as the comparison will run them.
+    Nothing is written (exit 1) when a placement is invalid or an engine fails.
     """
     settings = settings or _settings()
-    probe = MemoryProbe()
-    records = []
-    problems = []
+    records: list[dict[str, Any]] = []
+    stored = []
     for inst in instances if instances is not None else suite_instances(suite):
         case = generate_case(inst.params)
-        runs = _run(case.scenario, inst.name, settings, probe)
-        record: dict[str, Any] = {
+        # defaults left out: the file stays small and reloads to the same scenario
+        dumped = case.scenario.model_dump(by_alias=True, mode="json", exclude_defaults=True)
+        records.append({
             "name": inst.name,
             "params": inst.params.to_dict(),
             "history": case.history_engine,
             "scenario-sha256": scenario_digest(case.scenario),
-        }
-        if isinstance(runs, str):
+            "scenario": dumped,
+        })
+        stored.append((inst.name, case.scenario, dumped))
+    _, rows, _ = _run_grid(stored_grid(stored, settings), scheduler, workers)
+    by = {(r["scenario"], r["engine"]): r for r in rows}
+    problems = []
+    for record in records:
+        runs = {e: by[(record["name"], e)] for e in ENGINES if (record["name"], e) in by}
+        skipped = [r.get("note", "") for r in runs.values() if r.get("status") == "skipped"]
+        if skipped or len(runs) != len(ENGINES):
             record["results"] = None
-            record["skipped"] = runs
-            out.write(f"{inst.name}: skipped ({runs})\n")
+            record["skipped"] = skipped[0] if skipped else "not run"
+            out.write(f"{record['name']}: skipped ({record['skipped']})\n")
         else:
             for engine, cols in runs.items():
                 if cols.get("valid") != "yes":
-                    problems.append(f"{inst.name} [{engine}]: {cols.get('status')} "
-                                    f"{cols.get('note', '')}")
+                    problems.append(f"{record['name']} [{engine}]: {cols.get('status')} "
+                                    f"{cols.get('error') or cols.get('note', '')}")
             record["results"] = {engine: _quality(cols) for engine, cols in runs.items()}
             g, c = runs["greedy"], runs["cpsat"]
-            out.write(f"{inst.name}: greedy objective {g.get('objective')}, "
+            out.write(f"{record['name']}: greedy objective {g.get('objective')}, "
                       f"CP-SAT objective {c.get('objective')} ({c.get('status')})\n")
-        # defaults left out: the file stays small and reloads to the same scenario
-        record["scenario"] = case.scenario.model_dump(by_alias=True, mode="json",
-                                                      exclude_defaults=True)
-        records.append(record)
+        record["scenario"] = record.pop("scenario")  # keep the scenario last in the file
     if problems:
         out.write("not writing a baseline: some placements are invalid or failed:\n")
         out.write("".join(f"  {p}\n" for p in problems))
@@ -221,59 +253,41 @@ def load_baseline(path: Path) -> dict[str, Any]:
 
 def compare_runs(name: str, runs: dict[str, dict[str, str]],
                  base: dict[str, dict[str, Any]] | None) -> list[Finding]:
-    """Every finding for one instance's fresh runs against its baseline results."""
-    found: list[Finding] = []
-    for engine, cols in runs.items():
-        if cols.get("valid") != "yes":
-            found.append(Finding(name, engine, f"invalid or failed run: status "
-                                 f"{cols.get('status')}; {cols.get('note', '')}", True))
-    if any(f.failure for f in found):
-        return found
-    g, c = runs["greedy"], runs["cpsat"]
-    if int(c["objective"]) < int(g["objective"]):
-        found.append(Finding(name, "cpsat", f"CP-SAT loses to greedy: objective "
-                             f"{c['objective']} < {g['objective']}", True))
-    if base is None:
-        found.append(Finding(name, "-", "not in the baseline yet (it was skipped when the "
-                             "baseline was written); regenerate it with --write-baseline",
-                             False))
-        return found
-    for engine, cols in runs.items():
-        old = base.get(engine)
-        if not old:
-            continue
-        now = _quality(cols)
-        worse = []
-        if now["placed-jobs"] < old["placed-jobs"]:
-            worse.append(f"placed jobs {now['placed-jobs']} < {old['placed-jobs']}")
-        if (now["origin-hits"] < old["origin-hits"]
-                and now["placed-jobs"] <= old["placed-jobs"]):
-            worse.append(f"origin hits {now['origin-hits']} < {old['origin-hits']}")
-        if now["objective"] < old["objective"]:
-            worse.append(f"objective {now['objective']} < {old['objective']}")
-        if worse:
-            found.append(Finding(name, engine, "quality below the baseline: " + ", ".join(worse),
-                                 True))
-        elif now["objective"] > old["objective"]:
-            found.append(Finding(name, engine, f"better than the baseline (objective "
-                                 f"{now['objective']} > {old['objective']}); consider "
-                                 "--write-baseline", False))
+    """Every finding for one instance's fresh runs against its stored results.
+
+    A thin adapter over :func:`benchmarks.sweep.compare_rows` (the one comparison of the
+    project): ``runs`` maps engine → row columns, ``base`` engine → stored quality.
+    """
+    def cell(engine: str) -> str:
+        return f"{name} | {engine} | stored"
+
+    new = [{**cols, "cell": cell(engine), "engine": engine} for engine, cols in runs.items()]
+    old = [{"cell": cell(engine), "engine": engine,
+            **{k: "" if v is None else str(v) for k, v in (quality or {}).items()}}
+           for engine, quality in (base or {}).items()]
+    found = compare_rows(old, new)
+    for f in found:
+        f.cell = name
     return found
 
 
 def compare_baseline(path: Path, out: TextIO, out_dir: Path | None = None,
-                     suite: str | None = None) -> int:
-    """Re-run the scenarios stored in baseline ``path``; return 0 (no regression) or 1."""
+                     suite: str | None = None, scheduler: str | None = None,
+                     workers: int | None = None) -> int:
+    """Re-run the scenarios stored in baseline ``path``; return 0 (no regression) or 1.
+
+    The stored scenarios form a grid (:func:`stored_grid`) run by the sweep's Dask runner
+    (``scheduler`` as in :func:`benchmarks.sweep.dask_client`); the rows are compared with
+    the stored results by :func:`benchmarks.sweep.compare_rows`, as ``sweep --baseline``
+    compares two sweeps.
+    """
     data = load_baseline(path)
     if suite is not None and data.get("suite") not in (None, suite):
         raise InputError([f"{path}: the baseline is for suite '{data.get('suite')}', "
                           f"not '{suite}'"])
     settings = _settings(data.get("settings"))
-    probe = MemoryProbe()
     findings: list[Finding] = []
-    table = []
-    csv_rows = []
-    started = time.perf_counter()
+    stored = []
     for i, record in enumerate(data["instances"]):
         name = str(record["name"])
         try:
@@ -283,42 +297,27 @@ def compare_baseline(path: Path, out: TextIO, out_dir: Path | None = None,
                                     + "; ".join(exc.messages[:3]), True))
             continue
         _generator_note(record, scenario, name, findings)
-        runs = _run(scenario, name, settings, probe)
-        base = record.get("results")
-        if isinstance(runs, str):
-            findings.append(Finding(name, "-", f"cannot run: {runs}", base is not None))
-            continue
-        findings += compare_runs(name, runs, base)
-        for engine, cols in runs.items():
-            old = (base or {}).get(engine) or {}
-            if (engine == "cpsat" and cols.get("solver-wall-seconds")
-                    and float(cols["solver-wall-seconds"]) >= 0.95 * settings.time_limit):
-                findings.append(Finding(name, engine, "CP-SAT reached the wall-clock guard: "
-                                        "its answer may depend on machine load", False))
-            table.append([name, engine, cols.get("status", ""), cols.get("placed-jobs", ""),
-                          cols.get("origin-hits", ""), cols.get("objective", ""),
-                          str(old.get("objective", "-")), cols.get("wall-seconds", "")])
-            csv_rows.append({"instance": name, "engine": engine, **cols})
-    failures = [f for f in findings if f.failure]
+        stored.append((name, scenario, record["scenario"]))
+    started = time.perf_counter()
+    cells, rows, where = _run_grid(stored_grid(stored, settings), scheduler, workers)
+    old = baseline_rows(data, cells)
+    findings += compare_rows(old, rows)
+    for row in rows:
+        if (row.get("engine") == "cpsat" and row.get("solver-wall-seconds")
+                and float(row["solver-wall-seconds"]) >= 0.95 * settings.time_limit):
+            findings.append(Finding(row["cell"], "cpsat", "CP-SAT reached the wall-clock "
+                                    "guard: its answer may depend on machine load", False))
     elapsed = time.perf_counter() - started
-    header = ("instance", "engine", "status", "placed", "hits", "objective",
-              "baseline objective", "wall s")
-    text = [f"regression suite '{data.get('suite')}' against {path} "
-            f"(CP-SAT: deterministic limit {settings.deterministic_time:g}, "
-            f"{settings.workers} worker(s), seed {settings.seed}); {elapsed:.1f} s", ""]
-    text.append(markdown_table(header, table))
-    text.append("")
-    for f in findings:
-        text.append(f"{'REGRESSION' if f.failure else 'note'}: {f.instance} [{f.engine}]: "
-                    f"{f.text}")
-    text.append(f"FAILED: {len(failures)} regression(s)" if failures else "OK: no regression")
-    report = "\n".join(text) + "\n"
+    title = (f"regression suite '{data.get('suite')}' against {path} "
+             f"(CP-SAT: deterministic limit {settings.deterministic_time:g}, "
+             f"{settings.workers} worker(s), seed {settings.seed}); {elapsed:.1f} s on {where}")
+    report = regression_text(title, rows, old, findings)
     out.write(report)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "regression.md").write_text(report, encoding="utf-8")
-        write_csv(csv_rows, out_dir / "results.csv")
-    return 1 if failures else 0
+        write_csv([bench_row(r) for r in rows], out_dir / "results.csv")
+    return 1 if any(f.failure for f in findings) else 0
 
 
 def _generator_note(record: dict[str, Any], scenario: Scenario, name: str,
@@ -339,13 +338,15 @@ def _generator_note(record: dict[str, Any], scenario: Scenario, name: str,
 
 
 def run_regression(args: argparse.Namespace, out: TextIO) -> int:
-    """``npu-place compare --suite S --baseline FILE [--write-baseline] [--out DIR]``."""
+    """``npu-place compare --suite S --baseline FILE [--write-baseline] [--out DIR]
+    [--scheduler ADDRESS]``."""
     suite = str(args.suite)
     baseline = getattr(args, "baseline", None)
+    scheduler = getattr(args, "scheduler", None)
     if getattr(args, "write_baseline", False):
         if not baseline:
             raise InputError(["--write-baseline needs --baseline FILE (where to write it)"])
-        return write_baseline(suite, Path(baseline), out)
+        return write_baseline(suite, Path(baseline), out, scheduler=scheduler)
     if baseline:
         path = Path(baseline)
     elif suite == "quick":
@@ -354,4 +355,4 @@ def run_regression(args: argparse.Namespace, out: TextIO) -> int:
         raise InputError([f"no committed baseline for suite '{suite}': give --baseline FILE "
                           "(write one with --write-baseline)"])
     out_dir = Path(args.out) if getattr(args, "out", None) else None
-    return compare_baseline(path, out, out_dir, suite)
+    return compare_baseline(path, out, out_dir, suite, scheduler)

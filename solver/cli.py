@@ -476,6 +476,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-baseline", action="store_true",
                    help="write the baseline instead of comparing against it")
     p.add_argument("--out", metavar="DIR", help="where the regression mode writes its report")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="regression mode: Dask scheduler to run on (default: a local cluster)")
     p.set_defaults(run=cmd_compare)
 
     p = sub.add_parser("simulate", help="multi-session what-if: events, placements, cache")
@@ -493,6 +495,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_engine_options(p, engine=False)
     p.add_argument("--out", metavar="DIR", default="bench-out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="Dask scheduler to run the cells on (default: a local cluster)")
+    p.add_argument("--dask-workers", type=_positive_int, metavar="N", dest="dask_workers",
+                   help="worker processes of the local cluster (default: the cores)")
     p.set_defaults(run=_optional("benchmarks.suite", "cmd_bench"))
 
     p = sub.add_parser("import", help="kubectl dumps or a live cluster -> a scenario")
@@ -512,6 +518,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output format (default: from --output's suffix, else yaml)")
     p.add_argument("--output", metavar="FILE", help="write the scenario to FILE")
     p.set_defaults(run=cmd_import)
+
+    p = sub.add_parser("sweep", help="what-if grid of scenarios x overrides x engines on Dask")
+    p.add_argument("grid", metavar="GRID", help="grid file (YAML or JSON; see README)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="Dask scheduler address (default: a local cluster, one worker per core)")
+    p.add_argument("--workers", type=_positive_int, metavar="N",
+                   help="worker processes of the local cluster (default: the cores)")
+    p.add_argument("--out", metavar="DIR", default="sweep-out",
+                   help="results.csv, report.md and plots (default sweep-out)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the sweep in --out; finished cells are not rerun")
+    p.add_argument("--baseline", metavar="OLD/results.csv",
+                   help="compare cell by cell with an earlier sweep; exit 1 on a regression")
+    p.add_argument("--deterministic-time", type=_bounded(check_deterministic_time, float),
+                   default=None, metavar="D", dest="deterministic_time",
+                   help="bound every cell's CP-SAT by deterministic time D (replaces the "
+                        "grid's deterministic-time)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(run=_optional("benchmarks.sweep", "cmd_sweep"))
 
     p = sub.add_parser("examples", help="list the bundled example scenarios, or print one")
     p.add_argument("name", nargs="?")

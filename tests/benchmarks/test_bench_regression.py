@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import benchmarks.regression as regression
+import benchmarks.sweep as sweep
 from benchmarks.generators import GenParams, case_name
 from benchmarks.regression import (
     DEFAULT_BASELINE,
@@ -20,6 +20,7 @@ from benchmarks.regression import (
     write_baseline,
 )
 from benchmarks.suite import Instance, Settings
+from heuristics.greedy import EngineNotAvailable
 from models.io import scenario_from_data
 from models.validation import InputError
 from solver.cli import main
@@ -28,6 +29,7 @@ TINY = [Instance(case_name(p), p) for p in (
     GenParams("850", nodes=32, seed=1, jobs=2),
     GenParams("ordinary", nodes=16, seed=2, jobs=3),
 )]
+HERE = "inprocess"  # the sweep runner's in-process Dask cluster (fast; monkeypatch applies)
 SETTINGS = Settings(time_limit=30.0, workers=1, seed=0, deterministic_time=1.0,
                     write_scenarios=False)
 
@@ -36,7 +38,8 @@ SETTINGS = Settings(time_limit=30.0, workers=1, seed=0, deterministic_time=1.0,
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("baseline") / "tiny.json"
     out = io.StringIO()
-    assert write_baseline("quick", path, out, SETTINGS, TINY) == 0, out.getvalue()
+    assert write_baseline("quick", path, out, SETTINGS, TINY, scheduler=HERE) == 0, \
+        out.getvalue()
     return path
 
 
@@ -49,7 +52,8 @@ def _edit(src: Path, dst: Path, change: Any) -> Path:
 
 def test_baseline_passes_against_itself(baseline: Path, tmp_path: Path) -> None:
     out = io.StringIO()
-    assert compare_baseline(baseline, out, tmp_path / "report") == 0, out.getvalue()
+    assert compare_baseline(baseline, out, tmp_path / "report", scheduler=HERE) == 0, \
+        out.getvalue()
     assert "OK: no regression" in out.getvalue()
     assert (tmp_path / "report" / "regression.md").is_file()
     assert (tmp_path / "report" / "results.csv").is_file()
@@ -76,7 +80,7 @@ def test_worsened_quality_fails(baseline: Path, tmp_path: Path, engine: str,
 
     path = _edit(baseline, tmp_path / "better.json", raise_bar)
     out = io.StringIO()
-    assert compare_baseline(path, out) == 1
+    assert compare_baseline(path, out, scheduler=HERE) == 1
     text = out.getvalue()
     assert "REGRESSION" in text and f"[{engine}]" in text and "FAILED" in text
 
@@ -87,7 +91,7 @@ def test_improvement_is_a_note_not_a_failure(baseline: Path, tmp_path: Path) -> 
 
     path = _edit(baseline, tmp_path / "worse.json", lower_bar)
     out = io.StringIO()
-    assert compare_baseline(path, out) == 0
+    assert compare_baseline(path, out, scheduler=HERE) == 0
     assert "better than the baseline" in out.getvalue()
 
 
@@ -96,7 +100,8 @@ def test_invalid_stored_scenario_fails(baseline: Path, tmp_path: Path) -> None:
         data["instances"][0]["scenario"]["jobs"][0]["tasks"] = 0
 
     out = io.StringIO()
-    assert compare_baseline(_edit(baseline, tmp_path / "bad.json", break_it), out) == 1
+    assert compare_baseline(_edit(baseline, tmp_path / "bad.json", break_it), out,
+                            scheduler=HERE) == 1
     assert "stored scenario is invalid" in out.getvalue()
 
 
@@ -125,9 +130,12 @@ def test_fewer_hits_for_one_more_placed_job_is_not_a_regression() -> None:
 
 
 def test_engine_disappearing_fails(baseline: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(regression, "_run", lambda *a, **k: "greedy is gone")
+    def gone(*args: Any, **kwargs: Any) -> Any:
+        raise EngineNotAvailable("greedy is gone")
+
+    monkeypatch.setattr(sweep, "solve", gone)
     out = io.StringIO()
-    assert compare_baseline(baseline, out) == 1
+    assert compare_baseline(baseline, out, scheduler=HERE) == 1
     assert "cannot run: greedy is gone" in out.getvalue()
 
 

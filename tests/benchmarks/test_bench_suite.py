@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 import benchmarks.suite as suite
+import benchmarks.sweep as sweep
 from benchmarks.generators import FAMILIES, GenParams, case_name
 from benchmarks.suite import (
     FIELDS,
@@ -31,6 +33,8 @@ from solver.cli import main
 TINY = [GenParams("850", nodes=32, seed=1, jobs=1), GenParams("ordinary", nodes=16, seed=2, jobs=3),
         GenParams("950", nodes=64, seed=3, jobs=2), GenParams("850", nodes=32, seed=4, jobs=2)]
 FAST = Settings(time_limit=1.0, workers=1, seed=0)
+#: One worker thread in this process: monkeypatched engines and generators apply.
+HERE = "inprocess"
 
 
 def _instances(params: list[GenParams]) -> list[Instance]:
@@ -40,7 +44,7 @@ def _instances(params: list[GenParams]) -> list[Instance]:
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, str]]]:
     out = tmp_path_factory.mktemp("bench")
-    rows = run_suite(_instances(TINY), FAST, out)
+    rows = run_suite(_instances(TINY), FAST, out, scheduler=HERE)
     write_outputs(rows, out, {"suite": "test"})
     return out, rows
 
@@ -93,8 +97,18 @@ def test_report_tables_match_results_csv(bench_run: tuple[Path, list[dict[str, s
                                                 cand)
         assert line[col["cpsat hits"]] == _pct(sum(int(c["origin-hits"]) for _, c in pairs),
                                                cand)
-        assert line[col["achievable"]] == _pct(
+        assert line[col["achievable bound"]] == _pct(
             sum(int(g["achievable-origin-hits"]) for g, _ in pairs), cand)
+        proven = [c for _, c in pairs if c["status"] == "optimal"]
+        if proven:
+            pc = sum(int(c["origin-candidates"]) for c in proven)
+            subset = "" if len(proven) == len(pairs) else f" ({len(proven)}/{len(pairs)})"
+            assert line[col["proven optimum"]] == _pct(
+                sum(int(c["origin-hits"]) for c in proven), pc) + subset
+            assert line[col["achievable on proven"]] == _pct(
+                sum(int(c["achievable-origin-hits"]) for c in proven), pc) + subset
+        else:
+            assert line[col["proven optimum"]] == "-"
         jobs = sum(int(g["jobs"]) for g, _ in pairs)
         placed_g = sum(int(g["placed-jobs"]) for g, _ in pairs)
         placed_c = sum(int(c["placed-jobs"]) for _, c in pairs)
@@ -123,15 +137,15 @@ def test_report_tables_match_results_csv(bench_run: tuple[Path, list[dict[str, s
 
 def test_unavailable_family_is_skipped_with_a_note(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    real = suite.solve
+    real = sweep.solve
 
     def fake(problem: Any, engine: str = "auto", **kwargs: Any) -> Any:
         if problem.jobs[0].family.value == "ordinary":
             raise EngineNotAvailable("the greedy engine does not support ordinary jobs yet")
         return real(problem, engine=engine, **kwargs)
 
-    monkeypatch.setattr(suite, "solve", fake)
-    rows = run_suite(_instances(TINY[:2]), FAST, tmp_path)
+    monkeypatch.setattr(sweep, "solve", fake)
+    rows = run_suite(_instances(TINY[:2]), FAST, tmp_path, scheduler=HERE)
     skipped = [r for r in rows if r["status"] == "skipped"]
     assert len(skipped) == 2 and all("ordinary" in r["note"] for r in skipped)
     _, report, _ = write_outputs(rows, tmp_path, {"suite": "test"})
@@ -142,30 +156,30 @@ def test_unavailable_family_is_skipped_with_a_note(tmp_path: Path,
 
 def test_engine_crash_is_recorded_not_fatal(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    real = suite.solve
+    real = sweep.solve
 
     def crash(problem: Any, engine: str = "auto", **kwargs: Any) -> Any:
         if engine == "cpsat":
             raise RuntimeError("boom")
         return real(problem, engine=engine, **kwargs)
 
-    monkeypatch.setattr(suite, "solve", crash)
-    rows = run_suite(_instances(TINY[:1]), FAST, tmp_path)
+    monkeypatch.setattr(sweep, "solve", crash)
+    rows = run_suite(_instances(TINY[:1]), FAST, tmp_path, scheduler=HERE)
     assert [r["status"] for r in rows] == ["greedy", "error"]
     assert "boom" in rows[1]["note"]
 
 
 def test_generator_failure_is_recorded_not_fatal(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    real = suite.generate_case
+    real = sweep.generate_case
 
     def flaky(params: GenParams) -> Any:
         if params.family == "ordinary":
             raise ValueError("no cluster today")
         return real(params)
 
-    monkeypatch.setattr(suite, "generate_case", flaky)
-    rows = run_suite(_instances(TINY[:2]), FAST, tmp_path)
+    monkeypatch.setattr(sweep, "generate_case", flaky)
+    rows = run_suite(_instances(TINY[:2]), FAST, tmp_path, scheduler=HERE)
     assert [r["status"] for r in rows[2:]] == ["error", "error"]
     assert "no cluster today" in rows[2]["note"]
     assert rows[0]["status"] != "error"
@@ -173,7 +187,7 @@ def test_generator_failure_is_recorded_not_fatal(tmp_path: Path,
 
 def test_time_budget_skips_the_rest(tmp_path: Path) -> None:
     settings = Settings(time_limit=1.0, budget_seconds=1.0)
-    rows = run_suite(_instances(TINY[:2]), settings, tmp_path)
+    rows = run_suite(_instances(TINY[:2]), settings, tmp_path, scheduler=HERE)
     assert {r["status"] for r in rows} == {"skipped"}
     assert "time budget" in rows[0]["note"]
 
@@ -219,8 +233,20 @@ def test_suites_cover_every_family_and_scale() -> None:
 def test_bench_command(tmp_path: Path) -> None:
     out = io.StringIO()
     code = main(["bench", "--suite", "quick", "--time-limit", "1", "--out", str(tmp_path),
-                 "--no-progress"], out=out)
+                 "--no-progress", "--dask-workers", "2"], out=out)  # a local Dask cluster
     assert code == 0, out.getvalue()
     assert "quick suite:" in out.getvalue()
     assert "\r[" not in out.getvalue()  # not a terminal: no bar
+    assert "local Dask cluster, 2" in out.getvalue()
     assert (tmp_path / "results.csv").is_file() and (tmp_path / "report.md").is_file()
+    assert (tmp_path / "hit_rate_by_scale.png").is_file()  # plots by default
+
+
+def test_missing_matplotlib_prints_the_install_hint(
+        bench_run: tuple[Path, list[dict[str, str]]], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib fails
+    err = io.StringIO()
+    _, rows = bench_run
+    assert suite.write_plots(rows, tmp_path, err) == []
+    assert err.getvalue() == "plots skipped: matplotlib is not installed (pip install matplotlib)\n"
