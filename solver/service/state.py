@@ -247,10 +247,9 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
                 else problem.node_index)
     changed: list[int] = []
     for i, node_update in enumerate(delta.node_updates):
-        where = f"field 'node-updates[{i}]'"
         at = position.get(node_update.name)
         if at is None:
-            say(where + ".name", f"node '{node_update.name}' does not exist")
+            say(f"field 'node-updates[{i}].name'", f"node '{node_update.name}' does not exist")
             continue
         fields = node_update.model_fields_set - {"name"}
         values = {f: getattr(node_update, f) for f in fields}
@@ -284,12 +283,11 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
         node_names = {n.name for n in nodes}
         stamp = int(now) if now is not None else int(time.time())
         for i, event in enumerate(delta.cache_events):
-            where = f"field 'cache-events[{i}]'"
             owner, rank = event.owner_uid, event.rank
             if event.event is CacheEventKind.BIND:
                 assert rank is not None and event.node is not None
                 if event.node not in node_names:
-                    say(where + ".node", f"node '{event.node}' does not exist")
+                    say(f"field 'cache-events[{i}].node'", f"node '{event.node}' does not exist")
                     continue
                 new_lifecycle.allocate(owner, rank, event.node, stamp)
             elif event.event is CacheEventKind.EVICT:
