@@ -30,13 +30,12 @@ def test_health_ready_and_metrics(client: PlanClient) -> None:
 
 
 def test_readyz_waits_for_warm_up() -> None:
-    with running_server(ServiceConfig(warmup=True)) as (url, service):
-        with PlanClient(url) as c:
-            deadline = time.monotonic() + 30
-            while not c.readyz():
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-            assert service.ready
+    with running_server(ServiceConfig(warmup=True)) as (url, service), PlanClient(url) as c:
+        deadline = time.monotonic() + 30
+        while not c.readyz():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert service.ready
 
 
 def test_openapi_uses_the_contract_models(client: PlanClient) -> None:

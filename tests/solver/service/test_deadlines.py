@@ -1,0 +1,203 @@
+"""Deadlines, isolation and limits on a real server: answers on time under concurrent load,
+greedy's (or an empty, valid) answer when a solve overruns, 503 when saturated, 500 for a
+crashing solve only, and a graceful SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from models.check import check
+from models.compiled import Problem, compile_scenario
+from models.placement import PlacementFile
+from solver.facade import Result, solve
+from solver.service.app import ServiceConfig
+from tests.solver.service.conftest import body, example, generated, running_server
+
+#: Allowed lateness in these tests.  The service aims at 0 (it answers at the deadline
+#: minus a reply margin); the allowance absorbs a shared, loaded 2-core test machine.
+SLACK = 0.35
+
+
+def _plan(url: str, content: bytes, **params: Any) -> tuple[httpx.Response, float]:
+    started = time.perf_counter()
+    response = httpx.post(url + "/v1/plan", content=content, params=params,
+                          headers={"content-type": "application/json"}, timeout=60)
+    return response, time.perf_counter() - started
+
+
+def test_deadline_holds_under_concurrent_load() -> None:
+    hard = generated("950", 512, 4)  # CP-SAT uses its whole budget on this one
+    problem = compile_scenario(hard)
+    content = body(hard)
+    with running_server(ServiceConfig(warmup=False, workers=2, queue=4)) as (url, service):
+        with ThreadPoolExecutor(6) as pool:
+            futures = [pool.submit(_plan, url, content, engine="auto", **{"time-limit": 1.0})
+                       for _ in range(4)]
+            time.sleep(0.3)
+            health = [_timed_get(url + "/healthz") for _ in range(5)]
+            results = [f.result() for f in futures]
+        for response, elapsed in results:
+            assert response.status_code == 200, response.text
+            assert elapsed <= 1.0 + SLACK, elapsed
+            placement = PlacementFile.model_validate(response.json())
+            assert check(problem, placement) == []
+        assert max(health) < 0.5, health  # the event loop is never blocked by a solve
+        _wait_idle(service)
+
+
+def _timed_get(url: str) -> float:
+    started = time.perf_counter()
+    assert httpx.get(url, timeout=10).status_code == 200
+    return time.perf_counter() - started
+
+
+def _wait_idle(service: Any, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while service.runner.in_flight:
+        assert time.monotonic() < deadline, "solves still in flight"
+        time.sleep(0.05)
+
+
+def _overrunning(sleep_greedy: float, sleep_full: float) -> Any:
+    """A facade that ignores its time limit (as today's facade can overrun)."""
+    def slow(scenario: Problem, engine: str = "auto", **kwargs: Any) -> Result:
+        time.sleep(sleep_greedy if engine == "greedy" else sleep_full)
+        return solve(scenario, engine="greedy", seed=kwargs.get("seed", 0))
+    return slow
+
+
+def test_an_overrunning_solve_gets_greedys_answer_on_time() -> None:
+    scenario = example()
+    with running_server(ServiceConfig(warmup=False), _overrunning(0.0, 2.0)) as (url, svc):
+        response, elapsed = _plan(url, body(scenario), engine="auto", **{"time-limit": 0.5})
+        assert response.status_code == 200
+        assert elapsed <= 0.5 + SLACK
+        assert response.headers["x-plan-source"] == "greedy-fallback"
+        placement = PlacementFile.model_validate(response.json())
+        assert placement.engine == "greedy" and placement.jobs[0].placed
+        assert any("did not finish" in n for n in placement.notes)
+        assert check(compile_scenario(scenario), placement) == []
+        assert svc.runner.abandoned == 1  # still counted until its thread ends
+        _wait_idle(svc)
+        assert svc.runner.abandoned == 0
+
+
+def test_without_any_answer_in_time_the_reply_places_nothing_validly() -> None:
+    scenario = example()
+    with running_server(ServiceConfig(warmup=False), _overrunning(1.5, 0.0)) as (url, svc):
+        response, elapsed = _plan(url, body(scenario), engine="auto", **{"time-limit": 0.3})
+        assert response.status_code == 200 and elapsed <= 0.3 + SLACK
+        assert response.headers["x-plan-source"] == "empty"
+        placement = PlacementFile.model_validate(response.json())
+        assert not any(j.placed for j in placement.jobs)
+        assert all(j.reason for j in placement.jobs)
+        assert check(compile_scenario(scenario), placement) == []
+        _wait_idle(svc)
+
+
+def test_saturation_is_a_fast_503_with_retry_after() -> None:
+    config = ServiceConfig(warmup=False, workers=1, queue=0)
+    with running_server(config, _overrunning(1.5, 0.0)) as (url, svc):
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(_plan, url, body(example()), **{"time-limit": 0.3})
+            time.sleep(0.15)
+            response, elapsed = _plan(url, body(example()), **{"time-limit": 5})
+            assert response.status_code == 503
+            assert response.headers["retry-after"] == "1"
+            assert elapsed < 0.5
+            assert first.result()[0].status_code == 200
+        # the first solve was abandoned but still holds its worker: still saturated
+        assert _plan(url, body(example()), **{"time-limit": 5})[0].status_code == 503
+        assert httpx.get(url + "/healthz").status_code == 200
+        _wait_idle(svc)
+        assert _plan(url, body(example()), **{"time-limit": 5})[0].status_code == 200
+        assert "npu_place_rejected_total" in httpx.get(url + "/metrics").text
+
+
+def test_a_crashing_solve_is_a_500_for_that_request_only() -> None:
+    def crashing(scenario: Problem, engine: str = "auto", **kwargs: Any) -> Result:
+        if kwargs.get("seed") == 666:
+            raise RuntimeError("boom")
+        return solve(scenario, engine=engine, **kwargs)
+
+    with running_server(ServiceConfig(warmup=False), crashing) as (url, _):
+        with ThreadPoolExecutor(2) as pool:
+            bad = pool.submit(_plan, url, body(example()), seed=666)
+            good = pool.submit(_plan, url, body(example()), engine="greedy")
+            response, _ = bad.result()
+            assert response.status_code == 500
+            assert "RuntimeError: boom" in response.json()["messages"][0]
+            assert good.result()[0].status_code == 200
+        assert _plan(url, body(example()), engine="greedy")[0].status_code == 200
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_sigterm_answers_in_flight_requests_then_exits(tmp_path: Path) -> None:
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
+    log = (tmp_path / "serve.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "solver.cli", "serve", "--port", str(port),
+                             "--workers", "2", "--log-level", "warning"],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            try:
+                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        hard = body(generated("950", 512, 4))
+        results: list[tuple[httpx.Response, float]] = []
+
+        def call() -> None:
+            results.append(_plan(url, hard, engine="auto", **{"time-limit": 8}))
+
+        thread = threading.Thread(target=call)
+        thread.start()
+        time.sleep(1.0)  # parsed, greedy done, CP-SAT searching
+        sent = time.perf_counter()
+        proc.send_signal(signal.SIGTERM)
+        thread.join(timeout=30)
+        response, _ = results[0]
+        assert response.status_code == 200
+        assert time.perf_counter() - sent < 3.0  # hurried, not the 8 s budget
+        placement = PlacementFile.model_validate(response.json())
+        assert check(compile_scenario(generated("950", 512, 4)), placement) == []
+        proc.wait(timeout=30)
+        assert proc.returncode in (0, -signal.SIGTERM)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def test_readyz_turns_503_while_draining() -> None:
+    with running_server(ServiceConfig(warmup=False)) as (url, service):
+        assert httpx.get(url + "/readyz").status_code == 200
+        service.begin_drain()
+        assert httpx.get(url + "/readyz").status_code == 503
+        response, _ = _plan(url, body(example()))
+        assert response.status_code == 503 and json.loads(response.text)["error"]
