@@ -96,7 +96,7 @@ class ServiceConfig:
     max_body_mb: float = 64.0
     default_time_limit: float = 1.0
     max_time_limit: float = 300.0
-    reply_margin: float = 0.02
+    reply_margin: float = 0.05
     max_clusters: int = 16
     warmup: bool = True
     graceful_seconds: float = 30.0

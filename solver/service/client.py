@@ -169,6 +169,11 @@ class AsyncPlanClient:
                               max_keepalive_connections=max_connections)
         self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=limits)
 
+    @property
+    def base_url(self) -> str:
+        """The service's base URL."""
+        return str(self._http.base_url).rstrip("/")
+
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._http.aclose()

@@ -2,11 +2,13 @@
 
 Design (measured in the README, section "Planning service"):
 
-* Solves run in a :class:`~concurrent.futures.ThreadPoolExecutor` of ``workers`` threads,
-  not in a process pool: a stored cluster's compiled :class:`~models.compiled.Problem`
-  (and later whatever the CP-SAT layer caches) lives in this process and is used as is,
-  while a process pool would pickle it into another process on every call; CP-SAT's
-  search runs in C++ without the GIL; and the facade is becoming a hard deadline.
+* Solves run in threads, in two lanes of ``workers`` threads each: greedy's answer in
+  one, the full solve (CP-SAT) in the other, so a request's greedy answer is never queued
+  behind another request's long CP-SAT search.  Threads, not a process pool: a stored
+  cluster's compiled :class:`~models.compiled.Problem` (and later whatever the CP-SAT
+  layer caches) lives in this process and is used as is, while a process pool would
+  pickle it into another process on every call; CP-SAT's search runs in C++ without the
+  GIL; and the facade is becoming a hard deadline.
 * Every solve first computes greedy's answer (``engine="greedy"``) and keeps it as the
   fallback, then, for ``auto``/``cpsat``, calls :func:`solver.facade.solve` with what is
   left of the budget minus a slack.  The request handler waits until its deadline minus a
@@ -22,6 +24,7 @@ Design (measured in the README, section "Planning service"):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import threading
@@ -110,9 +113,13 @@ class SolveRunner:
         self.reply_margin = reply_margin
         self.solve_slack = solve_slack
         self.solve_fn = solve_fn
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="npu-solve")
+        # two lanes: greedy answers are never queued behind long CP-SAT searches
+        self._greedy_pool = ThreadPoolExecutor(max_workers=workers,
+                                               thread_name_prefix="npu-greedy")
+        self._solve_pool = ThreadPoolExecutor(max_workers=workers,
+                                              thread_name_prefix="npu-solve")
         self._lock = threading.Lock()
-        self.in_flight = 0  # accepted solves whose thread has not finished (abandoned too)
+        self.in_flight = 0  # accepted solves not finished yet (abandoned ones included)
         self.abandoned = 0  # of those, the ones whose request was already answered
         self._cache_kw = _accepts(solve_fn, "cache")
 
@@ -135,30 +142,42 @@ class SolveRunner:
         return self.in_flight >= self.capacity
 
     # ------------------------------------------------------------------ the work
-    def _work(self, slot: _Slot, problem: Problem, engine: str, deadline: float,
-              options: dict[str, Any]) -> None:
+    def _greedy_stage(self, slot: _Slot, problem: Problem, engine: str, deadline: float,
+                      options: dict[str, Any], finish: Callable[[], None]) -> None:
         try:
             started = time.perf_counter()
             if deadline - started <= 0:
-                return  # waited in the queue past its deadline: nothing useful to do
+                finish()  # waited in the queue past its deadline: nothing useful to do
+                return
             slot.greedy = self.solve_fn(problem, engine="greedy", time_limit=max(
                 0.001, deadline - started), **options)
             slot.greedy_seconds = time.perf_counter() - started
             if engine == "greedy":
                 slot.final = slot.greedy
+                finish()
                 return
+            self._solve_pool.submit(self._full_stage, slot, problem, engine, deadline,
+                                    options, finish)
+        except BaseException as exc:  # reported to the request, never kills the thread
+            slot.error = exc
+            log.exception("greedy failed")
+            finish()
+
+    def _full_stage(self, slot: _Slot, problem: Problem, engine: str, deadline: float,
+                    options: dict[str, Any], finish: Callable[[], None]) -> None:
+        try:
             remaining = deadline - time.perf_counter()
             budget = remaining - self.solve_slack - 0.05 * remaining
             # the facade runs greedy again before CP-SAT: not worth starting without room
-            if budget <= 1.5 * slot.greedy_seconds + 0.01:
+            if budget <= 1.5 * (slot.greedy_seconds or 0.0) + 0.01:
                 slot.final = slot.greedy
                 return
             slot.final = self.solve_fn(problem, engine=engine, time_limit=budget, **options)
-        except BaseException as exc:  # reported to the request, never kills the thread
+        except BaseException as exc:
             slot.error = exc
             log.exception("solve failed")
         finally:
-            slot.done.set()
+            finish()
 
     async def plan(self, problem: Problem, *, engine: str, deadline: float, seed: int = 0,
                    deterministic_time: float | None = None, solver_cache: Any = None,
@@ -193,26 +212,36 @@ class SolveRunner:
         if self._cache_kw and solver_cache is not None:
             options["cache"] = solver_cache
         loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        state = {"abandoned": False}
+
+        def on_done() -> None:  # on the loop, when the work ends (maybe long after)
+            self._release(state["abandoned"])
+            if not done.done():
+                done.set_result(None)
+
+        def finish() -> None:  # in a worker thread
+            slot.done.set()
+            with contextlib.suppress(RuntimeError):  # a closed loop: the process exits
+                loop.call_soon_threadsafe(on_done)
+
         try:
-            future = loop.run_in_executor(self._pool, self._work, slot, problem, engine,
-                                          deadline, options)
+            self._greedy_pool.submit(self._greedy_stage, slot, problem, engine, deadline,
+                                     options, finish)
         except BaseException:
             self._release(False)
             raise
-        state = {"abandoned": False}
-        # runs on the event loop when the thread ends, even long after the answer was sent
-        future.add_done_callback(lambda _: self._release(state["abandoned"]))
         cutoff = deadline - self.reply_margin
         hurry_task = asyncio.ensure_future(hurry.wait()) if hurry is not None else None
         try:
-            while not future.done():
+            while not slot.done.is_set():
                 hurrying = hurry is not None and hurry.is_set()
                 if hurrying and slot.greedy is not None:
                     break
                 timeout = cutoff - time.perf_counter()
                 if timeout <= 0:
                     break
-                waiters: set[asyncio.Future[Any]] = {future}
+                waiters: set[asyncio.Future[Any]] = {done}
                 if hurrying:
                     timeout = min(timeout, 0.01)  # poll for greedy's answer
                 elif hurry_task is not None:
@@ -222,11 +251,11 @@ class SolveRunner:
         finally:
             if hurry_task is not None and not hurry_task.done():
                 hurry_task.cancel()
-            abandoned = not future.done()
+            abandoned = not slot.done.is_set()
             if abandoned:
                 state["abandoned"] = True
                 self.abandoned += 1
-        if not abandoned and slot.error is not None and slot.greedy is None:
+        if slot.error is not None and slot.greedy is None:
             raise slot.error
         return self._answer(problem, slot, engine, abandoned)
 
@@ -247,7 +276,8 @@ class SolveRunner:
 
     def shutdown(self) -> None:
         """Stop taking work; running solves finish in their threads."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._greedy_pool.shutdown(wait=False, cancel_futures=True)
+        self._solve_pool.shutdown(wait=False, cancel_futures=True)
 
 
 def empty_placement(problem: Problem) -> PlacementFile:

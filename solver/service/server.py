@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from types import FrameType
 from typing import TextIO
 
 import uvicorn
 
 from solver.service.app import PlanningService, ServiceConfig, create_app
+
+#: GIL switch interval of the serving process (seconds).
+SWITCH_INTERVAL = 0.002
 
 
 class _Server(uvicorn.Server):
@@ -47,6 +51,9 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
                            max_clusters=args.max_clusters)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Solves are Python threads; a shorter GIL switch interval (default 5 ms) lets the
+    # event loop answer health checks and deadlines promptly while they run.
+    sys.setswitchinterval(SWITCH_INTERVAL)
     server = build_server(config, args.log_level)
     server.run()
     return 0
