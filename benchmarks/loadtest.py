@@ -333,6 +333,22 @@ def cmd_load(args: argparse.Namespace) -> dict[str, Any]:
 # --------------------------------------------------------------------------- stateful
 
 
+def _delta(kind: str, scenario: Scenario, names: list[str], rng: random.Random,
+           step: int) -> dict[str, Any]:
+    """A small delta of one tier: ``values``, ``jobs`` or ``structure``."""
+    if kind == "values":
+        return {"node-updates": [{"name": rng.choice(names),
+                                  "health": rng.choice(["healthy", "subhealthy"])}]}
+    if kind == "jobs":
+        entry = scenario.affinity_cache.entries[0] if scenario.affinity_cache.entries else None
+        delta: dict[str, Any] = {"now": (scenario.now or 0) + step}
+        if entry is not None:
+            delta["cache-events"] = [{"event": "refresh", "owner-uid": entry.owner_uid}]
+        return delta
+    node = rng.choice(names)
+    return {"node-updates": [{"name": node, "labels": {"touched": str(step)}}]}
+
+
 def cmd_stateful(args: argparse.Namespace) -> dict[str, Any]:
     """The ``stateful`` mode: full snapshot vs small delta at ``--nodes`` nodes."""
     scenario = generate_case(GenParams(args.family, nodes=args.nodes, seed=args.seed,
@@ -343,29 +359,35 @@ def cmd_stateful(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     out: dict[str, Any] = {"nodes": len(scenario.nodes), "family": args.family,
                            "body-bytes": len(body), "repeats": args.repeats}
+    runs = [("greedy", 30.0, kind) for kind in ("values", "jobs", "structure")]
+    runs.append(("auto", args.auto_limit, "values"))
+    step = 0
     try:
         with PlanClient(served.url, timeout=120) as client:
             put = time.perf_counter()
             client.put_cluster("bench", body)
             out["put-seconds"] = round(time.perf_counter() - put, 4)
-            for engine, limit in (("greedy", 5.0), ("auto", args.auto_limit)):
+            for engine, limit, kind in runs:
                 full, delta, patch, plan, applied = [], [], [], [], []
+                objectives: list[tuple[int | None, int | None]] = []
                 for _ in range(args.repeats):
                     t0 = time.perf_counter()
-                    client.plan(body, engine=engine, time_limit=limit)
+                    whole = client.plan(body, engine=engine, time_limit=limit)
                     full.append(time.perf_counter() - t0)
+                    step += 1
                     t0 = time.perf_counter()
-                    info = client.patch_cluster("bench", {"node-updates": [
-                        {"name": rng.choice(names),
-                         "health": rng.choice(["healthy", "subhealthy"])}]})
+                    info = client.patch_cluster("bench", _delta(kind, scenario, names, rng,
+                                                                step))
                     t1 = time.perf_counter()
-                    client.plan_cluster("bench", engine=engine, time_limit=limit)
+                    stored = client.plan_cluster("bench", engine=engine, time_limit=limit)
                     t2 = time.perf_counter()
                     delta.append(t2 - t0)
                     patch.append(t1 - t0)
                     plan.append(t2 - t1)
                     applied.append(info["apply-seconds"])
-                out[engine] = {
+                    objectives.append((whole.objective, stored.objective))
+                    assert info["last-update"] == kind, info
+                out[f"{engine}-{kind}"] = {
                     "time-limit": limit,
                     "full-post-median": round(statistics.median(full), 4),
                     "full-post-p90": round(_pct(full, 90), 4),
@@ -375,6 +397,7 @@ def cmd_stateful(args: argparse.Namespace) -> dict[str, Any]:
                     "cluster-plan-median": round(statistics.median(plan), 4),
                     "server-apply-median": round(statistics.median(applied), 5),
                     "speed-up": round(statistics.median(full) / statistics.median(delta), 2),
+                    "last-objectives (full, delta)": objectives[-1],
                 }
     finally:
         served.stop()

@@ -30,7 +30,6 @@ an older snapshot finishes on it, so deltas and plans never block each other for
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -199,7 +198,9 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     problem
         The cluster's current compiled problem (its ``scenario`` is the current scenario).
     lifecycle
-        The cluster's cache lifecycle (copied, never modified).
+        The cluster's cache lifecycle.  Cache events are applied to it in place once the
+        delta itself is known to be valid; if the resulting scenario is then refused
+        (:class:`InputError`), the caller restores it from ``problem.scenario``.
     delta
         The changes.
 
@@ -276,19 +277,25 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
         jobs.extend(delta.jobs_submitted)  # duplicates are reported by the rules below
         jobs_changed = True
 
+    node_names = {n.name for n in nodes} if delta.cache_events else set()
+    for i, event in enumerate(delta.cache_events):
+        if event.event is CacheEventKind.BIND and event.node not in node_names:
+            say(f"field 'cache-events[{i}].node'", f"node '{event.node}' does not exist")
+    running = scenario.running
+    if removed and running:
+        running = [r.model_copy(update={"ranks": {k: v for k, v in r.ranks.items()
+                                                  if v not in removed}}) for r in running]
+    if errors:
+        raise InputError(errors)
+
     cache_model = scenario.affinity_cache
-    new_lifecycle = lifecycle
+    new_lifecycle = lifecycle  # modified in place from here on (see Cluster.apply)
     if delta.cache_events or removed:
-        new_lifecycle = copy.deepcopy(lifecycle)
-        node_names = {n.name for n in nodes}
         stamp = int(now) if now is not None else int(time.time())
         for i, event in enumerate(delta.cache_events):
             owner, rank = event.owner_uid, event.rank
             if event.event is CacheEventKind.BIND:
                 assert rank is not None and event.node is not None
-                if event.node not in node_names:
-                    say(f"field 'cache-events[{i}].node'", f"node '{event.node}' does not exist")
-                    continue
                 new_lifecycle.allocate(owner, rank, event.node, stamp)
             elif event.event is CacheEventKind.EVICT:
                 assert rank is not None
@@ -309,13 +316,6 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
                 notes.append(f"dropped {dropped} cache entries of removed nodes")
                 new_lifecycle = CacheLifecycle.from_model(cache_model)
         jobs_changed = True
-
-    running = scenario.running
-    if removed and running:
-        running = [r.model_copy(update={"ranks": {k: v for k, v in r.ranks.items()
-                                                  if v not in removed}}) for r in running]
-    if errors:
-        raise InputError(errors)
 
     update: dict[str, Any] = {}
     if structural or changed:
@@ -386,7 +386,13 @@ class Cluster:
                 raise VersionConflict(
                     f"cluster '{self.name}' is at version {current.version}, the delta "
                     f"expects {delta.expect_version}")
-            applied = apply_delta(current.problem, self.lifecycle, delta)
+            try:
+                applied = apply_delta(current.problem, self.lifecycle, delta)
+            except InputError:
+                if delta.cache_events or delta.nodes_removed:  # undo in-place cache events
+                    self.lifecycle = CacheLifecycle.from_model(
+                        current.problem.scenario.affinity_cache)
+                raise
             self.lifecycle = applied.lifecycle
             if applied.tier != "none":
                 # the seam: a solver cache would be updated (or dropped) here with the delta

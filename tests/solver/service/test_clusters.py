@@ -166,6 +166,15 @@ def test_bad_deltas_leave_the_cluster_unchanged(client: PlanClient) -> None:
     with pytest.raises(ServiceError) as info:
         client.patch_cluster("c2", {"cache-events": [{"event": "bind", "owner-uid": "o"}]})
     assert info.value.status == 422 and "rank" in info.value.messages[0]
+    entry = scenario.affinity_cache.entries[0]
+    bad_job = scenario.jobs[0].model_dump(by_alias=True) | {"name": "x", "policy": "nope"}
+    with pytest.raises(ServiceError) as info:
+        client.patch_cluster("c2", {"cache-events": [
+            {"event": "bind", "owner-uid": entry.owner_uid, "rank": entry.rank,
+             "node": scenario.nodes[-1].name}], "jobs-submitted": [bad_job]})
+    assert info.value.status == 422
+    assert any("policy" in m for m in info.value.messages)
+    assert client.cluster_scenario("c2").affinity_cache == scenario.affinity_cache
     with pytest.raises(ServiceError) as conflict:
         client.patch_cluster("c2", {"expect-version": 7})
     assert conflict.value.status == 409
