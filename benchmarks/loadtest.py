@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,6 +167,7 @@ class Sample:
     source: str = ""
     server: float | None = None  # the service's own receipt-to-send time (header)
     patch: float | None = None  # stateful clients: the PATCH before the plan
+    parsed: float | None = None  # the service had parsed the body this long after receipt
 
 
 @dataclass
@@ -180,6 +182,7 @@ class LoadReport:
     checked: int = 0
     invalid: int = 0
     server_exit: int | None = None
+    rss_timeline: list[tuple[float, float]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         """Aggregates (the JSON output and the table)."""
@@ -198,6 +201,7 @@ class LoadReport:
         codes = Counter(s.status for s in self.samples)
         server_late = [s.server - s.limit for s in ok if s.server is not None]
         patches = [s.patch for s in self.samples if s.patch is not None]
+        late_rows = [s for s in ok if s.latency > s.limit]
         return {
             "requests": len(self.samples),
             "ok": len(ok),
@@ -215,6 +219,12 @@ class LoadReport:
             "late-answers": sum(1 for x in late if x > 0),
             "server-p99-lateness": round(_pct(server_late, 99), 4),
             "server-max-lateness": round(max(server_late), 4) if server_late else None,
+            "late-parsed-after-limit": sum(1 for s in late_rows
+                                           if s.parsed is not None and s.parsed > s.limit),
+            "late-detail": [(s.nodes, s.limit, round(s.latency, 3),
+                             None if s.server is None else round(s.server, 3),
+                             None if s.parsed is None else round(s.parsed, 3), s.source)
+                            for s in late_rows[:15]],
             "stateful-plans": sum(1 for s in ok if s.kind == "cluster"),
             "patch-p50": round(_pct(patches, 50), 4) if patches else None,
             "patch-p99": round(_pct(patches, 99), 4) if patches else None,
@@ -222,6 +232,7 @@ class LoadReport:
             "by-nodes": by_size,
             "rss-before-mb": self.rss_before_mb,
             "rss-after-mb": self.rss_after_mb,
+            "rss-timeline-mb": self.rss_timeline,
             "answers-checked": self.checked,
             "answers-invalid": self.invalid,
             "wall-seconds": round(self.wall_seconds, 2),
@@ -260,11 +271,13 @@ async def _client(idx: int, client: AsyncPlanClient, cases: list[Case], limits: 
         latency = time.perf_counter() - started
         headers = response.headers if response is not None else {}
         server = headers.get("x-elapsed-before-send")
+        parsed = headers.get("x-parsed-after")
         report.samples.append(Sample("cluster" if stateful else "plan",
                                      cluster if stateful else case.key,
                                      case.nodes if not stateful else len(names), limit,
                                      latency, status, headers.get("x-plan-source", ""),
-                                     float(server) if server else None, patch))
+                                     float(server) if server else None, patch,
+                                     float(parsed) if parsed else None))
         if status == 200 and not stateful and len(report.samples) % check_every == 0 \
                 and response is not None:
             keep.append((case, response.content))
@@ -280,8 +293,12 @@ def _put(client: AsyncPlanClient, name: str, case: Case) -> None:
 
 async def run_load(url: str, cases: list[Case], *, clients: int, duration: float,
                    limits: list[float], max_requests: int, check_every: int,
-                   stateful_share: float, seed: int, report: LoadReport) -> list[Any]:
-    """Run the clients; returns the answers kept for validation."""
+                   stateful_share: float, seed: int, report: LoadReport,
+                   rss: Callable[[], float | None] | None = None) -> list[Any]:
+    """Run the clients; returns the answers kept for validation.
+
+    ``rss`` (the server's RSS in MB) is sampled every 5 s into ``report.rss_timeline``.
+    """
     rng = random.Random(seed)
     client = AsyncPlanClient(url, max_connections=clients + 2)
     keep: list[Any] = []
@@ -289,8 +306,17 @@ async def run_load(url: str, cases: list[Case], *, clients: int, duration: float
     stop_at = time.monotonic() + duration
     n_stateful = round(clients * stateful_share)
     started = time.perf_counter()
+
+    async def sample() -> None:
+        while rss is not None and time.monotonic() < stop_at:
+            value = rss()
+            if value is not None:
+                report.rss_timeline.append((round(time.perf_counter() - started, 1),
+                                            round(value, 1)))
+            await asyncio.sleep(5.0)
+
     try:
-        await asyncio.gather(*[
+        await asyncio.gather(sample(), *[
             _client(i, client, cases, limits, stop_at, budget, report, keep, check_every,
                     i < n_stateful, random.Random(rng.random())) for i in range(clients)])
     finally:
@@ -317,7 +343,8 @@ def cmd_load(args: argparse.Namespace) -> dict[str, Any]:
         keep = asyncio.run(run_load(
             served.url, cases, clients=args.clients, duration=args.duration, limits=limits,
             max_requests=args.max_requests, check_every=args.check_every,
-            stateful_share=args.stateful_share, seed=args.seed, report=report))
+            stateful_share=args.stateful_share, seed=args.seed, report=report,
+            rss=served.rss_mb))
         time.sleep(2.0)  # let abandoned solves end before measuring
         report.rss_after_mb = served.rss_mb()
     finally:

@@ -107,6 +107,17 @@ def test_without_any_answer_in_time_the_reply_places_nothing_validly() -> None:
         _wait_idle(svc)
 
 
+def test_a_body_not_parsed_by_the_deadline_is_a_503_on_time() -> None:
+    big = body(generated("850", 8192, 4))  # about 0.1 s or more to parse and check
+    with running_server(ServiceConfig(warmup=False)) as (url, _):
+        response, elapsed = _plan(url, big, **{"time-limit": 0.05})
+        assert response.status_code == 503
+        assert response.headers["retry-after"] == "1"
+        assert "while parsing" in response.json()["error"]
+        assert elapsed <= 0.05 + SLACK + 0.2  # the upload of ~1 MB is part of it
+        assert _plan(url, big, engine="greedy", **{"time-limit": 20})[0].status_code == 200
+
+
 def test_saturation_is_a_fast_503_with_retry_after() -> None:
     config = ServiceConfig(warmup=False, workers=1, queue=0)
     with running_server(config, _overrunning(1.5, 0.0)) as (url, svc):
