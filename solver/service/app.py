@@ -14,15 +14,15 @@ Routes (all JSON, contract key names):
   ``GET /metrics`` (Prometheus text).
 
 FastAPI was chosen over bare Starlette for one reason: the OpenAPI document.  Request
-bodies are read and parsed by the routes themselves (off the event loop, with a size
-limit, with the CLI's error messages), and their schemas are the contract's own pydantic
-models, injected into the document so that a Go client can be generated from it.
+bodies are read by the routes themselves (with a size limit) and parsed in the solver
+worker processes (:mod:`solver.service.pool`) with the CLI's error messages; their schemas
+are the contract's own pydantic models, injected into the document so that a Go client
+can be generated from it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -30,30 +30,20 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import anyio
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from models.check import check
-from models.compiled import Problem, compile_scenario
-from models.io import model_from_data, pydantic_messages
-from models.objective import evaluate
-from models.placement import MetricsModel, PlacementFile
+from models.placement import PlacementFile
 from models.scenario import Scenario
-from models.validation import InputError
-from solver.facade import solve
 from solver.service.metrics import PROMETHEUS_CONTENT_TYPE, ServiceMetrics
-from solver.service.runner import SOURCE_SOLVE, Answer, Saturated, SolveFn, SolveRunner
-from solver.service.state import (
-    ClusterDelta,
-    ClusterInfo,
-    ClusterStore,
-    VersionConflict,
-)
+from solver.service.parsing import BadRequest, ValidateRequest, ValidateResponse
+from solver.service.pool import SOURCE_SOLVE, PlanOutcome, Saturated, WorkerPool
+from solver.service.state import ClusterDelta, ClusterInfo
+from solver.service.worker import DEFAULT_SOLVE
 
 log = logging.getLogger("npu_place.service")
 
@@ -71,7 +61,7 @@ class ServiceConfig:
     Attributes
     ----------
     workers
-        Solves running at once (threads).
+        Solver worker processes (requests solved at once).
     queue
         Solves that may wait for a worker; beyond ``workers + queue`` in flight the
         service answers 503 with ``Retry-After``.
@@ -86,7 +76,11 @@ class ServiceConfig:
     max_clusters
         Stored clusters at most.
     warmup
-        Run a small solve at start-up (``/readyz`` answers 503 until it is done).
+        Workers run a small solve at start-up (``/readyz`` answers 503 until then).
+    kill_grace
+        A worker still busy this long after an answered request's deadline is killed.
+    solve
+        ``module:function`` of the facade the workers call (tests name failing ones).
     """
 
     host: str = "127.0.0.1"
@@ -100,6 +94,8 @@ class ServiceConfig:
     max_clusters: int = 16
     warmup: bool = True
     graceful_seconds: float = 30.0
+    kill_grace: float = 1.0
+    solve: str = DEFAULT_SOLVE
 
 
 # --------------------------------------------------------------------------- bodies
@@ -112,35 +108,6 @@ class ErrorBody(BaseModel):
     messages: list[str] = Field(default_factory=list)
 
 
-class ValidateRequest(BaseModel):
-    """Body of ``POST /v1/validate``."""
-
-    model_config = ConfigDict(extra="forbid")
-    scenario: Scenario
-    placement: PlacementFile | None = None
-
-
-class ViolationModel(BaseModel):
-    """One hard-constraint violation found by the validator."""
-
-    rule: str
-    job: str | None = None
-    node: str | None = None
-    message: str
-
-
-class ValidateResponse(BaseModel):
-    """Answer of ``POST /v1/validate``."""
-
-    model_config = ConfigDict(populate_by_name=True)
-    valid: bool
-    errors: list[str] = Field(default_factory=list, description="input errors of the scenario")
-    violations: list[ViolationModel] = Field(default_factory=list)
-    metrics: MetricsModel | None = None
-    nodes: int = 0
-    jobs: int = 0
-
-
 class HealthBody(BaseModel):
     """Answer of ``/healthz`` and ``/readyz``."""
 
@@ -149,18 +116,6 @@ class HealthBody(BaseModel):
     in_flight: int = Field(0, alias="in-flight")
     abandoned: int = 0
     capacity: int = 0
-
-
-class BadRequest(Exception):
-    """A request refused with ``status`` and messages naming the field."""
-
-    def __init__(self, status: int, error: str, messages: list[str] | None = None,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(error)
-        self.status = status
-        self.error = error
-        self.messages = messages or []
-        self.headers = headers
 
 
 def _error(status: int, error: str, messages: list[str] | None = None,
@@ -183,7 +138,7 @@ class _Timing:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        received = time.perf_counter()
+        received = time.monotonic()
         scope.setdefault("state", {})["received"] = received
         code = {"status": 500}
 
@@ -198,121 +153,47 @@ class _Timing:
             route = scope.get("route")
             path = getattr(route, "path", "unmatched")
             self.metrics.requests.labels(path, scope.get("method", ""), str(code["status"])).inc()
-            self.metrics.latency.labels(path).observe(time.perf_counter() - received)
-
-
-# --------------------------------------------------------------------------- parsing
-
-
-def _loads(body: bytes, what: str) -> Any:
-    try:
-        return json.loads(body)
-    except UnicodeDecodeError:
-        raise BadRequest(400, "malformed body", [f"{what}: not UTF-8 text"]) from None
-    except json.JSONDecodeError as exc:
-        raise BadRequest(400, "malformed body", [
-            f"{what}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ]) from None
-
-
-def parse_problem(body: bytes, what: str = "request body") -> Problem:
-    """Parse, validate and compile a scenario body (raises :class:`BadRequest`)."""
-    data = _loads(body, what)
-    try:
-        scenario = model_from_data(Scenario, data, what)
-        return compile_scenario(scenario, what)
-    except InputError as exc:
-        raise BadRequest(422, "invalid scenario", exc.messages) from None
-
-
-def parse_delta(body: bytes) -> ClusterDelta:
-    """Parse a cluster delta body (raises :class:`BadRequest`)."""
-    data = _loads(body, "delta")
-    try:
-        return model_from_data(ClusterDelta, data, "delta")
-    except InputError as exc:
-        raise BadRequest(422, "invalid delta", exc.messages) from None
-
-
-def run_validate(body: bytes) -> ValidateResponse:
-    """``POST /v1/validate``: check a scenario and optionally a placement."""
-    data = _loads(body, "request body")
-    if not isinstance(data, dict):
-        raise BadRequest(422, "invalid body", ["request body: expected an object with "
-                                               "'scenario' and optionally 'placement'"])
-    unknown = sorted(set(data) - {"scenario", "placement"})
-    if unknown:
-        raise BadRequest(422, "invalid body", [f"request body: field '{k}': unknown field "
-                                               "(expected 'scenario', 'placement')"
-                                               for k in unknown])
-    if "scenario" not in data:
-        raise BadRequest(422, "invalid body", ["request body: field 'scenario': missing"])
-    placement = None
-    if data.get("placement") is not None:
-        try:
-            placement = PlacementFile.model_validate(data["placement"])
-        except ValidationError as exc:
-            raise BadRequest(422, "invalid placement",
-                             pydantic_messages(exc, data["placement"], "placement")) from None
-    try:
-        problem = compile_scenario(model_from_data(Scenario, data["scenario"], "scenario"),
-                                   "scenario")
-    except InputError as exc:
-        return ValidateResponse(valid=False, errors=exc.messages)
-    out = ValidateResponse(valid=True, nodes=problem.num_nodes, jobs=len(problem.jobs))
-    if placement is None:
-        return out
-    violations = check(problem, placement)
-    out.violations = [ViolationModel(rule=v.rule.value, job=v.job, node=v.node,
-                                     message=v.message) for v in violations]
-    out.valid = not violations
-    if not violations:
-        out.metrics = evaluate(problem, placement).to_model()
-    return out
+            self.metrics.latency.labels(path).observe(time.monotonic() - received)
 
 
 # --------------------------------------------------------------------------- service
 
 
 class PlanningService:
-    """State shared by the routes: runner, clusters, metrics, readiness and draining."""
+    """State shared by the routes: worker pool, metrics, readiness and draining."""
 
-    def __init__(self, config: ServiceConfig, solve_fn: SolveFn = solve) -> None:
+    def __init__(self, config: ServiceConfig) -> None:
         self.config = config
-        self.runner = SolveRunner(workers=config.workers, queue=config.queue,
-                                  reply_margin=config.reply_margin, solve_fn=solve_fn)
-        self.clusters = ClusterStore(config.max_clusters)
+        self.runner = WorkerPool(workers=config.workers, queue=config.queue,
+                                 reply_margin=config.reply_margin,
+                                 kill_grace=config.kill_grace, solve_path=config.solve,
+                                 warmup=config.warmup)
         self.metrics = ServiceMetrics(lambda: self.runner.in_flight,
                                       lambda: self.runner.abandoned,
-                                      lambda: len(self.clusters))
-        self.ready = not config.warmup
+                                      lambda: len(self.runner.clusters),
+                                      lambda: self.runner.killed,
+                                      lambda: self.runner.restarts)
         self.draining = False
         self._drain_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
+    @property
+    def ready(self) -> bool:
+        """Every worker started (and warmed up)."""
+        return self.runner.ready
+
     # ------------------------------------------------------------------ lifecycle
-    def bind_loop(self) -> None:
-        """Remember the serving loop (called at start-up, on the loop)."""
+    def start(self) -> None:
+        """Start the workers (called at start-up, on the loop)."""
         self._loop = asyncio.get_running_loop()
         self._drain_event = asyncio.Event()
+        self.runner.start()
 
     def begin_drain(self) -> None:
         """Graceful shutdown: refuse new plans, hurry in-flight ones (thread-safe)."""
         self.draining = True
         if self._loop is not None and self._drain_event is not None:
             self._loop.call_soon_threadsafe(self._drain_event.set)
-
-    def warm_up(self) -> None:
-        """Import and exercise both engines once so the first request pays nothing extra."""
-        try:
-            from models.io import load_scenario
-            from solver.cli import example_path
-
-            problem = compile_scenario(load_scenario(example_path("ordinary-8npu")))
-            self.runner.solve_fn(problem, engine="auto", time_limit=0.5)
-        except Exception:  # warm-up is best effort
-            log.exception("warm-up failed")
-        self.ready = True
 
     # ------------------------------------------------------------------ helpers
     def deadline(self, request: Request, time_limit: float | None) -> tuple[float, float]:
@@ -322,7 +203,7 @@ class PlanningService:
             raise BadRequest(422, "invalid request", [
                 f"query parameter 'time-limit': {limit} is above the service's maximum "
                 f"({self.config.max_time_limit})"])
-        received = request.scope.get("state", {}).get("received", time.perf_counter())
+        received = request.scope.get("state", {}).get("received", time.monotonic())
         return limit, received + limit
 
     def admit_early(self) -> None:
@@ -334,7 +215,7 @@ class PlanningService:
         if self.runner.saturated:
             self.metrics.rejected.labels("saturated").inc()
             raise BadRequest(503, "saturated", [
-                f"{self.runner.in_flight} solves in flight (capacity "
+                f"{self.runner.in_flight} requests in flight (capacity "
                 f"{self.runner.capacity}); retry later"], {"Retry-After": "1"})
 
     async def read_body(self, request: Request) -> bytes:
@@ -354,57 +235,45 @@ class PlanningService:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def parse_by(self, body: bytes, deadline: float) -> Problem:
-        """Parse a scenario body off the loop; 503 if the deadline passes first.
-
-        Parsing and validating an 8,000-node body costs 0.1–0.4 s of CPU (more on a loaded
-        machine); when it has not finished by the reply cut-off there is no scenario to
-        answer for, so the request gets a 503 with ``Retry-After`` at its deadline rather
-        than a late answer.  The parse thread finishes in the background.
-        """
-        task = asyncio.ensure_future(anyio.to_thread.run_sync(parse_problem, body))
-        timeout = deadline - self.config.reply_margin - time.perf_counter()
-        done, _ = await asyncio.wait({task}, timeout=max(0.0, timeout))
-        if task in done:
-            return task.result()
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-        self.metrics.rejected.labels("parse-deadline").inc()
-        raise BadRequest(503, "time limit passed while parsing", [
-            "the request's time limit passed before its body was parsed and checked "
-            "(the service is loaded; large clusters should use PUT/PATCH "
-            "/v1/clusters/{name} and plan the stored cluster)"], {"Retry-After": "1"})
-
-    async def plan(self, request: Request, problem: Problem, *, engine: str, limit: float,
-                   deadline: float, seed: int, deterministic_time: float | None,
-                   solver_cache: Any = None, headers: dict[str, str] | None = None) -> Response:
-        """Solve and answer on time; records the plan metrics."""
+    async def plan(self, request: Request, *, body: bytes | None, cluster: str | None,
+                   engine: str, limit: float, deadline: float, seed: int,
+                   deterministic_time: float | None) -> Response:
+        """Solve in a worker and answer on time; records the plan metrics."""
         try:
-            answer = await self.runner.plan(problem, engine=engine, deadline=deadline,
-                                            seed=seed, deterministic_time=deterministic_time,
-                                            solver_cache=solver_cache, hurry=self._drain_event)
+            outcome = await self.runner.plan(body=body, cluster=cluster, engine=engine,
+                                             deadline=deadline, seed=seed,
+                                             deterministic_time=deterministic_time,
+                                             hurry=self._drain_event)
         except Saturated as exc:
             self.metrics.rejected.labels("saturated").inc()
-            raise BadRequest(503, "saturated", ["too many solves in flight; retry later"],
+            raise BadRequest(503, "saturated", ["too many requests in flight; retry later"],
                              {"Retry-After": str(exc.retry_after)}) from None
-        except Exception as exc:
-            self.metrics.solve_errors.inc()
-            log.exception("plan failed")
-            return _error(500, "internal error", [f"{type(exc).__name__}: {exc}"])
-        self._record(answer, engine)
+        except BadRequest as exc:
+            if exc.status == 500:
+                self.metrics.solve_errors.inc()
+            elif exc.status == 503:
+                self.metrics.rejected.labels("parse-deadline").inc()
+            raise
+        self._record(outcome, engine)
         received = request.scope.get("state", {}).get("received", deadline - limit)
-        elapsed = time.perf_counter() - received
+        elapsed = time.monotonic() - received
         self.metrics.deadline_slack.labels(_route(request)).observe(elapsed - limit)
-        out = {"X-Plan-Source": answer.source, "X-Time-Limit": f"{limit:g}",
-               "X-Elapsed-Before-Send": f"{elapsed:.4f}", **(headers or {})}
-        return JSONResponse(answer.placement.to_dict(), headers=out)
+        headers = {"X-Plan-Source": outcome.source, "X-Time-Limit": f"{limit:g}",
+                   "X-Elapsed-Before-Send": f"{elapsed:.4f}"}
+        if cluster is not None:
+            record = self.runner.clusters.get(cluster)
+            if record is not None:
+                headers["X-Cluster-Version"] = str(record.info.get("version", ""))
+        return JSONResponse(outcome.placement, headers=headers)
 
-    def _record(self, answer: Answer, engine: str) -> None:
-        placement = answer.placement
-        self.metrics.plans.labels(placement.status.value, placement.engine, answer.source).inc()
-        if (engine != "greedy" and answer.source == SOURCE_SOLVE
-                and answer.greedy_objective is not None and placement.objective is not None):
-            gain = placement.objective - answer.greedy_objective
-            self.metrics.gain.observe(max(0.0, gain) / max(1, abs(answer.greedy_objective)))
+    def _record(self, outcome: PlanOutcome, engine: str) -> None:
+        placement = outcome.placement
+        self.metrics.plans.labels(placement.get("status", ""), placement.get("engine", ""),
+                                  outcome.source).inc()
+        if (engine != "greedy" and outcome.source == SOURCE_SOLVE
+                and outcome.greedy_objective is not None and outcome.objective is not None):
+            gain = outcome.objective - outcome.greedy_objective
+            self.metrics.gain.observe(max(0, gain) / max(1, abs(outcome.greedy_objective)))
             if gain > 0:
                 self.metrics.improved.inc()
 
@@ -425,34 +294,28 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "malformed JSON"},
     413: {"model": ErrorBody, "description": "body above --max-body-mb"},
     422: {"model": ErrorBody, "description": "invalid input; every message names the field"},
-    503: {"model": ErrorBody, "description": "saturated or shutting down (see Retry-After)"},
+    503: {"model": ErrorBody, "description": "saturated, shutting down, or the time limit "
+                                             "passed while parsing (see Retry-After)"},
 }
 
 
-def create_app(config: ServiceConfig | None = None, solve_fn: SolveFn = solve) -> FastAPI:
+def create_app(config: ServiceConfig | None = None) -> FastAPI:
     """Build the service application.
 
     Parameters
     ----------
     config
         Service settings (defaults: :class:`ServiceConfig`).
-    solve_fn
-        The facade to call (tests inject one that fails).
     """
     config = config or ServiceConfig()
-    service = PlanningService(config, solve_fn)
+    service = PlanningService(config)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        service.bind_loop()
-        warm = None
-        if config.warmup:
-            warm = asyncio.ensure_future(anyio.to_thread.run_sync(service.warm_up))
+        service.start()
         yield
         service.begin_drain()
-        if warm is not None and not warm.done():
-            warm.cancel()
-        service.runner.shutdown()
+        await service.runner.close()
 
     app = FastAPI(title="npu-place planning service", version=API_VERSION,
                   description="Whole-session placement plans for Ascend NPU gang jobs: "
@@ -497,77 +360,82 @@ def create_app(config: ServiceConfig | None = None, solve_fn: SolveFn = solve) -
         limit, deadline = service.deadline(request, time_limit)
         service.admit_early()
         body = await service.read_body(request)
-        problem = await service.parse_by(body, deadline)
-        ready = time.perf_counter() - (deadline - limit)
-        return await service.plan(request, problem, engine=engine, limit=limit,
-                                  deadline=deadline, seed=seed,
-                                  deterministic_time=deterministic_time,
-                                  headers={"X-Parsed-After": f"{ready:.4f}"})
+        return await service.plan(request, body=body, cluster=None, engine=engine,
+                                  limit=limit, deadline=deadline, seed=seed,
+                                  deterministic_time=deterministic_time)
 
     @app.post("/v1/validate", response_model=ValidateResponse, responses=_ERRORS,
               openapi_extra=_body_schema("ValidateRequest"), tags=["plan"],
               summary="Check a scenario, and optionally a placement")
     async def validate(request: Request) -> Response:
+        service.admit_early()
         body = await service.read_body(request)
-        result = await anyio.to_thread.run_sync(run_validate, body)
-        return JSONResponse(result.model_dump(by_alias=True, mode="json"))
+        try:
+            result = await service.runner.call("validate", (body,), admit=True)
+        except Saturated:
+            service.metrics.rejected.labels("saturated").inc()
+            raise BadRequest(503, "saturated", ["too many requests in flight; retry later"],
+                             {"Retry-After": "1"}) from None
+        return JSONResponse(result)
+
+    def _known(name: str) -> Any:
+        record = service.runner.clusters.get(name)
+        if record is None:
+            raise BadRequest(404, "no such cluster", [f"cluster '{name}' is not stored "
+                                                      "(PUT it first)"])
+        return record
 
     @app.put("/v1/clusters/{name}", response_model=ClusterInfo, responses=_ERRORS,
              openapi_extra=_body_schema("Scenario"), tags=["clusters"],
              summary="Store a cluster (body: a full scenario)")
     async def put_cluster(request: Request, name: str = name_p) -> Response:
         body = await service.read_body(request)
-        problem = await anyio.to_thread.run_sync(parse_problem, body)
-        try:
-            cluster, created = service.clusters.put(name, problem)
-        except OverflowError as exc:
-            raise BadRequest(507, "too many clusters", [str(exc)]) from None
+        pool = service.runner
+        if name not in pool.clusters and len(pool.clusters) >= config.max_clusters:
+            raise BadRequest(507, "too many clusters", [
+                f"the service holds {config.max_clusters} clusters already; delete one first"])
+        home = pool.home_for(name)
+        reply = await pool.call("put", (name, body, 1), home=home)
+        pool.record_put(name, home, body, reply["info"])
         service.metrics.delta_tier.labels("full").inc()
-        return JSONResponse(cluster.info().model_dump(by_alias=True),
-                            status_code=201 if created else 200)
-
-    def _cluster(name: str) -> Any:
-        cluster = service.clusters.get(name)
-        if cluster is None:
-            raise BadRequest(404, "no such cluster", [f"cluster '{name}' is not stored "
-                                                      "(PUT it first)"])
-        return cluster
+        return JSONResponse(reply["info"], status_code=201 if reply["created"] else 200)
 
     @app.patch("/v1/clusters/{name}", response_model=ClusterInfo, responses=_ERRORS,
                openapi_extra=_body_schema("ClusterDelta"), tags=["clusters"],
                summary="Apply a delta to a stored cluster")
     async def patch_cluster(request: Request, name: str = name_p) -> Response:
-        cluster = _cluster(name)
+        record = _known(name)
         body = await service.read_body(request)
-        delta = await anyio.to_thread.run_sync(parse_delta, body)
         try:
-            info = await anyio.to_thread.run_sync(cluster.apply, delta)
-        except InputError as exc:
-            raise BadRequest(422, "invalid delta", exc.messages) from None
-        except VersionConflict as exc:
-            raise BadRequest(409, "version conflict", [str(exc)]) from None
-        service.metrics.delta_tier.labels(info.last_update).inc()
-        return JSONResponse(info.model_dump(by_alias=True))
+            info = await service.runner.call("patch", (name, body), home=record.home)
+        except BadRequest as exc:
+            if exc.status == 422:
+                exc.error = "invalid delta"
+            raise
+        service.runner.record_patch(name, body, info)
+        service.metrics.delta_tier.labels(info["last-update"]).inc()
+        return JSONResponse(info)
 
     @app.get("/v1/clusters/{name}", response_model=ClusterInfo, tags=["clusters"],
              responses={404: {"model": ErrorBody}})
     async def get_cluster(name: str = name_p) -> Response:
-        return JSONResponse(_cluster(name).info().model_dump(by_alias=True))
+        return JSONResponse(_known(name).info)
 
     @app.get("/v1/clusters/{name}/scenario", response_model=Scenario, tags=["clusters"],
              responses={404: {"model": ErrorBody}},
              summary="The stored cluster as a full scenario")
     async def get_cluster_scenario(name: str = name_p) -> Response:
-        cluster = _cluster(name)
-        data = await anyio.to_thread.run_sync(
-            cluster.snapshot.problem.scenario.to_dict)
-        return JSONResponse(data, headers={"X-Cluster-Version": str(cluster.snapshot.version)})
+        record = _known(name)
+        reply = await service.runner.call("dump", (name,), home=record.home)
+        return Response(reply["scenario"], media_type="application/json",
+                        headers={"X-Cluster-Version": str(reply["version"])})
 
     @app.delete("/v1/clusters/{name}", status_code=204, tags=["clusters"],
                 responses={404: {"model": ErrorBody}})
     async def delete_cluster(name: str = name_p) -> Response:
-        if not service.clusters.delete(name):
-            _cluster(name)
+        record = _known(name)
+        service.runner.clusters.pop(name, None)
+        await service.runner.call("delete", (name,), home=record.home)
         return Response(status_code=204)
 
     @app.post("/v1/clusters/{name}/plan", response_model=PlacementFile, responses=_ERRORS,
@@ -576,14 +444,11 @@ def create_app(config: ServiceConfig | None = None, solve_fn: SolveFn = solve) -
                            time_limit: float | None = limit_q, seed: int = seed_q,
                            deterministic_time: float | None = det_q) -> Response:
         limit, deadline = service.deadline(request, time_limit)
-        cluster = _cluster(name)
+        _known(name)
         service.admit_early()
-        snapshot = await anyio.to_thread.run_sync(cluster.refresh_clock)
-        return await service.plan(request, snapshot.problem, engine=engine, limit=limit,
-                                  deadline=deadline, seed=seed,
-                                  deterministic_time=deterministic_time,
-                                  solver_cache=snapshot.solver_cache,
-                                  headers={"X-Cluster-Version": str(snapshot.version)})
+        return await service.plan(request, body=None, cluster=name, engine=engine,
+                                  limit=limit, deadline=deadline, seed=seed,
+                                  deterministic_time=deterministic_time)
 
     @app.get("/healthz", response_model=HealthBody, tags=["ops"])
     async def healthz() -> Response:
@@ -629,4 +494,3 @@ def create_app(config: ServiceConfig | None = None, solve_fn: SolveFn = solve) -
 
 
 __all__ = ["BadRequest", "PlanningService", "ServiceConfig", "create_app"]
-

@@ -20,12 +20,15 @@ class ServiceMetrics:
 
     Parameters
     ----------
-    in_flight, abandoned
-        Callables read at scrape time (solves in flight / abandoned but still running).
+    in_flight, abandoned, clusters, killed, restarts
+        Callables read at scrape time: requests in a worker or its queue, of those the
+        ones already answered, stored clusters, workers killed for overrunning a
+        deadline, and worker restarts (kills and crashes).
     """
 
     def __init__(self, in_flight: Callable[[], float], abandoned: Callable[[], float],
-                 clusters: Callable[[], float]) -> None:
+                 clusters: Callable[[], float], killed: Callable[[], float],
+                 restarts: Callable[[], float]) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter("npu_place_requests", "HTTP requests by route, method and code",
@@ -59,6 +62,12 @@ class ServiceMetrics:
         g.set_function(abandoned)
         g = Gauge("npu_place_clusters", "Stored clusters", registry=r)
         g.set_function(clusters)
+        g = Gauge("npu_place_workers_killed", "Workers killed for overrunning a deadline "
+                  "(since start)", registry=r)
+        g.set_function(killed)
+        g = Gauge("npu_place_worker_restarts", "Worker restarts: kills and crashes "
+                  "(since start)", registry=r)
+        g.set_function(restarts)
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""

@@ -3,23 +3,20 @@
 On SIGTERM (or SIGINT) the service stops accepting connections, ``/readyz`` turns 503,
 new plan calls on open connections get 503, and in-flight plan calls answer at once with
 greedy's plan when they have it (else at their deadline, never later); uvicorn then waits
-for the open responses (at most ``graceful_seconds``) and runs the application's shutdown.
+for the open responses (at most ``graceful_seconds``) and runs the application's shutdown,
+which closes the worker processes' pipes (and kills workers that do not exit).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from types import FrameType
 from typing import TextIO
 
 import uvicorn
 
 from solver.service.app import PlanningService, ServiceConfig, create_app
-
-#: GIL switch interval of the serving process (seconds).
-SWITCH_INTERVAL = 0.002
 
 
 class _Server(uvicorn.Server):
@@ -51,9 +48,6 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
                            max_clusters=args.max_clusters)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Solves are Python threads; a shorter GIL switch interval (default 5 ms) lets the
-    # event loop answer health checks and deadlines promptly while they run.
-    sys.setswitchinterval(SWITCH_INTERVAL)
     server = build_server(config, args.log_level)
     server.run()
     return 0

@@ -360,11 +360,11 @@ class Cluster:
     Deltas are serialised by a lock; plan calls read :attr:`snapshot` without locking.
     """
 
-    def __init__(self, name: str, problem: Problem) -> None:
+    def __init__(self, name: str, problem: Problem, version: int = 1) -> None:
         self.name = name
         self._lock = threading.Lock()
         self.lifecycle = CacheLifecycle.from_model(problem.scenario.affinity_cache)
-        self.snapshot = ClusterSnapshot(name, 1, problem)
+        self.snapshot = ClusterSnapshot(name, version, problem)
         self.last_update = "full"
         self.apply_seconds = 0.0
         self.notes: list[str] = []
@@ -442,7 +442,7 @@ class ClusterStore:
         self._clusters: dict[str, Cluster] = {}
         self._lock = threading.Lock()
 
-    def put(self, name: str, problem: Problem) -> tuple[Cluster, bool]:
+    def put(self, name: str, problem: Problem, version: int = 1) -> tuple[Cluster, bool]:
         """Store (or replace) a cluster; returns it and whether it is new.
 
         Raises
@@ -455,7 +455,7 @@ class ClusterStore:
             if created and len(self._clusters) >= self.max_clusters:
                 raise OverflowError(f"the service holds {self.max_clusters} clusters already; "
                                     "delete one first")
-            cluster = Cluster(name, problem)
+            cluster = Cluster(name, problem, version)
             self._clusters[name] = cluster
             return cluster, created
 

@@ -6,7 +6,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from typing import Any
@@ -18,20 +18,19 @@ from benchmarks.generators import GenParams, generate_case
 from models.io import load_scenario
 from models.scenario import Scenario
 from solver.cli import example_path
-from solver.facade import solve
 from solver.service.app import ServiceConfig, create_app
 from solver.service.client import PlanClient
 
 
 @contextmanager
-def running_server(config: ServiceConfig | None = None,
-                   solve_fn: Callable[..., Any] = solve) -> Iterator[tuple[str, Any]]:
+def running_server(config: ServiceConfig | None = None) -> Iterator[tuple[str, Any]]:
     """Start the app on uvicorn in a thread (a pre-bound loopback socket); stop it after.
 
-    Yields the base URL and the :class:`~solver.service.app.PlanningService`.
+    Yields the base URL and the :class:`~solver.service.app.PlanningService` once its
+    worker processes are ready.
     """
     config = config or ServiceConfig(warmup=False)
-    app = create_app(config, solve_fn)
+    app = create_app(config)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -41,7 +40,8 @@ def running_server(config: ServiceConfig | None = None,
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
-    while not server.started:
+    service = app.state.service
+    while not server.started or not (service.ready or config.warmup):
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the test server did not start")
         time.sleep(0.02)

@@ -4,6 +4,7 @@ exactly the plans of the equivalent full snapshots."""
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import numpy as np
@@ -12,9 +13,10 @@ import pytest
 from heuristics.lifecycle import CacheLifecycle
 from models.compiled import Problem, compile_scenario
 from models.scenario import Scenario
+from solver.service.app import ServiceConfig
 from solver.service.client import PlanClient, ServiceError
 from solver.service.state import ClusterDelta, apply_delta
-from tests.solver.service.conftest import example, generated
+from tests.solver.service.conftest import example, generated, running_server
 
 
 def _same_problem(a: Problem, b: Problem) -> None:
@@ -240,3 +242,23 @@ def test_deltas_plan_like_full_snapshots(client: PlanClient, family: str, nodes:
                    [(j.name, j.placed, j.ranks) for j in via_full.jobs], (version, engine)
             assert via_delta.objective == via_full.objective
     client.delete_cluster(name)
+
+
+def test_a_cluster_survives_its_worker_being_killed() -> None:
+    scenario = example("superpod-850")
+    config = ServiceConfig(warmup=False, kill_grace=0.2,
+                           solve="tests.solver.service.faults:slow_full")
+    with running_server(config) as (url, service), PlanClient(url) as c:
+        c.put_cluster("k", scenario)
+        c.patch_cluster("k", {"node-updates": [{"name": scenario.nodes[0].name, "free": 0}]})
+        before = c.cluster_scenario("k")
+        placement = c.plan_cluster("k", engine="auto", time_limit=0.4)  # overruns: killed
+        assert placement.engine == "greedy"
+        deadline = time.monotonic() + 20
+        while service.runner.killed == 0 or service.runner.in_flight:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert c.cluster_scenario("k") == before  # replayed into the new worker
+        assert c.get_cluster("k")["version"] == 2
+        again = c.plan_cluster("k", engine="greedy", time_limit=5)
+        assert [j.ranks for j in again.jobs] == [j.ranks for j in placement.jobs]

@@ -19,9 +19,8 @@ from typing import Any
 import httpx
 
 from models.check import check
-from models.compiled import Problem, compile_scenario
+from models.compiled import compile_scenario
 from models.placement import PlacementFile
-from solver.facade import Result, solve
 from solver.service.app import ServiceConfig
 from tests.solver.service.conftest import body, example, generated, running_server
 
@@ -70,17 +69,13 @@ def _wait_idle(service: Any, timeout: float = 15.0) -> None:
         time.sleep(0.05)
 
 
-def _overrunning(sleep_greedy: float, sleep_full: float) -> Any:
-    """A facade that ignores its time limit (as today's facade can overrun)."""
-    def slow(scenario: Problem, engine: str = "auto", **kwargs: Any) -> Result:
-        time.sleep(sleep_greedy if engine == "greedy" else sleep_full)
-        return solve(scenario, engine="greedy", seed=kwargs.get("seed", 0))
-    return slow
+FAULTS = "tests.solver.service.faults:"
 
 
 def test_an_overrunning_solve_gets_greedys_answer_on_time() -> None:
     scenario = example()
-    with running_server(ServiceConfig(warmup=False), _overrunning(0.0, 2.0)) as (url, svc):
+    config = ServiceConfig(warmup=False, solve=FAULTS + "slow_full")
+    with running_server(config) as (url, svc):
         response, elapsed = _plan(url, body(scenario), engine="auto", **{"time-limit": 0.5})
         assert response.status_code == 200
         assert elapsed <= 0.5 + SLACK
@@ -89,14 +84,18 @@ def test_an_overrunning_solve_gets_greedys_answer_on_time() -> None:
         assert placement.engine == "greedy" and placement.jobs[0].placed
         assert any("did not finish" in n for n in placement.notes)
         assert check(compile_scenario(scenario), placement) == []
-        assert svc.runner.abandoned == 1  # still counted until its thread ends
+        assert svc.runner.abandoned == 1  # still counted until its worker is free
         _wait_idle(svc)
         assert svc.runner.abandoned == 0
+        assert svc.runner.killed == 1  # 2 s of sleep > deadline + kill grace: killed
+        response, _ = _plan(url, body(scenario), engine="greedy", **{"time-limit": 5})
+        assert response.status_code == 200  # served by the restarted worker
 
 
 def test_without_any_answer_in_time_the_reply_places_nothing_validly() -> None:
     scenario = example()
-    with running_server(ServiceConfig(warmup=False), _overrunning(1.5, 0.0)) as (url, svc):
+    config = ServiceConfig(warmup=False, solve=FAULTS + "slow_greedy")
+    with running_server(config) as (url, svc):
         response, elapsed = _plan(url, body(scenario), engine="auto", **{"time-limit": 0.3})
         assert response.status_code == 200 and elapsed <= 0.3 + SLACK
         assert response.headers["x-plan-source"] == "empty"
@@ -119,8 +118,8 @@ def test_a_body_not_parsed_by_the_deadline_is_a_503_on_time() -> None:
 
 
 def test_saturation_is_a_fast_503_with_retry_after() -> None:
-    config = ServiceConfig(warmup=False, workers=1, queue=0)
-    with running_server(config, _overrunning(1.5, 0.0)) as (url, svc):
+    config = ServiceConfig(warmup=False, workers=1, queue=0, solve=FAULTS + "slow_greedy")
+    with running_server(config) as (url, svc):
         with ThreadPoolExecutor(1) as pool:
             first = pool.submit(_plan, url, body(example()), **{"time-limit": 0.3})
             time.sleep(0.15)
@@ -129,7 +128,7 @@ def test_saturation_is_a_fast_503_with_retry_after() -> None:
             assert response.headers["retry-after"] == "1"
             assert elapsed < 0.5
             assert first.result()[0].status_code == 200
-        # the first solve was abandoned but still holds its worker: still saturated
+        # the first request was answered but its work still holds the worker: saturated
         assert _plan(url, body(example()), **{"time-limit": 5})[0].status_code == 503
         assert httpx.get(url + "/healthz").status_code == 200
         _wait_idle(svc)
@@ -138,12 +137,8 @@ def test_saturation_is_a_fast_503_with_retry_after() -> None:
 
 
 def test_a_crashing_solve_is_a_500_for_that_request_only() -> None:
-    def crashing(scenario: Problem, engine: str = "auto", **kwargs: Any) -> Result:
-        if kwargs.get("seed") == 666:
-            raise RuntimeError("boom")
-        return solve(scenario, engine=engine, **kwargs)
-
-    with running_server(ServiceConfig(warmup=False), crashing) as (url, _):
+    config = ServiceConfig(warmup=False, workers=2, solve=FAULTS + "crash_on_666")
+    with running_server(config) as (url, _):
         with ThreadPoolExecutor(2) as pool:
             bad = pool.submit(_plan, url, body(example()), seed=666)
             good = pool.submit(_plan, url, body(example()), engine="greedy")
