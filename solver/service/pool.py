@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
 import multiprocessing
 import threading
 import time
@@ -38,6 +39,9 @@ log = logging.getLogger("npu_place.service")
 
 #: Deltas kept per cluster before the log is compacted into one scenario body.
 COMPACT_EVERY = 64
+#: Expected seconds of a short request (greedy only, validate, cluster updates) when
+#: estimating when a worker will be free; also the least time worth starting a plan with.
+SHORT_SECONDS = 0.1
 
 #: The answer came from the full solve, greedy's fallback, or nothing finished in time.
 SOURCE_SOLVE = "solve"
@@ -309,8 +313,23 @@ class WorkerPool:
         homes = {i: 0 for i in range(len(self._workers))}
         for record in self.clusters.values():
             homes[record.home] = homes.get(record.home, 0) + 1
-        return min(self._workers, key=lambda w: (w.current is not None or not w.ready,
-                                                 len(w.queue), homes[w.index], w.index))
+        return min(self._workers, key=lambda w: (round(self._eta(w), 2), len(w.queue),
+                                                 homes[w.index], w.index))
+
+    def _eta(self, worker: _Worker) -> float:
+        """When ``worker`` is expected to be free for a new request (``time.monotonic``).
+
+        A plan runs until about its deadline (CP-SAT uses its budget) unless it asked
+        for greedy only (:data:`SHORT_SECONDS`); other requests count as short too.
+        """
+        now = time.monotonic()
+        eta = now if worker.ready else now + 1.0
+        for req in ([worker.current] if worker.current is not None else []) + list(worker.queue):
+            if req.kind == "plan" and req.deadline is not None and req.args[2] != "greedy":
+                eta = max(eta, req.deadline)
+            else:
+                eta += SHORT_SECONDS
+        return eta
 
     def _submit(self, req: _Request, home: int | None) -> int:
         worker = self._workers[home] if home is not None else self._pick()
@@ -363,17 +382,25 @@ class WorkerPool:
         Raises
         ------
         Saturated
-            When ``workers + queue`` requests are in flight.
+            When ``workers + queue`` requests are in flight, or when the chosen worker is
+            not expected to be free before the request's own deadline (then at once,
+            with ``Retry-After`` set to the expected wait).
         BadRequest
             400/422 for a bad body, 404 for an unknown cluster, 500 for a crash before
             any answer existed, 503 when the deadline passed before the body was parsed.
         """
+        cutoff = deadline - self.reply_margin
+        worker = (self._workers[self.clusters[cluster].home] if cluster is not None
+                  else self._pick())
+        eta = self._eta(worker)
+        now = time.monotonic()
+        if eta > now + 0.001 and eta > cutoff - SHORT_SECONDS:
+            # the worker is busy until after this request's deadline: refuse now
+            raise Saturated(retry_after=max(1, math.ceil(eta - now)))
         self._admit()
-        home = self.clusters[cluster].home if cluster is not None else None
         req = self._request("plan", (body, cluster, engine, deadline, seed,
                                      deterministic_time), deadline=deadline, admitted=True)
-        index = self._submit(req, home)
-        cutoff = deadline - self.reply_margin
+        index = self._submit(req, worker.index)
         hurry_task = asyncio.ensure_future(hurry.wait()) if hurry is not None else None
         try:
             while not req.terminal:

@@ -22,9 +22,11 @@ answer (``final``, ``reply`` or ``error``) ends every request.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -41,6 +43,9 @@ log = logging.getLogger("npu_place.service.worker")
 DEFAULT_SOLVE = "solver.facade:solve"
 
 TERMINAL = ("final", "reply", "error")
+
+#: Scheduling priority of the workers relative to the serving process (``nice``).
+WORKER_NICE = 10
 
 
 def load_solve(path: str) -> Callable[..., Any]:
@@ -171,6 +176,10 @@ def worker_main(conn: Connection, solve_path: str, warmup: bool) -> None:
     # the serving process decides when workers end (it closes the pipe or kills them)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # Solving is batch work: on a saturated machine the serving process (health checks,
+    # deadlines, sending answers) must get the CPU first.
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICE)
     worker = Worker(conn, solve_path)
     if warmup:
         try:

@@ -12,7 +12,7 @@ from tests.solver.service.conftest import running_server
 def test_load_loop_reports_every_request() -> None:
     cases = make_cases(["850", "ordinary"], [64], seed=1)
     report = LoadReport(args={})
-    with running_server(ServiceConfig(warmup=False, workers=1, queue=2)) as (url, _):
+    with running_server(ServiceConfig(warmup=False, workers=2, queue=2)) as (url, _):
         keep = asyncio.run(run_load(url, cases, clients=2, duration=2.0, limits=[0.3],
                                     max_requests=40, check_every=1, stateful_share=0.5,
                                     seed=1, report=report))
