@@ -65,16 +65,27 @@ class Served:
     proc: subprocess.Popen[bytes] | None = None
 
     def rss_mb(self) -> float | None:
-        """The server's resident set size in MB (Linux ``/proc``), if known."""
+        """RSS in MB of the server and all its descendants (worker processes, the fork
+        server), from Linux ``/proc``; ``None`` when unknown."""
         if self.proc is None:
             return None
-        try:
-            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024.0
-        except OSError:
-            return None
-        return None
+        total = 0.0
+        todo = [self.proc.pid]
+        seen: set[int] = set()
+        while todo:
+            pid = todo.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) / 1024.0
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    todo += [int(c) for c in (task / "children").read_text().split()]
+            except (OSError, ValueError):
+                continue
+        return total if seen else None
 
     def stop(self) -> int | None:
         """SIGTERM the server (if started here) and wait for it."""

@@ -1,19 +1,23 @@
 """Solver worker processes seen from the serving process: dispatch, deadlines, admission,
 killing overrunning work, and rebuilding stored clusters after a restart.
 
-Why processes (measured; README, section "Planning service"): with solves in threads of
+Why processes, not threads (measured; README, section "Planning service"): in threads of
 the serving process, parsing an 8,000-node body (pydantic holds the GIL for 0.1–0.3 s),
-compiling, greedy and building the CP-SAT model all compete with the event loop for the
-GIL; on the 2-core test machine ``/healthz`` then took 0.2 s at the median and answers
-left the server 0.3–0.5 s after their deadline.  In worker processes the serving loop only
-moves bytes.  And a process, unlike a thread, can be killed: a solve that overruns its
-deadline by more than ``kill_grace`` seconds is killed and its CPU comes back at once.
+compiling, greedy and building the CP-SAT model all take the GIL from the event loop (a
+thread sleeping 1 ms in a loop saw gaps of up to 0.155 s while one solve ran); in the
+same 60 s load test the thread design sent 88 of 206 answers after their limit (worst
+1.7 s late), the process design 2 of 117 (worst 0.04 s).  Workers run at a lower CPU
+priority (``nice``), so on a saturated machine the serving process is scheduled first.
+And a process, unlike a thread, can be killed: a solve still running ``kill_grace``
+seconds after the deadline of the request it was abandoned by is killed, and its CPU comes
+back at once.
 
-Each worker serves one request at a time.  Stateless requests go to an idle worker (else
-the shortest queue); a stored cluster lives in one *home* worker, which also runs its
-plans.  The serving process keeps, per cluster, the last full scenario body and the
-deltas applied since (compacted every :data:`COMPACT_EVERY` deltas), and replays them into
-a restarted worker, so a killed or crashed worker loses no cluster.
+Each worker serves one request at a time.  Stateless requests go to the worker expected
+to be free first, avoiding workers that hold a stored cluster while another exists; a
+stored cluster lives in one *home* worker, which also runs its plans.  The serving
+process keeps, per cluster, the last full scenario body and the deltas applied since
+(compacted every :data:`COMPACT_EVERY` deltas) and replays them into a restarted worker,
+so a killed or crashed worker loses no cluster.
 """
 
 from __future__ import annotations
@@ -313,8 +317,10 @@ class WorkerPool:
         homes = {i: 0 for i in range(len(self._workers))}
         for record in self.clusters.values():
             homes[record.home] = homes.get(record.home, 0) + 1
-        return min(self._workers, key=lambda w: (round(self._eta(w), 2), len(w.queue),
-                                                 homes[w.index], w.index))
+        # a stored cluster's worker is kept for that cluster's per-session calls while
+        # another worker exists: its PATCH and plan must not queue behind a stranger's solve
+        return min(self._workers, key=lambda w: (homes[w.index] > 0, round(self._eta(w), 2),
+                                                 len(w.queue), homes[w.index], w.index))
 
     def _eta(self, worker: _Worker) -> float:
         """When ``worker`` is expected to be free for a new request (``time.monotonic``).
