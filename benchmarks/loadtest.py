@@ -343,13 +343,21 @@ def cmd_load(args: argparse.Namespace) -> dict[str, Any]:
     limits = [float(x) for x in args.time_limits.split(",")]
     print(f"generating {len(families) * len(sizes)} scenarios ...", flush=True)
     cases = make_cases(families, sizes, args.seed)
-    served = Served(args.url) if args.url else start_server(args.workers, args.queue)
+    extra = [] if args.recycle_after is None else ["--recycle-after", str(args.recycle_after)]
+    served = Served(args.url) if args.url else start_server(args.workers, args.queue, extra)
     report = LoadReport(args=vars(args))
     try:
-        # warm-up: every case once with greedy, then measure RSS
+        # warm-up: every case once with greedy, then --warmup seconds of the same load
+        # (not reported), so that "RSS before" is a loaded steady state
         with PlanClient(served.url) as warm:
             for case in cases:
                 warm.plan(case.body, engine="greedy", time_limit=30)
+        if args.warmup > 0:
+            asyncio.run(run_load(
+                served.url, cases, clients=args.clients, duration=args.warmup,
+                limits=limits, max_requests=args.max_requests, check_every=10**9,
+                stateful_share=args.stateful_share, seed=args.seed + 1,
+                report=LoadReport(args={})))
         report.rss_before_mb = served.rss_mb()
         keep = asyncio.run(run_load(
             served.url, cases, clients=args.clients, duration=args.duration, limits=limits,
@@ -453,6 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("load", help="N concurrent clients × mixed sizes for a while")
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--duration", type=float, default=60.0, help="seconds (default 60)")
+    p.add_argument("--warmup", type=float, default=0.0,
+                   help="seconds of the same load before measuring (default 0)")
     p.add_argument("--max-requests", type=int, default=100_000, dest="max_requests")
     p.add_argument("--families", default=",".join(DEFAULT_FAMILIES))
     p.add_argument("--sizes", default="64,512,2048,8192")
@@ -461,6 +471,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of clients that PATCH a stored cluster and plan it")
     p.add_argument("--workers", type=int, default=2, help="server --workers")
     p.add_argument("--queue", type=int, default=2, help="server --queue")
+    p.add_argument("--recycle-after", type=int, default=None, dest="recycle_after",
+                   help="server --recycle-after (default: the server's)")
     p.add_argument("--check-every", type=int, default=5, dest="check_every")
     p.add_argument("--max-checks", type=int, default=60, dest="max_checks")
     p.add_argument("--seed", type=int, default=1)

@@ -81,6 +81,8 @@ class ServiceConfig:
         A worker still busy this long after an answered request's deadline is killed.
     solve
         ``module:function`` of the facade the workers call (tests name failing ones).
+    recycle_after
+        Requests a worker serves before it is replaced by a fresh one (0: never).
     """
 
     host: str = "127.0.0.1"
@@ -96,6 +98,7 @@ class ServiceConfig:
     graceful_seconds: float = 30.0
     kill_grace: float = 1.0
     solve: str = DEFAULT_SOLVE
+    recycle_after: int = 1000
 
 
 # --------------------------------------------------------------------------- bodies
@@ -167,7 +170,7 @@ class PlanningService:
         self.runner = WorkerPool(workers=config.workers, queue=config.queue,
                                  reply_margin=config.reply_margin,
                                  kill_grace=config.kill_grace, solve_path=config.solve,
-                                 warmup=config.warmup)
+                                 warmup=config.warmup, recycle_after=config.recycle_after)
         self.metrics = ServiceMetrics(lambda: self.runner.in_flight,
                                       lambda: self.runner.abandoned,
                                       lambda: len(self.runner.clusters),
@@ -395,8 +398,9 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             raise BadRequest(507, "too many clusters", [
                 f"the service holds {config.max_clusters} clusters already; delete one first"])
         home = pool.home_for(name)
-        reply = await pool.call("put", (name, body, 1), home=home)
-        pool.record_put(name, home, body, reply["info"])
+        # the bookkeeping runs as the reply arrives, before the worker can be replaced
+        reply = await pool.call("put", (name, body, 1), home=home,
+                                on_reply=lambda r: pool.record_put(name, home, body, r["info"]))
         service.metrics.delta_tier.labels("full").inc()
         return JSONResponse(reply["info"], status_code=201 if reply["created"] else 200)
 
@@ -406,13 +410,14 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     async def patch_cluster(request: Request, name: str = name_p) -> Response:
         record = _known(name)
         body = await service.read_body(request)
+        pool = service.runner
         try:
-            info = await service.runner.call("patch", (name, body), home=record.home)
+            info = await pool.call("patch", (name, body), home=record.home,
+                                   on_reply=lambda i: pool.record_patch(name, body, i))
         except BadRequest as exc:
             if exc.status == 422:
                 exc.error = "invalid delta"
             raise
-        service.runner.record_patch(name, body, info)
         service.metrics.delta_tier.labels(info["last-update"]).inc()
         return JSONResponse(info)
 

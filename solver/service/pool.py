@@ -90,6 +90,7 @@ class _Worker:
     current: _Request | None = None
     ready: bool = False
     dead: bool = False
+    served: int = 0
 
 
 @dataclass
@@ -134,11 +135,14 @@ class WorkerPool:
         ``module:function`` of the facade the workers call (tests name failing ones).
     warmup
         Workers run a small solve before they report ready.
+    recycle_after
+        A worker is replaced by a fresh one after serving this many requests (0: never),
+        which bounds the memory a long-running worker can accumulate.
     """
 
     def __init__(self, workers: int = 1, queue: int = 2, reply_margin: float = 0.05,
                  kill_grace: float = 1.0, solve_path: str = DEFAULT_SOLVE,
-                 warmup: bool = True) -> None:
+                 warmup: bool = True, recycle_after: int = 0) -> None:
         self.size = workers
         self.capacity = workers + queue
         self.reply_margin = reply_margin
@@ -149,6 +153,8 @@ class WorkerPool:
         self.abandoned = 0
         self.killed = 0
         self.restarts = 0
+        self.recycled = 0
+        self.recycle_after = recycle_after
         self.clusters: dict[str, ClusterRecord] = {}
         self._workers: list[_Worker] = []
         self._ids = itertools.count(1)
@@ -192,7 +198,7 @@ class WorkerPool:
         while True:
             try:
                 message = worker.conn.recv()
-            except (EOFError, OSError):
+            except Exception:  # EOF, or the pipe closed by _lost/close
                 with contextlib.suppress(RuntimeError):  # the loop is closed
                     loop.call_soon_threadsafe(
                         self._lost, worker, "the solver worker process ended unexpectedly")
@@ -227,6 +233,12 @@ class WorkerPool:
         if kind in TERMINAL:
             worker.current = None
             self._finish(req)
+            if not req.internal:
+                worker.served += 1
+            if self.recycle_after and worker.served >= self.recycle_after:
+                self.recycled += 1
+                self._lost(worker, "recycled", restart_count=False)
+                return
             self._next(worker)
 
     def _finish(self, req: _Request) -> None:
@@ -258,8 +270,9 @@ class WorkerPool:
                 self._lost(worker, "the solver worker process ended unexpectedly")
                 return
 
-    def _lost(self, worker: _Worker, why: str) -> None:
-        """A worker died or was killed: fail its request, restart it, replay its clusters."""
+    def _lost(self, worker: _Worker, why: str, restart_count: bool = True) -> None:
+        """A worker died, was killed or is recycled: fail its request (if any), start a new
+        one, and replay its clusters into it."""
         if worker.dead:
             return
         worker.dead = True
@@ -273,7 +286,8 @@ class WorkerPool:
             self._finish(req)
         if self._closed:
             return
-        self.restarts += 1
+        if restart_count:
+            self.restarts += 1
         fresh = self._spawn(worker.index)
         fresh.queue = worker.queue
         replay = []

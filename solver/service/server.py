@@ -45,7 +45,8 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     config = ServiceConfig(host=args.host, port=args.port, workers=args.workers,
                            queue=args.queue, max_body_mb=args.max_body_mb,
                            default_time_limit=args.default_time_limit,
-                           max_clusters=args.max_clusters)
+                           max_clusters=args.max_clusters,
+                           recycle_after=args.recycle_after)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = build_server(config, args.log_level)

@@ -45,7 +45,7 @@ DEFAULT_SOLVE = "solver.facade:solve"
 TERMINAL = ("final", "reply", "error")
 
 #: Scheduling priority of the workers relative to the serving process (``nice``).
-WORKER_NICE = 10
+WORKER_NICE = 5
 
 
 def load_solve(path: str) -> Callable[..., Any]:

@@ -262,3 +262,17 @@ def test_a_cluster_survives_its_worker_being_killed() -> None:
         assert c.get_cluster("k")["version"] == 2
         again = c.plan_cluster("k", engine="greedy", time_limit=5)
         assert [j.ranks for j in again.jobs] == [j.ranks for j in placement.jobs]
+
+
+def test_recycled_workers_keep_their_clusters() -> None:
+    scenario = example("superpod-850")
+    with running_server(ServiceConfig(warmup=False, recycle_after=2)) as (url, service), \
+            PlanClient(url) as c:
+        c.put_cluster("r", scenario)  # request 1
+        c.patch_cluster("r", {"node-updates": [{"name": scenario.nodes[0].name,
+                                                "free": 0}]})  # 2: recycled after it
+        first = c.plan_cluster("r", engine="greedy", time_limit=10)  # replayed, then planned
+        assert service.runner.recycled >= 1 and service.runner.restarts == 0
+        assert c.cluster_scenario("r").nodes[0].free == 0
+        again = c.plan_cluster("r", engine="greedy", time_limit=10)
+        assert [j.ranks for j in again.jobs] == [j.ranks for j in first.jobs]
