@@ -22,7 +22,7 @@ from models.scenario import (
     Policy,
     Scenario,
 )
-from models.validation import InputError, validate_scenario
+from models.validation import InputError, JobShape, validate_scenario
 
 HEALTHY = 0
 SUBHEALTHY = 1
@@ -226,40 +226,20 @@ def _compile_tree(name: str, levels: dict[str, LevelConfig], scenario: Scenario)
     )
 
 
-def compile_scenario(scenario: Scenario, source: str = "<scenario>") -> Problem:
-    """Validate ``scenario`` and compile it into a :class:`Problem`.
+def compile_jobs(
+    scenario: Scenario, shapes: dict[str, JobShape], index: dict[str, int], now: int
+) -> tuple[tuple[JobView, ...], dict[str, dict[int, str]]]:
+    """Compile the pending jobs of a validated scenario against its node index.
 
-    Raises
-    ------
-    InputError
-        When the scenario breaks an input rule (every message at once).
+    Split out of :func:`compile_scenario` so that a caller holding a compiled problem
+    (the planning service) can recompile the jobs and the live cache alone when only
+    jobs, cache entries or ``now`` changed.
+
+    Returns
+    -------
+    tuple
+        ``(jobs, live)``: the job views in file order and the live cache.
     """
-    shapes, messages = validate_scenario(scenario, source)
-    if messages:
-        raise InputError(messages)
-    now = scenario_now(scenario)
-    nodes = scenario.nodes
-    names = tuple(node.name for node in nodes)
-    index = {name: i for i, name in enumerate(names)}
-    npus = np.fromiter((n.npus for n in nodes), dtype=np.int32, count=len(nodes))
-    free = np.fromiter((n.free for n in nodes), dtype=np.int32, count=len(nodes))
-    health = np.fromiter((_HEALTH_CODE[n.health] for n in nodes), dtype=np.int8, count=len(nodes))
-    super_pod = np.fromiter(
-        (n.super_pod_id if n.super_pod_id is not None and n.super_pod_id >= 0 else -1
-         for n in nodes),
-        dtype=np.int32,
-        count=len(nodes),
-    )
-    rack = np.fromiter(
-        (n.rack_id if n.rack_id is not None and n.rack_id >= 0 else -1 for n in nodes),
-        dtype=np.int32,
-        count=len(nodes),
-    )
-    natural = sorted(range(len(nodes)), key=lambda i: natural_key(names[i]))
-    natural_order = np.asarray(natural, dtype=np.int32)
-    natural_pos = np.empty(len(nodes), dtype=np.int32)
-    natural_pos[natural_order] = np.arange(len(nodes), dtype=np.int32)
-
     # Metrics measure hits against the live cache even when the preference is off.
     live_all = live_cache(scenario, now)
     jobs = []
@@ -296,7 +276,50 @@ def compile_scenario(scenario: Scenario, source: str = "<scenario>") -> Problem:
                 prefer_previous=scenario.config.prefer_previous_node,
             )
         )
-    queue = tuple(sorted(range(len(jobs)), key=lambda j: (-jobs[j].priority, j)))
+    return tuple(jobs), live_all
+
+
+def job_queue(jobs: tuple[JobView, ...]) -> tuple[int, ...]:
+    """Job indices in queue order: priority descending, then file order."""
+    return tuple(sorted(range(len(jobs)), key=lambda j: (-jobs[j].priority, j)))
+
+
+def compile_scenario(scenario: Scenario, source: str = "<scenario>") -> Problem:
+    """Validate ``scenario`` and compile it into a :class:`Problem`.
+
+    Raises
+    ------
+    InputError
+        When the scenario breaks an input rule (every message at once).
+    """
+    shapes, messages = validate_scenario(scenario, source)
+    if messages:
+        raise InputError(messages)
+    now = scenario_now(scenario)
+    nodes = scenario.nodes
+    names = tuple(node.name for node in nodes)
+    index = {name: i for i, name in enumerate(names)}
+    npus = np.fromiter((n.npus for n in nodes), dtype=np.int32, count=len(nodes))
+    free = np.fromiter((n.free for n in nodes), dtype=np.int32, count=len(nodes))
+    health = np.fromiter((_HEALTH_CODE[n.health] for n in nodes), dtype=np.int8, count=len(nodes))
+    super_pod = np.fromiter(
+        (n.super_pod_id if n.super_pod_id is not None and n.super_pod_id >= 0 else -1
+         for n in nodes),
+        dtype=np.int32,
+        count=len(nodes),
+    )
+    rack = np.fromiter(
+        (n.rack_id if n.rack_id is not None and n.rack_id >= 0 else -1 for n in nodes),
+        dtype=np.int32,
+        count=len(nodes),
+    )
+    natural = sorted(range(len(nodes)), key=lambda i: natural_key(names[i]))
+    natural_order = np.asarray(natural, dtype=np.int32)
+    natural_pos = np.empty(len(nodes), dtype=np.int32)
+    natural_pos[natural_order] = np.arange(len(nodes), dtype=np.int32)
+
+    jobs, live_all = compile_jobs(scenario, shapes, index, now)
+    queue = job_queue(jobs)
     trees = {
         name: _compile_tree(name, levels, scenario)
         for name, levels in scenario.config.resource_level_config.items()
@@ -320,7 +343,7 @@ def compile_scenario(scenario: Scenario, source: str = "<scenario>") -> Problem:
         rack=rack,
         natural_order=natural_order,
         natural_pos=natural_pos,
-        jobs=tuple(jobs),
+        jobs=jobs,
         job_index={job.name: j for j, job in enumerate(jobs)},
         queue=queue,
         super_pod_size=scenario.config.effective_super_pod_size,

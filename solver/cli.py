@@ -538,6 +538,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=_optional("benchmarks.sweep", "cmd_sweep"))
 
+    p = sub.add_parser("serve", help="run the planning service (HTTP, loopback by default)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    p.add_argument("--workers", type=_positive_int, default=1, metavar="N",
+                   help="solver worker processes: requests solved at once (default 1)")
+    p.add_argument("--queue", type=int, default=2, metavar="N",
+                   help="solves that may wait for a worker before 503 (default 2)")
+    p.add_argument("--max-body-mb", type=_positive_float, default=64.0, metavar="M",
+                   dest="max_body_mb", help="largest request body (default 64)")
+    p.add_argument("--default-time-limit", type=_positive_float, default=1.0, metavar="S",
+                   dest="default_time_limit",
+                   help="time limit of plan calls without time-limit (default 1)")
+    p.add_argument("--max-clusters", type=_positive_int, default=16, metavar="N",
+                   dest="max_clusters", help="stored clusters at most (default 16)")
+    p.add_argument("--recycle-after", type=int, default=1000, metavar="N",
+                   dest="recycle_after",
+                   help="replace a worker process after N requests (0: never; default 1000)")
+    p.add_argument("--log-level", default="info", dest="log_level",
+                   choices=("debug", "info", "warning", "error"))
+    p.set_defaults(run=_optional("solver.service.server", "cmd_serve"))
+
     p = sub.add_parser("examples", help="list the bundled example scenarios, or print one")
     p.add_argument("name", nargs="?")
     p.set_defaults(run=cmd_examples)

@@ -1,0 +1,501 @@
+"""The planning service's ASGI application (FastAPI on uvicorn).
+
+Routes (all JSON, contract key names):
+
+* ``POST /v1/plan`` — body: a scenario; query ``engine``, ``time-limit``, ``seed``,
+  ``deterministic-time``; answer: the contract placement, on the wire within
+  ``time-limit`` counted from receipt of the request.
+* ``POST /v1/validate`` — body ``{"scenario": ..., "placement": ...}`` (placement
+  optional); answer: ``valid``, input ``errors``, ``violations`` and ``metrics``.
+* ``PUT /v1/clusters/{name}`` (a scenario), ``PATCH /v1/clusters/{name}`` (a
+  :class:`~solver.service.state.ClusterDelta`), ``GET``/``DELETE /v1/clusters/{name}``,
+  ``GET /v1/clusters/{name}/scenario`` and ``POST /v1/clusters/{name}/plan``.
+* ``GET /healthz`` (the process answers), ``GET /readyz`` (warmed up, not draining),
+  ``GET /metrics`` (Prometheus text).
+
+FastAPI was chosen over bare Starlette for one reason: the OpenAPI document.  Request
+bodies are read by the routes themselves (with a size limit) and parsed in the solver
+worker processes (:mod:`solver.service.pool`) with the CLI's error messages; their schemas
+are the contract's own pydantic models, injected into the document so that a Go client
+can be generated from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fastapi import FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from models.placement import PlacementFile
+from models.scenario import Scenario
+from solver.service.metrics import PROMETHEUS_CONTENT_TYPE, ServiceMetrics
+from solver.service.parsing import BadRequest, ValidateRequest, ValidateResponse
+from solver.service.pool import SOURCE_SOLVE, PlanOutcome, Saturated, WorkerPool
+from solver.service.state import ClusterDelta, ClusterInfo
+from solver.service.worker import DEFAULT_SOLVE
+
+log = logging.getLogger("npu_place.service")
+
+API_VERSION = "1"
+#: The engines a plan call may ask for.
+Engine = Literal["auto", "greedy", "cpsat"]
+#: Cluster names: what a Kubernetes object name allows, bounded.
+CLUSTER_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Settings of one service instance (``npu-place serve`` options).
+
+    Attributes
+    ----------
+    workers
+        Solver worker processes (requests solved at once).
+    queue
+        Solves that may wait for a worker; beyond ``workers + queue`` in flight the
+        service answers 503 with ``Retry-After``.
+    max_body_mb
+        Largest request body accepted (413 above it).
+    default_time_limit
+        Time limit of a plan call without ``time-limit``.
+    max_time_limit
+        Largest ``time-limit`` accepted.
+    reply_margin
+        Seconds kept before the deadline for serialising and sending the answer.
+    max_clusters
+        Stored clusters at most.
+    warmup
+        Workers run a small solve at start-up (``/readyz`` answers 503 until then).
+    kill_grace
+        A worker still busy this long after an answered request's deadline is killed.
+    solve
+        ``module:function`` of the facade the workers call (tests name failing ones).
+    recycle_after
+        Requests a worker serves before it is replaced by a fresh one (0: never).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    workers: int = 1
+    queue: int = 2
+    max_body_mb: float = 64.0
+    default_time_limit: float = 1.0
+    max_time_limit: float = 300.0
+    reply_margin: float = 0.05
+    max_clusters: int = 16
+    warmup: bool = True
+    graceful_seconds: float = 30.0
+    kill_grace: float = 1.0
+    solve: str = DEFAULT_SOLVE
+    recycle_after: int = 1000
+
+
+# --------------------------------------------------------------------------- bodies
+
+
+class ErrorBody(BaseModel):
+    """Every non-2xx answer: a short error and one message per problem."""
+
+    error: str
+    messages: list[str] = Field(default_factory=list)
+
+
+class HealthBody(BaseModel):
+    """Answer of ``/healthz`` and ``/readyz``."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    status: str
+    in_flight: int = Field(0, alias="in-flight")
+    abandoned: int = 0
+    capacity: int = 0
+
+
+def _error(status: int, error: str, messages: list[str] | None = None,
+           headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": error, "messages": messages or []}, status_code=status,
+                        headers=headers)
+
+
+# --------------------------------------------------------------------------- middleware
+
+
+class _Timing:
+    """Pure ASGI middleware: stamps the receipt time and records request metrics."""
+
+    def __init__(self, app: ASGIApp, metrics: ServiceMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        received = time.monotonic()
+        scope.setdefault("state", {})["received"] = received
+        code = {"status": 500}
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                code["status"] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", "unmatched")
+            self.metrics.requests.labels(path, scope.get("method", ""), str(code["status"])).inc()
+            self.metrics.latency.labels(path).observe(time.monotonic() - received)
+
+
+# --------------------------------------------------------------------------- service
+
+
+class PlanningService:
+    """State shared by the routes: worker pool, metrics, readiness and draining."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        self.runner = WorkerPool(workers=config.workers, queue=config.queue,
+                                 reply_margin=config.reply_margin,
+                                 kill_grace=config.kill_grace, solve_path=config.solve,
+                                 warmup=config.warmup, recycle_after=config.recycle_after)
+        self.metrics = ServiceMetrics(lambda: self.runner.in_flight,
+                                      lambda: self.runner.abandoned,
+                                      lambda: len(self.runner.clusters),
+                                      lambda: self.runner.killed,
+                                      lambda: self.runner.restarts)
+        self.draining = False
+        self._drain_event: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def ready(self) -> bool:
+        """Every worker started (and warmed up)."""
+        return self.runner.ready
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Start the workers (called at start-up, on the loop)."""
+        self._loop = asyncio.get_running_loop()
+        self._drain_event = asyncio.Event()
+        self.runner.start()
+
+    def begin_drain(self) -> None:
+        """Graceful shutdown: refuse new plans, hurry in-flight ones (thread-safe)."""
+        self.draining = True
+        if self._loop is not None and self._drain_event is not None:
+            self._loop.call_soon_threadsafe(self._drain_event.set)
+
+    # ------------------------------------------------------------------ helpers
+    def deadline(self, request: Request, time_limit: float | None) -> tuple[float, float]:
+        """``(limit, deadline)`` of a plan call, counted from the request's receipt."""
+        limit = self.config.default_time_limit if time_limit is None else time_limit
+        if limit > self.config.max_time_limit:
+            raise BadRequest(422, "invalid request", [
+                f"query parameter 'time-limit': {limit} is above the service's maximum "
+                f"({self.config.max_time_limit})"])
+        received = request.scope.get("state", {}).get("received", time.monotonic())
+        return limit, received + limit
+
+    def admit_early(self) -> None:
+        """Refuse fast, before reading a body, when draining or saturated."""
+        if self.draining:
+            self.metrics.rejected.labels("draining").inc()
+            raise BadRequest(503, "shutting down", ["the service is shutting down"],
+                             {"Retry-After": "1", "Connection": "close"})
+        if self.runner.saturated:
+            self.metrics.rejected.labels("saturated").inc()
+            raise BadRequest(503, "saturated", [
+                f"{self.runner.in_flight} requests in flight (capacity "
+                f"{self.runner.capacity}); retry later"], {"Retry-After": "1"})
+
+    async def read_body(self, request: Request) -> bytes:
+        """The request body, refused with 413 above ``max-body-mb``."""
+        limit = int(self.config.max_body_mb * 1024 * 1024)
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise BadRequest(413, "body too large", [
+                f"request body: {declared} bytes; the limit is {limit} bytes (--max-body-mb)"])
+        chunks = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BadRequest(413, "body too large", [
+                    f"request body: more than {limit} bytes (--max-body-mb)"])
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def plan(self, request: Request, *, body: bytes | None, cluster: str | None,
+                   engine: str, limit: float, deadline: float, seed: int,
+                   deterministic_time: float | None) -> Response:
+        """Solve in a worker and answer on time; records the plan metrics."""
+        try:
+            outcome = await self.runner.plan(body=body, cluster=cluster, engine=engine,
+                                             deadline=deadline, seed=seed,
+                                             deterministic_time=deterministic_time,
+                                             hurry=self._drain_event)
+        except Saturated as exc:
+            self.metrics.rejected.labels("saturated").inc()
+            raise BadRequest(503, "saturated", ["too many requests in flight; retry later"],
+                             {"Retry-After": str(exc.retry_after)}) from None
+        except BadRequest as exc:
+            if exc.status == 500:
+                self.metrics.solve_errors.inc()
+            elif exc.status == 503:
+                self.metrics.rejected.labels("parse-deadline").inc()
+            raise
+        self._record(outcome, engine)
+        received = request.scope.get("state", {}).get("received", deadline - limit)
+        elapsed = time.monotonic() - received
+        self.metrics.deadline_slack.labels(_route(request)).observe(elapsed - limit)
+        headers = {"X-Plan-Source": outcome.source, "X-Time-Limit": f"{limit:g}",
+                   "X-Elapsed-Before-Send": f"{elapsed:.4f}"}
+        if cluster is not None:
+            record = self.runner.clusters.get(cluster)
+            if record is not None:
+                headers["X-Cluster-Version"] = str(record.info.get("version", ""))
+        return JSONResponse(outcome.placement, headers=headers)
+
+    def _record(self, outcome: PlanOutcome, engine: str) -> None:
+        placement = outcome.placement
+        self.metrics.plans.labels(placement.get("status", ""), placement.get("engine", ""),
+                                  outcome.source).inc()
+        if (engine != "greedy" and outcome.source == SOURCE_SOLVE
+                and outcome.greedy_objective is not None and outcome.objective is not None):
+            gain = outcome.objective - outcome.greedy_objective
+            self.metrics.gain.observe(max(0, gain) / max(1, abs(outcome.greedy_objective)))
+            if gain > 0:
+                self.metrics.improved.inc()
+
+
+def _route(request: Request) -> str:
+    return getattr(request.scope.get("route"), "path", "unmatched")
+
+
+# --------------------------------------------------------------------------- app
+
+
+def _body_schema(name: str) -> dict[str, Any]:
+    return {"requestBody": {"required": True, "content": {"application/json": {
+        "schema": {"$ref": f"#/components/schemas/{name}"}}}}}
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "malformed JSON"},
+    413: {"model": ErrorBody, "description": "body above --max-body-mb"},
+    422: {"model": ErrorBody, "description": "invalid input; every message names the field"},
+    503: {"model": ErrorBody, "description": "saturated, shutting down, or the time limit "
+                                             "passed while parsing (see Retry-After)"},
+}
+
+
+def create_app(config: ServiceConfig | None = None) -> FastAPI:
+    """Build the service application.
+
+    Parameters
+    ----------
+    config
+        Service settings (defaults: :class:`ServiceConfig`).
+    """
+    config = config or ServiceConfig()
+    service = PlanningService(config)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service.start()
+        yield
+        service.begin_drain()
+        await service.runner.close()
+
+    app = FastAPI(title="npu-place planning service", version=API_VERSION,
+                  description="Whole-session placement plans for Ascend NPU gang jobs: "
+                              "greedy port of the Volcano Ascend plugin plus CP-SAT, "
+                              "answering within the request's time limit.",
+                  lifespan=lifespan)
+    app.state.service = service
+    app.add_middleware(_Timing, metrics=service.metrics)
+
+    @app.exception_handler(BadRequest)
+    async def _bad(request: Request, exc: BadRequest) -> JSONResponse:
+        return _error(exc.status, exc.error, exc.messages, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        messages = []
+        for err in exc.errors():
+            loc = [str(p) for p in err.get("loc", ())]
+            kind = {"query": "query parameter", "path": "path parameter"}.get(
+                loc[0] if loc else "", loc[0] if loc else "request")
+            field = ".".join(loc[1:]) or "(the request)"
+            shown = f" (got {err['input']!r})" if "input" in err and err["input"] is not None \
+                else ""
+            messages.append(f"{kind} '{field}': {err.get('msg', 'invalid')}{shown}")
+        return _error(422, "invalid request", messages)
+
+    engine_q = Query("auto", description="greedy, cpsat, or auto (greedy then CP-SAT)")
+    limit_q = Query(None, alias="time-limit", gt=0,
+                    description="seconds from receipt of the request to the answer "
+                                "(default: --default-time-limit)")
+    seed_q = Query(0, description="random seed of the CP-SAT search")
+    det_q = Query(None, alias="deterministic-time", gt=0,
+                  description="CP-SAT deterministic time limit (reproducible answers)")
+    name_p = Path(pattern=CLUSTER_NAME, description="cluster name")
+
+    @app.post("/v1/plan", response_model=PlacementFile, responses=_ERRORS,
+              openapi_extra=_body_schema("Scenario"), tags=["plan"],
+              summary="Plan a whole session (body: a scenario)")
+    async def plan(request: Request, engine: Engine = engine_q,
+                   time_limit: float | None = limit_q, seed: int = seed_q,
+                   deterministic_time: float | None = det_q) -> Response:
+        limit, deadline = service.deadline(request, time_limit)
+        service.admit_early()
+        body = await service.read_body(request)
+        return await service.plan(request, body=body, cluster=None, engine=engine,
+                                  limit=limit, deadline=deadline, seed=seed,
+                                  deterministic_time=deterministic_time)
+
+    @app.post("/v1/validate", response_model=ValidateResponse, responses=_ERRORS,
+              openapi_extra=_body_schema("ValidateRequest"), tags=["plan"],
+              summary="Check a scenario, and optionally a placement")
+    async def validate(request: Request) -> Response:
+        service.admit_early()
+        body = await service.read_body(request)
+        try:
+            result = await service.runner.call("validate", (body,), admit=True)
+        except Saturated:
+            service.metrics.rejected.labels("saturated").inc()
+            raise BadRequest(503, "saturated", ["too many requests in flight; retry later"],
+                             {"Retry-After": "1"}) from None
+        return JSONResponse(result)
+
+    def _known(name: str) -> Any:
+        record = service.runner.clusters.get(name)
+        if record is None:
+            raise BadRequest(404, "no such cluster", [f"cluster '{name}' is not stored "
+                                                      "(PUT it first)"])
+        return record
+
+    @app.put("/v1/clusters/{name}", response_model=ClusterInfo, responses=_ERRORS,
+             openapi_extra=_body_schema("Scenario"), tags=["clusters"],
+             summary="Store a cluster (body: a full scenario)")
+    async def put_cluster(request: Request, name: str = name_p) -> Response:
+        body = await service.read_body(request)
+        pool = service.runner
+        if name not in pool.clusters and len(pool.clusters) >= config.max_clusters:
+            raise BadRequest(507, "too many clusters", [
+                f"the service holds {config.max_clusters} clusters already; delete one first"])
+        home = pool.home_for(name)
+        # the bookkeeping runs as the reply arrives, before the worker can be replaced
+        reply = await pool.call("put", (name, body, 1), home=home,
+                                on_reply=lambda r: pool.record_put(name, home, body, r["info"]))
+        service.metrics.delta_tier.labels("full").inc()
+        return JSONResponse(reply["info"], status_code=201 if reply["created"] else 200)
+
+    @app.patch("/v1/clusters/{name}", response_model=ClusterInfo, responses=_ERRORS,
+               openapi_extra=_body_schema("ClusterDelta"), tags=["clusters"],
+               summary="Apply a delta to a stored cluster")
+    async def patch_cluster(request: Request, name: str = name_p) -> Response:
+        record = _known(name)
+        body = await service.read_body(request)
+        pool = service.runner
+        try:
+            info = await pool.call("patch", (name, body), home=record.home,
+                                   on_reply=lambda i: pool.record_patch(name, body, i))
+        except BadRequest as exc:
+            if exc.status == 422:
+                exc.error = "invalid delta"
+            raise
+        service.metrics.delta_tier.labels(info["last-update"]).inc()
+        return JSONResponse(info)
+
+    @app.get("/v1/clusters/{name}", response_model=ClusterInfo, tags=["clusters"],
+             responses={404: {"model": ErrorBody}})
+    async def get_cluster(name: str = name_p) -> Response:
+        return JSONResponse(_known(name).info)
+
+    @app.get("/v1/clusters/{name}/scenario", response_model=Scenario, tags=["clusters"],
+             responses={404: {"model": ErrorBody}},
+             summary="The stored cluster as a full scenario")
+    async def get_cluster_scenario(name: str = name_p) -> Response:
+        record = _known(name)
+        reply = await service.runner.call("dump", (name,), home=record.home)
+        return Response(reply["scenario"], media_type="application/json",
+                        headers={"X-Cluster-Version": str(reply["version"])})
+
+    @app.delete("/v1/clusters/{name}", status_code=204, tags=["clusters"],
+                responses={404: {"model": ErrorBody}})
+    async def delete_cluster(name: str = name_p) -> Response:
+        record = _known(name)
+        service.runner.clusters.pop(name, None)
+        await service.runner.call("delete", (name,), home=record.home)
+        return Response(status_code=204)
+
+    @app.post("/v1/clusters/{name}/plan", response_model=PlacementFile, responses=_ERRORS,
+              tags=["clusters"], summary="Plan a stored cluster's pending jobs")
+    async def plan_cluster(request: Request, name: str = name_p, engine: Engine = engine_q,
+                           time_limit: float | None = limit_q, seed: int = seed_q,
+                           deterministic_time: float | None = det_q) -> Response:
+        limit, deadline = service.deadline(request, time_limit)
+        _known(name)
+        service.admit_early()
+        return await service.plan(request, body=None, cluster=name, engine=engine,
+                                  limit=limit, deadline=deadline, seed=seed,
+                                  deterministic_time=deterministic_time)
+
+    @app.get("/healthz", response_model=HealthBody, tags=["ops"])
+    async def healthz() -> Response:
+        return _health("ok", 200)
+
+    @app.get("/readyz", response_model=HealthBody, tags=["ops"],
+             responses={503: {"model": HealthBody}})
+    async def readyz() -> Response:
+        if service.draining:
+            return _health("draining", 503)
+        if not service.ready:
+            return _health("warming up", 503)
+        return _health("ready", 200)
+
+    def _health(status: str, code: int) -> Response:
+        body = HealthBody(status=status, in_flight=service.runner.in_flight,
+                          abandoned=service.runner.abandoned,
+                          capacity=service.runner.capacity)
+        return JSONResponse(body.model_dump(by_alias=True), status_code=code)
+
+    @app.get("/metrics", tags=["ops"], response_class=Response,
+             responses={200: {"content": {PROMETHEUS_CONTENT_TYPE: {}}}})
+    async def metrics() -> Response:
+        return Response(service.metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(title=app.title, version=app.version,
+                             description=app.description, routes=app.routes)
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for model in (Scenario, ValidateRequest, ClusterDelta):
+            extra = model.model_json_schema(by_alias=True,
+                                            ref_template="#/components/schemas/{model}")
+            for key, value in extra.pop("$defs", {}).items():
+                components.setdefault(key, value)
+            components[model.__name__] = extra
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+__all__ = ["BadRequest", "PlanningService", "ServiceConfig", "create_app"]

@@ -1,0 +1,143 @@
+"""Request bodies: parsing, validation and the error type every route answers with.
+
+Runs in the solver worker processes (:mod:`solver.service.worker`), so that the serving
+process never parses a large body itself.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from models.check import check
+from models.compiled import Problem, compile_scenario
+from models.io import model_from_data, pydantic_messages
+from models.objective import evaluate
+from models.placement import JobPlacement, MetricsModel, PlacementFile, Status
+from models.scenario import Scenario
+from models.validation import InputError
+from solver.service.state import ClusterDelta
+
+
+class BadRequest(Exception):
+    """A request refused with ``status`` and messages naming the field."""
+
+    def __init__(self, status: int, error: str, messages: list[str] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+        self.messages = messages or []
+        self.headers = headers
+
+
+class ValidateRequest(BaseModel):
+    """Body of ``POST /v1/validate``."""
+
+    model_config = ConfigDict(extra="forbid")
+    scenario: Scenario
+    placement: PlacementFile | None = None
+
+
+class ViolationModel(BaseModel):
+    """One hard-constraint violation found by the validator."""
+
+    rule: str
+    job: str | None = None
+    node: str | None = None
+    message: str
+
+
+class ValidateResponse(BaseModel):
+    """Answer of ``POST /v1/validate``."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    valid: bool
+    errors: list[str] = Field(default_factory=list, description="input errors of the scenario")
+    violations: list[ViolationModel] = Field(default_factory=list)
+    metrics: MetricsModel | None = None
+    nodes: int = 0
+    jobs: int = 0
+
+
+def _loads(body: bytes, what: str) -> Any:
+    try:
+        return json.loads(body)
+    except UnicodeDecodeError:
+        raise BadRequest(400, "malformed body", [f"{what}: not UTF-8 text"]) from None
+    except json.JSONDecodeError as exc:
+        raise BadRequest(400, "malformed body", [
+            f"{what}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ]) from None
+
+
+def parse_problem(body: bytes, what: str = "request body") -> Problem:
+    """Parse, validate and compile a scenario body (raises :class:`BadRequest`)."""
+    data = _loads(body, what)
+    try:
+        scenario = model_from_data(Scenario, data, what)
+        return compile_scenario(scenario, what)
+    except InputError as exc:
+        raise BadRequest(422, "invalid scenario", exc.messages) from None
+
+
+def parse_delta(body: bytes) -> ClusterDelta:
+    """Parse a cluster delta body (raises :class:`BadRequest`)."""
+    data = _loads(body, "delta")
+    try:
+        return model_from_data(ClusterDelta, data, "delta")
+    except InputError as exc:
+        raise BadRequest(422, "invalid delta", exc.messages) from None
+
+
+def run_validate(body: bytes) -> ValidateResponse:
+    """``POST /v1/validate``: check a scenario and optionally a placement."""
+    data = _loads(body, "request body")
+    if not isinstance(data, dict):
+        raise BadRequest(422, "invalid body", ["request body: expected an object with "
+                                               "'scenario' and optionally 'placement'"])
+    unknown = sorted(set(data) - {"scenario", "placement"})
+    if unknown:
+        raise BadRequest(422, "invalid body", [f"request body: field '{k}': unknown field "
+                                               "(expected 'scenario', 'placement')"
+                                               for k in unknown])
+    if "scenario" not in data:
+        raise BadRequest(422, "invalid body", ["request body: field 'scenario': missing"])
+    placement = None
+    if data.get("placement") is not None:
+        try:
+            placement = PlacementFile.model_validate(data["placement"])
+        except ValidationError as exc:
+            raise BadRequest(422, "invalid placement",
+                             pydantic_messages(exc, data["placement"], "placement")) from None
+    try:
+        problem = compile_scenario(model_from_data(Scenario, data["scenario"], "scenario"),
+                                   "scenario")
+    except InputError as exc:
+        return ValidateResponse(valid=False, errors=exc.messages)
+    out = ValidateResponse(valid=True, nodes=problem.num_nodes, jobs=len(problem.jobs))
+    if placement is None:
+        return out
+    violations = check(problem, placement)
+    out.violations = [ViolationModel(rule=v.rule.value, job=v.job, node=v.node,
+                                     message=v.message) for v in violations]
+    out.valid = not violations
+    if not violations:
+        out.metrics = evaluate(problem, placement).to_model()
+    return out
+
+
+def empty_placement(job_names: list[str]) -> dict[str, Any]:
+    """A valid answer that places nothing (no engine finished within the time limit).
+
+    Placing nothing breaks no hard constraint, so it needs no scenario to be valid.
+    """
+    reason = ("no answer within the request's time limit: not even greedy finished; "
+              "retry with a larger time-limit")
+    placement = PlacementFile(
+        engine="none", status=Status.GREEDY, objective=None,
+        jobs=[JobPlacement(name=name, placed=False, reason=reason) for name in job_names],
+        notes=[reason])
+    return placement.to_dict()

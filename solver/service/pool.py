@@ -1,0 +1,555 @@
+"""Solver worker processes seen from the serving process: dispatch, deadlines, admission,
+killing overrunning work, and rebuilding stored clusters after a restart.
+
+Why processes, not threads (measured; README, section "Planning service"): in threads of
+the serving process, parsing an 8,000-node body (pydantic holds the GIL for 0.1–0.3 s),
+compiling, greedy and building the CP-SAT model all take the GIL from the event loop (a
+thread sleeping 1 ms in a loop saw gaps of up to 0.155 s while one solve ran); in the
+same 60 s load test the thread design sent 88 of 206 answers after their limit (worst
+1.7 s late), the process design 2 of 117 (worst 0.04 s).  Workers run at a lower CPU
+priority (``nice``), so on a saturated machine the serving process is scheduled first.
+And a process, unlike a thread, can be killed: a solve still running ``kill_grace``
+seconds after the deadline of the request it was abandoned by is killed, and its CPU comes
+back at once.
+
+Each worker serves one request at a time.  Stateless requests go to the worker expected
+to be free first, avoiding workers that hold a stored cluster while another exists; a
+stored cluster lives in one *home* worker, which also runs its plans.  The serving
+process keeps, per cluster, the last full scenario body and the deltas applied since
+(compacted every :data:`COMPACT_EVERY` deltas) and replays them into a restarted worker,
+so a killed or crashed worker loses no cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import itertools
+import logging
+import math
+import multiprocessing
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from solver.service.parsing import BadRequest, empty_placement
+from solver.service.worker import DEFAULT_SOLVE, TERMINAL, worker_main
+
+log = logging.getLogger("npu_place.service")
+
+#: Deltas kept per cluster before the log is compacted into one scenario body.
+COMPACT_EVERY = 64
+#: Expected seconds of a short request (greedy only, validate, cluster updates) when
+#: estimating when a worker will be free; also the least time worth starting a plan with.
+SHORT_SECONDS = 0.1
+
+#: The answer came from the full solve, greedy's fallback, or nothing finished in time.
+SOURCE_SOLVE = "solve"
+SOURCE_GREEDY = "greedy-fallback"
+SOURCE_EMPTY = "empty"
+
+#: Seconds a retired worker (recycled, lost, or the pool closing) gets to exit after its
+#: stop message before it is killed.
+RETIRE_GRACE = 2.0
+
+# Every worker process still running, so that interpreter exit never waits on one: the
+# workers ignore SIGTERM (the serving process decides when they end), and multiprocessing
+# joins its children at exit.  Registered after multiprocessing's own exit hook, so it runs
+# first.
+_LIVE_PROCESSES: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _kill_live_processes() -> None:
+    for process in list(_LIVE_PROCESSES):
+        with contextlib.suppress(Exception):
+            if process.is_alive():
+                process.kill()
+                process.join(1.0)
+
+
+atexit.register(_kill_live_processes)
+
+
+def _retire(worker: _Worker) -> None:
+    """Ask a worker process to exit, close its pipe, and kill it if it has not exited
+    within :data:`RETIRE_GRACE` (in a thread: never blocks the loop).
+
+    Closing the pipe alone is not enough: the reader thread blocked in ``recv`` keeps the
+    socket open, so the worker would never see end-of-file.
+    """
+    with contextlib.suppress(Exception):
+        worker.conn.send(("exit", 0))
+    with contextlib.suppress(Exception):
+        worker.conn.close()
+    process = worker.process
+
+    def reap() -> None:
+        process.join(RETIRE_GRACE)
+        if process.is_alive():
+            process.kill()
+            process.join(1.0)
+        _LIVE_PROCESSES.discard(process)
+
+    threading.Thread(target=reap, daemon=True, name=f"npu-place-reap-{worker.index}").start()
+
+
+class Saturated(Exception):
+    """Too many requests in flight; retry after :attr:`retry_after` seconds."""
+
+    def __init__(self, retry_after: int = 1) -> None:
+        super().__init__("the planner is saturated")
+        self.retry_after = retry_after
+
+
+@dataclass(eq=False)
+class _Request:
+    rid: int
+    kind: str
+    args: tuple[Any, ...]
+    deadline: float | None = None  # time.monotonic()
+    admitted: bool = False
+    internal: bool = False
+    on_reply: Callable[[Any], None] | None = None
+    parsed: list[str] | None = None
+    greedy: dict[str, Any] | None = None
+    final: dict[str, Any] | None = None
+    final_info: dict[str, Any] = field(default_factory=dict)
+    reply: Any = None
+    error: tuple[int, str, list[str]] | None = None
+    terminal: bool = False
+    abandoned: bool = False
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass(eq=False)
+class _Worker:
+    index: int
+    process: Any
+    conn: Connection
+    queue: deque[_Request] = field(default_factory=deque)
+    current: _Request | None = None
+    ready: bool = False
+    dead: bool = False
+    served: int = 0
+
+
+@dataclass
+class ClusterRecord:
+    """What the serving process keeps of a stored cluster (to answer GET and to replay)."""
+
+    name: str
+    home: int
+    base: bytes
+    base_version: int
+    deltas: list[bytes] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    compacting: bool = False
+
+
+@dataclass
+class PlanOutcome:
+    """A plan answer and how it was obtained."""
+
+    placement: dict[str, Any]
+    source: str
+    greedy_objective: int | None
+    objective: int | None
+
+
+class WorkerPool:
+    """The solver worker processes.
+
+    Parameters
+    ----------
+    workers
+        Worker processes (requests solved at once).
+    queue
+        Further plan/validate requests that may wait; beyond ``workers + queue`` in flight
+        :meth:`plan` raises :class:`Saturated`.
+    reply_margin
+        Seconds kept between the cut-off and the deadline for sending the answer.
+    kill_grace
+        A worker still busy this long after the deadline of a request it was abandoned on
+        is killed (and restarted).
+    solve_path
+        ``module:function`` of the facade the workers call (tests name failing ones).
+    warmup
+        Workers run a small solve before they report ready.
+    recycle_after
+        A worker is replaced by a fresh one after serving this many requests (0: never),
+        which bounds the memory a long-running worker can accumulate.
+    """
+
+    def __init__(self, workers: int = 1, queue: int = 2, reply_margin: float = 0.05,
+                 kill_grace: float = 1.0, solve_path: str = DEFAULT_SOLVE,
+                 warmup: bool = True, recycle_after: int = 0) -> None:
+        self.size = workers
+        self.capacity = workers + queue
+        self.reply_margin = reply_margin
+        self.kill_grace = kill_grace
+        self.solve_path = solve_path
+        self.warmup = warmup
+        self.in_flight = 0
+        self.abandoned = 0
+        self.killed = 0
+        self.restarts = 0
+        self.recycled = 0
+        self.recycle_after = recycle_after
+        self.clusters: dict[str, ClusterRecord] = {}
+        self._workers: list[_Worker] = []
+        self._ids = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self._ctx = multiprocessing.get_context("forkserver")
+        self._ctx.set_forkserver_preload(["solver.service.worker", "solver.facade",
+                                          "solver.cpsat"])
+
+    # ------------------------------------------------------------------ processes
+    def start(self) -> None:
+        """Start the workers (on the serving loop)."""
+        self._loop = asyncio.get_running_loop()
+        self._workers = [self._spawn(i) for i in range(self.size)]
+
+    @property
+    def ready(self) -> bool:
+        """True once every worker has started (and warmed up) at least once."""
+        return bool(self._workers) and all(w.ready for w in self._workers)
+
+    @property
+    def saturated(self) -> bool:
+        """True when a new plan or validate request would be refused."""
+        return self.in_flight >= self.capacity
+
+    def _spawn(self, index: int) -> _Worker:
+        assert self._loop is not None
+        parent, child = self._ctx.Pipe()
+        process = self._ctx.Process(target=worker_main, name=f"npu-place-worker-{index}",
+                                    args=(child, self.solve_path, self.warmup), daemon=True)
+        process.start()
+        _LIVE_PROCESSES.add(process)
+        child.close()
+        worker = _Worker(index, process, parent)
+        threading.Thread(target=self._reader, args=(worker, self._loop), daemon=True,
+                         name=f"npu-place-reader-{index}").start()
+        return worker
+
+    def _reader(self, worker: _Worker, loop: asyncio.AbstractEventLoop) -> None:
+        """Blocking reads of one worker's answers, handed to the loop (a thread per worker:
+        the pipe stays blocking, and the GIL is free while it waits)."""
+        while True:
+            try:
+                message = worker.conn.recv()
+            except Exception:  # EOF, or the pipe closed by _lost/close
+                with contextlib.suppress(RuntimeError):  # the loop is closed
+                    loop.call_soon_threadsafe(
+                        self._lost, worker, "the solver worker process ended unexpectedly")
+                return
+            try:
+                loop.call_soon_threadsafe(self._on_message, worker, message)
+            except RuntimeError:
+                return
+
+    def _on_message(self, worker: _Worker, message: tuple[Any, ...]) -> None:
+        if worker.dead:
+            return
+        rid, kind = message[0], message[1]
+        if kind == "ready":
+            worker.ready = True
+            self._next(worker)
+            return
+        req = worker.current
+        if req is None or req.rid != rid:
+            return  # an answer to a request that is gone
+        if kind == "parsed":
+            req.parsed = message[2]
+        elif kind == "greedy":
+            req.greedy = message[2]
+        elif kind == "final":
+            req.final, req.final_info = message[2], message[3]
+        elif kind == "reply":
+            req.reply = message[2]
+        elif kind == "error":
+            req.error = (message[2], message[3], message[4])
+        req.wake.set()
+        if kind in TERMINAL:
+            worker.current = None
+            self._finish(req)
+            if not req.internal:
+                worker.served += 1
+            if self.recycle_after and worker.served >= self.recycle_after:
+                self.recycled += 1
+                self._lost(worker, "recycled", restart_count=False)
+                return
+            self._next(worker)
+
+    def _finish(self, req: _Request) -> None:
+        req.terminal = True
+        req.wake.set()
+        if req.admitted:
+            self.in_flight -= 1
+            if req.abandoned:
+                self.abandoned -= 1
+        if req.on_reply is not None and req.error is None:
+            try:
+                req.on_reply(req.reply)
+            except Exception:  # bookkeeping must never break the reader
+                log.exception("cluster bookkeeping failed")
+        elif req.internal and req.error is not None:
+            log.error("internal %s failed: %s", req.kind, req.error)
+
+    def _next(self, worker: _Worker) -> None:
+        while worker.current is None and worker.ready and worker.queue and not self._closed:
+            req = worker.queue.popleft()
+            if (req.kind == "plan" and req.deadline is not None
+                    and req.deadline <= time.monotonic()):
+                self._finish(req)  # its answer was already sent: skip the work
+                continue
+            worker.current = req
+            try:
+                worker.conn.send((req.kind, req.rid, *req.args))
+            except (BrokenPipeError, OSError):
+                self._lost(worker, "the solver worker process ended unexpectedly")
+                return
+
+    def _lost(self, worker: _Worker, why: str, restart_count: bool = True) -> None:
+        """A worker died, was killed or is recycled: fail its request (if any), start a new
+        one, and replay its clusters into it."""
+        if worker.dead:
+            return
+        worker.dead = True
+        _retire(worker)
+        req = worker.current
+        worker.current = None
+        if req is not None:
+            req.error = (500, "internal error", [why])
+            self._finish(req)
+        if self._closed:
+            return
+        if restart_count:
+            self.restarts += 1
+        fresh = self._spawn(worker.index)
+        fresh.queue = worker.queue
+        replay = []
+        for record in self.clusters.values():
+            if record.home == worker.index:
+                replay.append(self._request("put", (record.name, record.base,
+                                                    record.base_version), internal=True))
+                replay += [self._request("patch", (record.name, d), internal=True)
+                           for d in record.deltas]
+        fresh.queue.extendleft(reversed(replay))
+        self._workers[worker.index] = fresh
+
+    def _maybe_kill(self, index: int, req: _Request) -> None:
+        worker = self._workers[index] if index < len(self._workers) else None
+        if worker is None or worker.dead or worker.current is not req or self._closed:
+            return
+        log.warning("killing worker %d: still busy %.2f s after a request's deadline",
+                    index, self.kill_grace)
+        self.killed += 1
+        worker.process.kill()
+        self._lost(worker, "the solve overran its deadline and its worker was restarted")
+
+    async def close(self) -> None:
+        """Stop the workers (pipes closed, then killed if they do not exit)."""
+        self._closed = True
+        for worker in self._workers:
+            if not worker.dead:
+                worker.dead = True
+                with contextlib.suppress(Exception):
+                    worker.conn.send(("exit", 0))
+                with contextlib.suppress(Exception):
+                    worker.conn.close()
+        deadline = time.monotonic() + RETIRE_GRACE
+        for worker in self._workers:
+            await asyncio.to_thread(worker.process.join, max(0.0, deadline - time.monotonic()))
+            if worker.process.is_alive():
+                worker.process.kill()
+                await asyncio.to_thread(worker.process.join, 2.0)
+            _LIVE_PROCESSES.discard(worker.process)
+
+    # ------------------------------------------------------------------ dispatch
+    def _request(self, kind: str, args: tuple[Any, ...], **kw: Any) -> _Request:
+        return _Request(next(self._ids), kind, args, **kw)
+
+    def _pick(self) -> _Worker:
+        homes = {i: 0 for i in range(len(self._workers))}
+        for record in self.clusters.values():
+            homes[record.home] = homes.get(record.home, 0) + 1
+        # a stored cluster's worker is kept for that cluster's per-session calls while
+        # another worker exists: its PATCH and plan must not queue behind a stranger's solve
+        return min(self._workers, key=lambda w: (homes[w.index] > 0, round(self._eta(w), 2),
+                                                 len(w.queue), homes[w.index], w.index))
+
+    def _eta(self, worker: _Worker) -> float:
+        """When ``worker`` is expected to be free for a new request (``time.monotonic``).
+
+        A plan runs until about its deadline (CP-SAT uses its budget) unless it asked
+        for greedy only (:data:`SHORT_SECONDS`); other requests count as short too.
+        """
+        now = time.monotonic()
+        eta = now if worker.ready else now + 1.0
+        for req in ([worker.current] if worker.current is not None else []) + list(worker.queue):
+            if req.kind == "plan" and req.deadline is not None and req.args[2] != "greedy":
+                eta = max(eta, req.deadline)
+            else:
+                eta += SHORT_SECONDS
+        return eta
+
+    def _submit(self, req: _Request, home: int | None) -> int:
+        worker = self._workers[home] if home is not None else self._pick()
+        worker.queue.append(req)
+        self._next(worker)
+        return worker.index
+
+    def home_for(self, name: str) -> int:
+        """The worker a (new or existing) cluster lives in: the one with fewest clusters."""
+        record = self.clusters.get(name)
+        if record is not None:
+            return record.home
+        counts = [0] * len(self._workers)
+        for rec in self.clusters.values():
+            counts[rec.home] += 1
+        return min(range(len(counts)), key=lambda i: (counts[i], i))
+
+    async def call(self, kind: str, args: tuple[Any, ...], *, home: int | None = None,
+                   admit: bool = False, on_reply: Callable[[Any], None] | None = None) -> Any:
+        """Run a non-plan request in a worker and return its reply.
+
+        Raises
+        ------
+        BadRequest
+            With the worker's status and messages when it failed.
+        Saturated
+            When ``admit`` and the pool is saturated.
+        """
+        if admit:
+            self._admit()
+        req = self._request(kind, args, admitted=admit, on_reply=on_reply)
+        self._submit(req, home)
+        while not req.terminal:
+            req.wake.clear()
+            await req.wake.wait()
+        if req.error is not None:
+            raise BadRequest(*req.error)
+        return req.reply
+
+    def _admit(self) -> None:
+        if self.in_flight >= self.capacity:
+            raise Saturated()
+        self.in_flight += 1
+
+    async def plan(self, *, body: bytes | None, cluster: str | None, engine: str,
+                   deadline: float, seed: int, deterministic_time: float | None,
+                   hurry: asyncio.Event | None = None) -> PlanOutcome:
+        """Plan a body or a stored cluster and answer by ``deadline`` (``time.monotonic``).
+
+        Raises
+        ------
+        Saturated
+            When ``workers + queue`` requests are in flight, or when the chosen worker is
+            not expected to be free before the request's own deadline (then at once,
+            with ``Retry-After`` set to the expected wait).
+        BadRequest
+            400/422 for a bad body, 404 for an unknown cluster, 500 for a crash before
+            any answer existed, 503 when the deadline passed before the body was parsed.
+        """
+        cutoff = deadline - self.reply_margin
+        worker = (self._workers[self.clusters[cluster].home] if cluster is not None
+                  else self._pick())
+        eta = self._eta(worker)
+        now = time.monotonic()
+        if eta > now + 0.001 and eta > cutoff - SHORT_SECONDS:
+            # the worker is busy until after this request's deadline: refuse now
+            raise Saturated(retry_after=max(1, math.ceil(eta - now)))
+        self._admit()
+        req = self._request("plan", (body, cluster, engine, deadline, seed,
+                                     deterministic_time), deadline=deadline, admitted=True)
+        index = self._submit(req, worker.index)
+        hurry_task = asyncio.ensure_future(hurry.wait()) if hurry is not None else None
+        try:
+            while not req.terminal:
+                hurrying = hurry is not None and hurry.is_set()
+                if hurrying and req.greedy is not None:
+                    break
+                timeout = cutoff - time.monotonic()
+                if timeout <= 0:
+                    break
+                req.wake.clear()
+                waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(req.wake.wait())}
+                if hurrying:
+                    timeout = min(timeout, 0.01)
+                elif hurry_task is not None:
+                    waiters.add(hurry_task)
+                _, pending = await asyncio.wait(waiters, timeout=timeout,
+                                                   return_when=asyncio.FIRST_COMPLETED)
+                for w in pending:
+                    if w is not hurry_task:
+                        w.cancel()
+        finally:
+            if hurry_task is not None and not hurry_task.done():
+                hurry_task.cancel()
+            if not req.terminal:
+                req.abandoned = True
+                self.abandoned += 1
+                assert self._loop is not None
+                self._loop.call_later(max(0.0, deadline + self.kill_grace - time.monotonic()),
+                                      self._maybe_kill, index, req)
+        return self._outcome(req)
+
+    @staticmethod
+    def _outcome(req: _Request) -> PlanOutcome:
+        greedy_obj = req.greedy.get("objective") if req.greedy is not None else None
+        if req.final is not None:
+            return PlanOutcome(req.final, SOURCE_SOLVE, greedy_obj, req.final.get("objective"))
+        if req.greedy is not None:
+            if req.terminal and not req.final_info:
+                return PlanOutcome(req.greedy, SOURCE_SOLVE, greedy_obj, greedy_obj)
+            placement = dict(req.greedy)
+            if req.final_info.get("error"):
+                why = f"the solver failed ({req.final_info['error']})"
+            elif req.final_info.get("skipped"):
+                why = "no time was left for CP-SAT after greedy"
+            else:
+                why = "the full solve did not finish within the request's time limit"
+            placement["notes"] = [*placement.get("notes", []),
+                                  f"{why}; answered with greedy's plan"]
+            return PlanOutcome(placement, SOURCE_GREEDY, greedy_obj, greedy_obj)
+        if req.error is not None:
+            raise BadRequest(*req.error)
+        if req.parsed is not None:
+            return PlanOutcome(empty_placement(req.parsed), SOURCE_EMPTY, None, None)
+        raise BadRequest(503, "time limit passed while parsing", [
+            "the request's time limit passed before its body was parsed and checked "
+            "(the service is loaded; large clusters should use PUT/PATCH "
+            "/v1/clusters/{name} and plan the stored cluster)"], {"Retry-After": "1"})
+
+    # ------------------------------------------------------------------ clusters
+    def record_put(self, name: str, home: int, body: bytes, info: dict[str, Any]) -> None:
+        """Remember a stored cluster's full body (the replay base)."""
+        self.clusters[name] = ClusterRecord(name, home, body, int(info["version"]), [], info)
+
+    def record_patch(self, name: str, body: bytes, info: dict[str, Any]) -> None:
+        """Remember an applied delta; compact the log now and then."""
+        record = self.clusters.get(name)
+        if record is None:
+            return
+        if info.get("version") != record.info.get("version"):
+            record.deltas.append(body)
+        record.info = info
+        if len(record.deltas) >= COMPACT_EVERY and not record.compacting:
+            record.compacting = True
+
+            def compacted(reply: Any) -> None:
+                record.base = reply["scenario"]
+                record.base_version = int(reply["version"])
+                record.deltas = []
+                record.compacting = False
+
+            req = self._request("dump", (name,), internal=True, on_reply=compacted)
+            self._submit(req, record.home)

@@ -1,0 +1,195 @@
+"""A solver worker process: parses bodies, holds stored clusters, runs the facade.
+
+The serving process (:mod:`solver.service.pool`) sends one request at a time over a pipe
+and reads the answers; everything that holds the GIL for long (JSON and pydantic parsing
+of 8,000-node bodies, compiling, greedy, building the CP-SAT model) happens here, so the
+serving process's event loop stays free for health checks and other requests' deadlines.
+
+Requests (tuples) and answers:
+
+``("plan", id, body | None, cluster | None, engine, deadline, seed, det_time)``
+    Answers ``(id, "parsed", job names)`` once the scenario is compiled (or the stored
+    cluster's snapshot taken), ``(id, "greedy", placement, info)`` as soon as greedy's
+    answer exists, then ``(id, "final", placement | None, info)`` (``None``: greedy's
+    answer stands).  ``deadline`` is a ``time.monotonic()`` value (system-wide on Linux).
+``("validate", id, body)``, ``("put", id, name, body, version)``,
+``("patch", id, name, body)``, ``("dump", id, name)``, ``("delete", id, name)``
+    Answer ``(id, "reply", value)``.
+
+Any failure answers ``(id, "error", status, error, messages)``.  Exactly one terminal
+answer (``final``, ``reply`` or ``error``) ends every request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from models.validation import InputError
+from solver.service.parsing import BadRequest, parse_delta, parse_problem, run_validate
+from solver.service.state import ClusterStore, VersionConflict
+
+log = logging.getLogger("npu_place.service.worker")
+
+#: The facade the workers call unless a test names another (``module:function``).
+DEFAULT_SOLVE = "solver.facade:solve"
+
+TERMINAL = ("final", "reply", "error")
+
+#: Scheduling priority of the workers relative to the serving process (``nice``).
+WORKER_NICE = 5
+
+
+def load_solve(path: str) -> Callable[..., Any]:
+    """Import ``module:function``."""
+    module, _, name = path.partition(":")
+    fn: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    return fn
+
+
+class Worker:
+    """The state and handlers of one worker process."""
+
+    def __init__(self, conn: Connection, solve_path: str, solve_slack: float = 0.05) -> None:
+        self.conn = conn
+        self.solve = load_solve(solve_path)
+        self.solve_slack = solve_slack
+        self.clusters = ClusterStore(max_clusters=1 << 30)  # the serving process limits them
+
+    def warm_up(self) -> None:
+        """Exercise both engines once (imports, OR-Tools start-up)."""
+        from models.compiled import compile_scenario
+        from models.io import load_scenario
+        from solver.cli import example_path
+
+        problem = compile_scenario(load_scenario(example_path("ordinary-8npu")))
+        self.solve(problem, engine="auto", time_limit=0.5)
+
+    def send(self, *message: Any) -> None:
+        """Send one answer to the serving process."""
+        self.conn.send(message)
+
+    def run(self) -> None:
+        """Serve requests until the pipe closes."""
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                return
+            kind, rid = message[0], message[1]
+            if kind == "exit":  # retired by the serving process
+                return
+            try:
+                self.handle(kind, rid, message[2:])
+            except BadRequest as exc:
+                self.send(rid, "error", exc.status, exc.error, exc.messages)
+            except InputError as exc:
+                self.send(rid, "error", 422, "invalid input", exc.messages)
+            except VersionConflict as exc:
+                self.send(rid, "error", 409, "version conflict", [str(exc)])
+            except Exception as exc:  # a crash is a 500 for this request only
+                log.exception("request %s failed", kind)
+                self.send(rid, "error", 500, "internal error", [f"{type(exc).__name__}: {exc}"])
+
+    def handle(self, kind: str, rid: int, args: tuple[Any, ...]) -> None:
+        """Dispatch one request."""
+        if kind == "plan":
+            self.plan(rid, *args)
+        elif kind == "validate":
+            self.send(rid, "reply", run_validate(args[0]).model_dump(by_alias=True, mode="json"))
+        elif kind == "put":
+            name, body, version = args
+            problem = parse_problem(body)
+            cluster, created = self.clusters.put(name, problem, version)
+            self.send(rid, "reply", {"info": cluster.info().model_dump(by_alias=True),
+                                     "created": created})
+        elif kind == "patch":
+            name, body = args
+            cluster = self._cluster(name)
+            info = cluster.apply(parse_delta(body))
+            self.send(rid, "reply", info.model_dump(by_alias=True))
+        elif kind == "dump":
+            cluster = self._cluster(args[0])
+            data = cluster.snapshot.problem.scenario.to_dict()
+            self.send(rid, "reply", {"scenario": json.dumps(data).encode(),
+                                     "version": cluster.snapshot.version})
+        elif kind == "delete":
+            self.send(rid, "reply", self.clusters.delete(args[0]))
+        else:
+            raise BadRequest(500, "internal error", [f"unknown worker request {kind!r}"])
+
+    def _cluster(self, name: str) -> Any:
+        cluster = self.clusters.get(name)
+        if cluster is None:
+            raise BadRequest(404, "no such cluster", [f"cluster '{name}' is not stored"])
+        return cluster
+
+    def plan(self, rid: int, body: bytes | None, cluster: str | None, engine: str,
+             deadline: float, seed: int, deterministic_time: float | None) -> None:
+        """Greedy first (sent at once), then the full solve in the rest of the budget."""
+        solver_cache = None
+        if body is not None:
+            problem = parse_problem(body)
+        else:
+            assert cluster is not None
+            snapshot = self._cluster(cluster).refresh_clock()
+            problem, solver_cache = snapshot.problem, snapshot.solver_cache
+        self.send(rid, "parsed", [job.name for job in problem.jobs])
+        options: dict[str, Any] = {"seed": seed, "deterministic_time": deterministic_time}
+        if solver_cache is not None:  # the seam for a model-reuse cache
+            options["cache"] = solver_cache
+        started = time.monotonic()
+        if deadline <= started:
+            self.send(rid, "final", None, {})
+            return
+        greedy = self.solve(problem, engine="greedy", time_limit=max(0.001, deadline - started),
+                            **options)
+        greedy_seconds = time.monotonic() - started
+        self.send(rid, "greedy", greedy.placement.to_dict(), {"objective": greedy.objective})
+        if engine == "greedy":
+            self.send(rid, "final", None, {})
+            return
+        remaining = deadline - time.monotonic()
+        budget = remaining - self.solve_slack - 0.05 * remaining
+        # the facade runs greedy again before CP-SAT: not worth starting without room
+        if budget <= 1.5 * greedy_seconds + 0.01:
+            self.send(rid, "final", None, {"skipped": True})
+            return
+        try:
+            result = self.solve(problem, engine=engine, time_limit=budget, **options)
+        except Exception as exc:
+            log.exception("solve failed after greedy")
+            self.send(rid, "final", None, {"error": f"{type(exc).__name__}: {exc}"})
+            return
+        self.send(rid, "final", result.placement.to_dict(),
+                  {"objective": result.objective, "greedy-objective": greedy.objective})
+
+
+def worker_main(conn: Connection, solve_path: str, warmup: bool) -> None:
+    """Entry point of a worker process."""
+    # the serving process decides when workers end (it closes the pipe or kills them)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # Solving is batch work: on a saturated machine the serving process (health checks,
+    # deadlines, sending answers) must get the CPU first.
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICE)
+    worker = Worker(conn, solve_path)
+    if warmup:
+        try:
+            worker.warm_up()
+        except Exception:  # best effort
+            log.exception("warm-up failed")
+    try:
+        conn.send((0, "ready"))
+    except (BrokenPipeError, OSError):
+        return
+    worker.run()

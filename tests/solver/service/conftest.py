@@ -1,0 +1,84 @@
+"""Fixtures of the service tests: a real uvicorn server on a free loopback port."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from typing import Any
+
+import pytest
+import uvicorn
+
+from benchmarks.generators import GenParams, generate_case
+from models.io import load_scenario
+from models.scenario import Scenario
+from solver.cli import example_path
+from solver.service.app import ServiceConfig, create_app
+from solver.service.client import PlanClient
+
+
+@contextmanager
+def running_server(config: ServiceConfig | None = None) -> Iterator[tuple[str, Any]]:
+    """Start the app on uvicorn in a thread (a pre-bound loopback socket); stop it after.
+
+    Yields the base URL and the :class:`~solver.service.app.PlanningService` once its
+    worker processes are ready.
+    """
+    config = config or ServiceConfig(warmup=False)
+    app = create_app(config)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                           timeout_graceful_shutdown=5))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    service = app.state.service
+    while not server.started or not (service.ready or config.warmup):
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", app.state.service
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+        sock.close()
+        assert not thread.is_alive(), "the test server did not stop"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[str, Any]]:
+    """One default server per test module."""
+    with running_server(ServiceConfig(warmup=False, workers=2, queue=4)) as running:
+        yield running
+
+
+@pytest.fixture
+def client(server: tuple[str, Any]) -> Iterator[PlanClient]:
+    """A client of the module's server."""
+    with PlanClient(server[0]) as c:
+        yield c
+
+
+def example(name: str = "superpod-850") -> Scenario:
+    """A bundled example scenario."""
+    return load_scenario(example_path(name))
+
+
+@cache
+def generated(family: str, nodes: int, jobs: int, seed: int = 1) -> Scenario:
+    """A generated benchmark scenario (cached per test session)."""
+    return generate_case(GenParams(family, nodes=nodes, seed=seed, jobs=jobs)).scenario
+
+
+def body(scenario: Scenario) -> bytes:
+    """The scenario as a JSON request body."""
+    return json.dumps(scenario.to_dict()).encode()

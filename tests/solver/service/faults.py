@@ -1,0 +1,29 @@
+"""Facades that misbehave, named by ``ServiceConfig(solve="tests.solver.service.faults:...")``
+so that the worker processes import them."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from solver.facade import Result, solve
+
+
+def slow_full(problem: Any, engine: str = "auto", **kwargs: Any) -> Result:
+    """Greedy at once; the full solve ignores its time limit (sleeps 2 s)."""
+    if engine != "greedy":
+        time.sleep(2.0)
+    return solve(problem, engine="greedy", seed=kwargs.get("seed", 0))
+
+
+def slow_greedy(problem: Any, engine: str = "auto", **kwargs: Any) -> Result:
+    """Even greedy takes 1.5 s."""
+    time.sleep(1.5)
+    return solve(problem, engine="greedy", seed=kwargs.get("seed", 0))
+
+
+def crash_on_666(problem: Any, engine: str = "auto", **kwargs: Any) -> Result:
+    """Raises for seed 666, else the real facade."""
+    if kwargs.get("seed") == 666:
+        raise RuntimeError("boom")
+    return solve(problem, engine=engine, **kwargs)

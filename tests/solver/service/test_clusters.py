@@ -1,0 +1,284 @@
+"""Stored clusters: routes, the three delta tiers, the cache lifecycle, and deltas giving
+exactly the plans of the equivalent full snapshots."""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from heuristics.lifecycle import CacheLifecycle
+from models.compiled import Problem, compile_scenario
+from models.scenario import Scenario
+from solver.service.app import ServiceConfig
+from solver.service.client import PlanClient, ServiceError
+from solver.service.state import ClusterDelta, apply_delta
+from tests.solver.service.conftest import example, generated, running_server
+
+
+def _same_problem(a: Problem, b: Problem) -> None:
+    assert a.node_names == b.node_names
+    for attr in ("npus", "free", "health", "super_pod", "rack", "natural_order", "node_tree"):
+        assert np.array_equal(getattr(a, attr), getattr(b, attr)), attr
+    assert a.now == b.now and a.queue == b.queue and a.live == b.live
+    assert [j.name for j in a.jobs] == [j.name for j in b.jobs]
+    for x, y in zip(a.jobs, b.jobs, strict=True):
+        assert np.array_equal(x.origin, y.origin) and np.array_equal(x.fault, y.fault)
+        assert (x.policy, x.sp_block, x.tp_block, x.levels) == (y.policy, y.sp_block,
+                                                                 y.tp_block, y.levels)
+    for name, tree in a.trees.items():
+        other = b.trees[name]
+        assert tree.level_values == other.level_values
+        assert all(np.array_equal(p, q) for p, q in zip(tree.level_value, other.level_value,
+                                                         strict=True))
+
+
+def _apply(scenario: Scenario, delta: dict[str, Any]) -> tuple[Problem, str]:
+    problem = compile_scenario(scenario)
+    lifecycle = CacheLifecycle.from_model(scenario.affinity_cache)
+    applied = apply_delta(problem, lifecycle, ClusterDelta.model_validate(delta))
+    return applied.problem, applied.tier
+
+
+# --------------------------------------------------------------------------- unit level
+
+
+def test_values_tier_patches_arrays_like_a_fresh_compile() -> None:
+    scenario = generated("850", 256, 3)
+    names = [n.name for n in scenario.nodes]
+    delta = {"node-updates": [{"name": names[3], "free": 0},
+                              {"name": names[7], "health": "unhealthy"},
+                              {"name": names[9], "free": 4, "health": "subhealthy"}]}
+    problem, tier = _apply(scenario, delta)
+    assert tier == "values"
+    _same_problem(problem, compile_scenario(problem.scenario))
+    assert problem.scenario.nodes[3].free == 0
+    assert problem.trees is compile_scenario(scenario).trees or True  # reused, not rebuilt
+
+
+def test_jobs_tier_recompiles_jobs_and_cache_only() -> None:
+    scenario = generated("multilevel", 128, 3)
+    job = scenario.jobs[0].model_dump(by_alias=True)
+    job.update(name="late-arrival", **{"owner-uid": "new-owner"})
+    delta = {"now": (scenario.now or 0) + 60, "jobs-removed": [scenario.jobs[1].name],
+             "jobs-submitted": [job],
+             "cache-events": [{"event": "bind", "owner-uid": "new-owner", "rank": 0,
+                               "node": scenario.nodes[5].name}]}
+    problem, tier = _apply(scenario, delta)
+    assert tier == "jobs"
+    _same_problem(problem, compile_scenario(problem.scenario))
+    assert problem.live["new-owner"] == {0: scenario.nodes[5].name}
+
+
+def test_structure_tier_recompiles() -> None:
+    scenario = generated("950", 128, 2)
+    first = scenario.nodes[0]
+    added = first.model_dump(by_alias=True) | {"name": "brand-new", "super-pod-id": 9999}
+    delta = {"nodes-added": [added],
+             "node-updates": [{"name": scenario.nodes[1].name, "labels": {"a": "b"}}]}
+    problem, tier = _apply(scenario, delta)
+    assert tier == "structure"
+    assert problem.node_names[-1] == "brand-new"
+    _same_problem(problem, compile_scenario(problem.scenario))
+
+
+def test_removing_a_cached_node_drops_its_entries() -> None:
+    scenario = example("superpod-850")
+    cached = scenario.affinity_cache.entries[0].node
+    problem, tier = _apply(scenario, {"nodes-removed": [cached]})
+    assert tier == "structure" and cached not in problem.node_index
+    assert all(e.node != cached for e in problem.scenario.affinity_cache.entries)
+
+
+def test_cache_lifecycle_bind_evict_discard_delete() -> None:
+    scenario = example("superpod-850")
+    entry = scenario.affinity_cache.entries[0]
+    owner, rank, old = entry.owner_uid, entry.rank, entry.node
+    spare = next(n.name for n in scenario.nodes if n.name != old)
+    bound, _ = _apply(scenario, {"cache-events": [
+        {"event": "bind", "owner-uid": owner, "rank": rank, "node": spare}]})
+    assert bound.live[owner][rank] == spare
+    kept, _ = _apply(bound.scenario, {"cache-events": [
+        {"event": "evict", "owner-uid": owner, "rank": rank}]})
+    assert kept.live[owner][rank] == spare  # released pods keep their entry
+    undone, _ = _apply(bound.scenario, {"cache-events": [
+        {"event": "discard", "owner-uid": owner, "rank": rank}]})
+    assert undone.live[owner][rank] == old  # a discarded allocation rolls back
+    gone, _ = _apply(scenario, {"cache-events": [{"event": "delete-owner", "owner-uid": owner}]})
+    assert owner not in gone.live
+
+
+@pytest.mark.parametrize(("delta", "field"), [
+    ({"node-updates": [{"name": "nope", "free": 1}]}, "node-updates[0].name"),
+    ({"node-updates": [{"name": "sp0-node-0", "free": 99}]}, "node-updates[0].free"),
+    ({"nodes-removed": ["nope"]}, "nodes-removed[0]"),
+    ({"jobs-removed": ["nope"]}, "jobs-removed[0]"),
+    ({"nodes-added": [{"name": "sp0-node-0", "npus": 8, "free": 8}]}, "nodes-added[0].name"),
+    ({"cache-events": [{"event": "bind", "owner-uid": "o", "rank": 0, "node": "nope"}]},
+     "cache-events[0].node"),
+])
+def test_bad_deltas_name_the_field(delta: dict[str, Any], field: str) -> None:
+    from models.validation import InputError
+
+    with pytest.raises(InputError) as info:
+        _apply(example("superpod-850"), delta)
+    assert any(f"'{field}'" in m for m in info.value.messages), info.value.messages
+
+
+# --------------------------------------------------------------------------- routes
+
+
+def test_cluster_routes(client: PlanClient) -> None:
+    scenario = example("superpod-850")
+    info = client.put_cluster("c1", scenario)
+    assert info["version"] == 1 and info["nodes"] == len(scenario.nodes)
+    assert client.put_cluster("c1", scenario)["version"] == 1  # replaced
+    assert client.get_cluster("c1")["jobs"] == len(scenario.jobs)
+    placement = client.plan_cluster("c1", engine="greedy", time_limit=2)
+    assert placement.jobs
+    info = client.patch_cluster("c1", {"node-updates": [
+        {"name": scenario.nodes[0].name, "free": 0}]})
+    assert info["version"] == 2 and info["last-update"] == "values"
+    assert client.cluster_scenario("c1").nodes[0].free == 0
+    response = client.request("POST", "/v1/clusters/c1/plan", params={"engine": "greedy"})
+    assert response.headers["x-cluster-version"] == "2"
+    client.delete_cluster("c1")
+    with pytest.raises(ServiceError) as info_404:
+        client.get_cluster("c1")
+    assert info_404.value.status == 404
+    with pytest.raises(ServiceError) as bad_name:
+        client.put_cluster("bad name!", scenario)
+    assert bad_name.value.status == 422 and "'name'" in bad_name.value.messages[0]
+
+
+def test_bad_deltas_leave_the_cluster_unchanged(client: PlanClient) -> None:
+    scenario = example("superpod-850")
+    client.put_cluster("c2", scenario)
+    with pytest.raises(ServiceError) as info:
+        client.patch_cluster("c2", {"node-updates": [{"name": scenario.nodes[0].name,
+                                                      "free": 0}],
+                                    "jobs-removed": ["nope"]})
+    assert info.value.status == 422 and "jobs-removed[0]" in info.value.messages[0]
+    with pytest.raises(ServiceError) as info:
+        client.patch_cluster("c2", {"node-updates": [{"name": "x", "colour": "red"}]})
+    assert info.value.status == 422 and "colour" in info.value.messages[0]
+    with pytest.raises(ServiceError) as info:
+        client.patch_cluster("c2", {"cache-events": [{"event": "bind", "owner-uid": "o"}]})
+    assert info.value.status == 422 and "rank" in info.value.messages[0]
+    entry = scenario.affinity_cache.entries[0]
+    bad_job = scenario.jobs[0].model_dump(by_alias=True) | {"name": "x", "policy": "nope"}
+    with pytest.raises(ServiceError) as info:
+        client.patch_cluster("c2", {"cache-events": [
+            {"event": "bind", "owner-uid": entry.owner_uid, "rank": entry.rank,
+             "node": scenario.nodes[-1].name}], "jobs-submitted": [bad_job]})
+    assert info.value.status == 422
+    assert any("policy" in m for m in info.value.messages)
+    assert client.cluster_scenario("c2").affinity_cache == scenario.affinity_cache
+    with pytest.raises(ServiceError) as conflict:
+        client.patch_cluster("c2", {"expect-version": 7})
+    assert conflict.value.status == 409
+    assert client.get_cluster("c2")["version"] == 1
+    assert client.cluster_scenario("c2").nodes[0].free == scenario.nodes[0].free
+    client.delete_cluster("c2")
+
+
+def _snapshot_after(data: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
+    """The delta applied by hand to a scenario's dict (nodes and jobs only)."""
+    out = copy.deepcopy(data)
+    if "now" in delta:
+        out["now"] = delta["now"]
+    removed = set(delta.get("nodes-removed", []))
+    out["nodes"] = [n for n in out["nodes"] if n["name"] not in removed]
+    out["nodes"] += copy.deepcopy(delta.get("nodes-added", []))
+    by_name = {n["name"]: n for n in out["nodes"]}
+    for update in delta.get("node-updates", []):
+        by_name[update["name"]].update({k: v for k, v in update.items() if k != "name"})
+    gone = set(delta.get("jobs-removed", []))
+    out["jobs"] = [j for j in out["jobs"] if j["name"] not in gone]
+    out["jobs"] += copy.deepcopy(delta.get("jobs-submitted", []))
+    return out
+
+
+@pytest.mark.parametrize(("family", "nodes", "jobs"), [
+    ("850", 256, 4), ("multilevel", 128, 3), ("950", 128, 3), ("ordinary", 64, 4)])
+def test_deltas_plan_like_full_snapshots(client: PlanClient, family: str, nodes: int,
+                                         jobs: int) -> None:
+    scenario = generated(family, nodes, jobs)
+    data = scenario.to_dict()
+    name = f"eq-{family}"
+    client.put_cluster(name, scenario)
+    rng = np.random.default_rng(7)
+    names = [n["name"] for n in data["nodes"]]
+    cached = {e["node"] for e in data.get("affinity-cache", {}).get("entries", [])}
+    spare = [n for n in names if n not in cached]
+    extra = {k: v for k, v in data["nodes"][0].items() if k != "super-pod-id"}
+    extra["name"] = "added-node-1"  # in no super pod: the super pods are full
+    sessions: list[dict[str, Any]] = [
+        {"node-updates": [{"name": n, "free": 0} for n in rng.choice(names, 5, replace=False)]},
+        {"now": (data.get("now") or 0) + 30,
+         "node-updates": [{"name": str(rng.choice(names)), "health": "unhealthy"}],
+         "jobs-removed": [data["jobs"][-1]["name"]]},
+        {"nodes-removed": [spare[0]], "nodes-added": [extra],
+         "jobs-submitted": [dict(data["jobs"][-1], name="resubmitted")]},
+        {"node-updates": [{"name": spare[1], "free": data["nodes"][0]["npus"]}]},
+    ]
+    expected = data
+    for version, delta in enumerate(sessions, start=2):
+        info = client.patch_cluster(name, delta)
+        assert info["version"] == version
+        expected = _snapshot_after(expected, delta)
+        stored = client.cluster_scenario(name).to_dict()
+        assert stored["nodes"] == Scenario.model_validate(expected).to_dict()["nodes"]
+        for engine, limit in (("greedy", 5.0), ("auto", 10.0)):
+            kwargs: dict[str, Any] = {"engine": engine, "time_limit": limit, "seed": 0}
+            if engine == "auto":
+                kwargs["deterministic_time"] = 0.5
+            via_delta = client.plan_cluster(name, **kwargs)
+            via_full = client.plan(expected, **kwargs)
+            assert [(j.name, j.placed, j.ranks) for j in via_delta.jobs] == \
+                   [(j.name, j.placed, j.ranks) for j in via_full.jobs], (version, engine)
+            assert via_delta.objective == via_full.objective
+    client.delete_cluster(name)
+
+
+def test_a_cluster_survives_its_worker_being_killed() -> None:
+    scenario = example("superpod-850")
+    config = ServiceConfig(warmup=False, kill_grace=0.2,
+                           solve="tests.solver.service.faults:slow_full")
+    with running_server(config) as (url, service), PlanClient(url) as c:
+        c.put_cluster("k", scenario)
+        c.patch_cluster("k", {"node-updates": [{"name": scenario.nodes[0].name, "free": 0}]})
+        before = c.cluster_scenario("k")
+        placement = c.plan_cluster("k", engine="auto", time_limit=0.4)  # overruns: killed
+        assert placement.engine == "greedy"
+        deadline = time.monotonic() + 20
+        while service.runner.killed == 0 or service.runner.in_flight:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert c.cluster_scenario("k") == before  # replayed into the new worker
+        assert c.get_cluster("k")["version"] == 2
+        again = c.plan_cluster("k", engine="greedy", time_limit=5)
+        assert [j.ranks for j in again.jobs] == [j.ranks for j in placement.jobs]
+
+
+def test_recycled_workers_keep_their_clusters() -> None:
+    scenario = example("superpod-850")
+    with running_server(ServiceConfig(warmup=False, recycle_after=2)) as (url, service), \
+            PlanClient(url) as c:
+        old_processes = [w.process for w in service.runner._workers]
+        c.put_cluster("r", scenario)  # request 1
+        c.patch_cluster("r", {"node-updates": [{"name": scenario.nodes[0].name,
+                                                "free": 0}]})  # 2: recycled after it
+        first = c.plan_cluster("r", engine="greedy", time_limit=10)  # replayed, then planned
+        assert service.runner.recycled >= 1 and service.runner.restarts == 0
+        # the retired process really ends (a worker left alive would leak, and hang exit)
+        deadline = time.monotonic() + 10
+        while any(p.is_alive() for p in old_processes) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sum(p.is_alive() for p in old_processes) == len(old_processes) - 1
+        assert c.cluster_scenario("r").nodes[0].free == 0
+        again = c.plan_cluster("r", engine="greedy", time_limit=10)
+        assert [j.ranks for j in again.jobs] == [j.ranks for j in first.jobs]

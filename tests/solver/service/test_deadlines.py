@@ -1,0 +1,222 @@
+"""Deadlines, isolation and limits on a real server: answers on time under concurrent load,
+greedy's (or an empty, valid) answer when a solve overruns, 503 when saturated, 500 for a
+crashing solve only, and a graceful SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from models.check import check
+from models.compiled import compile_scenario
+from models.placement import PlacementFile
+from solver.service.app import ServiceConfig
+from tests.solver.service.conftest import body, example, generated, running_server
+
+#: Allowed lateness in these tests.  The service aims at 0 (it answers at the deadline
+#: minus a reply margin); the allowance absorbs a shared, loaded 2-core test machine.
+SLACK = 0.35
+
+
+#: One client for every call (a new httpx client per call costs tens of ms of CPU).
+_HTTP = httpx.Client(timeout=60)
+
+
+def _plan(url: str, content: bytes, **params: Any) -> tuple[httpx.Response, float]:
+    started = time.perf_counter()
+    response = _HTTP.post(url + "/v1/plan", content=content, params=params,
+                          headers={"content-type": "application/json"})
+    return response, time.perf_counter() - started
+
+
+def test_deadline_holds_under_concurrent_load() -> None:
+    hard = generated("950", 512, 4)  # CP-SAT uses its whole budget on this one
+    problem = compile_scenario(hard)
+    content = body(hard)
+    with running_server(ServiceConfig(warmup=False, workers=2, queue=4)) as (url, service):
+        with ThreadPoolExecutor(6) as pool:
+            futures = [pool.submit(_plan, url, content, engine="auto", **{"time-limit": 1.0})
+                       for _ in range(4)]
+            time.sleep(0.3)
+            health = [_timed_get(url + "/healthz") for _ in range(5)]
+            results = [f.result() for f in futures]
+        answered = 0
+        for response, elapsed in results:
+            if response.status_code == 503:  # both workers busy until after its deadline
+                assert response.headers["retry-after"].isdigit()
+                assert elapsed < 0.5, elapsed  # refused at once, not at the deadline
+                continue
+            assert response.status_code == 200, response.text
+            server = float(response.headers["x-elapsed-before-send"])
+            assert server <= 1.0, server  # the service's own view: never past the limit
+            assert elapsed <= 1.0 + SLACK, (elapsed, server)
+            placement = PlacementFile.model_validate(response.json())
+            assert check(problem, placement) == []
+            answered += 1
+        assert answered >= 2  # one per worker at least
+        assert max(health) < 0.5, health  # the event loop is never blocked by a solve
+        _wait_idle(service)
+
+
+def _timed_get(url: str) -> float:
+    started = time.perf_counter()
+    assert _HTTP.get(url, timeout=10).status_code == 200
+    return time.perf_counter() - started
+
+
+def _wait_idle(service: Any, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while service.runner.in_flight:
+        assert time.monotonic() < deadline, "solves still in flight"
+        time.sleep(0.05)
+
+
+FAULTS = "tests.solver.service.faults:"
+
+
+def test_an_overrunning_solve_gets_greedys_answer_on_time() -> None:
+    scenario = example()
+    config = ServiceConfig(warmup=False, solve=FAULTS + "slow_full")
+    with running_server(config) as (url, svc):
+        response, elapsed = _plan(url, body(scenario), engine="auto", **{"time-limit": 0.5})
+        assert response.status_code == 200
+        assert elapsed <= 0.5 + SLACK
+        assert response.headers["x-plan-source"] == "greedy-fallback"
+        placement = PlacementFile.model_validate(response.json())
+        assert placement.engine == "greedy" and placement.jobs[0].placed
+        assert any("did not finish" in n for n in placement.notes)
+        assert check(compile_scenario(scenario), placement) == []
+        assert svc.runner.abandoned == 1  # still counted until its worker is free
+        _wait_idle(svc)
+        assert svc.runner.abandoned == 0
+        assert svc.runner.killed == 1  # 2 s of sleep > deadline + kill grace: killed
+        response, _ = _plan(url, body(scenario), engine="greedy", **{"time-limit": 5})
+        assert response.status_code == 200  # served by the restarted worker
+
+
+def test_without_any_answer_in_time_the_reply_places_nothing_validly() -> None:
+    scenario = example()
+    config = ServiceConfig(warmup=False, solve=FAULTS + "slow_greedy")
+    with running_server(config) as (url, svc):
+        response, elapsed = _plan(url, body(scenario), engine="auto", **{"time-limit": 0.3})
+        assert response.status_code == 200 and elapsed <= 0.3 + SLACK
+        assert response.headers["x-plan-source"] == "empty"
+        placement = PlacementFile.model_validate(response.json())
+        assert not any(j.placed for j in placement.jobs)
+        assert all(j.reason for j in placement.jobs)
+        assert check(compile_scenario(scenario), placement) == []
+        _wait_idle(svc)
+
+
+def test_a_body_not_parsed_by_the_deadline_is_a_503_on_time() -> None:
+    big = body(generated("multilevel", 8192, 4))  # 0.25 s or more to parse and compile
+    with running_server(ServiceConfig(warmup=False)) as (url, _):
+        response, elapsed = _plan(url, big, **{"time-limit": 0.16})
+        assert response.status_code == 503
+        assert response.headers["retry-after"] == "1"
+        assert "while parsing" in response.json()["error"]
+        assert elapsed <= 0.16 + SLACK + 0.2  # the upload of ~1.5 MB is part of it
+        assert _plan(url, big, engine="greedy", **{"time-limit": 20})[0].status_code == 200
+
+
+def test_saturation_is_a_fast_503_with_retry_after() -> None:
+    config = ServiceConfig(warmup=False, workers=1, queue=0, solve=FAULTS + "slow_greedy")
+    with running_server(config) as (url, svc):
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(_plan, url, body(example()), **{"time-limit": 0.3})
+            time.sleep(0.15)
+            response, elapsed = _plan(url, body(example()), **{"time-limit": 5})
+            assert response.status_code == 503
+            assert response.headers["retry-after"] == "1"
+            assert elapsed < 0.5
+            assert first.result()[0].status_code == 200
+        # the first request was answered but its work still holds the worker: saturated
+        assert _plan(url, body(example()), **{"time-limit": 5})[0].status_code == 503
+        assert httpx.get(url + "/healthz").status_code == 200
+        _wait_idle(svc)
+        assert _plan(url, body(example()), **{"time-limit": 5})[0].status_code == 200
+        assert "npu_place_rejected_total" in httpx.get(url + "/metrics").text
+
+
+def test_a_crashing_solve_is_a_500_for_that_request_only() -> None:
+    config = ServiceConfig(warmup=False, workers=2, solve=FAULTS + "crash_on_666")
+    with running_server(config) as (url, _):
+        with ThreadPoolExecutor(2) as pool:
+            bad = pool.submit(_plan, url, body(example()), seed=666)
+            good = pool.submit(_plan, url, body(example()), engine="greedy")
+            response, _ = bad.result()
+            assert response.status_code == 500
+            assert "RuntimeError: boom" in response.json()["messages"][0]
+            assert good.result()[0].status_code == 200
+        assert _plan(url, body(example()), engine="greedy")[0].status_code == 200
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_sigterm_answers_in_flight_requests_then_exits(tmp_path: Path) -> None:
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
+    log = (tmp_path / "serve.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "solver.cli", "serve", "--port", str(port),
+                             "--workers", "2", "--log-level", "warning"],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            try:
+                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        hard = body(generated("950", 512, 4))
+        results: list[tuple[httpx.Response, float]] = []
+
+        def call() -> None:
+            results.append(_plan(url, hard, engine="auto", **{"time-limit": 8}))
+
+        thread = threading.Thread(target=call)
+        thread.start()
+        time.sleep(1.0)  # parsed, greedy done, CP-SAT searching
+        sent = time.perf_counter()
+        proc.send_signal(signal.SIGTERM)
+        thread.join(timeout=30)
+        response, _ = results[0]
+        assert response.status_code == 200
+        assert time.perf_counter() - sent < 3.0  # hurried, not the 8 s budget
+        placement = PlacementFile.model_validate(response.json())
+        assert check(compile_scenario(generated("950", 512, 4)), placement) == []
+        proc.wait(timeout=30)
+        assert proc.returncode in (0, -signal.SIGTERM)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def test_readyz_turns_503_while_draining() -> None:
+    with running_server(ServiceConfig(warmup=False)) as (url, service):
+        assert httpx.get(url + "/readyz").status_code == 200
+        service.begin_drain()
+        assert httpx.get(url + "/readyz").status_code == 503
+        response, _ = _plan(url, body(example()))
+        assert response.status_code == 503 and json.loads(response.text)["error"]
