@@ -193,6 +193,14 @@ def check_seed(value: int, name: str = "--seed") -> int:
     return value
 
 
+def check_range(value: float, name: str, low: float, high: float) -> float:
+    """Any other numeric option: finite and ``low <= value <= high``."""
+    _finite(value, name)
+    if not low <= value <= high:
+        raise LimitError(f"{name} must be between {low:g} and {high:g}, got {value:g}")
+    return value
+
+
 def check_workers(value: int, name: str = "--workers") -> int:
     """CP-SAT search workers: ``1 <= value <= MAX_WORKERS``."""
     if not 1 <= value <= MAX_WORKERS:

@@ -26,8 +26,10 @@ from models.compiled import Problem, compile_scenario, expired_owners
 from models.io import dump_data, load_placement, model_from_data, read_document
 from models.limits import (
     MAX_ERRORS_SHOWN,
+    MAX_WORKERS,
     LimitError,
     check_deterministic_time,
+    check_range,
     check_seed,
     check_time_limit,
     check_workers,
@@ -415,6 +417,11 @@ def _bounded(check: Callable[[Any, str], Any], kind: type) -> Callable[[str], An
     return parse
 
 
+def _in_range(kind: type, low: float, high: float) -> Callable[[str], Any]:
+    """An ``argparse`` type: ``kind`` within ``low .. high`` (:func:`models.limits.check_range`)."""
+    return _bounded(lambda value, name: check_range(value, name, low, high), kind)
+
+
 def _weights(text: str) -> Weights:
     try:
         return Weights.model_validate(json.loads(text))
@@ -540,20 +547,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="run the planning service (HTTP, loopback by default)")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
-    p.add_argument("--workers", type=_positive_int, default=1, metavar="N",
-                   help="solver worker processes: requests solved at once (default 1)")
-    p.add_argument("--queue", type=int, default=2, metavar="N",
-                   help="solves that may wait for a worker before 503 (default 2)")
-    p.add_argument("--max-body-mb", type=_positive_float, default=64.0, metavar="M",
-                   dest="max_body_mb", help="largest request body (default 64)")
-    p.add_argument("--default-time-limit", type=_positive_float, default=1.0, metavar="S",
-                   dest="default_time_limit",
+    p.add_argument("--port", type=_in_range(int, 0, 65535), default=8080,
+                   help="port, 0 for any free one (default 8080)")
+    p.add_argument("--workers", type=_in_range(int, 1, MAX_WORKERS), default=1, metavar="N",
+                   help=f"solver worker processes: requests solved at once, 1 to {MAX_WORKERS} "
+                        "(default 1)")
+    p.add_argument("--queue", type=_in_range(int, 0, 1024), default=2, metavar="N",
+                   help="solves that may wait for a worker before 503, 0 to 1024 (default 2)")
+    p.add_argument("--max-body-mb", type=_in_range(float, 0.001, 1024), default=64.0,
+                   metavar="M", dest="max_body_mb",
+                   help="largest request body in MB, at most 1024 (default 64)")
+    p.add_argument("--default-time-limit", type=_bounded(check_time_limit, float),
+                   default=1.0, metavar="S", dest="default_time_limit",
                    help="time limit of plan calls without time-limit (default 1)")
-    p.add_argument("--max-clusters", type=_positive_int, default=16, metavar="N",
-                   dest="max_clusters", help="stored clusters at most (default 16)")
-    p.add_argument("--recycle-after", type=int, default=1000, metavar="N",
-                   dest="recycle_after",
+    p.add_argument("--max-clusters", type=_in_range(int, 1, 1024), default=16, metavar="N",
+                   dest="max_clusters", help="stored clusters at most, 1 to 1024 (default 16)")
+    p.add_argument("--recycle-after", type=_in_range(int, 0, 10**9), default=1000,
+                   metavar="N", dest="recycle_after",
                    help="replace a worker process after N requests (0: never; default 1000)")
     p.add_argument("--log-level", default="info", dest="log_level",
                    choices=("debug", "info", "warning", "error"))

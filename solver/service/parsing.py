@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from models.check import check
 from models.compiled import Problem, compile_scenario
-from models.io import model_from_data, pydantic_messages
+from models.io import DocumentError, load_json, model_from_data, pydantic_messages
 from models.objective import evaluate
 from models.placement import JobPlacement, MetricsModel, PlacementFile, Status
 from models.scenario import Scenario
@@ -63,14 +63,21 @@ class ValidateResponse(BaseModel):
 
 
 def _loads(body: bytes, what: str) -> Any:
+    """Strict, bounded JSON, as the CLI reads files (:func:`models.io.load_json`): duplicate
+    keys, non-finite numbers, nesting deeper than the limit and too many values are
+    refused with 422, malformed JSON with 400."""
     try:
-        return json.loads(body)
+        text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise BadRequest(400, "malformed body", [f"{what}: not UTF-8 text"]) from None
+    try:
+        return load_json(text)
     except json.JSONDecodeError as exc:
         raise BadRequest(400, "malformed body", [
             f"{what}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ]) from None
+    except DocumentError as exc:
+        raise BadRequest(422, "refused body", [f"{what}: {exc}"]) from None
 
 
 def parse_problem(body: bytes, what: str = "request body") -> Problem:

@@ -65,6 +65,28 @@ def test_numeric_options_are_checked_up_front(command: str, option: list[str],
     assert "internal error" not in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(("option", "words"), [
+    (["--port", "99999"], "between 0 and 65535"),
+    (["--port", "http"], "expected an integer"),
+    (["--workers", "100000"], "between 1 and 64"),
+    (["--queue", "-1"], "between 0 and 1024"),
+    (["--max-body-mb", "1e300"], "between 0.001 and 1024"),
+    (["--max-body-mb", "nan"], "finite"),
+    (["--default-time-limit", "inf"], "finite"),
+    (["--default-time-limit", "0"], "must be > 0"),
+    (["--max-clusters", "0"], "between 1 and 1024"),
+    (["--recycle-after", "-5"], "between 0 and 1e+09"),
+])
+def test_serve_options_are_checked_before_anything_starts(option: list[str],
+                                                          words: str) -> None:
+    """Before: --port 99999 was an internal OverflowError after start-up, --workers 100000
+    started forking, a negative queue or recycle count was accepted."""
+    code, out, err = run("serve", *option)
+    assert code == 2 and out == ""
+    assert f"argument {option[0]}: " in err and words in err
+    assert "internal error" not in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("weights", ['{"fragment": 1e30}', '{"placed": -1}',
                                      '{"origin-hit": 3000000000}', '{"fragment": 1.5}',
                                      '{"fragment": NaN}', "[1]"])

@@ -92,6 +92,23 @@ def test_malformed_json_is_400(server: tuple[str, object]) -> None:
     assert "malformed JSON at line 1" in response.json()["messages"][0]
 
 
+@pytest.mark.parametrize(("content", "words"), [
+    (b"[" * 100_000 + b"]" * 100_000, "nested deeper than 32 levels"),
+    (b'{"nodes": [], "nodes": [], "jobs": []}', "duplicate key 'nodes'"),
+    (b'{"nodes": [{"name": "n0", "npus": 8, "free": NaN}], "jobs": []}', "non-finite"),
+    (b'{"nodes": [], "jobs": [], "now": 1e999}', "out of range"),
+])
+@pytest.mark.parametrize("path", ["/v1/plan", "/v1/validate"])
+def test_hostile_bodies_are_refused_like_hostile_files(server: tuple[str, object], path: str,
+                                                       content: bytes, words: str) -> None:
+    """The service reads bodies with the CLI's bounded JSON reader (issue 11): before, a
+    100k-deep body was a 500 "RecursionError" and a duplicate key silently won."""
+    response = _post(server[0], path, content)
+    assert response.status_code == 422, response.text
+    assert words in response.json()["messages"][0]
+    assert "internal error" not in response.text
+
+
 def test_non_object_and_unknown_fields_are_422(server: tuple[str, object]) -> None:
     response = _post(server[0], "/v1/plan", b"[1, 2]")
     assert response.status_code == 422
