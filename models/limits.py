@@ -167,22 +167,21 @@ def _finite(value: float, name: str) -> float:
     return value
 
 
+def _positive_at_most(value: float, name: str, high: float, unit: str) -> float:
+    _finite(value, name)
+    if not 0 < value <= high:
+        raise LimitError(f"{name} must be > 0 and at most {high:g}{unit}, got {value:g}")
+    return float(value)
+
+
 def check_time_limit(value: float, name: str = "--time-limit") -> float:
     """A wall-clock budget: finite, ``0 < value <= MAX_TIME_LIMIT`` seconds."""
-    _finite(value, name)
-    if not 0 < value <= MAX_TIME_LIMIT:
-        raise LimitError(f"{name} must be > 0 and at most {MAX_TIME_LIMIT:g} seconds, "
-                         f"got {value:g}")
-    return float(value)
+    return _positive_at_most(value, name, MAX_TIME_LIMIT, " seconds")
 
 
 def check_deterministic_time(value: float, name: str = "--deterministic-time") -> float:
     """A CP-SAT deterministic time: finite, ``0 < value <= MAX_DETERMINISTIC_TIME``."""
-    _finite(value, name)
-    if not 0 < value <= MAX_DETERMINISTIC_TIME:
-        raise LimitError(f"{name} must be > 0 and at most {MAX_DETERMINISTIC_TIME:g}, "
-                         f"got {value:g}")
-    return float(value)
+    return _positive_at_most(value, name, MAX_DETERMINISTIC_TIME, "")
 
 
 def check_seed(value: int, name: str = "--seed") -> int:

@@ -244,18 +244,9 @@ def _device_record(record: Any, who: str, where: str, mode: str,
                       super_pod_id=super_pod, rack_id=rack if has_rack else None)
 
 
-def _switch_record(record: Any, who: str, where: str, diag: Diagnostics) -> HealthRecord | None:
-    if not isinstance(record, dict):
-        diag.error(who, where, "expected a JSON object")
-        return None
-    status = record.get("NodeStatus", "")
-    if not isinstance(status, str):
-        diag.error(who, f"{where}.NodeStatus", f"expected a string, got {status!r}")
-        return None
-    return HealthRecord(obj=who, status=status)
-
-
-def _noded_record(record: Any, who: str, where: str, diag: Diagnostics) -> HealthRecord | None:
+def _status_record(record: Any, who: str, where: str,
+                   diag: Diagnostics) -> HealthRecord | None:
+    """A ``NodeStatus`` record (switch info and NodeD info share the shape)."""
     if not isinstance(record, dict):
         diag.error(who, where, "expected a JSON object")
         return None
@@ -303,7 +294,7 @@ class DeviceState:
                     self.devices["device-plugin"][node] = info
             switch = _json_field(data, "SwitchInfoCfg", who, diag)
             if switch is not None:
-                rec = _switch_record(switch, who, "data.SwitchInfoCfg", diag)
+                rec = _status_record(switch, who, "data.SwitchInfoCfg", diag)
                 if rec is not None:
                     self.switches["device-plugin"][node] = rec
             if data.get("ManuallySeparateNPU"):
@@ -323,7 +314,7 @@ class DeviceState:
             if not isinstance(parsed, dict):
                 diag.error(who, "data.NodeInfo", "expected a JSON object")
                 return True
-            rec = _noded_record(parsed.get("NodeInfo"), who, "data.NodeInfo.NodeInfo", diag)
+            rec = _status_record(parsed.get("NodeInfo"), who, "data.NodeInfo.NodeInfo", diag)
             if rec is not None:
                 self.noded["device-plugin"][name[len(NODED_CM_PREFIX):]] = rec
             return True
@@ -352,11 +343,11 @@ class DeviceState:
                     info.obj = f"{who} entry {key}"
                     self.devices["clusterd"][key.removeprefix(DEVICE_CM_PREFIX)] = info
             elif name == CLUSTER_NODE_CM:
-                rec = _noded_record(record, f"{who} entry {key}", where, diag)
+                rec = _status_record(record, f"{who} entry {key}", where, diag)
                 if rec is not None:
                     self.noded["clusterd"][key.removeprefix(NODED_CM_PREFIX)] = rec
             else:
-                rec = _switch_record(record, f"{who} entry {key}", where, diag)
+                rec = _status_record(record, f"{who} entry {key}", where, diag)
                 if rec is not None:
                     self.switches["clusterd"][key.removeprefix(SWITCH_RECORD_PREFIX)] = rec
         return True
