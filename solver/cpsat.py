@@ -38,6 +38,7 @@ from solver.model.cancel import (
     CancelToken,
     cancellable,
     checkpoint,
+    retain,
 )
 from solver.model.constraints import Constraints
 from solver.model.hints import HintError, plan_to_assignment
@@ -250,7 +251,8 @@ def solve_cpsat(
                 box["outcome"] = _run(problem, hint, weights, started, search_end, workers,
                                       seed, deterministic_time, fix_to_hint, start, holder,
                                       lock, stopped, mode, box)
-        except BuildCancelled:
+        except BuildCancelled as exc:
+            retain(exc)  # its frames hold the half-built model: freed after the deadline
             box["outcome"] = CpsatOutcome(
                 None, Status.GREEDY, None, None, time.perf_counter() - started,
                 ["the CP-SAT model was not ready within the budget; building was cancelled"],
@@ -417,7 +419,8 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
             outcome = _run_full(problem, hint, weights, started, search_end, workers, seed,
                                 deterministic_time, fix_to_hint, start, holder, lock,
                                 stopped, notes)
-        except BuildCancelled:
+        except BuildCancelled as exc:
+            retain(exc)
             first.notes = [*notes, "the whole-batch model was not ready within the budget; "
                            "the large-neighbourhood answer stands"]
             first.wall_seconds = time.perf_counter() - started
@@ -447,6 +450,7 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
               notes: list[str]) -> CpsatOutcome:
     """One model of the whole batch, hinted with ``start``."""
     built = build_model(problem, weights, hint)
+    retain(built)
     hint_objective: int | None = None
     try:
         hint_objective = add_hint(built, start)
@@ -513,6 +517,7 @@ def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: f
                    skip: frozenset[int], max_seconds: float,
                    deterministic: float | None) -> tuple[Plan | None, float]:
         built = build_model(problem, weights, incumbent, keep, fixed, skip)
+        retain(built)
         try:
             add_hint(built, incumbent)
         except HintError as exc:  # pragma: no cover - the incumbent is always representable

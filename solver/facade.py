@@ -30,6 +30,7 @@ from models.placement import PlacementFile, Status
 from models.plan import Plan, to_placement
 from models.scenario import Family, Scenario
 from solver.cpsat import solve_cpsat
+from solver.model.cancel import quiet
 
 log = logging.getLogger("npu_place")
 
@@ -198,6 +199,15 @@ def solve(
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     check_solve_options(time_limit, workers, seed, deterministic_time)
+    # no collector pauses, and no model freed, just before the deadline (cancel.quiet)
+    with quiet(time_limit):
+        return _solve(scenario, engine, time_limit, workers, seed, weights,
+                      deterministic_time, started)
+
+
+def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers: int,
+           seed: int, weights: Weights | None, deterministic_time: float | None,
+           started: float) -> Result:
     deadline = started + time_limit - RETURN_MARGIN_SECONDS
     problem = scenario if isinstance(scenario, Problem) else compile_scenario(scenario)
     resolved = resolve_weights(problem, weights)

@@ -41,7 +41,7 @@ from models.compiled import Problem
 from models.objective import ResolvedWeights, evaluate
 from models.placement import Status
 from models.plan import Plan, to_placement
-from solver.model.cancel import BuildCancelled, checkpoint
+from solver.model.cancel import BuildCancelled, checkpoint, retain
 from solver.model.focus import neighbourhood_mask, unit_keys
 
 #: Most other jobs moved together with the job a step is about.
@@ -134,7 +134,8 @@ def large_neighbourhood_search(
     try:
         _search(problem, weights, result, search_end, deterministic_time, solve_step, stopped,
                 publish)
-    except BuildCancelled:  # the deadline fell inside a step: keep what was accepted
+    except BuildCancelled as exc:  # the deadline fell inside a step: keep what was accepted
+        retain(exc)  # its frames hold the step's half-built model: freed after the deadline
         result.notes.append(f"large-neighbourhood search: {result.steps} steps, "
                             f"{result.improved_steps} improved (time up)")
     return result

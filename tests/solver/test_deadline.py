@@ -28,7 +28,7 @@ from models.objective import evaluate, resolve_weights
 from models.placement import Status
 from solver.cpsat import solve_cpsat
 from solver.facade import check_solve_options, solve
-from solver.model.cancel import BuildCancelled, CancelToken, cancellable, checkpoint
+from solver.model.cancel import BuildCancelled, CancelToken, cancellable, checkpoint, settle
 
 #: Slack on top of a budget for thread scheduling on a loaded 2-core CI machine.
 SLACK = 1.0
@@ -96,6 +96,9 @@ def test_many_tight_calls_leave_no_thread_and_no_cpu_behind(
     for _ in range(6):
         solve(problem, engine="auto", time_limit=0.2, workers=1, seed=0)
         assert _cpsat_threads() == []
+    # the one thing left after a call is its reaper (frees the retained models and
+    # collects garbage 50 ms after the answer, solver.model.cancel.quiet): it ends
+    assert settle(5.0)
     assert threading.active_count() <= before
     # nothing keeps computing after the calls: the process uses (almost) no CPU while
     # this thread sleeps
