@@ -37,6 +37,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from models.limits import LimitError, check_deterministic_time, check_seed
 from models.placement import PlacementFile
 from models.scenario import Scenario
 from solver.service.metrics import PROMETHEUS_CONTENT_TYPE, ServiceMetrics
@@ -199,13 +200,22 @@ class PlanningService:
             self._loop.call_soon_threadsafe(self._drain_event.set)
 
     # ------------------------------------------------------------------ helpers
-    def deadline(self, request: Request, time_limit: float | None) -> tuple[float, float]:
-        """``(limit, deadline)`` of a plan call, counted from the request's receipt."""
+    def plan_query(self, request: Request, time_limit: float | None, seed: int,
+                   deterministic_time: float | None) -> tuple[float, float]:
+        """Check a plan call's query (the CLI's bounds, :mod:`models.limits`); return
+        ``(limit, deadline)``, the deadline counted from the request's receipt."""
         limit = self.config.default_time_limit if time_limit is None else time_limit
         if limit > self.config.max_time_limit:
             raise BadRequest(422, "invalid request", [
                 f"query parameter 'time-limit': {limit} is above the service's maximum "
                 f"({self.config.max_time_limit})"])
+        try:
+            check_seed(seed, "query parameter 'seed'")
+            if deterministic_time is not None:
+                check_deterministic_time(deterministic_time,
+                                         "query parameter 'deterministic-time'")
+        except LimitError as exc:
+            raise BadRequest(422, "invalid request", [str(exc)]) from None
         received = request.scope.get("state", {}).get("received", time.monotonic())
         return limit, received + limit
 
@@ -360,7 +370,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     async def plan(request: Request, engine: Engine = engine_q,
                    time_limit: float | None = limit_q, seed: int = seed_q,
                    deterministic_time: float | None = det_q) -> Response:
-        limit, deadline = service.deadline(request, time_limit)
+        limit, deadline = service.plan_query(request, time_limit, seed, deterministic_time)
         service.admit_early()
         body = await service.read_body(request)
         return await service.plan(request, body=body, cluster=None, engine=engine,
@@ -448,7 +458,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     async def plan_cluster(request: Request, name: str = name_p, engine: Engine = engine_q,
                            time_limit: float | None = limit_q, seed: int = seed_q,
                            deterministic_time: float | None = det_q) -> Response:
-        limit, deadline = service.deadline(request, time_limit)
+        limit, deadline = service.plan_query(request, time_limit, seed, deterministic_time)
         _known(name)
         service.admit_early()
         return await service.plan(request, body=None, cluster=name, engine=engine,

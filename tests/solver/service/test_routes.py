@@ -142,6 +142,11 @@ def test_invalid_fields_are_named(server: tuple[str, object]) -> None:
     ({"time-limit": "100000"}, "time-limit"),
     ({"seed": "x"}, "seed"),
     ({"deterministic-time": "0"}, "deterministic-time"),
+    # the CLI's bounds (models.limits); these were a 500 "LimitError" from the worker
+    ({"seed": "2147483648"}, "seed"),
+    ({"seed": "-1"}, "seed"),
+    ({"deterministic-time": "inf"}, "deterministic-time"),
+    ({"deterministic-time": "1e300"}, "deterministic-time"),
 ])
 def test_bad_query_parameters_are_422(server: tuple[str, object], params: dict[str, str],
                                       field: str) -> None:
