@@ -76,9 +76,8 @@ def _kill_live_processes() -> None:
 atexit.register(_kill_live_processes)
 
 
-def _retire(worker: _Worker) -> None:
-    """Ask a worker process to exit, close its pipe, and kill it if it has not exited
-    within :data:`RETIRE_GRACE` (in a thread: never blocks the loop).
+def _ask_to_exit(worker: _Worker) -> None:
+    """Send a worker its stop message and close the pipe.
 
     Closing the pipe alone is not enough: the reader thread blocked in ``recv`` keeps the
     socket open, so the worker would never see end-of-file.
@@ -87,16 +86,22 @@ def _retire(worker: _Worker) -> None:
         worker.conn.send(("exit", 0))
     with contextlib.suppress(Exception):
         worker.conn.close()
-    process = worker.process
 
-    def reap() -> None:
-        process.join(RETIRE_GRACE)
-        if process.is_alive():
-            process.kill()
-            process.join(1.0)
-        _LIVE_PROCESSES.discard(process)
 
-    threading.Thread(target=reap, daemon=True, name=f"npu-place-reap-{worker.index}").start()
+def _reap(process: Any) -> None:
+    """Wait :data:`RETIRE_GRACE` for a process asked to exit; kill it if it has not."""
+    process.join(RETIRE_GRACE)
+    if process.is_alive():
+        process.kill()
+        process.join(2.0)
+    _LIVE_PROCESSES.discard(process)
+
+
+def _retire(worker: _Worker) -> None:
+    """Ask a worker process to exit and reap it in a thread (never blocks the loop)."""
+    _ask_to_exit(worker)
+    threading.Thread(target=_reap, args=(worker.process,), daemon=True,
+                     name=f"npu-place-reap-{worker.index}").start()
 
 
 class Saturated(Exception):
@@ -361,17 +366,9 @@ class WorkerPool:
         for worker in self._workers:
             if not worker.dead:
                 worker.dead = True
-                with contextlib.suppress(Exception):
-                    worker.conn.send(("exit", 0))
-                with contextlib.suppress(Exception):
-                    worker.conn.close()
-        deadline = time.monotonic() + RETIRE_GRACE
-        for worker in self._workers:
-            await asyncio.to_thread(worker.process.join, max(0.0, deadline - time.monotonic()))
-            if worker.process.is_alive():
-                worker.process.kill()
-                await asyncio.to_thread(worker.process.join, 2.0)
-            _LIVE_PROCESSES.discard(worker.process)
+                _ask_to_exit(worker)
+        await asyncio.gather(*(asyncio.to_thread(_reap, worker.process)
+                               for worker in self._workers))
 
     # ------------------------------------------------------------------ dispatch
     def _request(self, kind: str, args: tuple[Any, ...], **kw: Any) -> _Request:
