@@ -111,8 +111,10 @@ Deviations from upstream code (RFC followed, or choices where upstream is silent
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from typing import Any, TypeVar
 
 import numpy as np
@@ -123,6 +125,7 @@ from models.compiled import SUBHEALTHY, JobView, Problem, TreeView, natural_key
 from models.scenario import Family
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 #: Weight of the children's fragment scores in a parent's score (upstream ``frag`` formula).
 _CHILD_FRAG_WEIGHT = 10
@@ -258,6 +261,19 @@ class _TreeIndex:
 # --------------------------------------------------------------------------- scheduling tree
 
 
+class _PerDepth(dict[int, V]):
+    """A per-depth table whose entries are made on first access."""
+
+    def __init__(self, make: Callable[[int], V]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, depth: int) -> V:
+        value = self[depth] = self._make(depth)
+        return value
+
+
+
 class _Dom:
     """A domain of the scheduling tree (``schedulingTreeNode``).
 
@@ -275,7 +291,7 @@ class _Dom:
         self.parent = parent
         self.seq = seq
         self.index = index  # position among the run's domains of this depth
-        self.leaves: list[int] = []
+        self.leaves: list[int] | None = None  # level1 only, made by _Run.leaves_of
         self.reserved: frozenset[int] | set[int] = frozenset()
         self.alloc = 0
         self.left = 0
@@ -330,7 +346,6 @@ class _Run:
         k1, d0 = self.k1, self.d0
         nodes = tix.order[idx]
         self.node_arr = nodes
-        self.nodes: list[int] = nodes.tolist()
         count = len(idx)
         self.count = count
         zero = np.zeros(1, dtype=np.int64)
@@ -426,20 +441,41 @@ class _Run:
             weight = np.ones(size, dtype=np.int64)
 
     def _lists(self) -> None:
-        """Plain-list copies of the per-depth arrays for :meth:`dom` and :meth:`kids`."""
-        k1 = self.k1
-        self.alloc_l = {d: a.tolist() for d, a in self.alloc.items()}
-        self.frag_l = {d: a.tolist() for d, a in self.frag.items()}
-        self.owner_l = {d: a.tolist() for d, a in self.owner.items()}
-        self.kid_bounds = {
-            d: self.owner[d + 1].searchsorted(np.arange(self.size[d] + 1)).tolist()
-            for d in range(self.d0, k1)
-        }
-        self.leaf_lo_l = self.leaf_lo.tolist()
-        self.leaf_hi_l = self.leaf_hi.tolist()
-        self.res_lo = self.reserved_pos.searchsorted(self.leaf_lo).tolist()
-        self.res_hi = self.reserved_pos.searchsorted(self.leaf_hi).tolist()
-        self.sufficient_l = self.sufficient.tolist()
+        """Plain-list views of the per-depth arrays for :meth:`dom` and :meth:`kids`.
+
+        Converted per depth on first use: a repair inside a large domain visits few
+        domains, and converting every depth up front cost more than the traversal.
+        """
+        self.alloc_l = _PerDepth(lambda d: self.alloc[d].tolist())
+        self.frag_l = _PerDepth(lambda d: self.frag[d].tolist())
+        self.owner_l = _PerDepth(lambda d: self.owner[d].tolist())
+        self.kid_bounds = _PerDepth(
+            lambda d: self.owner[d + 1].searchsorted(np.arange(self.size[d] + 1)).tolist())
+
+    @cached_property
+    def holders(self) -> dict[int, list[int]]:
+        """Per depth, the domains holding preferred nodes, ascending."""
+        return {d: sorted(i for i, p in table.items() if p) for d, table in self.prefs.items()}
+
+    @cached_property
+    def leaf_lo_l(self) -> list[int]:
+        return self.leaf_lo.tolist()
+
+    @cached_property
+    def leaf_hi_l(self) -> list[int]:
+        return self.leaf_hi.tolist()
+
+    @cached_property
+    def res_lo(self) -> list[int]:
+        return self.reserved_pos.searchsorted(self.leaf_lo).tolist()
+
+    @cached_property
+    def res_hi(self) -> list[int]:
+        return self.reserved_pos.searchsorted(self.leaf_hi).tolist()
+
+    @cached_property
+    def sufficient_l(self) -> list[bool]:
+        return self.sufficient.tolist()
 
     def dom(self, d: int, i: int) -> _Dom:
         """The domain ``i`` of depth ``d``, created (with its ancestors) on first use."""
@@ -450,12 +486,8 @@ class _Run:
         dom = _Dom(d, parent, self.seq_base[d] + i, i)
         dom.alloc = dom.left = self.alloc_l[d][i]
         dom.frag = self.frag_l[d][i]
-        if d == self.k1:
-            dom.leaves = self.nodes[self.leaf_lo_l[i]:self.leaf_hi_l[i]]
-            if self.reserve > 0:
-                dom.sufficient = self.sufficient_l[i]
-                pos = self.reserved_pos[self.res_lo[i]:self.res_hi[i]]
-                dom.reserved = set(self.node_arr[pos].tolist())
+        if d == self.k1 and self.reserve > 0:
+            dom.sufficient = self.sufficient_l[i]
         prefs = self.prefs[d].get(i)
         if prefs:
             dom.prefs = prefs
@@ -465,14 +497,32 @@ class _Run:
         self.doms[d][i] = dom
         return dom
 
+    def leaves_of(self, dom: _Dom) -> list[int]:
+        """The leaves of level1 domain ``dom`` in label order; fills ``dom.reserved``."""
+        leaves = dom.leaves
+        if leaves is None:
+            i = dom.index
+            leaves = dom.leaves = self.node_arr[self.leaf_lo_l[i]:self.leaf_hi_l[i]].tolist()
+            if self.reserve > 0:
+                pos = self.reserved_pos[self.res_lo[i]:self.res_hi[i]]
+                dom.reserved = set(self.node_arr[pos].tolist())
+        return leaves
+
     @property
     def by_depth(self) -> dict[int, list[_Dom]]:
-        """Every domain per depth, in label order (creates them all; for inspection)."""
-        return {d: [self.dom(d, i) for i in range(n)] for d, n in self.size.items()}
+        """Every domain per depth, in label order (creates them all, level1 leaves
+        included; for inspection)."""
+        out = {d: [self.dom(d, i) for i in range(n)] for d, n in self.size.items()}
+        for dom in out[self.k1]:
+            self.leaves_of(dom)
+        return out
 
     def level1_domains(self) -> list[_Dom]:
-        """Every level1 domain of the run, in label order."""
-        return [self.dom(self.k1, i) for i in range(self.size[self.k1])]
+        """Every level1 domain of the run, in label order, with their leaves."""
+        out = [self.dom(self.k1, i) for i in range(self.size[self.k1])]
+        for dom in out:
+            self.leaves_of(dom)
+        return out
 
     # ----------------------------------------------------------------- traversal
     def run(self) -> bool:
@@ -489,12 +539,12 @@ class _Run:
             return
         self._siblings(dom, k * self.m[dom.depth])
 
-    def _leaf_key(self, dom: _Dom, x: int) -> tuple[int, int]:
+    def _leaf_key(self, reserved: frozenset[int] | set[int], x: int) -> tuple[int, int]:
         r = self.pref.get(x)
         if r is not None:
             return 0, r
         npos = self.ctx.npos[x]
-        if x in dom.reserved:  # only reached in pass 2
+        if x in reserved:  # only reached in pass 2
             return 5, npos
         if x in self.ctx.fault_nodes:
             return 4, npos
@@ -505,8 +555,10 @@ class _Run:
     def _leaves(self, dom: _Dom, need: int) -> None:
         order = dom.order
         if order is None:
-            usable = [x for x in dom.leaves if x not in dom.reserved]
-            order = dom.order = sorted(usable, key=lambda x: self._leaf_key(dom, x))
+            leaves = self.leaves_of(dom)
+            reserved = dom.reserved
+            usable = [x for x in leaves if x not in reserved]
+            order = dom.order = sorted(usable, key=lambda x: self._leaf_key(reserved, x))
         used = self.used
         for x in order:
             if need <= 0 or self.done:
@@ -526,11 +578,19 @@ class _Run:
             d = dom.depth + 1
             bounds = self.kid_bounds[dom.depth]
             lo, hi = bounds[dom.index], bounds[dom.index + 1]
-            holders = sorted(i for i, p in self.prefs[d].items() if p and lo <= i < hi)
+            every = self.holders[d]
+            holders = every[bisect_left(every, lo):bisect_left(every, hi)]
             no_pref = np.ones(hi - lo, dtype=bool)
             no_pref[[i - lo for i in holders]] = False
-            keys = (no_pref, self.alloc[d][lo:hi], self.frag[d][lo:hi])
-            found = dom.korder = (holders, (lo + np.lexsort(keys)).tolist())
+            alloc = self.alloc[d][lo:hi]
+            keys = (no_pref, alloc, self.frag[d][lo:hi])
+            # a child without room (alloc 0, or an insufficient level1 domain) is never
+            # taken: leave it out of the order
+            room = alloc > 0
+            if d == self.k1 and self.reserve > 0:
+                room &= self.sufficient[lo:hi]
+            ranked = np.lexsort(keys)
+            found = dom.korder = (holders, (lo + ranked[room[ranked]]).tolist())
         return found
 
     def _siblings(self, dom: _Dom, k: int) -> None:
@@ -628,7 +688,7 @@ class _Run:
         order = np.concatenate([np.flatnonzero(with_prefs), np.flatnonzero(~with_prefs)])
         k_o, o_o = k[order], o[order]
         split: dict[int, tuple[list[int], list[int]]] = {}
-        nodes = self.nodes
+        node_arr = self.node_arr
         for seen in range(int(k.max(initial=0)), -1, -1):
             chosen = order[k_o >= seen] if seen > 0 else order[(k_o == 0) & (o_o > 0)]
             for i in chosen.tolist():
@@ -638,7 +698,7 @@ class _Run:
                     lo, hi = self.leaf_lo_l[i], self.leaf_hi_l[i]
                     free = free0[lo:hi].tolist()
                     res = is_res[lo:hi].tolist()
-                    leaves = nodes[lo:hi]
+                    leaves = node_arr[lo:hi].tolist()
                     parts = split[i] = (
                         [x for x, f, r in zip(leaves, free, res, strict=True) if f and r],
                         [x for x, f, r in zip(leaves, free, res, strict=True) if f and not r],
@@ -650,7 +710,8 @@ class _Run:
                     group = [reserved[seen - 1], *others]
                 else:
                     group = [reserved[seen - 1]]
-                keys = {x: self._leaf_key(dom, x) for x in group}
+                held_back = set(reserved)
+                keys = {x: self._leaf_key(held_back, x) for x in group}
                 for x in sorted(group, key=keys.__getitem__):
                     used[x] = 1
                     self._push(dom, x)
@@ -865,26 +926,39 @@ class _Context:
         return sum(1 for r, n in enumerate(layout) if n >= 0 and preferred[r] == n)
 
     # ----------------------------------------------------------------- ranks
-    def _prefs_of(self, task: Any, pref: dict[int, int]) -> list[int]:
+    @staticmethod
+    def _prefs_of(task: Any, pref: dict[int, int],
+                  memo: dict[int, list[int]] | None = None) -> list[int]:
+        """Preferred ranks of the nodes under ``task`` (a node or nested groups).
+
+        ``memo`` (by ``id`` of a group, valid while the task tree lives) makes repeated
+        calls on the groups of one tree linear in its size.
+        """
         if isinstance(task, int):
             r = pref.get(task)
             return [] if r is None else [r]
+        if memo is not None:
+            found = memo.get(id(task))
+            if found is not None:
+                return found
         out: list[int] = []
         for child in task:
-            out.extend(self._prefs_of(child, pref))
+            out.extend(_Context._prefs_of(child, pref, memo))
+        if memo is not None:
+            memo[id(task)] = out
         return out
 
     def _slots(self, children: list[Any], start: int, size: int,
-               pref: dict[int, int]) -> list[Any]:
+               pref: dict[int, int], memo: dict[int, list[int]] | None = None) -> list[Any]:
         """Position pre-allocation of child groups (``sortFreeTasksByPreferredRank``)."""
         count = len(children)
-        if count == 1:
+        if count == 1 or not pref:
             return children
         end = start + count * size
         bids: list[tuple[int, int, int]] = []
         for i, child in enumerate(children):
             votes: Counter[int] = Counter()
-            for r in self._prefs_of(child, pref):
+            for r in self._prefs_of(child, pref, memo):
                 if start <= r < end:
                     votes[(r - start) // size] += 1
             if votes:
@@ -904,13 +978,14 @@ class _Context:
         req, k1, pref = run.req, run.k1, run.pref
         groups: dict[str, list[int]] = {}
         a1 = req[k1]
+        memo: dict[int, list[int]] = {}
 
         def descend(children: list[Any], depth: int, start: int) -> None:
             size = req[depth]
             if depth == k1 + 1:  # the sub-job is part of one level1 group: place leaves
                 groups[str(start // a1)] = self._leaf_order(children, start, pref)
                 return
-            ordered = self._slots(children, start, size, pref)
+            ordered = self._slots(children, start, size, pref, memo)
             for i, child in enumerate(ordered):
                 first = start + i * size
                 if depth == k1:
@@ -931,12 +1006,14 @@ class _Context:
             out[:] = ranks_from_level1_groups(groups)
 
     def _leaf_order(self, leaves: list[int], start: int, pref: dict[int, int]) -> list[int]:
+        npos = self.npos
+        if not pref:
+            return sorted(leaves, key=npos.__getitem__)
         preferred = self.preferred
         cached: list[int | None] = []
         for q in range(len(leaves)):
             n = preferred[start + q]
             cached.append(n if n >= 0 and pref.get(n) == start + q else None)
-        npos = self.npos
         return _order_by_cache(leaves, cached, npos.__getitem__)
 
     # ----------------------------------------------------------------- history
@@ -1076,18 +1153,61 @@ class _Context:
         # The answer depends only on the nodes offered and the preferred ones among them:
         # a job scheduled again (fault nodes held back) reuses every repair they left alone.
         nodes = tix.order[idx]
-        held = [(n, pref[n]) for n in nodes.tolist() if n in pref]
+        position = tix.pos
+        held = sorted((int(position[n]), n, r) for n, r in pref.items()
+                      if lo <= position[n] < hi)
         key = (tix.view.name, tix.depth, tuple(sub), d, start, nodes.tobytes(), tuple(held))
         if key in self.repairs:
             return self.repairs[key]
-        run = _Run(self, tix, sub, d - 1, idx, pref)
         found: list[int] | None = None
+        if d - 1 == len(req) - 2:  # one pod inside its level1 domain
+            found = self._repair_pod(tix, nodes, pref)
+            self.repairs[key] = found
+            return found
+        run = _Run(self, tix, sub, d - 1, idx, pref)
         if run.run():
             out: list[int] = [-1] * self.tasks
             self._write(run, start, out)
             found = out[start:start + size]
         self.repairs[key] = found
         return found
+
+    def _repair_pod(self, tix: _TreeIndex, leaves: np.ndarray,
+                    pref: dict[int, int]) -> list[int] | None:
+        """One pod inside its level1 domain: what a :class:`_Run` over ``leaves`` picks.
+
+        ``leaves`` are the domain's offered nodes in label (natural) order.  The reserve is
+        the first non-preferred leaves (preferred ones by descending rank when too few);
+        pass 1 takes the best unreserved leaf by :meth:`_Run._leaf_key`'s order, pass 2 the
+        last reserved leaf.  Building the whole scheduling tree for this costs ~0.2 ms;
+        single-pod repairs are the most frequent ones.
+        """
+        nodes = leaves.tolist()
+        if not nodes:
+            return None
+        reserve = tix.reserve
+        reserved: set[int] = set()
+        if reserve > 0:
+            others = [x for x in nodes if x not in pref]
+            reserved.update(others[:reserve])
+            if len(others) < reserve:
+                extra = sorted((x for x in nodes if x in pref), key=pref.__getitem__,
+                               reverse=True)
+                reserved.update(extra[:reserve - len(others)])
+        usable = [x for x in nodes if x not in reserved]
+        if not usable:
+            return [[x for x in nodes if x in reserved][-1]]
+        npos, health, fault_nodes = self.npos, self.health, self.fault_nodes
+
+        def leaf_key(x: int) -> tuple[int, int]:
+            r = pref.get(x)
+            if r is not None:
+                return 0, r
+            if x in fault_nodes:
+                return 4, npos[x]
+            return (3 if health[x] == SUBHEALTHY else 2), npos[x]
+
+        return [min(usable, key=leaf_key)]
 
     # ----------------------------------------------------------------- finishing
     def _avoid_fault_returns(self, layout: list[int]) -> None:

@@ -58,7 +58,12 @@ def to_placement(
     hits: dict[str, int] | None = None,
     candidates: dict[str, int] | None = None,
 ) -> PlacementFile:
-    """Convert a plan into the contract's placement file."""
+    """Convert a plan into the contract's placement file.
+
+    The models are built without re-validation (``model_construct``): every name comes
+    from the validated scenario and every count from the plan, so checking them again
+    only cost time (~4 ms per call for 2,500 ranks).
+    """
     names = problem.node_names
     jobs = []
     for job in problem.jobs:
@@ -66,9 +71,9 @@ def to_placement(
         candidates_j = (candidates or {}).get(job.name, 0)
         if nodes is None:
             reason = plan.reasons[job.index] if plan.reasons else None
-            jobs.append(JobPlacement(name=job.name, placed=False,
-                                     reason=reason or "not placed",
-                                     origin_candidates=candidates_j))
+            jobs.append(JobPlacement.model_construct(
+                name=job.name, placed=False, reason=reason or "not placed",
+                origin_candidates=int(candidates_j)))
             continue
         rank_names = [names[n] for n in np.asarray(nodes, dtype=np.int64).tolist()]
         ranks = {str(r): name for r, name in enumerate(rank_names)}
@@ -77,8 +82,15 @@ def to_placement(
         if size:
             for b in range(job.tasks // size):
                 blocks[str(b)] = rank_names[b * size:(b + 1) * size]
-        jobs.append(JobPlacement(name=job.name, placed=True, ranks=ranks, blocks=blocks,
-                                 origin_hits=(hits or {}).get(job.name, 0),
-                                 origin_candidates=candidates_j))
-    return PlacementFile(engine=engine, status=status, wall_seconds=round(wall_seconds, 6),
-                         objective=objective, bound=bound, gap=gap, seed=seed, jobs=jobs)
+        jobs.append(JobPlacement.model_construct(
+            name=job.name, placed=True, ranks=ranks, blocks=blocks,
+            origin_hits=int((hits or {}).get(job.name, 0)),
+            origin_candidates=int(candidates_j)))
+    return PlacementFile.model_construct(
+        engine=engine, status=Status(status), wall_seconds=round(float(wall_seconds), 6),
+        objective=_int_or_none(objective), bound=_int_or_none(bound),
+        gap=None if gap is None else float(gap), seed=_int_or_none(seed), jobs=jobs)
+
+
+def _int_or_none(value: int | None) -> int | None:
+    return None if value is None else int(value)

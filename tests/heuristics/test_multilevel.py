@@ -747,3 +747,40 @@ def test_random_full_cache_of_a_valid_layout_is_reused(sc: Scenario) -> None:
         CacheEntry(owner_uid=OWNER, rank=r, node=n, updated=NOW) for r, n in enumerate(old)])})
     problem, outcome = solve(cached)
     assert names(problem, outcome) == old
+
+
+# --------------------------------------------------------------------------- repair paths
+
+
+@given(
+    healths=st.lists(st.sampled_from(["healthy", "healthy", "subhealthy"]), min_size=1,
+                     max_size=7),
+    reserve=st.integers(0, 3),
+    prefs=st.lists(st.integers(0, 6), max_size=4, unique=True),
+    faults=st.lists(st.integers(0, 6), max_size=2, unique=True),
+)
+def test_single_pod_repair_picks_what_a_scheduling_run_picks(
+    healths: list[str], reserve: int, prefs: list[int], faults: list[int]
+) -> None:
+    """``_repair_pod`` (the single-pod repair shortcut) equals a full :class:`_Run`."""
+    from heuristics.multilevel import _Context, _Run
+
+    count = len(healths)
+    nodes = [node(f"n{i}", health=h, switch="W0") for i, h in enumerate(healths)]
+    fault_ranks = [r for r in faults if r < count]
+    cache = {r: f"n{r}" for r in fault_ranks}
+    sc = scenario(nodes, {"default": tree("switch", reserve=reserve)}, count, "level1=1",
+                  cache=cache, faults=fault_ranks)
+    problem = compile_scenario(sc)
+    ctx = _Context(problem, problem.jobs[0], ClusterState.initial(problem))
+    tix = ctx.index(0, 1)
+    idx = np.arange(len(tix.order))
+    pref = {int(tix.order[p]): rank for rank, p in enumerate(prefs) if p < count}
+    req = ctx.req_of((1,), 1)
+    run = _Run(ctx, tix, req, len(req) - 2, idx, pref)
+    expected = None
+    if run.run():
+        out = [-1] * ctx.tasks
+        ctx._write(run, 0, out)
+        expected = out[:1]
+    assert ctx._repair_pod(tix, tix.order[idx], pref) == expected

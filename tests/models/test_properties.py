@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import numpy as np
@@ -170,3 +171,20 @@ def test_corrupted_documents_are_refused_with_messages(data: st.DataObject) -> N
         assert all(m.startswith("corrupt.yaml: ") for m in exc.messages)
     else:
         check(problem, data.draw(arbitrary_placements(problem)))
+
+
+@settings(max_examples=40)
+@given(data=st.data())
+def test_placements_built_without_revalidation_are_valid_documents(
+    data: st.DataObject,
+) -> None:
+    """``to_placement`` skips pydantic validation; its output must still be a document
+    that validation accepts unchanged (same JSON after a round trip)."""
+    from models.placement import PlacementFile
+
+    problem = compile_scenario(data.draw(scenarios()))
+    answer = data.draw(valid_placements(problem))
+    dumped = answer.to_dict()
+    again = PlacementFile.model_validate(dumped)
+    assert again.to_dict() == dumped
+    assert json.loads(json.dumps(dumped)) == dumped
