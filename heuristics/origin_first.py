@@ -7,20 +7,28 @@ origins first, each into the domain holding its origins, and only then fills the
 It is used only as an extra CP-SAT hint when it scores better than greedy; the ``greedy``
 engine stays a faithful port.
 
-Hard super-pod (A3/850) and 950 jobs without UB memory are re-placed; every other job
-keeps greedy's answer.
+Hard super-pod (A3/850) and 950 jobs without UB memory are re-placed block by block.
+Ordinary jobs are re-placed together: first every rank whose cached node still has room
+goes back to it, for all ordinary jobs of the batch (greedy places job after job, so an
+early job's uncached ranks can take a later job's cached nodes), then each job's other
+ranks fill the fullest nodes first (upstream's best fit), keeping off nodes other ranks
+still want and fault ranks off their old node.  Every other job keeps greedy's answer.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter, defaultdict
 
 import numpy as np
 
 from heuristics.state import ClusterState
-from models.compiled import SUBHEALTHY, JobView, Problem
+from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
 from models.plan import Plan
 from models.scenario import Family
+
+#: Families whose jobs the construction re-places.
+ORIGIN_FIRST_FAMILIES = frozenset({Family.SUPERPOD, Family.RACK, Family.ORDINARY})
 
 
 def _usable(problem: Problem, job: JobView, free: np.ndarray) -> np.ndarray:
@@ -147,11 +155,138 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
     return nodes
 
 
-def origin_first_plan(problem: Problem, base: Plan) -> Plan:
-    """Re-place the hard super-pod and 950 jobs of ``base`` origin-first.
+def _fits(problem: Problem, job: JobView, free: np.ndarray) -> np.ndarray:
+    """Nodes that can take one more rank of node-level job ``job`` now."""
+    mask = problem.health != UNHEALTHY
+    if job.whole_node:
+        return mask & (free == problem.npus) & (problem.npus == job.npu_per_task)
+    return mask & (free >= job.npu_per_task)
+
+
+def _fits_one(problem: Problem, job: JobView, free: np.ndarray, n: int) -> bool:
+    """Whether node ``n`` can take one more rank of node-level job ``job`` now."""
+    if problem.health[n] == UNHEALTHY:
+        return False
+    if job.whole_node:
+        return bool(free[n] == problem.npus[n] == job.npu_per_task)
+    return bool(free[n] >= job.npu_per_task)
+
+
+def _ordinary_pass(problem: Problem, plan: Plan, free: np.ndarray, jobs: list[int],
+                   deadline: float | None = None) -> bool:
+    """Re-place ordinary ``jobs`` (queue order) origin-first into ``plan`` on ``free``.
+
+    Every job's cached ranks are pinned first; when a job that ``plan`` had placed then
+    no longer fits, the pins of the last pinned job after it in the queue are released
+    and the pass starts again.  Returns false, changing neither ``plan`` nor ``free``, when
+    no release helps (the base answers of these jobs then stay).
+    """
+    pinning = list(jobs)
+    while True:
+        attempt = _ordinary_attempt(problem, plan, free, jobs, set(pinning), deadline)
+        if isinstance(attempt, dict):
+            break
+        later = [j for j in pinning if jobs.index(j) > jobs.index(attempt)]
+        if not later:
+            return False
+        pinning.remove(later[-1])
+    work = free.copy()
+    for j, nodes in attempt.items():
+        if (nodes >= 0).all():
+            plan.nodes[j] = nodes
+            plan.reasons[j] = None
+            np.subtract.at(work, nodes.astype(np.int64), problem.jobs[j].npu_per_task)
+        elif plan.nodes[j] is None:
+            plan.reasons[j] = plan.reasons[j] or "not placed by the origin-first pass"
+    free[:] = work
+    return True
+
+
+def _ordinary_attempt(problem: Problem, plan: Plan, free: np.ndarray, jobs: list[int],
+                      pinning: set[int],
+                      deadline: float | None = None) -> dict[int, np.ndarray] | int:
+    """One try of :func:`_ordinary_pass`: node per rank per job, or the job that failed."""
+    work = free.copy()
+    nodes = {j: np.full(problem.jobs[j].tasks, -1, dtype=np.int32) for j in jobs}
+    # 1. every rank whose cached node has room goes back to it, all (pinning) jobs first
+    for j in jobs:
+        _check_deadline(deadline)
+        if j not in pinning:
+            continue
+        job = problem.jobs[j]
+        request = job.npu_per_task
+        for r in np.flatnonzero(job.preferred >= 0).tolist():
+            n = int(job.preferred[r])
+            if _fits_one(problem, job, work, n):
+                nodes[j][r] = n
+                work[n] -= request
+    still_wanted = np.zeros(problem.num_nodes, dtype=bool)
+    for j in jobs:
+        job = problem.jobs[j]
+        missing = (job.preferred >= 0) & (nodes[j] < 0)
+        still_wanted[job.preferred[missing]] = True
+    # 2. the other ranks, job by job: fullest nodes first (best fit), nodes still wanted
+    #    by another rank and sub-healthy nodes last, natural order; a job that is not
+    #    pinning takes its cached nodes first
+    for j in jobs:
+        _check_deadline(deadline)
+        job = problem.jobs[j]
+        request = job.npu_per_task
+        ranks = np.flatnonzero(nodes[j] < 0).tolist()
+        if not ranks:
+            continue
+        if j not in pinning:
+            for r in ranks:
+                n = int(job.preferred[r])
+                if n >= 0 and _fits_one(problem, job, work, n):
+                    nodes[j][r] = n
+                    work[n] -= request
+            ranks = np.flatnonzero(nodes[j] < 0).tolist()
+        avoid = {int(job.origin[r]) for r in ranks if job.fault[r] and job.origin[r] >= 0}
+        cand = np.flatnonzero(_fits(problem, job, work))
+        order = cand[np.lexsort((problem.natural_pos[cand], work[cand],
+                                 problem.health[cand] == SUBHEALTHY, still_wanted[cand]))]
+        slots: list[int] = []
+        for n in order.tolist():
+            room = 1 if job.whole_node else int(work[n]) // request
+            slots.extend([n] * room)
+            if len(slots) >= len(ranks) + len(avoid):
+                break
+        if len(slots) < len(ranks):
+            if plan.nodes[j] is not None:
+                return j
+            for r in np.flatnonzero(nodes[j] >= 0).tolist():  # unplaced before: stays so
+                work[int(nodes[j][r])] += request
+            nodes[j][:] = -1
+            continue
+        # fault ranks take the first slots that are not their old node
+        for r in sorted(ranks, key=lambda r: not job.fault[r]):
+            old = int(job.origin[r]) if job.fault[r] else -1
+            pick = next((i for i, n in enumerate(slots) if n != old), 0)
+            n = slots.pop(pick)
+            nodes[j][r] = n
+            work[n] -= request
+    return nodes
+
+
+class OutOfTime(Exception):
+    """The construction passed its deadline (the caller keeps its other answer)."""
+
+
+def _check_deadline(deadline: float | None) -> None:
+    if deadline is not None and time.perf_counter() > deadline:
+        raise OutOfTime
+
+
+def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = None) -> Plan:
+    """Re-place the hard super-pod and 950 jobs and the ordinary jobs of ``base``
+    origin-first.
 
     Jobs of other families, soft jobs and jobs the construction cannot place keep their
-    ``base`` answer; the result is checked by the caller before use.
+    ``base`` answer; the result is checked by the caller before use.  With a
+    ``deadline`` (``time.perf_counter()`` value) the construction raises
+    :class:`OutOfTime` when it passes it (checked between jobs and between the steps of a
+    job, so it overruns by one job's step at most).
     """
     plan = Plan([None if n is None else n.copy() for n in base.nodes], list(base.reasons))
     state = ClusterState.initial(problem)
@@ -165,6 +300,7 @@ def origin_first_plan(problem: Problem, base: Plan) -> Plan:
             state.commit(nodes, problem.jobs[j].npu_per_task)
     wanted = {int(n) for job in problem.jobs for n in job.preferred if n >= 0}
     for j in redo:
+        _check_deadline(deadline)
         job = problem.jobs[j]
         placed = _place_job(problem, job, state.free, wanted)
         previous = plan.nodes[j]
@@ -178,4 +314,14 @@ def origin_first_plan(problem: Problem, base: Plan) -> Plan:
         plan.nodes[j] = placed
         plan.reasons[j] = None
         state.commit(np.asarray(placed), job.npu_per_task)
+    # ordinary jobs: their base answers held room while the blocks moved; release it and
+    # re-place them together (when one no longer fits, the base answers stay, and fit)
+    ordinary = [j for j in problem.queue if problem.jobs[j].family is Family.ORDINARY]
+    if ordinary:
+        free = state.free.copy()
+        for j in ordinary:
+            if plan.nodes[j] is not None:
+                np.add.at(free, np.asarray(plan.nodes[j], dtype=np.int64),
+                          problem.jobs[j].npu_per_task)
+        _ordinary_pass(problem, plan, free, ordinary, deadline)
     return plan

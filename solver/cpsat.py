@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
-from heuristics.origin_first import origin_first_plan
+from heuristics.origin_first import ORIGIN_FIRST_FAMILIES, origin_first_plan
 from models.check import check
 from models.compiled import Problem
 from models.objective import ResolvedWeights, block_spill, evaluate
@@ -153,8 +153,14 @@ def add_hint(built: BuiltModel, plan: Plan) -> int:
 
 
 def better_start(problem: Problem, hint: Plan, weights: ResolvedWeights) -> Plan:
-    """The better of ``hint`` and its origin-first reconstruction (validated)."""
-    if not any(job.family in (Family.SUPERPOD, Family.RACK) for job in problem.jobs):
+    """The better of ``hint`` and its origin-first reconstruction (validated).
+
+    A hint that is not a valid placement itself (a caller's own warm start) is returned
+    as it is: the reconstruction builds on the hint's other jobs.
+    """
+    if not any(job.family in ORIGIN_FIRST_FAMILIES for job in problem.jobs):
+        return hint
+    if check(problem, to_placement(problem, hint, engine="hint", status=Status.GREEDY)):
         return hint
     candidate = origin_first_plan(problem, hint)
     placement = to_placement(problem, candidate, engine="origin-first", status=Status.GREEDY)

@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from heuristics.greedy import EngineNotAvailable, greedy_plan  # noqa: F401 - re-exported
-from heuristics.origin_first import origin_first_plan
+from heuristics.origin_first import ORIGIN_FIRST_FAMILIES, OutOfTime, origin_first_plan
 from models.check import Violation, check
 from models.compiled import Problem, compile_scenario
 from models.limits import check_deterministic_time, check_seed, check_time_limit, check_workers
 from models.objective import Metrics, ResolvedWeights, Weights, evaluate, resolve_weights
 from models.placement import PlacementFile, Status
 from models.plan import Plan, to_placement
-from models.scenario import Family, Scenario
+from models.scenario import Scenario
 from solver.cpsat import solve_cpsat
 from solver.model.cancel import quiet
 
@@ -134,9 +134,6 @@ def validated(problem: Problem, plan: Plan, engine: str) -> Plan:
 
 #: Seconds kept at the end of a budget for returning (result assembly, stack unwinding).
 RETURN_MARGIN_SECONDS = 0.005
-#: The origin-first construction costs about this many greedy runs (measured at 4–8k
-#: nodes: 3–4×); under a wall-clock budget it runs only when that much time is left.
-ORIGIN_FIRST_COST = 4.0
 def check_solve_options(time_limit: float, workers: int, seed: int,
                         deterministic_time: float | None) -> None:
     """Raise ``ValueError`` naming the option when a solve option is out of range.
@@ -151,7 +148,7 @@ def check_solve_options(time_limit: float, workers: int, seed: int,
 
 
 def _has_origin_first(problem: Problem) -> bool:
-    return any(job.family in (Family.SUPERPOD, Family.RACK) for job in problem.jobs)
+    return any(job.family in ORIGIN_FIRST_FAMILIES for job in problem.jobs)
 
 
 def solve(
@@ -227,14 +224,23 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
         return _finish(problem, greedy, resolved, engine="greedy", status=Status.GREEDY,
                        started=started, bound=None, seed=seed, notes=notes,
                        greedy_objective=greedy_metrics.objective, metrics=greedy_metrics)
-    # the fallback: the better of greedy and the origin-first construction (which costs a
-    # few greedy runs; under a wall-clock budget it is skipped when it would not fit)
+    # the fallback: the better of greedy and the origin-first construction
     best, best_metrics, best_engine = greedy, greedy_metrics, "greedy"
     origin_first_objective: int | None = None
     deterministic = deterministic_time is not None
-    fits = time.perf_counter() + ORIGIN_FIRST_COST * greedy_seconds + check_cost < deadline
-    if _has_origin_first(problem) and (deterministic or fits):
-        candidate = origin_first_plan(problem, greedy)
+    # under a wall-clock budget the construction stops at a deadline that leaves time to
+    # check and score its answer (twice what greedy's took: the answer may be larger)
+    construction_end = None if deterministic else deadline - 2 * check_cost
+    candidate: Plan | None = None
+    if _has_origin_first(problem) and (construction_end is None
+                                       or time.perf_counter() < construction_end):
+        try:
+            candidate = origin_first_plan(problem, greedy, construction_end)
+        except OutOfTime:
+            notes.append("no time to finish the origin-first construction after greedy")
+    elif _has_origin_first(problem):
+        notes.append("no time for the origin-first construction after greedy")
+    if candidate is not None:
         try:
             validated(problem, candidate, "origin-first")
         except InvalidAnswer as exc:
@@ -246,8 +252,6 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
             if candidate_metrics.objective > greedy_metrics.objective:
                 best, best_metrics, best_engine = candidate, candidate_metrics, "origin-first"
                 notes.append("the origin-first construction beat greedy")
-    elif _has_origin_first(problem):
-        notes.append("no time for the origin-first construction after greedy")
     fallback_status = Status.GREEDY if best_engine == "greedy" else Status.FEASIBLE
     common: dict[str, Any] = {"seed": seed, "greedy_objective": greedy_metrics.objective,
                               "origin_first_objective": origin_first_objective}

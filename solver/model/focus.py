@@ -108,10 +108,32 @@ def neighbourhood_mask(problem: Problem, plan: Plan, hood: list[int],
     if len(loose):
         order = loose[np.argsort(problem.natural_pos[loose], kind="stable")]
         classes: Counter[tuple[int, int, int]] = Counter()
-        cap = max(SPARE_PER_CLASS, sum(problem.jobs[k].tasks for k in hood))
+        cap = max(SPARE_PER_CLASS, _movers(problem, plan, hood))
         for n in order.tolist():
             key = (int(left[n]), int(problem.npus[n]), int(problem.health[n]))
             if classes[key] < cap:
                 classes[key] += 1
                 keep[n] = True
     return keep
+
+
+def _movers(problem: Problem, plan: Plan, hood: list[int]) -> int:
+    """Ranks of ``hood`` a step may need new room for.
+
+    A placed job moves only ranks that miss their cached node (onto it, displacing at
+    most as many ranks of the others) or sit on a fault node; an unplaced job needs room
+    for all its ranks.  Spares beyond that only make the step's model larger: a hood with
+    a 1,024-rank job kept over 3,000 nodes and took seconds to build.
+    """
+    count = 0
+    for k in hood:
+        job = problem.jobs[k]
+        nodes = plan.nodes[k]
+        if nodes is None:
+            count += job.tasks
+            continue
+        on_origin = np.asarray(nodes) == job.origin
+        cached = job.origin >= 0
+        count += int((cached & ~job.fault & ~on_origin).sum())
+        count += int((cached & job.fault & on_origin).sum())
+    return count

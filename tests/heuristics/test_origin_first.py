@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchmarks.generators import GenParams, generate
 from heuristics.greedy import greedy_plan
-from heuristics.origin_first import origin_first_plan
+from heuristics.origin_first import OutOfTime, origin_first_plan
 from models.check import check
 from models.compiled import compile_scenario
 from models.objective import evaluate
 from models.placement import Status
 from models.plan import to_placement
-from models.scenario import Scenario
+from models.scenario import Family, Scenario
+from tests.strategies import scenarios
 
 NOW = 1764400000
 
 
-@pytest.mark.parametrize("family", ["a3", "850", "950"])
+@pytest.mark.parametrize("family", ["a3", "850", "950", "ordinary", "multilevel"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_plans_are_valid_and_keep_other_jobs(family: str, seed: int) -> None:
     problem = compile_scenario(generate(GenParams(family=family, nodes=256, seed=seed,
@@ -28,9 +32,77 @@ def test_plans_are_valid_and_keep_other_jobs(family: str, seed: int) -> None:
     plan = origin_first_plan(problem, base)
     assert check(problem, to_placement(problem, plan, engine="of", status=Status.GREEDY)) == []
     for job in problem.jobs:
-        redone = job.whole_node and not job.soft and not job.ub_memory
+        redone = job.family is Family.ORDINARY or (
+            job.family in (Family.SUPERPOD, Family.RACK) and job.whole_node and not job.soft
+            and not job.ub_memory)
         if not redone and base.nodes[job.index] is not None:
             assert (plan.nodes[job.index] == base.nodes[job.index]).all()
+        if base.nodes[job.index] is not None:  # a placed job stays placed
+            assert plan.nodes[job.index] is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_mixed_batches_stay_valid(data: st.DataObject) -> None:
+    """On any batch the construction's answer is valid and places every job greedy did."""
+    problem = compile_scenario(data.draw(scenarios()))
+    base = greedy_plan(problem)
+    plan = origin_first_plan(problem, base)
+    assert check(problem, to_placement(problem, plan, engine="of", status=Status.GREEDY)) == []
+    for j, nodes in enumerate(base.nodes):
+        if nodes is not None:
+            assert plan.nodes[j] is not None
+
+
+def _ordinary_batch(first_tasks: int) -> Scenario:
+    """Job A (queue first, 2 ranks, no cache) and job B (2 ranks cached on n2, n3).
+
+    Nodes n0..n3 have 8 free chips each and the upstream score ties them, so greedy gives
+    A the first two nodes in name order; with n0, n1 taken by another tenant A takes n2,
+    n3 and B loses both its hits.  Origin-first pins B's ranks first.
+    """
+    nodes = [{"name": f"n{i}", "npus": 8, "free": 0 if i < 2 else 8} for i in range(6)]
+    return Scenario.model_validate({
+        "now": NOW, "nodes": nodes,
+        "affinity-cache": {"entries": [{"owner-uid": "b", "rank": r, "node": n,
+                                        "updated": NOW}
+                                       for r, n in enumerate(["n2", "n3"])]},
+        "jobs": [
+            {"name": "A", "owner-uid": "a", "policy": "chip8-node8", "tasks": first_tasks,
+             "npu-per-task": 8, "priority": 10},
+            {"name": "B", "owner-uid": "b", "policy": "chip8-node8", "tasks": 2,
+             "npu-per-task": 8},
+        ],
+    })
+
+
+def test_ordinary_cached_ranks_return_before_other_jobs_fill_the_cluster() -> None:
+    problem = compile_scenario(_ordinary_batch(2))
+    base = greedy_plan(problem)
+    plan = origin_first_plan(problem, base)
+    assert check(problem, to_placement(problem, plan, engine="of", status=Status.GREEDY)) == []
+    assert evaluate(problem, base.as_mapping()).origin_hits == 0
+    assert evaluate(problem, plan.as_mapping()).origin_hits == 2
+    b = problem.job_index["B"]
+    assert [problem.node_names[int(n)] for n in plan.nodes[b]] == ["n2", "n3"]  # type: ignore[union-attr]
+
+
+def test_ordinary_pins_are_released_when_an_earlier_job_would_not_fit() -> None:
+    # A needs all four free nodes: pinning B's origins would leave A without room, so B's
+    # pins are released and the answer keeps both jobs as greedy placed them (B unplaced)
+    problem = compile_scenario(_ordinary_batch(4))
+    base = greedy_plan(problem)
+    a, b = problem.job_index["A"], problem.job_index["B"]
+    assert base.nodes[a] is not None and base.nodes[b] is None
+    plan = origin_first_plan(problem, base)
+    assert check(problem, to_placement(problem, plan, engine="of", status=Status.GREEDY)) == []
+    assert plan.nodes[a] is not None and plan.nodes[b] is None
+
+
+def test_a_passed_deadline_stops_the_construction() -> None:
+    problem = compile_scenario(_ordinary_batch(2))
+    with pytest.raises(OutOfTime):
+        origin_first_plan(problem, greedy_plan(problem), deadline=time.perf_counter() - 1.0)
 
 
 def test_windows_with_most_origins_go_home_first() -> None:
