@@ -29,6 +29,16 @@ One task at a time, in :func:`task_order`, the pipeline is upstream's ``BatchNod
 The job takes all its ranks in one transaction or none: the ranks are placed on a local copy
 of the free counts and the strategy never touches ``state``.
 
+The pipeline is not evaluated node by node for every rank.  Whenever step 3 boosts a node,
+that node wins step 5, so the bonus target *is* the pick: its adjusted score is at least
+``(max(0, top) + 100 − 1 − 64) × 100`` for the top policy score ``top``, and every other
+node's is at most ``top × 100`` (policy scores are ≥ 0 and step 4 only lowers them).
+Every other search ("best other node by policy score", "best peer node by policy score",
+"best node by adjusted score") runs on a :class:`ScoreClasses` index: the scores depend
+only on a node's free count and flags, take a few distinct values, and only the node just
+picked changes between two ranks.  The index returns the very node the per-node
+computation (:func:`best_node` on the arrays) would, so the placements are the same.
+
 Deviations from the released code, following the RFC (reference §3.7):
 
 * Row 3 — the RFC says the −64 fault penalty is applied after the bonus so that a fault
@@ -49,6 +59,10 @@ Deviations from the released code, following the RFC (reference §3.7):
 """
 
 from __future__ import annotations
+
+import bisect
+import heapq
+import math
 
 import numpy as np
 
@@ -94,15 +108,6 @@ def policy_scores(
         healthy -= np.asarray(unhealthy_chips, dtype=np.float64)
     scores = healthy * HEALTHY_CARD_WEIGHT - usable
     return np.where(usable > max_npus, 0.0, scores)
-
-
-def _adjusted(
-    raw: np.ndarray, n: int, subhealthy: np.ndarray, fault_nodes: np.ndarray | None
-) -> float:
-    """:func:`fault_adjust` and the score weight of node ``n`` alone."""
-    one = slice(n, n + 1)
-    faults = None if fault_nodes is None else fault_nodes[one]
-    return float((fault_adjust(raw[one], subhealthy[one], faults) * SCORE_WEIGHT)[0])
 
 
 def best_node(scores: np.ndarray, mask: np.ndarray, order: np.ndarray) -> int:
@@ -230,6 +235,90 @@ def task_order(job: JobView) -> np.ndarray:
     return np.concatenate([ranks[cached], ranks[avoiding], ranks[~cached & ~avoiding]])
 
 
+class ScoreClasses:
+    """The best node of a set of candidates by a score that takes few distinct values.
+
+    Candidates are numbered in natural node-name order (local index = tie-break order).
+    Members are grouped by their exact score (a *class*); each class is a min-heap of local
+    indices, so its top is the class's tie-break winner, and :meth:`best` reads the top of
+    the highest non-empty class: the node :func:`best_node` returns for the members' scores.
+    A node whose score changes is pushed to its new class and left in the old one (lazy
+    deletion: an entry counts only while the node's current score is the class's score; a
+    node taken out has score NaN, equal to none).  A class's heap (a Python list) is built
+    only when the class is first used, from its members at construction in ascending order
+    (a sorted list is a heap): a job with few ranks looks at the top classes only.
+
+    Parameters
+    ----------
+    size
+        Number of candidates (local indices ``0 .. size - 1``).
+    members
+        Local indices of the members, ascending.
+    scores
+        Score of each member (float64, the exact values the arrays would hold).
+    """
+
+    def __init__(self, size: int, members: np.ndarray, scores: np.ndarray) -> None:
+        #: Score per candidate at construction; NaN for non-members.
+        self.initial = np.full(size, np.nan)
+        self.initial[members] = scores
+        #: Current score of the members moved since construction (NaN: taken out).
+        self.moved: dict[int, float] = {}
+        self.members = members
+        self.scores = scores
+        #: Scores of the classes whose heap is not built yet.
+        self.unused: set[float] = set(np.unique(scores).tolist())
+        self.heaps: dict[float, list[int]] = {}
+        #: Scores of the classes, ascending (the best class is last).
+        self.values: list[float] = sorted(self.unused)
+
+    def heap(self, value: float) -> list[int]:
+        """The heap of class ``value`` (empty for a new class)."""
+        heap = self.heaps.get(value)
+        if heap is None:
+            heap = self.heaps[value] = []
+            if value in self.unused:
+                self.unused.remove(value)
+                heap += self.members[self.scores == value].tolist()
+        return heap
+
+    def score(self, n: int) -> float:
+        """Current score of candidate ``n``; NaN for non-members and members taken out."""
+        score = self.moved.get(n)
+        return float(self.initial[n]) if score is None else score
+
+    def best(self) -> int:
+        """Member with the highest score, lowest local index among ties; -1 when none."""
+        values, moved = self.values, self.moved
+        while values:
+            value = values[-1]
+            heap = self.heap(value)
+            # An entry is stale when its node moved since (to another class or out).
+            while heap and moved.get(heap[0], value) != value:
+                heapq.heappop(heap)
+            if heap:
+                return heap[0]
+            del self.heaps[value]
+            values.pop()
+        return -1
+
+    def move(self, n: int, score: float | None) -> None:
+        """Give member ``n`` a new score, or take it out (``None``); non-members are ignored.
+
+        A member taken out never comes back (free counts only shrink during a job).
+        """
+        old = self.score(n)
+        if math.isnan(old) or old == score:
+            return
+        if score is None:
+            self.moved[n] = math.nan
+            return
+        self.moved[n] = score
+        if score not in self.heaps and score not in self.unused:
+            bisect.insort(self.values, score)
+        heapq.heappush(self.heap(score), n)
+
+
 def place_ordinary(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
     """Place ordinary job ``j`` with the base handler pipeline, all ranks or none.
 
@@ -247,16 +336,23 @@ def place_ordinary(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
     JobOutcome
         Node index per rank (several ranks may share a node), or upstream's
         ``NPUResourceShortage`` reason.
+
+    Notes
+    -----
+    Per rank this is :func:`previous_node_bonus` then :func:`fault_adjust` and
+    :func:`best_node` over every candidate, computed with :class:`ScoreClasses` (module
+    docstring): O(distinct scores) per rank instead of O(nodes).
     """
     job = problem.jobs[j]
     if job.family is not Family.ORDINARY:
         raise ValueError(f"job '{job.name}' is a {job.family.value} job, not an ordinary one")
     request = job.npu_per_task
     # Free counts only shrink while the job's ranks are placed: the nodes that can host a
-    # rank now are the only candidates for every rank, so work on that subset.
+    # rank now are the only candidates for every rank, so work on that subset, numbered in
+    # natural node-name order (a lower local index wins a tie).
     usable0 = state.free >= request
     usable0 &= problem.health != UNHEALTHY
-    cand = np.flatnonzero(usable0)
+    cand = problem.natural_order[usable0[problem.natural_order]]
     room = int((state.free[cand] // request).sum()) if cand.size else 0
     if room < job.tasks:
         idle = int(state.free[problem.health != UNHEALTHY].max(initial=0))
@@ -272,10 +368,9 @@ def place_ordinary(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
     local[cand] = np.arange(cand.size)
 
     fault_job = bool(job.fault.any())
-    fault_mask: np.ndarray | None = None
+    fault_mask = np.zeros(cand.size, dtype=bool)
     if fault_job:
         fault_origins = job.origin[job.fault & (job.origin >= 0)]
-        fault_mask = np.zeros(cand.size, dtype=bool)
         hosted = local[fault_origins]
         fault_mask[hosted[hosted >= 0]] = True
 
@@ -290,52 +385,86 @@ def place_ordinary(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
         peer_mask[mapped[mapped >= 0]] = True
         self_local[cached] = mapped
 
-    nodes = np.full(job.tasks, -1, dtype=np.int32)
-    # Between two ranks only the node the first one took changes, and the bonus touches one
-    # node: keep the predicate, the policy score and its adjusted value per node and update
-    # those nodes (same values as recomputing every array per rank, element by element).
-    # A node's values depend only on its free count and flags: tabulate them per free count.
-    ok = free >= request
-    raw = policy_scores(free, job.node_npus)
-    scores = fault_adjust(raw, subhealthy, fault_mask) * SCORE_WEIGHT
+    # A node's policy score depends only on its free count, its adjusted score also on its
+    # sub-healthy and fault flags: tabulate both per free count (row 2 × sub + fault of
+    # ``adjusted_of`` for a node's flags: ``adjusted_row``).
     counts = np.arange(int(free.max(initial=0)) + 1)
     raw_of = policy_scores(counts, job.node_npus)
-    adjusted_of = {
-        (sub, fault): (fault_adjust(raw_of, np.full(counts.size, sub),
-                                    None if fault_mask is None else np.full(counts.size, fault))
-                       * SCORE_WEIGHT).tolist()
+    adjusted_of = np.stack([
+        fault_adjust(raw_of, np.full(counts.size, sub), np.full(counts.size, fault))
+        * SCORE_WEIGHT
         for sub in (False, True) for fault in (False, True)
-    }
-    sub_l = subhealthy.tolist()
-    fault_l = fault_mask.tolist() if fault_mask is not None else [False] * cand.size
-    boosted: dict[tuple[float, bool, bool], float] = {}  # adjusted bonus scores seen
-    pick = target = -1
+    ])
+    adjusted_row = 2 * subhealthy.astype(np.int64) + fault_mask
+
+    def index(members: np.ndarray, adjusted: bool, left: np.ndarray) -> ScoreClasses:
+        """A :class:`ScoreClasses` of the ``members`` with room left, on free counts ``left``."""
+        members = members[left[members] >= request]
+        scores = (adjusted_of[adjusted_row[members], left[members]] if adjusted
+                  else raw_of[left[members]])
+        return ScoreClasses(cand.size, members, scores)
+
+    raw_by_count = raw_of.tolist()
+    adjusted_by_count = adjusted_of.tolist()
+    self_node_of = self_local.tolist()
+    is_fault_rank = job.fault.tolist()
+    free_left = free.tolist()
+    usable = cand.size  # candidates with room for one more rank (upstream's score map)
+    usable_peers = int(peer_mask.sum())  # ... of them cached for a rank of the owner
+    others = index(np.flatnonzero(~peer_mask), False, free) if use_bonus else None
+    peers: ScoreClasses | None = None  # built when first needed (rare)
+    # With the bonus step on, the adjusted scores decide only when no node gets the bonus
+    # (rare): built when first needed, on the free counts of that moment.
+    by_adjusted = None if use_bonus else index(np.arange(cand.size), True, free)
+    picks = [-1] * job.tasks  # local index per rank
     for rank in task_order(job).tolist():
-        for n in {pick, target} - {-1}:
-            left = int(free[n])
-            ok[n] = left >= request
-            raw[n] = raw_of[left]
-            scores[n] = adjusted_of[sub_l[n], fault_l[n]][left]
-        if not ok.any():  # unreachable after the room check; kept as a guard
+        if usable == 0:  # unreachable after the room check; kept as a guard
             return JobOutcome.fail(
                 f"NPUResourceShortage: node don't have enough resource, req<{request}>, "
-                f"idle<{int(free.max(initial=0))}>: rank {rank} of job '{job.name}' fits "
+                f"idle<{max(free_left, default=0)}>: rank {rank} of job '{job.name}' fits "
                 "on no node"
             )
-        target = -1
-        if use_bonus:
-            target = previous_node_bonus(raw, ok, int(self_local[rank]), peer_mask,
-                                         bool(job.fault[rank]), order)
-            if target >= 0:
-                key = (float(raw[target]), sub_l[target], fault_l[target])
-                value = boosted.get(key)
-                if value is None:
-                    value = boosted[key] = _adjusted(raw, target, subhealthy, fault_mask)
-                scores[target] = value
-        pick = best_node(scores, ok, order)
-        free[pick] -= request
-        nodes[rank] = cand[pick]
+        # previous_node_bonus's choice of target; the target is then the pick.
+        pick = -1
+        if others is not None:
+            self_node = self_node_of[rank]
+            self_ok = self_node >= 0 and free_left[self_node] >= request
+            has_others = usable > usable_peers
+            if is_fault_rank[rank]:
+                if has_others:
+                    pick = others.best()
+                elif self_ok and usable_peers == 1:  # no peer but itself
+                    pick = self_node
+            elif self_ok:
+                pick = self_node
+            elif has_others:
+                pick = others.best()
+            else:
+                if peers is None:
+                    peers = index(np.flatnonzero(peer_mask), False, np.asarray(free_left))
+                pick = peers.best()
+        if pick < 0:  # no bonus: the best adjusted score
+            if by_adjusted is None:
+                by_adjusted = index(np.arange(cand.size), True, np.asarray(free_left))
+            pick = by_adjusted.best()
+        left = free_left[pick] - request
+        free_left[pick] = left
+        if left < request:
+            usable -= 1
+            usable_peers -= int(peer_mask[pick])
+            raw = adjusted = None
+        else:
+            raw = raw_by_count[left]
+            adjusted = adjusted_by_count[int(adjusted_row[pick])][left]
+        for classes in (others, peers):
+            if classes is not None:
+                classes.move(pick, raw)
+        if by_adjusted is not None:
+            by_adjusted.move(pick, adjusted)
+        picks[rank] = pick
+    nodes = cand[picks].astype(np.int32)
     if fault_job:
+        free = np.asarray(free_left, dtype=np.int64)
         keep_faults_away(job, nodes, cand, free, order, subhealthy)
     return JobOutcome(nodes)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import numpy as np
@@ -9,10 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import heuristics.ordinary as ordinary
 from heuristics.greedy import greedy_plan
 from heuristics.ordinary import (
+    SCORE_WEIGHT,
+    ScoreClasses,
+    best_node,
     compare_tasks,
     fault_adjust,
+    keep_faults_away,
     place_ordinary,
     policy_scores,
     previous_node_bonus,
@@ -21,7 +27,7 @@ from heuristics.ordinary import (
 from heuristics.state import ClusterState
 from models.cache import AffinityCache
 from models.check import check
-from models.compiled import Problem, compile_scenario
+from models.compiled import SUBHEALTHY, UNHEALTHY, Problem, compile_scenario
 from models.objective import evaluate
 from models.placement import Status
 from models.plan import to_placement
@@ -348,3 +354,117 @@ def test_greedy_answers_pass_the_validator(problem: Problem) -> None:
     room = int((problem.free[healthy] // job.npu_per_task).sum())
     # the first job of the queue sees the whole cluster: it is placed iff it fits
     assert (plan.nodes[first] is not None) == (room >= job.tasks)
+
+
+# --------------------------------------------------------------------------- fast path
+
+
+def per_rank_nodes(problem: Problem, j: int, state: ClusterState) -> list[int] | None:
+    """The pipeline recomputed on every node for every rank: the nodes before the repair.
+
+    Reference for :func:`place_ordinary`'s index (:class:`ScoreClasses`); ``None`` when the
+    job does not fit.
+    """
+    job = problem.jobs[j]
+    request = job.npu_per_task
+    free = state.free.astype(np.int64)
+    healthy = problem.health != UNHEALTHY
+    if int((free[healthy & (free >= request)] // request).sum()) < job.tasks:
+        return None
+    fault_nodes = np.zeros(problem.num_nodes, dtype=bool)
+    fault_nodes[job.origin[job.fault & (job.origin >= 0)]] = True
+    use_bonus = job.prefer_previous and bool((job.origin >= 0).any())
+    peer = np.zeros(problem.num_nodes, dtype=bool)
+    peer[job.origin[job.origin >= 0]] = True
+    nodes = [-1] * job.tasks
+    for rank in task_order(job).tolist():
+        ok = healthy & (free >= request)
+        raw = policy_scores(free, job.node_npus)
+        if use_bonus:
+            previous_node_bonus(raw, ok, int(job.origin[rank]), peer, bool(job.fault[rank]),
+                                problem.natural_pos)
+        scores = fault_adjust(raw, problem.health == SUBHEALTHY,
+                              fault_nodes if job.fault.any() else None) * SCORE_WEIGHT
+        pick = best_node(scores, ok, problem.natural_pos)
+        free[pick] -= request
+        nodes[rank] = pick
+    return nodes
+
+
+def random_problem(seed: int) -> Problem:
+    """A small cluster with shuffled natural order, sub-healthy and fault nodes, nodes with
+    more free chips than the policy's node size, dense caches and fault ranks."""
+    rng = random.Random(seed)
+    count = rng.randint(2, 9)
+    names = [f"node-{k}" for k in rng.sample(range(30), count)]
+    nodes = []
+    for name in names:
+        npus = rng.choice([8, 8, 16])
+        nodes.append({"name": name, "npus": npus, "free": rng.randint(0, npus),
+                      "health": rng.choice(["healthy"] * 3 + ["subhealthy", "unhealthy"])})
+    jobs = []
+    cache = []
+    for j in range(rng.randint(1, 3)):
+        tasks = rng.randint(1, 8)
+        faults = sorted(rng.sample(range(tasks), rng.randint(0, min(3, tasks))))
+        jobs.append({"name": f"j{j}", "policy": "chip1-node8", "tasks": tasks,
+                     "npu-per-task": rng.choice([1, 2, 3, 4, 8]), "fault-ranks": faults})
+        cache += [(f"uid-j{j}", r, rng.choice(names)) for r in range(tasks)
+                  if rng.random() < 0.7]
+    return make(nodes, jobs, cache, prefer=rng.random() < 0.85)
+
+
+def test_fast_path_matches_the_per_rank_computation(monkeypatch: pytest.MonkeyPatch) -> None:
+    before_repair: list[np.ndarray] = []
+
+    def recording(job: Any, nodes: np.ndarray, *rest: Any) -> None:
+        before_repair.append(nodes.copy())
+        keep_faults_away(job, nodes, *rest)
+
+    monkeypatch.setattr(ordinary, "keep_faults_away", recording)
+    compared = 0
+    for seed in range(300):
+        problem = random_problem(seed)
+        state = ClusterState.initial(problem)
+        for j in problem.queue:  # each job on the state the earlier jobs left (greedy_plan)
+            job = problem.jobs[j]
+            expected = per_rank_nodes(problem, j, state)
+            before_repair.clear()
+            outcome = place_ordinary(problem, j, state)
+            if expected is None:
+                assert outcome.nodes is None, (seed, job.name)
+                continue
+            assert outcome.nodes is not None, (seed, job.name, outcome.reason)
+            if job.fault.any():
+                assert [b.tolist() for b in before_repair] == [expected], (seed, job.name)
+            else:
+                assert outcome.nodes.tolist() == expected, (seed, job.name)
+            state.commit(outcome.nodes, job.npu_per_task)
+            compared += 1
+    assert compared >= 300
+
+
+def test_score_classes_match_best_node() -> None:
+    rng = random.Random(7)
+    values = [0.0, 791.0, 792.0, 793.0, 796.0, 800.0]
+    for _ in range(200):
+        size = rng.randint(1, 12)
+        members = np.array(sorted(rng.sample(range(size), rng.randint(0, size))), dtype=np.int64)
+        scores = np.array([rng.choice(values) for _ in members], dtype=np.float64)
+        index = ScoreClasses(size, members, scores)
+        current = np.zeros(size)
+        present = np.zeros(size, dtype=bool)
+        current[members] = scores
+        present[members] = True
+        for _ in range(3 * size):
+            expected = best_node(current, present, np.arange(size))
+            assert index.best() == expected
+            n = rng.randrange(size)
+            score = None if rng.random() < 0.25 else rng.choice(values)
+            index.move(n, score)
+            if present[n]:  # non-members and members taken out are ignored
+                if score is None:
+                    present[n] = False
+                else:
+                    current[n] = score
+        assert index.best() == best_node(current, present, np.arange(size))
