@@ -115,7 +115,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -125,7 +125,6 @@ from models.compiled import SUBHEALTHY, JobView, Problem, TreeView, natural_key
 from models.scenario import Family
 
 T = TypeVar("T")
-V = TypeVar("V")
 
 #: Weight of the children's fragment scores in a parent's score (upstream ``frag`` formula).
 _CHILD_FRAG_WEIGHT = 10
@@ -236,6 +235,7 @@ class _TreeIndex:
         count = len(self.order)
         self.pos = np.full(len(cand), -1, dtype=np.int64)
         self.pos[self.order] = np.arange(count)
+        self._spans: dict[tuple[int, int, int, int], _Span] = {}
         change = np.zeros(count, dtype=bool)
         if count:
             change[0] = True
@@ -248,6 +248,14 @@ class _TreeIndex:
             self.pid.append(np.cumsum(change) - 1)
             self.starts.append(np.flatnonzero(change))
 
+    def span(self, d0: int, k1: int, lo: int, hi: int) -> _Span:
+        """The domains of depths ``d0..k1`` inside positions ``[lo, hi)`` (cached)."""
+        key = (d0, k1, lo, hi)
+        found = self._spans.get(key)
+        if found is None:
+            found = self._spans[key] = _Span(self, d0, k1, lo, hi)
+        return found
+
     def run_of(self, d: int, node: int) -> tuple[int, int]:
         """Position range ``[lo, hi)`` of ``node``'s domain at depth ``d``."""
         if d == 0:
@@ -258,20 +266,72 @@ class _TreeIndex:
         return int(starts[rid]), hi
 
 
+def _all_true(count: int) -> np.ndarray:
+    """A read-only all-true mask of ``count`` entries (shared, as it never changes)."""
+    found = _ALL_TRUE.get(count)
+    if found is None:
+        found = _ALL_TRUE[count] = np.ones(count, dtype=bool)
+        found.flags.writeable = False
+    return found
+
+
+_ALL_TRUE: dict[int, np.ndarray] = {}
+
+
+class _Span:
+    """The domains of one depth-``d0`` domain (positions ``[lo, hi)`` of a
+    :class:`_TreeIndex`) down to level1, the structure every :class:`_Run` in it shares.
+
+    Per depth ``d0..k1``: ``starts`` (run starts, positions relative to ``lo``) and
+    ``owner`` (index of the parent domain); ``pos_dom`` the level1 domain of each
+    position, ``leaf_hi`` the end of each level1 domain, ``seq_base`` the first sequence
+    number per depth (domains are numbered breadth first, in label order).
+    """
+
+    def __init__(self, tix: _TreeIndex, d0: int, k1: int, lo: int, hi: int) -> None:
+        count = hi - lo
+        self.node_arr = tix.order[lo:hi]
+        zero = np.zeros(1, dtype=np.int64)
+        self.starts: dict[int, np.ndarray] = {d0: zero}
+        self.owner: dict[int, np.ndarray] = {d0: np.zeros(1, dtype=np.int64)}
+        self.pos_dom = np.zeros(count, dtype=np.int64)
+        prev = zero
+        change = np.ones(count, dtype=bool)
+        for d in range(d0 + 1, k1 + 1):
+            ids = tix.pid[d][lo:hi]
+            change[1:] = ids[1:] != ids[:-1]
+            starts = np.flatnonzero(change)
+            self.owner[d] = np.searchsorted(prev, starts, side="right") - 1
+            self.starts[d] = starts
+            prev = starts
+            if d == k1:
+                self.pos_dom = np.cumsum(change) - 1
+        if count == 0:
+            self.starts = {d: np.zeros(1 if d == d0 else 0, dtype=np.int64)
+                           for d in range(d0, k1 + 1)}
+            self.owner = {d: np.zeros(len(s), dtype=np.int64) for d, s in self.starts.items()}
+        starts1 = self.starts[k1]
+        self.leaf_hi = np.append(starts1[1:], count) if len(starts1) else starts1
+        self.size = {d: len(s) for d, s in self.starts.items()}
+        # first child of each domain, per parent depth (for np.add.reduceat)
+        self.kid_starts = {d: np.searchsorted(self.owner[d + 1], np.arange(self.size[d]))
+                           for d in range(d0, k1)}
+        self.seq_base = {d0: 0}
+        for d in range(d0 + 1, k1 + 1):
+            self.seq_base[d] = (1 if d == d0 + 1 else self.seq_base[d - 1] + self.size[d - 1])
+
+
 # --------------------------------------------------------------------------- scheduling tree
 
 
-class _PerDepth(dict[int, V]):
-    """A per-depth table whose entries are made on first access."""
+class _Kids(NamedTuple):
+    """The children of a domain, as :meth:`_Run._child_order` ranks them."""
 
-    def __init__(self, make: Callable[[int], V]) -> None:
-        super().__init__()
-        self._make = make
-
-    def __missing__(self, depth: int) -> V:
-        value = self[depth] = self._make(depth)
-        return value
-
+    holders: list[int]  # children holding preferred nodes, ascending
+    order: list[int]  # children with room, best-fit order
+    lo: int  # index of the first child; alloc/frag are indexed from it
+    alloc: list[int]
+    frag: list[int]
 
 
 class _Dom:
@@ -302,7 +362,7 @@ class _Dom:
         self.want = 0
         self.minrank = 0
         self.order: list[int] | None = None
-        self.korder: tuple[list[int], list[int]] | None = None
+        self.korder: _Kids | None = None
 
 
 class _Run:
@@ -324,6 +384,7 @@ class _Run:
         d0: int,
         idx: np.ndarray,
         pref: dict[int, int],
+        span: tuple[int, int] | None = None,
     ) -> None:
         self.ctx = ctx
         self.req = req
@@ -335,43 +396,35 @@ class _Run:
         self.used = bytearray(ctx.num_nodes)
         self.done = False
         self.result: list[Any] = []
-        self._build(tix, idx)
+        self._build(tix, idx, span)
         self._init()
-        self._lists()
         self.root = self.dom(d0, 0)
 
     # ----------------------------------------------------------------- construction
-    def _build(self, tix: _TreeIndex, idx: np.ndarray) -> None:
-        """Per depth ``d0..k1``: run starts (positions in ``idx``) and owning domain."""
-        k1, d0 = self.k1, self.d0
-        nodes = tix.order[idx]
-        self.node_arr = nodes
-        count = len(idx)
-        self.count = count
-        zero = np.zeros(1, dtype=np.int64)
-        self.starts: dict[int, np.ndarray] = {d0: zero}
-        self.owner: dict[int, np.ndarray] = {d0: np.zeros(1, dtype=np.int64)}
-        self.pos_dom: np.ndarray = np.zeros(count, dtype=np.int64)  # level1 index per position
-        prev = zero
-        change = np.ones(count, dtype=bool)
-        for d in range(d0 + 1, k1 + 1):
-            ids = tix.pid[d][idx]
-            change[1:] = ids[1:] != ids[:-1]
-            starts = np.flatnonzero(change)
-            self.owner[d] = np.searchsorted(prev, starts, side="right") - 1
-            self.starts[d] = starts
-            prev = starts
-            if d == k1:
-                self.pos_dom = np.cumsum(change) - 1
-        if count == 0:
-            self.starts = {d: np.zeros(1 if d == d0 else 0, dtype=np.int64)
-                           for d in range(d0, k1 + 1)}
-            self.owner = {d: np.zeros(len(s), dtype=np.int64) for d, s in self.starts.items()}
-        self.size = {d: len(s) for d, s in self.starts.items()}
-        self.seq_base = {d0: 0}
-        for d in range(d0 + 1, k1 + 1):
-            self.seq_base[d] = (1 if d == d0 + 1 else self.seq_base[d - 1] + self.size[d - 1])
-        self.doms: dict[int, dict[int, _Dom]] = {d: {} for d in range(d0, k1 + 1)}
+    def _build(self, tix: _TreeIndex, idx: np.ndarray, span: tuple[int, int] | None) -> None:
+        """The run's domains (cached per domain of ``tix``) and the leaves it offers.
+
+        ``span`` is the position range of the depth-``d0`` domain the run schedules in
+        (default: the whole tree); ``idx`` the positions it offers, ascending.  Positions
+        of the run are relative to the span; domains none of whose leaves are offered stay
+        in the arrays with no room (``alloc`` 0), which changes no choice.
+        """
+        lo, hi = span if span is not None else (0, len(tix.order))
+        shape = tix.span(self.d0, self.k1, lo, hi)
+        self.shape = shape
+        self.node_arr = shape.node_arr
+        self.starts = shape.starts
+        self.owner = shape.owner
+        self.pos_dom = shape.pos_dom
+        self.size = shape.size
+        self.seq_base = shape.seq_base
+        self.span_lo = lo
+        offered = np.zeros(hi - lo, dtype=bool)
+        offered[idx - lo] = True
+        self.offered = offered
+        self.count = len(idx)
+        self.tree_pos = tix.pos
+        self.doms: dict[int, dict[int, _Dom]] = {d: {} for d in range(self.d0, self.k1 + 1)}
 
     def _init(self) -> None:
         """``initNode`` bottom-up on arrays: reserved leaves, ``alloc``, ``frag`` (§2.6.5)."""
@@ -379,46 +432,62 @@ class _Run:
         reserve, count = self.reserve, self.count
         starts1 = self.starts[k1]
         n1 = len(starts1)
-        leaves = np.diff(np.append(starts1, count)) if n1 else np.zeros(0, dtype=np.int64)
-        if count == 0 and n1:  # an empty root that is also the level1 domain
-            leaves = np.zeros(n1, dtype=np.int64)
+        offered = self.offered
+        # offered leaves per level1 domain (every domain of the span has a position)
+        leaves = (np.add.reduceat(offered.astype(np.int64), starts1) if n1 and len(offered)
+                  else np.zeros(n1, dtype=np.int64))
+        self.leaf_count = leaves
         self.leaf_lo = starts1
-        self.leaf_hi = starts1 + leaves
+        self.leaf_hi = self.shape.leaf_hi
         pos_dom = self.pos_dom
-        mark = np.full(self.ctx.num_nodes, -1, dtype=np.int64)
-        if pref:
-            mark[np.fromiter(pref.keys(), dtype=np.int64, count=len(pref))] = np.fromiter(
-                pref.values(), dtype=np.int64, count=len(pref))
-        prank = mark[self.node_arr]
-        is_pref = prank >= 0
-        reserved = np.zeros(count, dtype=bool)
-        if reserve > 0:
+        # positions of the preferred nodes among the run's leaves, ascending, and ranks
+        pref_pos = np.zeros(0, dtype=np.int64)
+        rank_at: dict[int, int] = {}
+        if pref and count:
+            nodes = np.fromiter(pref.keys(), dtype=np.int64, count=len(pref))
+            at = self.tree_pos[nodes] - self.span_lo
+            inside = (at >= 0) & (at < len(offered))
+            at = at[inside]
+            pref_pos = np.sort(at[offered[at]])
+            node_arr = self.node_arr
+            rank_at = {p: pref[int(node_arr[p])] for p in pref_pos.tolist()}
+        reserved = None
+        if reserve > 0 and not rank_at:
+            # Tie-break: reserve the first offered leaves in natural order (none preferred).
+            before = np.cumsum(offered) - offered
+            rank = before - before[starts1][pos_dom] if len(offered) else before
+            reserved = offered & (rank < reserve)
+        elif reserve > 0:
             # Tie-break: reserve the first non-preferred leaves in natural order.
-            other = ~is_pref
+            is_pref = np.zeros(len(offered), dtype=bool)
+            is_pref[pref_pos] = True
+            other = offered & ~is_pref
             before = np.cumsum(other) - other
-            rank = before - before[starts1][pos_dom] if count else before
+            rank = before - before[starts1][pos_dom] if len(offered) else before
             reserved = other & (rank < reserve)
             others = np.bincount(pos_dom[other], minlength=n1)
             for i in np.flatnonzero((others < reserve) & (leaves > others)).tolist():
                 lo, hi = int(starts1[i]), int(starts1[i]) + int(leaves[i])
                 extra = sorted((p for p in range(lo, hi) if is_pref[p]),
-                               key=lambda p: int(prank[p]), reverse=True)
+                               key=rank_at.__getitem__, reverse=True)
                 reserved[extra[:reserve - int(others[i])]] = True
+        if reserve > 0:
             sub = leaves - np.minimum(reserve, leaves)
             sufficient = leaves >= reserve
         else:
             sub = leaves
-            sufficient = np.ones(n1, dtype=bool)
-        self.reserved_pos = np.flatnonzero(reserved)
+            sufficient = _all_true(n1)
+        self.reserved_pos = (np.flatnonzero(reserved) if reserved is not None
+                             else np.zeros(0, dtype=np.int64))
         self.sufficient = sufficient
         self.alloc: dict[int, np.ndarray] = {k1: sub // m[k1]}
         self.frag: dict[int, np.ndarray] = {k1: (sub % m[k1]) * req[k1 + 1]}
         # Preferred ranks per domain, in leaf order (non-reserved leaves; upper levels only
         # through sufficient level1 domains).
         self.prefs: dict[int, dict[int, list[int]]] = {d: {} for d in self.doms}
-        held = np.flatnonzero(is_pref & ~reserved)
+        held = pref_pos if reserved is None else pref_pos[~reserved[pref_pos]]
         if len(held):
-            ranks = prank[held].tolist()
+            ranks = [rank_at[p] for p in held.tolist()]
             doms1 = pos_dom[held].tolist()
             for r, g in zip(ranks, doms1, strict=True):
                 self.prefs[k1].setdefault(g, []).append(r)
@@ -429,65 +498,38 @@ class _Run:
                 for r, g, ok in zip(ranks, ids, keep.tolist(), strict=True):
                     if ok:
                         table.setdefault(g, []).append(r)
-        weight = sufficient.astype(np.int64)
+        # parents sum their children (contiguous runs; every domain of the span has one);
+        # an insufficient level1 domain counts for nothing
+        alloc, frag = self.alloc[k1], self.frag[k1]
+        if reserve > 0:
+            alloc, frag = alloc * sufficient, frag * sufficient
+        kids = self.shape.kid_starts
         for d in range(k1 - 1, self.d0 - 1, -1):
-            owner, size = self.owner[d + 1], self.size[d]
-            sub = np.bincount(owner, weights=self.alloc[d + 1] * weight,
-                              minlength=size).astype(np.int64)
-            acc = np.bincount(owner, weights=self.frag[d + 1] * weight,
-                              minlength=size).astype(np.int64)
-            self.alloc[d] = sub // m[d]
-            self.frag[d] = (sub % m[d]) * req[d + 1] + _CHILD_FRAG_WEIGHT * acc
-            weight = np.ones(size, dtype=np.int64)
-
-    def _lists(self) -> None:
-        """Plain-list views of the per-depth arrays for :meth:`dom` and :meth:`kids`.
-
-        Converted per depth on first use: a repair inside a large domain visits few
-        domains, and converting every depth up front cost more than the traversal.
-        """
-        self.alloc_l = _PerDepth(lambda d: self.alloc[d].tolist())
-        self.frag_l = _PerDepth(lambda d: self.frag[d].tolist())
-        self.owner_l = _PerDepth(lambda d: self.owner[d].tolist())
-        self.kid_bounds = _PerDepth(
-            lambda d: self.owner[d + 1].searchsorted(np.arange(self.size[d] + 1)).tolist())
+            sub = np.add.reduceat(alloc, kids[d])
+            acc = np.add.reduceat(frag, kids[d])
+            alloc = self.alloc[d] = sub // m[d]
+            frag = self.frag[d] = (sub % m[d]) * req[d + 1] + _CHILD_FRAG_WEIGHT * acc
 
     @cached_property
     def holders(self) -> dict[int, list[int]]:
         """Per depth, the domains holding preferred nodes, ascending."""
         return {d: sorted(i for i, p in table.items() if p) for d, table in self.prefs.items()}
 
-    @cached_property
-    def leaf_lo_l(self) -> list[int]:
-        return self.leaf_lo.tolist()
-
-    @cached_property
-    def leaf_hi_l(self) -> list[int]:
-        return self.leaf_hi.tolist()
-
-    @cached_property
-    def res_lo(self) -> list[int]:
-        return self.reserved_pos.searchsorted(self.leaf_lo).tolist()
-
-    @cached_property
-    def res_hi(self) -> list[int]:
-        return self.reserved_pos.searchsorted(self.leaf_hi).tolist()
-
-    @cached_property
-    def sufficient_l(self) -> list[bool]:
-        return self.sufficient.tolist()
-
     def dom(self, d: int, i: int) -> _Dom:
-        """The domain ``i`` of depth ``d``, created (with its ancestors) on first use."""
+        """The domain ``i`` of depth ``d``, created (with its ancestors) on first use.
+
+        Values are read from the per-depth arrays one at a time: a traversal visits few
+        of the domains, so converting whole arrays to lists costs more than it saves.
+        """
         found = self.doms[d].get(i)
         if found is not None:
             return found
-        parent = None if d == self.d0 else self.dom(d - 1, self.owner_l[d][i])
+        parent = None if d == self.d0 else self.dom(d - 1, int(self.owner[d][i]))
         dom = _Dom(d, parent, self.seq_base[d] + i, i)
-        dom.alloc = dom.left = self.alloc_l[d][i]
-        dom.frag = self.frag_l[d][i]
+        dom.alloc = dom.left = int(self.alloc[d][i])
+        dom.frag = int(self.frag[d][i])
         if d == self.k1 and self.reserve > 0:
-            dom.sufficient = self.sufficient_l[i]
+            dom.sufficient = bool(self.sufficient[i])
         prefs = self.prefs[d].get(i)
         if prefs:
             dom.prefs = prefs
@@ -497,14 +539,19 @@ class _Run:
         self.doms[d][i] = dom
         return dom
 
+    def leaf_range(self, i: int) -> tuple[int, int]:
+        """Positions ``[lo, hi)`` of level1 domain ``i``'s leaves."""
+        return int(self.leaf_lo[i]), int(self.leaf_hi[i])
+
     def leaves_of(self, dom: _Dom) -> list[int]:
         """The leaves of level1 domain ``dom`` in label order; fills ``dom.reserved``."""
         leaves = dom.leaves
         if leaves is None:
-            i = dom.index
-            leaves = dom.leaves = self.node_arr[self.leaf_lo_l[i]:self.leaf_hi_l[i]].tolist()
+            lo, hi = self.leaf_range(dom.index)
+            leaves = dom.leaves = self.node_arr[lo:hi][self.offered[lo:hi]].tolist()
             if self.reserve > 0:
-                pos = self.reserved_pos[self.res_lo[i]:self.res_hi[i]]
+                reserved_pos = self.reserved_pos
+                pos = reserved_pos[reserved_pos.searchsorted(lo):reserved_pos.searchsorted(hi)]
                 dom.reserved = set(self.node_arr[pos].tolist())
         return leaves
 
@@ -569,28 +616,31 @@ class _Run:
             need -= 1
             self._push(dom, x)
 
-    def _child_order(self, dom: _Dom) -> tuple[list[int], list[int]]:
-        """Children of ``dom`` (indices at the next depth) holding preferred nodes, and all
-        of them sorted by the best-fit key ``(frag, alloc, holds no preferred node, label
-        order)``.  Both keys are fixed at construction, so the orders are computed once."""
+    def _child_order(self, dom: _Dom) -> _Kids:
+        """Children of ``dom`` (indices at the next depth): those holding preferred nodes,
+        and those with room sorted by the best-fit key ``(frag, alloc, holds no preferred
+        node, label order)``, with their ``alloc`` and ``frag``.  The keys are fixed at
+        construction, so this is computed once per domain."""
         found = dom.korder
         if found is None:
             d = dom.depth + 1
-            bounds = self.kid_bounds[dom.depth]
-            lo, hi = bounds[dom.index], bounds[dom.index + 1]
+            owner = self.owner[d]
+            lo = int(owner.searchsorted(dom.index))
+            hi = int(owner.searchsorted(dom.index + 1))
             every = self.holders[d]
             holders = every[bisect_left(every, lo):bisect_left(every, hi)]
             no_pref = np.ones(hi - lo, dtype=bool)
             no_pref[[i - lo for i in holders]] = False
             alloc = self.alloc[d][lo:hi]
-            keys = (no_pref, alloc, self.frag[d][lo:hi])
+            frag = self.frag[d][lo:hi]
             # a child without room (alloc 0, or an insufficient level1 domain) is never
             # taken: leave it out of the order
             room = alloc > 0
             if d == self.k1 and self.reserve > 0:
                 room &= self.sufficient[lo:hi]
-            ranked = np.lexsort(keys)
-            found = dom.korder = (holders, (lo + ranked[room[ranked]]).tolist())
+            ranked = np.lexsort((no_pref, alloc, frag))
+            found = dom.korder = _Kids(holders, (lo + ranked[room[ranked]]).tolist(), lo,
+                                       alloc.tolist(), frag.tolist())
         return found
 
     def _siblings(self, dom: _Dom, k: int) -> None:
@@ -600,18 +650,19 @@ class _Run:
         :class:`_Dom` only when it is visited.
         """
         d = dom.depth + 1
-        holders, order = self._child_order(dom)
+        kids = self._child_order(dom)
         made = self.doms[d]
-        alloc = self.alloc_l[d]
-        suff = self.sufficient_l if d == self.k1 and self.reserve > 0 else None
+        lo, alloc, frag = kids.lo, kids.alloc, kids.frag
 
         def left(i: int) -> int:
             c = made.get(i)
-            return alloc[i] if c is None else c.left
+            return alloc[i - lo] if c is None else c.left
 
-        if self.pref and holders:
-            preferred = sorted((self.dom(d, i) for i in holders
-                                if (suff is None or suff[i]) and left(i) > 0),
+        if self.pref and kids.holders:
+            check = d == self.k1 and self.reserve > 0
+            sufficient = self.sufficient
+            preferred = sorted((self.dom(d, i) for i in kids.holders
+                                if (not check or sufficient[i]) and left(i) > 0),
                                key=lambda c: (c.frag, c.alloc, c.minrank, c.seq))
             for c in preferred:
                 if self.done or k <= 0:
@@ -622,11 +673,12 @@ class _Run:
                     k -= a
         rest = []
         # Phase A, best fit: (frag, alloc); ties: holds a preferred node, label order.
-        for i in order:
+        # (kids.order holds only children with room at construction, sufficient ones.)
+        for i in kids.order:
             if self.done or k <= 0:
                 return
             room = left(i)
-            if room <= 0 or (suff is not None and not suff[i]):
+            if room <= 0:
                 continue
             if room <= k:
                 self._node(self.dom(d, i), room)
@@ -634,8 +686,8 @@ class _Run:
             else:
                 rest.append(i)
         # Phase B, overflow: (alloc, frag); same ties.
-        frag, prefs = self.frag_l[d], self.prefs[d]
-        for i in sorted(rest, key=lambda i: (alloc[i], frag[i], not prefs.get(i), i)):
+        prefs = self.prefs[d]
+        for i in sorted(rest, key=lambda i: (alloc[i - lo], frag[i - lo], not prefs.get(i), i)):
             if self.done or k <= 0:
                 return
             c = self.dom(d, i)
@@ -677,8 +729,8 @@ class _Run:
         if n1 == 0 or count == 0:
             return
         used = self.used
-        free0 = np.frombuffer(used, dtype=np.uint8)[self.node_arr] == 0
-        is_res = np.zeros(count, dtype=bool)
+        free0 = (np.frombuffer(used, dtype=np.uint8)[self.node_arr] == 0) & self.offered
+        is_res = np.zeros(len(free0), dtype=bool)
         is_res[self.reserved_pos] = True
         pos_dom = self.pos_dom
         k = np.bincount(pos_dom[free0 & is_res], minlength=n1)
@@ -695,7 +747,7 @@ class _Run:
                 dom = self.dom(k1, i)
                 parts = split.get(i)
                 if parts is None:
-                    lo, hi = self.leaf_lo_l[i], self.leaf_hi_l[i]
+                    lo, hi = self.leaf_range(i)
                     free = free0[lo:hi].tolist()
                     res = is_res[lo:hi].tolist()
                     leaves = node_arr[lo:hi].tolist()
@@ -722,7 +774,7 @@ class _Run:
         """Groups of the root's child size that fit, ignoring the reserve (for reasons)."""
         if self.d0 == self.k1:
             return self.count
-        groups = (self.leaf_hi - self.leaf_lo) // self.m[self.k1]
+        groups = self.leaf_count // self.m[self.k1]
         for d in range(self.k1 - 1, self.d0, -1):
             groups = np.bincount(self.owner[d + 1], weights=groups,
                                  minlength=self.size[d]).astype(np.int64) // self.m[d]
@@ -1057,7 +1109,19 @@ class _Context:
         for i in range(len(self.levels), 0, -1):
             size = self.levels[i - 1]
             values = view.level_value[i - 1]
-            for start in range(0, self.tasks, size):
+            # only groups whose pinned nodes disagree need a look (a vectorised test)
+            groups = self.tasks // size
+            seg_all = pinned[:groups * size].reshape(groups, size)
+            held_all = seg_all >= 0
+            vals_all = values[np.where(held_all, seg_all, 0)].astype(np.int64)
+            big = np.iinfo(np.int64).max
+            low = np.where(held_all, vals_all, big).min(axis=1)
+            high = np.where(held_all, vals_all, -big).max(axis=1)
+            mixed = (held_all.sum(axis=1) >= 2) & (low != high)
+            starts = (np.flatnonzero(mixed) * size).tolist()
+            if groups * size < self.tasks:  # a last partial group (not expected)
+                starts.append(groups * size)
+            for start in starts:
                 seg = pinned[start:start + size]
                 held = seg[seg >= 0]
                 if len(held) < 2:
@@ -1164,7 +1228,7 @@ class _Context:
             found = self._repair_pod(tix, nodes, pref)
             self.repairs[key] = found
             return found
-        run = _Run(self, tix, sub, d - 1, idx, pref)
+        run = _Run(self, tix, sub, d - 1, idx, pref, span=(lo, hi))
         if run.run():
             out: list[int] = [-1] * self.tasks
             self._write(run, start, out)
