@@ -225,13 +225,11 @@ class _TreeIndex:
     ``depth + 1 - d``; depth 0 = the tree root), ``starts[d]`` the run starts.
     """
 
-    def __init__(self, view: TreeView, cand: np.ndarray, depth: int, npos: np.ndarray) -> None:
+    def __init__(self, view: TreeView, cand: np.ndarray, depth: int, everyone: np.ndarray) -> None:
         self.view = view
         self.depth = depth
         self.reserve = view.reserved_nodes
-        nodes = np.flatnonzero(cand)
-        keys = [npos[nodes]] + [view.level_value[i][nodes] for i in range(depth)]
-        self.order = nodes[np.lexsort(keys)]
+        self.order = everyone[cand[everyone]]  # ``everyone``: Problem.label_order
         count = len(self.order)
         self.pos = np.full(len(cand), -1, dtype=np.int64)
         self.pos[self.order] = np.arange(count)
@@ -762,9 +760,11 @@ class _Run:
                     group = [reserved[seen - 1], *others]
                 else:
                     group = [reserved[seen - 1]]
-                held_back = set(reserved)
-                keys = {x: self._leaf_key(held_back, x) for x in group}
-                for x in sorted(group, key=keys.__getitem__):
+                if len(group) > 1:
+                    held_back = set(reserved)
+                    keys = {x: self._leaf_key(held_back, x) for x in group}
+                    group = sorted(group, key=keys.__getitem__)
+                for x in group:
                     used[x] = 1
                     self._push(dom, x)
                     if self.done:
@@ -796,8 +796,8 @@ class _Context:
         self.levels = job.levels
         self.tasks = job.tasks
         self.num_nodes = problem.num_nodes
-        self.npos = problem.natural_pos.tolist()
-        self.health = problem.health.tolist()
+        self.npos = problem.natural_pos_list
+        self.health = problem.health_list
         self.base = state.whole_free(problem) & (problem.npus == job.npu_per_task)
         self.base[list(held)] = False  # fault nodes kept back (see place_multilevel)
         self.preferred = job.preferred.tolist()
@@ -861,7 +861,8 @@ class _Context:
         found = self._indexes.get(key)
         if found is None:
             view = self.problem.trees[self.problem.tree_names[t]]
-            found = _TreeIndex(view, self.cand[t], depth, self.problem.natural_pos)
+            found = _TreeIndex(view, self.cand[t], depth,
+                               self.problem.label_order(view.name, depth))
             self._indexes[key] = found
         return found
 
@@ -1009,10 +1010,11 @@ class _Context:
         end = start + count * size
         bids: list[tuple[int, int, int]] = []
         for i, child in enumerate(children):
-            votes: Counter[int] = Counter()
+            votes: dict[int, int] = {}
             for r in self._prefs_of(child, pref, memo):
                 if start <= r < end:
-                    votes[(r - start) // size] += 1
+                    slot = (r - start) // size
+                    votes[slot] = votes.get(slot, 0) + 1
             if votes:
                 slot, weight = max(votes.items(), key=lambda kv: (kv[1], -kv[0]))
                 bids.append((-weight, i, slot))

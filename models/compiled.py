@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -176,6 +178,42 @@ class Problem:
     def num_nodes(self) -> int:
         """Number of nodes."""
         return len(self.node_names)
+
+    @cached_property
+    def natural_pos_list(self) -> list[int]:
+        """:attr:`natural_pos` as a list (for per-node lookups in Python loops).
+
+        Computed once per problem: a problem's arrays are never changed in place (the
+        service builds a new problem for every change).
+        """
+        return self.natural_pos.tolist()
+
+    @cached_property
+    def health_list(self) -> list[int]:
+        """:attr:`health` as a list (see :attr:`natural_pos_list`)."""
+        return self.health.tolist()
+
+    @cached_property
+    def memo(self) -> dict[Any, Any]:
+        """Values derived from this problem alone, computed once by whoever needs them
+        (label orders, default objective weights).  Valid because a problem's arrays are
+        never changed in place: every change builds a new problem."""
+        return {}
+
+    def label_order(self, tree: str, depth: int) -> np.ndarray:
+        """Every node, ordered by its label values in tree ``tree`` at levels
+        ``depth``..1, then natural name order (cached per tree and depth).
+
+        Any subset of the nodes taken in this order is ordered the same way, so a job's
+        candidates are sorted by filtering this array instead of sorting them again.
+        """
+        key = ("label-order", tree, depth)
+        found: np.ndarray | None = self.memo.get(key)
+        if found is None:
+            view = self.trees[tree]
+            keys = [self.natural_pos] + [view.level_value[i] for i in range(depth)]
+            found = self.memo[key] = np.lexsort(keys)
+        return found
 
     @property
     def whole_free(self) -> np.ndarray:

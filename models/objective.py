@@ -464,7 +464,15 @@ def resolve_weights(problem: Problem, weights: Weights | None = None) -> Resolve
     (placed jobs still outweigh origin hits).  Explicit weights that are too large raise
     ``ValueError``.
     """
-    weights = weights or Weights()
+    if weights is None or weights == Weights():
+        found: ResolvedWeights | None = problem.memo.get("default-weights")
+        if found is None:
+            found = problem.memo["default-weights"] = _resolve_weights(problem, Weights())
+        return found
+    return _resolve_weights(problem, weights)
+
+
+def _resolve_weights(problem: Problem, weights: Weights) -> ResolvedWeights:
     fault_bound = sum(int(((job.origin >= 0) & job.fault).sum()) for job in problem.jobs)
     spill_bound = sum(
         job.tasks * (2 if job.family is Family.RACK else 1)
