@@ -7,9 +7,9 @@ from collections import defaultdict
 import numpy as np
 from ortools.sat.python import cp_model
 
-from models.compiled import Problem
+from models.compiled import UNHEALTHY, Problem
 from models.validation import UB_MEM_RACKS
-from solver.model.structure import JobStructure, Structure, parent_at
+from solver.model.structure import JobStructure, Structure, is_node_job, parent_at
 from solver.model.variables import (
     Lin,
     ModelVariables,
@@ -17,6 +17,9 @@ from solver.model.variables import (
     group_count,
     leaf_domain_of,
 )
+
+#: Add :meth:`Constraints.aggregate_capacity` (switch kept for measurement).
+AGGREGATE_ROWS = True
 
 
 class Constraints:
@@ -52,6 +55,8 @@ class Constraints:
             self.domain_capacity_cuts(j, js)
             self.ub_memory(j, js)
         self.cell_capacity()
+        if AGGREGATE_ROWS:
+            self.aggregate_capacity()
         self.node_level_jobs()
         self.origin_hits()
         self.fault_returns()
@@ -201,6 +206,50 @@ class Constraints:
             u = int(str(self.structure.domains[d].key[2])) // UB_MEM_RACKS
             count = group_count(mv, js, leaf, d)
             self.model.add(count.expr() <= js.max_groups[d] * mv.ub_domain[(j, u)])
+
+    def aggregate_capacity(self) -> None:
+        """Knapsack rows over the whole batch (implied, stated for the bound).
+
+        Every rank takes ``npu-per-task`` chips of a healthy node, a node-level rank a slot
+        of its size (``⌊free chips / npu-per-task⌋`` per node) and a whole-node rank a
+        whole free node of its size, so the placed jobs' demands fit the cluster's totals.
+        The per-node and per-cell rows imply these for integer solutions, but the LP then
+        places a fraction of a job that does not fit: stated as one row over the jobs'
+        ``placed`` literals, CP-SAT's knapsack cuts see that it cannot, and a batch whose
+        jobs do not all fit gets a bound below "every job placed".  A row is added only
+        when it can bind.
+        """
+        problem, mv = self.problem, self.mv
+        jobs = sorted(mv.placed)
+        if not jobs:
+            return
+        healthy = problem.health != UNHEALTHY
+        left = np.maximum(problem.free.astype(np.int64) - self.pinned_use, 0) * healthy
+        chips = {j: problem.jobs[j].tasks * problem.jobs[j].npu_per_task for j in jobs}
+        if sum(chips.values()) > int(left.sum()):
+            self.model.add(sum(c * mv.placed[j] for j, c in chips.items()) <= int(left.sum()))
+        # node-level ranks of one request size: at most the slots of that size (ranks of
+        # other sizes only take more)
+        by_request: dict[int, list[int]] = defaultdict(list)
+        for j in jobs:
+            if is_node_job(problem.jobs[j]):
+                by_request[problem.jobs[j].npu_per_task].append(j)
+        for request, members in by_request.items():
+            slots = int((left // request).sum())
+            demand = {j: problem.jobs[j].tasks for j in members}
+            if sum(demand.values()) > slots:
+                self.model.add(sum(t * mv.placed[j] for j, t in demand.items()) <= slots)
+        whole = left == problem.npus
+        by_size: dict[int, list[int]] = defaultdict(list)
+        for j in jobs:
+            job = problem.jobs[j]
+            if job.whole_node and not is_node_job(job):
+                by_size[job.npu_per_task].append(j)
+        for size, members in by_size.items():
+            nodes = int((whole & (problem.npus == size)).sum())
+            demand = {j: problem.jobs[j].tasks for j in members}
+            if sum(demand.values()) > nodes:
+                self.model.add(sum(t * mv.placed[j] for j, t in demand.items()) <= nodes)
 
     def cell_capacity(self) -> None:
         """Whole nodes of a cell are used at most once, across every job of the batch."""

@@ -433,3 +433,78 @@ def test_three_level_job_counts_children_of_counted_groups() -> None:
     assert result.engine == "cpsat" and result.status is Status.OPTIMAL
     assert result.metrics.placed_jobs == 1 and result.metrics.origin_hits == 1
     assert result.solver_objective == result.objective
+
+
+# ----------------------------------------------------------------------------- aggregate rows
+
+
+def _crowded(ordinary: bool) -> Problem:
+    """Four free 8-chip nodes; three jobs of 2 ranks (whole nodes, or 8-chip ordinary
+    ranks): two of them fill the cluster exactly, all three do not fit."""
+    policy, extra = (("chip8-node8", {}) if ordinary
+                     else ("chip8-node8-sp", {"sp-block": 8}))
+    return _problem({
+        "config": {"super-pod-size": 8, "reserve-nodes": 0},
+        "nodes": _sp_nodes("n", 0, 4),
+        "jobs": [{"name": name, "policy": policy, "tasks": tasks, "npu-per-task": 8,
+                  **({"sp-block": 8 * tasks} if not ordinary else extra)}
+                 for name, tasks in (("A", 2), ("B", 2), ("C", 2))],
+    })
+
+
+@pytest.mark.parametrize("ordinary", [False, True])
+def test_aggregate_rows_accept_a_batch_that_fills_the_cluster(ordinary: bool) -> None:
+    # feasible side: A and B on all four nodes is a solution of the model
+    problem = _crowded(ordinary)
+    names = problem.node_names
+    plan = Plan.empty(problem)
+    plan.nodes[problem.job_index["A"]] = np.array([0, 1], dtype=np.int32)
+    plan.nodes[problem.job_index["B"]] = np.array([2, 3], dtype=np.int32)
+    plan.reasons[problem.job_index["C"]] = "no room"
+    assert check(problem, to_placement(problem, plan, engine="t", status=Status.FEASIBLE)) == []
+    assert {names[0], names[1], names[2], names[3]} == set(names)
+    built = build_model(problem, resolve_weights(problem), plan)
+    expected = add_hint(built, plan)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    assert solver.solve(built.model) == cp_model.OPTIMAL
+    assert round(solver.objective_value) == expected
+
+
+@pytest.mark.parametrize("ordinary", [False, True])
+def test_aggregate_rows_state_the_cluster_capacity(ordinary: bool) -> None:
+    # the row over the jobs' placed literals: 6 whole nodes (or 48 chips) asked, 4 (32) free
+    problem = _crowded(ordinary)
+    built = build_model(problem, resolve_weights(problem))
+    placed = {var.index: problem.jobs[j].tasks for j, var in built.variables.placed.items()}
+    rows = []
+    for ct in built.model.proto.constraints:
+        if not ct.has_linear():
+            continue
+        if set(ct.linear.vars) == set(placed) and len(ct.linear.vars) == len(placed):
+            rows.append((dict(zip(ct.linear.vars, ct.linear.coeffs, strict=True)),
+                         list(ct.linear.domain)[-1]))
+    # chips (6 ranks x 8 of 32), and whole nodes or 8-chip slots (6 of 4)
+    assert ({v: t * 8 for v, t in placed.items()}, 32) in rows
+    assert (placed, 4) in rows
+
+
+@pytest.mark.parametrize(("nodes", "added"), [(8, 0), (4, 1)])
+def test_aggregate_rows_are_added_only_when_they_can_bind(
+    nodes: int, added: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import solver.model.constraints as rules
+
+    problem = _problem({
+        "config": {"super-pod-size": 8, "reserve-nodes": 0},
+        "nodes": _sp_nodes("n", 0, nodes),
+        "jobs": [{"name": name, "policy": "chip8-node8-sp", "tasks": 2, "npu-per-task": 8,
+                  "sp-block": 16} for name in ("A", "B", "C")],
+    })
+    weights = resolve_weights(problem)
+    with_rows = len(build_model(problem, weights).model.proto.constraints)
+    monkeypatch.setattr(rules, "AGGREGATE_ROWS", False)
+    without = len(build_model(problem, weights).model.proto.constraints)
+    # 4 nodes: the whole-node row and the chip row; 8 nodes: neither
+    assert with_rows - without == 2 * added

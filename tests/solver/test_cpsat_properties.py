@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from ortools.sat.python import cp_model
 
 from heuristics.greedy import EngineNotAvailable, available_families
+from models.check import check
 from models.compiled import Problem
+from models.objective import evaluate, resolve_weights
+from models.placement import Status
+from models.plan import Plan, to_placement
+from solver.cpsat import HintError, add_hint, build_model
 from solver.facade import solve
 from tests.solver.answers import assert_sound_answer
-from tests.strategies import ALL_FAMILIES, problems
+from tests.strategies import ALL_FAMILIES, problems, random_plan
 
 
 @settings(max_examples=40)
@@ -23,3 +33,40 @@ def test_cpsat_is_valid_never_worse_than_greedy_and_exact(problem: Problem) -> N
     except EngineNotAvailable as exc:  # pragma: no cover - guarded above
         pytest.skip(str(exc))
     assert_sound_answer(problem, result)
+
+
+@settings(max_examples=60, deadline=None)
+@given(problem=problems(families=ALL_FAMILIES, max_nodes=24, max_jobs=4),
+       seed=st.integers(0, 2**31 - 1), greedy_packing=st.booleans())
+def test_every_valid_placement_is_a_solution_of_the_model(problem: Problem, seed: int,
+                                                         greedy_packing: bool) -> None:
+    """No rule of the model cuts off a placement the validator accepts.
+
+    A random valid placement (the validator is the specification) is given as the hint and
+    CP-SAT is made to keep it: the model must accept it, with the objective ``evaluate``
+    gives.  This guards the implied rows that only tighten the bound (aggregate
+    capacities, domain capacity cuts) as much as the rules themselves.
+    """
+    # place_probability 1: every job is tried, so capacity is often used up exactly
+    mapping = random_plan(problem, random.Random(seed),
+                          place_probability=1.0 if greedy_packing else 0.85)
+    nodes: list[np.ndarray | None] = [None] * len(problem.jobs)
+    for j, ranks in mapping.items():
+        nodes[j] = np.asarray(ranks, dtype=np.int32)
+    plan = Plan(nodes, [None if n is not None else "not placed" for n in nodes])
+    placement = to_placement(problem, plan, engine="random", status=Status.FEASIBLE)
+    assert check(problem, placement) == []
+    weights = resolve_weights(problem)
+    built = build_model(problem, weights, plan)
+    try:
+        expected = add_hint(built, plan)
+    except HintError:
+        assume(False)  # a layout the counted model does not represent (reported, not hidden)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    status = solver.solve(built.model)
+    assert status == cp_model.OPTIMAL, solver.status_name(status)
+    assert round(solver.objective_value) == expected
+    assert expected == evaluate(problem, mapping, weights).objective
