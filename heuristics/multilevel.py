@@ -217,21 +217,22 @@ def ranks_from_level1_groups(groups: Mapping[str, Sequence[T]]) -> list[T]:
 
 
 class _TreeIndex:
-    """One resource tree trimmed to ``depth`` levels, over the job's candidate nodes.
+    """One resource tree trimmed to ``depth`` levels, over the nodes of ``members``.
 
-    ``order`` lists the candidates sorted by label value at level ``depth`` down to level1,
+    ``order`` lists those nodes sorted by label value at level ``depth`` down to level1,
     then natural node order, so every domain is a contiguous run.  ``pid[d]`` gives, per
     position, the run id of the domain at scheduling depth ``d`` (depth d = level
     ``depth + 1 - d``; depth 0 = the tree root), ``starts[d]`` the run starts.
     """
 
-    def __init__(self, view: TreeView, cand: np.ndarray, depth: int, everyone: np.ndarray) -> None:
+    def __init__(self, view: TreeView, members: np.ndarray, depth: int,
+                 everyone: np.ndarray) -> None:
         self.view = view
         self.depth = depth
         self.reserve = view.reserved_nodes
-        self.order = everyone[cand[everyone]]  # ``everyone``: Problem.label_order
+        self.order = everyone[members[everyone]]  # ``everyone``: Problem.label_order
         count = len(self.order)
-        self.pos = np.full(len(cand), -1, dtype=np.int64)
+        self.pos = np.full(len(members), -1, dtype=np.int64)
         self.pos[self.order] = np.arange(count)
         self._spans: dict[tuple[int, int, int, int], _Span] = {}
         change = np.zeros(count, dtype=bool)
@@ -465,7 +466,7 @@ class _Run:
             reserved = other & (rank < reserve)
             others = np.bincount(pos_dom[other], minlength=n1)
             for i in np.flatnonzero((others < reserve) & (leaves > others)).tolist():
-                lo, hi = int(starts1[i]), int(starts1[i]) + int(leaves[i])
+                lo, hi = self.leaf_range(i)
                 extra = sorted((p for p in range(lo, hi) if is_pref[p]),
                                key=rank_at.__getitem__, reverse=True)
                 reserved[extra[:reserve - int(others[i])]] = True
@@ -804,7 +805,6 @@ class _Context:
         self.fault_origin = {r: int(job.origin[r]) for r in np.flatnonzero(job.fault).tolist()
                              if job.origin[r] >= 0}
         self.fault_nodes = set(self.fault_origin.values())
-        self._indexes: dict[tuple[int, int], _TreeIndex] = {}
         # Usable trees in natural name order (tie-break between trees).
         self.cand: dict[int, np.ndarray] = {}
         self.tree_reasons: dict[int, str] = {}
@@ -856,14 +856,23 @@ class _Context:
         return mask
 
     def index(self, t: int, depth: int) -> _TreeIndex:
-        """The (cached) trimmed index of tree ``t`` over the job's candidates."""
-        key = (t, depth)
-        found = self._indexes.get(key)
+        """The trimmed index of tree ``t`` to ``depth`` levels over every node that names
+        the tree and carries its level1 label, whether free or not.
+
+        It depends on the problem alone, so it is kept in ``Problem.memo`` and shared by
+        every job (with its domain spans); a job's candidates are the leaves a run offers.
+        """
+        problem = self.problem
+        key = ("multilevel-tree-index", t, depth)
+        found: _TreeIndex | None = problem.memo.get(key)
         if found is None:
-            view = self.problem.trees[self.problem.tree_names[t]]
-            found = _TreeIndex(view, self.cand[t], depth,
-                               self.problem.label_order(view.name, depth))
-            self._indexes[key] = found
+            view = problem.trees[problem.tree_names[t]]
+            # every node that can be any job's candidate (a job's candidates carry the labels
+            # of its own levels, so a node lacking a label above level1 may be one: the
+            # strict rule's extra level then puts it in the domain of "no label")
+            members = (problem.node_tree == t) & (view.level_value[0] >= 0)
+            found = problem.memo[key] = _TreeIndex(view, members, depth,
+                                                   problem.label_order(view.name, depth))
         return found
 
     @staticmethod
@@ -960,14 +969,15 @@ class _Context:
         """``Schedule`` on one whole tree: (initial root frag, node per rank) or a reason."""
         tix = self.index(t, len(levels))
         req = self.req_of(levels, self.tasks)
-        run = _Run(self, tix, req, 0, np.arange(len(tix.order)), pref)
+        idx = np.flatnonzero(self.cand[t][tix.order])
+        run = _Run(self, tix, req, 0, idx, pref)
         frag = run.root.frag
         if not run.run():
             name = self.problem.tree_names[t]
             top = len(levels)
             reserve = (f"; reservedNode {tix.reserve} per level1 domain"
                        if tix.reserve else "")
-            return None, (f"tree '{name}': failed to schedule tasks ({len(tix.order)} usable "
+            return None, (f"tree '{name}': failed to schedule tasks ({len(idx)} usable "
                           f"nodes hold {run.capacity()} of the {req[0] // req[1]} "
                           f"level{top} groups of {req[1]} pods needed{reserve})")
         out: list[int] = [-1] * self.tasks

@@ -212,7 +212,9 @@ class Constraints:
 
         Every rank takes ``npu-per-task`` chips of a healthy node, a node-level rank a slot
         of its size (``⌊free chips / npu-per-task⌋`` per node) and a whole-node rank a
-        whole free node of its size, so the placed jobs' demands fit the cluster's totals.
+        whole free node of its size; every leaf group of a whole-node job (block, rack
+        window, level1 group) sits in one leaf domain, which holds ``max_groups`` of them.
+        So the placed jobs' demands fit the cluster's totals.
         The per-node and per-cell rows imply these for integer solutions, but the LP then
         places a fraction of a job that does not fit: stated as one row over the jobs'
         ``placed`` literals, CP-SAT's knapsack cuts see that it cannot, and a batch whose
@@ -239,6 +241,22 @@ class Constraints:
             demand = {j: problem.jobs[j].tasks for j in members}
             if sum(demand.values()) > slots:
                 self.model.add(sum(t * mv.placed[j] for j, t in demand.items()) <= slots)
+        # whole-node jobs: leaf groups (blocks, rack windows, level1 groups) of one size and
+        # kind, on nodes of one size, fit the groups the leaf domains can hold
+        by_leaf: dict[tuple[str, int, int], list[int]] = defaultdict(list)
+        for j, js in self.structure.jobs.items():
+            if j in mv.placed:
+                by_leaf[(js.kinds[-1], js.sizes[-1], problem.jobs[j].npu_per_task)].append(j)
+        for (_kind, size, _npus), members in by_leaf.items():
+            room: dict[int, int] = {}
+            for j in members:
+                js = self.structure.jobs[j]
+                for d in js.candidates[js.leaf_level]:
+                    room[d] = max(room.get(d, 0), js.max_groups[d])
+            demand = {j: problem.jobs[j].tasks // size for j in members}
+            if sum(demand.values()) > sum(room.values()):
+                self.model.add(sum(g * mv.placed[j] for j, g in demand.items())
+                               <= sum(room.values()))
         whole = left == problem.npus
         by_size: dict[int, list[int]] = defaultdict(list)
         for j in jobs:

@@ -490,7 +490,7 @@ def test_aggregate_rows_state_the_cluster_capacity(ordinary: bool) -> None:
     assert (placed, 4) in rows
 
 
-@pytest.mark.parametrize(("nodes", "added"), [(8, 0), (4, 1)])
+@pytest.mark.parametrize(("nodes", "added"), [(8, 0), (4, 3)])
 def test_aggregate_rows_are_added_only_when_they_can_bind(
     nodes: int, added: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -506,5 +506,5 @@ def test_aggregate_rows_are_added_only_when_they_can_bind(
     with_rows = len(build_model(problem, weights).model.proto.constraints)
     monkeypatch.setattr(rules, "AGGREGATE_ROWS", False)
     without = len(build_model(problem, weights).model.proto.constraints)
-    # 4 nodes: the whole-node row and the chip row; 8 nodes: neither
-    assert with_rows - without == 2 * added
+    # 4 nodes: the chip, whole-node and block rows; 8 nodes: none
+    assert with_rows - without == added
