@@ -29,6 +29,7 @@ from typing import Any, TextIO
 
 from benchmarks.generators import FAMILIES, GenParams, case_name, generate_case
 from models.compiled import Problem, compile_scenario
+from solver.cpsat import WORKER_THREAD_NAME
 from solver.facade import solve
 
 #: The budgets of the curve, in seconds.
@@ -38,7 +39,7 @@ BATCH_JOBS = {4096: 10, 8192: 11}
 
 COLUMNS = ("instance", "family", "nodes", "jobs", "budget", "wall-seconds", "overrun-ms",
            "engine", "status", "objective", "greedy-objective", "gain", "origin-hits",
-           "origin-candidates", "threads-after")
+           "origin-candidates", "threads-after", "search-after")
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,9 @@ def run_instance(instance: AnytimeInstance, problem: Problem, budgets: Iterable[
             "origin-hits": result.metrics.origin_hits,
             "origin-candidates": result.metrics.origin_candidates,
             "threads-after": threading.active_count(),
+            # a CP-SAT search still running after the call returned (should be 0)
+            "search-after": sum(1 for t in threading.enumerate()
+                                if t.name == WORKER_THREAD_NAME and t.is_alive()),
         })
     return rows
 
@@ -98,7 +102,8 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def budget_table(rows: list[dict[str, Any]]) -> list[list[str]]:
-    """Per budget and family: improved share, CP-SAT share, median gain, overrun p50/p99."""
+    """Per budget and family: improved share, CP-SAT share, median gain, overrun p50/p99,
+    and how many calls returned with a CP-SAT search still running."""
     groups: dict[tuple[float, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         groups[(float(row["budget"]), str(row["family"]))].append(row)
@@ -110,18 +115,20 @@ def budget_table(rows: list[dict[str, Any]]) -> list[list[str]]:
         improved = [g for g in gains if g > 0]
         by_cpsat = sum(1 for r in group if r["engine"] == "cpsat" and int(r["gain"]) > 0)
         overruns = [float(r["overrun-ms"]) for r in group]
+        running = sum(1 for r in group if int(r.get("search-after", 0)) > 0)
         table.append([
             f"{budget:g}", family, str(len(group)),
             f"{len(improved)}/{len(group)}", f"{by_cpsat}/{len(group)}",
             f"{statistics.median(improved):.0f}" if improved else "-",
             f"{_percentile(overruns, 0.5):.1f}", f"{_percentile(overruns, 0.99):.1f}",
-            f"{max(overruns):.1f}",
+            f"{max(overruns):.1f}", f"{running}/{len(group)}",
         ])
     return table
 
 
 BUDGET_HEADER = ["budget s", "family", "runs", "beats greedy", "by CP-SAT search",
-                 "median gain", "overrun p50 ms", "overrun p99 ms", "overrun max ms"]
+                 "median gain", "overrun p50 ms", "overrun p99 ms", "overrun max ms",
+                 "search still running"]
 
 
 def goal_summary(rows: list[dict[str, Any]], short: float = 1.0, long: float = 10.0) -> str:

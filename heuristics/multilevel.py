@@ -433,7 +433,7 @@ class _Run:
         n1 = len(starts1)
         offered = self.offered
         # offered leaves per level1 domain (every domain of the span has a position)
-        leaves = (np.add.reduceat(offered.astype(np.int64), starts1) if n1 and len(offered)
+        leaves = (np.add.reduceat(offered, starts1, dtype=np.int64) if n1 and len(offered)
                   else np.zeros(n1, dtype=np.int64))
         self.leaf_count = leaves
         self.leaf_lo = starts1

@@ -45,6 +45,13 @@ def test_budget_table_shares_and_overruns() -> None:
     assert table[("1", "950")][4] == "0/1"  # origin-first is not CP-SAT
     assert table[("1", "all")][3] == "2/3"
     assert table[("1", "all")][8] == "30.0"  # the largest overrun
+    assert table[("1", "all")][9] == "0/3"  # no search left running
+
+
+def test_budget_table_counts_searches_left_running() -> None:
+    rows = [{**_row("a", "a3", 1, 5), "search-after": 1}, _row("b", "a3", 1, 5)]
+    table = {(r[0], r[1]): r for r in budget_table(rows)}
+    assert table[("1", "a3")][9] == "1/2"
 
 
 def test_rows_of_a_small_instance_and_the_report(tmp_path: Path) -> None:
@@ -55,6 +62,7 @@ def test_rows_of_a_small_instance_and_the_report(tmp_path: Path) -> None:
     assert [r["budget"] for r in rows] == [0.2, 0.5]
     for row in rows:
         assert row["gain"] == row["objective"] - row["greedy-objective"] >= 0
+        assert row["search-after"] == 0
         assert row["engine"] in ("greedy", "origin-first", "cpsat")
     report = write_report(rows, tmp_path, "test")
     text = report.read_text(encoding="utf-8")
