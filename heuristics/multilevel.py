@@ -265,6 +265,14 @@ class _TreeIndex:
         return int(starts[rid]), hi
 
 
+def _divmod(values: np.ndarray, by: int) -> tuple[np.ndarray, np.ndarray]:
+    """``values // by`` and ``values % by`` with one division (none when ``by`` is 1)."""
+    if by == 1:
+        return values, np.zeros_like(values)
+    quotient = values // by
+    return quotient, values - quotient * by
+
+
 def _all_true(count: int) -> np.ndarray:
     """A read-only all-true mask of ``count`` entries (shared, as it never changes)."""
     found = _ALL_TRUE.get(count)
@@ -448,8 +456,9 @@ class _Run:
             inside = (at >= 0) & (at < len(offered))
             at = at[inside]
             pref_pos = np.sort(at[offered[at]])
-            node_arr = self.node_arr
-            rank_at = {p: pref[int(node_arr[p])] for p in pref_pos.tolist()}
+            rank_at = dict(zip(pref_pos.tolist(),
+                               map(pref.__getitem__, self.node_arr[pref_pos].tolist()),
+                               strict=True))
         reserved = None
         if reserve > 0 and not rank_at:
             # Tie-break: reserve the first offered leaves in natural order (none preferred).
@@ -479,8 +488,9 @@ class _Run:
         self.reserved_pos = (np.flatnonzero(reserved) if reserved is not None
                              else np.zeros(0, dtype=np.int64))
         self.sufficient = sufficient
-        self.alloc: dict[int, np.ndarray] = {k1: sub // m[k1]}
-        self.frag: dict[int, np.ndarray] = {k1: (sub % m[k1]) * req[k1 + 1]}
+        alloc1, rest = _divmod(sub, m[k1])
+        self.alloc: dict[int, np.ndarray] = {k1: alloc1}
+        self.frag: dict[int, np.ndarray] = {k1: rest * req[k1 + 1]}
         # Preferred ranks per domain, in leaf order (non-reserved leaves; upper levels only
         # through sufficient level1 domains).
         self.prefs: dict[int, dict[int, list[int]]] = {d: {} for d in self.doms}
@@ -506,8 +516,9 @@ class _Run:
         for d in range(k1 - 1, self.d0 - 1, -1):
             sub = np.add.reduceat(alloc, kids[d])
             acc = np.add.reduceat(frag, kids[d])
-            alloc = self.alloc[d] = sub // m[d]
-            frag = self.frag[d] = (sub % m[d]) * req[d + 1] + _CHILD_FRAG_WEIGHT * acc
+            alloc, rest = _divmod(sub, m[d])
+            self.alloc[d] = alloc
+            frag = self.frag[d] = rest * req[d + 1] + _CHILD_FRAG_WEIGHT * acc
 
     @cached_property
     def holders(self) -> dict[int, list[int]]:
