@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from ortools.sat.python import cp_model
+
 from models.check import check
 from models.compiled import Problem
 from models.objective import evaluate
 from models.placement import Status
+from solver.cpsat import BuiltModel
 from solver.facade import Result
 
 
@@ -23,3 +26,15 @@ def assert_sound_answer(problem: Problem, result: Result) -> None:
         assert result.objective >= result.solver_objective
     if result.bound is not None:
         assert result.bound >= result.objective
+
+
+def objective_fixed_to_hint(built: BuiltModel) -> int:
+    """Solve ``built`` with every variable fixed to its hint; assert that this is a
+    solution and return its objective."""
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    status = solver.solve(built.model)
+    assert status == cp_model.OPTIMAL, solver.status_name(status)
+    return round(solver.objective_value)

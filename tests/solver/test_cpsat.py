@@ -24,6 +24,7 @@ from models.scenario import Scenario
 from solver.cli import example_path
 from solver.cpsat import add_hint, build_model, solve_cpsat
 from solver.facade import solve
+from tests.solver.answers import objective_fixed_to_hint
 
 NOW = 1764400000
 EXAMPLES = ["ordinary-8npu", "superpod-850", "rack-950", "multilevel", "rfc-inference-training"]
@@ -81,13 +82,7 @@ def test_warm_start_hint_is_complete_and_exact(name: str) -> None:
     assert len(hinted) == len(built.variables.reg.variables)
     assert sorted(hinted) == sorted(v.index for v in built.variables.reg.variables)
     assert hint_objective == evaluate(problem, greedy.as_mapping(), weights).objective
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = 0
-    solver.parameters.fix_variables_to_their_hinted_value = True
-    status = solver.solve(built.model)
-    assert status == cp_model.OPTIMAL, solver.status_name(status)
-    assert round(solver.objective_value) == hint_objective
+    assert objective_fixed_to_hint(built) == hint_objective
 
 
 class _FirstSolution(cp_model.CpSolverSolutionCallback):
@@ -465,11 +460,7 @@ def test_aggregate_rows_accept_a_batch_that_fills_the_cluster(ordinary: bool) ->
     assert {names[0], names[1], names[2], names[3]} == set(names)
     built = build_model(problem, resolve_weights(problem), plan)
     expected = add_hint(built, plan)
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.fix_variables_to_their_hinted_value = True
-    assert solver.solve(built.model) == cp_model.OPTIMAL
-    assert round(solver.objective_value) == expected
+    assert objective_fixed_to_hint(built) == expected
 
 
 @pytest.mark.parametrize("ordinary", [False, True])
