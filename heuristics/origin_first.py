@@ -172,6 +172,17 @@ def _fits_one(problem: Problem, job: JobView, free: np.ndarray, n: int) -> bool:
     return bool(free[n] >= job.npu_per_task)
 
 
+def _return_to_cached(problem: Problem, job: JobView, nodes: np.ndarray,
+                      free: np.ndarray) -> None:
+    """Put every unplaced rank of ``job`` whose cached node has room back on it (both
+    ``nodes``, node per rank, and ``free`` are changed)."""
+    for r in np.flatnonzero((job.preferred >= 0) & (nodes < 0)).tolist():
+        n = int(job.preferred[r])
+        if _fits_one(problem, job, free, n):
+            nodes[r] = n
+            free[n] -= job.npu_per_task
+
+
 def _ordinary_pass(problem: Problem, plan: Plan, free: np.ndarray, jobs: list[int],
                    deadline: float | None = None) -> bool:
     """Re-place ordinary ``jobs`` (queue order) origin-first into ``plan`` on ``free``.
@@ -211,15 +222,8 @@ def _ordinary_attempt(problem: Problem, plan: Plan, free: np.ndarray, jobs: list
     # 1. every rank whose cached node has room goes back to it, all (pinning) jobs first
     for j in jobs:
         _check_deadline(deadline)
-        if j not in pinning:
-            continue
-        job = problem.jobs[j]
-        request = job.npu_per_task
-        for r in np.flatnonzero(job.preferred >= 0).tolist():
-            n = int(job.preferred[r])
-            if _fits_one(problem, job, work, n):
-                nodes[j][r] = n
-                work[n] -= request
+        if j in pinning:
+            _return_to_cached(problem, problem.jobs[j], nodes[j], work)
     still_wanted = np.zeros(problem.num_nodes, dtype=bool)
     for j in jobs:
         job = problem.jobs[j]
@@ -236,11 +240,7 @@ def _ordinary_attempt(problem: Problem, plan: Plan, free: np.ndarray, jobs: list
         if not ranks:
             continue
         if j not in pinning:
-            for r in ranks:
-                n = int(job.preferred[r])
-                if n >= 0 and _fits_one(problem, job, work, n):
-                    nodes[j][r] = n
-                    work[n] -= request
+            _return_to_cached(problem, job, nodes[j], work)
             ranks = np.flatnonzero(nodes[j] < 0).tolist()
         avoid = {int(job.origin[r]) for r in ranks if job.fault[r] and job.origin[r] >= 0}
         cand = np.flatnonzero(_fits(problem, job, work))
