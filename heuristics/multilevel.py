@@ -313,10 +313,6 @@ class _Span:
             prev = starts
             if d == k1:
                 self.pos_dom = np.cumsum(change) - 1
-        if count == 0:
-            self.starts = {d: np.zeros(1 if d == d0 else 0, dtype=np.int64)
-                           for d in range(d0, k1 + 1)}
-            self.owner = {d: np.zeros(len(s), dtype=np.int64) for d, s in self.starts.items()}
         starts1 = self.starts[k1]
         self.leaf_hi = np.append(starts1[1:], count) if len(starts1) else starts1
         self.size = {d: len(s) for d, s in self.starts.items()}
@@ -596,26 +592,14 @@ class _Run:
             return
         self._siblings(dom, k * self.m[dom.depth])
 
-    def _leaf_key(self, reserved: frozenset[int] | set[int], x: int) -> tuple[int, int]:
-        r = self.pref.get(x)
-        if r is not None:
-            return 0, r
-        npos = self.ctx.npos[x]
-        if x in reserved:  # only reached in pass 2
-            return 5, npos
-        if x in self.ctx.fault_nodes:
-            return 4, npos
-        if self.ctx.health[x] == SUBHEALTHY:
-            return 3, npos
-        return 2, npos
-
     def _leaves(self, dom: _Dom, need: int) -> None:
         order = dom.order
         if order is None:
             leaves = self.leaves_of(dom)
             reserved = dom.reserved
             usable = [x for x in leaves if x not in reserved]
-            order = dom.order = sorted(usable, key=lambda x: self._leaf_key(reserved, x))
+            key = self.ctx.leaf_key
+            order = dom.order = sorted(usable, key=lambda x: key(self.pref, reserved, x))
         used = self.used
         for x in order:
             if need <= 0 or self.done:
@@ -774,7 +758,7 @@ class _Run:
                     group = [reserved[seen - 1]]
                 if len(group) > 1:
                     held_back = set(reserved)
-                    keys = {x: self._leaf_key(held_back, x) for x in group}
+                    keys = {x: self.ctx.leaf_key(self.pref, held_back, x) for x in group}
                     group = sorted(group, key=keys.__getitem__)
                 for x in group:
                     used[x] = 1
@@ -1259,13 +1243,30 @@ class _Context:
         self.repairs[key] = found
         return found
 
+    def leaf_key(self, pref: dict[int, int], reserved: frozenset[int] | set[int],
+                 x: int) -> tuple[int, int]:
+        """Order of leaf ``x`` inside its level1 domain: preferred by rank, then healthy,
+        sub-healthy, former fault nodes, and (pass 2 only) ``reserved`` ones, each in
+        natural order."""
+        r = pref.get(x)
+        if r is not None:
+            return 0, r
+        npos = self.npos[x]
+        if x in reserved:  # only reached in pass 2
+            return 5, npos
+        if x in self.fault_nodes:
+            return 4, npos
+        if self.health[x] == SUBHEALTHY:
+            return 3, npos
+        return 2, npos
+
     def _repair_pod(self, tix: _TreeIndex, leaves: np.ndarray,
                     pref: dict[int, int]) -> list[int] | None:
         """One pod inside its level1 domain: what a :class:`_Run` over ``leaves`` picks.
 
         ``leaves`` are the domain's offered nodes in label (natural) order.  The reserve is
         the first non-preferred leaves (preferred ones by descending rank when too few);
-        pass 1 takes the best unreserved leaf by :meth:`_Run._leaf_key`'s order, pass 2 the
+        pass 1 takes the best unreserved leaf by :meth:`leaf_key`, pass 2 the
         last reserved leaf.  Building the whole scheduling tree for this costs ~0.2 ms;
         single-pod repairs are the most frequent ones.
         """
@@ -1284,17 +1285,7 @@ class _Context:
         usable = [x for x in nodes if x not in reserved]
         if not usable:
             return [[x for x in nodes if x in reserved][-1]]
-        npos, health, fault_nodes = self.npos, self.health, self.fault_nodes
-
-        def leaf_key(x: int) -> tuple[int, int]:
-            r = pref.get(x)
-            if r is not None:
-                return 0, r
-            if x in fault_nodes:
-                return 4, npos[x]
-            return (3 if health[x] == SUBHEALTHY else 2), npos[x]
-
-        return [min(usable, key=leaf_key)]
+        return [min(usable, key=lambda x: self.leaf_key(pref, reserved, x))]
 
     # ----------------------------------------------------------------- finishing
     def _avoid_fault_returns(self, layout: list[int]) -> None:
