@@ -227,9 +227,8 @@ class Constraints:
             return
         healthy = problem.health != UNHEALTHY
         left = np.maximum(problem.free.astype(np.int64) - self.pinned_use, 0) * healthy
-        chips = {j: problem.jobs[j].tasks * problem.jobs[j].npu_per_task for j in jobs}
-        if sum(chips.values()) > int(left.sum()):
-            self.model.add(sum(c * mv.placed[j] for j, c in chips.items()) <= int(left.sum()))
+        self._knapsack({j: problem.jobs[j].tasks * problem.jobs[j].npu_per_task for j in jobs},
+                       int(left.sum()))
         # node-level ranks of one request size: at most the slots of that size (ranks of
         # other sizes only take more)
         by_request: dict[int, list[int]] = defaultdict(list)
@@ -237,10 +236,8 @@ class Constraints:
             if is_node_job(problem.jobs[j]):
                 by_request[problem.jobs[j].npu_per_task].append(j)
         for request, members in by_request.items():
-            slots = int((left // request).sum())
-            demand = {j: problem.jobs[j].tasks for j in members}
-            if sum(demand.values()) > slots:
-                self.model.add(sum(t * mv.placed[j] for j, t in demand.items()) <= slots)
+            self._knapsack({j: problem.jobs[j].tasks for j in members},
+                           int((left // request).sum()))
         # whole-node jobs: leaf groups (blocks, rack windows, level1 groups) of one size and
         # kind, on nodes of one size, fit the groups the leaf domains can hold
         by_leaf: dict[tuple[str, int, int], list[int]] = defaultdict(list)
@@ -253,10 +250,8 @@ class Constraints:
                 js = self.structure.jobs[j]
                 for d in js.candidates[js.leaf_level]:
                     room[d] = max(room.get(d, 0), js.max_groups[d])
-            demand = {j: problem.jobs[j].tasks // size for j in members}
-            if sum(demand.values()) > sum(room.values()):
-                self.model.add(sum(g * mv.placed[j] for j, g in demand.items())
-                               <= sum(room.values()))
+            self._knapsack({j: problem.jobs[j].tasks // size for j in members},
+                           sum(room.values()))
         whole = left == problem.npus
         by_size: dict[int, list[int]] = defaultdict(list)
         for j in jobs:
@@ -264,10 +259,13 @@ class Constraints:
             if job.whole_node and not is_node_job(job):
                 by_size[job.npu_per_task].append(j)
         for size, members in by_size.items():
-            nodes = int((whole & (problem.npus == size)).sum())
-            demand = {j: problem.jobs[j].tasks for j in members}
-            if sum(demand.values()) > nodes:
-                self.model.add(sum(t * mv.placed[j] for j, t in demand.items()) <= nodes)
+            self._knapsack({j: problem.jobs[j].tasks for j in members},
+                           int((whole & (problem.npus == size)).sum()))
+
+    def _knapsack(self, demand: dict[int, int], capacity: int) -> None:
+        """``Σ demand[j] · placed[j] ≤ capacity``, when the jobs' demands exceed it."""
+        if sum(demand.values()) > capacity:
+            self.model.add(sum(a * self.mv.placed[j] for j, a in demand.items()) <= capacity)
 
     def cell_capacity(self) -> None:
         """Whole nodes of a cell are used at most once, across every job of the batch."""
