@@ -42,7 +42,7 @@ from models.objective import ResolvedWeights, evaluate
 from models.placement import Status
 from models.plan import Plan, to_placement
 from solver.model.cancel import BuildCancelled, checkpoint, retain
-from solver.model.focus import neighbourhood_mask, unit_keys
+from solver.model.focus import neighbourhood_mask, origin_misses, unit_keys
 
 #: Most other jobs moved together with the job a step is about.
 MAX_BLOCKERS = 2
@@ -80,14 +80,10 @@ def job_potential(problem: Problem, plan: Plan) -> list[tuple[int, int, int]]:
     out = []
     for job in problem.jobs:
         nodes = plan.nodes[job.index]
-        origin = job.origin
-        cached = origin >= 0
         if nodes is None:
-            out.append((1, int(cached.sum()), job.index))
+            out.append((1, int((job.origin >= 0).sum()), job.index))
             continue
-        on_origin = cached & (np.asarray(nodes) == origin)
-        missed = int((cached & ~job.fault).sum()) - int((on_origin & ~job.fault).sum())
-        returned = int((on_origin & job.fault).sum())
+        missed, returned = origin_misses(job, nodes)
         potential = missed + 4 * returned
         out.append((0 if potential else 2, potential, job.index))
     out.sort(key=lambda t: (t[0], -t[1], t[2]))

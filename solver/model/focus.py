@@ -17,7 +17,7 @@ from collections import Counter
 
 import numpy as np
 
-from models.compiled import UNHEALTHY, Problem
+from models.compiled import UNHEALTHY, JobView, Problem
 from models.plan import Plan
 from models.scenario import Family
 
@@ -127,13 +127,19 @@ def _movers(problem: Problem, plan: Plan, hood: list[int]) -> int:
     """
     count = 0
     for k in hood:
-        job = problem.jobs[k]
         nodes = plan.nodes[k]
         if nodes is None:
-            count += job.tasks
+            count += problem.jobs[k].tasks
             continue
-        on_origin = np.asarray(nodes) == job.origin
-        cached = job.origin >= 0
-        count += int((cached & ~job.fault & ~on_origin).sum())
-        count += int((cached & job.fault & on_origin).sum())
+        missed, returned = origin_misses(problem.jobs[k], nodes)
+        count += missed + returned
     return count
+
+
+def origin_misses(job: JobView, nodes: np.ndarray) -> tuple[int, int]:
+    """``(missed, returned)`` of a placed job: non-fault ranks with a cached node that
+    are not on it, and fault ranks back on their old node."""
+    cached = job.origin >= 0
+    on_origin = cached & (np.asarray(nodes) == job.origin)
+    missed = int((cached & ~job.fault & ~on_origin).sum())
+    return missed, int((on_origin & job.fault).sum())
