@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
+import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -36,13 +38,70 @@ class DocumentError(Exception):
     """
 
 
+def read_text(path: str | os.PathLike[str], limit: int | None = None, *,
+              stdin: IO[Any] | None = None) -> str:
+    """Read a file as UTF-8 text, at most ``limit`` bytes, whatever the file is.
+
+    A regular file larger than ``limit`` is refused by its size before anything is read;
+    anything else (``/dev/zero``, a pipe, ``-`` for stdin) is read up to one byte past
+    the limit and refused there.  A named pipe is opened without waiting for a writer:
+    one that has no writer reads as empty instead of blocking forever.
+
+    Parameters
+    ----------
+    path
+        The file; ``"-"`` reads ``stdin`` (default ``sys.stdin``).
+    limit
+        Most bytes read; default :data:`~models.limits.MAX_FILE_BYTES`.
+    stdin
+        The stream read for ``"-"`` (its binary ``buffer`` when it has one).
+
+    Raises
+    ------
+    InputError
+        Naming the file: missing, unreadable, a directory, too large or not UTF-8.
+    """
+    source = "<stdin>" if str(path) == "-" else str(path)
+    limit = MAX_FILE_BYTES if limit is None else limit
+    too_large = f"{source}: the file is larger than the limit of {limit} bytes"
+    try:
+        if str(path) == "-":
+            stream: Any = stdin if stdin is not None else sys.stdin
+            stream = getattr(stream, "buffer", stream)
+            raw: bytes | str = stream.read(limit + 1)
+            if isinstance(raw, str):  # a text stream without a buffer (tests)
+                raw = raw.encode("utf-8", "surrogateescape")
+        else:
+            info = os.stat(path)
+            if stat.S_ISDIR(info.st_mode):
+                raise InputError([f"{source}: is a directory, not a file"])
+            if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+                raise InputError([f"{source}: the file is {info.st_size} bytes; the limit "
+                                  f"is {limit} bytes"])
+            # O_NONBLOCK: opening a FIFO without a writer would block; reads block again
+            # once it is open (a pipe with a writer delivers its data as usual).
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(fd, "rb") as handle:
+                if hasattr(os, "set_blocking"):
+                    os.set_blocking(fd, True)
+                raw = handle.read(limit + 1)
+    except OSError as exc:
+        raise InputError([f"{source}: cannot read the file: {exc.strerror}"]) from None
+    if len(raw) > limit:
+        raise InputError([too_large])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError([f"{source}: cannot read the file as UTF-8 text: {exc}"]) from None
+
+
 def read_document(path: str | os.PathLike[str]) -> Any:
     """Read a YAML or JSON file into plain Python data, within :mod:`models.limits`.
 
     A ``.json`` file is parsed as strict JSON; any other file as YAML (JSON text in a
     ``.yaml`` file is read as JSON first, since JSON is YAML's flow style).  At most
     :data:`~models.limits.MAX_FILE_BYTES` are read, whatever the file is (``/dev/zero``
-    included).
+    and named pipes included, see :func:`read_text`).
 
     Raises
     ------
@@ -50,24 +109,8 @@ def read_document(path: str | os.PathLike[str]) -> Any:
         When the file is missing, too large, not well-formed YAML/JSON, or breaks a
         document bound (depth, values, aliases, duplicate keys, non-finite numbers).
     """
-    source = str(path)
-    file = Path(path)
-    limit = MAX_FILE_BYTES
-    try:
-        size = file.stat().st_size
-        if size > limit:
-            raise InputError([f"{source}: the file is {size} bytes; the limit is {limit} bytes"])
-        with file.open("rb") as handle:
-            raw = handle.read(limit + 1)
-    except OSError as exc:
-        raise InputError([f"{source}: cannot read the file: {exc.strerror}"]) from None
-    if len(raw) > limit:
-        raise InputError([f"{source}: the file is larger than the limit of {limit} bytes"])
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError([f"{source}: cannot read the file as UTF-8 text: {exc}"]) from None
-    return parse_text(text, source, "json" if format_for_path(path) == "json" else None)
+    text = read_text(path)
+    return parse_text(text, str(path), "json" if format_for_path(path) == "json" else None)
 
 
 def parse_text(text: str, source: str, fmt: str | None = None) -> Any:
@@ -88,16 +131,40 @@ def parse_text(text: str, source: str, fmt: str | None = None) -> Any:
     InputError
         One message naming ``source``.
     """
+    return _parse(text, source, fmt, None, None, many=False)[0]
+
+
+def parse_documents(text: str, source: str, *, max_depth: int | None = None,
+                    max_values: int | None = None) -> list[Any]:
+    """Parse every document of a JSON text or a YAML stream (``---``) within bounds.
+
+    As :func:`parse_text` (JSON first for text starting with ``{`` or ``[``), but a YAML
+    stream may hold several documents; empty documents are left out.  ``max_depth`` and
+    ``max_values`` (default :data:`~models.limits.MAX_DEPTH` and
+    :data:`~models.limits.MAX_VALUES`) bound the whole text, every alias expansion
+    counted.
+
+    Raises
+    ------
+    InputError
+        One message naming ``source``.
+    """
+    docs = _parse(text, source, None, max_depth, max_values, many=True)
+    return [doc for doc in docs if doc is not None]
+
+
+def _parse(text: str, source: str, fmt: str | None, max_depth: int | None,
+           max_values: int | None, *, many: bool) -> list[Any]:
     stripped = text.lstrip()
     if fmt == "json" or stripped.startswith(("{", "[")):
         try:
-            return load_json(text)
+            return [load_json(text, max_depth=max_depth, max_values=max_values)]
         except DocumentError as exc:
             raise InputError([f"{source}: {exc}"]) from None
         except json.JSONDecodeError as exc:
             if fmt != "json":
                 try:
-                    return load_yaml(text)
+                    return _load_yaml(text, max_depth, max_values, many=many)
                 except DocumentError as yaml_exc:
                     raise InputError([f"{source}: {yaml_exc}"]) from None
                 except yaml.YAMLError:
@@ -106,7 +173,7 @@ def parse_text(text: str, source: str, fmt: str | None = None) -> Any:
                 [f"{source}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"]
             ) from None
     try:
-        return load_yaml(text)
+        return _load_yaml(text, max_depth, max_values, many=many)
     except DocumentError as exc:
         raise InputError([f"{source}: {exc}"]) from None
     except yaml.YAMLError as exc:
@@ -143,12 +210,13 @@ def _json_float(text: str) -> float:
     return value
 
 
-def load_json(text: str) -> Any:
+def load_json(text: str, *, max_depth: int | None = None,
+              max_values: int | None = None) -> Any:
     """Strict JSON (RFC 8259) within the document bounds.
 
     Refuses duplicate keys, ``NaN``/``Infinity``, numbers out of range, nesting deeper
-    than :data:`~models.limits.MAX_DEPTH` and more than
-    :data:`~models.limits.MAX_VALUES` values.
+    than ``max_depth`` (default :data:`~models.limits.MAX_DEPTH`) and more than
+    ``max_values`` values (default :data:`~models.limits.MAX_VALUES`).
 
     Raises
     ------
@@ -157,53 +225,77 @@ def load_json(text: str) -> Any:
     DocumentError
         When it breaks a bound.
     """
+    max_depth = MAX_DEPTH if max_depth is None else max_depth
+    max_values = MAX_VALUES if max_values is None else max_values
     # Mappings and lists are what costs memory: refuse before building any of them.
     containers = text.count("{") + text.count("[")
-    if containers > MAX_VALUES:
+    if containers > max_values:
         raise DocumentError(f"the document holds up to {containers} mappings and lists; the "
-                            f"limit is {MAX_VALUES} values")
+                            f"limit is {max_values} values")
     try:
         data = json.loads(text, object_pairs_hook=_json_pairs, parse_constant=_json_constant,
                           parse_float=_json_float)
     except RecursionError:
-        raise DocumentError(f"the document is nested deeper than {MAX_DEPTH} levels") from None
+        raise DocumentError(f"the document is nested deeper than {max_depth} levels") from None
     except json.JSONDecodeError:
         raise
     except ValueError:  # Python refuses to convert integers of more than 4300 digits
         raise DocumentError(f"an integer is out of range (at most {MAX_ABS_INT} in absolute "
                             "value)") from None
-    _check_tree(data)
+    check_data(data, max_depth=max_depth, max_values=max_values)
     return data
 
 
-def _check_tree(data: Any) -> None:
-    """Count the values of parsed JSON, measure its depth and check integer ranges."""
-    if type(data) is int and abs(data) > MAX_ABS_INT:
-        raise DocumentError(f"integer {data} is out of range (at most {MAX_ABS_INT} in "
-                            "absolute value)")
+def check_data(data: Any, *, max_depth: int | None = None,
+               max_values: int | None = None) -> None:
+    """Check plain data against the document bounds a reader applies.
+
+    Counts the values, measures the depth and checks that integers lie within
+    ±:data:`~models.limits.MAX_ABS_INT` (floats finite): data that passes can be written
+    and read back by :func:`read_document`.
+
+    Raises
+    ------
+    DocumentError
+        Naming the first bound broken.
+    """
+    max_depth = MAX_DEPTH if max_depth is None else max_depth
+    max_values = MAX_VALUES if max_values is None else max_values
+    _check_scalar(data)
+    if type(data) is not dict and type(data) is not list:
+        return
     if type(data) is not dict and type(data) is not list:
         return
     count = 1
     stack: list[tuple[Any, int]] = [(data, 1)]
     while stack:
         value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise DocumentError(f"the document is nested deeper than {MAX_DEPTH} levels")
+        if depth > max_depth:
+            raise DocumentError(f"the document is nested deeper than {max_depth} levels")
         if type(value) is dict:
             count += 2 * len(value)  # keys and values
             children: Any = value.values()
         else:
             count += len(value)
             children = value
-        if count > MAX_VALUES:
-            raise DocumentError(f"the document holds more than {MAX_VALUES} values")
+        if count > max_values:
+            raise DocumentError(f"the document holds more than {max_values} values")
         for child in children:
             kind = type(child)
             if kind is dict or kind is list:
                 stack.append((child, depth + 1))
-            elif kind is int and (child > MAX_ABS_INT or child < -MAX_ABS_INT):
-                raise DocumentError(f"integer {child} is out of range (at most "
-                                    f"{MAX_ABS_INT} in absolute value)")
+            elif kind is int or kind is float:
+                _check_scalar(child)
+
+
+def _check_scalar(value: Any) -> None:
+    if type(value) is int and not -MAX_ABS_INT <= value <= MAX_ABS_INT:
+        shown = (escape_text(str(value), 40) if value.bit_length() < 1000
+                 else f"of {value.bit_length()} bits")
+        raise DocumentError(f"integer {shown} is out of range (at most {MAX_ABS_INT} in "
+                            "absolute value)")
+    if type(value) is float and not math.isfinite(value):
+        raise DocumentError(f"non-finite number {value} (numbers must be finite)")
 
 
 # --------------------------------------------------------------------------- YAML
@@ -301,7 +393,8 @@ def _merge_into(frame: _MapFrame, value: Any, mark: Any) -> None:
         frame.merged.update(merged)
 
 
-def load_yaml(text: str) -> Any:
+def load_yaml(text: str, *, max_depth: int | None = None,
+              max_values: int | None = None) -> Any:
     """``yaml.safe_load(text)`` within the document bounds of :mod:`models.limits`.
 
     Plain data is built straight from the (C) parser's events: PyYAML's loader composes a
@@ -313,6 +406,7 @@ def load_yaml(text: str) -> Any:
     alias shares the anchored value, as ``safe_load``); duplicate keys; mappings or
     lists as keys; non-finite numbers and integers beyond 64 bits; tags other than the
     standard scalar, ``!!map`` and ``!!seq`` tags; several documents in one file.
+    ``max_depth`` and ``max_values`` replace the two default bounds.
 
     Raises
     ------
@@ -321,6 +415,34 @@ def load_yaml(text: str) -> Any:
     DocumentError
         When it breaks a bound.
     """
+    return _load_yaml(text, max_depth, max_values, many=False)[0]
+
+
+def load_yaml_documents(text: str, *, max_depth: int | None = None,
+                        max_values: int | None = None) -> list[Any]:
+    """Every document of a YAML stream (``yaml.safe_load_all``), within the bounds.
+
+    As :func:`load_yaml`, but documents separated by ``---`` are returned in order (an
+    empty document is ``None``); anchors are per document, and ``max_values`` bounds the
+    whole stream.
+
+    Raises
+    ------
+    yaml.YAMLError
+        When the text is not well-formed YAML.
+    DocumentError
+        When it breaks a bound.
+    """
+    return _load_yaml(text, max_depth, max_values, many=True)
+
+
+def _load_yaml(text: str, max_depth: int | None, max_values: int | None, *,
+               many: bool) -> list[Any]:
+    """The event loop of :func:`load_yaml`: one root per document (one document unless
+    ``many``)."""
+    max_depth = MAX_DEPTH if max_depth is None else max_depth
+    max_values = MAX_VALUES if max_values is None else max_values
+    roots: list[Any] = []
     loader = _YamlLoader(text)
     cache: dict[str, Any] = {}
     anchors: dict[str, tuple[Any, int]] = {}  # anchor -> (value, values it holds)
@@ -357,12 +479,12 @@ def load_yaml(text: str) -> Any:
                 if event.tag not in allowed:
                     raise DocumentError(f"{_where(event.start_mark)}: the tag "
                                         f"'{escape_text(event.tag, 60)}' is not supported")
-                if len(stack) >= MAX_DEPTH:
+                if len(stack) >= max_depth:
                     raise DocumentError(f"{_where(event.start_mark)}: the document is nested "
-                                        f"deeper than {MAX_DEPTH} levels")
-                if count > MAX_VALUES:
+                                        f"deeper than {max_depth} levels")
+                if count > max_values:
                     raise DocumentError(f"{_where(event.start_mark)}: the document holds "
-                                        f"more than {MAX_VALUES} values")
+                                        f"more than {max_values} values")
                 stack.append([_MapFrame() if kind is mapping_start else [], event.anchor,
                               count, event.start_mark])
                 continue
@@ -386,17 +508,23 @@ def load_yaml(text: str) -> Any:
                 count += size
             elif kind is yaml.DocumentStartEvent:
                 documents += 1
-                if documents > 1:
+                if many:
+                    anchors.clear()  # anchors are per document
+                elif documents > 1:
                     raise DocumentError(f"{_where(event.start_mark)}: a file holds one "
                                         "document; found a second one")
                 continue
-            elif kind is yaml.StreamEndEvent or event is None:
-                return root
-            else:  # stream start, document end
+            elif kind is yaml.DocumentEndEvent:
+                roots.append(root)
+                root = None
                 continue
-            if count > MAX_VALUES:
+            elif kind is yaml.StreamEndEvent or event is None:
+                return roots if many else (roots[:1] or [None])
+            else:  # stream start
+                continue
+            if count > max_values:
                 raise DocumentError(f"{_where(mark)}: the document holds more "
-                                    f"than {MAX_VALUES} values (alias expansions counted)")
+                                    f"than {max_values} values (alias expansions counted)")
             if value is _MERGE and (not stack or type(stack[-1][0]) is list
                                     or stack[-1][0].has_key):
                 raise DocumentError(f"{_where(mark)}: '<<' is YAML's merge key; "

@@ -33,6 +33,17 @@ MAX_DEPTH = 32
 MAX_VALUES = 4_000_000
 #: Integers in documents must lie in the signed 64-bit range.
 MAX_ABS_INT = 2**63 - 1
+#: ``npu-place import``: largest ``kubectl get -o json|yaml`` dump file (or stdin) read, in
+#: bytes.  A 10,000-node cluster's nodes with their device info are about 20-30 MB; a
+#: larger dump is split (per kind or namespace, or without ``status.images``).  As for
+#: scenarios, a larger regular file is refused by its size, anything else one byte past.
+MAX_DUMP_FILE_BYTES = 128 * 1024 * 1024
+#: ``npu-place import``: most bytes read over all the dump files of one import.
+MAX_DUMP_TOTAL_BYTES = 1024 * 1024 * 1024
+#: Deepest nesting in a dump file (Kubernetes objects nest deeper than scenarios).
+MAX_DUMP_DEPTH = 64
+#: Most values in one dump file, every YAML alias expansion counted.
+MAX_DUMP_VALUES = 16_000_000
 #: At most this many error messages are printed; the rest are counted.
 MAX_ERRORS_SHOWN = 50
 

@@ -49,14 +49,16 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from models.compiled import natural_key
+from models.documents import DocumentError, check_data
 from models.io import scenario_from_data
 from models.kube.config import is_scheduler_configmap, scheduler_config
 from models.kube.jobs import (
+    AFFINITY_CONFIG_ANNOTATION,
     GROUP_ANNOTATION,
     RESCHEDULE_CM,
     RESCHEDULE_NAMESPACE,
@@ -81,6 +83,7 @@ from models.kube.nodes import (
     node_record,
 )
 from models.kube.source import Diagnostics, describe
+from models.limits import escape_text
 from models.scenario import (
     DEFAULT_CACHE_TTL_SECONDS,
     Config,
@@ -98,6 +101,48 @@ FAULT_NPU_CM = "vcjob-fault-npu-cm"
 
 #: A reschedule record counts for fault ranks when not older than the job minus this.
 RESCHEDULE_SLACK_SECONDS = 600
+
+
+#: Where a scenario field of a node comes from, for messages.
+_NODE_FIELDS = {
+    "name": "metadata.name",
+    "npus": "status.capacity",
+    "free": "device info (free chips)",
+    "labels": "metadata.labels",
+    "super-pod-id": "device info SuperPodID",
+    "rack-id": "device info RackID",
+}
+#: Where a scenario field of a job comes from, for messages.
+_JOB_FIELDS = {
+    "name": "metadata.name",
+    "owner-uid": "metadata.ownerReferences[controller].uid",
+    "priority": "spec.priorityClassName / the pods' spec.priority",
+    "tasks": "pods (the gang size) / spec.minMember",
+    "npu-per-task": "the pods' NPU requests / spec.minResources",
+    "sp-block": "metadata.annotations.sp-block",
+    "ra-block": "metadata.annotations.ra-block",
+    "affinity-config": f"metadata.annotations.{AFFINITY_CONFIG_ANNOTATION}",
+    "fault-ranks": "the failed pods' ranks / job-reschedule-reason",
+}
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _validated(model: type[M], item: dict[str, Any], who: str, fields: dict[str, str],
+               diag: Diagnostics) -> M | None:
+    """``model.model_validate(item)``; each refusal is an error naming ``who`` and the
+    source field (``None`` is returned then)."""
+    try:
+        return model.model_validate(item)
+    except ValidationError as exc:
+        for error in exc.errors():
+            loc = [str(part) for part in error["loc"]]
+            head = loc[0] if loc else "(the item)"
+            where = fields.get(head, head) + "".join(f"[{escape_text(p, 60)}]"
+                                                      for p in loc[1:])
+            text = str(error["msg"]).removeprefix("Value error, ")
+            diag.error(who, where, escape_text(f"{text} (scenario field '{head}')", 400))
+        return None
 
 
 @dataclass
@@ -235,6 +280,7 @@ class ClusterImport:
                 use.chips.update(pod.chips)
                 use.requested += pod.request
         nodes: list[dict[str, Any]] = []
+        node_objects: list[str] = []
         health: dict[str, Health] = {}
         bad_chips: dict[str, set[str]] = {}
         for record in sorted(self.nodes.values(), key=lambda r: natural_key(r.name)):
@@ -269,6 +315,7 @@ class ClusterImport:
             if record.labels:
                 node["labels"] = record.labels
             nodes.append(node)
+            node_objects.append(record.obj)
         orphans = sorted(set(devices) - set(self.nodes), key=natural_key)
         for name in orphans:
             diag.warn(devices[name].obj, f"device info for node '{name}', which is not in "
@@ -285,22 +332,23 @@ class ClusterImport:
             raise InputError([f"{sched.obj}: field 'init-params."
                               f"{'.'.join(str(p) for p in err['loc'])}': {err['msg']}"
                               for err in exc.errors()]) from None
-        try:
-            base = Scenario(config=config, nodes=[Node.model_validate(n) for n in nodes])
-        except ValidationError as exc:  # e.g. a node name the contract refuses
-            raise InputError([f"the imported cluster is not a valid scenario: {e['msg']} "
-                              f"(nodes.{'.'.join(str(p) for p in e['loc'])})"
-                              for e in exc.errors()]) from None
+        models = [_validated(Node, n, who, _NODE_FIELDS, diag)
+                  for n, who in zip(nodes, node_objects, strict=True)]
+        diag.raise_errors()
+        base = Scenario(config=config, nodes=[m for m in models if m is not None])
         jobs: list[dict[str, Any]] = []
         running: list[dict[str, Any]] = []
         for spec in sorted(specs, key=lambda s: (-s.priority, s.created, s.name)):
             if spec.bound:
-                running.append(self._running(spec, node_names, base, diag))
-                self._warn_faults(spec, health, bad_chips, diag)
+                item = self._running(spec, node_names, base, diag)
+                if item is not None:
+                    running.append(item)
+                    self._warn_faults(spec, health, bad_chips, diag)
             else:
                 job = self._pending(spec, cache, health, now, base, diag)
                 if job is not None:
                     jobs.append(job)
+        diag.raise_errors()
         running.sort(key=lambda r: natural_key(r["name"]))
         data: dict[str, Any] = {
             "now": now,
@@ -316,9 +364,13 @@ class ClusterImport:
         }
         try:
             scenario = scenario_from_data(data, "<import>")
+            # what is written must read back: the readers' integer range, depth and size
+            check_data(data)
         except InputError as exc:
             raise InputError([f"the imported cluster is not a valid scenario: {m}"
                               for m in exc.messages]) from None
+        except DocumentError as exc:
+            raise InputError([f"the imported cluster is not a valid scenario: {exc}"]) from None
         counts = {"nodes": len(nodes), "jobs": len(jobs), "running": len(running),
                   "cache": len(cache), "objects": self.objects,
                   "unhealthy": sum(1 for h in health.values() if h is Health.UNHEALTHY),
@@ -401,7 +453,7 @@ class ClusterImport:
         return cache
 
     def _running(self, spec: JobSpec, node_names: set[str], base: Scenario,
-                 diag: Diagnostics) -> dict[str, Any]:
+                 diag: Diagnostics) -> dict[str, Any] | None:
         ranks = {}
         for rank, node in sorted(spec.bound.items()):
             if node in node_names:
@@ -420,7 +472,10 @@ class ClusterImport:
                                 "ranks": ranks, "priority": spec.priority, **spec.fields}
         if spec.owner:
             item["owner-uid"] = spec.owner
-        job = Job.model_validate({k: v for k, v in item.items() if k not in ("ranks",)})
+        job = _validated(Job, {k: v for k, v in item.items() if k != "ranks"}, spec.obj,
+                         _JOB_FIELDS, diag)
+        if job is None:
+            return None
         _, errors = derive_shape(job, base)
         if errors:
             diag.warn(spec.obj, "running job that upstream's ValidNPUJob would reject ("
@@ -461,7 +516,9 @@ class ClusterImport:
             item["owner-uid"] = spec.owner
         if faults:
             item["fault-ranks"] = sorted(faults)
-        job = Job.model_validate(item)
+        job = _validated(Job, item, spec.obj, _JOB_FIELDS, diag)
+        if job is None:
+            return None
         _, errors = derive_shape(job, base)
         if errors:
             diag.warn(spec.obj, "pending job that upstream's ValidNPUJob rejects, not imported ("

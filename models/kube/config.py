@@ -19,16 +19,21 @@ normalisation is applied, and recorded where the scenario would read a value dif
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from models.kube.source import Diagnostics, describe
+from models.documents import DocumentError, load_yaml
+from models.kube.source import Diagnostics, describe, parse_json_field
+from models.limits import escape_text
 
 SCHEDULER_NAMESPACE = "volcano-system"
 SCHEDULER_CM = "volcano-scheduler-configmap"
 SCHEDULER_CONF_KEY = "volcano-scheduler.conf"
+#: What Go's ``strconv.Atoi`` accepts (digits with an optional sign).
+_GO_INT = re.compile(r"[+-]?[0-9]+")
 #: init-params that placement reads but the scenario cannot express.
 UNMODELLED_PARAMS = {
     "nslb-version": "switch (ToR) affinity",
@@ -68,10 +73,16 @@ def init_params(obj: dict[str, Any], diag: Diagnostics) -> dict[str, str] | None
     if not isinstance(text, str):
         diag.error(who, f"data.{SCHEDULER_CONF_KEY}", "missing")
         return None
-    try:
-        conf = yaml.safe_load(text)
+    try:  # the bounded reader of scenario files: depth, values (aliases counted), ranges
+        conf = load_yaml(text)
     except yaml.YAMLError as exc:
-        diag.error(who, f"data.{SCHEDULER_CONF_KEY}", f"malformed YAML: {exc}")
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        diag.error(who, f"data.{SCHEDULER_CONF_KEY}", f"malformed YAML{where}: {problem}")
+        return None
+    except DocumentError as exc:
+        diag.error(who, f"data.{SCHEDULER_CONF_KEY}", f"refused: {exc}")
         return None
     if not isinstance(conf, dict):
         diag.error(who, f"data.{SCHEDULER_CONF_KEY}", "expected a YAML mapping")
@@ -99,11 +110,15 @@ def _int_param(params: dict[str, str], key: str, who: str,
     raw = params.get(key)
     if raw is None:
         return None
-    try:
-        return int(raw.strip())
-    except ValueError:
-        diag.warn(who, f"init-params {key}='{raw}' is not an integer: upstream's default used")
+    text = raw.strip()
+    # Go's strconv.Atoi: decimal digits with an optional sign, within int64; anything else
+    # fails there and upstream keeps its default.
+    value = int(text) if _GO_INT.fullmatch(text) and len(text) <= 20 else None
+    if value is None or not -(2**63) <= value < 2**63:
+        diag.warn(who, f"init-params {key}='{escape_text(raw, 40)}' is not an integer (Go's "
+                  "strconv.Atoi, 64 bits): upstream's default used")
         return None
+    return value
 
 
 def scheduler_config(obj: dict[str, Any] | None, diag: Diagnostics) -> SchedulerConfig:
@@ -135,12 +150,11 @@ def scheduler_config(obj: dict[str, Any] | None, diag: Diagnostics) -> Scheduler
             config["reserve-nodes"] = reserve
     levels = params.get("resource-level-config")
     if levels:
-        try:
-            parsed = json.loads(levels)
-        except json.JSONDecodeError as exc:
-            diag.error(who, "init-params.resource-level-config", f"not valid JSON: {exc.msg}")
+        errors = len(diag.errors)
+        parsed = parse_json_field(levels, who, "init-params.resource-level-config", diag)
+        if len(diag.errors) > errors:
             parsed = None
-        if parsed is not None and not isinstance(parsed, dict):
+        elif parsed is not None and not isinstance(parsed, dict):
             diag.error(who, "init-params.resource-level-config",
                        "expected a JSON object: tree -> levelN -> {label, reservedNode}")
         elif parsed is not None:

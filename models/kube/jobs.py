@@ -15,14 +15,14 @@ Sources (cluster-integration.md A.1 "Fault and reschedule history", A.4, A.6):
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from models.kube.nodes import NPU_RESOURCES, OTHER_ASCEND_RESOURCES, parse_count
-from models.kube.source import Diagnostics, describe
+from models.kube.source import Diagnostics, describe, parse_json_field, string_map
+from models.limits import MAX_NAME_CHARS, MAX_PRIORITY, check_text, escape_text
 from models.scenario import Family, Policy, family_of
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -76,13 +76,38 @@ def parse_time(text: Any) -> int | None:
 
 
 def controller_uid(meta: dict[str, Any]) -> str | None:
-    """UID of the ``controller: true`` owner reference."""
+    """UID of the ``controller: true`` owner reference.
+
+    Raises
+    ------
+    ValueError
+        When that UID is not a string a scenario accepts (printable, at most
+        :data:`~models.limits.MAX_NAME_CHARS` characters).
+    """
     refs = meta.get("ownerReferences") or []
     if isinstance(refs, list):
         for ref in refs:
             if isinstance(ref, dict) and ref.get("controller") and ref.get("uid"):
-                return str(ref["uid"])
+                uid = ref["uid"]
+                if not isinstance(uid, str):
+                    raise ValueError(f"the controller's uid must be a string, got "
+                                     f"{type(uid).__name__}")
+                return check_text(uid)
     return None
+
+
+def _priority(value: Any, who: str, field_name: str, diag: Diagnostics) -> int | None:
+    """A Kubernetes priority: an int32 (``None``, with an error, when it is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        shown = escape_text(repr(value), 40)
+        diag.error(who, field_name, f"expected an integer, got {shown}")
+        return None
+    if not -MAX_PRIORITY <= value <= MAX_PRIORITY:
+        shown = escape_text(str(value), 40) if value.bit_length() < 1000 else "a huge integer"
+        diag.error(who, field_name, f"{shown} is out of range (a priority is a 32-bit "
+                   f"integer, at most {MAX_PRIORITY} in absolute value)")
+        return None
+    return value
 
 
 @dataclass(slots=True)
@@ -133,15 +158,24 @@ def pod_record(obj: dict[str, Any], diag: Diagnostics) -> PodRecord | None:
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
         diag.error(who, "metadata.name", "missing or not a string")
         return None
-    annotations = meta.get("annotations") or {}
-    labels = meta.get("labels") or {}
+    raw_annotations = meta.get("annotations") or {}
+    raw_labels = meta.get("labels") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    for part, value in (("metadata.annotations", annotations), ("metadata.labels", labels),
-                        ("spec", spec), ("status", status)):
+    for part, value in (("metadata.annotations", raw_annotations),
+                        ("metadata.labels", raw_labels), ("spec", spec), ("status", status)):
         if not isinstance(value, dict):
             diag.error(who, part, "not a mapping")
             return None
+    annotations = string_map(raw_annotations, who, "metadata.annotations", diag)
+    labels = string_map(raw_labels, who, "metadata.labels", diag)
+    if annotations is None or labels is None:
+        return None
+    try:
+        owner = controller_uid(meta)
+    except ValueError as exc:
+        diag.error(who, "metadata.ownerReferences[controller].uid", str(exc))
+        return None
     containers = spec.get("containers") or []
     if not isinstance(containers, list):
         diag.error(who, "spec.containers", "not a list")
@@ -199,8 +233,11 @@ def pod_record(obj: dict[str, Any], diag: Diagnostics) -> PodRecord | None:
     if not isinstance(spec.get("priorityClassName") or "", str):
         diag.error(who, "spec.priorityClassName", "not a string")
         return None
-    raw_priority = spec.get("priority")
-    priority = raw_priority if isinstance(raw_priority, int) else None
+    priority: int | None = None
+    if spec.get("priority") is not None:
+        priority = _priority(spec["priority"], who, "spec.priority", diag)
+        if priority is None:
+            return None
     selector = spec.get("nodeSelector") or {}
     group = annotations.get(GROUP_ANNOTATION)
     return PodRecord(
@@ -209,12 +246,11 @@ def pod_record(obj: dict[str, Any], diag: Diagnostics) -> PodRecord | None:
         group=str(group) if group else None, resource=resource,
         request=requests[resource] if resource else 0, other_resource=other, chips=chips,
         rank=rank, created=parse_time(meta.get("creationTimestamp")),
-        owner=controller_uid(meta),
-        priority_class=spec.get("priorityClassName") or None, priority=priority,
+        owner=owner, priority_class=spec.get("priorityClassName") or None, priority=priority,
         selector=str(selector.get(ACCELERATOR_TYPE)) if isinstance(selector, dict)
         and ACCELERATOR_TYPE in selector else None,
-        annotations={k: str(annotations[k]) for k in KEPT_ANNOTATIONS if k in annotations},
-        labels={k: str(labels[k]) for k in JOB_LABELS if k in labels})
+        annotations={k: annotations[k] for k in KEPT_ANNOTATIONS if k in annotations},
+        labels={k: labels[k] for k in JOB_LABELS if k in labels})
 
 
 @dataclass(slots=True)
@@ -242,13 +278,29 @@ def podgroup_record(obj: dict[str, Any], diag: Diagnostics) -> PodGroupRecord | 
         diag.error(who, "metadata.name", "missing or not a string")
         return None
     spec = obj.get("spec") or {}
-    annotations = meta.get("annotations") or {}
-    labels = meta.get("labels") or {}
-    for part, value in (("spec", spec), ("metadata.annotations", annotations),
-                        ("metadata.labels", labels)):
+    raw_annotations = meta.get("annotations") or {}
+    raw_labels = meta.get("labels") or {}
+    for part, value in (("spec", spec), ("metadata.annotations", raw_annotations),
+                        ("metadata.labels", raw_labels)):
         if not isinstance(value, dict):
             diag.error(who, part, "not a mapping")
             return None
+    annotations = string_map(raw_annotations, who, "metadata.annotations", diag)
+    labels = string_map(raw_labels, who, "metadata.labels", diag)
+    if annotations is None or labels is None:
+        return None
+    namespace = str(meta.get("namespace") or "default")
+    job_id = f"{namespace}/{meta['name']}"
+    if len(job_id) > MAX_NAME_CHARS:
+        diag.error(who, "metadata.name", f"the job's name '{escape_text(job_id, 60)}' "
+                   f"(namespace/name) is {len(job_id)} characters; a scenario's names are at "
+                   f"most {MAX_NAME_CHARS}")
+        return None
+    try:
+        owner = controller_uid(meta)
+    except ValueError as exc:
+        diag.error(who, "metadata.ownerReferences[controller].uid", str(exc))
+        return None
     min_member = spec.get("minMember", 0)
     if isinstance(min_member, bool) or not isinstance(min_member, int) or min_member < 0:
         diag.error(who, "spec.minMember", f"expected a non-negative integer, got {min_member!r}")
@@ -259,9 +311,8 @@ def podgroup_record(obj: dict[str, Any], diag: Diagnostics) -> PodGroupRecord | 
         return None
     status = obj.get("status") or {}
     return PodGroupRecord(
-        obj=who, namespace=str(meta.get("namespace") or "default"), name=meta["name"],
-        owner=controller_uid(meta), annotations={str(k): str(v) for k, v in annotations.items()},
-        labels={str(k): str(v) for k, v in labels.items()}, min_member=min_member,
+        obj=who, namespace=namespace, name=meta["name"], owner=owner,
+        annotations=annotations, labels=labels, min_member=min_member,
         priority_class=spec.get("priorityClassName") or None,
         min_resources=min_resources if isinstance(min_resources, dict) else {},
         created=parse_time(meta.get("creationTimestamp")),
@@ -279,9 +330,8 @@ class PriorityClasses:
         """Take one PriorityClass object."""
         who = describe(obj, "PriorityClass")
         name = (obj.get("metadata") or {}).get("name")
-        value = obj.get("value")
-        if isinstance(value, bool) or not isinstance(value, int):
-            diag.error(who, "value", f"expected an integer, got {value!r}")
+        value = _priority(obj.get("value"), who, "value", diag)
+        if value is None:
             return
         self.values[str(name)] = value
         if obj.get("globalDefault") is True:
@@ -306,10 +356,9 @@ def reschedule_records(obj: dict[str, Any], diag: Diagnostics
     raw = data.get(RESCHEDULE_KEY) if isinstance(data, dict) else None
     if not raw:
         return {}
-    try:
-        parsed = json.loads(raw)
-    except (json.JSONDecodeError, TypeError):
-        diag.error(who, f"data.{RESCHEDULE_KEY}", "not valid JSON")
+    errors = len(diag.errors)
+    parsed = parse_json_field(raw, who, f"data.{RESCHEDULE_KEY}", diag)
+    if len(diag.errors) > errors:
         return {}
     if not isinstance(parsed, dict):
         diag.error(who, f"data.{RESCHEDULE_KEY}", "expected a JSON object of JobID -> record")

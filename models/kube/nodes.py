@@ -15,11 +15,10 @@ Both ConfigMap modes are parsed into the same records:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from models.kube.source import Diagnostics, describe
+from models.kube.source import Diagnostics, describe, parse_json_field, string_map
 from models.scenario import MAX_NODE_NPUS, Health
 
 #: NPU resources the contract models (Atlas 800/900 A2/A3 and Atlas 350/850/950).
@@ -129,10 +128,13 @@ def node_record(obj: dict[str, Any], diag: Diagnostics) -> NodeRecord | None:
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
         diag.error(who, "metadata.name", "missing or not a string")
         return None
-    labels = meta.get("labels") or {}
+    raw_labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
-    if not isinstance(labels, dict):
+    if not isinstance(raw_labels, dict):
         diag.error(who, "metadata.labels", "not a mapping")
+        return None
+    labels = string_map(raw_labels, who, "metadata.labels", diag)
+    if labels is None:
         return None
     if not isinstance(annotations, dict):
         diag.error(who, "metadata.annotations", "not a mapping")
@@ -168,11 +170,9 @@ def node_record(obj: dict[str, Any], diag: Diagnostics) -> NodeRecord | None:
     has_vnpu = False
     raw = annotations.get(BASE_DEVICE_INFOS)
     if raw is not None:
-        try:
-            parsed = json.loads(raw) if isinstance(raw, str) else None
-        except json.JSONDecodeError as exc:
-            diag.error(who, f"metadata.annotations.{BASE_DEVICE_INFOS}",
-                       f"not valid JSON: {exc.msg}")
+        errors = len(diag.errors)
+        parsed = parse_json_field(raw, who, f"metadata.annotations.{BASE_DEVICE_INFOS}", diag)
+        if len(diag.errors) > errors:
             return None
         if not isinstance(parsed, dict):
             diag.error(who, f"metadata.annotations.{BASE_DEVICE_INFOS}",
@@ -188,7 +188,7 @@ def node_record(obj: dict[str, Any], diag: Diagnostics) -> NodeRecord | None:
                 ready = cond.get("status") == "True"
     others = [r for r in OTHER_ASCEND_RESOURCES if r in capacity]
     return NodeRecord(
-        name=meta["name"], obj=who, labels={str(k): str(v) for k, v in labels.items()},
+        name=meta["name"], obj=who, labels=labels,
         resource=resource, capacity=cap, allocatable=alloc, base_chips=base,
         has_vnpu=has_vnpu, ready=ready, unschedulable=bool(spec.get("unschedulable")),
         other_resources=others)
@@ -198,12 +198,7 @@ def _json_field(data: dict[str, Any], key: str, who: str, diag: Diagnostics) -> 
     raw = data.get(key)
     if raw is None or raw == "":
         return None
-    try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, TypeError) as exc:
-        detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "not a string"
-        diag.error(who, f"data.{key}", f"not valid JSON: {detail}")
-        return None
+    return parse_json_field(raw, who, f"data.{key}", diag)
 
 
 def _int_field(record: dict[str, Any], key: str, who: str, where: str,
@@ -455,10 +450,9 @@ def node_health(record: NodeRecord, info: DeviceInfo | None, noded: HealthRecord
         for key, value in info.device_list.items():
             if not key.endswith("-Fault") or not value:
                 continue
-            try:
-                faults = json.loads(value)
-            except json.JSONDecodeError as exc:
-                diag.error(info.obj, f"DeviceList[{key}]", f"not valid JSON: {exc.msg}")
+            errors = len(diag.errors)
+            faults = parse_json_field(value, info.obj, f"DeviceList[{key}]", diag)
+            if len(diag.errors) > errors:
                 continue
             if not isinstance(faults, list):
                 diag.error(info.obj, f"DeviceList[{key}]", "expected a JSON array of faults")

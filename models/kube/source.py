@@ -9,16 +9,21 @@ that the importer keeps only the few fields it needs and never the whole dump.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
-
-from models.io import load_yaml
-from models.validation import InputError
+from models.documents import DocumentError, load_json, parse_documents
+from models.documents import read_text as read_bounded
+from models.errors import InputError
+from models.limits import (
+    MAX_DUMP_DEPTH,
+    MAX_DUMP_FILE_BYTES,
+    MAX_DUMP_TOTAL_BYTES,
+    MAX_DUMP_VALUES,
+    escape_text,
+)
 
 #: File name endings read from a directory (other files there are skipped with a warning).
 DUMP_SUFFIXES = (".json", ".yaml", ".yml")
@@ -87,25 +92,53 @@ class Diagnostics:
 Sink = Callable[[dict[str, Any], str], None]
 
 
+def string_map(values: dict[Any, Any], who: str, field_name: str,
+               diag: Diagnostics) -> dict[str, str] | None:
+    """Labels or annotations as strings, refusing a mapping or list as a value.
+
+    Kubernetes stores strings; a hand-written YAML dump may hold ``rack: 7`` or ``true``,
+    which are turned into strings as the scenario loader does.  A mapping or list is not a
+    label: an error naming ``who`` and ``field_name.<key>`` (``None`` is returned).
+    """
+    result: dict[str, str] = {}
+    for key, value in values.items():
+        if isinstance(value, (dict, list)):
+            kind = "mapping" if isinstance(value, dict) else "list"
+            diag.error(who, f"{field_name}.{escape_text(str(key), 80)}",
+                       f"a value must be a string (or a number or boolean), not a {kind}")
+            return None
+        result[str(key)] = value if type(value) is str else str(value)
+    return result
+
+
 def _documents(text: str, source: str) -> list[Any]:
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
-        try:
-            return [json.loads(text)]
-        except json.JSONDecodeError as exc:
-            try:
-                return [load_yaml(text)]
-            except yaml.YAMLError:
-                raise InputError([f"{source}: malformed JSON at line {exc.lineno}, column "
-                                  f"{exc.colno}: {exc.msg}"]) from None
+    """Every document of one dump, within the dump bounds (JSON first, then YAML)."""
+    return parse_documents(text, source, max_depth=MAX_DUMP_DEPTH, max_values=MAX_DUMP_VALUES)
+
+
+def parse_json_field(raw: Any, who: str, field_name: str, diag: Diagnostics) -> Any:
+    """Parse JSON embedded in a string (an annotation, a ConfigMap value), within bounds.
+
+    The strict, bounded reader of scenario files (:func:`models.documents.load_json`):
+    nesting, value count, integer range, duplicate keys.
+
+    Returns
+    -------
+    Any
+        The parsed value; ``None`` when ``raw`` is not valid (an error naming ``who`` and
+        ``field_name`` is recorded in ``diag``).
+    """
+    if not isinstance(raw, str):
+        diag.error(who, field_name, f"expected a string of JSON, got {type(raw).__name__}")
+        return None
     try:
-        docs = list(yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError([f"{source}: malformed YAML{where}: {problem}"]) from None
-    return [d for d in docs if d is not None]
+        return load_json(raw)
+    except json.JSONDecodeError as exc:
+        diag.error(who, field_name, f"not valid JSON: {exc.msg} at line {exc.lineno}, "
+                   f"column {exc.colno}")
+    except DocumentError as exc:
+        diag.error(who, field_name, f"refused: {exc}")
+    return None
 
 
 def iter_objects(data: Any, source: str) -> Iterator[dict[str, Any]]:
@@ -138,15 +171,15 @@ def iter_objects(data: Any, source: str) -> Iterator[dict[str, Any]]:
         yield item
 
 
-def read_text(path: str, stdin: TextIO | None = None) -> str:
-    """Read one dump file, or stdin for ``-``."""
-    if path == "-":
-        return (stdin or sys.stdin).read()
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        detail = exc.strerror if isinstance(exc, OSError) else str(exc)
-        raise InputError([f"{path}: cannot read the file: {detail}"]) from None
+def read_text(path: str, stdin: TextIO | None = None, limit: int | None = None) -> str:
+    """Read one dump file, or stdin for ``-``, at most ``limit`` bytes.
+
+    The bounded reader of scenario files (:func:`models.documents.read_text`) with
+    ``limit`` default :data:`~models.limits.MAX_DUMP_FILE_BYTES`: a larger regular file is
+    refused by its size before it is read, ``/dev/zero`` and pipes one byte past the
+    limit, and a named pipe without a writer reads as empty instead of blocking.
+    """
+    return read_bounded(path, MAX_DUMP_FILE_BYTES if limit is None else limit, stdin=stdin)
 
 
 def expand_paths(paths: Sequence[str], diagnostics: Diagnostics) -> list[str]:
@@ -179,8 +212,24 @@ def read_dumps(paths: Sequence[str], sink: Sink, diagnostics: Diagnostics,
     Each file is parsed, its objects are handed over, and its parsed text is released
     before the next file is read: peak memory is the largest file, not the whole dump.
     """
+    budget = MAX_DUMP_TOTAL_BYTES
     for path in expand_paths(paths, diagnostics):
         source = "<stdin>" if path == "-" else path
-        for data in _documents(read_text(path, stdin), source):
+        limit = min(MAX_DUMP_FILE_BYTES, budget)
+        try:
+            text = read_text(path, stdin, limit)
+        except InputError as exc:
+            if limit < MAX_DUMP_FILE_BYTES:  # the total ran short, not this file's bound
+                raise InputError([f"{m} (the rest of the {MAX_DUMP_TOTAL_BYTES} bytes "
+                                  "that all the dump files of one import may hold)"
+                                  for m in exc.messages]) from None
+            raise
+        budget -= len(text.encode("utf-8")) if not text.isascii() else len(text)
+        documents = _documents(text, source)
+        del text
+        if not documents:  # kubectl prints a List even when it finds nothing
+            raise InputError([f"{source}: no Kubernetes objects: the file is empty (a named "
+                              "pipe is read without waiting for a writer)"])
+        for data in documents:
             for obj in iter_objects(data, source):
                 sink(obj, source)
