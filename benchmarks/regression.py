@@ -52,6 +52,7 @@ from benchmarks.sweep import (
     run_cells,
 )
 from heuristics.greedy import EngineNotAvailable
+from models.documents import parse_text, read_text
 from models.io import scenario_from_data
 from models.scenario import Scenario
 from models.validation import InputError
@@ -234,12 +235,9 @@ def load_baseline(path: Path) -> dict[str, Any]:
     InputError
         When the file is missing or not a baseline.
     """
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError([f"{path}: cannot read the baseline: {exc.strerror}"]) from None
-    except json.JSONDecodeError as exc:
-        raise InputError([f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}"]) from None
+    # the bounded readers of scenario files: size (/dev/zero is refused one byte past the
+    # limit), depth, values, integer range, duplicate keys
+    data = parse_text(read_text(path), str(path), "json")
     if not isinstance(data, dict) or data.get("version") != BASELINE_VERSION:
         raise InputError([f"{path}: not a version-{BASELINE_VERSION} baseline file "
                           "(write one with --write-baseline)"])

@@ -65,6 +65,13 @@ MAX_TASKS = 1 << 16
 MAX_NAME_CHARS = 253
 #: Longest label key or value, or other free text such as a policy or affinity config.
 MAX_TEXT_CHARS = 1024
+#: Most levels of a multilevel tree (``resource-level-config``) and of a job's
+#: ``affinity-config``.  Upstream's fragment score multiplies the score of the level below
+#: by 10 at every level, so with K levels it reaches 10^(K-1) times the level1 remainders:
+#: at 8 levels, 100,000 level1 domains and groups of 65,536 pods it stays below 10^17,
+#: inside the 64-bit integers CP-SAT and the evaluator count in (20 levels overflowed).
+#: Physical trees (node, rack, leaf and spine switches, data centre) have 4 or 5.
+MAX_LEVELS = 8
 #: Largest ``image-size-gb`` of a job (GB).
 MAX_IMAGE_SIZE_GB = 100_000.0
 #: Largest absolute ``priority`` (a signed 32-bit integer, as Kubernetes priorities).

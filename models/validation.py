@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from models.errors import InputError as InputError  # re-exported: the callers' home of it
+from models.limits import MAX_LEVELS
 from models.scenario import (
     A3_SUPERPOD_POLICIES,
     POLICY_NODE_NPUS,
@@ -89,6 +90,9 @@ def parse_affinity_config(text: str | None) -> tuple[tuple[int, ...] | None, lis
         return None, errors
     if not values:
         return None, ["affinity blocks is empty"]
+    if len(values) > MAX_LEVELS:
+        return None, [f"affinity-config has {len(values)} levels; at most {MAX_LEVELS} are "
+                      "accepted (the fragment score multiplies by 10 per level)"]
     for level in range(1, len(values) + 1):
         if level not in values:
             return None, [
@@ -483,6 +487,10 @@ def validate_scenario(
         where = f"config.resource-level-config tree '{tree}'"
         if not levels:
             say(where, "levels", "the tree has no levels")
+            continue
+        if len(levels) > MAX_LEVELS:
+            say(where, "levels", f"the tree has {len(levels)} levels; at most {MAX_LEVELS} are "
+                "accepted (the fragment score multiplies by 10 per level)")
             continue
         numbers = []
         for key in levels:
