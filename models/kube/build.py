@@ -54,7 +54,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from models.compiled import natural_key
-from models.documents import DocumentError, check_data
+from models.documents import DocumentError, check_data, dump_data
 from models.io import scenario_from_data
 from models.kube.config import is_scheduler_configmap, scheduler_config
 from models.kube.jobs import (
@@ -83,7 +83,7 @@ from models.kube.nodes import (
     node_record,
 )
 from models.kube.source import Diagnostics, describe
-from models.limits import escape_text
+from models.limits import MAX_FILE_BYTES, escape_text
 from models.scenario import (
     DEFAULT_CACHE_TTL_SECONDS,
     Config,
@@ -158,6 +158,23 @@ class ImportResult:
     warnings: list[str]
     mode: str
     counts: dict[str, int] = field(default_factory=dict)
+
+    def render(self, fmt: str) -> str:
+        """The scenario as ``json`` or ``yaml`` text, as ``npu-place import`` writes it.
+
+        Raises
+        ------
+        InputError
+            When the text is larger than the scenario readers accept
+            (:data:`~models.limits.MAX_FILE_BYTES`): ``validate`` could not read it back.
+        """
+        text = dump_data(self.data, fmt)
+        size = len(text.encode("utf-8"))
+        if size > MAX_FILE_BYTES:
+            raise InputError([f"the imported scenario is {size} bytes as {fmt}; the scenario "
+                              f"readers accept at most {MAX_FILE_BYTES} bytes (import fewer "
+                              "nodes or labels)"])
+        return text
 
     def summary(self) -> str:
         """One line: what was imported."""

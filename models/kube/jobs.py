@@ -15,6 +15,7 @@ Sources (cluster-integration.md A.1 "Fault and reschedule history", A.4, A.6):
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,9 +23,11 @@ from typing import Any
 
 from models.kube.nodes import NPU_RESOURCES, OTHER_ASCEND_RESOURCES, parse_count
 from models.kube.source import Diagnostics, describe, parse_json_field, string_map
-from models.limits import MAX_NAME_CHARS, MAX_PRIORITY, check_text, escape_text
+from models.limits import MAX_ABS_INT, MAX_NAME_CHARS, MAX_PRIORITY, check_text, escape_text
 from models.scenario import Family, Policy, family_of
 
+#: What Go's ``strconv.Atoi`` accepts (digits with an optional sign).
+_GO_INT = re.compile(r"[+-]?[0-9]+")
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 RANK_ANNOTATION = "hccl/rankIndex"
 STATEFULSET_LABEL = "statefulset.kubernetes.io/pod-name"
@@ -530,12 +533,14 @@ def job_spec(group: JobGroup, classes: PriorityClasses, diag: Diagnostics) -> Jo
         if not allowed:
             diag.warn(who, f"annotation {key} is not used by {policy} jobs: ignored")
             continue
-        try:
-            fields[key] = int(annotations[key])
-        except ValueError:
+        text = annotations[key].strip()
+        # Go's strconv.Atoi: digits with an optional sign, within 64 bits
+        value = int(text) if _GO_INT.fullmatch(text) and len(text) <= 20 else None
+        if value is None or not -MAX_ABS_INT <= value <= MAX_ABS_INT:
             diag.error(who, f"metadata.annotations.{key}",
-                       f"not an integer: {annotations[key]!r}")
+                       f"not a 64-bit integer: '{escape_text(annotations[key], 40)}'")
             return None
+        fields[key] = value
     if AFFINITY_CONFIG_ANNOTATION in annotations:
         if family is Family.MULTILEVEL:
             fields["affinity-config"] = annotations[AFFINITY_CONFIG_ANNOTATION]

@@ -18,6 +18,7 @@ from models.documents import DocumentError, load_json, parse_documents
 from models.documents import read_text as read_bounded
 from models.errors import InputError
 from models.limits import (
+    MAX_ABS_INT,
     MAX_DUMP_DEPTH,
     MAX_DUMP_FILE_BYTES,
     MAX_DUMP_TOTAL_BYTES,
@@ -113,7 +114,67 @@ def string_map(values: dict[Any, Any], who: str, field_name: str,
 
 def _documents(text: str, source: str) -> list[Any]:
     """Every document of one dump, within the dump bounds (JSON first, then YAML)."""
-    return parse_documents(text, source, max_depth=MAX_DUMP_DEPTH, max_values=MAX_DUMP_VALUES)
+    try:
+        return parse_documents(text, source, max_depth=MAX_DUMP_DEPTH,
+                               max_values=MAX_DUMP_VALUES)
+    except InputError:
+        named = _name_bad_integer(text, source)
+        if named is not None:
+            raise InputError([named]) from None
+        raise
+
+
+class _Huge:
+    """An integer literal beyond 64 bits, kept as its digit count to be reported."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _lenient_int(text: str) -> int | _Huge:
+    if len(text) > 20:
+        return _Huge(len(text.lstrip("-")))
+    value = int(text)
+    return value if -MAX_ABS_INT <= value <= MAX_ABS_INT else _Huge(len(text.lstrip("-")))
+
+
+def _name_bad_integer(text: str, source: str) -> str | None:
+    """For JSON refused for an out-of-range integer: the message naming its object and field.
+
+    Only called once the bounded reader has refused the text; parses it again (the same
+    size, at most :data:`~models.limits.MAX_DUMP_VALUES` containers) keeping such integers
+    as markers, then finds the first one.  ``None`` when the text is not JSON or the refusal
+    was something else.
+    """
+    if not text.lstrip().startswith(("{", "[")):
+        return None
+    if text.count("{") + text.count("[") > MAX_DUMP_VALUES:
+        return None
+    try:
+        data = json.loads(text, parse_int=_lenient_int)
+    except (ValueError, RecursionError):
+        return None
+    try:
+        objects = list(iter_objects(data, source))
+    except InputError:
+        objects = []
+    for obj in [*objects, data]:  # the objects first, then the rest of the document
+        stack: list[tuple[Any, str]] = [(obj, "")]
+        while stack:
+            value, where = stack.pop()
+            if isinstance(value, _Huge):
+                who = describe(obj) if obj is not data else "the document"
+                return (f"{source}: {who}: field '{where.lstrip('.') or '(the value)'}': an "
+                        f"integer of {value.digits} digits is out of range (at most "
+                        f"{MAX_ABS_INT} in absolute value)")
+            if isinstance(value, dict):
+                stack.extend((v, f"{where}.{escape_text(str(k), 60)}")
+                             for k, v in reversed(value.items()))
+            elif isinstance(value, list):
+                stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(value))))
+    return None
 
 
 def parse_json_field(raw: Any, who: str, field_name: str, diag: Diagnostics) -> Any:
