@@ -334,7 +334,7 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     else:
         result = import_dumps(args.paths, now=args.now, previous=previous)
     fmt = args.format or (format_for_path(args.output) if args.output else "yaml")
-    emit(dump_data(result.data, fmt), args.output, out)
+    emit(result.render(fmt), args.output, out)
     for line in result.warnings:
         sys.stderr.write(f"warning: {line}\n")
     sys.stderr.write(result.summary() + "\n")
