@@ -11,11 +11,13 @@ import argparse
 import json
 from typing import Any, TextIO
 
+from pydantic import BaseModel
+
 from models.placement import PlacementFile
 from models.scenario import Scenario
 from solver.doors import EXIT_OK
 
-SCHEMAS = {"scenario": Scenario, "placement": PlacementFile}
+SCHEMAS: dict[str, type[BaseModel]] = {"scenario": Scenario, "placement": PlacementFile}
 
 
 def register(sub: Any) -> None:
