@@ -27,7 +27,7 @@ from models.io import (
 from models.placement import PlacementFile, Status
 from models.scenario import Scenario
 from models.validation import InputError, derive_shape
-from solver.cli import example_path
+from solver.doors import example_path
 from tests.models.builders import entry, job, node, scenario, scenario_examples, write
 
 # The contract's key names (scenario-format.md), per object.

@@ -23,7 +23,8 @@ import yaml
 
 import models.documents as documents
 from models.limits import MAX_LEVELS
-from solver.cli import EXIT_INVALID, EXIT_OK, main
+from solver.cli import main
+from solver.doors import EXIT_INVALID, EXIT_OK
 
 EXAMPLES = Path(str(resources.files("models") / "examples"))
 

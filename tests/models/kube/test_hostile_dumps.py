@@ -22,7 +22,8 @@ import yaml
 
 import models.kube.source as source
 from models.kube.jobs import GROUP_ANNOTATION
-from solver.cli import EXIT_INVALID, EXIT_OK, main
+from solver.cli import main
+from solver.doors import EXIT_INVALID, EXIT_OK
 from tests.models.kube.helpers import NOW, cluster, find
 
 DEEP = "[" * 100_000 + "]" * 100_000  # JSON nested 100,000 levels deep
