@@ -22,6 +22,11 @@ from models.documents import (
 from models.errors import InputError
 from models.limits import MAX_ABS_INT
 
+#: The command line in a child process (``python -m solver.cli``, this checkout first).
+NPU_PLACE = [sys.executable, "-m", "solver.cli"]
+CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}
+
 
 def test_read_text_bounds_every_kind_of_file(tmp_path: Path) -> None:
     small = tmp_path / "a.yaml"
@@ -48,9 +53,8 @@ def test_validate_on_a_named_pipe_without_a_writer_does_not_hang(tmp_path: Path)
     fifo = tmp_path / "scenario.yaml"
     os.mkfifo(fifo)
     assert read_text(fifo) == ""
-    command = Path(sys.executable).with_name("npu-place")
-    done = subprocess.run([str(command), "validate", str(fifo)], capture_output=True,
-                          text=True, timeout=120, check=False)
+    done = subprocess.run([*NPU_PLACE, "validate", str(fifo)], capture_output=True,
+                          text=True, timeout=120, check=False, env=CHILD_ENV)
     assert done.returncode == 2 and "an empty document" in done.stderr, done.stderr
 
 

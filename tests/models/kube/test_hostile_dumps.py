@@ -44,6 +44,12 @@ BOMB_ANCHORS = (
 Objects = list[dict[str, Any]]
 
 
+#: The command line in a child process (``python -m solver.cli``, this checkout first).
+NPU_PLACE = [sys.executable, "-m", "solver.cli"]
+CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    [str(Path(__file__).resolve().parents[3]), os.environ.get("PYTHONPATH", "")])}
+
+
 def _objects() -> Objects:
     """A small device-plugin cluster: 4 nodes, a running job, a pending job, a class."""
     b = cluster(nodes=4)
@@ -353,9 +359,9 @@ def test_a_named_pipe_without_a_writer_does_not_hang(tmp_path: Path) -> None:
     """The installed command, in a child process with a timeout: a hang fails the test."""
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)
-    command = Path(sys.executable).with_name("npu-place")
-    done = subprocess.run([str(command), "import", str(fifo), "--now", str(NOW)],
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run([*NPU_PLACE, "import", str(fifo), "--now", str(NOW)],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env=CHILD_ENV)
     assert done.returncode == EXIT_INVALID, done.stderr
     assert f"{fifo}: no Kubernetes objects" in done.stderr
 
@@ -366,9 +372,9 @@ def test_a_named_pipe_with_a_writer_is_read(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)
     dump = _write(tmp_path, _objects())
-    command = Path(sys.executable).with_name("npu-place")
-    with subprocess.Popen([str(command), "import", str(fifo), "--now", str(NOW)],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+    with subprocess.Popen([*NPU_PLACE, "import", str(fifo), "--now", str(NOW)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=CHILD_ENV) as child:
         with open(fifo, "wb") as writer:  # blocks until the child opened the pipe
             writer.write(dump.read_bytes())
         out, err = child.communicate(timeout=120)
