@@ -918,7 +918,7 @@ class _Simulation:
         )
 
     def run_session(self, spec: SessionSpec, engine: str, time_limit: float, workers: int,
-                    seed: int) -> SessionReport:
+                    seed: int, deterministic_time: float | None = None) -> SessionReport:
         applied = []
         expired, self.expired_at_start = self.expired_at_start, []
         if expired:
@@ -975,7 +975,7 @@ class _Simulation:
         status = "-"
         if session_jobs:
             result = solve(problem, engine=engine, time_limit=time_limit, workers=workers,
-                           seed=seed)
+                           seed=seed, deterministic_time=deterministic_time)
             engine_used, status = result.engine, result.status.value
             for j, (sim, ranks) in enumerate(real_ranks):
                 view_job = problem.jobs[j]
