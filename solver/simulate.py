@@ -65,20 +65,18 @@ Per session the report gives, over the pending jobs of that session:
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TextIO
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from heuristics.lifecycle import CacheLifecycle, RunningPods
 from models.cache import AffinityCache
 from models.compiled import compile_scenario, expired_owners, scenario_now
-from models.io import dump_data, read_document, save_scenario, scenario_from_data
 from models.limits import (
     MAX_ADVANCE_SECONDS,
     MAX_EVENTS_PER_SESSION,
@@ -1137,34 +1135,3 @@ def plot_report(report: SimulationReport, path: str | Path) -> None:
     ax.set_title(f"simulate ({report.engine}): overall hit rate {overall}")
     fig.tight_layout()
     fig.savefig(str(path), dpi=100)
-
-
-def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
-    """``npu-place simulate SCENARIO EVENTS``: run the sessions and print the report."""
-    from solver.cli import EXIT_FAILED, EXIT_OK, CliError
-
-    scenario_source = str(args.scenario)
-    events_source = str(args.events)
-    scenario = scenario_from_data(read_document(args.scenario), scenario_source)
-    events = read_document(args.events)
-    report = simulate(scenario, events, engine=args.engine, time_limit=args.time_limit,
-                      workers=args.workers, seed=args.seed, scenario_source=scenario_source,
-                      events_source=events_source)
-    fmt = getattr(args, "format", "table")
-    text = report.render_table() if fmt == "table" else dump_data(report.to_dict(), fmt)
-    try:
-        if args.output:
-            Path(args.output).write_text(text, encoding="utf-8")
-        else:
-            out.write(text)
-        if args.save_state:
-            save_scenario(report.final_state, args.save_state)
-        if args.plot:
-            try:
-                plot_report(report, args.plot)
-            except ImportError:
-                raise CliError("--plot needs matplotlib (pip install 'npu-place[plot]')",
-                               EXIT_FAILED) from None
-    except OSError as exc:
-        raise CliError(f"cannot write {exc.filename}: {exc.strerror}") from None
-    return EXIT_OK
