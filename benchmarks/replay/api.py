@@ -10,15 +10,16 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from benchmarks.common import Progress
 from benchmarks.replay.generate import generate_day
 from benchmarks.replay.report import (
     SUMMARY_FIELDS,
-    Progress,
     render_seeds_report,
     summary_row,
     write_csv,
@@ -26,8 +27,8 @@ from benchmarks.replay.report import (
 )
 from benchmarks.replay.run import ReplayOptions, replay_day, replay_engine
 from benchmarks.replay.spec import WorkloadSpec, load_spec
+from models.errors import InputError
 from models.io import read_document
-from models.validation import InputError
 
 #: Bundled days: name -> one-line description (files in ``benchmarks/replay/examples``).
 EXAMPLES: dict[str, str] = {
@@ -84,15 +85,31 @@ def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
     return sorted(seeds)
 
 
+def _progress(stream: TextIO | None, total: int, enabled: bool | None) -> Progress:
+    """A progress bar on ``stream`` (default stderr), on by default only on a terminal."""
+    stream = stream if stream is not None else sys.stderr
+    if enabled is None:
+        isatty = getattr(stream, "isatty", None)
+        enabled = bool(isatty is not None and isatty())
+    return Progress(stream, total, enabled)
+
+
 def replay_one(spec: WorkloadSpec, seed: int, options: ReplayOptions, out: Path, *,
                plots: bool = True, command: str | None = None,
                stream: TextIO | None = None, progress: bool | None = None
                ) -> list[dict[str, Any]]:
     """Replay one day with every engine and write the report; returns the summary rows."""
     day = generate_day(spec, seed)
-    bar = Progress(len(day.sessions) * len(options.engines),
-                   f"replay {spec.name} seed {seed}", stream, progress)
-    replay = replay_day(day, options, bar.advance)
+    bar = _progress(stream, len(day.sessions) * len(options.engines), progress)
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        bar.update(done, f"{spec.name} seed {seed}")
+
+    replay = replay_day(day, options, tick)
+    bar.close()
     return write_replay(replay, out, plots=plots, command=command)
 
 
@@ -119,7 +136,7 @@ def replay_many(spec: WorkloadSpec, seeds: list[int], options: ReplayOptions, cl
     from distributed import as_completed
 
     out.mkdir(parents=True, exist_ok=True)
-    bar = Progress(len(seeds) * len(options.engines), f"replay {spec.name}", stream, progress)
+    bar = _progress(stream, len(seeds) * len(options.engines), progress)
     futures = {}
     for seed in seeds:
         for engine in options.engines:
@@ -135,7 +152,8 @@ def replay_many(spec: WorkloadSpec, seeds: list[int], options: ReplayOptions, cl
         except Exception as exc:
             failures.append(f"seed {seed}, {engine}: {type(exc).__name__}: {exc}")
         future.release()
-        bar.advance()
+        bar.update(len(rows) + len(failures), f"{spec.name}: seed {seed} {engine}")
+    bar.close()
     order = {name: i for i, name in enumerate(options.engines)}
     rows.sort(key=lambda r: (int(r["seed"]), order[str(r["engine"])]))
     write_csv(out / "summary.csv", rows, ("seed", "engine", *SUMMARY_FIELDS))

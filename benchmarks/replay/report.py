@@ -35,13 +35,13 @@ from __future__ import annotations
 import csv
 import math
 import statistics
-import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 
+from benchmarks.common import markdown_table
 from benchmarks.replay.run import EngineRun, Replay
 
 #: The RFC's target origin hit rate.
@@ -105,12 +105,9 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]], fields: Sequence[str])
             writer.writerow({k: row.get(k, "") for k in fields})
 
 
-def markdown_table(rows: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
-    """A GitHub markdown table."""
-    lines = ["| " + " | ".join(fields) + " |", "|" + "---|" * len(fields)]
-    for row in rows:
-        lines.append("| " + " | ".join(str(row.get(k, "")) for k in fields) + " |")
-    return "\n".join(lines)
+def dict_table(rows: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
+    """A markdown table of ``fields`` of each row."""
+    return markdown_table(fields, [[str(row.get(k, "")) for k in fields] for row in rows])
 
 
 #: Columns of the compact summary table in ``report.md`` and the README.
@@ -200,7 +197,7 @@ def render_report(replay: Replay, rows: Sequence[dict[str, Any]], plots: Sequenc
         "",
         "## Summary",
         "",
-        markdown_table(rows, BRIEF_FIELDS),
+        dict_table(rows, BRIEF_FIELDS),
         "",
         "Full columns in `summary.csv`; one row per session and engine in `sessions.csv`.",
         "",
@@ -309,40 +306,9 @@ def render_seeds_report(spec_name: str, rows: Sequence[dict[str, Any]],
     lines += ["Mean over the seeds with a 95 % bootstrap interval of the mean "
               "(2,000 resamples, fixed seed); `rfc-target-met` counts the seeds whose day "
               "reached an origin hit rate of 80 %.", "",
-              markdown_table(interval_rows(rows, engines),
+              dict_table(interval_rows(rows, engines),
                              ("engine", "seeds", *INTERVAL_FIELDS, "rfc-target-met")), ""]
     if failures:
         lines += ["## Failed seeds", ""] + [f"* {f}" for f in failures] + [""]
     lines.append("Per-seed rows are in `summary.csv`.")
     return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------- progress
-
-
-class Progress:
-    """A progress bar on a terminal (stderr); silent when the stream is not a tty."""
-
-    def __init__(self, total: int, label: str, stream: TextIO | None = None,
-                 enabled: bool | None = None) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        isatty = getattr(self.stream, "isatty", None)
-        self.enabled = bool(isatty and isatty()) if enabled is None else enabled
-        self.total = max(1, total)
-        self.done = 0
-        self.label = label
-
-    def advance(self, step: int = 1) -> None:
-        """One more unit done (redrawn when the percentage changes)."""
-        before = 100 * self.done // self.total
-        self.done = min(self.total, self.done + step)
-        if not self.enabled or (100 * self.done // self.total == before
-                                and self.done < self.total):
-            return
-        width = 30
-        filled = int(width * self.done / self.total)
-        bar = "#" * filled + "-" * (width - filled)
-        self.stream.write(f"\r{self.label} [{bar}] {self.done}/{self.total}")
-        if self.done >= self.total:
-            self.stream.write("\n")
-        self.stream.flush()

@@ -66,8 +66,8 @@ from benchmarks.replay.images import (
     DEFAULT_PULL_GB_PER_MINUTE,
     GcPolicy,
 )
+from models.errors import InputError
 from models.limits import MAX_IMAGE_SIZE_GB, MAX_PRIORITY, Name
-from models.validation import InputError
 
 #: Pool families (the generators' families).
 PoolFamily = Literal["a3", "850", "950", "multilevel", "ordinary"]
