@@ -14,6 +14,10 @@
 ``origin-hits``, ``origin-candidates``, ``origin-hit-rate``, ``rfc-target-met``
     Placed ranks with a live previous node (not fault ranks), those placed back on it, the
     ratio (the RFC's "pod 回原节点命中率"), and whether it reaches the RFC's 80 %.
+``origin-achievable``
+    Candidates whose previous node could take them when the session began (healthy, room
+    for them): the most hits any engine could get; the rest had their node taken or
+    broken.
 ``pending-p50``, ``pending-p99``
     Jobs left pending after a session (median and 99th percentile over the sessions).
 ``wait-mean``, ``wait-p99``
@@ -49,7 +53,8 @@ RFC_TARGET = 0.8
 #: Columns of ``summary.csv`` (after ``seed`` and ``engine``).
 SUMMARY_FIELDS: tuple[str, ...] = (
     "sessions", "pods-placed", "pulls", "pulled-gb", "pull-minutes", "image-hit-rate",
-    "origin-hits", "origin-candidates", "origin-hit-rate", "rfc-target-met", "pending-p50",
+    "origin-hits", "origin-candidates", "origin-achievable", "origin-hit-rate",
+    "rfc-target-met", "pending-p50",
     "pending-p99", "wait-mean", "wait-p99", "evicted-pods", "reclaimed-jobs",
     "completed-jobs", "gc-deleted", "fragmentation-end",
 )
@@ -82,6 +87,7 @@ def summary_row(run: EngineRun, seed: int) -> dict[str, Any]:
         "image-hit-rate": round(run.total("image_hits") / pods, 4) if pods else "",
         "origin-hits": hits,
         "origin-candidates": candidates,
+        "origin-achievable": int(run.total("achievable")),
         "origin-hit-rate": "" if math.isnan(rate) else round(rate, 4),
         "rfc-target-met": "" if math.isnan(rate) else ("yes" if rate >= RFC_TARGET else "no"),
         "pending-p50": round(_percentile(pending, 50), 2),
@@ -139,9 +145,10 @@ def write_plots(replay: Replay, out: Path) -> list[str]:
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     for run in replay.runs:
-        xs = [row.hour + replay.day.session_seconds / 3600 for row in run.sessions]
-        ys = np.cumsum([row.pulled_gb for row in run.sessions])
+        xs = [0.0] + [row.hour for row in run.sessions]
+        ys = np.cumsum([0.0] + [row.pulled_gb for row in run.sessions])
         ax.step(xs, ys, where="post", label=f"{run.engine} ({ys[-1]:.0f} GB)")
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("hour of the day")
     ax.set_ylabel("image GB pulled (cumulative)")
     ax.set_title(f"Image pulls over the day: {title}")

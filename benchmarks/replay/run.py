@@ -104,6 +104,7 @@ class SessionRow:
     pending_jobs: int = 0
     hits: int = 0
     placed_candidates: int = 0
+    achievable: int = 0  # candidates whose previous node could take them at session start
     pulls: int = 0
     pulled_gb: float = 0.0
     pull_minutes: float = 0.0
@@ -121,7 +122,8 @@ class SessionRow:
             "engine": self.engine, "session": self.session, "time": self.label,
             "placed-jobs": self.placed_jobs, "placed-pods": self.placed_pods,
             "pending-jobs": self.pending_jobs, "origin-hits": self.hits,
-            "origin-candidates": self.placed_candidates, "pulls": self.pulls,
+            "origin-candidates": self.placed_candidates,
+            "origin-achievable": self.achievable, "pulls": self.pulls,
             "pulled-gb": round(self.pulled_gb, 3), "pull-minutes": round(self.pull_minutes, 3),
             "image-hits": self.image_hits, "evicted-pods": self.evicted_pods,
             "reclaimed-jobs": self.reclaimed_jobs, "completed-jobs": self.completed_jobs,
@@ -274,6 +276,7 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
             row.placed_pods += len(result.nodes)
             row.hits += result.hits
             row.placed_candidates += result.candidates
+            row.achievable += result.achievable
             run.waits.append(waiting.pop(result.name, 0))
             info = day.jobs[result.name]
             for node in result.nodes:
