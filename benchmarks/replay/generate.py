@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.generators import cluster_nodes
+from benchmarks.replay.images import GcPolicy
 from benchmarks.replay.spec import Pool, Training, WorkloadSpec, default_pod_nodes
 from models.scenario import Scenario
 from solver.simulate import (
@@ -74,22 +75,44 @@ class JobInfo:
     submitted: int = 0  # unix seconds
 
 
+@dataclass(frozen=True)
+class DaySettings:
+    """What the replay and its report need besides the sessions (from a spec or a series)."""
+
+    name: str
+    description: str
+    cluster: str  # the node pools, in words
+    image_disk_gb: float
+    gc: GcPolicy
+    pull_gb_per_minute: float
+    reclaim: bool
+    cadence: str  # how often sessions run, in words
+
+    @classmethod
+    def from_spec(cls, spec: WorkloadSpec) -> DaySettings:
+        """The settings of a workload spec."""
+        return cls(spec.name, spec.description.strip(),
+                   ", ".join(f"{p.name}: {p.nodes} x {p.family}" for p in spec.cluster.pools),
+                   spec.cluster.image_disk_gb, spec.cluster.gc.policy(),
+                   spec.cluster.pull_gb_per_minute, spec.reclaim,
+                   f"one every {spec.session_minutes} minutes ({spec.hours:g} h)")
+
+
 @dataclass
 class Day:
-    """A generated day: the starting cluster, the sessions and the jobs' images."""
+    """A day to replay: the starting cluster, the sessions and the jobs' images.
 
-    spec: WorkloadSpec
+    ``elapsed`` gives each session's time in seconds since the first one;
+    ``initial_images`` the images each node holds at the start (name, GB).
+    """
+
+    settings: DaySettings
     seed: int
     scenario: Scenario
     sessions: list[SessionSpec]
     jobs: dict[str, JobInfo]
-    start: int = DAY_START
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def session_seconds(self) -> int:
-        """Seconds between sessions."""
-        return self.spec.session_minutes * 60
+    elapsed: list[int]
+    initial_images: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
     def scenario_with(self, prefer_previous_node: bool) -> Scenario:
         """The starting scenario with the previous-node preference on or off."""
@@ -236,4 +259,5 @@ def generate_day(spec: WorkloadSpec, seed: int) -> Day:
                             {"evict": name, "ranks": [rank], "fault": True}))
         label = f"{int(hour):02d}:{round(hour * 60) % 60:02d}"
         sessions.append(SessionSpec(k + 1, label, tuple(events)))
-    return Day(spec, seed, scenario, sessions, jobs)
+    return Day(DaySettings.from_spec(spec), seed, scenario, sessions, jobs,
+               [k * step for k in range(len(sessions))])

@@ -140,7 +140,7 @@ def write_plots(replay: Replay, out: Path) -> list[str]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    title = f"{replay.day.spec.name}, seed {replay.day.seed}"
+    title = f"{replay.day.settings.name}, seed {replay.day.seed}"
     fig = Figure(figsize=(7.5, 4.2))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -182,23 +182,22 @@ def render_report(replay: Replay, rows: Sequence[dict[str, Any]], plots: Sequenc
                   command: str | None = None) -> str:
     """``report.md`` of one replayed day."""
     day = replay.day
-    spec = day.spec
+    settings = day.settings
     opts = replay.options
     det = (f"deterministic time {opts.deterministic_time:g} per session"
            if opts.deterministic_time is not None
            else f"wall clock {opts.time_limit:g} s per session (load-dependent)")
-    nodes = ", ".join(f"{p.name}: {p.nodes} x {p.family}" for p in spec.cluster.pools)
-    lines = [f"# Replay of `{spec.name}`, seed {day.seed}", ""]
-    if spec.description:
-        lines += [spec.description.strip(), ""]
+    lines = [f"# Replay of `{settings.name}`, seed {day.seed}", ""]
+    if settings.description:
+        lines += [settings.description, ""]
     if command:
         lines += ["```", command, "```", ""]
     lines += [
-        f"* {len(day.sessions)} sessions, one every {spec.session_minutes} minutes "
-        f"({spec.hours:g} h); {len(day.scenario.nodes)} nodes ({nodes}).",
-        f"* Images on a {spec.cluster.image_disk_gb:g} GB disk per node, GC at "
-        f"{spec.cluster.gc.high_percent:g} % down to {spec.cluster.gc.low_percent:g} % "
-        f"(least recently used first); pulls at {spec.cluster.pull_gb_per_minute:g} GB/min.",
+        f"* {len(day.sessions)} sessions, {settings.cadence}; {len(day.scenario.nodes)} nodes "
+        f"({settings.cluster}).",
+        f"* Images on a {settings.image_disk_gb:g} GB disk per node, GC at "
+        f"{settings.gc.high_percent:g} % down to {settings.gc.low_percent:g} % "
+        f"(least recently used first); pulls at {settings.pull_gb_per_minute:g} GB/min.",
         f"* Engines: {', '.join(r.engine for r in replay.runs)}; cpsat = engine auto, one "
         f"worker, {det}, seed {opts.solver_seed}.",
         "",

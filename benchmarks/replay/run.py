@@ -218,19 +218,24 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
                   progress: Callable[[], None] | None = None) -> EngineRun:
     """Replay ``day`` with one engine."""
     prefer, facade_engine = ENGINES[engine]
-    source = f"<{day.spec.name} seed {day.seed}>"
+    source = f"<{day.settings.name} seed {day.seed}>"
     sim = _Simulation(day.scenario_with(prefer), source, source)
-    cluster = day.spec.cluster
-    images = ClusterImages.empty(sim.nodes, cluster.image_disk_gb, cluster.gc.policy(),
-                                 cluster.pull_gb_per_minute)
+    settings = day.settings
+    images = ClusterImages.empty(sim.nodes, settings.image_disk_gb, settings.gc,
+                                 settings.pull_gb_per_minute)
+    for node, held in day.initial_images.items():
+        if node in images.stores:
+            for image, size in held:
+                images.stores[node].use(image, size, sim.now)
     run = EngineRun(engine)
     ran: dict[str, int] = {}  # training job -> seconds run
     waiting: dict[str, int] = {}  # pending job -> sessions waited in this episode
-    step = day.session_seconds
     started = time.perf_counter()
     for spec in day.sessions:
         tick = time.perf_counter()
-        row = SessionRow(engine, spec.index, spec.name or "", (spec.index - 1) * step / 3600)
+        elapsed = day.elapsed[spec.index - 1]
+        step = elapsed - day.elapsed[spec.index - 2] if spec.index > 1 else 0
+        row = SessionRow(engine, spec.index, spec.name or "", elapsed / 3600)
         where = f"{source}: {spec.label}"
         # 1. completions
         if spec.index > 1:
@@ -257,7 +262,7 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
                                                  and event.health is Health.UNHEALTHY):
                 row.evicted_pods += before - _running_pods(sim)
         # 3. reclaim
-        if day.spec.reclaim:
+        if settings.reclaim:
             gangs, pods = _reclaim(sim, day, where)
             row.reclaimed_jobs += gangs
             row.evicted_pods += pods
@@ -284,7 +289,7 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
                     row.image_hits += 1
         row.pulls = images.ledger.pulls - pulls_before
         row.pulled_gb = images.ledger.gb - gb_before
-        row.pull_minutes = row.pulled_gb / cluster.pull_gb_per_minute
+        row.pull_minutes = row.pulled_gb / settings.pull_gb_per_minute
         # 5. image GC with the images of the pods on each node
         in_use: dict[str, set[str]] = {}
         for job in sim.jobs.values():

@@ -115,6 +115,7 @@ def _known_day() -> Day:
         SessionSpec(4, "B ends, A scales up", (step, DeleteJobEvent.model_validate(
             {"delete-job": "B"}), ScaleEvent.model_validate({"scale": "A", "tasks": 2}))),
     ]
+    day.elapsed = [0, 600, 1200, 1800]
     day.jobs = {"A": JobInfo("A", "service", "a", 10, 0, 0, DAY_START),
                 "B": JobInfo("B", "service", "b", 10, 0, 0, DAY_START)}
     return day
