@@ -113,6 +113,27 @@ def replay_one(spec: WorkloadSpec, seed: int, options: ReplayOptions, out: Path,
     return write_replay(replay, out, plots=plots, command=command)
 
 
+def replay_series(directory: Path, options: ReplayOptions, out: Path, *,
+                  interval: int, plots: bool = True, command: str | None = None,
+                  stream: TextIO | None = None, progress: bool | None = None
+                  ) -> list[dict[str, Any]]:
+    """Replay a recorded snapshot series with every engine and write the report."""
+    from benchmarks.replay.snapshots import series_day
+
+    day = series_day(directory, interval=interval)
+    bar = _progress(stream, len(day.sessions) * len(options.engines), progress)
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        bar.update(done, day.settings.name)
+
+    replay = replay_day(day, options, tick)
+    bar.close()
+    return write_replay(replay, out, plots=plots, command=command)
+
+
 def _seed_task(spec: WorkloadSpec, seed: int, engine: str, options: ReplayOptions
                ) -> dict[str, Any]:
     """One Dask task: one seed's day with one engine, as a ``summary.csv`` row."""

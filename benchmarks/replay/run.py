@@ -227,6 +227,11 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
         if node in images.stores:
             for image, size in held:
                 images.stores[node].use(image, size, sim.now)
+    for job in sim.jobs.values():  # pods running at the start have their image (no pull)
+        info = day.jobs.get(job.name)
+        if info is not None:
+            for node in job.placed.values():
+                images.stores[node].use(info.image, info.image_size_gb, sim.now)
     run = EngineRun(engine)
     ran: dict[str, int] = {}  # training job -> seconds run
     waiting: dict[str, int] = {}  # pending job -> sessions waited in this episode

@@ -25,6 +25,12 @@ def register(sub: Any) -> None:
     source.add_argument("--workload", metavar="SPEC.yaml", help="workload spec (see README)")
     source.add_argument("--example", metavar="NAME",
                         help="a bundled day (npu-place examples lists them)")
+    source.add_argument("--snapshots", metavar="DIR",
+                        help="a recorded day: one kubectl dump per subdirectory, in name "
+                             "order (as npu-place import reads), diffed into sessions")
+    p.add_argument("--interval", type=positive_int, default=300, metavar="S",
+                   help="--snapshots: seconds between snapshots without a 'now' file "
+                        "(default 300)")
     seeds = p.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=bounded(check_seed, int), default=0, metavar="N",
                        help="seed of the generated day (default 0)")
@@ -54,15 +60,23 @@ def register(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
+def _written(out: TextIO, title: str, rows: list[dict[str, Any]], outdir: Path,
+             plots: bool) -> int:
+    from benchmarks.replay.report import BRIEF_FIELDS, dict_table
+
+    sessions = rows[0]["sessions"] if rows else 0
+    out.write(f"{title}: {sessions} sessions\n\n{dict_table(rows, BRIEF_FIELDS)}\n\n"
+              f"wrote {outdir}/summary.csv, sessions.csv, report.md"
+              f"{', pulled-gb.png, hit-rate.png' if plots else ''}\n")
+    return EXIT_OK
+
+
 def run(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) -> int:
     """Replay and write the report; print the summary table."""
-    from benchmarks.replay.api import example_path, parse_seeds, read_spec, replay_many, replay_one
-    from benchmarks.replay.report import BRIEF_FIELDS, dict_table
+    from benchmarks.replay import api
     from benchmarks.replay.run import ReplayOptions
 
     err = err or sys.stderr
-    path = example_path(args.example) if args.example else Path(args.workload)
-    spec = read_spec(path)
     try:
         options = ReplayOptions(
             engines=tuple(e.strip() for e in args.engines.split(",") if e.strip()),
@@ -75,23 +89,29 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) -> int
         if sys.argv and sys.argv[0].endswith("npu-place") else None
     progress = False if args.no_progress else None
     outdir = Path(args.out)
+    plots = not args.no_plots
     try:
+        if args.snapshots:
+            if args.seeds is not None:
+                raise CliError("--seeds: a recorded series has no seeds; give --workload or "
+                               "--example")
+            rows = api.replay_series(Path(args.snapshots), options, outdir,
+                                     interval=args.interval, plots=plots, command=command,
+                                     stream=err, progress=progress)
+            return _written(out, f"replay {args.snapshots}", rows, outdir, plots)
+        path = api.example_path(args.example) if args.example else Path(args.workload)
+        spec = api.read_spec(path)
         if args.seeds is None:
-            rows = replay_one(spec, args.seed, options, outdir, plots=not args.no_plots,
-                              command=command, stream=err, progress=progress)
-            sessions = rows[0]["sessions"] if rows else 0
-            out.write(f"replay {spec.name}, seed {args.seed}: {sessions} sessions\n\n"
-                      f"{dict_table(rows, BRIEF_FIELDS)}\n\n")
-            out.write(f"wrote {outdir}/summary.csv, sessions.csv, report.md"
-                      f"{'' if args.no_plots else ', pulled-gb.png, hit-rate.png'}\n")
-            return EXIT_OK
+            rows = api.replay_one(spec, args.seed, options, outdir, plots=plots,
+                                  command=command, stream=err, progress=progress)
+            return _written(out, f"replay {spec.name}, seed {args.seed}", rows, outdir, plots)
         from benchmarks.sweep import dask_client, describe_client
 
-        seeds = parse_seeds(args.seeds)
+        seeds = api.parse_seeds(args.seeds)
         with dask_client(args.scheduler, args.workers) as client:
-            result = replay_many(spec, seeds, options, client, outdir, command=command,
-                                 runner=describe_client(client), stream=err,
-                                 progress=progress)
+            result = api.replay_many(spec, seeds, options, client, outdir, command=command,
+                                     runner=describe_client(client), stream=err,
+                                     progress=progress)
     except OSError as exc:
         raise CliError(f"cannot write {exc.filename}: {exc.strerror}") from None
     out.write((outdir / "report.md").read_text(encoding="utf-8"))
