@@ -299,6 +299,29 @@ def interval_rows(rows: Sequence[dict[str, Any]], engines: Sequence[str]
     return out
 
 
+#: Columns a many-seed report pairs with ``upstream`` (the same seed's day).
+PAIRED_FIELDS: tuple[str, ...] = ("pulls", "pulled-gb", "pull-minutes", "origin-hit-rate")
+
+
+def paired_rows(rows: Sequence[dict[str, Any]], engines: Sequence[str],
+                base: str = "upstream") -> list[dict[str, Any]]:
+    """Per engine: mean and 95 % interval of (engine - ``base``) over the seeds both ran."""
+    by_seed = {int(r["seed"]): r for r in rows if r["engine"] == base}
+    out = []
+    for engine in engines:
+        if engine == base:
+            continue
+        mine = [r for r in rows if r["engine"] == engine and int(r["seed"]) in by_seed]
+        row: dict[str, Any] = {"engine": f"{engine} - {base}", "seeds": len(mine)}
+        for key in PAIRED_FIELDS:
+            deltas = [_number(r.get(key)) - _number(by_seed[int(r["seed"])].get(key))
+                      for r in mine]
+            mean, low, high = mean_interval(deltas)
+            row[key] = "-" if math.isnan(mean) else f"{mean:+.4g} [{low:+.4g}, {high:+.4g}]"
+        out.append(row)
+    return out
+
+
 def render_seeds_report(spec_name: str, rows: Sequence[dict[str, Any]],
                         engines: Sequence[str], failures: Sequence[str],
                         command: str | None = None, runner: str = "") -> str:
@@ -314,6 +337,11 @@ def render_seeds_report(spec_name: str, rows: Sequence[dict[str, Any]],
               "reached an origin hit rate of 80 %.", "",
               dict_table(interval_rows(rows, engines),
                              ("engine", "seeds", *INTERVAL_FIELDS, "rfc-target-met")), ""]
+    if "upstream" in engines and len(engines) > 1:
+        lines += ["Paired with `upstream` on the same seed's day (engine minus upstream; "
+                  "negative pulls, GB and minutes are saved):", "",
+                  dict_table(paired_rows(rows, engines), ("engine", "seeds", *PAIRED_FIELDS)),
+                  ""]
     if failures:
         lines += ["## Failed seeds", ""] + [f"* {f}" for f in failures] + [""]
     lines.append("Per-seed rows are in `summary.csv`.")

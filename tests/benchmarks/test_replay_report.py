@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from benchmarks.replay.api import parse_seeds, replay_many, replay_one
-from benchmarks.replay.report import mean_interval
+from benchmarks.replay.report import mean_interval, paired_rows
 from benchmarks.replay.run import ReplayOptions
 from benchmarks.replay.spec import load_spec
 from benchmarks.sweep import INPROCESS, dask_client
@@ -136,3 +136,18 @@ def test_examples_lists_the_days() -> None:
     out = io.StringIO()
     assert main(["examples", "sharing-850"], out, io.StringIO()) == 0
     assert load_spec(yaml.safe_load(out.getvalue()), "x").name == "sharing-850"
+
+
+def test_paired_rows_hand_computed() -> None:
+    rows = [{"seed": 0, "engine": "upstream", "pulls": 10, "pulled-gb": 100.0,
+             "pull-minutes": 50.0, "origin-hit-rate": 0.5},
+            {"seed": 0, "engine": "rfc", "pulls": 7, "pulled-gb": 70.0,
+             "pull-minutes": 35.0, "origin-hit-rate": 0.9},
+            {"seed": 1, "engine": "upstream", "pulls": 12, "pulled-gb": 120.0,
+             "pull-minutes": 60.0, "origin-hit-rate": ""},
+            {"seed": 1, "engine": "rfc", "pulls": 8, "pulled-gb": 80.0,
+             "pull-minutes": 40.0, "origin-hit-rate": 0.8}]
+    (row,) = paired_rows(rows, ["upstream", "rfc"])
+    assert row["engine"] == "rfc - upstream" and row["seeds"] == 2
+    assert row["pulls"].startswith("-3.5 [-4, -3")
+    assert row["origin-hit-rate"].startswith("+0.4 [+0.4, +0.4]")  # seed 1 has no rate
