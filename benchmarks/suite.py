@@ -45,6 +45,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
+from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -472,11 +473,9 @@ def machine_description() -> str:
     with (contextlib.suppress(OSError, ValueError, IndexError),
           open("/proc/meminfo", encoding="ascii") as handle):
         mem = f", {int(handle.readline().split()[1]) / 1024 / 1024:.0f} GiB RAM"
-    try:
-        import ortools
-
-        tools = f", OR-Tools {getattr(ortools, '__version__', '?')}"
-    except ImportError:  # pragma: no cover
+    try:  # the installed version, read without importing OR-Tools
+        tools = f", OR-Tools {metadata.version('ortools')}"
+    except metadata.PackageNotFoundError:  # pragma: no cover
         tools = ""
     return (f"{cpu}, {os.cpu_count()} cores{mem}, Python {platform.python_version()}{tools}, "
             f"{platform.system()} {platform.release()}")

@@ -46,7 +46,7 @@ from benchmarks.generators import cluster_nodes
 from benchmarks.replay.images import GcPolicy
 from benchmarks.replay.spec import Pool, Training, WorkloadSpec, default_pod_nodes
 from models.scenario import Scenario
-from solver.simulate import (
+from solver.simulate.events import (
     AdvanceEvent,
     EvictEvent,
     NodeEvent,

@@ -15,7 +15,7 @@ node keeps).  Per session, for each engine:
    pending again).  Free NPUs are counted cluster-wide, so a reclaim can still leave a
    replica pending when the free chips are scattered.
 4. **The session**: the simulator's cache lifecycle and the engine place every pending
-   job (:meth:`solver.simulate._Simulation.run_session`).
+   job (:func:`solver.simulate.session.run_session`).
 5. **Images**: each placed rank uses its job's image on its node; a node without it
    pulls (:mod:`benchmarks.replay.images`); then the nodes' image GC runs, keeping the
    images of the pods on each node.
@@ -43,14 +43,15 @@ from typing import Any
 from benchmarks.replay.generate import Day
 from benchmarks.replay.images import ClusterImages
 from models.scenario import Health
-from solver.simulate import (
+from solver.simulate.cluster import SimulatedCluster
+from solver.simulate.events import (
     DeleteJobEvent,
     EvictEvent,
     NodeEvent,
     ScaleEvent,
     SessionSpec,
-    _Simulation,
 )
+from solver.simulate.session import run_session
 
 #: Engine name -> (prefer-previous-node, facade engine).
 ENGINES: dict[str, tuple[bool, str]] = {
@@ -157,11 +158,11 @@ class Replay:
     runs: list[EngineRun]
 
 
-def _running_pods(sim: _Simulation) -> int:
+def _running_pods(sim: SimulatedCluster) -> int:
     return sum(len(job.placed) for job in sim.jobs.values())
 
 
-def fragmentation(sim: _Simulation) -> float:
+def fragmentation(sim: SimulatedCluster) -> float:
     """Share of the free NPUs of healthy nodes that sit on partly used nodes.
 
     A whole-node gang rank cannot use them; 0 when no chip is free.
@@ -177,7 +178,7 @@ def fragmentation(sim: _Simulation) -> float:
     return stranded / free_total if free_total else 0.0
 
 
-def _reclaim(sim: _Simulation, day: Day, where: str) -> tuple[int, int]:
+def _reclaim(sim: SimulatedCluster, day: Day, where: str) -> tuple[int, int]:
     """Evict training gangs while pending inference needs more NPUs than are free.
 
     Returns ``(gangs evicted, pods released)``.
@@ -219,7 +220,7 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
     """Replay ``day`` with one engine."""
     prefer, facade_engine = ENGINES[engine]
     source = f"<{day.settings.name} seed {day.seed}>"
-    sim = _Simulation(day.scenario_with(prefer), source, source)
+    sim = SimulatedCluster(day.scenario_with(prefer), source, source)
     settings = day.settings
     images = ClusterImages.empty(sim.nodes, settings.image_disk_gb, settings.gc,
                                  settings.pull_gb_per_minute)
@@ -272,9 +273,9 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
             row.reclaimed_jobs += gangs
             row.evicted_pods += pods
         # 4. the session
-        report = sim.run_session(SessionSpec(spec.index, spec.name, ()), facade_engine,
-                                 options.time_limit, 1, options.solver_seed,
-                                 options.deterministic_time)
+        report = run_session(sim, SessionSpec(spec.index, spec.name, ()), facade_engine,
+                             options.time_limit, 1, options.solver_seed,
+                             options.deterministic_time)
         row.answer = report.engine
         gb_before, pulls_before = images.ledger.gb, images.ledger.pulls
         for result in report.jobs:

@@ -48,7 +48,7 @@ from models.kube.jobs import GROUP_ANNOTATION, parse_time
 from models.kube.source import read_dumps
 from models.scenario import Job, Scenario
 from models.validation import running_spec
-from solver.simulate import (
+from solver.simulate.events import (
     AdvanceEvent,
     DeleteJobEvent,
     EvictEvent,

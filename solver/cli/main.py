@@ -27,6 +27,7 @@ from solver.cli import (
     kube_import,
     plan,
     replay,
+    schema,
     serve,
     simulate,
     sweep,
@@ -36,7 +37,7 @@ from solver.doors import EXIT_FAILED, EXIT_INVALID, CliError
 
 #: The subcommands in the order ``--help`` lists them.
 COMMANDS = (validate, plan, compare, simulate, replay, bench, kube_import, sweep, serve,
-            examples)
+            examples, schema)
 
 
 def build_parser() -> argparse.ArgumentParser:

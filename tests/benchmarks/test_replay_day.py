@@ -10,7 +10,13 @@ from benchmarks.replay.generate import DAY_START, Day, JobInfo, generate_day, re
 from benchmarks.replay.run import ReplayOptions, replay_engine
 from benchmarks.replay.spec import WorkloadSpec, load_spec
 from models.errors import InputError
-from solver.simulate import AdvanceEvent, DeleteJobEvent, ScaleEvent, SessionSpec, SubmitEvent
+from solver.simulate.events import (
+    AdvanceEvent,
+    DeleteJobEvent,
+    ScaleEvent,
+    SessionSpec,
+    SubmitEvent,
+)
 from tests.replay_specs import short_spec
 
 # --------------------------------------------------------------------------- spec
