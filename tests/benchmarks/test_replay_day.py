@@ -9,6 +9,7 @@ import pytest
 from benchmarks.replay.generate import DAY_START, Day, JobInfo, generate_day, replicas_at
 from benchmarks.replay.run import ReplayOptions, replay_engine
 from benchmarks.replay.spec import WorkloadSpec, load_spec
+from models.compiled import compile_scenario
 from models.errors import InputError
 from solver.simulate.events import (
     AdvanceEvent,
@@ -166,3 +167,23 @@ def test_spec_model_is_frozen() -> None:
     assert isinstance(spec, WorkloadSpec)
     with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen error
         spec.hours = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("family", "nodes", "gangs"), [
+    ("a3", 48, [1, 2, 4, 8, 16, 32]), ("850", 32, [1, 2, 4, 8]),
+    ("950", 64, [1, 2, 4, 8, 16, 32, 64]), ("multilevel", 64, [1, 2, 4, 8, 16]),
+    ("ordinary", 8, [1, 2, 4, 8])])
+def test_generated_gangs_are_valid_jobs_of_every_family(family: str, nodes: int,
+                                                        gangs: list[int]) -> None:
+    spec = load_spec({
+        "name": f"gangs-{family}", "hours": 1,
+        "cluster": {"pools": [{"name": "p", "family": family, "nodes": nodes}]},
+        "images": [{"name": "img", "size-gb": 20}],
+        "training": [{"name": "t", "pool": "p", "images": ["img"], "initial": 3 * len(gangs),
+                      "gang-nodes": {g: 1.0 for g in gangs}}]}, "gangs.yaml")
+    day = generate_day(spec, 0)
+    jobs = [e.job for e in day.sessions[0].events if isinstance(e, SubmitEvent)]
+    assert {job.tasks for job in jobs} <= set(gangs) and len(jobs) == 3 * len(gangs)
+    scenario = day.scenario.model_copy(update={"jobs": jobs})
+    problem = compile_scenario(scenario, "gangs")  # raises InputError on an invalid job
+    assert len(problem.jobs) == len(jobs)
