@@ -124,3 +124,15 @@ def test_cli_snapshots(tmp_path: Path) -> None:
     assert code == 0, err.getvalue()
     assert "| rfc |" in out.getvalue()
     assert (tmp_path / "out" / "sessions.csv").read_text().count("\n") == 1 + 2 * 3
+
+
+def test_cli_snapshots_refuses_seeds_and_bad_series(tmp_path: Path) -> None:
+    root = _series(tmp_path / "series")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["replay", "--snapshots", str(root), "--seeds", "0-3", "--out",
+                 str(tmp_path / "o")], out, err) == 2
+    assert "--seeds: a recorded series has no seeds" in err.getvalue()
+    err = io.StringIO()
+    assert main(["replay", "--snapshots", str(tmp_path / "none"), "--out",
+                 str(tmp_path / "o")], out, err) == 2
+    assert "not a directory" in err.getvalue() and "Traceback" not in err.getvalue()
