@@ -552,8 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=_in_range(int, 1, MAX_WORKERS), default=1, metavar="N",
                    help=f"solver worker processes: requests solved at once, 1 to {MAX_WORKERS} "
                         "(default 1)")
-    p.add_argument("--queue", type=_in_range(int, 0, 1024), default=2, metavar="N",
-                   help="solves that may wait for a worker before 503, 0 to 1024 (default 2)")
+    p.add_argument("--queue", type=_in_range(int, 0, 1024), default=8, metavar="N",
+                   help="solves that may wait for a worker before 503, 0 to 1024 (default 8)")
     p.add_argument("--max-body-mb", type=_in_range(float, 0.001, 1024), default=64.0,
                    metavar="M", dest="max_body_mb",
                    help="largest request body in MB, at most 1024 (default 64)")

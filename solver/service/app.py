@@ -65,7 +65,10 @@ class ServiceConfig:
         Solver worker processes (requests solved at once).
     queue
         Solves that may wait for a worker; beyond ``workers + queue`` in flight the
-        service answers 503 with ``Retry-After``.
+        service answers 503 with ``Retry-After``.  Within that bound, admission is by
+        time: a plan is refused at once when its worker is expected (from measured solve
+        times) to be busy past its deadline, and withdrawn with a 503 before its
+        deadline when it could not start in time.
     max_body_mb
         Largest request body accepted (413 above it).
     default_time_limit
@@ -89,7 +92,7 @@ class ServiceConfig:
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 1
-    queue: int = 2
+    queue: int = 8
     max_body_mb: float = 64.0
     default_time_limit: float = 1.0
     max_time_limit: float = 300.0
@@ -258,8 +261,9 @@ class PlanningService:
                                              deterministic_time=deterministic_time,
                                              hurry=self._drain_event)
         except Saturated as exc:
-            self.metrics.rejected.labels("saturated").inc()
-            raise BadRequest(503, "saturated", ["too many requests in flight; retry later"],
+            self.metrics.rejected.labels(exc.reason).inc()
+            error = "shutting down" if exc.reason == "draining" else "saturated"
+            raise BadRequest(503, error, exc.messages,
                              {"Retry-After": str(exc.retry_after)}) from None
         except BadRequest as exc:
             if exc.status == 500:
@@ -273,6 +277,9 @@ class PlanningService:
         self.metrics.deadline_slack.labels(_route(request)).observe(elapsed - limit)
         headers = {"X-Plan-Source": outcome.source, "X-Time-Limit": f"{limit:g}",
                    "X-Elapsed-Before-Send": f"{elapsed:.4f}"}
+        if outcome.queued_seconds is not None:
+            headers["X-Queue-Wait"] = f"{outcome.queued_seconds:.4f}"
+            self.metrics.queue_wait.observe(outcome.queued_seconds)
         if cluster is not None:
             record = self.runner.clusters.get(cluster)
             if record is not None:

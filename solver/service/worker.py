@@ -16,7 +16,9 @@ Requests (tuples) and answers:
 ``("patch", id, name, body)``, ``("dump", id, name)``, ``("delete", id, name)``
     Answer ``(id, "reply", value)``.
 
-Any failure answers ``(id, "error", status, error, messages)``.  Exactly one terminal
+Any failure answers ``(id, "error", status, error, messages)``.  A started worker sends
+``(0, "ready", seconds | None)``: how long its warm-up solve took (the first measured
+solve time admission uses, :mod:`solver.service.admission`).  Exactly one terminal
 answer (``final``, ``reply`` or ``error``) ends every request.
 """
 
@@ -64,14 +66,18 @@ class Worker:
         self.solve_slack = solve_slack
         self.clusters = ClusterStore(max_clusters=1 << 30)  # the serving process limits them
 
-    def warm_up(self) -> None:
-        """Exercise both engines once (imports, OR-Tools start-up)."""
+    def warm_up(self) -> float:
+        """Exercise both engines (imports, OR-Tools start-up); return the seconds of a
+        second, warm solve of the same small example (admission's first measurement)."""
         from models.compiled import compile_scenario
         from models.io import load_scenario
         from solver.cli import example_path
 
         problem = compile_scenario(load_scenario(example_path("ordinary-8npu")))
         self.solve(problem, engine="auto", time_limit=0.5)
+        started = time.monotonic()
+        self.solve(problem, engine="auto", time_limit=0.5)
+        return time.monotonic() - started
 
     def send(self, *message: Any) -> None:
         """Send one answer to the serving process."""
@@ -183,13 +189,14 @@ def worker_main(conn: Connection, solve_path: str, warmup: bool) -> None:
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICE)
     worker = Worker(conn, solve_path)
+    warmed: float | None = None
     if warmup:
         try:
-            worker.warm_up()
+            warmed = worker.warm_up()
         except Exception:  # best effort
             log.exception("warm-up failed")
     try:
-        conn.send((0, "ready"))
+        conn.send((0, "ready", warmed))
     except (BrokenPipeError, OSError):
         return
     worker.run()
