@@ -44,7 +44,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +55,7 @@ from models.compiled import compile_scenario
 from models.io import load_scenario
 from models.placement import PlacementFile
 from models.scenario import Scenario
+from solver.doors import CliError, example_path
 from solver.service.client import AsyncPlanClient, PlanClient
 
 DEFAULT_FAMILIES = ("850", "950", "a3", "multilevel", "ordinary")
@@ -429,10 +429,10 @@ async def _burst(url: str, body: bytes, requests: int, limit: float,
 
 def cmd_burst(args: argparse.Namespace) -> dict[str, Any]:
     """The ``burst`` mode: ``--requests`` plans sent at once, ``--rounds`` times."""
-    path = Path(str(resources.files("models") / "examples" / f"{args.example}.yaml"))
-    if not path.is_file():
-        raise SystemExit(f"--example: no bundled example named '{args.example}'")
-    scenario = load_scenario(path)
+    try:
+        scenario = load_scenario(example_path(args.example))
+    except CliError as exc:
+        raise SystemExit(f"--example: {exc}") from None
     body = json.dumps(scenario.to_dict()).encode()
     served = Served(args.url) if args.url else start_server(args.workers, args.queue)
     report = LoadReport(args=vars(args))
