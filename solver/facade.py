@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -159,6 +160,7 @@ def solve(
     seed: int = 0,
     weights: Weights | None = None,
     deterministic_time: float | None = None,
+    on_fallback: Callable[[Result], None] | None = None,
 ) -> Result:
     """Place every pending job of a scenario within a hard wall-clock budget.
 
@@ -186,6 +188,12 @@ def solve(
         ``workers=1`` the same input and seed give the same answer on any machine and
         under any load.  ``time_limit`` stays as a safety net; a note says if it cut the
         search (that answer is then load-dependent).
+    on_fallback
+        Called with each fallback answer (validated, with its metrics) as soon as it
+        exists: greedy's, then the origin-first construction's when it beats greedy —
+        so that a caller with a deadline of its own (the planning service) has an answer
+        before CP-SAT starts, without running greedy a second time.  It runs in the
+        calling thread, inside the budget; an exception it raises is logged and ignored.
 
     Returns
     -------
@@ -203,12 +211,21 @@ def solve(
     # no collector pauses, and no model freed, just before the deadline (cancel.quiet)
     with quiet(time_limit):
         return _solve(scenario, engine, time_limit, workers, seed, weights,
-                      deterministic_time, started)
+                      deterministic_time, started, on_fallback)
+
+
+def _publish(on_fallback: Callable[[Result], None] | None, result: Result) -> None:
+    if on_fallback is None:
+        return
+    try:
+        on_fallback(result)
+    except Exception:  # the caller's bookkeeping never breaks the solve
+        log.exception("the on_fallback callback failed; ignored")
 
 
 def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers: int,
            seed: int, weights: Weights | None, deterministic_time: float | None,
-           started: float) -> Result:
+           started: float, on_fallback: Callable[[Result], None] | None = None) -> Result:
     deadline = started + time_limit - RETURN_MARGIN_SECONDS
     problem = scenario if isinstance(scenario, Problem) else compile_scenario(scenario)
     resolved = resolve_weights(problem, weights)
@@ -224,10 +241,14 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     if greedy_done > deadline + RETURN_MARGIN_SECONDS:
         notes.append(f"greedy alone took {greedy_done - started:.3f} s, over the "
                      f"{time_limit:g} s budget")
-    if engine == "greedy":
-        return _finish(problem, greedy, resolved, engine="greedy", status=Status.GREEDY,
-                       started=started, bound=None, seed=seed, notes=notes,
-                       greedy_objective=greedy_metrics.objective, metrics=greedy_metrics)
+    if engine == "greedy" or on_fallback is not None:
+        greedy_result = _finish(problem, greedy, resolved, engine="greedy",
+                                status=Status.GREEDY, started=started, bound=None, seed=seed,
+                                notes=notes, greedy_objective=greedy_metrics.objective,
+                                metrics=greedy_metrics)
+        _publish(on_fallback, greedy_result)
+        if engine == "greedy":
+            return greedy_result
     # the fallback: the better of greedy and the origin-first construction
     best, best_metrics, best_engine = greedy, greedy_metrics, "greedy"
     origin_first_objective: int | None = None
@@ -264,6 +285,8 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
                        started=started, bound=None, notes=notes, metrics=best_metrics,
                        **common)
     finish_cost = time.perf_counter() - finish_started + check_cost
+    if best_engine != "greedy":
+        _publish(on_fallback, fallback)
     remaining = deadline - time.perf_counter() - finish_cost
     if remaining <= 0.0:
         fallback.notes.append("no time left for CP-SAT after greedy")

@@ -585,7 +585,8 @@ class WorkerPool:
             else:
                 why = "the full solve did not finish within the request's time limit"
             placement["notes"] = [*placement.get("notes", []),
-                                  f"{why}; answered with greedy's plan"]
+                                  f"{why}; answered with the fallback plan "
+                                  f"({placement.get('engine', 'greedy')})"]
             return PlanOutcome(placement, SOURCE_GREEDY, greedy_obj, greedy_obj)
         if req.error is not None:
             raise BadRequest(*req.error)

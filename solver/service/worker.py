@@ -9,9 +9,11 @@ Requests (tuples) and answers:
 
 ``("plan", id, body | None, cluster | None, engine, deadline, seed, det_time)``
     Answers ``(id, "parsed", job names)`` once the scenario is compiled (or the stored
-    cluster's snapshot taken), ``(id, "greedy", placement, info)`` as soon as greedy's
-    answer exists, then ``(id, "final", placement | None, info)`` (``None``: greedy's
-    answer stands).  ``deadline`` is a ``time.monotonic()`` value (system-wide on Linux).
+    cluster's snapshot taken), ``(id, "greedy", placement, info)`` as soon as the facade
+    publishes a fallback answer (greedy's, then origin-first's if better: the
+    ``on_fallback`` hook of :func:`solver.facade.solve`, so greedy runs once per plan),
+    then ``(id, "final", placement | None, info)`` (``None``: the fallback stands).
+    ``deadline`` is a ``time.monotonic()`` value (system-wide on Linux).
 ``("validate", id, body)``, ``("put", id, name, body, version)``,
 ``("patch", id, name, body)``, ``("dump", id, name)``, ``("delete", id, name)``
     Answer ``(id, "reply", value)``.
@@ -140,7 +142,8 @@ class Worker:
 
     def plan(self, rid: int, body: bytes | None, cluster: str | None, engine: str,
              deadline: float, seed: int, deterministic_time: float | None) -> None:
-        """Greedy first (sent at once), then the full solve in the rest of the budget."""
+        """The facade with the whole budget; its fallback answers (greedy, then
+        origin-first) are sent as soon as they exist, then its final answer."""
         solver_cache = None
         if body is not None:
             problem = parse_problem(body)
@@ -156,27 +159,34 @@ class Worker:
         if deadline <= started:
             self.send(rid, "final", None, {})
             return
-        greedy = self.solve(problem, engine="greedy", time_limit=max(0.001, deadline - started),
-                            **options)
-        greedy_seconds = time.monotonic() - started
-        self.send(rid, "greedy", greedy.placement.to_dict(), {"objective": greedy.objective})
         if engine == "greedy":
+            greedy = self.solve(problem, engine="greedy",
+                                time_limit=max(0.001, deadline - started), **options)
+            self.send(rid, "greedy", greedy.placement.to_dict(), {"objective": greedy.objective})
             self.send(rid, "final", None, {})
             return
-        remaining = deadline - time.monotonic()
-        budget = remaining - self.solve_slack - 0.05 * remaining
-        # the facade runs greedy again before CP-SAT: not worth starting without room
-        if budget <= 1.5 * greedy_seconds + 0.01:
-            self.send(rid, "final", None, {"skipped": True})
-            return
+        published: list[int] = []
+
+        def publish(fallback: Any) -> None:
+            # the facade's greedy (then origin-first) answer, sent as soon as it exists:
+            # greedy runs once per plan
+            self.send(rid, "greedy", fallback.placement.to_dict(),
+                      {"objective": fallback.objective})
+            published.append(fallback.objective)
+
+        remaining = deadline - started
+        budget = max(0.001, remaining - self.solve_slack - 0.05 * remaining)
         try:
-            result = self.solve(problem, engine=engine, time_limit=budget, **options)
+            result = self.solve(problem, engine=engine, time_limit=budget,
+                                on_fallback=publish, **options)
         except Exception as exc:
-            log.exception("solve failed after greedy")
+            if not published:
+                raise  # no answer at all: a 500 for this request
+            log.exception("solve failed after its fallback answer")
             self.send(rid, "final", None, {"error": f"{type(exc).__name__}: {exc}"})
             return
         self.send(rid, "final", result.placement.to_dict(),
-                  {"objective": result.objective, "greedy-objective": greedy.objective})
+                  {"objective": result.objective, "greedy-objective": result.greedy_objective})
 
 
 def worker_main(conn: Connection, solve_path: str, warmup: bool) -> None:
