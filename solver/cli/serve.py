@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from models.limits import MAX_WORKERS, check_time_limit
 from solver.cli.options import bounded, in_range
+from solver.doors import CliError
 
 
 def register(sub: Any) -> None:
@@ -38,6 +39,15 @@ def register(sub: Any) -> None:
                    help="replace a worker process after N requests (0: never; default 1000)")
     p.add_argument("--log-level", default="info", dest="log_level",
                    choices=("debug", "info", "warning", "error"))
+    p.add_argument("--token-file", metavar="FILE", dest="token_file",
+                   help="require 'Authorization: Bearer <token>' (the file's content) on "
+                        "every route except /healthz and /readyz")
+    p.add_argument("--ssl-certfile", metavar="FILE", dest="ssl_certfile",
+                   help="serve HTTPS with this PEM certificate (chain); needs --ssl-keyfile")
+    p.add_argument("--ssl-keyfile", metavar="FILE", dest="ssl_keyfile",
+                   help="the PEM private key of --ssl-certfile")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow a non-loopback --host without --token-file")
     p.set_defaults(run=run)
 
 
@@ -46,13 +56,21 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     import logging
 
     from solver.service.app import ServiceConfig
+    from solver.service.auth import AccessSetupError, check_exposure, check_tls, load_token
     from solver.service.server import build_server
 
+    try:
+        token = None if args.token_file is None else load_token(args.token_file)
+        check_exposure(args.host, token is not None, args.insecure)
+        check_tls(args.ssl_certfile, args.ssl_keyfile)
+    except AccessSetupError as exc:
+        raise CliError(str(exc)) from None
     config = ServiceConfig(host=args.host, port=args.port, workers=args.workers,
                            queue=args.queue, max_body_mb=args.max_body_mb,
                            default_time_limit=args.default_time_limit,
                            max_clusters=args.max_clusters,
-                           recycle_after=args.recycle_after)
+                           recycle_after=args.recycle_after, token=token,
+                           ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = build_server(config, args.log_level)

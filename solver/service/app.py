@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fastapi import FastAPI, Path, Query, Request
@@ -40,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from models.limits import LimitError, check_deterministic_time, check_seed
 from models.placement import PlacementFile
 from models.scenario import Scenario
+from solver.service.auth import BearerAuth, HiddenToken
 from solver.service.metrics import PROMETHEUS_CONTENT_TYPE, ServiceMetrics
 from solver.service.parsing import BadRequest, ValidateRequest, ValidateResponse
 from solver.service.pool import SOURCE_SOLVE, PlanOutcome, Saturated, WorkerPool
@@ -87,6 +88,11 @@ class ServiceConfig:
         ``module:function`` of the facade the workers call (tests name failing ones).
     recycle_after
         Requests a worker serves before it is replaced by a fresh one (0: never).
+    token
+        Bearer token every route except ``/healthz`` and ``/readyz`` requires
+        (:mod:`solver.service.auth`); ``None``: no access control.  Never shown in a repr.
+    ssl_certfile, ssl_keyfile
+        PEM certificate chain and private key: serve HTTPS (uvicorn's TLS).
     """
 
     host: str = "127.0.0.1"
@@ -103,6 +109,9 @@ class ServiceConfig:
     kill_grace: float = 1.0
     solve: str = DEFAULT_SOLVE
     recycle_after: int = 1000
+    token: str | None = field(default=None, repr=False)
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
 
 
 # --------------------------------------------------------------------------- bodies
@@ -343,6 +352,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                               "answering within the request's time limit.",
                   lifespan=lifespan)
     app.state.service = service
+    if config.token is not None:  # inside the timing middleware: 401s are counted too
+        app.add_middleware(BearerAuth, token=HiddenToken(config.token))
     app.add_middleware(_Timing, metrics=service.metrics)
 
     @app.exception_handler(BadRequest)

@@ -33,5 +33,6 @@ def build_server(config: ServiceConfig, log_level: str = "info") -> _Server:
     app = create_app(config)
     uv = uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level,
                         timeout_graceful_shutdown=int(config.graceful_seconds) or None,
-                        access_log=False, server_header=False)
+                        access_log=False, server_header=False,
+                        ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile)
     return _Server(uv, app.state.service)
