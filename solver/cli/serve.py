@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     from solver.service.app import ServiceConfig
     from solver.service.auth import AccessSetupError, check_exposure, check_tls, load_token
-    from solver.service.server import build_server
+    from solver.service.server import build_server, run_server
 
     try:
         token = None if args.token_file is None else load_token(args.token_file)
@@ -73,6 +73,4 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                            ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    server = build_server(config, args.log_level)
-    server.run()
-    return 0
+    return run_server(build_server(config, args.log_level))

@@ -202,7 +202,7 @@ def test_tls_and_token_on_a_real_server_and_no_token_in_its_log(tmp_path: Path) 
         with pytest.raises(httpx.HTTPError):  # plain HTTP on the TLS port: no answer
             httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        assert proc.wait(timeout=60) == 0  # an idle, drained server exits with 0
     finally:
         if proc.poll() is None:
             proc.kill()
