@@ -38,6 +38,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from models.validation import InputError
+from solver.reuse import SolveCache
 from solver.service.parsing import BadRequest, parse_delta, parse_problem, run_validate
 from solver.service.state import ClusterStore, VersionConflict
 
@@ -67,6 +68,8 @@ class Worker:
         self.solve = load_solve(solve_path)
         self.solve_slack = solve_slack
         self.clusters = ClusterStore(max_clusters=1 << 30)  # the serving process limits them
+        #: per stored cluster, what its last plan leaves for the next (solver.reuse)
+        self.solve_caches: dict[str, SolveCache] = {}
 
     def warm_up(self) -> float:
         """Exercise both engines (imports, OR-Tools start-up); return the seconds of a
@@ -117,6 +120,7 @@ class Worker:
             name, body, version = args
             problem = parse_problem(body)
             cluster, created = self.clusters.put(name, problem, version)
+            self.solve_caches.pop(name, None)  # a new body: nothing to continue from
             self.send(rid, "reply", {"info": cluster.info().model_dump(by_alias=True),
                                      "created": created})
         elif kind == "patch":
@@ -130,6 +134,7 @@ class Worker:
             self.send(rid, "reply", {"scenario": json.dumps(data).encode(),
                                      "version": cluster.snapshot.version})
         elif kind == "delete":
+            self.solve_caches.pop(args[0], None)
             self.send(rid, "reply", self.clusters.delete(args[0]))
         else:
             raise BadRequest(500, "internal error", [f"unknown worker request {kind!r}"])
@@ -153,8 +158,10 @@ class Worker:
             problem, solver_cache = snapshot.problem, snapshot.solver_cache
         self.send(rid, "parsed", [job.name for job in problem.jobs])
         options: dict[str, Any] = {"seed": seed, "deterministic_time": deterministic_time}
-        if solver_cache is not None:  # the seam for a model-reuse cache
+        if solver_cache is not None:  # the snapshot's seam, when a layer fills it
             options["cache"] = solver_cache
+        elif cluster is not None:  # the last answer of a stored cluster: next warm start
+            options["cache"] = self.solve_caches.setdefault(cluster, SolveCache())
         started = time.monotonic()
         if deadline <= started:
             self.send(rid, "final", None, {})
