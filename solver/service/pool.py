@@ -366,6 +366,7 @@ class WorkerPool:
             self.restarts += 1
         fresh = self._spawn(worker.index)
         fresh.queue = worker.queue
+        fresh.times = worker.times  # the measured solve times stay valid
         replay = []
         for record in self.clusters.values():
             if record.home == worker.index:
@@ -497,9 +498,10 @@ class WorkerPool:
         Raises
         ------
         Saturated
-            When ``workers + queue`` requests are in flight, or when the chosen worker is
-            not expected to be free before the request's own deadline (then at once,
-            with ``Retry-After`` set to the expected wait).
+            At once when ``workers + queue`` requests are in flight, or when the chosen
+            worker is expected (from measured solve times) to be busy past the request's
+            last useful start (``Retry-After``: the expected wait); before the deadline
+            (reason ``queue-timeout``) when a queued request could not start by then.
         BadRequest
             400/422 for a bad body, 404 for an unknown cluster, 500 for a crash before
             any answer existed, 503 when the deadline passed before the body was parsed.
