@@ -64,7 +64,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else EXIT_INVALID
     try:
-        code: int = args.run(args, out)
+        with contextlib.redirect_stderr(err):  # notes of the commands go to ``err`` too
+            code: int = args.run(args, out)
         return code
     except InputError as exc:
         # The listing is capped: a file with 10^6 mistakes gets N lines and a count.
