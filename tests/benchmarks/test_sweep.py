@@ -482,7 +482,7 @@ def test_baseline_coverage_counts_only_comparable_cells() -> None:
 def test_a_typo_in_an_override_path_is_refused_when_the_grid_is_loaded(
         tmp_path: Path) -> None:
     grid = _write_grid(tmp_path, {**GREEDY_GRID, "overrides": {"config.reserv-nodes": [0, 2]}})
-    code, text, err = _sweep(grid, tmp_path / "out")
+    code, _text, err = _sweep(grid, tmp_path / "out")
     assert code == 2
     assert str(grid) in err and "config.reserv-nodes" in err
     assert "did you mean 'config.reserve-nodes'?" in err
@@ -532,7 +532,7 @@ def test_ctrl_c_on_a_sweep_says_interrupted_once(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     grid = _write_grid(tmp_path, GREEDY_GRID)
     _interrupt_after(1, monkeypatch)
-    code, text, err = _sweep(grid, tmp_path / "out")
+    code, _text, err = _sweep(grid, tmp_path / "out")
     assert code == 130
     assert err.count("interrupted") == 1, err
     assert "add --resume to continue" in err
