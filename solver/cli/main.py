@@ -39,6 +39,19 @@ COMMANDS = (validate, plan, compare, simulate, bench, kube_import, sweep, serve,
             schema)
 
 
+#: The last line after input errors: what did not happen, in the command's words.
+CLOSING = {
+    "validate": "the input is not valid",
+    "plan": "nothing was placed",
+    "compare": "nothing was compared",
+    "simulate": "nothing was simulated",
+    "bench": "the suite did not run",
+    "import": "nothing was imported",
+    "sweep": "no cell was run",
+    "serve": "the service did not start",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``npu-place``."""
     parser = argparse.ArgumentParser(
@@ -74,7 +87,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         hidden = len(exc.messages) - MAX_ERRORS_SHOWN
         if hidden > 0:
             err.write(f"... and {hidden} more error(s) not shown\n")
-        err.write(f"{len(exc.messages)} input error(s); nothing was placed\n")
+        err.write(f"{len(exc.messages)} input error(s); "
+                  f"{CLOSING.get(args.command, 'nothing was done')}\n")
         return EXIT_INVALID
     except CliError as exc:
         err.write(f"error: {escape_text(str(exc), 2000)}\n")

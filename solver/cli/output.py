@@ -8,12 +8,13 @@ from typing import TextIO
 
 from models.compiled import Problem, expired_owners
 from models.objective import Metrics
+from models.placement import MetricsModel
 from solver.doors import CliError
 from solver.facade import Result
 
 
-def metrics_rows(metrics: Metrics) -> list[tuple[str, str]]:
-    """Rows of the metrics table."""
+def metrics_rows(metrics: Metrics | MetricsModel) -> list[tuple[str, str]]:
+    """Rows of the metrics table (of computed metrics or the contract's object)."""
     rate = (f"{100.0 * metrics.origin_hits / metrics.origin_candidates:.1f} %"
             if metrics.origin_candidates else "-")
     return [
