@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import os
 import sys
 import traceback
 from collections.abc import Sequence
+from importlib import metadata
 from typing import TextIO
 
 from heuristics.greedy import EngineNotAvailable
@@ -52,6 +54,14 @@ CLOSING = {
 }
 
 
+def version() -> str:
+    """The installed npu-place version."""
+    try:
+        return metadata.version("npu-place")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``npu-place``."""
     parser = argparse.ArgumentParser(
@@ -59,10 +69,42 @@ def build_parser() -> argparse.ArgumentParser:
         description="Placement engine for Ascend NPU gang jobs (greedy port + CP-SAT), "
                     "preferring each pod's previous node.",
     )
+    parser.add_argument("--version", action="version", version=f"npu-place {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(sub)
     return parser
+
+
+def unknown_options_message(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    """``unrecognized arguments: ...``, with the closest option of ``parser`` for each typo."""
+    options = [o for action in parser._actions for o in action.option_strings
+               if o.startswith("--")]
+    hints = []
+    for extra in extras:
+        if not extra.startswith("-"):
+            continue
+        name = extra.split("=", 1)[0]
+        close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+        if close:
+            hints.append(f"{name}: did you mean {close[0]}?")
+    return (f"unrecognized arguments: {' '.join(extras)}"
+            + (f" ({'; '.join(hints)})" if hints else ""))
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; an unknown option is reported by its subcommand's parser.
+
+    The subcommand's usage is shown (not the top-level one) with the closest option it
+    has ("did you mean --time-limit?").  Exits (``SystemExit``) as argparse does.
+    """
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        subparsers = next(a for a in parser._actions
+                          if isinstance(a, argparse._SubParsersAction))
+        command_parser = subparsers.choices[args.command]
+        command_parser.error(unknown_options_message(command_parser, extras))
+    return args
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
@@ -73,7 +115,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     parser = build_parser()
     try:
         with contextlib.redirect_stderr(err):  # argparse reports usage errors on stderr
-            args = parser.parse_args(argv)
+            args = parse(parser, argv)
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else EXIT_INVALID
     try:
