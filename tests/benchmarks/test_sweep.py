@@ -576,3 +576,12 @@ def test_sweep_dask_workers_is_the_local_cluster_size(tmp_path: Path) -> None:
     assert main(["sweep", str(grid), "--workers", "2", "--dask-workers", "2", "--out",
                  str(tmp_path / "o")], err=err) == 2
     assert "deprecated name" in err.getvalue()
+
+
+def test_grid_messages_show_no_python_tuples(tmp_path: Path) -> None:
+    grid = _write_grid(tmp_path, {"generate": [{"family": "999", "nodes": 64}]})
+    with pytest.raises(InputError) as info:
+        load_grid(grid)
+    message = info.value.messages[0]
+    assert "unknown family '999'; choose one of a3, 850, 950, multilevel, ordinary" in message
+    assert "(" not in message.split("choose one of")[1]
