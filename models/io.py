@@ -145,8 +145,8 @@ def _refuse_other_kind(data: Any, source: str, expected: str) -> None:
             f"{source}: this is a Kubernetes object dump (kind: "
             f"{escape_text(str(data.get('kind')), 40)}, apiVersion: "
             f"{escape_text(str(data.get('apiVersion')), 40)}), not a {expected}: convert "
-            f"nodes and pods to a scenario with `npu-place import {source} --output "
-            "scenario.yaml`"])
+            f"dumps to a scenario with `npu-place import {source} --output scenario.yaml` "
+            "(give every dump: nodes, pods, podgroups, ConfigMaps, or their folder)"])
     if kind == "scenario" and expected == "placement":
         raise InputError([
             f"{source}: this is a scenario (it has "
