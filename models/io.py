@@ -192,6 +192,10 @@ def _prune(data: dict[str, Any], errors: list[Any]) -> tuple[dict[str, Any], set
         else:
             drop_keys.add(loc[:1])
     removed_nodes: set[str] = set()
+    item_keys: dict[tuple[Any, ...], set[Any]] = {}  # (section, index) -> unknown keys
+    for loc in drop_keys:
+        if len(loc) == 3:
+            item_keys.setdefault(loc[:2], set()).add(loc[2])
     for loc in drop_keys:
         if len(loc) == 1:
             out.pop(str(loc[0]), None)
@@ -208,7 +212,7 @@ def _prune(data: dict[str, Any], errors: list[Any]) -> tuple[dict[str, Any], set
                     if section == "nodes" and isinstance(item, dict) and "name" in item:
                         removed_nodes.add(str(item["name"]))
                     continue
-                bad = {loc[2] for loc in drop_keys if loc[:2] == (section, i)}
+                bad = item_keys.get((section, i))
                 fixed.append({k: v for k, v in item.items() if k not in bad}
                              if bad and isinstance(item, dict) else item)
             out[section] = fixed
