@@ -28,6 +28,7 @@ from solver.cli import (
     examples,
     kube_import,
     plan,
+    replay,
     schema,
     serve,
     simulate,
@@ -37,8 +38,8 @@ from solver.cli import (
 from solver.doors import EXIT_FAILED, EXIT_INVALID, CliError
 
 #: The subcommands in the order ``--help`` lists them.
-COMMANDS = (validate, plan, compare, simulate, bench, kube_import, sweep, serve, examples,
-            schema)
+COMMANDS = (validate, plan, compare, simulate, replay, bench, kube_import, sweep, serve,
+            examples, schema)
 
 
 #: The last line after input errors: what did not happen, in the command's words.
@@ -47,6 +48,7 @@ CLOSING = {
     "plan": "nothing was placed",
     "compare": "nothing was compared",
     "simulate": "nothing was simulated",
+    "replay": "nothing was replayed",
     "bench": "the suite did not run",
     "import": "nothing was imported",
     "sweep": "no cell was run",
