@@ -196,7 +196,8 @@ class GenParams:
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
-            raise ValueError(f"unknown family {self.family!r}; choose one of {FAMILIES}")
+            raise ValueError(f"unknown family '{self.family}'; choose one of "
+                             f"{', '.join(FAMILIES)}")
         if self.nodes < 1:
             raise ValueError(f"nodes must be >= 1, got {self.nodes}")
         if self.jobs < 1:

@@ -110,6 +110,12 @@ def sample(values: list[int], limit: int = 10) -> str:
     return f"[{shown}, ... ({len(values) - limit} more)]"
 
 
+def _not_multiple_of_node(sp_npus: int, node_npus: int) -> str:
+    """The sp-block rejection, in plain words and as upstream's (misspelt) text."""
+    return (f"sp-block {sp_npus} is not a multiple of the node's {node_npus} NPUs (Volcano: "
+            f"\"sp-block({sp_npus}) is not mutiple of node npu ({node_npus})\")")
+
+
 def _is_power_of_two(value: int) -> bool:
     return value > 0 and value & (value - 1) == 0
 
@@ -235,11 +241,11 @@ def _check_superpod(
     if sp_npus < node_npus:
         if sp_npus != total:
             errors.append(
-                ("sp-block", f"sp-block({sp_npus}) is not mutiple of node npu ({node_npus})")
+                ("sp-block", _not_multiple_of_node(sp_npus, node_npus))
             )
         sp_block = 1
     elif sp_npus % node_npus != 0:
-        errors.append(("sp-block", f"sp-block({sp_npus}) is not mutiple of node npu ({node_npus})"))
+        errors.append(("sp-block", _not_multiple_of_node(sp_npus, node_npus)))
     else:
         sp_block = sp_npus // node_npus
     shown = 16 if is_a3 else node_npus  # upstream's A3 text always says /16
@@ -313,7 +319,7 @@ def _check_rack(
     elif sp_npus < node_npus:
         sp_block = 1
     elif sp_npus % node_npus != 0:
-        errors.append(("sp-block", f"sp-block({sp_npus}) is not mutiple of node npu ({node_npus})"))
+        errors.append(("sp-block", _not_multiple_of_node(sp_npus, node_npus)))
     else:
         sp_block = sp_npus // node_npus
     if sp_block > 0 and job.tasks % sp_block != 0:
@@ -504,7 +510,8 @@ def validate_scenario(
         labels = [lv.label for lv in levels.values()]
         dup_labels = sorted(lb for lb, c in Counter(labels).items() if c > 1)
         if dup_labels:
-            say(where, "label", f"labels {dup_labels} are used by more than one level")
+            say(where, "label", f"labels {', '.join(repr(lb) for lb in dup_labels)} are used by "
+                                "more than one level")
 
     names: set[str] = set()
     super_pod_sizes: Counter[int] = Counter()

@@ -11,13 +11,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.io import DocumentError, load_json, model_from_data, pydantic_messages
-from models.objective import evaluate
 from models.placement import JobPlacement, MetricsModel, PlacementFile, Status
 from models.scenario import Scenario
 from models.validation import InputError
+from solver.doors import validate_data
 from solver.service.state import ClusterDelta
 
 
@@ -119,21 +118,9 @@ def run_validate(body: bytes) -> ValidateResponse:
         except ValidationError as exc:
             raise BadRequest(422, "invalid placement",
                              pydantic_messages(exc, data["placement"], "placement")) from None
-    try:
-        problem = compile_scenario(model_from_data(Scenario, data["scenario"], "scenario"),
-                                   "scenario")
-    except InputError as exc:
-        return ValidateResponse(valid=False, errors=exc.messages)
-    out = ValidateResponse(valid=True, nodes=problem.num_nodes, jobs=len(problem.jobs))
-    if placement is None:
-        return out
-    violations = check(problem, placement)
-    out.violations = [ViolationModel(rule=v.rule.value, job=v.job, node=v.node,
-                                     message=v.message) for v in violations]
-    out.valid = not violations
-    if not violations:
-        out.metrics = evaluate(problem, placement).to_model()
-    return out
+    # the same check as ``npu-place validate`` (every error at once, one answer shape)
+    return ValidateResponse.model_validate(
+        validate_data(data["scenario"], "scenario", placement).to_dict())
 
 
 def empty_placement(job_names: list[str]) -> dict[str, Any]:

@@ -20,8 +20,8 @@ import yaml
 from models.io import load_placement, load_scenario
 from models.scenario import Family
 from models.validation import derive_shape
+from solver import doors
 from solver.cli import main
-from solver.cli import validate as cli_validate
 from solver.doors import DEFAULT_EXAMPLE, example_path
 from tests.models.builders import job, node, placed, scenario, scenario_examples, write
 
@@ -80,7 +80,7 @@ def test_validate_invalid_scenario(tmp_path: Path) -> None:
     assert code == 2
     assert out == ""
     lines = err.splitlines()
-    assert lines[-1] == "3 input error(s); nothing was placed"
+    assert lines[-1] == "3 input error(s); the input is not valid"
     assert f"error: {bad}: node 'n0': field 'free': free 9 must be between 0 and npus (8)" in lines
     assert any(line.startswith(f"error: {bad}: job 'a': field 'policy': unknown policy 'nope'")
                for line in lines)
@@ -124,7 +124,7 @@ def test_validate_finds_violations(ordinary_file: Path, tmp_path: Path) -> None:
     data = yaml.safe_load(out)
     assert data["valid"] is False
     assert {v["rule"] for v in data["violations"]} == {"unhealthy", "capacity"}
-    assert "metrics" not in data
+    assert data["metrics"] is None  # the service's answer shape: metrics only when valid
     assert set(data["violations"][0]) == {"rule", "job", "node", "message"}
 
 
@@ -311,7 +311,7 @@ def test_internal_error_exit_1_without_traceback(
     def broken(*_: Any) -> list[Any]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli_validate, "check", broken)
+    monkeypatch.setattr(doors, "check", broken)  # the check validate runs
     monkeypatch.delenv("NPU_PLACE_DEBUG", raising=False)
     answer = write(tmp_path / "a.json", {"jobs": [placed("a", ["n1", "n3"]),
                                                   placed("b", ["n0"])]})
