@@ -86,6 +86,6 @@ def greedy_plan(problem: Problem, state: ClusterState | None = None) -> Plan:
             plan.reasons[j] = reason
             continue
         placed_before.append(job.name)
-        state.commit(outcome.nodes, job.npu_per_task)
+        state.commit(job.placed_nodes(outcome.nodes), job.npu_per_task)
         plan.nodes[j] = outcome.nodes
     return plan
