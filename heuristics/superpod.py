@@ -255,6 +255,9 @@ class _Selection:
         self.pieces: list[tuple[list[int], list[int]]] = []
         self.unready: list[int] = []
         self.next = 0  # unready[next] is the smallest block ID still to carve
+        # Ranks that never move (running ranks of a partly running job, issue 24); their
+        # blocks are put in ``blocks`` before :meth:`run` by ``heuristics.podlevel``.
+        self.fixed: set[int] = set()
         # Origin-node preference (only with prefer-previous-node on).
         self.use_pref = bool(job.prefer_previous and (job.origin >= 0).any())
         if self.use_pref:
@@ -340,6 +343,8 @@ class _Selection:
         left = {s: len(nodes) for s, nodes in self.pods.items()}
         plan: dict[int, int] = {}
         for b in range(self.k):  # ascending block ID
+            if b in self.blocks:  # already placed (pod-level path)
+                continue
             s = self.origin_super_pod(b)
             if s >= 0 and left.get(s, 0) >= sp:
                 plan[b] = s
@@ -486,7 +491,8 @@ class _Selection:
             best, best_key = -1, (2, 0)
             for q in range(self.job.tasks):
                 nq = int(out[q])
-                if (q == r or self.pref[q] == nq or (self.fault[q] and self.origin[q] == x)
+                if (q == r or q in self.fixed or self.pref[q] == nq
+                        or (self.fault[q] and self.origin[q] == x)
                         or not (free_sp or sp_of[nq] == sp_of[x])):
                     continue
                 key = (0 if self.pref[q] == x else 1, q)

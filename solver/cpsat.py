@@ -120,6 +120,15 @@ def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = 
     hint = hint or Plan.empty(problem)
     pinned = pinned_jobs(problem, hint)
     pinned.update(fixed or {})
+    # Partly running jobs (issue 24) keep the warm start's pod-level answer as a fixed
+    # part of the batch; without one they stay unplaced (their running ranks never move).
+    for job in problem.jobs:
+        if job.partly_running and job.index not in pinned:
+            nodes = hint.nodes[job.index]
+            if nodes is None:
+                skip = skip | {job.index}
+            else:
+                pinned[job.index] = np.asarray(nodes, dtype=np.int32)
     extra = {j: [int(n) for n in nodes] for j, nodes in enumerate(hint.nodes)
              if nodes is not None and j not in pinned}
     structure = build_structure(problem, pinned, extra, keep, skip)
@@ -127,7 +136,7 @@ def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = 
     mv = create_variables(model, problem, structure)
     pinned_use = np.zeros(problem.num_nodes, dtype=np.int64)
     for j, nodes in pinned.items():
-        np.add.at(pinned_use, nodes.astype(np.int64), problem.jobs[j].npu_per_task)
+        np.add.at(pinned_use, problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)
     Constraints(model, problem, structure, mv, pinned_use).add_all()
     terms = ObjectiveBuilder(mv.reg, problem, structure, mv, weights, pinned).build()
     objective = terms.total(weights)

@@ -70,7 +70,9 @@ class ObjectiveBuilder:
         self.pinned_nodes: set[int] = set()
         # completely free nodes that pinned node-level jobs use in part (not in any cell)
         self.pinned_partial: set[int] = set()
-        for j, nodes in pinned.items():
+        # a partly running job's running ranks take no chips and host no counted node
+        self.own = {j: problem.jobs[j].placed_nodes(nodes) for j, nodes in pinned.items()}
+        for j, nodes in self.own.items():
             if problem.jobs[j].whole_node:
                 self.pinned_nodes.update(int(n) for n in nodes)
             else:
@@ -124,7 +126,7 @@ class ObjectiveBuilder:
             if problem.health[n] == SUBHEALTHY:
                 terms.subhealthy.add(var)
         hosts = set(self.pinned_nodes)
-        for j, nodes in self.pinned.items():
+        for j, nodes in self.own.items():
             if not problem.jobs[j].whole_node:
                 hosts.update(int(n) for n in nodes)
         terms.subhealthy.const += sum(1 for n in hosts if problem.health[n] == SUBHEALTHY)
@@ -158,7 +160,7 @@ class ObjectiveBuilder:
                 per_pod[int(problem.super_pod[n])].add(
                     self.reg.any_of(lits, f"sptouch[{n}]"))
             pinned_hosts: set[int] = set()
-            for j, nodes in self.pinned.items():
+            for j, nodes in self.own.items():
                 if problem.jobs[j].family is Family.SUPERPOD:
                     pinned_hosts.update(int(n) for n in nodes if whole[n])
             for n in pinned_hosts:
@@ -229,7 +231,7 @@ class ObjectiveBuilder:
                 left = Lin(const=int(problem.free[n]))
                 for j2, var in by_node[n]:
                     left.add(var, -problem.jobs[j2].npu_per_task)
-                for jp, nodes in self.pinned.items():
+                for jp, nodes in self.own.items():
                     count = int(np.sum(np.asarray(nodes) == n))
                     left.const -= problem.jobs[jp].npu_per_task * count
                 flag = reg.bool_var(f"left[{n}]")
