@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
+from benchmarks.kube_dump import DumpBuilder
+from models.check import check
+from models.kube.build import inferred_pending_sessions
 from models.kube.jobs import resolve_policy
+from models.scenario import Job, Scenario
+from models.validation import derive_shape
+from solver.facade import solve
 from tests.models.kube.helpers import NOW, cluster, errors_of, find, job_of, run
 
 
@@ -270,7 +277,7 @@ def test_npu_request_defaults_to_the_limit() -> None:
 # --------------------------------------------------------------------------- issue 24
 
 
-def _pod_level_dump() -> tuple[Any, str]:
+def _pod_level_dump() -> tuple[DumpBuilder, str]:
     """850: super pod 0 = node-0..3 + node-8, super pod 1 = node-4..7.  ``train`` (one
     block of 4) runs ranks 0, 1, 3; rank 2's node failed and its pod is pending again.
     Inference service ``svc``: ``chat`` runs on node-4, ``chat-2`` is pending."""
@@ -300,9 +307,6 @@ def test_import_of_a_partly_running_850_job_and_an_infer_service() -> None:
     assert job_of(result, "serving/chat-2-")["inferserviceid"] == "svc"
     assert job_of(result, "serving/chat-", "running")["inferserviceid"] == "svc"
     assert not any("partly running" in w or "inferserviceid" in w for w in result.warnings)
-    from models.check import check
-    from solver.facade import solve
-
     for engine in ("greedy", "cpsat"):
         answer = solve(result.scenario, engine=engine, time_limit=10, workers=1, seed=0)
         assert check(result.scenario, answer.placement) == []
@@ -315,10 +319,6 @@ def test_import_of_a_partly_running_850_job_and_an_infer_service() -> None:
 
 
 def test_pending_sessions_are_inferred_from_the_pending_set() -> None:
-    from models.kube.build import inferred_pending_sessions
-    from models.scenario import Job, Scenario
-    from models.validation import derive_shape
-
     base = Scenario.model_validate({"config": {"super-pod-size": 64, "resource-level-config": {
         "default": {"level1": {"label": "sw"}}}}})
 
