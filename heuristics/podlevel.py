@@ -81,7 +81,7 @@ from heuristics.state import ClusterState
 from heuristics.superpod import _Selection, superpod_candidates
 from models.compiled import JobView, Problem
 from models.scenario import Family
-from models.validation import UB_MEM_RACKS
+from models.validation import UB_MEM_RACKS, JobShape
 
 #: Pending sessions from which 950 repairs leave the old rack (``tpRescheduleStage``).
 TP_STAGE = 3
@@ -314,5 +314,41 @@ def _complete_block(sel: _Selector, job: JobView, b: int, sp: int, stage: int) -
     return None
 
 
-__all__ = ["JOB_STAGE", "SP_STAGE", "TP_STAGE", "place_pod_level", "pod_level", "rack_stage",
-           "with_paths"]
+def deleted_ranks(shape: JobShape, tasks: int, pending: set[int], sessions: int,
+                  pod_rescheduling: bool, process_recover: bool) -> set[int]:
+    """The ranks upstream's rescheduler has deleted after ``sessions`` pending sessions of
+    a pod-level repair (reference §4.4, ``isNormalTaskCanBeDelete``): the ``pending`` ones
+    plus the running ranks the escalation adds.
+
+    * process-recover, or neither switch: only the pending (fault) pods;
+    * ``pod-rescheduling`` from 12 sessions: every rank (job level);
+    * A3/850 from 6: every rank of a logical super pod holding a pending rank;
+    * 950 from 3: every rank of a rack window (tp-block) holding one; from 6: of a block;
+    * multilevel: the pending rank's group widened by ``sessions // 6`` levels;
+    * ordinary: only the pending pods until 12.
+    """
+    out = set(pending)
+    if process_recover or not pod_rescheduling or not pending:
+        return out
+    if sessions >= JOB_STAGE:
+        return set(range(tasks))
+    size = 0
+    if shape.family is Family.SUPERPOD and sessions >= SP_STAGE:
+        size = shape.sp_block
+    elif shape.family is Family.RACK:
+        if sessions >= SP_STAGE:
+            size = shape.sp_block
+        elif sessions >= TP_STAGE:
+            size = shape.tp_block
+    elif shape.family is Family.MULTILEVEL and sessions >= SP_STAGE and shape.levels:
+        level = min(sessions // SP_STAGE, len(shape.levels))
+        size = shape.levels[level - 1]
+    if size > 1:
+        for r in pending:
+            start = r - r % size
+            out.update(range(start, min(tasks, start + size)))
+    return out
+
+
+__all__ = ["JOB_STAGE", "SP_STAGE", "TP_STAGE", "deleted_ranks", "place_pod_level",
+           "pod_level", "rack_stage", "with_paths"]

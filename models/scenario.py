@@ -357,6 +357,10 @@ class RunningJob(_Model):
     # its ``labels`` are matched by MindIE jobs' ``pod-affinity``.
     inferserviceid: Text | None = None
     labels: dict[Text, Text] = Field(default_factory=dict, max_length=MAX_LABELS)
+    # Upstream's pod-level switches: ``simulate`` deletes only a fault pod of such a job
+    # and repairs the job around the running ones (issue 24).
+    pod_rescheduling: bool = Field(False, alias="pod-rescheduling")
+    process_recover: bool = Field(False, alias="process-recover")
 
 
 class Scenario(_Model):

@@ -651,7 +651,8 @@ def running_spec(running: RunningJob) -> tuple[Job, int]:
             "ra-block": running.ra_block, "affinity-config": running.affinity_config,
             "super-pod-affinity": running.super_pod_affinity.value,
             "ub-memory": running.ub_memory, "inferserviceid": running.inferserviceid,
-            "labels": running.labels}
+            "labels": running.labels, "pod-rescheduling": running.pod_rescheduling,
+            "process-recover": running.process_recover}
     return Job.model_validate({k: v for k, v in data.items() if v is not None}), desired
 
 
