@@ -119,11 +119,10 @@ Deviations from upstream (and why)
   (healthy and unwanted nodes first, then natural order); else it stays (a counted fault
   return).  A single-task fault job skips its cached node while any other candidate
   exists, and takes it when it is the only one.  Upstream's pending-session-staged fault
-  path (``reschedule.go``,
-  reference E23) needs rescheduler state that scenarios do not carry (pending sessions,
-  old blocks, rack-affinity flags); its same-rack replacement (``getSameRackNodes``) is
-  what window filling does for a window with a fault rank, and ``getAnotherRackNodes`` /
-  ``getRestRackId`` correspond to a window moving to the best-fit rack.
+  path (``reschedule.go``, reference E23) runs for partly running jobs
+  (``running-ranks``, ``pending-sessions``) in :mod:`heuristics.podlevel`, which fills
+  its windows with this module's ``_fill``; for a job with no running rank (job-level
+  rescheduling) nothing is preselected, as upstream.
 * ``allPreferredNodes`` counts only ranks not placed yet: the origin of a rank already
   placed elsewhere no longer holds pass 2 back.
 * The ``not found the 1 count of ra-block:%d ...`` text prints the job's ``ra-block``

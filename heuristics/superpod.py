@@ -70,9 +70,11 @@ Deviations from upstream (the first three keep every answer complete and valid):
   the column is clamped to the last column.  ``chip8-node8-sp`` returns upstream's error
   "super-pod-size is smaller than superPod's node size".  (Input validation already rejects
   such scenarios; this only guards hand-built problems.)
-* The fault-job pre-selection of §2.3.3 (``selectNodesForFaultJob``: waiting for resource
-  release, the rescheduler's own fault cache) is not modelled; ``fault-ranks`` act through
-  the RFC's rule instead (a fault pod prefers not to return, never banned): a fault rank
+* The fault-job pre-selection of §2.3.3 (``selectNodesForFaultJob``) runs for partly
+  running jobs (``running-ranks``) in :mod:`heuristics.podlevel`, which fills their blocks
+  with this module's carving; for a job with no running rank (job-level rescheduling:
+  waiting for resource release and the rescheduler's own fault cache are not modelled)
+  ``fault-ranks`` act through the RFC's rule instead (a fault pod prefers not to return, never banned): a fault rank
   is never prefilled onto its cached node, and the carving gives it another node whenever
   the block has one (swapping with another gap rank) or the pool has a spare node that no
   rank of an unplaced block prefers.  After all blocks, a fault rank still on its node
