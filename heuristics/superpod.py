@@ -74,16 +74,16 @@ Deviations from upstream (the first three keep every answer complete and valid):
   running jobs (``running-ranks``) in :mod:`heuristics.podlevel`, which fills their blocks
   with this module's carving; for a job with no running rank (job-level rescheduling:
   waiting for resource release and the rescheduler's own fault cache are not modelled)
-  ``fault-ranks`` act through the RFC's rule instead (a fault pod prefers not to return, never banned): a fault rank
-  is never prefilled onto its cached node, and the carving gives it another node whenever
-  the block has one (swapping with another gap rank) or the pool has a spare node that no
-  rank of an unplaced block prefers.  After all blocks, a fault rank still on its node
-  swaps with a rank of another block in the same super pod (any super pod when spBlock is
-  1 or the job is soft) that is not on its own cached node (**our choice:** first one whose
-  cached node it is, then the lowest rank), else moves to a candidate left unused in that
-  super pod (healthy first).  Ranks that got their origin are never moved for it: one
-  origin hit outweighs a fault return.  A single-task fault job leaves its old node out of
-  the candidates while another one exists.
+  ``fault-ranks`` act through the RFC's rule instead (a fault pod prefers not to return,
+  never banned): a fault rank is never prefilled onto its cached node, and the carving
+  gives it another node whenever the block has one (swapping with another gap rank) or the
+  pool has a spare node that no rank of an unplaced block prefers.  After all blocks, a
+  fault rank still on its node swaps with a rank of another block in the same super pod
+  (any super pod when spBlock is 1 or the job is soft) that is not on its own cached node
+  (**our choice:** first one whose cached node it is, then the lowest rank), else moves to
+  a candidate left unused in that super pod (healthy first).  Ranks that got their origin
+  are never moved for it: one origin hit outweighs a fault return.  A single-task fault
+  job leaves its old node out of the candidates while another one exists.
 * A sub-healthy origin node is not prefilled (RFC §3.1.5/§3.1.9: "preferred node
   sub-healthy → use a regular node"); inside the sub-healthy bucket the block's own
   ranks' origins come first, and a rank whose origin the block takes gets it.
