@@ -263,6 +263,10 @@ def _rack(problem: Problem, job: JobView, state: ClusterState) -> JobOutcome:
         if error is not None:
             return JobOutcome.fail(error)
         sel.done.add(b)
+        if stage < TP_STAGE:
+            # same-rack stage: a fault rank left on its old node had no other node in its
+            # rack (it chose first); the fault safety net must not move it to another rack
+            sel.fixed.update(pending)
     err = sel.run()
     if err is not None:
         return JobOutcome.fail(err)

@@ -722,7 +722,7 @@ class _Selector:
     def keep_faults_away(self) -> None:
         """Swap every fault rank still on its cached node with a rank that keeps all rules."""
         for r, a in enumerate(self.avoid):
-            if a < 0 or self.nodes[r] != a:
+            if a < 0 or self.nodes[r] != a or r in self.fixed:
                 continue
             best_q, best_key = -1, (9, 9)
             for q in range(self.tasks):

@@ -330,3 +330,13 @@ def test_multilevel_e28_escalated_group_is_rescheduled_under_the_root() -> None:
     p = _ml({"a2", "c0", "c1"}, (2, 3), sessions=6)
     assert _names(p) == ["a0", "a1", "c0", "c1"]
     _both_engines(p)
+
+
+def test_950_stage0_fault_rank_stays_in_its_rack_when_only_its_old_node_is_free() -> None:
+    # rack 0's only free node is rank 3's old node (healthy again): same-rack stage keeps
+    # it there (a counted fault return) rather than leaving the rack
+    busy = {f"r0n{i}" for i in range(8) if i != 3}
+    p = problem(scenario(_rack_nodes(busy), [_rack_job(0)], RACK_CONFIG, cache=_rack_cache()))
+    assert (_names(p) or [])[3] == "r0n3"
+    p3 = problem(scenario(_rack_nodes(busy), [_rack_job(3)], RACK_CONFIG, cache=_rack_cache()))
+    assert (_names(p3) or [])[3] == "r1n0"  # stage 3: another rack of the super pod
