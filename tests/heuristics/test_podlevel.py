@@ -340,3 +340,19 @@ def test_950_stage0_fault_rank_stays_in_its_rack_when_only_its_old_node_is_free(
     assert (_names(p) or [])[3] == "r0n3"
     p3 = problem(scenario(_rack_nodes(busy), [_rack_job(3)], RACK_CONFIG, cache=_rack_cache()))
     assert (_names(p3) or [])[3] == "r1n0"  # stage 3: another rack of the super pod
+
+
+def test_cpsat_places_an_ordinary_repair_jointly_with_the_batch() -> None:
+    # greedy places the higher-priority job first, on n2 (natural order), where the
+    # repaired rank ran; CP-SAT models the pending rank and swaps them (one more hit)
+    nodes = [pod_node("n0", free=0), pod_node("n2"), pod_node("n3")]
+    first = job("a", "chip8-node8", tasks=1, npu=8, priority=5)
+    repaired = job("o", "chip8-node8", tasks=2, npu=8, owner_uid="u", pod_rescheduling=True,
+                   running_ranks={0: "n0"})
+    p = problem(scenario(nodes, [first, repaired], cache=[entry("u", 1, "n2")]))
+    greedy = solve(p, engine="greedy", time_limit=20, workers=1, seed=0)
+    assert greedy.metrics.origin_hits == 0
+    best = solve(p, engine="cpsat", time_limit=20, workers=1, seed=0)
+    assert best.metrics.origin_hits == 1
+    assert best.placement.jobs[1].ranks == {"1": "n2"}
+    _both_engines(p)
