@@ -35,13 +35,13 @@ pending pods may go is this module's, per family:
   - ``pending-sessions < 3`` (``tpRescheduleStage``, ``getSameRackNodes``): every pending
     rank goes to a free node of the **same rack as its old node** (its cache entry; a
     window with running ranks: their rack).  No such node: upstream's "selected nodes
-    ... is invalid" (the block would be short).  CP-SAT keeps this rule as a constraint.
+    ... is invalid" (the block would be short).
   - ``3 <= pending-sessions < 6`` (``spRescheduleStage``, ``getRackId`` +
     ``getAnotherRackNodes``): a window without running ranks goes to a rack of the
     block's super pod with room: the rack of its first old node when it still has room,
     else the smallest such rack (best fit, then rack id); none: "there is no enough nodes
-    for whole rack schedule".  The super pod is a constraint (hard when the block has
-    running ranks, upstream's rule when it has none); the rack choice is objective.
+    for whole rack schedule".  The super pod is hard when the block has running ranks and
+    upstream's rule when it has none.
   - ``pending-sessions >= 6``, and jobs that are not pod-level: nothing is preselected; a
     block with running ranks is completed within the hard rules (its super pod; a window
     with running ranks in their rack, the others in the best-fit rack that holds their
@@ -51,6 +51,10 @@ pending pods may go is this module's, per family:
 
 Inference jobs (``inferserviceid``; MindIE's ``app`` + ``jobID``) that are not partly
 running go to :mod:`heuristics.inference`.
+
+CP-SAT (``solver.cpsat``) models partly running ordinary jobs (their pending ranks as an
+ordinary job) and keeps this module's answer for the other families as a fixed part of
+the batch, so the stage rules above hold for its answers too.
 
 Deviations (the RFC's rule or a valid answer over upstream's code):
 
