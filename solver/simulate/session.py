@@ -13,7 +13,8 @@ from solver.simulate.report import JobSessionResult, SessionReport, span_text
 
 
 def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_limit: float,
-                workers: int, seed: int) -> SessionReport:
+                workers: int, seed: int, deterministic_time: float | None = None
+                ) -> SessionReport:
     """Run one session on ``cluster``: its events, the cache start, the placement.
 
     The pending ranks of every job are placed with :func:`solver.facade.solve`; the
@@ -81,7 +82,7 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
     status = "-"
     if session_jobs:
         result = solve(problem, engine=engine, time_limit=time_limit, workers=workers,
-                       seed=seed)
+                       seed=seed, deterministic_time=deterministic_time)
         engine_used, status = result.engine, result.status.value
         for j, (sim, ranks, whole) in enumerate(real_ranks):
             view_job = problem.jobs[j]
