@@ -3,6 +3,12 @@
 ``check(scenario, placement)`` is the specification and the test oracle.  It reads only
 the models (the scenario, its compiled arrays and the placement file) and shares no code
 with any engine.  Every engine's answer goes through it before it is returned.
+
+A partly running job (``running-ranks``) lists only the ranks it places; its running
+ranks are fixed on their nodes and count for every structural rule of the job (blocks,
+rack windows, UB memory, multilevel groups, topotree, whole nodes not shared), while
+capacity, health and "completely free node" are checked for the placed ranks only (the
+running ranks' chips are not in ``free``).
 """
 
 from __future__ import annotations
@@ -81,7 +87,8 @@ def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violat
                 Violation(Rule.FORMAT, f"job '{job.name}' is missing from the placement", job.name)
             )
 
-    hosts: list[np.ndarray] = []  # node per rank of every well-formed placed job
+    hosts: list[np.ndarray] = []  # node per placed rank of every well-formed placed job
+    host_ranks: list[np.ndarray] = []  # the rank of each entry of ``hosts``
     owners: list[int] = []  # the job index of each entry of ``hosts``
     for jp in placement.jobs:
         j = problem.job_index.get(jp.name)
@@ -99,20 +106,20 @@ def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violat
                     )
                 )
             continue
-        rank_names = _rank_names(jp.ranks, job.tasks)
+        to_place = job.to_place
+        running = job.running if job.partly_running else None
+        rank_names = _rank_names(jp.ranks, job.tasks, running, problem.node_names)
         if rank_names is None:
-            expected = {str(r) for r in range(job.tasks)}
+            expected = {str(r) for r in range(job.tasks) if to_place[r]}
             keys = set(jp.ranks)
             lacking = sorted(expected - keys, key=int)[:5]
             extra = sorted(keys - expected)[:5]
-            out.append(
-                Violation(
-                    Rule.GANG,
-                    f"job '{job.name}' must place every rank 0..{job.tasks - 1} exactly once "
-                    f"(missing {lacking}, unexpected {extra})",
-                    job.name,
-                )
-            )
+            text = (f"job '{job.name}' must place every rank 0..{job.tasks - 1} exactly once "
+                    f"(missing {lacking}, unexpected {extra})")
+            if running is not None:
+                text = (f"job '{job.name}' must place every rank that is not running exactly "
+                        f"once, and no running rank (missing {lacking}, unexpected {extra})")
+            out.append(Violation(Rule.GANG, text, job.name))
             continue
         found = [names.get(name) for name in rank_names]
         if None in found:
@@ -127,7 +134,7 @@ def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violat
                     )
             continue
         nodes = np.asarray(found, dtype=np.int64)
-        for r in np.flatnonzero(problem.health[nodes] == UNHEALTHY).tolist():
+        for r in np.flatnonzero((problem.health[nodes] == UNHEALTHY) & to_place).tolist():
             n = int(nodes[r])
             out.append(
                 Violation(
@@ -136,26 +143,44 @@ def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violat
                     job.name, problem.node_names[n],
                 )
             )
-        hosts.append(nodes)
+        hosts.append(nodes[to_place])
+        host_ranks.append(np.flatnonzero(to_place))
         owners.append(j)
         out.extend(_check_structure(problem, job.index, nodes, rank_names, jp.blocks))
     if hosts:
-        out.extend(_check_sharing(problem, hosts, owners))
+        out.extend(_check_sharing(problem, hosts, host_ranks, owners))
     return out
 
 
-def _rank_names(ranks: dict[str, str], tasks: int) -> list[str] | None:
-    """Node name per rank ``0..tasks-1``, or ``None`` unless the keys are exactly those."""
-    if len(ranks) != tasks:
+def _rank_names(ranks: dict[str, str], tasks: int, running: np.ndarray | None,
+                node_names: tuple[str, ...]) -> list[str] | None:
+    """Node name per rank ``0..tasks-1``, or ``None`` unless the keys are exactly the
+    ranks to place (every rank, or those not in ``running``: those keep their node)."""
+    if running is None:
+        if len(ranks) != tasks:
+            return None
+        try:
+            return [ranks[str(r)] for r in range(tasks)]
+        except KeyError:
+            return None
+    if len(ranks) != int((running < 0).sum()):
         return None
-    try:
-        return [ranks[str(r)] for r in range(tasks)]
-    except KeyError:
-        return None
+    out = []
+    for r in range(tasks):
+        n = int(running[r])
+        if n >= 0:
+            out.append(node_names[n])
+        else:
+            name = ranks.get(str(r))
+            if name is None:
+                return None
+            out.append(name)
+    return out
 
 
 def _check_sharing(
-    problem: Problem, hosts: list[np.ndarray], owners: list[int]
+    problem: Problem, hosts: list[np.ndarray], host_ranks: list[np.ndarray],
+    owners: list[int],
 ) -> list[Violation]:
     """Capacity of every node, and whole-node tasks alone on theirs, over all placed jobs.
 
@@ -166,7 +191,7 @@ def _check_sharing(
     nodes = np.concatenate(hosts)
     owner = np.concatenate([np.full(len(h), j, dtype=np.int64)
                             for h, j in zip(hosts, owners, strict=True)])
-    rank = np.concatenate([np.arange(len(h)) for h in hosts])
+    rank = np.concatenate(host_ranks)
     npu = np.asarray([jobs[j].npu_per_task for j in range(len(jobs))], dtype=np.int64)[owner]
     whole = np.asarray([jobs[j].whole_node for j in range(len(jobs))], dtype=bool)[owner]
     size = problem.num_nodes
@@ -226,7 +251,8 @@ def _check_structure(
     if job.whole_node:
         npus, free = problem.npus[nodes], problem.free[nodes]
         wrong_size = npus != job.npu_per_task
-        for r in np.flatnonzero(wrong_size | (free != npus)).tolist():
+        # a running rank's chips are not in ``free``: only placed ranks need a free node
+        for r in np.flatnonzero((wrong_size | (free != npus)) & job.to_place).tolist():
             n = int(nodes[r])
             if wrong_size[r]:
                 bad(Rule.WHOLE_NODE,

@@ -364,7 +364,7 @@ def job_fragment(
 ) -> int:
     """Fragment score of placed ``job`` given the chips ``used`` per node by the batch."""
     if job.family is Family.ORDINARY:
-        hosts = np.unique(np.asarray(nodes, dtype=np.int64))
+        hosts = np.unique(job.placed_nodes(nodes))
         left = problem.free[hosts].astype(np.int64) - used[hosts]
         return int(((left > 0) & (left < problem.npus[hosts])).sum())
     left_mask = eligible_nodes(problem, job, tree) & (used == 0)
@@ -549,7 +549,11 @@ def placement_nodes(problem: Problem, placement: PlacementFile) -> dict[int, lis
         if j is None or not jp.placed:
             continue
         job = problem.jobs[j]
-        out[j] = [problem.node_index[jp.ranks[str(r)]] for r in range(job.tasks)]
+        if job.partly_running:  # running ranks stay; the placement lists the others
+            out[j] = [int(job.running[r]) if job.running[r] >= 0
+                      else problem.node_index[jp.ranks[str(r)]] for r in range(job.tasks)]
+        else:
+            out[j] = [problem.node_index[jp.ranks[str(r)]] for r in range(job.tasks)]
     return out
 
 
@@ -565,8 +569,11 @@ def evaluate(
     scenario
         The scenario or its compiled view.
     placement
-        A placement file, or a mapping job index → node index per rank.  The placement
-        should pass :func:`models.check.check`; evaluation assumes a valid placement.
+        A placement file, or a mapping job index → node index per rank (a partly
+        running job's running ranks included, on their nodes).  The placement should
+        pass :func:`models.check.check`; evaluation assumes a valid placement.  Running
+        ranks take no chips (``free`` already excludes them), host no counted node and
+        are never origin candidates.
     weights
         Objective weights (default: automatic lexicographic weights).
     """
@@ -577,7 +584,7 @@ def evaluate(
               else placement)
     used = np.zeros(problem.num_nodes, dtype=np.int64)
     for j, nodes in placed.items():
-        np.add.at(used, np.asarray(nodes, dtype=np.int64), problem.jobs[j].npu_per_task)
+        np.add.at(used, problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)
     metrics = Metrics()
     objective = 0
     hosting_any = np.zeros(problem.num_nodes, dtype=bool)
@@ -601,11 +608,12 @@ def evaluate(
         metrics.per_job_hits[job.name] = hits
         metrics.origin_hits += hits
         metrics.fault_returns += int((on_origin & job.fault).sum())
-        hosting_any[arr] = True
+        own = job.placed_nodes(arr)
+        hosting_any[own] = True
         if job.family is Family.SUPERPOD:
-            sp_hosts[arr] = True
+            sp_hosts[own] = True
         elif job.family is Family.MULTILEVEL:
-            ml_hosts[arr] = True
+            ml_hosts[own] = True
         tree = int(problem.node_tree[nodes[0]]) if job.family is Family.MULTILEVEL else None
         frag = job_fragment(problem, job, used, nodes, tree)
         metrics.per_job_fragment[job.name] = frag

@@ -45,6 +45,14 @@ DEFAULT_IMAGE_SIZE_GB = 25.0
 MAX_NODE_NPUS = 1024
 MAX_ID = 2**31 - 1
 MAX_SUPER_POD_SIZE = 100_000
+#: Largest ``pending-sessions`` accepted (upstream counts sessions in an int).
+MAX_PENDING_SESSIONS = 1_000_000
+#: Pod-level and inference keys of jobs (issue 24) and their defaults: left out of dumps
+#: when they hold the default.
+POD_LEVEL_DEFAULTS: dict[str, Any] = {
+    "running-ranks": {}, "pod-rescheduling": False, "process-recover": False,
+    "pending-sessions": 0, "pod-affinity": {}, "labels": {},
+}
 #: Label naming a node's multilevel topology tree.
 TOPOTREE_LABEL = "huawei.com/topotree"
 #: Tree name used when a node carries no ``huawei.com/topotree`` label.
@@ -303,6 +311,25 @@ class Job(_Model):
                                    max_length=MAX_TASKS)
     image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0,
                                  le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False)
+    # Pod-level rescheduling (issue 24): ranks of this job still running, which stay on
+    # their nodes (their chips are not in the nodes' ``free``); the other ranks are placed
+    # around them.  Upstream's job labels ``pod-rescheduling=on`` and
+    # ``process-recover-enable=on`` and the rescheduler's ``PendingSessionNum``.
+    running_ranks: dict[RankNumber, Name] = Field(default_factory=dict, alias="running-ranks",
+                                                  max_length=MAX_TASKS)
+    pod_rescheduling: bool = Field(False, alias="pod-rescheduling")
+    process_recover: bool = Field(False, alias="process-recover")
+    pending_sessions: int = Field(0, alias="pending-sessions", ge=0, le=MAX_PENDING_SESSIONS)
+    # Inference paths: upstream's job label ``inferserviceid`` (A3, 850 and 950), and
+    # MindIE's labels ``app`` and ``jobID`` with the ``matchLabels`` of the first preferred
+    # pod-affinity term (A3 only).  ``labels`` are the job's own labels, matched by other
+    # jobs' ``pod-affinity``.
+    inferserviceid: Text | None = None
+    app: Text | None = None
+    job_id: Text | None = Field(None, alias="jobID")
+    pod_affinity: dict[Text, Text] = Field(default_factory=dict, alias="pod-affinity",
+                                           max_length=MAX_LABELS)
+    labels: dict[Text, Text] = Field(default_factory=dict, max_length=MAX_LABELS)
 
 
 class RunningJob(_Model):
@@ -325,6 +352,15 @@ class RunningJob(_Model):
     affinity_config: Text | None = Field(None, alias="affinity-config")
     super_pod_affinity: AffinityLabel = Field(SuperPodAffinity.HARD, alias="super-pod-affinity")
     ub_memory: bool = Field(False, alias="ub-memory")
+    # Read by the inference paths of pending jobs (issue 24): a running job of the same
+    # ``inferserviceid`` draws its service's next instances to its super pods / racks, and
+    # its ``labels`` are matched by MindIE jobs' ``pod-affinity``.
+    inferserviceid: Text | None = None
+    labels: dict[Text, Text] = Field(default_factory=dict, max_length=MAX_LABELS)
+    # Upstream's pod-level switches: ``simulate`` deletes only a fault pod of such a job
+    # and repairs the job around the running ones (issue 24).
+    pod_rescheduling: bool = Field(False, alias="pod-rescheduling")
+    process_recover: bool = Field(False, alias="process-recover")
 
 
 class Scenario(_Model):
@@ -340,5 +376,15 @@ class Scenario(_Model):
     running: list[RunningJob] = Field(default_factory=list, max_length=MAX_RUNNING_JOBS)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the scenario with the contract's key names, for YAML/JSON output."""
-        return self.model_dump(by_alias=True, mode="json", exclude_none=True)
+        """Return the scenario with the contract's key names, for YAML/JSON output.
+
+        The pod-level and inference fields (issue 24) are written only when set, so that
+        a scenario without them dumps as before.
+        """
+        data = self.model_dump(by_alias=True, mode="json", exclude_none=True)
+        for section in ("jobs", "running"):
+            for item in data.get(section, []):
+                for key, default in POD_LEVEL_DEFAULTS.items():
+                    if key in item and item[key] == default:
+                        del item[key]
+        return data

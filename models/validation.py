@@ -102,7 +102,7 @@ def parse_affinity_config(text: str | None) -> tuple[tuple[int, ...] | None, lis
     return (None, errors) if errors else (levels, [])
 
 
-def sample(values: list[int], limit: int = 10) -> str:
+def sample(values: list[int] | list[str], limit: int = 10) -> str:
     """``[a, b, c]``, or the first ``limit`` values and how many more."""
     if len(values) <= limit:
         return str(list(values))
@@ -156,6 +156,8 @@ def derive_shape(job: Job, scenario: Scenario) -> tuple[JobShape | None, list[tu
     if dup:
         errors.append(("fault-ranks", f"fault ranks {sample(sorted(dup))} are listed more than "
                                       "once"))
+
+    errors.extend(_check_pod_level(job, family, policy))
 
     if family is not Family.RACK:
         if job.ra_block is not None:
@@ -220,6 +222,38 @@ def derive_shape(job: Job, scenario: Scenario) -> tuple[JobShape | None, list[tu
         ),
         [],
     )
+
+
+def _check_pod_level(job: Job, family: Family, policy: Policy) -> list[tuple[str, str]]:
+    """Rules of ``running-ranks`` and of the inference fields (issue 24).
+
+    Node names and capacity are checked with the other jobs' chips in
+    :func:`validate_scenario`; the layout of the running ranks (one super pod per block,
+    one rack per window, ...) is the engines' to judge: a job whose running ranks break
+    its own hard constraints cannot be placed, and says why.
+    """
+    errors: list[tuple[str, str]] = []
+    running = job.running_ranks
+    outside = sorted(r for r in running if r >= job.tasks)
+    if outside:
+        errors.append(("running-ranks", f"running ranks {sample(outside)} do not exist (ranks "
+                                        f"are 0..{job.tasks - 1})"))
+    both = sorted(set(running) & set(job.fault_ranks))
+    if both:
+        errors.append(("running-ranks",
+                       f"ranks {sample(both)} are both running and fault ranks (a fault rank's "
+                       "pod was deleted: it is pending, not running)"))
+    if running and not outside and len(running) >= job.tasks:
+        errors.append(("running-ranks", f"all {job.tasks} ranks are running: nothing to place "
+                                        "(list the job under 'running')"))
+    if job.inferserviceid is not None and family not in (Family.SUPERPOD, Family.RACK):
+        errors.append(("inferserviceid", "inferserviceid is only used by super-pod and "
+                                         "chip8-node8-ra64-sp jobs"))
+    mindie = job.app is not None or job.job_id is not None or bool(job.pod_affinity)
+    if mindie and policy not in A3_SUPERPOD_POLICIES:
+        errors.append(("app", "app, jobID and pod-affinity (the MindIE path) are only used by "
+                              "A3 super-pod jobs (chip2-node16-sp, chip2-node8-sp)"))
+    return errors
 
 
 def _check_superpod(
@@ -547,6 +581,7 @@ def validate_scenario(
         seen_keys.add(cache_key)
 
     shapes: dict[str, JobShape] = {}
+    used: Counter[str] = Counter()  # chips of running ranks (running jobs, running-ranks)
     job_names: set[str] = set()
     owners: dict[str, str] = {}
     for job in scenario.jobs:
@@ -567,8 +602,19 @@ def validate_scenario(
             say(where, field, text)
         if shape is not None:
             shapes[job.name] = shape
+        running_nodes: Counter[str] = Counter()
+        for rank, node_name in sorted(job.running_ranks.items()):
+            if node_name not in names:
+                say(where, f"running-ranks.{rank}", f"node '{node_name}' does not exist in nodes")
+            else:
+                used[node_name] += job.npu_per_task
+                running_nodes[node_name] += 1
+        if shape is not None and shape.whole_node:
+            shared = sorted(n for n, c in running_nodes.items() if c > 1)
+            if shared:
+                say(where, "running-ranks", f"several running ranks of a whole-node job share "
+                                            f"nodes {sample(shared)}")
     running_names: set[str] = set()
-    used: Counter[str] = Counter()
     for running in scenario.running:
         where = f"running job '{running.name}'"
         if running.name in job_names:
@@ -589,8 +635,9 @@ def validate_scenario(
     for name, chips in used.items():
         if free[name] + chips > npus[name]:
             say(f"node '{name}'", "free",
-                f"free {free[name]} plus the {chips} NPUs of running jobs exceeds npus "
-                f"{npus[name]} (free must exclude the chips running jobs use)")
+                f"free {free[name]} plus the {chips} NPUs of running jobs exceeds "
+                f"npus {npus[name]} (free must exclude the chips of running jobs and running "
+                "ranks)")
     return shapes, messages
 
 
@@ -610,7 +657,9 @@ def running_spec(running: RunningJob) -> tuple[Job, int]:
             "image-size-gb": running.image_size_gb, "sp-block": running.sp_block,
             "ra-block": running.ra_block, "affinity-config": running.affinity_config,
             "super-pod-affinity": running.super_pod_affinity.value,
-            "ub-memory": running.ub_memory}
+            "ub-memory": running.ub_memory, "inferserviceid": running.inferserviceid,
+            "labels": running.labels, "pod-rescheduling": running.pod_rescheduling,
+            "process-recover": running.process_recover}
     return Job.model_validate({k: v for k, v in data.items() if v is not None}), desired
 
 
@@ -620,7 +669,9 @@ def check_running(running: RunningJob, scenario: Scenario
 
     ``validate``, ``plan`` and ``simulate`` all use this: the job's spec must be a valid
     job (policy, sizes, blocks) unless it is parked (``tasks: 0``), its ranks must lie in
-    ``0..tasks-1``, and a super-pod, 950 or multilevel job runs all its ranks or none.
+    ``0..tasks-1``, and a super-pod, 950 or multilevel entry of ``running`` runs all its
+    ranks or none: a partly running gang of those families is written as a pending job
+    whose ``running-ranks`` hold the running ones (placed around them, never moved).
 
     Returns
     -------
@@ -639,5 +690,6 @@ def check_running(running: RunningJob, scenario: Scenario
     if (shape is not None and shape.family is not Family.ORDINARY and running.ranks
             and len(running.ranks) != desired):
         errors.append(("ranks", f"a {shape.family.value} job runs all its {desired} ranks "
-                                f"or none, but {len(running.ranks)} are running"))
+                                f"or none, but {len(running.ranks)} are running (a partly "
+                                "running gang is a pending job with 'running-ranks')"))
     return (None if errors else shape), errors

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -95,6 +95,44 @@ def pinned_jobs(problem: Problem, hint: Plan) -> dict[int, np.ndarray]:
     return out
 
 
+def ordinary_pending_view(problem: Problem) -> tuple[Problem, dict[int, np.ndarray]] | None:
+    """``problem`` with every partly running ordinary job replaced by the view of its
+    pending ranks (an ordinary job of those ranks, with their cache entries and fault
+    flags), and the pending ranks per such job; ``None`` when there is none.
+
+    Every objective term of an ordinary job depends on its placed ranks only (hits, fault
+    returns, sub-healthy hosts, partly used hosts), so a plan of the view scores exactly
+    as the full plan does.  Other partly running jobs stay as they are (pinned).
+    """
+    subs = {job.index: np.flatnonzero(job.to_place) for job in problem.jobs
+            if job.partly_running and job.family is Family.ORDINARY}
+    if not subs:
+        return None
+    jobs = tuple(
+        replace(job, tasks=len(subs[job.index]), origin=job.origin[subs[job.index]],
+                fault=job.fault[subs[job.index]], running=np.zeros(0, dtype=np.int32))
+        if job.index in subs else job for job in problem.jobs)
+    return replace(problem, jobs=jobs), subs
+
+
+def _to_view(plan: Plan, subs: dict[int, np.ndarray]) -> Plan:
+    nodes = [None if n is None else (np.asarray(n)[subs[j]] if j in subs else n)
+             for j, n in enumerate(plan.nodes)]
+    return Plan(nodes, list(plan.reasons))
+
+
+def _from_view(plan: Plan, problem: Problem, subs: dict[int, np.ndarray]) -> Plan:
+    nodes: list[np.ndarray | None] = []
+    for j, n in enumerate(plan.nodes):
+        if n is None or j not in subs:
+            nodes.append(n)
+            continue
+        full = problem.jobs[j].running.astype(np.int32).copy()
+        full[subs[j]] = np.asarray(n, dtype=np.int32)
+        nodes.append(full)
+    return Plan(nodes, list(plan.reasons))
+
+
 def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = None,
                 keep: np.ndarray | None = None, fixed: dict[int, np.ndarray] | None = None,
                 skip: frozenset[int] = frozenset()) -> BuiltModel:
@@ -120,6 +158,17 @@ def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = 
     hint = hint or Plan.empty(problem)
     pinned = pinned_jobs(problem, hint)
     pinned.update(fixed or {})
+    # Partly running super-pod / 950 / multilevel jobs (issue 24) keep the warm start's
+    # pod-level answer as a fixed part of the batch; without one they stay unplaced
+    # (their running ranks never move).  Ordinary ones are modelled through
+    # :func:`ordinary_pending_view` by solve_cpsat (here, when called directly, pinned).
+    for job in problem.jobs:
+        if job.partly_running and job.index not in pinned:
+            nodes = hint.nodes[job.index]
+            if nodes is None:
+                skip = skip | {job.index}
+            else:
+                pinned[job.index] = np.asarray(nodes, dtype=np.int32)
     extra = {j: [int(n) for n in nodes] for j, nodes in enumerate(hint.nodes)
              if nodes is not None and j not in pinned}
     structure = build_structure(problem, pinned, extra, keep, skip)
@@ -127,7 +176,7 @@ def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = 
     mv = create_variables(model, problem, structure)
     pinned_use = np.zeros(problem.num_nodes, dtype=np.int64)
     for j, nodes in pinned.items():
-        np.add.at(pinned_use, nodes.astype(np.int64), problem.jobs[j].npu_per_task)
+        np.add.at(pinned_use, problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)
     Constraints(model, problem, structure, mv, pinned_use).add_all()
     terms = ObjectiveBuilder(mv.reg, problem, structure, mv, weights, pinned).build()
     objective = terms.total(weights)
@@ -236,6 +285,20 @@ def solve_cpsat(
         The plan (``None`` when the solver found nothing in time), status, objective and
         bound as CP-SAT reports them.
     """
+    view = ordinary_pending_view(problem)
+    if view is not None:
+        # partly running ordinary jobs: the model places their pending ranks as ordinary
+        # jobs of their own (same terms, so the same objective), then the plan is mapped
+        # back with the running ranks on their nodes
+        vproblem, subs = view
+        viewed = solve_cpsat(
+            vproblem, _to_view(hint, subs), weights, time_limit=time_limit, workers=workers,
+            seed=seed, deterministic_time=deterministic_time, fix_to_hint=fix_to_hint,
+            start=None if start is None else _to_view(start, subs),
+            recover_reserve=recover_reserve, mode=mode)
+        if viewed.plan is not None:
+            viewed.plan = _from_view(viewed.plan, problem, subs)
+        return viewed
     started = time.perf_counter()
     deadline = started + time_limit
     search_end = deadline - recover_reserve

@@ -176,7 +176,10 @@ def _wanted(scenario: Scenario) -> dict[str, tuple[Job, int, dict[int, str], lis
     """Job name -> (spec, desired size, running ranks, fault ranks)."""
     out: dict[str, tuple[Job, int, dict[int, str], list[int]]] = {}
     for job in scenario.jobs:
-        out[job.name] = (job, job.tasks, {}, list(job.fault_ranks))
+        # a partly running job (the import's running-ranks) runs those ranks
+        spec = job.model_copy(update={"running_ranks": {}, "pending_sessions": 0}) \
+            if job.running_ranks else job
+        out[job.name] = (spec, job.tasks, dict(job.running_ranks), list(job.fault_ranks))
     for running in scenario.running:
         spec, desired = running_spec(running)
         out[running.name] = (spec, desired, dict(running.ranks), [])

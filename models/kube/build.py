@@ -20,7 +20,19 @@ Decisions on the reference's inferences ([I] in cluster-integration.md), in one 
 * ``rack-id``: only when the device-info record has the ``RackID`` key (≥ 0), so a missing
   key is not read as rack 0.
 * Job state: all NPU pods unbound → pending job; all bound → running job; some of each →
-  running job with its bound ranks and a warning (the contract has no partly pending gang).
+  pending job whose ``running-ranks`` are the bound ranks (pod-level rescheduling, issue
+  24; bound ranks on nodes that are not imported are left to be placed, with a warning).
+  Labels ``pod-rescheduling=on`` / ``process-recover-enable=on`` become
+  ``pod-rescheduling`` / ``process-recover``; ``inferserviceid`` is read for super-pod and
+  950 jobs (running ones too); MindIE's ``app`` and ``jobID`` become the job's ``labels``
+  (and, on A3 jobs, ``app``/``jobID`` with the first preferred pod-affinity term's
+  ``matchLabels`` as ``pod-affinity``).
+* ``pending-sessions`` (upstream's in-memory ``PendingSessionNum``) is inferred from which
+  pods are pending, as the lowest stage at which upstream's rescheduler deletes that set
+  (§4.4): a pod-level job with a fully pending logical super pod (A3/850), block (950)
+  or level1 group (multilevel) that holds a pending rank which is not a fault rank → 6;
+  a 950 job with such a rack window (tpBlock > 1) → 3; otherwise 0.  A group whose
+  pending ranks are all fault ranks shows no escalation (its pods all failed).
   A PodGroup without pods yet is a pending job of ``minMember`` tasks sized from
   ``minResources`` (warning).  NPU pods without ``scheduling.k8s.io/group-name`` are not
   Volcano jobs: their chips count as used, they are reported.  Bound pods without any rank
@@ -90,7 +102,7 @@ from models.scenario import (
     Node,
     Scenario,
 )
-from models.validation import InputError, derive_shape
+from models.validation import InputError, JobShape, derive_shape
 
 _Cache = dict[tuple[str, int], dict[str, Any]]
 #: ``volcano-system/vcjob-fault-npu-cm``: the rescheduler's fault bookkeeping.
@@ -98,6 +110,43 @@ FAULT_NPU_CM = "vcjob-fault-npu-cm"
 
 #: A reschedule record counts for fault ranks when not older than the job minus this.
 RESCHEDULE_SLACK_SECONDS = 600
+#: Job fields a running job does not carry (MindIE's own path).
+PENDING_ONLY_FIELDS = frozenset({"app", "jobID", "pod-affinity"})
+#: ``PendingSessionNum`` stages of the rescheduler (reference §4.4).
+TP_STAGE_SESSIONS = 3
+SP_STAGE_SESSIONS = 6
+
+
+def inferred_pending_sessions(job: Job, shape: JobShape) -> int:
+    """``pending-sessions`` of a partly running job from which pods are pending.
+
+    The lowest stage at which upstream's rescheduler deletes the pending set (§4.4): a
+    fully pending logical super pod / 950 block / multilevel level1 group holding a
+    pending rank that is not a fault rank means the deletion was widened at 6 sessions;
+    a fully pending 950 rack window (tpBlock > 1) the same at 3; otherwise 0.  Jobs that
+    are not pod-level (neither switch) are 0: upstream does not count their sessions.
+    """
+    if not job.pod_rescheduling or job.process_recover:
+        return 0  # process-recover deletes fault pods only; job level counts nothing
+    pending = [r not in job.running_ranks for r in range(job.tasks)]
+    faults = set(job.fault_ranks)
+
+    def widened(size: int) -> bool:
+        if size < 2:
+            return False
+        for start in range(0, job.tasks - size + 1, size):
+            group = range(start, start + size)
+            if all(pending[r] for r in group) and any(r not in faults for r in group):
+                return True
+        return False
+
+    if shape.family in (Family.SUPERPOD, Family.RACK) and widened(shape.sp_block):
+        return SP_STAGE_SESSIONS
+    if shape.family is Family.MULTILEVEL and shape.levels and widened(shape.levels[0]):
+        return SP_STAGE_SESSIONS
+    if shape.family is Family.RACK and widened(shape.tp_block):
+        return TP_STAGE_SESSIONS
+    return 0
 
 
 @dataclass
@@ -294,7 +343,7 @@ class ClusterImport:
         jobs: list[dict[str, Any]] = []
         running: list[dict[str, Any]] = []
         for spec in sorted(specs, key=lambda s: (-s.priority, s.created, s.name)):
-            if spec.bound:
+            if spec.bound and not spec.pending_pods:
                 running.append(self._running(spec, node_names, base, diag))
                 self._warn_faults(spec, health, bad_chips, diag)
             else:
@@ -409,15 +458,11 @@ class ClusterImport:
             else:
                 diag.warn(spec.obj, f"rank {rank} runs on node '{node}', which is not "
                           "imported: left out of the running job")
-        if spec.pending_pods:
-            note = ("" if spec.family is Family.ORDINARY else "; simulate refuses a partly "
-                    "running gang of this family")
-            diag.warn(spec.obj, f"partly running: {len(spec.bound)} of {spec.tasks} ranks "
-                      f"bound, {spec.pending_pods} pending; imported as a running job whose "
-                      f"unbound ranks are pending{note}")
+        # a running job keeps its service id and labels (read by the inference paths)
+        kept = {k: v for k, v in spec.fields.items() if k not in PENDING_ONLY_FIELDS}
         item: dict[str, Any] = {"name": spec.name, "policy": spec.policy,
                                 "npu-per-task": spec.npu_per_task, "tasks": spec.tasks,
-                                "ranks": ranks, "priority": spec.priority, **spec.fields}
+                                "ranks": ranks, "priority": spec.priority, **kept}
         if spec.owner:
             item["owner-uid"] = spec.owner
         job = Job.model_validate({k: v for k, v in item.items() if k not in ("ranks",)})
@@ -443,6 +488,11 @@ class ClusterImport:
                  health: dict[str, Health], now: int, base: Scenario,
                  diag: Diagnostics) -> dict[str, Any] | None:
         faults = {r for r in spec.failed_ranks if r < spec.tasks}
+        running = {r: n for r, n in sorted(spec.bound.items()) if n in health}
+        lost = sorted(r for r in spec.bound if r not in running)
+        if lost:
+            diag.warn(spec.obj, f"ranks {lost} run on nodes that are not imported: planned "
+                      "as pending ranks")
         if spec.owner is not None:
             for (owner, rank), entry in cache.items():
                 if (owner == spec.owner and rank < spec.tasks
@@ -459,10 +509,19 @@ class ClusterImport:
                                 "priority": spec.priority}
         if spec.owner:
             item["owner-uid"] = spec.owner
+        faults -= set(running)  # a running pod is not a fault pod (yet)
         if faults:
             item["fault-ranks"] = sorted(faults)
+        if running:
+            item["running-ranks"] = running
+            sick = sorted(r for r, n in running.items() if health.get(n) is Health.UNHEALTHY)
+            if sick:
+                diag.warn(spec.obj, f"running ranks {sick} sit on an unhealthy node: kept "
+                          "where they are (the rescheduler has not deleted them yet)")
         job = Job.model_validate(item)
-        _, errors = derive_shape(job, base)
+        shape, errors = derive_shape(job, base)
+        if running and shape is not None:
+            item["pending-sessions"] = inferred_pending_sessions(job, shape)
         if errors:
             diag.warn(spec.obj, "pending job that upstream's ValidNPUJob rejects, not imported ("
                       + "; ".join(f"{f}: {t}" for f, t in errors) + ")")

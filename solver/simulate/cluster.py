@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from heuristics.lifecycle import CacheLifecycle
+from heuristics.podlevel import deleted_ranks
 from models.cache import AffinityCache
 from models.compiled import expired_owners, scenario_now
 from models.limits import MAX_TIMESTAMP
@@ -42,6 +43,8 @@ class SimJob:
     desired: int
     placed: dict[int, str]
     fault: set[int]
+    # Sessions a pod-level repair has stayed pending (upstream ``PendingSessionNum``).
+    pending_sessions: int = 0
 
     @property
     def name(self) -> str:
@@ -53,6 +56,11 @@ class SimJob:
 
     def pending_ranks(self) -> list[int]:
         return [r for r in range(self.desired) if r not in self.placed]
+
+    @property
+    def pod_level(self) -> bool:
+        """Upstream's pod-level switches (``pod-rescheduling`` / ``process-recover``)."""
+        return self.spec.pod_rescheduling or self.spec.process_recover
 
 
 def job_with(spec: Job, **changes: Any) -> Job:
@@ -89,7 +97,11 @@ class SimulatedCluster:
                                                        cold_if_empty=True)
         messages: list[str] = []
         for job in scenario.jobs:
-            self.jobs[job.name] = SimJob(job, job.tasks, {}, set(job.fault_ranks))
+            # a partly running job's running ranks run in the simulated cluster
+            spec = job_with(job, **{"running-ranks": {}, "pending-sessions": 0}) \
+                if job.running_ranks else job
+            self.jobs[job.name] = SimJob(spec, job.tasks, dict(job.running_ranks),
+                                         set(job.fault_ranks), job.pending_sessions)
         used: dict[str, int] = {}
         for running in scenario.running:
             where = f"{scenario_source}: running job '{running.name}'"
@@ -200,6 +212,13 @@ class SimulatedCluster:
                 if not event.ranks:
                     return (f"evict {sim.name}: ranks {idle} are not running in this run; "
                             "nothing to evict")
+        if event.fault and sim.pod_level:
+            assert event.ranks
+            self._release(sim, sorted(event.ranks))
+            sim.fault |= set(event.ranks)
+            sim.pending_sessions = 0
+            return (f"evict {sim.name}: ranks {event.ranks} failed; pod-level rescheduling: "
+                    f"only they are deleted, {len(sim.placed)} pods keep running")
         if event.fault:
             assert event.ranks
             released = self._release(sim, sorted(sim.placed))
@@ -253,12 +272,48 @@ class SimulatedCluster:
             if event.health is Health.UNHEALTHY:
                 for sim in self.jobs.values():
                     hit = sorted(r for r, n in sim.placed.items() if n == event.node)
-                    if hit:
+                    if hit and sim.pod_level:
+                        self._release(sim, hit)
+                        sim.fault |= set(hit)
+                        sim.pending_sessions = 0
+                        parts.append(f"{sim.name}: pod-level rescheduling of fault ranks {hit}")
+                    elif hit:
                         released = self._release(sim, sorted(sim.placed))
                         sim.fault = set(hit)
                         parts.append(f"{sim.name} rescheduled (fault ranks {hit}, {released} "
                                      "pods released)")
         return f"node {event.node}: " + "; ".join(parts)
+
+    def escalate(self, sim: SimJob) -> list[int]:
+        """A pod-level repair stayed pending one more session: count it and delete the
+        running pods upstream's rescheduler adds at the new count (released, cache kept).
+        Returns the ranks deleted now."""
+        if not sim.pod_level or not sim.placed:
+            return []
+        sim.pending_sessions += 1
+        shape, _ = derive_shape(job_with(sim.spec, tasks=sim.desired,
+                                         **{"fault-ranks": []}), self.base)
+        if shape is None:
+            return []
+        wider = deleted_ranks(shape, sim.desired, set(sim.pending_ranks()),
+                              sim.pending_sessions, sim.spec.pod_rescheduling,
+                              sim.spec.process_recover)
+        now = sorted(r for r in wider if r in sim.placed)
+        self._release(sim, now)
+        return now
+
+    def session_job(self, sim: SimJob) -> Job | None:
+        """The pending job of a partly running pod-level or gang job: every rank, the
+        running ones as ``running-ranks`` (``None``: not such a job)."""
+        if not sim.placed or not sim.pending_ranks():
+            return None
+        if not sim.pod_level and self._family(sim) is Family.ORDINARY:
+            return None
+        return job_with(sim.spec, tasks=sim.desired, **{
+            "fault-ranks": sorted(r for r in sim.fault if r < sim.desired
+                                  and r not in sim.placed),
+            "running-ranks": {str(r): n for r, n in sorted(sim.placed.items())},
+            "pending-sessions": sim.pending_sessions})
 
     # ------------------------------------------------------------------ sessions
     def scenario_now(self, jobs: list[Job], entries: list[CacheEntry],
@@ -284,6 +339,10 @@ class SimulatedCluster:
                 pending.append(job_with(sim.spec, tasks=sim.desired,
                                          **{"fault-ranks": sorted(sim.fault)}))
                 continue
+            partly = self.session_job(sim)
+            if partly is not None:  # a partly running gang: pending with running ranks
+                pending.append(partly)
+                continue
             spec = sim.spec
             running.append(RunningJob.model_validate({
                 k: v for k, v in {
@@ -294,6 +353,8 @@ class SimulatedCluster:
                     "sp-block": spec.sp_block, "ra-block": spec.ra_block,
                     "affinity-config": spec.affinity_config,
                     "super-pod-affinity": spec.super_pod_affinity.value,
-                    "ub-memory": spec.ub_memory,
+                    "ub-memory": spec.ub_memory, "inferserviceid": spec.inferserviceid,
+                    "labels": spec.labels, "pod-rescheduling": spec.pod_rescheduling,
+                    "process-recover": spec.process_recover,
                 }.items() if v is not None}))
         return self.scenario_now(pending, list(self.lifecycle.to_model().entries), running)

@@ -39,13 +39,18 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
     cache_model = cluster.lifecycle.to_model()
     entries = list(cache_model.entries)
     session_jobs: list[Job] = []
-    real_ranks: list[tuple[SimJob, list[int]]] = []
+    # (job, its pending ranks, whether the session job holds every rank: running-ranks)
+    real_ranks: list[tuple[SimJob, list[int], bool]] = []
     for sim in cluster.jobs.values():  # insertion order: the scenario's, then submissions
         pending = sim.pending_ranks()
         if not pending:
             continue
         owner = sim.owner
-        if not sim.placed:
+        partly = cluster.session_job(sim)
+        if partly is not None:
+            # a partly running gang or pod-level job: repaired around its running ranks
+            job = partly
+        elif not sim.placed:
             job = job_with(sim.spec, tasks=sim.desired,
                             **{"fault-ranks": sorted(r for r in sim.fault
                                                      if r < sim.desired)})
@@ -68,7 +73,7 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
             for rank in pending:
                 cluster.lifecycle.lookup(owner, rank)
         session_jobs.append(job)
-        real_ranks.append((sim, pending))
+        real_ranks.append((sim, pending, partly is not None))
     scenario = cluster.scenario_now(session_jobs, entries)
     where = f"{cluster.events_source}: {spec.label}"
     problem = compile_scenario(scenario, where)
@@ -79,7 +84,7 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
         result = solve(problem, engine=engine, time_limit=time_limit, workers=workers,
                        seed=seed, deterministic_time=deterministic_time)
         engine_used, status = result.engine, result.status.value
-        for j, (sim, ranks) in enumerate(real_ranks):
+        for j, (sim, ranks, whole) in enumerate(real_ranks):
             view_job = problem.jobs[j]
             nodes = result.plan.nodes[j]
             res = JobSessionResult(
@@ -88,18 +93,26 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
                 achievable=achievable_hits(problem, view_job))
             if nodes is None:
                 res.reason = result.plan.reasons[j] or "not placed"
+                if whole and sim.pod_level:
+                    deleted = cluster.escalate(sim)
+                    res.reason += (f" (pending session {sim.pending_sessions} of the pod-level "
+                                   "repair" + (f"; the rescheduler now deletes ranks "
+                                               f"{span_text(deleted)} too)" if deleted else ")"))
                 results.append(res)
                 continue
+            sim.pending_sessions = 0
             gang = cluster.lifecycle.begin(sim.owner, cluster.now)
-            for local, n in enumerate(nodes.tolist()):
-                rank = ranks[local]
+            placed_nodes = nodes.tolist()
+            for local, rank in enumerate(ranks):
+                at = rank if whole else local  # the rank's position in the session job
+                n = placed_nodes[at]
                 name = problem.node_names[n]
-                origin = int(view_job.origin[local])
+                origin = int(view_job.origin[at])
                 if origin < 0:
                     res.new += 1
                 elif origin != n:
                     res.moved += 1
-                elif view_job.fault[local]:
+                elif view_job.fault[at]:
                     res.fault_returns += 1
                 else:
                     res.hits += 1
