@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     from solver.service.app import ServiceConfig
     from solver.service.auth import AccessSetupError, check_exposure, check_tls, load_token
-    from solver.service.server import build_server, run_server
+    from solver.service.server import build_server, listen_socket, run_server
 
     try:
         token = None if args.token_file is None else load_token(args.token_file)
@@ -65,6 +65,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         check_tls(args.ssl_certfile, args.ssl_keyfile)
     except AccessSetupError as exc:
         raise CliError(str(exc)) from None
+    try:
+        sock = listen_socket(args.host, args.port)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise CliError(f"--host/--port: cannot listen on {args.host}:{args.port}: "
+                       f"{reason}") from None
     config = ServiceConfig(host=args.host, port=args.port, workers=args.workers,
                            queue=args.queue, max_body_mb=args.max_body_mb,
                            default_time_limit=args.default_time_limit,
@@ -73,4 +79,4 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                            ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return run_server(build_server(config, args.log_level))
+    return run_server(build_server(config, args.log_level), sock)

@@ -11,6 +11,7 @@ SIGTERM the process exits with status 0 (:func:`run_server`).
 from __future__ import annotations
 
 import signal
+import socket
 from types import FrameType
 
 import uvicorn
@@ -44,7 +45,33 @@ def _drained(sig: int, frame: FrameType | None) -> None:
     """SIGTERM after the drain: nothing left to do (the process then exits with 0)."""
 
 
-def run_server(server: _Server) -> int:
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (``port`` 0: any free one).
+
+    Bound before uvicorn starts, so that a port in use or an address this machine does
+    not have is the command line's clear error (exit 2) instead of uvicorn's log line and
+    exit 3, and the socket uvicorn serves is the one that was checked.
+
+    Raises
+    ------
+    OSError
+        When the address cannot be resolved or bound.
+    """
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_server(server: _Server, sock: socket.socket | None = None) -> int:
     """Serve until SIGTERM (or SIGINT); return exit status 0 after a graceful drain.
 
     uvicorn re-raises a captured signal once it has shut down, with the handler that was
@@ -55,7 +82,7 @@ def run_server(server: _Server) -> int:
     """
     previous = signal.signal(signal.SIGTERM, _drained)
     try:
-        server.run()
+        server.run(sockets=None if sock is None else [sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0
