@@ -349,8 +349,14 @@ def solve_cpsat(
         # CP-SAT's loading and presolve check for a stop only between steps, which can
         # take longer than the margin on large models or a busy machine
         frame = sys._current_frames().get(thread.ident or -1)
-        where = "".join(traceback.format_stack(frame)[-3:]) if frame is not None else "?"
-        log.warning("the CP-SAT worker did not stop at its deadline; abandoned at\n%s", where)
+        stack = traceback.extract_stack(frame) if frame is not None else []
+        # the innermost frame that is not the thread machinery's own waiting
+        own = [f for f in stack if not f.filename.endswith("threading.py")] or stack
+        last = f"{own[-1].name} ({own[-1].filename}:{own[-1].lineno})" if own else "?"
+        # one line for the operator; the stack only for --log-level debug
+        log.warning("the CP-SAT worker did not stop at its deadline; abandoned in %s", last)
+        log.debug("where the abandoned CP-SAT worker was:\n%s",
+                  "".join(traceback.format_list(stack[-3:])))
         note = ("CP-SAT did not stop within its budget (it was loading or presolving a "
                 "model); the call returned without waiting, and the search ends on its own")
         published = box.get("published")
