@@ -126,7 +126,7 @@ def _finish(
 def validated(problem: Problem, plan: Plan, engine: str) -> Plan:
     """Run the independent validator on ``plan``; raise :class:`InvalidAnswer` if broken."""
     placement = to_placement(problem, plan, engine=engine, status=Status.GREEDY)
-    violations = check(problem, placement)
+    violations = check(problem, placement, include_vnpu=False)
     if violations:
         raise InvalidAnswer(engine, violations)
     return plan
