@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from models.placement import JobPlacement
 from models.scenario import VnpuDvpp, VnpuJob, VnpuLevel, VnpuNode
 
 if TYPE_CHECKING:
@@ -549,3 +550,70 @@ def achievable_vnpu_hits(view: VnpuProblem, job: VJob) -> int:
         if v is not None and view.nodes[v].usable and view.request(job.index, v) is not None:
             count += 1
     return count
+
+
+# --------------------------------------------------------------------------- engine answers
+
+
+@dataclass
+class VnpuPlan:
+    """An engine's answer for the vNPU jobs: per job either its ranks or a reason.
+
+    ``nodes[j]`` is the problem node index per rank (None: not placed), ``chips[j]`` the
+    chip IDs per rank, ``downgraded[j]`` the ranks given the 310P AI-CPU downgrade.
+    """
+
+    nodes: list[list[int] | None]
+    chips: list[list[tuple[int, ...]]]
+    downgraded: list[list[int]]
+    reasons: list[str | None]
+
+    @classmethod
+    def empty(cls, view: VnpuProblem) -> VnpuPlan:
+        """No vNPU job placed."""
+        count = len(view.jobs)
+        return cls([None] * count, [[] for _ in range(count)], [[] for _ in range(count)],
+                   [None] * count)
+
+    def as_mapping(self) -> dict[int, list[int]]:
+        """vNPU job index → node index per rank, placed jobs only."""
+        return {j: list(nodes) for j, nodes in enumerate(self.nodes) if nodes is not None}
+
+
+def vnpu_job_placements(problem: Problem, plan: VnpuPlan,
+                        hits: dict[str, int] | None = None,
+                        candidates: dict[str, int] | None = None) -> list[JobPlacement]:
+    """The contract's job entries of a :class:`VnpuPlan`."""
+    view = compile_vnpu(problem)
+    out = []
+    for job in view.jobs:
+        nodes = plan.nodes[job.index]
+        cand = int((candidates or {}).get(job.name, 0))
+        if nodes is None:
+            out.append(JobPlacement.model_construct(
+                name=job.name, placed=False, reason=plan.reasons[job.index] or "not placed",
+                origin_candidates=cand))
+            continue
+        out.append(JobPlacement.model_construct(
+            name=job.name, placed=True,
+            ranks={str(r): problem.node_names[n] for r, n in enumerate(nodes)},
+            chips={str(r): list(c) for r, c in enumerate(plan.chips[job.index])},
+            downgraded=[str(r) for r in plan.downgraded[job.index]],
+            origin_hits=int((hits or {}).get(job.name, 0)), origin_candidates=cand))
+    return out
+
+
+def vnpu_objective(problem: Problem, plan: VnpuPlan, placed_weight: tuple[int, ...],
+                   hit_weight: int, subhealthy_weight: int) -> int:
+    """The vNPU part of :func:`models.objective.evaluate`'s objective (vNPU nodes serve no
+    other job, so the whole objective is the other jobs' part plus this)."""
+    view = compile_vnpu(problem)
+    total = 0
+    used: set[int] = set()
+    for j, nodes in plan.as_mapping().items():
+        total += placed_weight[j]
+        origin = view.jobs[j].origin
+        total += hit_weight * sum(1 for r, n in enumerate(nodes) if n == origin[r])
+        used.update(nodes)
+    total -= subhealthy_weight * sum(1 for n in used if problem.health_list[n] == 1)
+    return total
