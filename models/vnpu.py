@@ -98,7 +98,7 @@ def compile_vnpu(problem: Problem) -> VnpuProblem:
         assert geometry is not None  # validated
         cores, cpus = geometry
         nodes.append(VNode(node=n, name=node.name, kind=spec.chip_kind, cores=cores,
-                           cpus=cpus, chips=_chips(spec, node.npus, cores, cpus),
+                           cpus=cpus, chips=chip_states(spec, node.npus, cores, cpus),
                            unfinished=frozenset(spec.unfinished_templates),
                            usable=node.health.value != "unhealthy"))
     jobs = []
@@ -117,7 +117,7 @@ def compile_vnpu(problem: Problem) -> VnpuProblem:
     return view
 
 
-def _chips(spec: VnpuNode, npus: int, cores: int, cpus: int) -> tuple[VChip, ...]:
+def chip_states(spec: VnpuNode, npus: int, cores: int, cpus: int) -> tuple[VChip, ...]:
     if spec.chips is None:
         return tuple(VChip(i, cores, cpus, False, VnpuDvpp.YES, False) for i in range(npus))
     return tuple(
