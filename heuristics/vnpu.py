@@ -2,7 +2,7 @@
 
 Jobs in queue order (priority descending, then file order), each all-or-nothing; ranks
 with a cached node first, then the others, each by rank (the RFC's ``TaskOrderFn``).  Per
-rank (``docs/vnpu.md`` §5–§6):
+rank (``models/docs/vnpu.md`` §5–§6):
 
 * **predicate** — the node is a usable vNPU node, its request resolves there, one chip
   takes the slice (AI cores, AI CPUs, DVPP, stable) or enough untouched chips take the

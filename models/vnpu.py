@@ -1,6 +1,6 @@
 """Dynamic vNPU (``huawei.com/npu-core``): chips, templates, requests, rules and terms.
 
-The rules are upstream's (``docs/vnpu.md`` describes them with their sources): a task asks
+The rules are upstream's (``models/docs/vnpu.md`` describes them with their sources): a task asks
 for AI cores; on a node the request becomes either a whole-card request (a multiple of
 the chip's AI cores) or a slice named by a template of the node's chip kind; slices take
 AI cores and AI CPUs from one chip, whole cards take untouched chips; a node runs the

@@ -2,7 +2,7 @@
 request on a node, the 310P downgrade, and the input rules of a scenario's vNPU part.
 
 :mod:`models.validation` uses this module; :mod:`models.vnpu` (the compiled view, the
-placement rules and the objective's terms) builds on it.  ``docs/vnpu.md`` gives the
+placement rules and the objective's terms) builds on it.  ``models/docs/vnpu.md`` gives the
 upstream sources.
 """
 

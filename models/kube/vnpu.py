@@ -1,4 +1,4 @@
-"""Import of dynamic vNPU nodes and jobs (``huawei.com/npu-core``; rules in docs/vnpu.md).
+"""Import of dynamic vNPU nodes and jobs (``huawei.com/npu-core``; rules in models/docs/vnpu.md).
 
 * A node with ``huawei.com/npu-core`` capacity (and no whole-card NPU resource) becomes a
   node with a ``vnpu`` block: the chip kind from the ``accelerator`` label

@@ -3,7 +3,7 @@
 Each vNPU node keeps its scenario state (other tenants' slices, unstable chips) as the
 *base*; the simulation's running ranks are added on top when a session's scenario is
 built: a chip's free AI cores and AI CPUs drop by the slices on it, it is segmented when a
-slice is on it, its DVPP state follows the slices (``docs/vnpu.md`` §2), and a whole-card
+slice is on it, its DVPP state follows the slices (``models/docs/vnpu.md`` §2), and a whole-card
 rank takes its chips completely.  The scenario's ``unfinished-templates`` count in the
 first session only: afterwards every slice has been cut.
 
