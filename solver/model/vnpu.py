@@ -28,6 +28,9 @@ from models.vnpu import ASCEND_310P, Request, VnpuPlan, VnpuProblem, compile_vnp
 
 #: Above this many chip literals the model is not built (the greedy answer stays).
 MAX_LITERALS = 200_000
+#: Building costs about this much per literal: the model is built only when building
+#: takes at most half the budget (building cannot be interrupted).
+SECONDS_PER_LITERAL = 30e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,9 +316,10 @@ def solve_vnpu_cpsat(problem: Problem, weights: ResolvedWeights, hint: VnpuPlan,
     started = time.perf_counter()
     builder = VnpuModelBuilder(problem, weights)
     count = builder.literal_count()
-    if count > MAX_LITERALS:
+    if count > MAX_LITERALS or count * SECONDS_PER_LITERAL > time_limit / 2:
         return VnpuOutcome(None, None, None, None, time.perf_counter() - started,
-                           [f"vNPU model not built: {count} chip literals (> {MAX_LITERALS})"])
+                           [f"vNPU model not built: {count} chip literals for a "
+                            f"{time_limit:.3g} s budget (greedy's vNPU answer kept)"])
     built = builder.build()
     builder.hint(hint)
     solver = cp_model.CpSolver()
@@ -323,6 +327,12 @@ def solve_vnpu_cpsat(problem: Problem, weights: ResolvedWeights, hint: VnpuPlan,
     params.max_time_in_seconds = max(0.001, time_limit - (time.perf_counter() - started))
     params.num_workers = max(1, workers)
     params.random_seed = seed
+    # as the main model (solver.cpsat.search_parameters): identical nodes and chips make
+    # symmetry detection and probing take seconds (20 nodes x 8 chips: no solution in 5 s
+    # with them, optimal in about 1 s without)
+    params.symmetry_level = 0
+    params.max_presolve_iterations = 1
+    params.cp_model_probing_level = 0
     if deterministic_time is not None:
         params.max_deterministic_time = deterministic_time
     code = solver.solve(built.model)

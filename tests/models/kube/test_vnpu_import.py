@@ -4,8 +4,11 @@ npu-core annotations) and vNPU jobs (npu-core requests)."""
 from __future__ import annotations
 
 import json
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
+from benchmarks.kube_dump_vnpu import example_vnpu, write_vnpu_example
 from models.check import check
 from models.compiled import compile_scenario
 from solver.facade import solve
@@ -115,3 +118,31 @@ def test_910b_and_a3_template_keys() -> None:
     assert node_of(result, "a3")["vnpu"]["chip-kind"] == "Ascend910A3-24"
     assert node_of(result, "a3")["npus"] == 16
     assert result.data["vnpu-jobs"][0]["ai-cores"] == 5  # valid for 910B3, not for A3-24
+
+
+EXAMPLE = Path(str(resources.files("models") / "kube" / "examples" / "vnpu-inference"))
+
+
+def test_bundled_vnpu_dump_is_what_the_generator_writes(tmp_path: Path) -> None:
+    written = write_vnpu_example(tmp_path)
+    assert {p.name for p in written} == {p.name for p in EXAMPLE.glob("*.json")}
+    for path in written:
+        assert path.read_text() == (EXAMPLE / path.name).read_text(), path
+
+
+def test_bundled_vnpu_dump_imports_and_plans() -> None:
+    objects = [obj for items in example_vnpu().values() for obj in items]
+    result = run(objects)
+    vnpu2 = node_of(result, "vnpu-2")["vnpu"]
+    assert vnpu2["unfinished-templates"] == ["vir02_1c"]  # the embed slice is being cut
+    assert vnpu2["chips"][0]["unstable"] is True
+    (job,) = result.data["vnpu-jobs"]
+    assert job["name"] == "ai/chat-group" and job["tasks"] == 2 and "owner-uid" not in job
+    assert [r["name"].split("-")[:2] for r in result.data["running"]] == [["ai/train", "llm"]]
+    problem = compile_scenario(result.scenario)
+    answer = solve(problem, engine="greedy", time_limit=5.0)
+    assert check(problem, answer.placement) == []
+    chat = answer.placement.job("ai/chat-group")
+    # least idle AI cores first: vnpu-1 (two chat slices already), not the node with the
+    # unfinished vir02_1c slice, which refuses another template anyway
+    assert chat is not None and chat.placed and set(chat.ranks.values()) == {"vnpu-1"}
