@@ -58,6 +58,9 @@ class Result:
     ----------
     engine
         The engine whose answer this is (``greedy`` or ``cpsat``).
+    plan
+        The node plan of the jobs of ``jobs``; the ``vnpu-jobs`` are in ``placement``
+        only (with their chips).
     status
         ``optimal``, ``feasible`` or ``greedy`` (contract meaning).
     objective
