@@ -236,16 +236,18 @@ def place_vnpu_job(problem: Problem, view: VnpuProblem, j: int,
     natural = problem.natural_pos_list
     for rank in cached + rest:
         cands: list[Candidate] = []
-        last = "no vNPU node in the cluster"
+        refusals: list[str] = []
         for v in range(len(view.nodes)):
             found = candidate(view, trial, j, v)
             if isinstance(found, Candidate):
                 cands.append(found)
             else:
-                last = found
+                refusals.append(found)
         if not cands:
+            shown = "; ".join(refusals[:3]) + (f"; ... ({len(refusals) - 3} more)"
+                                               if len(refusals) > 3 else "")
             return None, (f"no vNPU node can take task {rank} of job '{job.name}' "
-                          f"({len(view.nodes)} vNPU nodes; last refusal: {last})")
+                          f"({len(view.nodes)} vNPU nodes: {shown or 'none in the cluster'})")
         scores = node_scores(problem, view, trial, j, rank, cands)
         best = max(range(len(cands)), key=lambda i: (
             scores[i], -natural[view.nodes[cands[i].position].node]))
