@@ -163,3 +163,14 @@ def test_every_answer_is_valid_and_scored_exactly(data: dict[str, Any]) -> None:
     assert objective == score(prob, plan) >= score(prob, greedy)
     if not prob.jobs:
         assert objective == evaluate(prob, placement).objective
+
+
+def test_model_not_built_when_the_budget_cannot_pay_for_it() -> None:
+    """Building cannot be interrupted: a budget below twice the estimated build time keeps
+    greedy's vNPU answer, with a note (the facade still returns a valid placement)."""
+    prob = problem(doc([vnode_row("v1", npus=2)], [vjob("a", cores=1)]))
+    outcome = solve_vnpu_cpsat(prob, resolve_weights(prob), greedy_vnpu(prob),
+                               time_limit=1e-6)
+    assert outcome.plan is None and "not built" in outcome.notes[0]
+    result = solve(prob, engine="cpsat", time_limit=0.01, workers=1, seed=0)
+    assert check(prob, result.placement) == [] and result.metrics.placed_jobs == 1
