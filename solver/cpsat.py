@@ -485,6 +485,8 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
     code = solver.solve(built.model)
     status = _status(code)
     name = solver.status_name(code)
+    log.debug("full model: %d vars, built in %.3f s, %s in %.3f s", num_vars,
+              built.build_seconds, name, solver.wall_time)
     if (deterministic_time is not None and status is not Status.OPTIMAL
             and code != cp_model.INFEASIBLE
             and solver.deterministic_time < deterministic_time * 0.999):

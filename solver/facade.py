@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -33,6 +34,7 @@ from models.plan import Plan, to_placement
 from models.scenario import Scenario
 from models.vnpu import VnpuPlan, compile_vnpu, vnpu_job_placements, vnpu_objective
 from solver.model.cancel import quiet
+from solver.reuse import SolveCache
 
 log = logging.getLogger("npu_place")
 
@@ -164,6 +166,8 @@ def solve(
     seed: int = 0,
     weights: Weights | None = None,
     deterministic_time: float | None = None,
+    on_fallback: Callable[[Result], None] | None = None,
+    cache: SolveCache | None = None,
 ) -> Result:
     """Place every pending job of a scenario within a hard wall-clock budget.
 
@@ -191,6 +195,19 @@ def solve(
         ``workers=1`` the same input and seed give the same answer on any machine and
         under any load.  ``time_limit`` stays as a safety net; a note says if it cut the
         search (that answer is then load-dependent).
+    on_fallback
+        Called with each fallback answer (validated, with its metrics) as soon as it
+        exists: greedy's, then the origin-first construction's when it beats greedy —
+        so that a caller with a deadline of its own (the planning service) has an answer
+        before CP-SAT starts, without running greedy a second time.  It runs in the
+        calling thread, inside the budget; an exception it raises is logged and ignored.
+    cache
+        What the previous solve of the same (stored, slowly changing) cluster left
+        (:class:`~solver.reuse.SolveCache`): its answer, translated to this problem,
+        completed with the fallback's placement and still valid, becomes the fallback and
+        CP-SAT's warm start when it is at least as good (engine ``auto``/``cpsat``); the
+        returned answer is remembered for the next call.  Answers then depend on the
+        history of calls, also under ``deterministic_time``.
 
     Returns
     -------
@@ -210,25 +227,40 @@ def solve(
     with quiet(time_limit):
         problem = scenario if isinstance(scenario, Problem) else compile_scenario(scenario)
         if not compile_vnpu(problem).jobs:
-            return _solve(problem, engine, time_limit, workers, seed, weights,
-                          deterministic_time, started)
-        # vNPU nodes serve vNPU jobs only: the two parts are solved apart, in shares of
-        # the budget, and their placements joined (the objective is their sum)
-        share = VNPU_BUDGET_SHARE if problem.jobs else 0.0
-        main_limit = max(time_limit * (1.0 - share), 0.001)
-        main_time = (None if deterministic_time is None
-                     else max(deterministic_time * (1.0 - share), 0.001))
-        result = _solve(problem, engine if problem.jobs else "greedy", main_limit, workers,
-                        seed, weights, main_time, started)
-        vnpu_time = (None if deterministic_time is None
-                     else deterministic_time * (share if problem.jobs else 1.0))
-        return _stamp(with_vnpu(problem, result, engine, started + time_limit, workers, seed,
-                                weights, vnpu_time), started)
+            result = _solve(problem, engine, time_limit, workers, seed, weights,
+                            deterministic_time, started, on_fallback, cache)
+        else:
+            # vNPU nodes serve vNPU jobs only: the two parts are solved apart, in shares
+            # of the budget, and their placements joined (the objective is their sum).
+            # The fallback hook and the reuse cache see whole answers only: not used here.
+            share = VNPU_BUDGET_SHARE if problem.jobs else 0.0
+            main_limit = max(time_limit * (1.0 - share), 0.001)
+            main_time = (None if deterministic_time is None
+                         else max(deterministic_time * (1.0 - share), 0.001))
+            result = _solve(problem, engine if problem.jobs else "greedy", main_limit,
+                            workers, seed, weights, main_time, started)
+            vnpu_time = (None if deterministic_time is None
+                         else deterministic_time * (share if problem.jobs else 1.0))
+            return _stamp(with_vnpu(problem, result, engine, started + time_limit, workers,
+                                    seed, weights, vnpu_time), started)
+    if cache is not None and engine != "greedy":
+        cache.remember(result.placement)
+    return result
+
+
+def _publish(on_fallback: Callable[[Result], None] | None, result: Result) -> None:
+    if on_fallback is None:
+        return
+    try:
+        on_fallback(result)
+    except Exception:  # the caller's bookkeeping never breaks the solve
+        log.exception("the on_fallback callback failed; ignored")
 
 
 def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers: int,
            seed: int, weights: Weights | None, deterministic_time: float | None,
-           started: float) -> Result:
+           started: float, on_fallback: Callable[[Result], None] | None = None,
+           cache: SolveCache | None = None) -> Result:
     deadline = started + time_limit - RETURN_MARGIN_SECONDS
     problem = scenario if isinstance(scenario, Problem) else compile_scenario(scenario)
     resolved = resolve_weights(problem, weights)
@@ -244,10 +276,14 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     if greedy_done > deadline + RETURN_MARGIN_SECONDS:
         notes.append(f"greedy alone took {greedy_done - started:.3f} s, over the "
                      f"{time_limit:g} s budget")
-    if engine == "greedy":
-        return _finish(problem, greedy, resolved, engine="greedy", status=Status.GREEDY,
-                       started=started, bound=None, seed=seed, notes=notes,
-                       greedy_objective=greedy_metrics.objective, metrics=greedy_metrics)
+    if engine == "greedy" or on_fallback is not None:
+        greedy_result = _finish(problem, greedy, resolved, engine="greedy",
+                                status=Status.GREEDY, started=started, bound=None, seed=seed,
+                                notes=notes, greedy_objective=greedy_metrics.objective,
+                                metrics=greedy_metrics)
+        _publish(on_fallback, greedy_result)
+        if engine == "greedy":
+            return greedy_result
     # the fallback: the better of greedy and the origin-first construction
     best, best_metrics, best_engine = greedy, greedy_metrics, "greedy"
     origin_first_objective: int | None = None
@@ -276,6 +312,17 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
             if candidate_metrics.objective > greedy_metrics.objective:
                 best, best_metrics, best_engine = candidate, candidate_metrics, "origin-first"
                 notes.append("the origin-first construction beat greedy")
+    if cache is not None:
+        cache.sessions += 1
+        previous = cache.recall(problem, best)
+        if previous is not None:
+            previous_metrics = evaluate(problem, previous.as_mapping(), resolved)
+            # ties go to the previous answer: fewer pods move between sessions, and the
+            # search continues from where it stopped
+            if previous_metrics.objective >= best_metrics.objective:
+                best, best_metrics, best_engine = previous, previous_metrics, cache.engine
+                cache.reused += 1
+                notes.append("warm start: the previous session's answer, still valid here")
     fallback_status = Status.GREEDY if best_engine == "greedy" else Status.FEASIBLE
     common: dict[str, Any] = {"seed": seed, "greedy_objective": greedy_metrics.objective,
                               "origin_first_objective": origin_first_objective}
@@ -284,6 +331,8 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
                        started=started, bound=None, notes=notes, metrics=best_metrics,
                        **common)
     finish_cost = time.perf_counter() - finish_started + check_cost
+    if best is not greedy:
+        _publish(on_fallback, fallback)
     remaining = deadline - time.perf_counter() - finish_cost
     if remaining <= 0.0:
         fallback.notes.append("no time left for CP-SAT after greedy")

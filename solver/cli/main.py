@@ -26,6 +26,7 @@ from solver.cli import (
     examples,
     kube_import,
     plan,
+    replay,
     schema,
     serve,
     simulate,
@@ -35,8 +36,8 @@ from solver.cli import (
 from solver.doors import EXIT_FAILED, EXIT_INVALID, CliError
 
 #: The subcommands in the order ``--help`` lists them.
-COMMANDS = (validate, plan, compare, simulate, bench, kube_import, sweep, serve, examples,
-            schema)
+COMMANDS = (validate, plan, compare, simulate, replay, bench, kube_import, sweep, serve,
+            examples, schema)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,7 +16,8 @@ from solver.simulate.vnpu import SimVnpuJob, running_slice
 
 
 def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_limit: float,
-                workers: int, seed: int) -> SessionReport:
+                workers: int, seed: int, deterministic_time: float | None = None
+                ) -> SessionReport:
     """Run one session on ``cluster``: its events, the cache start, the placement.
 
     The pending ranks of every job are placed with :func:`solver.facade.solve`; the
@@ -84,7 +85,7 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
     status = "-"
     if session_jobs or vnpu_jobs:
         result = solve(problem, engine=engine, time_limit=time_limit, workers=workers,
-                       seed=seed)
+                       seed=seed, deterministic_time=deterministic_time)
         results.extend(apply_vnpu_answer(cluster, problem, result.placement, vnpu_ranks))
         engine_used, status = result.engine, result.status.value
         for j, (sim, ranks) in enumerate(real_ranks):

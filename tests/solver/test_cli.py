@@ -330,15 +330,24 @@ def test_internal_error_exit_1_without_traceback(
 
 
 def test_examples_lists_the_bundled_scenarios() -> None:
+    from benchmarks.replay.api import EXAMPLES as DAYS
+    from benchmarks.replay.api import example_path as day_path
+
     code, out, err = run("examples")
     assert (code, err) == (0, "")
-    listed = dict(line.split("\t") for line in out.splitlines())
+    rows = [line.split("\t") for line in out.splitlines()]
+    listed = dict(row for row in rows if len(row) == 2)
+    days = {row[0]: row[1] for row in rows if len(row) == 3 and row[2].startswith("(a day")}
+    assert len(listed) + len(days) == len(rows)
     assert set(scenario_examples()) >= {"ordinary-8npu", "superpod-850", "rack-950",
                                         "multilevel"}
     assert set(listed) >= set(scenario_examples())
     for name, where in listed.items():
         assert Path(where) == example_path(name)
         assert Path(where).is_file()
+    assert set(days) == set(DAYS)  # the replay days (npu-place replay --example NAME)
+    for name, where in days.items():
+        assert Path(where) == day_path(name) and Path(where).is_file()
 
 
 @pytest.mark.parametrize("name", scenario_examples())
