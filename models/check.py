@@ -22,6 +22,7 @@ from models.compiled import UNHEALTHY, Problem, compile_scenario
 from models.placement import PlacementFile
 from models.scenario import DEFAULT_TOPOTREE, TOPOTREE_LABEL, Family, Scenario
 from models.validation import UB_MEM_RACKS
+from models.vnpu import check_vnpu, compile_vnpu
 
 
 class Rule(StrEnum):
@@ -37,6 +38,8 @@ class Rule(StrEnum):
     UB_MEMORY = "ub-memory"
     MULTILEVEL = "multilevel"
     TOPOTREE = "topotree"
+    VNPU_CHIP = "vnpu-chip"  # chip-level capacity, whole cards, DVPP, unstable chips
+    VNPU_TEMPLATE = "vnpu-template"  # one template per node for unfinished slices
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +59,8 @@ def _as_problem(scenario: Scenario | Problem) -> Problem:
     return scenario if isinstance(scenario, Problem) else compile_scenario(scenario)
 
 
-def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violation]:
+def check(scenario: Scenario | Problem, placement: PlacementFile, *,
+          include_vnpu: bool = True) -> list[Violation]:
     """Check a placement against every hard constraint of the contract.
 
     Parameters
@@ -65,6 +69,10 @@ def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violat
         The scenario (or its compiled view) the placement answers.
     placement
         The engine's answer.
+    include_vnpu
+        Also require and check the ``vnpu-jobs`` (default).  ``False`` checks the other
+        jobs only: what an engine of those families answers (vNPU nodes then count as
+        full, so nothing else may use them).
 
     Returns
     -------
@@ -75,17 +83,29 @@ def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violat
     out: list[Violation] = []
     names = problem.node_index
     seen: set[str] = set()
+    vnpu = compile_vnpu(problem)
     for jp in placement.jobs:
-        if jp.name not in problem.job_index:
+        if include_vnpu and jp.name in vnpu.job_index and jp.name not in problem.job_index:
+            if jp.name in seen:
+                out.append(Violation(Rule.FORMAT, f"job '{jp.name}' appears twice", jp.name))
+            seen.add(jp.name)
+            if not jp.placed and not jp.reason:
+                out.append(Violation(Rule.FORMAT, f"job '{jp.name}' is not placed and gives "
+                                     "no reason", jp.name))
+        elif jp.name not in problem.job_index:
             out.append(Violation(Rule.FORMAT, f"job '{jp.name}' is not in the scenario", jp.name))
         elif jp.name in seen:
             out.append(Violation(Rule.FORMAT, f"job '{jp.name}' appears twice", jp.name))
         seen.add(jp.name)
-    for job in problem.jobs:
-        if job.name not in seen:
+    vnpu_names = [job.name for job in vnpu.jobs] if include_vnpu else []
+    for job_name in [job.name for job in problem.jobs] + vnpu_names:
+        if job_name not in seen:
             out.append(
-                Violation(Rule.FORMAT, f"job '{job.name}' is missing from the placement", job.name)
+                Violation(Rule.FORMAT, f"job '{job_name}' is missing from the placement", job_name)
             )
+    if vnpu_names:
+        out.extend(Violation(Rule(v.rule), v.message, v.job, v.node)
+                   for v in check_vnpu(problem, placement))
 
     hosts: list[np.ndarray] = []  # node per placed rank of every well-formed placed job
     host_ranks: list[np.ndarray] = []  # the rank of each entry of ``hosts``

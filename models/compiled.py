@@ -375,7 +375,9 @@ def compile_scenario(scenario: Scenario, source: str = "<scenario>") -> Problem:
     names = tuple(node.name for node in nodes)
     index = {name: i for i, name in enumerate(names)}
     npus = np.fromiter((n.npus for n in nodes), dtype=np.int32, count=len(nodes))
-    free = np.fromiter((n.free for n in nodes), dtype=np.int32, count=len(nodes))
+    # a vNPU node serves vNPU jobs only (models.vnpu): no free chip for the other families
+    free = np.fromiter((0 if n.vnpu is not None else n.free for n in nodes), dtype=np.int32,
+                       count=len(nodes))
     health = np.fromiter((_HEALTH_CODE[n.health] for n in nodes), dtype=np.int8, count=len(nodes))
     super_pod = np.fromiter(
         (n.super_pod_id if n.super_pod_id is not None and n.super_pod_id >= 0 else -1

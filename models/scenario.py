@@ -239,6 +239,48 @@ def _canon_level_key(key: str) -> str:
     return key
 
 
+class VnpuDvpp(StrEnum):
+    """DVPP of a vNPU slice (pod label ``vnpu-dvpp``) or a chip's free DVPP state."""
+
+    YES = "yes"
+    NO = "no"
+    NULL = "null"
+
+
+class VnpuLevel(StrEnum):
+    """AI-CPU level of a vNPU request (pod label ``vnpu-level``)."""
+
+    LOW = "low"
+    HIGH = "high"
+
+
+class VnpuChip(_Model):
+    """One chip of a vNPU node with its free resources (``nodes[].vnpu.chips[]``)."""
+
+    id: int = Field(ge=0, lt=MAX_NODE_NPUS)
+    free_cores: int | None = Field(None, alias="free-cores", ge=0, le=MAX_NODE_NPUS)
+    free_cpus: int | None = Field(None, alias="free-cpus", ge=0, le=MAX_NODE_NPUS)
+    segmented: bool = False
+    dvpp: VnpuDvpp = VnpuDvpp.YES
+    unstable: bool = False
+
+
+class VnpuNode(_Model):
+    """The dynamic-vNPU description of a node (``nodes[].vnpu``).
+
+    ``chip-kind`` names the template table (``Ascend310P``, ``910B1`` … ``910B4-1``,
+    ``Ascend910A3-20``, ``Ascend910A3-24``).  ``chips`` absent means ``npus`` untouched
+    chips with IDs ``0..npus-1``; present, it lists exactly the healthy chips.
+    """
+
+    chip_kind: Text = Field(alias="chip-kind", min_length=1)
+    ai_cores: int | None = Field(None, alias="ai-cores", gt=0, le=MAX_NODE_NPUS)
+    ai_cpus: int | None = Field(None, alias="ai-cpus", gt=0, le=MAX_NODE_NPUS)
+    chips: list[VnpuChip] | None = Field(None, max_length=MAX_NODE_NPUS)
+    unfinished_templates: list[Text] = Field(default_factory=list,
+                                             alias="unfinished-templates", max_length=64)
+
+
 class Node(_Model):
     """One Kubernetes node with its NPU state."""
 
@@ -249,6 +291,7 @@ class Node(_Model):
     super_pod_id: int | None = Field(None, alias="super-pod-id", le=MAX_ID)
     rack_id: int | None = Field(None, alias="rack-id", le=MAX_ID)
     labels: dict[str, str] = Field(default_factory=dict, max_length=MAX_LABELS)
+    vnpu: VnpuNode | None = None
 
     @field_validator("labels", mode="before")
     @classmethod
@@ -363,6 +406,31 @@ class RunningJob(_Model):
     process_recover: bool = Field(False, alias="process-recover")
 
 
+class VnpuJob(_Model):
+    """A pending dynamic-vNPU job (``huawei.com/npu-core``), one entry of ``vnpu-jobs``.
+
+    Each task asks for ``ai-cores`` AI cores (with ``vnpu-level`` and ``vnpu-dvpp`` as the
+    pod labels), or names a ``template`` of the node's table.
+    """
+
+    name: Name = Field(min_length=1)
+    owner_uid: Name | None = Field(None, alias="owner-uid")
+    tasks: int = Field(gt=0, le=MAX_TASKS)
+    ai_cores: int | None = Field(None, alias="ai-cores", gt=0, le=MAX_NODE_NPUS * 32)
+    template: Text | None = Field(None, min_length=1)
+    vnpu_level: VnpuLevel = Field(VnpuLevel.LOW, alias="vnpu-level")
+    vnpu_dvpp: VnpuDvpp = Field(VnpuDvpp.NULL, alias="vnpu-dvpp")
+    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0,
+                                 le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False)
+
+    @field_validator("vnpu_level", mode="before")
+    @classmethod
+    def _unknown_level_is_low(cls, value: Any) -> Any:
+        # upstream: any vnpu-level other than "high" means "low"
+        return VnpuLevel.HIGH if value == "high" else VnpuLevel.LOW
+
+
 class Scenario(_Model):
     """One scheduling session frozen in a file."""
 
@@ -374,6 +442,8 @@ class Scenario(_Model):
     )
     jobs: list[Job] = Field(default_factory=list, max_length=MAX_JOBS)
     running: list[RunningJob] = Field(default_factory=list, max_length=MAX_RUNNING_JOBS)
+    vnpu_jobs: list[VnpuJob] = Field(default_factory=list, alias="vnpu-jobs",
+                                     max_length=MAX_JOBS)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the scenario with the contract's key names, for YAML/JSON output.
@@ -387,4 +457,6 @@ class Scenario(_Model):
                 for key, default in POD_LEVEL_DEFAULTS.items():
                     if key in item and item[key] == default:
                         del item[key]
+        if not data.get("vnpu-jobs"):
+            data.pop("vnpu-jobs", None)  # additive key: absent when there are none
         return data

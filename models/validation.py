@@ -26,6 +26,7 @@ from models.scenario import (
     SuperPodAffinity,
     family_of,
 )
+from models.vnpu_rules import validate_vnpu
 
 #: Allowed ``ra-block`` values (NPUs), upstream ``checkTpBlockNum``.
 RA_BLOCK_VALUES = (1, 2, 4, 8, 16, 32, 64)
@@ -630,6 +631,7 @@ def validate_scenario(
         _, errors = check_running(running, scenario)
         for field, text in errors:
             say(where, field, text)
+    messages.extend(validate_vnpu(scenario, source, job_names | running_names))
     npus = {node.name: node.npus for node in scenario.nodes}
     free = {node.name: node.free for node in scenario.nodes}
     for name, chips in used.items():

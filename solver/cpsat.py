@@ -209,11 +209,12 @@ def better_start(problem: Problem, hint: Plan, weights: ResolvedWeights) -> Plan
     """
     if not any(job.family in ORIGIN_FIRST_FAMILIES for job in problem.jobs):
         return hint
-    if check(problem, to_placement(problem, hint, engine="hint", status=Status.GREEDY)):
+    if check(problem, to_placement(problem, hint, engine="hint", status=Status.GREEDY),
+             include_vnpu=False):
         return hint
     candidate = origin_first_plan(problem, hint)
     placement = to_placement(problem, candidate, engine="origin-first", status=Status.GREEDY)
-    if check(problem, placement):
+    if check(problem, placement, include_vnpu=False):
         log.error("origin-first construction produced an invalid plan; ignored")
         return hint
     if evaluate(problem, candidate.as_mapping(), weights).objective > evaluate(

@@ -40,7 +40,9 @@ Decisions on the reference's inferences ([I] in cluster-integration.md), in one 
   or chip are reported (a running job has no fault ranks).
 * Policy: upstream's handler selection; ``accelerator-type`` absent, ``module`` or
   ``module-910b-8`` (module910x8 / module910bx8, which have no contract policy) map to
-  ``chip8-node8``; ``card`` (card910x2), vNPU and inference cards are not imported.
+  ``chip8-node8``; ``card`` (card910x2) and inference cards are not imported.  Dynamic
+  vNPU (``huawei.com/npu-core``) nodes and jobs are imported by ``models.kube.vnpu``;
+  static vNPU devices are not.
 * Priority: the PodGroup's ``priorityClassName`` (else the pod's) → PriorityClass value;
   else the pod's ``spec.priority``; else the global default class; else 0.
 * Fault ranks of a pending job: ranks of its Failed pods, ranks whose cached node is now
@@ -93,6 +95,7 @@ from models.kube.nodes import (
     node_record,
 )
 from models.kube.source import Diagnostics, describe
+from models.kube.vnpu import VnpuGroup, vnpu_job, vnpu_node
 from models.scenario import (
     DEFAULT_CACHE_TTL_SECONDS,
     Config,
@@ -101,8 +104,10 @@ from models.scenario import (
     Job,
     Node,
     Scenario,
+    VnpuJob,
 )
 from models.validation import InputError, JobShape, derive_shape
+from models.vnpu import request_error
 
 _Cache = dict[tuple[str, int], dict[str, Any]]
 #: ``volcano-system/vcjob-fault-npu-cm``: the rescheduler's fault bookkeeping.
@@ -186,6 +191,7 @@ class ClusterImport:
         self.scheduler_cm: dict[str, Any] | None = None
         self.reschedule: dict[str, list[list[RescheduleTask]]] = {}
         self.objects = 0
+        self.vnpu_groups: dict[str, VnpuGroup] = {}
 
     # ------------------------------------------------------------------ intake
     def add(self, obj: dict[str, Any], source: str = "<input>") -> None:
@@ -287,6 +293,16 @@ class ClusterImport:
         health: dict[str, Health] = {}
         bad_chips: dict[str, set[str]] = {}
         for record in sorted(self.nodes.values(), key=lambda r: natural_key(r.name)):
+            if record.resource is None and record.npu_core > 0:  # dynamic vNPU
+                info = devices.get(record.name)
+                state = node_health(record, info, self.devices.noded[mode].get(record.name),
+                                    self.devices.switches[mode].get(record.name), diag)
+                vnode = vnpu_node(record, info, [p for p in self.pods.values()
+                                                 if p.node == record.name], state, diag)
+                if vnode is not None:
+                    health[record.name] = state
+                    nodes.append(vnode)
+                continue
             if record.resource is None:
                 diag.warn(record.obj, "no huawei.com/Ascend910 or huawei.com/npu capacity: "
                           "not an NPU node, not imported")
@@ -328,6 +344,7 @@ class ClusterImport:
         specs = self._job_specs(diag)
         diag.raise_errors()
         cache = self._cache(specs, node_names, now, previous, diag)
+        vnpu_jobs = self._vnpu_jobs(nodes, node_names, now, cache, diag)
         try:
             config = Config.model_validate(sched.config)
         except ValidationError as exc:
@@ -363,12 +380,15 @@ class ClusterImport:
             "jobs": jobs,
             "running": running,
         }
+        if vnpu_jobs:
+            data["vnpu-jobs"] = vnpu_jobs
         try:
             scenario = scenario_from_data(data, "<import>")
         except InputError as exc:
             raise InputError([f"the imported cluster is not a valid scenario: {m}"
                               for m in exc.messages]) from None
-        counts = {"nodes": len(nodes), "jobs": len(jobs), "running": len(running),
+        counts = {"nodes": len(nodes), "jobs": len(jobs) + len(vnpu_jobs),
+                  "running": len(running),
                   "cache": len(cache), "objects": self.objects,
                   "unhealthy": sum(1 for h in health.values() if h is Health.UNHEALTHY),
                   "subhealthy": sum(1 for h in health.values() if h is Health.SUBHEALTHY)}
@@ -385,6 +405,9 @@ class ClusterImport:
                     loose.append(pod.obj)
                 continue
             job_id = f"{pod.namespace}/{pod.group}"
+            if pod.npu_core > 0 and pod.resource is None:  # dynamic vNPU: models.kube.vnpu
+                self.vnpu_groups.setdefault(job_id, VnpuGroup(job_id)).pods.append(pod)
+                continue
             group = groups.get(job_id)
             if group is None:
                 group = groups[job_id] = JobGroup(job_id, self.podgroups.get(job_id))
@@ -394,7 +417,8 @@ class ClusterImport:
                               "used")
             group.pods.append(pod)
         for job_id, pg in self.podgroups.items():
-            groups.setdefault(job_id, JobGroup(job_id, pg))
+            if job_id not in self.vnpu_groups:
+                groups.setdefault(job_id, JobGroup(job_id, pg))
         for obj in loose:
             diag.warn(obj, f"requests NPUs without {GROUP_ANNOTATION} (not a Volcano job): "
                       "its chips are counted as used, it is not imported as a job")
@@ -404,6 +428,35 @@ class ClusterImport:
             if spec is not None:
                 specs.append(spec)
         return specs
+
+    def _vnpu_jobs(self, nodes: list[dict[str, Any]], node_names: set[str], now: int,
+                   cache: _Cache, diag: Diagnostics) -> list[dict[str, Any]]:
+        """The pending vNPU jobs (queue order) and their bound ranks' cache entries."""
+        kinds = sorted({n["vnpu"]["chip-kind"] for n in nodes if "vnpu" in n})
+        out = []
+        for job_id in sorted(self.vnpu_groups, key=natural_key):
+            group = self.vnpu_groups[job_id]
+            pg = self.podgroups.get(job_id)
+            first = group.pods[0]
+            owner = (pg.owner if pg else None) or first.owner
+            class_name = (pg.priority_class if pg else None) or first.priority_class
+            priority = (self.classes.values.get(class_name, first.priority or 0)
+                        if class_name else first.priority if first.priority is not None
+                        else self.classes.default or 0)
+            item, entries = vnpu_job(group, priority, owner, node_names, now, diag)
+            for entry in entries:
+                cache.setdefault((entry["owner-uid"], entry["rank"]), entry)
+            if item is None:
+                continue
+            spec = VnpuJob.model_validate(item)
+            errors = [e for kind in kinds if (e := request_error(spec, kind))]
+            if kinds and len(errors) == len(kinds):
+                diag.warn(pg.obj if pg else f"PodGroup {job_id}", "pending vNPU job that "
+                          f"upstream's ValidNPUJob rejects, not imported ({'; '.join(errors)})")
+                continue
+            out.append(item)
+        out.sort(key=lambda j: -j["priority"])
+        return out
 
     def _cache(self, specs: list[JobSpec], node_names: set[str], now: int,
                previous: Scenario | None, diag: Diagnostics) -> _Cache:

@@ -112,6 +112,12 @@ class PodRecord:
     labels: dict[str, str]
     # matchLabels of the first preferred pod-affinity term (MindIE, reference §2.3.4)
     affinity_labels: dict[str, str] = field(default_factory=dict)
+    # dynamic vNPU (models.kube.vnpu): the npu-core request, its annotation, whether the
+    # slice is cut (huawei.com/AscendReal present) and the vnpu-level/vnpu-dvpp labels
+    npu_core: int = 0
+    vnpu_annotation: str | None = None
+    vnpu_real: bool = False
+    vnpu_labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
@@ -221,7 +227,12 @@ def pod_record(obj: dict[str, Any], diag: Diagnostics) -> PodRecord | None:
         and ACCELERATOR_TYPE in selector else None,
         annotations={k: str(annotations[k]) for k in KEPT_ANNOTATIONS if k in annotations},
         labels={k: str(labels[k]) for k in JOB_LABELS if k in labels},
-        affinity_labels=affinity_labels)
+        affinity_labels=affinity_labels,
+        npu_core=requests["huawei.com/npu-core"],
+        vnpu_annotation=(str(annotations["huawei.com/npu-core"])
+                         if annotations.get("huawei.com/npu-core") else None),
+        vnpu_real=bool(annotations.get("huawei.com/AscendReal")),
+        vnpu_labels={k: str(labels[k]) for k in ("vnpu-level", "vnpu-dvpp") if k in labels})
 
 
 def _preferred_match_labels(spec: dict[str, Any]) -> dict[str, str]:

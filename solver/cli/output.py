@@ -9,6 +9,7 @@ from typing import TextIO
 from models.compiled import Problem, expired_owners
 from models.objective import Metrics
 from models.placement import MetricsModel
+from models.vnpu import compile_vnpu
 from solver.doors import CliError
 from solver.facade import Result
 
@@ -65,8 +66,14 @@ def render_result_table(problem: Problem, result: Result) -> str:
         head.append(("greedy objective", str(result.greedy_objective)))
     parts = [table(head), "", table(metrics_rows(result.metrics))]
     rows = []
+    vnpu = compile_vnpu(problem)
     for jp in result.placement.jobs:
-        job = problem.jobs[problem.job_index[jp.name]]
+        if jp.name in vnpu.job_index:  # a vNPU job: its request instead of a policy
+            vjob = vnpu.jobs[vnpu.job_index[jp.name]]
+            label, tasks = vjob.label, vjob.tasks
+        else:
+            job = problem.jobs[problem.job_index[jp.name]]
+            label, tasks = job.policy.value, job.tasks
         if jp.placed:
             if jp.blocks:
                 where = "; ".join(f"{b}: {_compress(nodes, 4)}"
@@ -74,11 +81,11 @@ def render_result_table(problem: Problem, result: Result) -> str:
                 if len(jp.blocks) > 3:
                     where += f"; ... ({len(jp.blocks)} blocks)"
             else:
-                where = _compress([jp.ranks[str(r)] for r in range(job.tasks)])
-            rows.append([jp.name, job.policy.value, str(job.tasks), "yes",
+                where = _compress([jp.ranks[str(r)] for r in range(tasks)])
+            rows.append([jp.name, label, str(tasks), "yes",
                          f"{jp.origin_hits}/{jp.origin_candidates}", where])
         else:
-            rows.append([jp.name, job.policy.value, str(job.tasks), "no",
+            rows.append([jp.name, label, str(tasks), "no",
                          f"0/{jp.origin_candidates}", jp.reason or ""])
     parts += ["", table(rows, ["job", "policy", "tasks", "placed", "hits", "nodes / reason"])]
     if result.notes:

@@ -332,7 +332,8 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
         free = problem.free.copy()
         health = problem.health.copy()
         for at in changed:
-            free[at] = nodes[at].free
+            # a vNPU node serves vNPU jobs only: no free chip for the others (compiled)
+            free[at] = 0 if nodes[at].vnpu is not None else nodes[at].free
             health[at] = _HEALTH_CODE[nodes[at].health]
         out = replace(out, scenario=new, free=free, health=health)
     if jobs_changed:

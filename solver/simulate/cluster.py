@@ -20,6 +20,7 @@ from models.scenario import (
     Node,
     RunningJob,
     Scenario,
+    VnpuJob,
 )
 from models.validation import InputError, check_running, derive_shape, running_spec
 from solver.simulate.events import (
@@ -33,6 +34,7 @@ from solver.simulate.events import (
     SubmitEvent,
 )
 from solver.simulate.report import duration_text, span_text
+from solver.simulate.vnpu import RunningSlice, SimVnpuJob, node_with_slices
 
 
 @dataclass
@@ -102,6 +104,11 @@ class SimulatedCluster:
                 if job.running_ranks else job
             self.jobs[job.name] = SimJob(spec, job.tasks, dict(job.running_ranks),
                                          set(job.fault_ranks), job.pending_sessions)
+        # dynamic vNPU jobs (solver.simulate.vnpu); the first session sees the scenario's
+        # unfinished slices, later ones do not
+        self.vjobs: dict[str, SimVnpuJob] = {job.name: SimVnpuJob(job, job.tasks)
+                                             for job in scenario.vnpu_jobs}
+        self.sessions_run = 0
         used: dict[str, int] = {}
         for running in scenario.running:
             where = f"{scenario_source}: running job '{running.name}'"
@@ -152,8 +159,52 @@ class SimulatedCluster:
             raise InputError([f"{where}: field 'tasks': {text}" for _, text in errors])
 
     # ------------------------------------------------------------------ events
+    def _release_vnpu(self, sim: SimVnpuJob, ranks: list[int]) -> int:
+        """Release running vNPU ranks (cache kept).  Returns the count."""
+        for rank in ranks:
+            sim.placed.pop(rank)
+            self.lifecycle.release(sim.owner, rank)
+        return len(ranks)
+
+    def _apply_vnpu(self, event: EventBase, where: str) -> str | None:
+        """Evict, scale and delete-job for a vNPU job (None: the event is not one)."""
+        name = getattr(event, "job", None)
+        sim = self.vjobs.get(name) if isinstance(name, str) else None
+        if sim is None:
+            return None
+        if isinstance(event, DeleteJobEvent):
+            released = self._release_vnpu(sim, sorted(sim.placed))
+            del self.vjobs[sim.name]
+            if not event.keep_cache:
+                self.lifecycle.delete_owner(sim.owner)
+            return (f"delete-job {sim.name}: {released} pods removed, cache "
+                    f"{'kept' if event.keep_cache else 'entries removed'}")
+        if isinstance(event, ScaleEvent):
+            old, target = sim.desired, event.tasks
+            if target == old:
+                return f"scale {sim.name}: already {old} ranks"
+            released = self._release_vnpu(sim, sorted(r for r in sim.placed if r >= target))
+            sim.desired = target
+            text = f"scale {sim.name} {old} -> {target}"
+            if target < old:
+                return text + (f": {released} pods released, cache kept" if released else "")
+            return text + f": {target - old} ranks pending"
+        if isinstance(event, EvictEvent):
+            missing = [r for r in event.ranks or [] if r >= sim.desired]
+            if missing:
+                raise InputError([f"{where}: field 'ranks': ranks {missing} of job "
+                                  f"'{sim.name}' do not exist (the job has {sim.desired} "
+                                  "ranks)"])
+            ranks = sorted(r for r in (event.ranks or sim.placed) if r in sim.placed)
+            released = self._release_vnpu(sim, ranks)
+            return f"evict {sim.name}: {released} pods released, cache kept"
+        return None
+
     def apply(self, event: EventBase, where: str) -> str:
         """Apply one event; returns what happened, for the report."""
+        done = self._apply_vnpu(event, where)
+        if done is not None:
+            return done
         if isinstance(event, EvictEvent):
             return self._evict(event, where)
         if isinstance(event, DeleteJobEvent):
@@ -270,6 +321,10 @@ class SimulatedCluster:
             parts.append(f"health {self.health[event.node].value} -> {event.health.value}")
             self.health[event.node] = event.health
             if event.health is Health.UNHEALTHY:
+                for vsim in self.vjobs.values():
+                    if any(s.node == event.node for s in vsim.placed.values()):
+                        released = self._release_vnpu(vsim, sorted(vsim.placed))
+                        parts.append(f"{vsim.name} rescheduled ({released} pods released)")
                 for sim in self.jobs.values():
                     hit = sorted(r for r, n in sim.placed.items() if n == event.node)
                     if hit and sim.pod_level:
@@ -317,8 +372,15 @@ class SimulatedCluster:
 
     # ------------------------------------------------------------------ sessions
     def scenario_now(self, jobs: list[Job], entries: list[CacheEntry],
-                     running: list[RunningJob] | None = None) -> Scenario:
-        nodes = [node.model_copy(update={"free": self.free[name], "health": self.health[name]})
+                     running: list[RunningJob] | None = None,
+                     vnpu_jobs: list[VnpuJob] | None = None) -> Scenario:
+        slices: dict[str, list[RunningSlice]] = {}
+        for vsim in self.vjobs.values():
+            for running_slice in vsim.placed.values():
+                slices.setdefault(running_slice.node, []).append(running_slice)
+        nodes = [node_with_slices(node.model_copy(update={"free": self.free[name],
+                                                          "health": self.health[name]}),
+                                  slices.get(name, []), self.sessions_run == 0)
                  for name, node in self.nodes.items()]
         return Scenario(
             now=self.now,
@@ -328,6 +390,7 @@ class SimulatedCluster:
                                               entries=entries),
             jobs=jobs,
             running=running or [],
+            vnpu_jobs=vnpu_jobs or [],
         )
 
     def final_state(self) -> Scenario:
@@ -357,4 +420,11 @@ class SimulatedCluster:
                     "labels": spec.labels, "pod-rescheduling": spec.pod_rescheduling,
                     "process-recover": spec.process_recover,
                 }.items() if v is not None}))
-        return self.scenario_now(pending, list(self.lifecycle.to_model().entries), running)
+        # the pending ranks of a partly running vNPU job lose the cache key (their rank
+        # numbers would point at the running ranks' entries)
+        vnpu_pending = [vsim.spec.model_copy(update={
+            "tasks": len(vsim.pending_ranks()),
+            "owner_uid": vsim.spec.owner_uid if not vsim.placed else None})
+            for vsim in self.vjobs.values() if vsim.pending_ranks()]
+        return self.scenario_now(pending, list(self.lifecycle.to_model().entries), running,
+                                 vnpu_pending)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from heuristics.lifecycle import RunningPods
-from models.compiled import compile_scenario
+from models.compiled import Problem, compile_scenario
 from models.objective import achievable_hits
-from models.scenario import CacheEntry, Job
+from models.placement import PlacementFile
+from models.scenario import CacheEntry, Job, VnpuJob
+from models.vnpu import achievable_vnpu_hits, compile_vnpu
 from solver.facade import solve
 from solver.simulate.cluster import SimJob, SimulatedCluster, job_with
 from solver.simulate.events import SessionSpec
 from solver.simulate.report import JobSessionResult, SessionReport, span_text
+from solver.simulate.vnpu import SimVnpuJob, running_slice
 
 
 def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_limit: float,
@@ -33,8 +36,10 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
         where = f"{cluster.events_source}: {spec.label}: event {e} ({event.kind})"
         applied.append(cluster.apply(event, where))
     present = [sim.owner for sim in cluster.jobs.values() if sim.owner and sim.desired > 0]
+    present += [v.owner for v in cluster.vjobs.values() if v.owner and v.desired > 0]
     running = [RunningPods(sim.owner, dict(sim.placed)) for sim in cluster.jobs.values()
                if sim.placed]
+    running += [RunningPods(v.owner, v.nodes()) for v in cluster.vjobs.values() if v.placed]
     start = cluster.lifecycle.start_session(cluster.now, present, running)
     cache_model = cluster.lifecycle.to_model()
     entries = list(cache_model.entries)
@@ -74,15 +79,19 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
                 cluster.lifecycle.lookup(owner, rank)
         session_jobs.append(job)
         real_ranks.append((sim, pending, partly is not None))
-    scenario = cluster.scenario_now(session_jobs, entries)
+    vnpu_jobs, vnpu_ranks = vnpu_session_jobs(cluster, entries)
+    scenario = cluster.scenario_now(session_jobs, entries, vnpu_jobs=vnpu_jobs)
+    cluster.sessions_run += 1
     where = f"{cluster.events_source}: {spec.label}"
     problem = compile_scenario(scenario, where)
     results: list[JobSessionResult] = []
+    order = {name: i for i, name in enumerate([*cluster.jobs, *cluster.vjobs])}
     engine_used = "none"
     status = "-"
-    if session_jobs:
+    if session_jobs or vnpu_jobs:
         result = solve(problem, engine=engine, time_limit=time_limit, workers=workers,
                        seed=seed, deterministic_time=deterministic_time)
+        results.extend(apply_vnpu_answer(cluster, problem, result.placement, vnpu_ranks))
         engine_used, status = result.engine, result.status.value
         for j, (sim, ranks, whole) in enumerate(real_ranks):
             view_job = problem.jobs[j]
@@ -124,6 +133,7 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
             sim.fault = set()
             res.pulls_avoided_gb = res.hits * sim.spec.image_size_gb
             results.append(res)
+    results.sort(key=lambda r: order.get(r.name, len(order)))
     cache = cluster.lifecycle.cache
     return SessionReport(
         index=spec.index, name=spec.name, now=cluster.now, elapsed=cluster.now - cluster.start,
@@ -133,3 +143,69 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
         if cache is not None else 0,
         cache_states=cluster.lifecycle.counts(), engine=engine_used, status=status,
         jobs=results)
+
+
+def vnpu_session_jobs(cluster: SimulatedCluster, entries: list[CacheEntry]
+                      ) -> tuple[list[VnpuJob], list[tuple[SimVnpuJob, list[int]]]]:
+    """The pending ranks of every vNPU job as this session's ``vnpu-jobs`` (a partly
+    running job's pending ranks get a renumbered cache view, as ordinary jobs do)."""
+    jobs: list[VnpuJob] = []
+    ranks: list[tuple[SimVnpuJob, list[int]]] = []
+    for sim in cluster.vjobs.values():
+        pending = sim.pending_ranks()
+        if not pending:
+            continue
+        owner = sim.owner
+        view = owner
+        if owner and sim.placed:
+            view = f"{owner}#{span_text(pending)}"
+            updated = cluster.lifecycle.cache.updated(owner) if cluster.lifecycle.cache \
+                else None
+            for local, rank in enumerate(pending):
+                node = cluster.lifecycle.node(owner, rank)
+                if node:
+                    entries.append(CacheEntry(owner_uid=view, rank=local, node=node,
+                                              updated=updated or cluster.now))
+        if owner:
+            for rank in pending:
+                cluster.lifecycle.lookup(owner, rank)
+        jobs.append(sim.spec.model_copy(update={"tasks": len(pending), "owner_uid": view}))
+        ranks.append((sim, pending))
+    return jobs, ranks
+
+
+def apply_vnpu_answer(cluster: SimulatedCluster, problem: Problem, placement: PlacementFile,
+                      ranks: list[tuple[SimVnpuJob, list[int]]]) -> list[JobSessionResult]:
+    """Apply the vNPU jobs of a session's answer to the cluster and the cache."""
+    view = compile_vnpu(problem)
+    results = []
+    for sim, pending in ranks:
+        jp = placement.job(sim.name)
+        vjob = view.jobs[view.job_index[sim.name]]
+        res = JobSessionResult(name=sim.name, ranks=pending, placed=bool(jp and jp.placed),
+                               candidates=sum(1 for o in vjob.origin if o >= 0),
+                               achievable=achievable_vnpu_hits(view, vjob))
+        if jp is None or not jp.placed:
+            res.reason = (jp.reason if jp else None) or "not placed"
+            results.append(res)
+            continue
+        gang = cluster.lifecycle.begin(sim.owner, cluster.now)
+        down = set(jp.downgraded)
+        for local, rank in enumerate(pending):
+            name = jp.ranks[str(local)]
+            n = problem.node_index[name]
+            origin = vjob.origin[local]
+            if origin < 0:
+                res.new += 1
+            elif origin != n:
+                res.moved += 1
+            else:
+                res.hits += 1
+            res.nodes.append(name)
+            sim.placed[rank] = running_slice(cluster.nodes[name], sim.spec,
+                                             jp.chips.get(str(local), []), str(local) in down)
+            gang.allocate(rank, name)
+        gang.commit()
+        res.pulls_avoided_gb = res.hits * sim.spec.image_size_gb
+        results.append(res)
+    return results

@@ -203,9 +203,11 @@ def _assert_placement_shape(data: dict[str, Any], scenario_path: Path) -> None:
     assert set(data) >= PLACEMENT_KEYS
     assert set(data) <= PLACEMENT_KEYS | {"gap", "seed", "notes"}
     assert set(data["metrics"]) >= METRIC_KEYS
-    assert [j["name"] for j in data["jobs"]] == [j.name for j in scenario_.jobs]
-    for entry, spec in zip(data["jobs"], scenario_.jobs, strict=True):
-        assert set(entry) == JOB_KEYS
+    specs = [*scenario_.jobs, *scenario_.vnpu_jobs]  # vNPU jobs follow the others
+    assert [j["name"] for j in data["jobs"]] == [j.name for j in specs]
+    for entry, spec in zip(data["jobs"], specs, strict=True):
+        vnpu_keys = {"chips", "downgraded"} if spec in scenario_.vnpu_jobs else set()
+        assert JOB_KEYS <= set(entry) <= JOB_KEYS | vnpu_keys
         if entry["placed"]:
             assert entry["reason"] is None
             assert list(entry["ranks"]) == [str(r) for r in range(spec.tasks)]
