@@ -319,7 +319,7 @@ def test_overrunning_solver_falls_back_to_greedy(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(cp_model.CpSolver, "solve", stuck)
     monkeypatch.setattr(cp_model.CpSolver, "stop_search", lambda self: None)
     started = time.perf_counter()
-    with caplog.at_level(logging.DEBUG, logger="solver.cpsat"):
+    with caplog.at_level(logging.DEBUG, logger="npu_place.cpsat"):
         result = solve(problem, engine="cpsat", time_limit=1.0, workers=1, seed=0)
     elapsed = time.perf_counter() - started
     release.set()
