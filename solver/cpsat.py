@@ -26,8 +26,8 @@ started from.
   :data:`solver.lns.STEP_DETERMINISTIC_SECONDS`, and a step starts while the time used
   is below the budget, so the steps of a shorter budget are the first steps of a longer
   one.  The phase ends when a sweep improves nothing, when it has used
-  :data:`LNS_LIMIT_DETERMINISTIC` (or :data:`LNS_LIMIT_SECONDS` of wall clock), or when
-  the budget runs out.
+  :data:`LNS_LIMIT_DETERMINISTIC` (deterministic budgets only), or when the budget runs
+  out.
 * **The whole-batch phase** runs only when the neighbourhoods ended by their own rule
   (not by the budget) and at least :data:`FULL_MIN_DETERMINISTIC` (or
   :data:`FULL_MIN_SECONDS`) is left; it is hinted with, and keeps, their answer, and gets
@@ -401,11 +401,10 @@ LNS_MIN_NODES = 2048
 #: model proves it in seconds where neighbourhoods prove nothing (a 512-rank job on
 #: 4,608 nodes: proved in about 1 s of search).
 FULL_MAX_JOBS = 1
-#: The large-neighbourhood phase of a hybrid search ends after this much CP-SAT
-#: deterministic time (deterministic budgets) ...
+#: Under a deterministic budget the large-neighbourhood phase of a hybrid search ends
+#: after this much CP-SAT deterministic time, whatever the budget (under a wall-clock
+#: budget it goes on while a sweep improves something).
 LNS_LIMIT_DETERMINISTIC = 3.0
-#: ... or this many wall-clock seconds (wall-clock budgets), whatever the budget.
-LNS_LIMIT_SECONDS = 3.0
 #: The whole-batch phase of a hybrid search starts only with at least this much
 #: deterministic time left (its building costs seconds of wall clock on large batches) ...
 FULL_MIN_DETERMINISTIC = 1.0
@@ -454,9 +453,10 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
         return _run_full(problem, hint, weights, started, search_end, workers, seed,
                          deterministic_time, fix_to_hint, start, holder, lock, stopped, notes)
     deterministic = deterministic_time is not None
-    limit = None
-    if mode == "hybrid":
-        limit = LNS_LIMIT_DETERMINISTIC if deterministic else LNS_LIMIT_SECONDS
+    # under a wall-clock budget the neighbourhoods go on while they improve: a capped
+    # phase handed a 10 s budget's rest to a whole-batch model that, under load, found
+    # less than a 5 s budget's neighbourhoods did
+    limit = LNS_LIMIT_DETERMINISTIC if mode == "hybrid" and deterministic else None
     first, searched = _run_lns(problem, start, weights, started, search_end, workers, seed,
                                deterministic_time, holder, lock, stopped, notes, box, limit)
     assert first.plan is not None
@@ -473,13 +473,7 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
         left = search_end - time.perf_counter()
         enough = left >= FULL_MIN_SECONDS
     if not enough:
-        if deterministic or searched.stopped_by == "converged":
-            return first
-        # wall clock, neighbourhoods capped, too little left for the whole batch: the
-        # neighbourhoods go on to the end
-        again, _ = _run_lns(problem, first.plan, weights, started, search_end, workers,
-                            seed, None, holder, lock, stopped, list(first.notes), box, None)
-        return again
+        return first
     # the whole-batch model is built around the incumbent, so it stays representable
     start = hint = first.plan
     full_notes = list(first.notes)
