@@ -65,12 +65,12 @@ from solver.explain import fill_reasons
 from solver.lns import LnsResult, large_neighbourhood_search
 from solver.model.cancel import (
     BuildCancelled,
-    CancellableModel,
     CancelToken,
     cancellable,
     checkpoint,
     retain,
 )
+from solver.model.cancellable import CancellableModel
 from solver.model.constraints import Constraints
 from solver.model.hints import HintError, plan_to_assignment
 from solver.model.objective import ObjectiveBuilder, ObjectiveTerms
@@ -535,6 +535,8 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
     code = solver.solve(built.model)
     status = _status(code)
     name = solver.status_name(code)
+    log.debug("full model: %d vars, built in %.3f s, %s in %.3f s", num_vars,
+              built.build_seconds, name, solver.wall_time)
     if (deterministic_time is not None and status is not Status.OPTIMAL
             and code != cp_model.INFEASIBLE
             and solver.deterministic_time < deterministic_time * 0.999):

@@ -15,8 +15,10 @@ in its notes.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -29,8 +31,8 @@ from models.objective import Metrics, ResolvedWeights, Weights, evaluate, resolv
 from models.placement import PlacementFile, Status
 from models.plan import Plan, to_placement
 from models.scenario import Scenario
-from solver.cpsat import solve_cpsat
 from solver.model.cancel import quiet
+from solver.reuse import SolveCache
 
 log = logging.getLogger("npu_place")
 
@@ -159,6 +161,8 @@ def solve(
     seed: int = 0,
     weights: Weights | None = None,
     deterministic_time: float | None = None,
+    on_fallback: Callable[[Result], None] | None = None,
+    cache: SolveCache | None = None,
 ) -> Result:
     """Place every pending job of a scenario within a hard wall-clock budget.
 
@@ -186,25 +190,55 @@ def solve(
         ``workers=1`` the same input and seed give the same answer on any machine and
         under any load.  ``time_limit`` stays as a safety net; a note says if it cut the
         search (that answer is then load-dependent).
+    on_fallback
+        Called with each fallback answer (validated, with its metrics) as soon as it
+        exists: greedy's, then the origin-first construction's when it beats greedy —
+        so that a caller with a deadline of its own (the planning service) has an answer
+        before CP-SAT starts, without running greedy a second time.  It runs in the
+        calling thread, inside the budget; an exception it raises is logged and ignored.
+    cache
+        What the previous solve of the same (stored, slowly changing) cluster left
+        (:class:`~solver.reuse.SolveCache`): its answer, translated to this problem,
+        completed with the fallback's placement and still valid, becomes the fallback and
+        CP-SAT's warm start when it is at least as good (engine ``auto``/``cpsat``); the
+        returned answer is remembered for the next call.  Answers then depend on the
+        history of calls, also under ``deterministic_time``.
 
     Returns
     -------
     Result
         The validated answer with its metrics, status, bound and gap.
     """
+    if engine != "greedy":
+        # OR-Tools' first import (about 1 s cold) is paid before the budget starts, and
+        # the greedy path never loads it
+        importlib.import_module("solver.cpsat")
     started = time.perf_counter()
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     check_solve_options(time_limit, workers, seed, deterministic_time)
     # no collector pauses, and no model freed, just before the deadline (cancel.quiet)
     with quiet(time_limit):
-        return _solve(scenario, engine, time_limit, workers, seed, weights,
-                      deterministic_time, started)
+        result = _solve(scenario, engine, time_limit, workers, seed, weights,
+                        deterministic_time, started, on_fallback, cache)
+    if cache is not None and engine != "greedy":
+        cache.remember(result.placement)
+    return result
+
+
+def _publish(on_fallback: Callable[[Result], None] | None, result: Result) -> None:
+    if on_fallback is None:
+        return
+    try:
+        on_fallback(result)
+    except Exception:  # the caller's bookkeeping never breaks the solve
+        log.exception("the on_fallback callback failed; ignored")
 
 
 def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers: int,
            seed: int, weights: Weights | None, deterministic_time: float | None,
-           started: float) -> Result:
+           started: float, on_fallback: Callable[[Result], None] | None = None,
+           cache: SolveCache | None = None) -> Result:
     deadline = started + time_limit - RETURN_MARGIN_SECONDS
     problem = scenario if isinstance(scenario, Problem) else compile_scenario(scenario)
     resolved = resolve_weights(problem, weights)
@@ -220,10 +254,14 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     if greedy_done > deadline + RETURN_MARGIN_SECONDS:
         notes.append(f"greedy alone took {greedy_done - started:.3f} s, over the "
                      f"{time_limit:g} s budget")
-    if engine == "greedy":
-        return _finish(problem, greedy, resolved, engine="greedy", status=Status.GREEDY,
-                       started=started, bound=None, seed=seed, notes=notes,
-                       greedy_objective=greedy_metrics.objective, metrics=greedy_metrics)
+    if engine == "greedy" or on_fallback is not None:
+        greedy_result = _finish(problem, greedy, resolved, engine="greedy",
+                                status=Status.GREEDY, started=started, bound=None, seed=seed,
+                                notes=notes, greedy_objective=greedy_metrics.objective,
+                                metrics=greedy_metrics)
+        _publish(on_fallback, greedy_result)
+        if engine == "greedy":
+            return greedy_result
     # the fallback: the better of greedy and the origin-first construction
     best, best_metrics, best_engine = greedy, greedy_metrics, "greedy"
     origin_first_objective: int | None = None
@@ -252,6 +290,17 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
             if candidate_metrics.objective > greedy_metrics.objective:
                 best, best_metrics, best_engine = candidate, candidate_metrics, "origin-first"
                 notes.append("the origin-first construction beat greedy")
+    if cache is not None:
+        cache.sessions += 1
+        previous = cache.recall(problem, best)
+        if previous is not None:
+            previous_metrics = evaluate(problem, previous.as_mapping(), resolved)
+            # ties go to the previous answer: fewer pods move between sessions, and the
+            # search continues from where it stopped
+            if previous_metrics.objective >= best_metrics.objective:
+                best, best_metrics, best_engine = previous, previous_metrics, cache.engine
+                cache.reused += 1
+                notes.append("warm start: the previous session's answer, still valid here")
     fallback_status = Status.GREEDY if best_engine == "greedy" else Status.FEASIBLE
     common: dict[str, Any] = {"seed": seed, "greedy_objective": greedy_metrics.objective,
                               "origin_first_objective": origin_first_objective}
@@ -260,11 +309,15 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
                        started=started, bound=None, notes=notes, metrics=best_metrics,
                        **common)
     finish_cost = time.perf_counter() - finish_started + check_cost
+    if best is not greedy:
+        _publish(on_fallback, fallback)
     remaining = deadline - time.perf_counter() - finish_cost
     if remaining <= 0.0:
         fallback.notes.append("no time left for CP-SAT after greedy")
         fallback.placement.notes = list(fallback.notes)
         return _stamp(fallback, started)
+    from solver.cpsat import solve_cpsat  # loaded by solve() before the budget started
+
     outcome = solve_cpsat(problem, greedy, resolved, time_limit=remaining, workers=workers,
                           seed=seed, deterministic_time=deterministic_time, start=best,
                           recover_reserve=min(0.2 * remaining, 2 * finish_cost + 0.01))

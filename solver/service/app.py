@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fastapi import FastAPI, Path, Query, Request
@@ -40,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from models.limits import LimitError, check_deterministic_time, check_seed
 from models.placement import PlacementFile
 from models.scenario import Scenario
+from solver.service.auth import BearerAuth, HiddenToken
 from solver.service.metrics import PROMETHEUS_CONTENT_TYPE, ServiceMetrics
 from solver.service.parsing import BadRequest, ValidateRequest, ValidateResponse
 from solver.service.pool import SOURCE_SOLVE, PlanOutcome, Saturated, WorkerPool
@@ -65,7 +66,10 @@ class ServiceConfig:
         Solver worker processes (requests solved at once).
     queue
         Solves that may wait for a worker; beyond ``workers + queue`` in flight the
-        service answers 503 with ``Retry-After``.
+        service answers 503 with ``Retry-After``.  Within that bound, admission is by
+        time: a plan is refused at once when its worker is expected (from measured solve
+        times) to be busy past its deadline, and withdrawn with a 503 before its
+        deadline when it could not start in time.
     max_body_mb
         Largest request body accepted (413 above it).
     default_time_limit
@@ -84,12 +88,17 @@ class ServiceConfig:
         ``module:function`` of the facade the workers call (tests name failing ones).
     recycle_after
         Requests a worker serves before it is replaced by a fresh one (0: never).
+    token
+        Bearer token every route except ``/healthz`` and ``/readyz`` requires
+        (:mod:`solver.service.auth`); ``None``: no access control.  Never shown in a repr.
+    ssl_certfile, ssl_keyfile
+        PEM certificate chain and private key: serve HTTPS (uvicorn's TLS).
     """
 
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 1
-    queue: int = 2
+    queue: int = 8
     max_body_mb: float = 64.0
     default_time_limit: float = 1.0
     max_time_limit: float = 300.0
@@ -100,6 +109,9 @@ class ServiceConfig:
     kill_grace: float = 1.0
     solve: str = DEFAULT_SOLVE
     recycle_after: int = 1000
+    token: str | None = field(default=None, repr=False)
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
 
 
 # --------------------------------------------------------------------------- bodies
@@ -258,8 +270,9 @@ class PlanningService:
                                              deterministic_time=deterministic_time,
                                              hurry=self._drain_event)
         except Saturated as exc:
-            self.metrics.rejected.labels("saturated").inc()
-            raise BadRequest(503, "saturated", ["too many requests in flight; retry later"],
+            self.metrics.rejected.labels(exc.reason).inc()
+            error = "shutting down" if exc.reason == "draining" else "saturated"
+            raise BadRequest(503, error, exc.messages,
                              {"Retry-After": str(exc.retry_after)}) from None
         except BadRequest as exc:
             if exc.status == 500:
@@ -273,6 +286,9 @@ class PlanningService:
         self.metrics.deadline_slack.labels(_route(request)).observe(elapsed - limit)
         headers = {"X-Plan-Source": outcome.source, "X-Time-Limit": f"{limit:g}",
                    "X-Elapsed-Before-Send": f"{elapsed:.4f}"}
+        if outcome.queued_seconds is not None:
+            headers["X-Queue-Wait"] = f"{outcome.queued_seconds:.4f}"
+            self.metrics.queue_wait.observe(outcome.queued_seconds)
         if cluster is not None:
             record = self.runner.clusters.get(cluster)
             if record is not None:
@@ -336,6 +352,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                               "answering within the request's time limit.",
                   lifespan=lifespan)
     app.state.service = service
+    if config.token is not None:  # inside the timing middleware: 401s are counted too
+        app.add_middleware(BearerAuth, token=HiddenToken(config.token))
     app.add_middleware(_Timing, metrics=service.metrics)
 
     @app.exception_handler(BadRequest)

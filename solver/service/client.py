@@ -3,6 +3,7 @@ the load test; a Go client can be generated from ``GET /openapi.json`` instead."
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import httpx
@@ -56,6 +57,15 @@ def _plan_params(engine: str, time_limit: float | None, seed: int | None,
     return params
 
 
+def _auth_headers(token: str | None) -> dict[str, str]:
+    return {} if token is None else {"authorization": f"Bearer {token}"}
+
+
+def _verify(verify: bool | str | ssl.SSLContext) -> bool | ssl.SSLContext:
+    """httpx's ``verify``: a CA file path becomes a context (httpx deprecates paths)."""
+    return ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
+
+
 def _http_timeout(time_limit: float | None) -> float:
     # the service answers within the limit; leave room for the transfer
     return (time_limit or 10.0) + 10.0
@@ -70,10 +80,17 @@ class PlanClient:
         For example ``http://127.0.0.1:8080``.
     timeout
         Default HTTP timeout in seconds of calls without a time limit.
+    token
+        Bearer token of a service started with ``--token-file``.
+    verify
+        TLS verification of an ``https://`` URL: ``True`` (system CAs), a CA bundle path
+        (e.g. the service's self-signed certificate), or an :class:`ssl.SSLContext`.
     """
 
-    def __init__(self, base_url: str, timeout: float = 30.0) -> None:
-        self._http = httpx.Client(base_url=base_url, timeout=timeout)
+    def __init__(self, base_url: str, timeout: float = 30.0, token: str | None = None,
+                 verify: bool | str | ssl.SSLContext = True) -> None:
+        self._http = httpx.Client(base_url=base_url, timeout=timeout,
+                                  headers=_auth_headers(token), verify=_verify(verify))
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -162,12 +179,15 @@ class PlanClient:
 
 
 class AsyncPlanClient:
-    """Asynchronous client (the load test's), with the plan calls only."""
+    """Asynchronous client (the load test's), with the plan calls only; ``token`` and
+    ``verify`` as in :class:`PlanClient`."""
 
-    def __init__(self, base_url: str, timeout: float = 30.0, max_connections: int = 64) -> None:
+    def __init__(self, base_url: str, timeout: float = 30.0, max_connections: int = 64,
+                 token: str | None = None, verify: bool | str | ssl.SSLContext = True) -> None:
         limits = httpx.Limits(max_connections=max_connections,
                               max_keepalive_connections=max_connections)
-        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=limits)
+        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=limits,
+                                       headers=_auth_headers(token), verify=_verify(verify))
 
     @property
     def base_url(self) -> str:

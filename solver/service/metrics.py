@@ -48,8 +48,11 @@ class ServiceMetrics:
         self.gain = Histogram("npu_place_cpsat_gain_ratio",
                               "(objective - greedy objective) / |greedy objective| of auto and "
                               "cpsat answers", buckets=_GAIN_BUCKETS, registry=r)
-        self.rejected = Counter("npu_place_rejected", "Requests refused with 503 (saturated or "
-                                "shutting down)", ["reason"], registry=r)
+        self.queue_wait = Histogram("npu_place_queue_wait_seconds",
+                                    "Seconds an answered plan waited for its worker",
+                                    buckets=_LATENCY_BUCKETS, registry=r)
+        self.rejected = Counter("npu_place_rejected", "Requests refused with 503 (saturated, "
+                                "queue-timeout, draining)", ["reason"], registry=r)
         self.solve_errors = Counter("npu_place_solve_errors", "Solves that raised", registry=r)
         self.delta_tier = Counter("npu_place_cluster_updates",
                                   "Cluster updates by the tier they paid for (values, jobs, "

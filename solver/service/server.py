@@ -4,15 +4,14 @@ On SIGTERM (or SIGINT) the service stops accepting connections, ``/readyz`` turn
 new plan calls on open connections get 503, and in-flight plan calls answer at once with
 greedy's plan when they have it (else at their deadline, never later); uvicorn then waits
 for the open responses (at most ``graceful_seconds``) and runs the application's shutdown,
-which closes the worker processes' pipes (and kills workers that do not exit).
+which closes the worker processes' pipes (and kills workers that do not exit).  After a
+SIGTERM the process exits with status 0 (:func:`run_server`).
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
+import signal
 from types import FrameType
-from typing import TextIO
 
 import uvicorn
 
@@ -36,19 +35,27 @@ def build_server(config: ServiceConfig, log_level: str = "info") -> _Server:
     app = create_app(config)
     uv = uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level,
                         timeout_graceful_shutdown=int(config.graceful_seconds) or None,
-                        access_log=False, server_header=False)
+                        access_log=False, server_header=False,
+                        ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile)
     return _Server(uv, app.state.service)
 
 
-def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
-    """``npu-place serve``: run the planning service until SIGTERM."""
-    config = ServiceConfig(host=args.host, port=args.port, workers=args.workers,
-                           queue=args.queue, max_body_mb=args.max_body_mb,
-                           default_time_limit=args.default_time_limit,
-                           max_clusters=args.max_clusters,
-                           recycle_after=args.recycle_after)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    server = build_server(config, args.log_level)
-    server.run()
+def _drained(sig: int, frame: FrameType | None) -> None:
+    """SIGTERM after the drain: nothing left to do (the process then exits with 0)."""
+
+
+def run_server(server: _Server) -> int:
+    """Serve until SIGTERM (or SIGINT); return exit status 0 after a graceful drain.
+
+    uvicorn re-raises a captured signal once it has shut down, with the handler that was
+    installed before it started: with the default handler a drained SIGTERM would end
+    the process with status -15, which orchestrators report as a failure.  Installing a
+    handler that does nothing for that re-raise makes a drained shutdown exit with 0.
+    SIGINT keeps its default (``KeyboardInterrupt``, status 130 from the command line).
+    """
+    previous = signal.signal(signal.SIGTERM, _drained)
+    try:
+        server.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0

@@ -20,8 +20,9 @@ import yaml
 from models.io import load_placement, load_scenario
 from models.scenario import Family
 from models.validation import derive_shape
-from solver import cli
-from solver.cli import DEFAULT_EXAMPLE, example_path, main
+from solver.cli import main
+from solver.cli import validate as cli_validate
+from solver.doors import DEFAULT_EXAMPLE, example_path
 from tests.models.builders import job, node, placed, scenario, scenario_examples, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -310,7 +311,7 @@ def test_internal_error_exit_1_without_traceback(
     def broken(*_: Any) -> list[Any]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli, "check", broken)
+    monkeypatch.setattr(cli_validate, "check", broken)
     monkeypatch.delenv("NPU_PLACE_DEBUG", raising=False)
     answer = write(tmp_path / "a.json", {"jobs": [placed("a", ["n1", "n3"]),
                                                   placed("b", ["n0"])]})
@@ -327,15 +328,24 @@ def test_internal_error_exit_1_without_traceback(
 
 
 def test_examples_lists_the_bundled_scenarios() -> None:
+    from benchmarks.replay.api import EXAMPLES as DAYS
+    from benchmarks.replay.api import example_path as day_path
+
     code, out, err = run("examples")
     assert (code, err) == (0, "")
-    listed = dict(line.split("\t") for line in out.splitlines())
+    rows = [line.split("\t") for line in out.splitlines()]
+    listed = dict(row for row in rows if len(row) == 2)
+    days = {row[0]: row[1] for row in rows if len(row) == 3 and row[2].startswith("(a day")}
+    assert len(listed) + len(days) == len(rows)
     assert set(scenario_examples()) >= {"ordinary-8npu", "superpod-850", "rack-950",
                                         "multilevel"}
     assert set(listed) >= set(scenario_examples())
     for name, where in listed.items():
         assert Path(where) == example_path(name)
         assert Path(where).is_file()
+    assert set(days) == set(DAYS)  # the replay days (npu-place replay --example NAME)
+    for name, where in days.items():
+        assert Path(where) == day_path(name) and Path(where).is_file()
 
 
 @pytest.mark.parametrize("name", scenario_examples())

@@ -10,10 +10,14 @@ from solver.facade import Result, solve
 
 
 def slow_full(problem: Any, engine: str = "auto", **kwargs: Any) -> Result:
-    """Greedy at once; the full solve ignores its time limit (sleeps 2 s)."""
+    """Greedy at once (published through ``on_fallback``); then the full solve ignores its
+    time limit (sleeps 2 s)."""
+    greedy = solve(problem, engine="greedy", seed=kwargs.get("seed", 0))
     if engine != "greedy":
+        if kwargs.get("on_fallback") is not None:
+            kwargs["on_fallback"](greedy)
         time.sleep(2.0)
-    return solve(problem, engine="greedy", seed=kwargs.get("seed", 0))
+    return greedy
 
 
 def slow_greedy(problem: Any, engine: str = "auto", **kwargs: Any) -> Result:
