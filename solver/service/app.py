@@ -422,12 +422,13 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         body = await service.read_body(request)
         pool = service.runner
         try:
-            info = await pool.call("patch", (name, body), home=record.home,
-                                   on_reply=lambda i: pool.record_patch(name, body, i))
+            reply = await pool.call("patch", (name, body), home=record.home,
+                                    on_reply=lambda r: pool.record_patch(name, r))
         except BadRequest as exc:
             if exc.status == 422:
                 exc.error = "invalid delta"
             raise
+        info = reply["info"]
         service.metrics.delta_tier.labels(info["last-update"]).inc()
         return JSONResponse(info)
 

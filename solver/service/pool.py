@@ -45,6 +45,10 @@ log = logging.getLogger("npu_place.service")
 
 #: Deltas kept per cluster before the log is compacted into one scenario body.
 COMPACT_EVERY = 64
+#: Bytes of (compact) deltas kept per cluster before the log is compacted, whatever their
+#: number.  The log holds each applied delta in compact JSON (only the fields set, no
+#: whitespace), never the request body.
+COMPACT_BYTES = 8 * 1024 * 1024
 #: Expected seconds of a short request (greedy only, validate, cluster updates) when
 #: estimating when a worker will be free; also the least time worth starting a plan with.
 SHORT_SECONDS = 0.1
@@ -121,6 +125,7 @@ class _Request:
     admitted: bool = False
     internal: bool = False
     on_reply: Callable[[Any], None] | None = None
+    on_error: Callable[[], None] | None = None
     parsed: list[str] | None = None
     greedy: dict[str, Any] | None = None
     final: dict[str, Any] | None = None
@@ -146,15 +151,22 @@ class _Worker:
 
 @dataclass
 class ClusterRecord:
-    """What the serving process keeps of a stored cluster (to answer GET and to replay)."""
+    """What the serving process keeps of a stored cluster (to answer GET and to replay).
+
+    ``base`` is the last full scenario (the PUT body, or the compacted scenario with its
+    cache states in ``base_states``); ``deltas`` the deltas applied since, each in compact
+    form with the time its cache events were stamped with, ``log_bytes`` their size.
+    """
 
     name: str
     home: int
     base: bytes
     base_version: int
-    deltas: list[bytes] = field(default_factory=list)
+    deltas: list[tuple[bytes, int | None]] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     compacting: bool = False
+    base_states: bytes | None = None
+    log_bytes: int = 0
 
 
 @dataclass
@@ -305,6 +317,8 @@ class WorkerPool:
                 req.on_reply(req.reply)
             except Exception:  # bookkeeping must never break the reader
                 log.exception("cluster bookkeeping failed")
+        if req.on_error is not None and req.error is not None:
+            req.on_error()
         elif req.internal and req.error is not None:
             log.error("internal %s failed: %s", req.kind, req.error)
 
@@ -344,9 +358,10 @@ class WorkerPool:
         for record in self.clusters.values():
             if record.home == worker.index:
                 replay.append(self._request("put", (record.name, record.base,
-                                                    record.base_version), internal=True))
-                replay += [self._request("patch", (record.name, d), internal=True)
-                           for d in record.deltas]
+                                                    record.base_version, record.base_states),
+                                            internal=True))
+                replay += [self._request("patch", (record.name, delta, stamp), internal=True)
+                           for delta, stamp in record.deltas]
         fresh.queue.extendleft(reversed(replay))
         self._workers[worker.index] = fresh
 
@@ -531,22 +546,34 @@ class WorkerPool:
         """Remember a stored cluster's full body (the replay base)."""
         self.clusters[name] = ClusterRecord(name, home, body, int(info["version"]), [], info)
 
-    def record_patch(self, name: str, body: bytes, info: dict[str, Any]) -> None:
-        """Remember an applied delta; compact the log now and then."""
+    def record_patch(self, name: str, reply: dict[str, Any]) -> None:
+        """Remember an applied delta (compact, with its stamp); compact the log when it
+        holds :data:`COMPACT_EVERY` deltas or :data:`COMPACT_BYTES` bytes."""
         record = self.clusters.get(name)
         if record is None:
             return
+        info = reply["info"]
         if info.get("version") != record.info.get("version"):
-            record.deltas.append(body)
+            record.deltas.append((reply["log"], reply["stamp"]))
+            record.log_bytes += len(reply["log"])
         record.info = info
-        if len(record.deltas) >= COMPACT_EVERY and not record.compacting:
+        if ((len(record.deltas) >= COMPACT_EVERY or record.log_bytes >= COMPACT_BYTES)
+                and not record.compacting):
             record.compacting = True
 
             def compacted(reply: Any) -> None:
+                # A worker answers in order: every delta logged before this answer was
+                # applied before the export, so the export holds them all.
                 record.base = reply["scenario"]
+                record.base_states = reply["states"]
                 record.base_version = int(reply["version"])
                 record.deltas = []
+                record.log_bytes = 0
                 record.compacting = False
 
-            req = self._request("dump", (name,), internal=True, on_reply=compacted)
+            def failed() -> None:  # the worker was lost: the full log replays instead
+                record.compacting = False
+
+            req = self._request("export", (name,), internal=True, on_reply=compacted,
+                                on_error=failed)
             self._submit(req, record.home)
