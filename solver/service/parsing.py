@@ -14,22 +14,31 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.io import DocumentError, load_json, model_from_data, pydantic_messages
+from models.limits import MAX_ERRORS_SHOWN
 from models.objective import evaluate
 from models.placement import JobPlacement, MetricsModel, PlacementFile, Status
 from models.scenario import Scenario
 from models.validation import InputError
-from solver.service.state import ClusterDelta
+from solver.service.state import ClusterDelta, delta_messages
+
+
+def capped(messages: list[str], limit: int = MAX_ERRORS_SHOWN) -> list[str]:
+    """The first ``limit`` messages and a count of the rest, as the CLI prints them."""
+    if len(messages) <= limit:
+        return messages
+    return [*messages[:limit], f"... and {len(messages) - limit} more error(s) not shown"]
 
 
 class BadRequest(Exception):
-    """A request refused with ``status`` and messages naming the field."""
+    """A request refused with ``status`` and messages naming the field (at most
+    :data:`~models.limits.MAX_ERRORS_SHOWN` of them, then a count)."""
 
     def __init__(self, status: int, error: str, messages: list[str] | None = None,
                  headers: dict[str, str] | None = None) -> None:
         super().__init__(error)
         self.status = status
         self.error = error
-        self.messages = messages or []
+        self.messages = capped(messages or [])
         self.headers = headers
 
 
@@ -93,10 +102,14 @@ def parse_problem(body: bytes, what: str = "request body") -> Problem:
 def parse_delta(body: bytes) -> ClusterDelta:
     """Parse a cluster delta body (raises :class:`BadRequest`)."""
     data = _loads(body, "delta")
+    if not isinstance(data, dict):
+        kind = type(data).__name__ if data is not None else "null"
+        raise BadRequest(422, "invalid delta", [
+            f"<delta>: expected an object at the top level, got {kind}"])
     try:
-        return model_from_data(ClusterDelta, data, "delta")
-    except InputError as exc:
-        raise BadRequest(422, "invalid delta", exc.messages) from None
+        return ClusterDelta.model_validate(data)
+    except ValidationError as exc:
+        raise BadRequest(422, "invalid delta", capped(delta_messages(exc))) from None
 
 
 def run_validate(body: bytes) -> ValidateResponse:

@@ -223,14 +223,24 @@ class _Applied:
     stamp: int | None = None  # the time cache events were stamped with (None: no events)
 
 
-def _field_messages(exc: ValidationError, where: str) -> list[str]:
-    """pydantic errors as ``<delta>: field '<where>.<loc>': <message>`` lines."""
+def delta_messages(exc: ValidationError, where: str = "") -> list[str]:
+    """pydantic errors as ``<delta>: field 'node-updates[0].npus': <message>`` lines.
+
+    ``where`` prefixes the location (the item a nested model was validated for).
+    """
     out = []
     for error in exc.errors():
-        loc = ".".join(str(p) for p in error["loc"])
-        field = f"{where}.{loc}" if loc else where
+        loc = ""
+        for part in (where, *error["loc"]) if where else error["loc"]:
+            loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
         text = str(error["msg"]).removeprefix("Value error, ")
-        out.append(escape_text(f"<delta>: field '{field}': {text}", 2000))
+        if error["type"] == "extra_forbidden":
+            text = "unknown field"
+        value = error.get("input")
+        if isinstance(value, (int, float, bool)) or (isinstance(value, str)
+                                                     and len(value) <= 60):
+            text = f"{text} (got {value!r})"
+        out.append(escape_text(f"<delta>: field '{loc or '(the delta)'}': {text}", 2000))
     return out
 
 
@@ -317,7 +327,7 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
             try:
                 node = Node.model_validate(merged)
             except ValidationError as exc:
-                errors.extend(_field_messages(exc, f"node-updates[{i}]"))
+                errors.extend(delta_messages(exc, f"node-updates[{i}]"))
                 continue
             structural = True
         else:  # free (an int, checked with npus below) and health (an enum) only
@@ -378,7 +388,7 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
         try:
             cache_model = new_lifecycle.to_model()
         except ValidationError as exc:
-            raise InputError(_field_messages(exc, "cache-events (the resulting cache)")
+            raise InputError(delta_messages(exc, "(the cache after the delta)")
                              ) from None
         if removed:
             cache_model, dropped = _drop_removed(cache_model, removed)
@@ -401,7 +411,7 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     try:
         new = Scenario.model_validate(whole)
     except ValidationError as exc:
-        raise InputError(_field_messages(exc, "(the scenario after the delta)")) from None
+        raise InputError(delta_messages(exc, "(the scenario after the delta)")) from None
     if structural:
         return _Applied(new, compile_scenario(new, "<delta>"), new_lifecycle, "structure",
                         notes, used_stamp)

@@ -37,7 +37,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from models.validation import InputError
-from solver.service.parsing import BadRequest, parse_delta, parse_problem, run_validate
+from solver.service.parsing import BadRequest, capped, parse_delta, parse_problem, run_validate
 from solver.service.state import ClusterDelta, ClusterStore, VersionConflict
 
 log = logging.getLogger("npu_place.service.worker")
@@ -95,7 +95,7 @@ class Worker:
             except BadRequest as exc:
                 self.send(rid, "error", exc.status, exc.error, exc.messages)
             except InputError as exc:
-                self.send(rid, "error", 422, "invalid input", exc.messages)
+                self.send(rid, "error", 422, "invalid input", capped(exc.messages))
             except VersionConflict as exc:
                 self.send(rid, "error", 409, "version conflict", [str(exc)])
             except Exception as exc:  # a crash is a 500 for this request only

@@ -1,0 +1,303 @@
+"""Issue 21, the service doors under attack: a stored cluster is never corrupted or made
+invalid by a delta, and the replay log that rebuilds it after a worker restart is bounded
+and exact.  Every test runs against a real server on loopback."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from models.check import check
+from models.compiled import compile_scenario
+from models.placement import PlacementFile
+from models.scenario import Scenario
+from solver.service import pool as pool_module
+from solver.service.app import ServiceConfig
+from tests.solver.service.conftest import example, running_server
+
+#: A request that must not take longer than this in these tests (loaded machine).
+HTTP_TIMEOUT = 60.0
+
+
+@pytest.fixture(scope="module")
+def doors() -> Iterator[tuple[str, Any]]:
+    """One server for the module: two workers, greedy only in the facade's fast path."""
+    with running_server(ServiceConfig(warmup=False, workers=2, queue=4)) as running:
+        yield running
+
+
+@pytest.fixture
+def http(doors: tuple[str, Any]) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=doors[0], timeout=HTTP_TIMEOUT) as client:
+        yield client
+
+
+def ordinary(now: bool = True, hog: bool = False) -> dict[str, Any]:
+    """The ordinary-8npu example as a dict; ``hog``: a running job holds all of node-4."""
+    data = example("ordinary-8npu").to_dict()
+    if not now:
+        data.pop("now", None)
+    if hog:
+        data["running"] = [{"name": "hog", "policy": "chip8-node8", "npu-per-task": 8,
+                            "ranks": {"0": "node-4"}}]
+    return data
+
+
+def put(http: httpx.Client, name: str, scenario: dict[str, Any]) -> None:
+    response = http.put(f"/v1/clusters/{name}", content=json.dumps(scenario))
+    assert response.status_code in (200, 201), response.text
+
+
+def patch(http: httpx.Client, name: str, delta: Any) -> httpx.Response:
+    content = delta if isinstance(delta, bytes) else json.dumps(delta)
+    return http.patch(f"/v1/clusters/{name}", content=content)
+
+
+def state(http: httpx.Client, name: str) -> tuple[bytes, dict[str, int], int]:
+    """What the home worker holds: the scenario's bytes, the cache states (an empty delta
+    answers the worker's own summary) and the version."""
+    scenario = http.get(f"/v1/clusters/{name}/scenario")
+    assert scenario.status_code == 200, scenario.text
+    info = patch(http, name, {})
+    assert info.status_code == 200, info.text
+    return scenario.content, info.json()["cache-states"], info.json()["version"]
+
+
+def greedy_plan(http: httpx.Client, name: str) -> list[tuple[str, bool, Any]]:
+    """The stored cluster's greedy plan, checked by the validator against the stored
+    scenario."""
+    response = http.post(f"/v1/clusters/{name}/plan", params={"engine": "greedy",
+                                                               "time-limit": 10})
+    assert response.status_code == 200, response.text
+    placement = PlacementFile.model_validate(response.json())
+    stored = Scenario.model_validate(http.get(f"/v1/clusters/{name}/scenario").json())
+    assert check(compile_scenario(stored), placement) == []
+    return [(j.name, j.placed, j.ranks) for j in placement.jobs]
+
+
+def full_body_accepted(http: httpx.Client, scenario: bytes) -> bool:
+    response = http.post("/v1/validate", content=b'{"scenario": ' + scenario + b"}")
+    assert response.status_code == 200, response.text
+    return bool(response.json()["valid"])
+
+
+# --------------------------------------------------------------------------- item 1
+
+_OWNER = "rs-infer-7c9d"  # an owner in the example's cache (rank 0 on node-2)
+
+
+@pytest.mark.parametrize(("delta", "words"), [
+    ({"cache-events": [{"event": "bind", "owner-uid": _OWNER, "rank": 70000,
+                        "node": "node-0"}]}, ["cache-events", "rank"]),
+    ({"cache-events": [{"event": "bind", "owner-uid": _OWNER, "rank": 1e18,
+                        "node": "node-0"}]}, ["cache-events", "rank"]),
+    ({"cache-events": [{"event": "bind", "owner-uid": "evil\x1b[31m", "rank": 0,
+                        "node": "node-0"}]}, ["cache-events", "owner-uid", "\\x1b"]),
+    ({"cache-events": [{"event": "bind", "owner-uid": "o" * 300, "rank": 0,
+                        "node": "node-0"}]}, ["cache-events", "owner-uid", "253"]),
+    ({"now": 1e15, "cache-events": [{"event": "bind", "owner-uid": _OWNER, "rank": 0,
+                                     "node": "node-0"}]}, ["now"]),
+    ({"cache-events": [{"event": "bind", "owner-uid": _OWNER, "rank": 0, "node": "node-0"},
+                       {"event": "bind", "owner-uid": _OWNER, "rank": 1, "node": "nope"}]},
+     ["cache-events[1].node", "nope"]),
+], ids=["rank-70000", "rank-1e18", "escape-owner", "long-owner", "now-1e15-bind",
+        "bind-then-bad-bind"])
+def test_a_refused_delta_leaves_the_cluster_byte_identical(
+        http: httpx.Client, delta: dict[str, Any], words: list[str]) -> None:
+    name = "atomic"
+    put(http, name, ordinary())
+    before = state(http, name)
+    plan_before = greedy_plan(http, name)
+    response = patch(http, name, delta)
+    assert response.status_code == 422, response.text
+    text = " ".join(response.json()["messages"])
+    assert all(w in text for w in words), text
+    assert "Traceback" not in text and "\x1b" not in text
+    assert state(http, name) == before
+    # the next delta with a cache event is accepted and does not carry the refused one
+    ok = patch(http, name, {"cache-events": [{"event": "refresh", "owner-uid": "nobody"}]})
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["cache-states"] == before[1]
+    assert greedy_plan(http, name) == plan_before
+
+
+# --------------------------------------------------------------------------- item 2
+
+
+@pytest.mark.parametrize(("delta", "words"), [
+    ({"node-updates": [{"name": "node-0", "npus": 100000}]}, ["node-updates[0]", "npus"]),
+    ({"node-updates": [{"name": "node-0", "labels": {"a": "b\x1b[2J"}}]},
+     ["node-updates[0]", "labels", "\\x1b"]),
+    ({"node-updates": [{"name": "node-0", "labels": {f"k{i}": "v" for i in range(1000)}}]},
+     ["node-updates[0]", "labels", "256"]),
+    ({"node-updates": [{"name": "node-0", "labels": {"k": "v" * 5000}}]},
+     ["node-updates[0]", "labels", "1024"]),
+    ({"now": -5}, ["now"]),
+    ({"now": 1e15}, ["now"]),
+    ({"node-updates": [{"name": "node-0", "super-pod-id": 2**40}]},
+     ["node-updates[0]", "super-pod-id"]),
+    ({"node-updates": [{"name": "node-0", "rack-id": 2**40}]},
+     ["node-updates[0]", "rack-id"]),
+    ({"node-updates": [{"name": "node-0", "labels": {"k": {"nested": 1}}}]},
+     ["node-updates[0]", "labels", "mapping"]),
+    ({"nodes-removed": ["node-\x1b"]}, ["nodes-removed"]),
+], ids=["npus", "label-escape", "1000-labels", "long-label", "now-negative", "now-1e15",
+        "super-pod-id-2^40", "rack-id-2^40", "label-mapping", "removed-escape"])
+def test_a_delta_is_held_to_the_full_body_bounds(
+        http: httpx.Client, delta: dict[str, Any], words: list[str]) -> None:
+    name = "bounds"
+    put(http, name, ordinary())
+    before = state(http, name)
+    response = patch(http, name, delta)
+    assert response.status_code == 422, response.text
+    text = " ".join(response.json()["messages"])
+    assert all(w in text for w in words), text
+    assert "\x1b" not in text
+    assert state(http, name) == before
+    assert full_body_accepted(http, before[0])
+
+
+def test_accepted_deltas_keep_a_scenario_the_full_body_route_accepts(
+        http: httpx.Client) -> None:
+    name = "bounds-ok"
+    put(http, name, ordinary())
+    for delta in ({"node-updates": [{"name": "node-0", "labels": {"zone": 7, "gpu": True}}]},
+                  {"node-updates": [{"name": "node-1", "super-pod-id": -3, "npus": 16,
+                                     "free": 16}]},
+                  {"now": 10**11, "cache-events": [{"event": "bind", "owner-uid": "u" * 253,
+                                                    "rank": 65535, "node": "node-3"}]}):
+        response = patch(http, name, delta)
+        assert response.status_code == 200, response.text
+        scenario = http.get(f"/v1/clusters/{name}/scenario").content
+        assert full_body_accepted(http, scenario)
+        planned = http.post("/v1/plan", content=scenario, params={"engine": "greedy"})
+        assert planned.status_code == 200, planned.text
+    stored = Scenario.model_validate_json(scenario)
+    assert stored.nodes[0].labels == {"zone": "7", "gpu": "True"}  # as in a full body
+
+
+# --------------------------------------------------------------------------- item 3
+
+
+def test_the_values_tier_keeps_the_running_jobs_rule(http: httpx.Client) -> None:
+    name = "hogged"
+    put(http, name, ordinary(hog=True))
+    before = state(http, name)
+    response = patch(http, name, {"node-updates": [{"name": "node-4", "free": 8}]})
+    assert response.status_code == 422, response.text
+    text = " ".join(response.json()["messages"])
+    assert "node-updates[0].free" in text and "running" in text, text
+    assert state(http, name) == before
+    # the same state as a full body is refused by the same rule
+    as_full = ordinary(hog=True)
+    as_full["nodes"][4]["free"] = 8
+    refused = http.post("/v1/plan", content=json.dumps(as_full), params={"engine": "greedy"})
+    assert refused.status_code == 422 and "running" in refused.text
+    # feasible side: the hog's node may change health (values tier), and a free node may
+    # change free; the plan never puts a rank on node-4
+    ok = patch(http, name, {"node-updates": [{"name": "node-4", "health": "subhealthy"},
+                                             {"name": "node-0", "free": 4}]})
+    assert ok.status_code == 200 and ok.json()["last-update"] == "values", ok.text
+    for job, placed, ranks in greedy_plan(http, name):
+        assert "node-4" not in (ranks or {}).values(), (job, placed, ranks)
+
+
+# --------------------------------------------------------------------------- items 5, 9
+
+
+def _wait(condition: Any, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def _kill_home_worker(service: Any, name: str) -> None:
+    """Kill the cluster's worker process (as the OOM killer would) and wait for the
+    replacement to have replayed its clusters."""
+    pool = service.runner
+    home = pool.clusters[name].home
+    old = pool._workers[home]
+    restarts = pool.restarts
+    old.process.kill()
+    _wait(lambda: pool.restarts > restarts and pool._workers[home] is not old)
+    _wait(lambda: pool._workers[home].ready and pool._workers[home].current is None
+          and not pool._workers[home].queue)
+
+
+def _session_delta(i: int) -> dict[str, Any]:
+    """A session's delta: bind, keep and roll back cache entries, move free chips."""
+    node = f"node-{i % 4}"
+    events: list[dict[str, Any]] = [
+        {"event": "bind", "owner-uid": f"owner-{i % 9}", "rank": i % 5, "node": node}]
+    if i % 3 == 0:
+        events.append({"event": "evict", "owner-uid": f"owner-{(i + 4) % 9}",
+                       "rank": (i + 1) % 5})
+    if i % 7 == 0:
+        events.append({"event": "discard", "owner-uid": f"owner-{i % 9}", "rank": i % 5})
+    if i % 11 == 0:
+        events.append({"event": "delete-owner", "owner-uid": f"owner-{(i + 2) % 9}"})
+    return {"node-updates": [{"name": "node-5", "free": i % 9}], "cache-events": events}
+
+
+@pytest.mark.parametrize("sessions", [5, 70])
+def test_a_restarted_worker_rebuilds_the_cluster_exactly(sessions: int) -> None:
+    with running_server(ServiceConfig(warmup=False)) as (url, service), \
+            httpx.Client(base_url=url, timeout=HTTP_TIMEOUT) as http:
+        put(http, "plain", ordinary(now=False))  # no `now`: cache events use the clock
+        put(http, "timed", ordinary(now=True))
+        for i in range(sessions):
+            for name in ("plain", "timed"):
+                response = patch(http, name, _session_delta(i))
+                assert response.status_code == 200, response.text
+            if i == 2:
+                time.sleep(1.1)  # a replay at another second must not re-stamp entries
+        record = service.runner.clusters["plain"]
+        if sessions >= pool_module.COMPACT_EVERY:
+            _wait(lambda: not record.compacting)
+            assert record.base_states is not None and len(record.deltas) < sessions
+        before = {name: state(http, name) for name in ("plain", "timed")}
+        plans = {name: greedy_plan(http, name) for name in ("plain", "timed")}
+        assert len(before["plain"][1]) >= 2  # several lifecycle states to keep
+        time.sleep(1.1)
+        _kill_home_worker(service, "plain")
+        for name in ("plain", "timed"):
+            assert state(http, name) == before[name]
+            assert greedy_plan(http, name) == plans[name]
+
+
+def test_the_replay_log_keeps_compact_deltas_bounded_in_bytes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pool_module, "COMPACT_BYTES", 4096)
+    with running_server(ServiceConfig(warmup=False, max_body_mb=4)) as (url, service), \
+            httpx.Client(base_url=url, timeout=HTTP_TIMEOUT) as http:
+        put(http, "c", ordinary())
+        record = service.runner.clusters["c"]
+        padding = b" " * (3 * 1024 * 1024)  # 3 MB of whitespace around a tiny delta
+        for i in range(6):
+            body = padding + json.dumps({"node-updates": [
+                {"name": "node-0", "free": i}]}).encode() + padding[:1024]
+            assert patch(http, "c", body).status_code == 200
+        assert 0 < record.log_bytes < 1024  # the compact form, not 6 x 3 MB
+        assert all(len(delta) < 100 for delta, _ in record.deltas)
+        # deltas of real size: the log is compacted whenever it passes the byte bound
+        big = {"jobs-submitted": [{"name": f"j{k}", "policy": "chip8-node8", "tasks": 1,
+                                   "npu-per-task": 8} for k in range(40)]}
+        peak = 0
+        for i in range(12):
+            if i % 2:
+                big_delta = {"jobs-removed": [f"j{k}" for k in range(40)]}
+            else:
+                big_delta = big
+            assert patch(http, "c", big_delta).status_code == 200
+            _wait(lambda: not record.compacting)
+            peak = max(peak, record.log_bytes)
+        assert peak < 4096 + 4096  # below the bound plus one delta
+        before = state(http, "c")
+        _kill_home_worker(service, "c")
+        assert state(http, "c") == before
