@@ -267,6 +267,8 @@ class PlanningService:
             elif exc.status == 503:
                 self.metrics.rejected.labels("parse-deadline").inc()
             raise
+        if outcome.solve_failed:
+            self.metrics.solve_errors.inc()
         self._record(outcome, engine)
         received = request.scope.get("state", {}).get("received", deadline - limit)
         elapsed = time.monotonic() - received

@@ -50,7 +50,9 @@ class ServiceMetrics:
                               "cpsat answers", buckets=_GAIN_BUCKETS, registry=r)
         self.rejected = Counter("npu_place_rejected", "Requests refused with 503 (saturated or "
                                 "shutting down)", ["reason"], registry=r)
-        self.solve_errors = Counter("npu_place_solve_errors", "Solves that raised", registry=r)
+        self.solve_errors = Counter("npu_place_solve_errors", "Solves that raised or whose "
+                                    "worker process died (greedy's plan answered if it "
+                                    "existed)", registry=r)
         self.delta_tier = Counter("npu_place_cluster_updates",
                                   "Cluster updates by the tier they paid for (values, jobs, "
                                   "structure, full, none)", ["tier"], registry=r)

@@ -177,6 +177,8 @@ class PlanOutcome:
     source: str
     greedy_objective: int | None
     objective: int | None
+    #: the full solve failed (raised, or its worker process died): greedy's plan stands
+    solve_failed: bool = False
 
 
 class WorkerPool:
@@ -520,10 +522,13 @@ class WorkerPool:
         if req.final is not None:
             return PlanOutcome(req.final, SOURCE_SOLVE, greedy_obj, req.final.get("objective"))
         if req.greedy is not None:
-            if req.terminal and not req.final_info:
+            if req.terminal and not req.final_info and req.error is None:
                 return PlanOutcome(req.greedy, SOURCE_SOLVE, greedy_obj, greedy_obj)
             placement = dict(req.greedy)
-            if req.final_info.get("error"):
+            failed = req.error is not None or bool(req.final_info.get("error"))
+            if req.error is not None:  # the worker died (or was killed) during the solve
+                why = f"the full solve failed ({'; '.join(req.error[2]) or req.error[1]})"
+            elif req.final_info.get("error"):
                 why = f"the solver failed ({req.final_info['error']})"
             elif req.final_info.get("skipped"):
                 why = "no time was left for CP-SAT after greedy"
@@ -531,7 +536,7 @@ class WorkerPool:
                 why = "the full solve did not finish within the request's time limit"
             placement["notes"] = [*placement.get("notes", []),
                                   f"{why}; answered with greedy's plan"]
-            return PlanOutcome(placement, SOURCE_GREEDY, greedy_obj, greedy_obj)
+            return PlanOutcome(placement, SOURCE_GREEDY, greedy_obj, greedy_obj, failed)
         if req.error is not None:
             raise BadRequest(*req.error)
         if req.parsed is not None:

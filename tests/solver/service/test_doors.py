@@ -301,3 +301,31 @@ def test_the_replay_log_keeps_compact_deltas_bounded_in_bytes(
         before = state(http, "c")
         _kill_home_worker(service, "c")
         assert state(http, "c") == before
+
+
+# --------------------------------------------------------------------------- item 8
+
+
+def test_a_worker_killed_mid_solve_answers_greedy_labelled_and_counted() -> None:
+    scenario = example("superpod-850")
+    problem = compile_scenario(scenario)
+    config = ServiceConfig(warmup=False, solve="tests.solver.service.faults:die_in_full_solve")
+    with running_server(config) as (url, service), \
+            httpx.Client(base_url=url, timeout=HTTP_TIMEOUT) as http:
+        response = http.post("/v1/plan", content=json.dumps(scenario.to_dict()),
+                             params={"engine": "auto", "time-limit": 20})
+        assert response.status_code == 200, response.text
+        assert response.headers["x-plan-source"] == "greedy-fallback"
+        placement = PlacementFile.model_validate(response.json())
+        assert placement.engine == "greedy" and check(problem, placement) == []
+        assert any("full solve failed" in note and "greedy's plan" in note
+                   for note in placement.notes), placement.notes
+        metrics = http.get("/metrics").text
+        assert "npu_place_solve_errors_total 1.0" in metrics
+        assert 'source="greedy-fallback"' in metrics
+        _wait(lambda: service.runner.restarts == 1 and service.runner.ready)
+        # a greedy-only plan is the answer asked for: labelled solve, no error counted
+        response = http.post("/v1/plan", content=json.dumps(scenario.to_dict()),
+                             params={"engine": "greedy", "time-limit": 20})
+        assert response.headers["x-plan-source"] == "solve"
+        assert "npu_place_solve_errors_total 1.0" in http.get("/metrics").text
