@@ -25,8 +25,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -178,6 +178,7 @@ class PlanningService:
                                       lambda: self.runner.killed,
                                       lambda: self.runner.restarts)
         self.draining = False
+        self._storing: dict[str, int] = {}  # names with a PUT in progress -> how many
         self._drain_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -200,6 +201,35 @@ class PlanningService:
             self._loop.call_soon_threadsafe(self._drain_event.set)
 
     # ------------------------------------------------------------------ helpers
+    @contextmanager
+    def cluster_slot(self, name: str) -> Iterator[None]:
+        """Hold a place for cluster ``name`` while its PUT is read and stored.
+
+        A new name counts against ``max_clusters`` from the moment its PUT is admitted
+        (before its body is read), so concurrent PUTs of new names cannot overshoot the
+        bound; the place is released when the PUT ends (stored or refused).
+
+        Raises
+        ------
+        BadRequest
+            507 when the service holds (or is storing) ``max_clusters`` clusters and
+            ``name`` is new.
+        """
+        clusters = self.runner.clusters
+        limit = self.config.max_clusters
+        if name not in clusters and name not in self._storing:
+            held = len(clusters) + sum(1 for n in self._storing if n not in clusters)
+            if held >= limit:
+                raise BadRequest(507, "too many clusters", [
+                    f"the service holds {limit} clusters already; delete one first"])
+        self._storing[name] = self._storing.get(name, 0) + 1
+        try:
+            yield
+        finally:
+            self._storing[name] -= 1
+            if not self._storing[name]:
+                del self._storing[name]
+
     def plan_query(self, request: Request, time_limit: float | None, seed: int,
                    deterministic_time: float | None) -> tuple[float, float]:
         """Check a plan call's query (the CLI's bounds, :mod:`models.limits`); return
@@ -404,15 +434,14 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
              openapi_extra=_body_schema("Scenario"), tags=["clusters"],
              summary="Store a cluster (body: a full scenario)")
     async def put_cluster(request: Request, name: str = name_p) -> Response:
-        body = await service.read_body(request)
         pool = service.runner
-        if name not in pool.clusters and len(pool.clusters) >= config.max_clusters:
-            raise BadRequest(507, "too many clusters", [
-                f"the service holds {config.max_clusters} clusters already; delete one first"])
-        home = pool.home_for(name)
-        # the bookkeeping runs as the reply arrives, before the worker can be replaced
-        reply = await pool.call("put", (name, body, 1), home=home,
-                                on_reply=lambda r: pool.record_put(name, home, body, r["info"]))
+        with service.cluster_slot(name):  # --max-clusters holds under concurrent PUTs
+            body = await service.read_body(request)
+            home = pool.home_for(name)
+            # the bookkeeping runs as the reply arrives, before the worker can be replaced
+            reply = await pool.call(
+                "put", (name, body, 1), home=home,
+                on_reply=lambda r: pool.record_put(name, home, body, r["info"]))
         service.metrics.delta_tier.labels("full").inc()
         return JSONResponse(reply["info"], status_code=201 if reply["created"] else 200)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -329,3 +330,29 @@ def test_a_worker_killed_mid_solve_answers_greedy_labelled_and_counted() -> None
                              params={"engine": "greedy", "time-limit": 20})
         assert response.headers["x-plan-source"] == "solve"
         assert "npu_place_solve_errors_total 1.0" in http.get("/metrics").text
+
+
+# --------------------------------------------------------------------------- item 4
+
+
+def test_max_clusters_holds_under_concurrent_puts() -> None:
+    content = json.dumps(ordinary()).encode()
+    config = ServiceConfig(warmup=False, workers=2, max_clusters=4)
+    with running_server(config) as (url, service), \
+            httpx.Client(base_url=url, timeout=HTTP_TIMEOUT,
+                         limits=httpx.Limits(max_connections=32)) as http:
+
+        def store(name: str) -> int:
+            return http.put(f"/v1/clusters/{name}", content=content).status_code
+
+        with ThreadPoolExecutor(16) as pool:
+            codes = list(pool.map(store, [f"race-{i}" for i in range(32)]))
+        assert sorted(set(codes)) == [201, 507], codes
+        assert codes.count(201) == 4 and len(service.runner.clusters) == 4
+        assert "npu_place_clusters 4.0" in http.get("/metrics").text
+        stored = sorted(service.runner.clusters)
+        assert store(stored[0]) == 200  # replacing a stored cluster is always allowed
+        assert store("one-more") == 507
+        assert http.delete(f"/v1/clusters/{stored[0]}").status_code == 204
+        assert store("one-more") == 201
+        assert len(service.runner.clusters) == 4
