@@ -6,6 +6,7 @@ process never parses a large body itself.
 
 from __future__ import annotations
 
+import heapq
 import json
 from typing import Any
 
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.io import DocumentError, load_json, model_from_data, pydantic_messages
-from models.limits import MAX_ERRORS_SHOWN
+from models.limits import MAX_ERRORS_SHOWN, escape_text
 from models.objective import evaluate
 from models.placement import JobPlacement, MetricsModel, PlacementFile, Status
 from models.scenario import Scenario
@@ -22,11 +23,17 @@ from models.validation import InputError
 from solver.service.state import ClusterDelta, delta_messages
 
 
-def capped(messages: list[str], limit: int = MAX_ERRORS_SHOWN) -> list[str]:
-    """The first ``limit`` messages and a count of the rest, as the CLI prints them."""
-    if len(messages) <= limit:
+def capped(messages: list[str], limit: int = MAX_ERRORS_SHOWN, total: int | None = None
+           ) -> list[str]:
+    """The first ``limit`` messages and a count of the rest, as the CLI prints them.
+
+    ``total``: how many messages there were when only the first ones were formatted.
+    Capping a capped list changes nothing.
+    """
+    total = len(messages) if total is None else total
+    if total <= limit or (len(messages) == limit + 1 and messages[-1].startswith("... and ")):
         return messages
-    return [*messages[:limit], f"... and {len(messages) - limit} more error(s) not shown"]
+    return [*messages[:limit], f"... and {total - limit} more error(s) not shown"]
 
 
 class BadRequest(Exception):
@@ -64,8 +71,13 @@ class ValidateResponse(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True)
     valid: bool
-    errors: list[str] = Field(default_factory=list, description="input errors of the scenario")
-    violations: list[ViolationModel] = Field(default_factory=list)
+    errors: list[str] = Field(
+        default_factory=list,
+        description="input errors of the scenario: the first 50, then '... and N more'")
+    errors_total: int = Field(0, alias="errors-total")
+    violations: list[ViolationModel] = Field(default_factory=list,
+                                             description="the first 50 violations")
+    violations_total: int = Field(0, alias="violations-total")
     metrics: MetricsModel | None = None
     nodes: int = 0
     jobs: int = 0
@@ -118,11 +130,12 @@ def run_validate(body: bytes) -> ValidateResponse:
     if not isinstance(data, dict):
         raise BadRequest(422, "invalid body", ["request body: expected an object with "
                                                "'scenario' and optionally 'placement'"])
-    unknown = sorted(set(data) - {"scenario", "placement"})
-    if unknown:
-        raise BadRequest(422, "invalid body", [f"request body: field '{k}': unknown field "
-                                               "(expected 'scenario', 'placement')"
-                                               for k in unknown])
+    unknown = [k for k in data if k not in ("scenario", "placement")]
+    if unknown:  # only the messages shown are formatted (a body may hold 10^6 keys)
+        shown = heapq.nsmallest(MAX_ERRORS_SHOWN, unknown)
+        messages = [f"request body: field '{escape_text(k, 80)}': unknown field (expected "
+                    "'scenario', 'placement')" for k in shown]
+        raise BadRequest(422, "invalid body", capped(messages, total=len(unknown)))
     if "scenario" not in data:
         raise BadRequest(422, "invalid body", ["request body: field 'scenario': missing"])
     placement = None
@@ -136,13 +149,16 @@ def run_validate(body: bytes) -> ValidateResponse:
         problem = compile_scenario(model_from_data(Scenario, data["scenario"], "scenario"),
                                    "scenario")
     except InputError as exc:
-        return ValidateResponse(valid=False, errors=exc.messages)
+        return ValidateResponse(valid=False, errors=capped(exc.messages),
+                                errors_total=len(exc.messages))
     out = ValidateResponse(valid=True, nodes=problem.num_nodes, jobs=len(problem.jobs))
     if placement is None:
         return out
     violations = check(problem, placement)
     out.violations = [ViolationModel(rule=v.rule.value, job=v.job, node=v.node,
-                                     message=v.message) for v in violations]
+                                     message=v.message)
+                      for v in violations[:MAX_ERRORS_SHOWN]]
+    out.violations_total = len(violations)
     out.valid = not violations
     if not violations:
         out.metrics = evaluate(problem, placement).to_model()

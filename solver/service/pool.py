@@ -327,7 +327,7 @@ class WorkerPool:
     def _next(self, worker: _Worker) -> None:
         while worker.current is None and worker.ready and worker.queue and not self._closed:
             req = worker.queue.popleft()
-            if (req.kind == "plan" and req.deadline is not None
+            if (req.kind in ("plan", "validate") and req.deadline is not None
                     and req.deadline <= time.monotonic()):
                 self._finish(req)  # its answer was already sent: skip the work
                 continue
@@ -432,23 +432,46 @@ class WorkerPool:
         return min(range(len(counts)), key=lambda i: (counts[i], i))
 
     async def call(self, kind: str, args: tuple[Any, ...], *, home: int | None = None,
-                   admit: bool = False, on_reply: Callable[[Any], None] | None = None) -> Any:
+                   admit: bool = False, on_reply: Callable[[Any], None] | None = None,
+                   deadline: float | None = None) -> Any:
         """Run a non-plan request in a worker and return its reply.
+
+        With a ``deadline`` (``time.monotonic``) the request is given up at that time: it
+        is skipped if it has not started, and its worker is killed (and its clusters
+        replayed) if it is still running ``kill_grace`` seconds later, as for a plan.
 
         Raises
         ------
         BadRequest
-            With the worker's status and messages when it failed.
+            With the worker's status and messages when it failed; 503 when the deadline
+            passed first.
         Saturated
             When ``admit`` and the pool is saturated.
         """
         if admit:
             self._admit()
-        req = self._request(kind, args, admitted=admit, on_reply=on_reply)
-        self._submit(req, home)
+        req = self._request(kind, args, admitted=admit, on_reply=on_reply, deadline=deadline)
+        index = self._submit(req, home)
         while not req.terminal:
             req.wake.clear()
-            await req.wake.wait()
+            if deadline is None:
+                await req.wake.wait()
+                continue
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(req.wake.wait(), timeout)
+        if not req.terminal:
+            assert deadline is not None and self._loop is not None
+            req.abandoned = True
+            if req.admitted:
+                self.abandoned += 1
+            self._loop.call_later(max(0.0, deadline + self.kill_grace - time.monotonic()),
+                                  self._maybe_kill, index, req)
+            raise BadRequest(503, "time limit passed", [
+                f"the {kind} request did not finish within its time limit; retry later "
+                "(or split the request)"], {"Retry-After": "1"})
         if req.error is not None:
             raise BadRequest(*req.error)
         return req.reply

@@ -36,7 +36,9 @@ def build_server(config: ServiceConfig, log_level: str = "info") -> _Server:
     app = create_app(config)
     uv = uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level,
                         timeout_graceful_shutdown=int(config.graceful_seconds) or None,
-                        access_log=False, server_header=False)
+                        access_log=False, server_header=False,
+                        # header timeout and connection bound (solver/service/connections.py)
+                        http=app.state.service.connections.protocol_class())
     return _Server(uv, app.state.service)
 
 

@@ -4,7 +4,9 @@ and exact.  Every test runs against a real server on loopback."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +17,7 @@ import pytest
 
 from models.check import check
 from models.compiled import compile_scenario
+from models.limits import MAX_ERRORS_SHOWN
 from models.placement import PlacementFile
 from models.scenario import Scenario
 from solver.service import pool as pool_module
@@ -356,3 +359,175 @@ def test_max_clusters_holds_under_concurrent_puts() -> None:
         assert http.delete(f"/v1/clusters/{stored[0]}").status_code == 204
         assert store("one-more") == 201
         assert len(service.runner.clusters) == 4
+
+
+# --------------------------------------------------------------------------- item 6
+
+
+def _half_sent(port: int, head: bytes = b"POST /v1/plan HTTP/1.1\r\nHost: x\r\n") -> socket.socket:
+    """A connection that sends part of a request's headers and stalls."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(head)
+    return sock
+
+
+def _closed_by_server(sock: socket.socket, seconds: float) -> bool:
+    """Whether the server closes ``sock`` within ``seconds`` (reads what it sends)."""
+    sock.settimeout(0.2)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if sock.recv(65536) == b"":
+                return True
+        except TimeoutError:
+            continue
+        except OSError:  # reset by the server
+            return True
+    return False
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def test_a_trickled_body_gets_its_answer_by_the_plans_deadline() -> None:
+    content = json.dumps(ordinary()).encode()
+    config = ServiceConfig(warmup=False, body_timeout=30)
+    with running_server(config) as (url, _):
+        sock = socket.create_connection(("127.0.0.1", _port(url)), timeout=10)
+        sock.sendall(b"POST /v1/plan?engine=greedy&time-limit=1 HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\n"
+                     b"Content-Length: " + str(len(content)).encode() + b"\r\n\r\n")
+        started = time.monotonic()
+        sent = 0
+        answer = b""
+        sock.settimeout(0.01)
+        # 50 bytes every 0.1 s: the whole body would take many seconds
+        while sent < len(content) and time.monotonic() - started < 20:
+            with contextlib.suppress(OSError):
+                sock.sendall(content[sent:sent + 50])
+            sent += 50
+            try:
+                answer += sock.recv(65536)
+            except TimeoutError:
+                pass
+            except OSError:
+                break
+            if b"\r\n\r\n" in answer:
+                break
+            time.sleep(0.1)
+        elapsed = time.monotonic() - started
+        sock.close()
+        assert answer.startswith(b"HTTP/1.1 503"), answer[:200]
+        assert b"time limit passed while reading the body" in answer
+        assert sent < len(content)  # answered while the body was still arriving
+        assert elapsed < 1.0 + 2.0, elapsed  # at its deadline, with a loaded-machine margin
+        assert 'reason="slow-body"' in httpx.get(url + "/metrics").text
+
+
+def test_a_slow_body_without_a_deadline_gets_408() -> None:
+    config = ServiceConfig(warmup=False, body_timeout=0.5)
+    with running_server(config) as (url, _):
+        put_ok = httpx.put(url + "/v1/clusters/c", content=json.dumps(ordinary()), timeout=30)
+        assert put_ok.status_code == 201
+        sock = socket.create_connection(("127.0.0.1", _port(url)), timeout=10)
+        sock.sendall(b"PATCH /v1/clusters/c HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+                     b"\r\n{")
+        sock.settimeout(10)
+        answer = sock.recv(65536)
+        sock.close()
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+
+
+def test_half_sent_connections_time_out_and_are_bounded_and_probes_answer() -> None:
+    config = ServiceConfig(warmup=False, max_connections=16, header_timeout=60)
+    with running_server(config) as (url, service):
+        port = _port(url)
+        guard = service.connections
+        stalled = [_half_sent(port) for _ in range(60)]
+        try:
+            with httpx.Client(base_url=url, timeout=10) as http:
+                for _ in range(5):  # each probe gets in by closing a stalled connection
+                    assert http.get("/healthz").status_code == 200
+                    assert len(guard.open) <= 16
+            assert guard.evicted >= 60 - 16
+            closed = sum(_closed_by_server(sock, 0.2) for sock in stalled)
+            assert closed >= 60 - 16
+        finally:
+            for sock in stalled:
+                sock.close()
+    short = ServiceConfig(warmup=False, header_timeout=0.5)
+    with running_server(short) as (url, service):
+        sock = _half_sent(_port(url))
+        try:
+            assert _closed_by_server(sock, 20)
+            assert service.connections.timed_out == 1
+        finally:
+            sock.close()
+
+
+def test_a_request_being_answered_is_never_evicted() -> None:
+    content = json.dumps(ordinary()).encode()
+    config = ServiceConfig(warmup=False, max_connections=8, header_timeout=60,
+                           solve="tests.solver.service.faults:slow_greedy")
+    with running_server(config) as (url, service):
+        with ThreadPoolExecutor(1) as pool:
+            future = pool.submit(httpx.post, url + "/v1/plan", content=content,
+                                 params={"engine": "greedy", "time-limit": 20}, timeout=60)
+            _wait(lambda: service.runner.in_flight == 1)
+            stalled = [_half_sent(_port(url)) for _ in range(40)]
+            try:
+                response = future.result(timeout=60)
+            finally:
+                for sock in stalled:
+                    sock.close()
+        assert response.status_code == 200, response.text
+        assert response.headers["x-plan-source"] == "solve"
+
+
+# --------------------------------------------------------------------------- item 7
+
+
+def test_validate_caps_its_messages(http: httpx.Client) -> None:
+    data = ordinary()
+    for i, node in enumerate(data["nodes"]):
+        node.update({f"colour{k}": i for k in range(10)})  # 120 unknown fields
+    response = http.post("/v1/validate", json={"scenario": data})
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["valid"] is False and answer["errors-total"] == 120
+    assert len(answer["errors"]) == MAX_ERRORS_SHOWN + 1
+    assert answer["errors"][-1] == "... and 70 more error(s) not shown"
+    keys = {f"k{i}": 0 for i in range(200_000)}
+    response = http.post("/v1/validate", content=json.dumps({"scenario": ordinary()} | keys))
+    assert response.status_code == 422
+    assert len(response.content) < 20_000
+    assert response.json()["messages"][-1] == \
+        f"... and {200_000 - MAX_ERRORS_SHOWN} more error(s) not shown"
+    bad = {"jobs": [{"name": "j", "ranks": {str(r): f"node-{r % 12}" for r in range(400)},
+                     "placed": True}], "engine": "greedy", "status": "greedy"}
+    response = http.post("/v1/validate", json={"scenario": ordinary(), "placement": bad})
+    assert response.status_code in (200, 422), response.text
+    assert len(response.content) < 40_000
+
+
+def test_validate_is_bounded_in_time_and_spares_stored_clusters() -> None:
+    keys = json.dumps({f"k{i}": {"a": [i, i, i]} for i in range(300_000)}).encode()
+    content = b'{"scenario": ' + keys + b"}"
+    config = ServiceConfig(warmup=False, kill_grace=0.2, validate_time_limit=0.05)
+    with running_server(config) as (url, service), \
+            httpx.Client(base_url=url, timeout=HTTP_TIMEOUT) as http:
+        put(http, "kept", ordinary(now=False))
+        assert patch(http, "kept", _session_delta(1)).status_code == 200
+        before = state(http, "kept")
+        response = http.post("/v1/validate", content=content)
+        assert response.status_code == 503, response.text[:300]
+        assert response.headers["retry-after"] == "1"
+        _wait(lambda: service.runner.in_flight == 0)
+        # the worker that overran was killed and replaced; the stored cluster is intact
+        assert service.runner.killed == 1
+        assert state(http, "kept") == before
+        assert greedy_plan(http, "kept")
+        fast = http.post("/v1/validate", params={"time-limit": 30},
+                         json={"scenario": ordinary()})
+        assert fast.status_code == 200 and fast.json()["valid"] is True
