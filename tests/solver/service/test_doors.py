@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import resource
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -531,3 +536,58 @@ def test_validate_is_bounded_in_time_and_spares_stored_clusters() -> None:
         fast = http.post("/v1/validate", params={"time-limit": 30},
                          json={"scenario": ordinary()})
         assert fast.status_code == 200 and fast.json()["valid"] is True
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _limit_descriptors() -> None:  # runs in the child before exec
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+
+def test_probes_answer_with_256_descriptors_and_300_half_sent_connections(
+        tmp_path: Path) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1024 and (hard == resource.RLIM_INFINITY or hard >= 1024):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+    elif soft < 1024:
+        pytest.skip("this process may not open 300 connections")
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
+    log = (tmp_path / "serve.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "solver.cli", "serve", "--port", str(port),
+                             "--workers", "1", "--log-level", "warning"],
+                            stdout=log, stderr=subprocess.STDOUT, env=env,
+                            preexec_fn=_limit_descriptors)
+    url = f"http://127.0.0.1:{port}"
+    stalled: list[socket.socket] = []
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                    break
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        for _ in range(300):
+            with contextlib.suppress(OSError):
+                stalled.append(_half_sent(port))
+        for _ in range(5):
+            assert httpx.get(url + "/healthz", timeout=10).status_code == 200
+        descriptors = len(os.listdir(f"/proc/{proc.pid}/fd"))
+        assert descriptors < 256, descriptors  # room left: the bound is half the limit
+        assert proc.poll() is None
+    finally:
+        for sock in stalled:
+            sock.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
