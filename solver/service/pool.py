@@ -319,10 +319,10 @@ class WorkerPool:
                 req.on_reply(req.reply)
             except Exception:  # bookkeeping must never break the reader
                 log.exception("cluster bookkeeping failed")
+        if req.internal and req.error is not None:
+            log.error("internal %s failed: %s", req.kind, req.error)
         if req.on_error is not None and req.error is not None:
             req.on_error()
-        elif req.internal and req.error is not None:
-            log.error("internal %s failed: %s", req.kind, req.error)
 
     def _next(self, worker: _Worker) -> None:
         while worker.current is None and worker.ready and worker.queue and not self._closed:
