@@ -49,6 +49,9 @@ COMPACT_EVERY = 64
 #: number.  The log holds each applied delta in compact JSON (only the fields set, no
 #: whitespace), never the request body.
 COMPACT_BYTES = 8 * 1024 * 1024
+#: A PUT body above this size is kept only until the worker has answered its compact
+#: scenario (a body may be mostly whitespace).
+COMPACT_PUT_BYTES = 1024 * 1024
 #: Expected seconds of a short request (greedy only, validate, cluster updates) when
 #: estimating when a worker will be free; also the least time worth starting a plan with.
 SHORT_SECONDS = 0.1
@@ -571,8 +574,12 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ clusters
     def record_put(self, name: str, home: int, body: bytes, info: dict[str, Any]) -> None:
-        """Remember a stored cluster's full body (the replay base)."""
-        self.clusters[name] = ClusterRecord(name, home, body, int(info["version"]), [], info)
+        """Remember a stored cluster's full body (the replay base); a body above
+        :data:`COMPACT_PUT_BYTES` is replaced by the worker's compact scenario at once."""
+        record = ClusterRecord(name, home, body, int(info["version"]), [], info)
+        self.clusters[name] = record
+        if len(body) > COMPACT_PUT_BYTES:
+            self._compact(record)
 
     def record_patch(self, name: str, reply: dict[str, Any]) -> None:
         """Remember an applied delta (compact, with its stamp); compact the log when it
@@ -585,23 +592,29 @@ class WorkerPool:
             record.deltas.append((reply["log"], reply["stamp"]))
             record.log_bytes += len(reply["log"])
         record.info = info
-        if ((len(record.deltas) >= COMPACT_EVERY or record.log_bytes >= COMPACT_BYTES)
-                and not record.compacting):
-            record.compacting = True
+        if len(record.deltas) >= COMPACT_EVERY or record.log_bytes >= COMPACT_BYTES:
+            self._compact(record)
 
-            def compacted(reply: Any) -> None:
-                # A worker answers in order: every delta logged before this answer was
-                # applied before the export, so the export holds them all.
-                record.base = reply["scenario"]
-                record.base_states = reply["states"]
-                record.base_version = int(reply["version"])
-                record.deltas = []
-                record.log_bytes = 0
-                record.compacting = False
+    def _compact(self, record: ClusterRecord) -> None:
+        """Replace a cluster's replay base and log by the worker's current scenario and
+        cache states (compact JSON)."""
+        if record.compacting:
+            return
+        record.compacting = True
 
-            def failed() -> None:  # the worker was lost: the full log replays instead
-                record.compacting = False
+        def compacted(reply: Any) -> None:
+            # A worker answers in order: every delta logged before this answer was
+            # applied before the export, so the export holds them all.
+            record.base = reply["scenario"]
+            record.base_states = reply["states"]
+            record.base_version = int(reply["version"])
+            record.deltas = []
+            record.log_bytes = 0
+            record.compacting = False
 
-            req = self._request("export", (name,), internal=True, on_reply=compacted,
-                                on_error=failed)
-            self._submit(req, record.home)
+        def failed() -> None:  # the worker was lost: the full log replays instead
+            record.compacting = False
+
+        req = self._request("export", (record.name,), internal=True, on_reply=compacted,
+                            on_error=failed)
+        self._submit(req, record.home)

@@ -285,9 +285,12 @@ def test_the_replay_log_keeps_compact_deltas_bounded_in_bytes(
     monkeypatch.setattr(pool_module, "COMPACT_BYTES", 4096)
     with running_server(ServiceConfig(warmup=False, max_body_mb=4)) as (url, service), \
             httpx.Client(base_url=url, timeout=HTTP_TIMEOUT) as http:
-        put(http, "c", ordinary())
+        padding = b" " * (3 * 1024 * 1024)  # 3 MB of whitespace around a tiny body
+        response = http.put("/v1/clusters/c", content=padding + json.dumps(ordinary()).encode())
+        assert response.status_code == 201, response.text
         record = service.runner.clusters["c"]
-        padding = b" " * (3 * 1024 * 1024)  # 3 MB of whitespace around a tiny delta
+        _wait(lambda: not record.compacting)
+        assert len(record.base) < 10_000 and record.base_states is not None
         for i in range(6):
             body = padding + json.dumps({"node-updates": [
                 {"name": "node-0", "free": i}]}).encode() + padding[:1024]
