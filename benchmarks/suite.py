@@ -35,24 +35,21 @@ the absolute peak RSS, ``peak-delta-mb`` the peak minus the RSS just before the 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import csv
-import ctypes
-import gc
 import math
 import os
 import platform
-import resource
 import statistics
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
+from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
+from benchmarks.common import Progress, markdown_table
 from benchmarks.generators import FAMILIES, GenParams, case_name
 from benchmarks.sweep import PLOT_HINT, Grid, dask_client, expand, grid_from_data, run_cells
 
@@ -152,83 +149,6 @@ def suite_instances(name: str) -> list[Instance]:
     raise ValueError(f"unknown suite {name!r}; choose quick or full")
 
 
-# --------------------------------------------------------------------------- memory
-
-
-def _load_libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.malloc_trim  # noqa: B018 - glibc only: fail here, not in reset()
-        return libc
-    except (OSError, AttributeError):
-        return None
-
-
-_LIBC = _load_libc()
-
-
-class MemoryProbe:
-    """Peak resident memory of this process during one run (see the module docstring)."""
-
-    def __init__(self) -> None:
-        self.method = "VmHWM (reset via /proc/self/clear_refs)"
-        if not self._reset():
-            self.method = "ru_maxrss (process lifetime maximum)"
-
-    @staticmethod
-    def _reset() -> bool:
-        try:
-            with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
-                handle.write("5")
-            return True
-        except OSError:
-            return False
-
-    @staticmethod
-    def _status_kb(key: str) -> int | None:
-        try:
-            with open("/proc/self/status", encoding="ascii") as handle:
-                for line in handle:
-                    if line.startswith(key + ":"):
-                        return int(line.split()[1])
-        except (OSError, ValueError):
-            return None
-        return None
-
-    def reset(self) -> float:
-        """Release freed memory, reset the high-water mark; return the current RSS in MB.
-
-        Memory that earlier runs freed stays resident (Python's and glibc's free lists)
-        and would be reused without raising the mark, hiding a run's real peak; a full
-        garbage collection and glibc's ``malloc_trim(0)`` hand it back to the system
-        first, so that the peak minus the RSS before is the run's own peak.
-        """
-        gc.collect()
-        if _LIBC is not None:
-            _LIBC.malloc_trim(0)
-        self._reset()
-        current = self._status_kb("VmRSS")
-        if current is None:
-            return self._maxrss_mb()
-        return current / 1024.0
-
-    def peak(self) -> float:
-        """The peak RSS in MB since the last :meth:`reset`."""
-        if self.method.startswith("VmHWM"):
-            hwm = self._status_kb("VmHWM")
-            if hwm is not None:
-                return hwm / 1024.0
-        return self._maxrss_mb()
-
-    @staticmethod
-    def _maxrss_mb() -> float:
-        # ru_maxrss is in kilobytes on Linux, bytes on macOS
-        scale = 1024.0 * 1024.0 if sys.platform == "darwin" else 1024.0
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
-
-
 # --------------------------------------------------------------------------- running
 
 
@@ -240,37 +160,6 @@ def _fmt(value: float | None, digits: int = 6) -> str:
 
 def _ratio(num: int, den: int) -> str:
     return _fmt(num / den, 4) if den else ""
-
-
-class Progress:
-    """A one-line progress bar on a terminal (does nothing when disabled)."""
-
-    def __init__(self, stream: TextIO, total: int, enabled: bool, width: int = 28) -> None:
-        self.stream = stream
-        self.total = max(1, total)
-        self.enabled = enabled
-        self.width = width
-        self.started = time.perf_counter()
-        self._last = 0
-
-    def update(self, done: int, label: str) -> None:
-        """Show ``done`` of ``total`` finished, working on ``label``."""
-        if not self.enabled:
-            return
-        filled = int(self.width * done / self.total)
-        elapsed = int(time.perf_counter() - self.started)
-        text = (f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{self.total} "
-                f"{elapsed // 60:02d}:{elapsed % 60:02d} {label}")[:120]
-        pad = max(0, self._last - len(text))
-        self.stream.write(text + " " * pad)
-        self.stream.flush()
-        self._last = len(text)
-
-    def close(self) -> None:
-        """End the bar's line."""
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 def suite_grid_data(instances: Sequence[Instance], settings: Settings) -> dict[str, Any]:
@@ -572,28 +461,6 @@ def summarize(rows: Sequence[dict[str, str]]) -> Summary:
     )
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A GitHub-flavoured markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def parse_markdown_table(text: str, first_header: str) -> list[list[str]]:
-    """The body rows of the first markdown table whose first header cell is given."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("|") and cells and cells[0] == first_header:
-            body = []
-            for row in lines[i + 2:]:
-                if not row.startswith("|"):
-                    break
-                body.append([c.strip() for c in row.strip().strip("|").split("|")])
-            return body
-    return []
-
-
 def machine_description() -> str:
     """CPU, cores, memory, Python and OR-Tools versions of this machine."""
     cpu = platform.processor() or platform.machine()
@@ -606,11 +473,9 @@ def machine_description() -> str:
     with (contextlib.suppress(OSError, ValueError, IndexError),
           open("/proc/meminfo", encoding="ascii") as handle):
         mem = f", {int(handle.readline().split()[1]) / 1024 / 1024:.0f} GiB RAM"
-    try:
-        import ortools
-
-        tools = f", OR-Tools {getattr(ortools, '__version__', '?')}"
-    except ImportError:  # pragma: no cover
+    try:  # the installed version, read without importing OR-Tools
+        tools = f", OR-Tools {metadata.version('ortools')}"
+    except metadata.PackageNotFoundError:  # pragma: no cover
         tools = ""
     return (f"{cpu}, {os.cpu_count()} cores{mem}, Python {platform.python_version()}{tools}, "
             f"{platform.system()} {platform.release()}")
@@ -807,60 +672,3 @@ def write_outputs(rows: Sequence[dict[str, str]], out_dir: Path, meta: dict[str,
     report = out_dir / "report.md"
     report.write_text(render_report(back, meta), encoding="utf-8")
     return csv_path, report, plots
-
-
-def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
-    """``npu-place bench [--suite quick|full] [--time-limit S] [--workers N] [--seed N]
-    [--deterministic-time D] [--scheduler ADDRESS] [--dask-workers N]``.
-
-    Runs the suite on Dask (a local cluster unless ``--scheduler`` is given), writes
-    ``results.csv``, ``report.md``, plots and the scenarios into ``--out`` and prints the
-    headline.  Returns 1 when a placement was invalid or an
-    engine failed, else 0.
-    """
-    suite = getattr(args, "suite", None) or "quick"
-    instances = suite_instances(suite)
-    settings = Settings(
-        time_limit=float(args.time_limit),
-        workers=int(args.workers),
-        seed=int(args.seed),
-        deterministic_time=getattr(args, "deterministic_time", None),
-        budget_seconds=FULL_BUDGET_SECONDS if suite == "full" else None,
-    )
-    out_dir = Path(getattr(args, "out", None) or "bench-out")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tty = bool(getattr(out, "isatty", lambda: False)())
-    progress = Progress(out, len(instances), tty and not getattr(args, "no_progress", False))
-    started = time.perf_counter()
-    scheduler = getattr(args, "scheduler", None)
-    dask_workers = getattr(args, "dask_workers", None)
-    rows = run_suite(instances, settings, out_dir, progress, scheduler, dask_workers)
-    elapsed = time.perf_counter() - started
-    runner = (f"Dask scheduler {scheduler}" if scheduler else
-              f"local Dask cluster, {dask_workers or os.cpu_count()} single-threaded worker "
-              "process(es)")
-    meta = {
-        "suite": suite,
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "machine": machine_description(),
-        "settings": (f"time limit {settings.time_limit:g} s per CP-SAT run, "
-                     f"{settings.workers} worker(s), CP-SAT seed {settings.seed}"
-                     + ("" if settings.deterministic_time is None else
-                        f", deterministic time {settings.deterministic_time:g}")),
-        "runner": runner,
-        "peak memory": MemoryProbe().method + ", measured in the worker process",
-        "suite wall time": f"{elapsed:.0f} s",
-    }
-    csv_path, report, plots = write_outputs(rows, out_dir, meta, sys.stderr)
-    s = summarize(read_csv(csv_path))
-    out.write(
-        f"{suite} suite: {s.instances} instances ({s.compared} compared, {s.skipped} skipped, "
-        f"{s.failed} failed) in {elapsed:.0f} s on {runner}\n"
-        f"CP-SAT vs greedy, objective W/T/L {'/'.join(map(str, s.objective_wtl))}, "
-        f"origin hits W/T/L {'/'.join(map(str, s.hits_wtl))}\n"
-        f"hit rate greedy {s.greedy_hit_rate}, CP-SAT {s.cpsat_hit_rate}, "
-        f"achievable bound {s.achievable_rate}; on the {s.proven} instances proven optimal: "
-        f"optimum {s.proven_optimum_rate}, achievable bound {s.proven_achievable_rate}\n"
-        f"wrote {csv_path}, {report}" + "".join(f", {p}" for p in plots) + "\n"
-    )
-    return 1 if s.failed else 0

@@ -41,7 +41,6 @@ keeps the rows of ``results.csv`` whose key is still in the grid and reruns only
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import csv
@@ -63,6 +62,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
+from benchmarks.common import MemoryProbe, Progress, markdown_table
 from benchmarks.generators import FAMILIES, GenParams, case_name, generate_case
 from heuristics.greedy import EngineNotAvailable
 from models.check import check
@@ -570,7 +570,6 @@ def run_cell(cell: Cell, data: dict[str, Any] | None = None, events: Any = None
         The ``results.csv`` row (strings); with ``_scenario`` (JSON text of the generated
         scenario) when the cell asks for it.
     """
-    from benchmarks.suite import MemoryProbe
 
     row = _base_row(cell)
     with contextlib.suppress(Exception):
@@ -944,7 +943,6 @@ def regression_text(title: str, new_rows: Sequence[dict[str, str]],
                     old_rows: Sequence[dict[str, str]], findings: Sequence[Finding],
                     full_table: bool = True) -> str:
     """The comparison's text: a table (every cell, or only the regressions), then verdict."""
-    from benchmarks.suite import markdown_table
 
     old = {r["cell"]: r for r in old_rows if r.get("cell")}
     failing = {(f.cell, f.engine) for f in findings if f.failure}
@@ -1020,7 +1018,6 @@ def _group_stats(rows: Sequence[dict[str, str]]) -> dict[str, Any]:
 def render_sweep_report(rows: Sequence[dict[str, str]], override_keys: Sequence[str],
                         meta: dict[str, str], plots: Sequence[Path] = ()) -> str:
     """The text of a sweep's ``report.md`` (from ``results.csv`` read back)."""
-    from benchmarks.suite import markdown_table
 
     failed = [r for r in rows if _failed(r)]
     parts = ["# npu-place sweep", ""]
@@ -1120,29 +1117,53 @@ def write_sweep_plots(rows: Sequence[dict[str, str]], override_keys: Sequence[st
 # --------------------------------------------------------------------------- command
 
 
-def cmd_sweep(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) -> int:
-    """``npu-place sweep GRID [--scheduler A] [--workers N] [--out DIR] [--resume]
-    [--baseline OLD/results.csv] [--deterministic-time D]``.
+def run_sweep(grid_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+              out: TextIO, err: TextIO, resume: bool = False,
+              baseline: str | os.PathLike[str] | None = None,
+              deterministic_time: float | None = None, scheduler: str | None = None,
+              workers: int | None = None, show_progress: bool = True) -> int:
+    """Run (or resume) a what-if sweep and write its results, report and plots.
 
-    Returns 1 when a cell failed or the baseline comparison found a regression, else 0.
+    Parameters
+    ----------
+    grid_path
+        The grid file.
+    out_dir
+        Where ``results.csv``, ``report.md`` and the plots go; an existing
+        ``results.csv`` is continued only with ``resume``.
+    out, err
+        The headline and the progress bar go to ``out`` (the bar only on a terminal),
+        notes to ``err``.
+    resume
+        Continue the sweep in ``out_dir``; finished cells are not rerun.
+    baseline
+        An earlier sweep's ``results.csv`` to compare cell by cell.
+    deterministic_time
+        Replaces the grid's ``deterministic-time`` for every cell.
+    scheduler, workers
+        A Dask scheduler address, or the worker processes of a local cluster.
+    show_progress
+        Show the progress bar (on a terminal).
+
+    Returns
+    -------
+    int
+        1 when a cell failed or the baseline comparison found a regression, else 0.
     """
-    import sys
 
-    err = err or sys.stderr
-    grid = load_grid(args.grid)
-    det = getattr(args, "deterministic_time", None)
-    if det is not None:
-        grid.deterministic_times = [float(det)]
+    grid = load_grid(grid_path)
+    if deterministic_time is not None:
+        grid.deterministic_times = [float(deterministic_time)]
     baseline_rows = None
-    if getattr(args, "baseline", None):
-        baseline_rows = read_results(Path(args.baseline))
-    out_dir = Path(getattr(args, "out", None) or "sweep-out")
+    if baseline:
+        baseline_rows = read_results(Path(baseline))
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     results = out_dir / "results.csv"
     cells = expand(grid)
     keep: list[dict[str, str]] = []
     if results.exists():
-        if not getattr(args, "resume", False):
+        if not resume:
             raise InputError([f"{results} exists: add --resume to continue that sweep, or "
                               "choose another --out"])
         with open(results, newline="", encoding="utf-8") as handle:
@@ -1162,14 +1183,12 @@ def cmd_sweep(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) 
                       f"(the grid or the npu-place version changed); moved to {aside}\n")
     done = {r["key"] for r in keep}
     todo = [c for c in cells if c.key not in done]
-    from benchmarks.suite import Progress
 
     tty = bool(getattr(out, "isatty", lambda: False)())
-    progress = Progress(out, len(cells), tty and not getattr(args, "no_progress", False))
+    progress = Progress(out, len(cells), tty and show_progress)
     count = len(keep)
     started = time.perf_counter()
-    with dask_client(getattr(args, "scheduler", None), getattr(args, "workers", None)
-                     ) as client:
+    with dask_client(scheduler, workers) as client:
         where = describe_client(client)
         ready = time.perf_counter()
         writer = ResultsFile(results, grid.fieldnames(), keep)
@@ -1194,7 +1213,7 @@ def cmd_sweep(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) 
     elapsed = time.perf_counter() - started
     rows = sort_results(results, cells)
     plots = write_sweep_plots(rows, grid.override_keys, out_dir, err)
-    meta = {"grid": str(args.grid), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    meta = {"grid": str(grid_path), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "runner": where, "project version": project_version(),
             "wall time": f"{elapsed:.1f} s for {len(todo)} cell(s) "
                          f"({len(keep)} kept from an earlier run), of which "
@@ -1203,14 +1222,14 @@ def cmd_sweep(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) 
     report.write_text(render_sweep_report(rows, grid.override_keys, meta, plots),
                       encoding="utf-8")
     failed = [r for r in rows if _failed(r)]
-    out.write(f"sweep {args.grid}: {len(rows)} cells ({len(todo)} run now, {len(keep)} kept, "
+    out.write(f"sweep {grid_path}: {len(rows)} cells ({len(todo)} run now, {len(keep)} kept, "
               f"{len(failed)} failed) in {elapsed:.1f} s ({ready - started:.1f} s to start or "
               f"reach the cluster) on {where}\n"
               f"wrote {results}, {report}" + "".join(f", {p}" for p in plots) + "\n")
     code = 1 if failed else 0
     if baseline_rows is not None:
         findings = compare_rows(baseline_rows, rows)
-        out.write(regression_text(f"against baseline {args.baseline}:", rows, baseline_rows,
+        out.write(regression_text(f"against baseline {baseline}:", rows, baseline_rows,
                                   findings, full_table=False))
         if any(f.failure for f in findings):
             code = 1

@@ -1,440 +1,53 @@
 """Loading and saving scenario and placement files (YAML or JSON, the contract's keys).
 
-Every failure raises :class:`models.validation.InputError` carrying one message per
-problem, each naming the file, the job or node, and the field.
+Every failure raises :class:`models.errors.InputError` carrying one message per
+problem, each naming the file, the job or node, and the field.  The bounded document
+readers themselves live in :mod:`models.documents`; their names are re-exported here.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
-from models.limits import (
-    MAX_ABS_INT,
-    MAX_DEPTH,
-    MAX_FILE_BYTES,
-    MAX_VALUES,
-    escape_text,
+from models.documents import (
+    DocumentError,
+    dump_data,
+    format_for_path,
+    load_json,
+    load_yaml,
+    parse_text,
+    read_document,
 )
+from models.limits import escape_text
 from models.placement import PlacementFile
 from models.scenario import Scenario
 from models.validation import InputError, validate_scenario
 
-_YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_YamlDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+__all__ = [
+    "DocumentError",
+    "InputError",
+    "dump_data",
+    "format_for_path",
+    "load_json",
+    "load_placement",
+    "load_scenario",
+    "load_yaml",
+    "model_from_data",
+    "parse_text",
+    "pydantic_messages",
+    "read_document",
+    "save_placement",
+    "save_scenario",
+    "scenario_from_data",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
 _SECTION_NAMES = {"nodes": "node", "jobs": "job", "running": "running job"}
-
-
-class DocumentError(Exception):
-    """A well-formed document refused by a bound or a rule of :mod:`models.limits`.
-
-    The message says what and where (``line L, column C`` for YAML), not the file name.
-    """
-
-
-def read_document(path: str | os.PathLike[str]) -> Any:
-    """Read a YAML or JSON file into plain Python data, within :mod:`models.limits`.
-
-    A ``.json`` file is parsed as strict JSON; any other file as YAML (JSON text in a
-    ``.yaml`` file is read as JSON first, since JSON is YAML's flow style).  At most
-    :data:`~models.limits.MAX_FILE_BYTES` are read, whatever the file is (``/dev/zero``
-    included).
-
-    Raises
-    ------
-    InputError
-        When the file is missing, too large, not well-formed YAML/JSON, or breaks a
-        document bound (depth, values, aliases, duplicate keys, non-finite numbers).
-    """
-    source = str(path)
-    file = Path(path)
-    limit = MAX_FILE_BYTES
-    try:
-        size = file.stat().st_size
-        if size > limit:
-            raise InputError([f"{source}: the file is {size} bytes; the limit is {limit} bytes"])
-        with file.open("rb") as handle:
-            raw = handle.read(limit + 1)
-    except OSError as exc:
-        raise InputError([f"{source}: cannot read the file: {exc.strerror}"]) from None
-    if len(raw) > limit:
-        raise InputError([f"{source}: the file is larger than the limit of {limit} bytes"])
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError([f"{source}: cannot read the file as UTF-8 text: {exc}"]) from None
-    return parse_text(text, source, "json" if format_for_path(path) == "json" else None)
-
-
-def parse_text(text: str, source: str, fmt: str | None = None) -> Any:
-    """Parse YAML or JSON text within the document bounds of :mod:`models.limits`.
-
-    Parameters
-    ----------
-    text
-        The document.
-    source
-        The file name used in messages.
-    fmt
-        ``"json"``: strict JSON only.  ``None``: YAML, with text that starts with ``{`` or
-        ``[`` tried as JSON first (a YAML flow document also starts with a brace).
-
-    Raises
-    ------
-    InputError
-        One message naming ``source``.
-    """
-    stripped = text.lstrip()
-    if fmt == "json" or stripped.startswith(("{", "[")):
-        try:
-            return load_json(text)
-        except DocumentError as exc:
-            raise InputError([f"{source}: {exc}"]) from None
-        except json.JSONDecodeError as exc:
-            if fmt != "json":
-                try:
-                    return load_yaml(text)
-                except DocumentError as yaml_exc:
-                    raise InputError([f"{source}: {yaml_exc}"]) from None
-                except yaml.YAMLError:
-                    pass
-            raise InputError(
-                [f"{source}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"]
-            ) from None
-    try:
-        return load_yaml(text)
-    except DocumentError as exc:
-        raise InputError([f"{source}: {exc}"]) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError([f"{source}: malformed YAML{where}: {escape_text(problem)}"]) from None
-
-
-# --------------------------------------------------------------------------- JSON
-
-
-def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    data = dict(pairs)
-    if len(data) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise DocumentError(f"duplicate key '{escape_text(key)}' in a JSON object "
-                                    "(each key may appear once)")
-            seen.add(key)
-    return data
-
-
-def _json_constant(name: str) -> Any:
-    raise DocumentError(f"non-finite number {name} (numbers must be finite)")
-
-
-def _json_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise DocumentError(f"number {escape_text(text, 40)} is out of range (numbers must "
-                            "be finite)")
-    return value
-
-
-def load_json(text: str) -> Any:
-    """Strict JSON (RFC 8259) within the document bounds.
-
-    Refuses duplicate keys, ``NaN``/``Infinity``, numbers out of range, nesting deeper
-    than :data:`~models.limits.MAX_DEPTH` and more than
-    :data:`~models.limits.MAX_VALUES` values.
-
-    Raises
-    ------
-    json.JSONDecodeError
-        When the text is not well-formed JSON.
-    DocumentError
-        When it breaks a bound.
-    """
-    # Mappings and lists are what costs memory: refuse before building any of them.
-    containers = text.count("{") + text.count("[")
-    if containers > MAX_VALUES:
-        raise DocumentError(f"the document holds up to {containers} mappings and lists; the "
-                            f"limit is {MAX_VALUES} values")
-    try:
-        data = json.loads(text, object_pairs_hook=_json_pairs, parse_constant=_json_constant,
-                          parse_float=_json_float)
-    except RecursionError:
-        raise DocumentError(f"the document is nested deeper than {MAX_DEPTH} levels") from None
-    except json.JSONDecodeError:
-        raise
-    except ValueError:  # Python refuses to convert integers of more than 4300 digits
-        raise DocumentError(f"an integer is out of range (at most {MAX_ABS_INT} in absolute "
-                            "value)") from None
-    _check_tree(data)
-    return data
-
-
-def _check_tree(data: Any) -> None:
-    """Count the values of parsed JSON, measure its depth and check integer ranges."""
-    if type(data) is int and abs(data) > MAX_ABS_INT:
-        raise DocumentError(f"integer {data} is out of range (at most {MAX_ABS_INT} in "
-                            "absolute value)")
-    if type(data) is not dict and type(data) is not list:
-        return
-    count = 1
-    stack: list[tuple[Any, int]] = [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise DocumentError(f"the document is nested deeper than {MAX_DEPTH} levels")
-        if type(value) is dict:
-            count += 2 * len(value)  # keys and values
-            children: Any = value.values()
-        else:
-            count += len(value)
-            children = value
-        if count > MAX_VALUES:
-            raise DocumentError(f"the document holds more than {MAX_VALUES} values")
-        for child in children:
-            kind = type(child)
-            if kind is dict or kind is list:
-                stack.append((child, depth + 1))
-            elif kind is int and (child > MAX_ABS_INT or child < -MAX_ABS_INT):
-                raise DocumentError(f"integer {child} is out of range (at most "
-                                    f"{MAX_ABS_INT} in absolute value)")
-
-
-# --------------------------------------------------------------------------- YAML
-
-
-_RESOLVER = yaml.resolver.Resolver()
-_CONSTRUCTOR = yaml.constructor.SafeConstructor()
-_STR_TAG = "tag:yaml.org,2002:str"
-_MERGE_TAG = "tag:yaml.org,2002:merge"
-_MAP_TAGS = frozenset({None, "!", "tag:yaml.org,2002:map"})
-_SEQ_TAGS = frozenset({None, "!", "tag:yaml.org,2002:seq"})
-#: Explicit scalar tags the loader constructs (as ``safe_load``); others are refused.
-_SCALAR_TAGS = frozenset(
-    f"tag:yaml.org,2002:{name}"
-    for name in ("str", "int", "float", "bool", "null", "timestamp", "binary")
-)
-
-
-class _MapFrame:
-    """A mapping being built: the dict, the key waiting for its value, merged keys."""
-
-    __slots__ = ("data", "has_key", "key", "key_mark", "merged", "merging")
-
-    def __init__(self) -> None:
-        self.data: dict[Any, Any] = {}
-        self.key: Any = None
-        self.key_mark: Any = None
-        self.has_key = False
-        self.merging = False  # the pending key is ``<<``
-        self.merged: dict[Any, Any] | None = None
-
-
-def _where(mark: Any) -> str:
-    return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "?"
-
-
-def _construct(tag: str, value: str, cache: dict[str, Any] | None, mark: Any) -> Any:
-    """Construct one scalar as ``safe_load`` would, refusing values out of range."""
-    try:
-        result = _CONSTRUCTOR.yaml_constructors[tag](_CONSTRUCTOR, yaml.ScalarNode(tag, value))
-    except (ValueError, OverflowError, yaml.YAMLError):
-        raise DocumentError(f"{_where(mark)}: cannot read the value "
-                            f"'{escape_text(value, 40)}' as {tag.rsplit(':', 1)[-1]}") from None
-    if type(result) is float and not math.isfinite(result):
-        raise DocumentError(f"{_where(mark)}: non-finite number '{escape_text(value, 40)}' "
-                            "(numbers must be finite)")
-    if type(result) is int and abs(result) > MAX_ABS_INT:
-        raise DocumentError(f"{_where(mark)}: integer '{escape_text(value, 40)}' is out of "
-                            f"range (at most {MAX_ABS_INT} in absolute value)")
-    if cache is not None:
-        cache[value] = result  # scalars construct to immutable values: safe to share
-    return result
-
-
-def _plain_scalar(value: str, cache: dict[str, Any], mark: Any) -> Any:
-    """Resolve and construct a plain (unquoted, untagged) scalar exactly as ``safe_load``."""
-    try:
-        return cache[value]
-    except KeyError:
-        pass
-    tag = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))
-    if tag == _STR_TAG:
-        cache[value] = value
-        return value
-    if tag == _MERGE_TAG:
-        return _MERGE
-    if tag not in _CONSTRUCTOR.yaml_constructors:  # '=' value keys
-        raise DocumentError(f"{_where(mark)}: the value '{escape_text(value, 40)}' is not "
-                            "supported (quote it to make it a string)")
-    if len(value) > 64 and tag == "tag:yaml.org,2002:int":
-        raise DocumentError(f"{_where(mark)}: integer '{escape_text(value, 40)}' is out of "
-                            f"range (at most {MAX_ABS_INT} in absolute value)")
-    return _construct(tag, value, cache, mark)
-
-
-class _Merge:
-    """The ``<<`` merge key."""
-
-
-_MERGE = _Merge()
-
-
-def _merge_into(frame: _MapFrame, value: Any, mark: Any) -> None:
-    """``<<: *base`` or ``<<: [*a, *b]``: keys not given explicitly come from the bases."""
-    sources = value if type(value) is list else [value]
-    merged: dict[Any, Any] = {}
-    for source in reversed(sources):  # the first base wins, as safe_load
-        if type(source) is not dict:
-            raise DocumentError(f"{_where(mark)}: a merge key '<<' needs a mapping or a list "
-                                "of mappings")
-        merged.update(source)
-    if frame.merged is None:
-        frame.merged = merged
-    else:
-        frame.merged.update(merged)
-
-
-def load_yaml(text: str) -> Any:
-    """``yaml.safe_load(text)`` within the document bounds of :mod:`models.limits`.
-
-    Plain data is built straight from the (C) parser's events: PyYAML's loader composes a
-    node graph and constructs every scalar in Python (about 1 s per MB), and it expands
-    nothing lazily, so neither speed nor memory would be bounded.  The result equals
-    ``safe_load`` for every document it accepts.  Refused, with the line and column:
-    nesting deeper than :data:`~models.limits.MAX_DEPTH`; more than
-    :data:`~models.limits.MAX_VALUES` values, every expansion of an alias counted (an
-    alias shares the anchored value, as ``safe_load``); duplicate keys; mappings or
-    lists as keys; non-finite numbers and integers beyond 64 bits; tags other than the
-    standard scalar, ``!!map`` and ``!!seq`` tags; several documents in one file.
-
-    Raises
-    ------
-    yaml.YAMLError
-        When the text is not well-formed YAML.
-    DocumentError
-        When it breaks a bound.
-    """
-    loader = _YamlLoader(text)
-    cache: dict[str, Any] = {}
-    anchors: dict[str, tuple[Any, int]] = {}  # anchor -> (value, values it holds)
-    # open containers: [container, anchor, count at start, start mark]
-    stack: list[list[Any]] = []
-    root: Any = None
-    documents = 0
-    count = 0
-    scalar_event = yaml.ScalarEvent
-    mapping_start = yaml.MappingStartEvent
-    sequence_start = yaml.SequenceStartEvent
-    try:
-        while True:
-            event = loader.get_event()
-            kind = type(event)
-            mark = event.start_mark if event is not None else None
-            if kind is scalar_event:
-                count += 1
-                tag = event.tag
-                if tag is None or tag == "!":
-                    value: Any = (_plain_scalar(event.value, cache, event.start_mark)
-                                  if event.implicit[0] and tag is None else event.value)
-                elif tag in _SCALAR_TAGS:
-                    value = (event.value if tag == _STR_TAG
-                             else _construct(tag, event.value, None, event.start_mark))
-                else:
-                    raise DocumentError(f"{_where(event.start_mark)}: the tag "
-                                        f"'{escape_text(tag, 60)}' is not supported")
-                if event.anchor is not None:
-                    anchors[event.anchor] = (value, 1)
-            elif kind is mapping_start or kind is sequence_start:
-                count += 1
-                allowed = _MAP_TAGS if kind is mapping_start else _SEQ_TAGS
-                if event.tag not in allowed:
-                    raise DocumentError(f"{_where(event.start_mark)}: the tag "
-                                        f"'{escape_text(event.tag, 60)}' is not supported")
-                if len(stack) >= MAX_DEPTH:
-                    raise DocumentError(f"{_where(event.start_mark)}: the document is nested "
-                                        f"deeper than {MAX_DEPTH} levels")
-                if count > MAX_VALUES:
-                    raise DocumentError(f"{_where(event.start_mark)}: the document holds "
-                                        f"more than {MAX_VALUES} values")
-                stack.append([_MapFrame() if kind is mapping_start else [], event.anchor,
-                              count, event.start_mark])
-                continue
-            elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
-                container, anchor, began, mark = stack.pop()
-                if kind is yaml.MappingEndEvent:
-                    frame = container
-                    value = frame.data
-                    if frame.merged is not None:
-                        value = {**frame.merged, **frame.data}
-                else:
-                    value = container
-                if anchor is not None:
-                    anchors[anchor] = (value, count - began + 1)
-            elif kind is yaml.AliasEvent:
-                try:
-                    value, size = anchors[event.anchor]
-                except KeyError:
-                    raise DocumentError(f"{_where(event.start_mark)}: unknown alias "
-                                        f"'*{escape_text(event.anchor, 60)}'") from None
-                count += size
-            elif kind is yaml.DocumentStartEvent:
-                documents += 1
-                if documents > 1:
-                    raise DocumentError(f"{_where(event.start_mark)}: a file holds one "
-                                        "document; found a second one")
-                continue
-            elif kind is yaml.StreamEndEvent or event is None:
-                return root
-            else:  # stream start, document end
-                continue
-            if count > MAX_VALUES:
-                raise DocumentError(f"{_where(mark)}: the document holds more "
-                                    f"than {MAX_VALUES} values (alias expansions counted)")
-            if value is _MERGE and (not stack or type(stack[-1][0]) is list
-                                    or stack[-1][0].has_key):
-                raise DocumentError(f"{_where(mark)}: '<<' is YAML's merge key; "
-                                    "quote it to make it a string")
-            if not stack:
-                root = value
-                continue
-            top = stack[-1][0]
-            if type(top) is list:
-                top.append(value)
-            elif top.has_key:
-                if top.merging:
-                    _merge_into(top, value, mark)
-                else:
-                    top.data[top.key] = value
-                top.has_key = False
-                top.merging = False
-            else:
-                if value is _MERGE:
-                    top.merging = True
-                    top.has_key = True
-                    continue
-                if isinstance(value, (dict, list)):
-                    raise DocumentError(f"{_where(mark)}: a mapping or list "
-                                        "cannot be a key")
-                if value in top.data:
-                    raise DocumentError(f"{_where(mark)}: duplicate key "
-                                        f"'{escape_text(str(value), 60)}' (each key may "
-                                        "appear once in a mapping)")
-                top.key = value
-                top.has_key = True
-    finally:
-        loader.dispose()
 
 
 def _describe_location(data: Any, loc: tuple[Any, ...]) -> tuple[str, str]:
@@ -517,25 +130,6 @@ def load_placement(path: str | os.PathLike[str]) -> PlacementFile:
     """Load a placement file (an engine's answer)."""
     source = str(path)
     return model_from_data(PlacementFile, read_document(path), source)
-
-
-def dump_data(data: Any, fmt: str) -> str:
-    """Serialise plain data as ``json`` or ``yaml`` text."""
-    if fmt == "json":
-        return json.dumps(data, indent=2, allow_nan=False) + "\n"  # never NaN/Infinity
-    if fmt == "yaml":
-        return str(yaml.dump(data, Dumper=_YamlDumper, sort_keys=False, allow_unicode=True))
-    raise ValueError(f"unknown format {fmt!r}")
-
-
-def format_for_path(path: str | os.PathLike[str], default: str = "yaml") -> str:
-    """Pick ``json`` or ``yaml`` from a file name."""
-    suffix = Path(path).suffix.lower()
-    if suffix == ".json":
-        return "json"
-    if suffix in (".yaml", ".yml"):
-        return "yaml"
-    return default
 
 
 def save_scenario(scenario: Scenario, path: str | os.PathLike[str]) -> None:

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from models.documents import DocumentError, load_json
 from models.limits import (
     MAX_CACHE_ENTRIES,
     MAX_IMAGE_SIZE_GB,
@@ -177,8 +178,6 @@ class Config(_Model):
     def _parse_json_string(cls, value: Any) -> Any:
         # Upstream stores the tree config as a JSON string in init-params; accept both.
         if isinstance(value, str):
-            from models.io import DocumentError, load_json  # models.io imports this module
-
             try:
                 value = load_json(value)  # then canonicalise its keys like a mapping
             except DocumentError as exc:

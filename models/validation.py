@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from models.errors import InputError as InputError  # re-exported: the callers' home of it
 from models.scenario import (
     A3_SUPERPOD_POLICIES,
     POLICY_NODE_NPUS,
@@ -52,14 +53,6 @@ class JobShape:
     tp_block: int  # nodes per rack window (950); 0 otherwise
     levels: tuple[int, ...]  # multilevel a1..aK (pods per group), empty otherwise
     soft: bool
-
-
-class InputError(Exception):
-    """Invalid input: carries every message found, each naming file, item and field."""
-
-    def __init__(self, messages: list[str]) -> None:
-        super().__init__("\n".join(messages))
-        self.messages = messages
 
 
 def parse_affinity_config(text: str | None) -> tuple[tuple[int, ...] | None, list[str]]:

@@ -34,12 +34,12 @@ from solver.explain import fill_reasons
 from solver.lns import large_neighbourhood_search
 from solver.model.cancel import (
     BuildCancelled,
-    CancellableModel,
     CancelToken,
     cancellable,
     checkpoint,
     retain,
 )
+from solver.model.cancellable import CancellableModel
 from solver.model.constraints import Constraints
 from solver.model.hints import HintError, plan_to_assignment
 from solver.model.objective import ObjectiveBuilder, ObjectiveTerms

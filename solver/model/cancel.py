@@ -19,8 +19,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from ortools.sat.python import cp_model
-
 
 class BuildCancelled(Exception):
     """The work was cancelled (deadline passed or stop requested)."""
@@ -209,32 +207,3 @@ def settle(timeout: float = 5.0) -> bool:
         if remaining <= 0:
             return False
         pending[0].join(remaining)
-
-
-class CancellableModel(cp_model.CpModel):
-    """A CP-SAT model whose constraint-adding calls are checkpoints."""
-
-    def add(self, ct: Any) -> cp_model.Constraint:
-        """As :meth:`CpModel.add`, after a checkpoint."""
-        checkpoint()
-        return super().add(ct)
-
-    def add_multiplication_equality(self, target: Any, *expressions: Any) -> cp_model.Constraint:
-        """As :meth:`CpModel.add_multiplication_equality`, after a checkpoint."""
-        checkpoint()
-        return super().add_multiplication_equality(target, *expressions)
-
-    def add_modulo_equality(self, target: Any, expr: Any, mod: Any) -> cp_model.Constraint:
-        """As :meth:`CpModel.add_modulo_equality`, after a checkpoint."""
-        checkpoint()
-        return super().add_modulo_equality(target, expr, mod)
-
-    def add_division_equality(self, target: Any, num: Any, denom: Any) -> cp_model.Constraint:
-        """As :meth:`CpModel.add_division_equality`, after a checkpoint."""
-        checkpoint()
-        return super().add_division_equality(target, num, denom)
-
-    def add_max_equality(self, target: Any, *expressions: Any) -> cp_model.Constraint:
-        """As :meth:`CpModel.add_max_equality`, after a checkpoint."""
-        checkpoint()
-        return super().add_max_equality(target, *expressions)

@@ -134,7 +134,6 @@ def _recover_job(problem: Problem, structure: Structure, mv: ModelVariables, js:
         d = leaf_domain_of(structure, js.kinds[leaf], c, structure.cells[c].tree)
         pooled[d].extend(take(c, value[var.index]))
     anonymous = [gid for gid in js.by_level[leaf] if gid not in explicit]
-    _avoid_forced_returns(structure, js, job.origin, job.fault, anonymous, domain_of, pooled)
     # groups whose fault ranks avoid a node of their pool claim first
     def pressure(gid: int) -> int:
         avoided = {int(job.origin[r]) for r in js.groups[gid].ranks
@@ -157,38 +156,6 @@ def _recover_job(problem: Problem, structure: Structure, mv: ModelVariables, js:
             raise RecoveryError(f"job {job.name} group {gid}: {len(got)} nodes for {size} ranks")
         _match_group(job.origin, job.fault, list(group.ranks), got, nodes)
     return nodes
-
-
-def _avoid_forced_returns(structure: Structure, js: JobStructure, origin: np.ndarray,
-                          fault: np.ndarray, anonymous: list[int], domain_of: dict[int, int],
-                          pooled: dict[int, list[int]]) -> None:
-    """Swap the leaf domains of two anonymous groups when one group would otherwise be
-    left with nothing but a node all its ranks avoid (the model counts no fault return for
-    anonymous groups, so the post-pass must not create one)."""
-
-    def stuck(gid: int, d: int) -> bool:
-        ranks = list(js.groups[gid].ranks)
-        avoided = {int(origin[r]) for r in ranks if fault[r] and origin[r] >= 0}
-        if not avoided & set(pooled[d]):
-            return False
-        others = sum(1 for gid2 in anonymous if domain_of[gid2] == d)
-        free_ranks = [r for r in ranks if not fault[r]]
-        return others == 1 and not free_ranks
-
-    for gid in anonymous:
-        d = domain_of[gid]
-        if not stuck(gid, d):
-            continue
-        for other in anonymous:
-            d2 = domain_of[other]
-            if other == gid or d2 == d:
-                continue
-            if structure.domains[d2].parent != structure.domains[d].parent:
-                continue
-            domain_of[gid], domain_of[other] = d2, d
-            if not stuck(gid, d2) and not stuck(other, d):
-                break
-            domain_of[gid], domain_of[other] = d, d2
 
 
 def _claim(pool: list[int], ranks: list[int], origin: np.ndarray, fault: np.ndarray,

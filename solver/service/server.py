@@ -9,10 +9,7 @@ which closes the worker processes' pipes (and kills workers that do not exit).
 
 from __future__ import annotations
 
-import argparse
-import logging
 from types import FrameType
-from typing import TextIO
 
 import uvicorn
 
@@ -40,17 +37,3 @@ def build_server(config: ServiceConfig, log_level: str = "info") -> _Server:
                         # header timeout and connection bound (solver/service/connections.py)
                         http=app.state.service.connections.protocol_class())
     return _Server(uv, app.state.service)
-
-
-def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
-    """``npu-place serve``: run the planning service until SIGTERM."""
-    config = ServiceConfig(host=args.host, port=args.port, workers=args.workers,
-                           queue=args.queue, max_body_mb=args.max_body_mb,
-                           default_time_limit=args.default_time_limit,
-                           max_clusters=args.max_clusters,
-                           recycle_after=args.recycle_after)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    server = build_server(config, args.log_level)
-    server.run()
-    return 0

@@ -71,7 +71,7 @@ class Worker:
         """Exercise both engines once (imports, OR-Tools start-up)."""
         from models.compiled import compile_scenario
         from models.io import load_scenario
-        from solver.cli import example_path
+        from solver.doors import example_path
 
         problem = compile_scenario(load_scenario(example_path("ordinary-8npu")))
         self.solve(problem, engine="auto", time_limit=0.5)

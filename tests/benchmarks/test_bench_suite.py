@@ -12,16 +12,14 @@ import pytest
 
 import benchmarks.suite as suite
 import benchmarks.sweep as sweep
+from benchmarks.common import MemoryProbe, Progress, parse_markdown_table
 from benchmarks.generators import FAMILIES, GenParams, case_name
 from benchmarks.suite import (
     FIELDS,
     TABLE_HEADER,
     Instance,
-    MemoryProbe,
-    Progress,
     Settings,
     full_suite,
-    parse_markdown_table,
     quick_suite,
     read_csv,
     run_suite,

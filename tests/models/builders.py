@@ -97,7 +97,7 @@ def unplaced(name: str, reason: str = "no room") -> dict[str, Any]:
 
 def scenario_examples() -> list[str]:
     """Bundled examples that are scenarios (``*.events.yaml`` files are simulate events)."""
-    from solver.cli import example_names
+    from solver.doors import example_names
 
     return [name for name in example_names() if not name.endswith(".events")]
 

@@ -12,7 +12,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import io as model_io
+from models import documents
 from models.io import (
     DocumentError,
     dump_data,
@@ -27,7 +27,7 @@ from models.io import (
 from models.placement import PlacementFile, Status
 from models.scenario import Scenario
 from models.validation import InputError, derive_shape
-from solver.cli import example_path
+from solver.doors import example_path
 from tests.models.builders import entry, job, node, scenario, scenario_examples, write
 
 # The contract's key names (scenario-format.md), per object.
@@ -302,7 +302,7 @@ REFUSED_YAML = {
 def test_yaml_refusals(text: str, pure_python: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Infinite numbers, duplicate keys, exotic tags and several documents are refused."""
     if pure_python:
-        monkeypatch.setattr(model_io, "_YamlLoader", yaml.SafeLoader)
+        monkeypatch.setattr(documents, "_YamlLoader", yaml.SafeLoader)
     with pytest.raises(DocumentError, match=re.escape(REFUSED_YAML[text])):
         load_yaml(text)
 
@@ -314,7 +314,7 @@ def test_fast_yaml_equals_safe_load(text: str, pure_python: bool,
     """The fast YAML path gives exactly what ``yaml.safe_load`` gives, or the same error,
     with libyaml and without it (pure-Python PyYAML)."""
     if pure_python:
-        monkeypatch.setattr(model_io, "_YamlLoader", yaml.SafeLoader)
+        monkeypatch.setattr(documents, "_YamlLoader", yaml.SafeLoader)
     try:
         expected = yaml.safe_load(text)
     except yaml.YAMLError as exc:

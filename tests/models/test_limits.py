@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from models import io as model_io
+from models import documents
 from models.io import (
     DocumentError,
     load_json,
@@ -77,7 +77,7 @@ def test_alias_bomb_under_a_label_is_refused(tmp_path: Path, pure_python: bool,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: no answer after 120 s, 5.5 GB and growing.  Now: refused at once."""
     if pure_python:
-        monkeypatch.setattr(model_io, "_YamlLoader", yaml.SafeLoader)
+        monkeypatch.setattr(documents, "_YamlLoader", yaml.SafeLoader)
     path = tmp_path / "bomb.yaml"
     path.write_text(billion_laughs())
     refused(path, "line 13", "more than 4000000 values (alias expansions counted)")
@@ -103,21 +103,21 @@ def write_text(path: Path, text: str) -> Path:
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
 def test_dev_zero_is_refused_after_the_size_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: 10.6 GB, then "internal error: MemoryError".  Now: one read past the limit."""
-    monkeypatch.setattr(model_io, "MAX_FILE_BYTES", 4096)
+    monkeypatch.setattr(documents, "MAX_FILE_BYTES", 4096)
     with pytest.raises(InputError) as info:
         load_scenario("/dev/zero")
     assert info.value.messages == ["/dev/zero: the file is larger than the limit of 4096 bytes"]
 
 
 def test_too_many_values_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model_io, "MAX_VALUES", 50)
+    monkeypatch.setattr(documents, "MAX_VALUES", 50)
     data = {"now": NOW, **scenario([node(f"n{i}") for i in range(20)], [job("a")])}
     refused(write(tmp_path / "many.yaml", data), "more than 50 values")
     refused(write(tmp_path / "many.json", data), "more than 50 values")
 
 
 def test_json_containers_are_counted_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model_io, "MAX_VALUES", 10)
+    monkeypatch.setattr(documents, "MAX_VALUES", 10)
     with pytest.raises(DocumentError, match="up to 20 mappings and lists"):
         load_json("[" + ",".join(["{}"] * 19) + "]")
 

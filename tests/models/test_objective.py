@@ -15,7 +15,7 @@ from models.compiled import Problem, compile_scenario
 from models.io import load_scenario
 from models.objective import COEFFICIENT_LIMIT, Metrics, Weights, evaluate, resolve_weights
 from models.placement import PlacementFile
-from solver.cli import example_path
+from solver.doors import example_path
 from tests.models.builders import (
     NOW,
     entry,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from models import io as model_io
+from models import documents
 from models.compiled import compile_scenario
 from models.io import load_scenario
 from models.limits import MAX_TASKS
@@ -617,7 +617,7 @@ def test_not_utf8(tmp_path: Path) -> None:
 
 def test_file_too_large_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path / "big.yaml", scenario(pod_nodes(), [job("j")]))
-    monkeypatch.setattr(model_io, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(documents, "MAX_FILE_BYTES", 100)
     with pytest.raises(InputError) as info:
         load_scenario(path)
     assert info.value.messages == [

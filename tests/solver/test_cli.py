@@ -20,8 +20,9 @@ import yaml
 from models.io import load_placement, load_scenario
 from models.scenario import Family
 from models.validation import derive_shape
-from solver import cli
-from solver.cli import DEFAULT_EXAMPLE, example_path, main
+from solver.cli import main
+from solver.cli import validate as cli_validate
+from solver.doors import DEFAULT_EXAMPLE, example_path
 from tests.models.builders import job, node, placed, scenario, scenario_examples, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -310,7 +311,7 @@ def test_internal_error_exit_1_without_traceback(
     def broken(*_: Any) -> list[Any]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli, "check", broken)
+    monkeypatch.setattr(cli_validate, "check", broken)
     monkeypatch.delenv("NPU_PLACE_DEBUG", raising=False)
     answer = write(tmp_path / "a.json", {"jobs": [placed("a", ["n1", "n3"]),
                                                   placed("b", ["n0"])]})

@@ -21,8 +21,8 @@ from models.objective import evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import Scenario
-from solver.cli import example_path
 from solver.cpsat import add_hint, build_model, solve_cpsat
+from solver.doors import example_path
 from solver.facade import solve
 from tests.solver.answers import objective_fixed_to_hint
 

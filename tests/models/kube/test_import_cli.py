@@ -14,7 +14,8 @@ import yaml
 from benchmarks.kube_dump import EXAMPLE_NOW, write_examples
 from models.io import load_scenario
 from models.scenario import Health
-from solver.cli import EXIT_INVALID, EXIT_OK, main
+from solver.cli import main
+from solver.doors import EXIT_INVALID, EXIT_OK
 
 EXAMPLES = Path(str(resources.files("models") / "kube" / "examples"))
 

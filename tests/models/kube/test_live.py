@@ -25,7 +25,8 @@ import yaml
 
 from benchmarks.kube_dump import EXAMPLE_NOW
 from models.kube import import_dumps
-from solver.cli import EXIT_INVALID, EXIT_OK, main
+from solver.cli import main
+from solver.doors import EXIT_INVALID, EXIT_OK
 
 EXAMPLES = Path(str(resources.files("models") / "kube" / "examples"))
 

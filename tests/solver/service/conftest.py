@@ -17,7 +17,7 @@ import uvicorn
 from benchmarks.generators import GenParams, generate_case
 from models.io import load_scenario
 from models.scenario import Scenario
-from solver.cli import example_path
+from solver.doors import example_path
 from solver.service.app import ServiceConfig, create_app
 from solver.service.client import PlanClient
 

@@ -1,0 +1,70 @@
+"""``npu-place compare``: greedy vs CP-SAT side by side, or the stored regression suite."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, TextIO
+
+from models.io import dump_data
+from solver.cli.options import add_engine_options, check_weights
+from solver.cli.output import table
+from solver.doors import EXIT_OK, CliError, load_problem
+from solver.facade import solve
+
+
+def register(sub: Any) -> None:
+    """Add the ``compare`` subcommand to ``sub``."""
+    p = sub.add_parser("compare", help="greedy vs CP-SAT side by side, or the regression suite")
+    p.add_argument("scenarios", metavar="SCENARIO", nargs="*")
+    add_engine_options(p, engine=False, weights=True)
+    p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("--suite", choices=("quick", "full"),
+                   help="re-run a stored benchmark suite (regression mode)")
+    p.add_argument("--baseline", metavar="FILE", help="baseline file of the regression mode")
+    p.add_argument("--write-baseline", action="store_true",
+                   help="write the baseline instead of comparing against it")
+    p.add_argument("--out", metavar="DIR", help="where the regression mode writes its report")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="regression mode: Dask scheduler to run on (default: a local cluster)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    """Compare the engines on each scenario (or run the regression suite)."""
+    if args.suite:
+        from benchmarks.regression import run_regression
+
+        return run_regression(args, out)
+    if not args.scenarios:
+        raise CliError("compare needs SCENARIO files (or --suite for the regression mode)")
+    rows = []
+    records = []
+    for scenario in args.scenarios:
+        problem = load_problem(scenario)
+        check_weights(problem, args.weights)
+        greedy = solve(problem, engine="greedy", seed=args.seed, weights=args.weights)
+        cpsat = solve(problem, engine="cpsat", time_limit=args.time_limit,
+                      workers=args.workers, seed=args.seed, weights=args.weights,
+                      deterministic_time=args.deterministic_time)
+        for result in (greedy, cpsat):
+            m = result.metrics
+            rows.append([str(scenario), result.engine if result is greedy else "cpsat",
+                         result.status.value, str(m.placed_jobs),
+                         f"{m.origin_hits}/{m.origin_candidates}", str(m.fault_returns),
+                         str(m.subhealthy_nodes), str(m.reserve_used), str(m.fragment_score),
+                         str(m.affinity_spill), str(result.objective),
+                         "-" if result.bound is None else str(result.bound),
+                         f"{result.wall_seconds:.3f}"])
+            records.append({"scenario": str(scenario), "engine-run":
+                            "greedy" if result is greedy else "cpsat",
+                            "answer-engine": result.engine, "status": result.status.value,
+                            "objective": result.objective, "bound": result.bound,
+                            "wall-seconds": round(result.wall_seconds, 6),
+                            "metrics": m.to_model().model_dump(by_alias=True)})
+    if args.format == "table":
+        header = ["scenario", "engine", "status", "placed", "hits", "fault-ret", "subhealthy",
+                  "reserve", "fragment", "spill", "objective", "bound", "wall-s"]
+        out.write(table(rows, header) + "\n")
+    else:
+        out.write(dump_data(records, args.format))
+    return EXIT_OK

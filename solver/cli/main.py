@@ -1,0 +1,92 @@
+"""The ``npu-place`` entry point: the parser of every subcommand and the error handling.
+
+Each subcommand is a module of this package with ``register(sub)`` (its options) and
+``run(args, out)`` (a thin call into the library).  Errors become exit codes here
+(:mod:`solver.doors`): 0 ok, 2 invalid input with a message naming the file, job or node
+and the field, 1 an internal error or a failed check.  No traceback is shown unless
+``NPU_PLACE_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import TextIO
+
+from heuristics.greedy import EngineNotAvailable
+from models.errors import InputError
+from models.limits import MAX_ERRORS_SHOWN, escape_text
+from solver.cli import (
+    bench,
+    compare,
+    examples,
+    kube_import,
+    plan,
+    schema,
+    serve,
+    simulate,
+    sweep,
+    validate,
+)
+from solver.doors import EXIT_FAILED, EXIT_INVALID, CliError
+
+#: The subcommands in the order ``--help`` lists them.
+COMMANDS = (validate, plan, compare, simulate, bench, kube_import, sweep, serve, examples,
+            schema)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``npu-place``."""
+    parser = argparse.ArgumentParser(
+        prog="npu-place",
+        description="Placement engine for Ascend NPU gang jobs (greedy port + CP-SAT), "
+                    "preferring each pod's previous node.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    """Entry point of ``npu-place``; returns the exit code."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    try:
+        with contextlib.redirect_stderr(err):  # argparse reports usage errors on stderr
+            args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_INVALID
+    try:
+        code: int = args.run(args, out)
+        return code
+    except InputError as exc:
+        # The listing is capped: a file with 10^6 mistakes gets N lines and a count.
+        for message in exc.messages[:MAX_ERRORS_SHOWN]:
+            err.write(f"error: {escape_text(message, 2000)}\n")
+        hidden = len(exc.messages) - MAX_ERRORS_SHOWN
+        if hidden > 0:
+            err.write(f"... and {hidden} more error(s) not shown\n")
+        err.write(f"{len(exc.messages)} input error(s); nothing was placed\n")
+        return EXIT_INVALID
+    except CliError as exc:
+        err.write(f"error: {escape_text(str(exc), 2000)}\n")
+        return exc.code
+    except EngineNotAvailable as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        err.write("interrupted\n")
+        return 130
+    except Exception as exc:  # the CLI never shows a traceback unless asked to
+        if os.environ.get("NPU_PLACE_DEBUG"):
+            traceback.print_exc(file=err)
+        err.write(f"internal error: {type(exc).__name__}: {escape_text(str(exc), 2000)}\n"
+                  "(set NPU_PLACE_DEBUG=1 for a traceback; please report it)\n")
+        return EXIT_FAILED

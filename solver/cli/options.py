@@ -1,0 +1,135 @@
+"""Option types and the options every solving command shares (``argparse``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from models.compiled import Problem
+from models.limits import (
+    LimitError,
+    check_deterministic_time,
+    check_range,
+    check_seed,
+    check_time_limit,
+    check_workers,
+    escape_text,
+)
+from models.objective import Weights, resolve_weights
+from solver.doors import CliError
+from solver.facade import ENGINES
+
+
+def positive_float(text: str) -> float:
+    """An ``argparse`` type: a number > 0."""
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: an integer > 0."""
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def bounded(check: Callable[[Any, str], Any], kind: type) -> Callable[[str], Any]:
+    """An ``argparse`` type: convert with ``kind``, then apply a :mod:`models.limits` check."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(
+                f"expected {what}, got '{escape_text(text, 40)}'") from None
+        try:
+            return check(value, "the value")
+        except LimitError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def in_range(kind: type, low: float, high: float) -> Callable[[str], Any]:
+    """An ``argparse`` type: ``kind`` within ``low .. high`` (:func:`models.limits.check_range`)."""
+    return bounded(lambda value, name: check_range(value, name, low, high), kind)
+
+
+def weights_option(text: str) -> Weights:
+    """An ``argparse`` type: objective weights as a JSON object."""
+    try:
+        return Weights.model_validate(json.loads(text))
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in error['loc']) or '(the object)'}: {error['msg']}"
+            for error in exc.errors())
+        raise argparse.ArgumentTypeError(problems) from None
+
+
+def unix_time(text: str) -> int:
+    """``--now``: unix seconds, or an ISO 8601 time such as ``2026-12-01T05:00:00Z``."""
+    from datetime import datetime
+
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected unix seconds or an ISO 8601 time, got "
+                                         f"{text!r}") from None
+
+
+def add_engine_options(parser: argparse.ArgumentParser, *, engine: bool = True,
+                       weights: bool = False) -> None:
+    """The options every solving command shares."""
+    if engine:
+        parser.add_argument("--engine", choices=ENGINES, default="auto",
+                            help="greedy, cpsat, or auto (greedy then CP-SAT; default)")
+    parser.add_argument("--time-limit", type=bounded(check_time_limit, float), default=10.0,
+                        metavar="S", help="wall-clock budget per placement in seconds, at "
+                                          "most 604800 (default 10)")
+    parser.add_argument("--workers", type=bounded(check_workers, int), default=1, metavar="N",
+                        help="CP-SAT search workers, 1 to 64 (default 1)")
+    parser.add_argument("--seed", type=bounded(check_seed, int), default=0, metavar="N",
+                        help="random seed of the CP-SAT search, 0 to 2147483647 (default 0)")
+    parser.add_argument("--deterministic-time", type=bounded(check_deterministic_time, float),
+                        default=None,
+                        metavar="D", dest="deterministic_time",
+                        help="bound CP-SAT by its deterministic time D (same input and seed "
+                             "give the same answer on any machine and load; the wall-clock "
+                             "limit stays as a safety net)")
+    if not weights:
+        return
+    parser.add_argument("--weights", type=weights_option, default=None, metavar="JSON",
+                        help="objective weights, e.g. '{\"fragment\": 0, \"subhealthy\": 8}' "
+                             "(keys: placed, origin-hit, fault-return, affinity-spill, "
+                             "subhealthy, reserve, fragment, priority-levels; default: "
+                             "automatic lexicographic weights)")
+
+
+def check_weights(problem: Problem, weights: Weights | None) -> None:
+    """Refuse weights whose objective would exceed CP-SAT's 2^31 coefficient bound.
+
+    Raises
+    ------
+    CliError
+        Naming ``--weights`` (or the automatic weights) and the sum.
+    """
+    try:
+        resolve_weights(problem, weights)
+    except ValueError as exc:
+        option = "--weights" if weights is not None else "the automatic weights"
+        raise CliError(f"{option}: {exc}") from None

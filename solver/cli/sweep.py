@@ -1,0 +1,46 @@
+"""``npu-place sweep GRID``: a what-if grid of scenarios x overrides x engines on Dask.
+
+The library (:func:`benchmarks.sweep.run_sweep`, Dask) is imported when the command
+runs, so that the other commands start without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+from models.limits import check_deterministic_time
+from solver.cli.options import bounded, positive_int
+
+
+def register(sub: Any) -> None:
+    """Add the ``sweep`` subcommand to ``sub``."""
+    p = sub.add_parser("sweep", help="what-if grid of scenarios x overrides x engines on Dask")
+    p.add_argument("grid", metavar="GRID", help="grid file (YAML or JSON; see README)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="Dask scheduler address (default: a local cluster, one worker per core)")
+    p.add_argument("--workers", type=positive_int, metavar="N",
+                   help="worker processes of the local cluster (default: the cores)")
+    p.add_argument("--out", metavar="DIR", default="sweep-out",
+                   help="results.csv, report.md and plots (default sweep-out)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the sweep in --out; finished cells are not rerun")
+    p.add_argument("--baseline", metavar="OLD/results.csv",
+                   help="compare cell by cell with an earlier sweep; exit 1 on a regression")
+    p.add_argument("--deterministic-time", type=bounded(check_deterministic_time, float),
+                   default=None, metavar="D", dest="deterministic_time",
+                   help="bound every cell's CP-SAT by deterministic time D (replaces the "
+                        "grid's deterministic-time)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) -> int:
+    """Run the sweep; 1 when a cell failed or the baseline found a regression."""
+    from benchmarks.sweep import run_sweep
+
+    return run_sweep(args.grid, args.out, out=out, err=err or sys.stderr, resume=args.resume,
+                     baseline=args.baseline, deterministic_time=args.deterministic_time,
+                     scheduler=args.scheduler, workers=args.workers,
+                     show_progress=not args.no_progress)
