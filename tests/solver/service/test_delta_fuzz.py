@@ -162,13 +162,26 @@ def _cache_states(http: httpx.Client, name: str) -> dict[str, int]:
 _started: list[float] = []  # when the first example ran
 
 
+#: Hostile raw bodies: malformed, non-object, non-finite, huge, deep, not UTF-8.
+_raw_bodies = st.sampled_from([
+    b"", b"[", b"null", b"[]", b'"delta"', b"\xff\xfe", b'{"now": NaN}',
+    b'{"now": Infinity}', b'{"now": 1' + b"0" * 5000 + b"}", b'{"now": 1e400}',
+    b'{"now": 1, "now": 2}', b'{"a":' * 200 + b"1" + b"}" * 200,
+    b'{"node-updates": {"name": "node-0"}}',
+    b'{"cache-events": [' + b"[" * 100 + b"]" * 100 + b"]}",
+    b'{"node-updates": [{"name": "node-0", "free": 1}], "extra": 1}',
+    json.dumps({"jobs-removed": [f"j{i}" for i in range(10_001)]}).encode(),
+])
+
+
 @settings(max_examples=25, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(with_now=st.booleans(),
-       deltas=st.lists(st.one_of(_delta, _node_delta), min_size=1, max_size=6))
+       deltas=st.lists(st.one_of(_delta, _node_delta, _raw_bodies), min_size=1, max_size=6))
 def test_stored_clusters_stay_valid_under_hostile_deltas(
-        fuzz_server: tuple[str, Any], with_now: bool, deltas: list[dict[str, Any]]) -> None:
+        fuzz_server: tuple[str, Any], with_now: bool, deltas: list[dict[str, Any] | bytes]
+) -> None:
     _started[:] = _started or [time.monotonic()]
     if time.monotonic() - _started[0] > FUZZ_SECONDS:
         return  # the run's time budget is spent (bounded on a loaded machine)
@@ -178,14 +191,23 @@ def test_stored_clusters_stay_valid_under_hostile_deltas(
         for delta in deltas:
             before = http.get("/v1/clusters/fuzz/scenario").content
             states = _cache_states(http, "fuzz")
-            response = http.patch("/v1/clusters/fuzz", content=json.dumps(delta))
-            assert response.status_code in (200, 422), response.text
+            raw = delta if isinstance(delta, bytes) else json.dumps(delta).encode()
+            response = http.patch("/v1/clusters/fuzz", content=raw)
+            assert response.status_code in (200, 400, 422), response.text
             assert "Traceback" not in response.text and "\\u001b" not in response.text
-            if set(delta) == {"node-updates"}:
+            if isinstance(delta, dict) and set(delta) == {"node-updates"}:
+                # one set of rules: the same document as a full PUT gets the same verdict
                 hand = _by_hand(json.loads(before), delta["node-updates"])
                 expected = hand is not None and _fully_valid(hand)
                 assert (response.status_code == 200) == expected, (delta, response.text)
-            if response.status_code == 422:
+                if hand is not None:
+                    full = http.put("/v1/clusters/fuzz-put", content=json.dumps(hand))
+                    assert full.status_code in (200, 201, 422), full.text
+                    assert (full.status_code != 422) == expected, (delta, full.text)
+                    if expected:
+                        assert (http.get("/v1/clusters/fuzz-put/scenario").content
+                                == http.get("/v1/clusters/fuzz/scenario").content)
+            if response.status_code != 200:
                 assert response.json()["messages"]
                 assert http.get("/v1/clusters/fuzz/scenario").content == before
                 assert _cache_states(http, "fuzz") == states
