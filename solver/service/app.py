@@ -196,6 +196,9 @@ class PlanningService:
                                       lambda: self.runner.killed,
                                       lambda: self.runner.restarts)
         self.connections = ConnectionGuard(config.max_connections, config.header_timeout)
+        self.metrics.watch_connections(self.connections.waiting_count,
+                                       lambda: self.connections.evicted,
+                                       lambda: self.connections.timed_out)
         self.draining = False
         self._storing: dict[str, int] = {}  # names with a PUT in progress -> how many
         self._drain_event: asyncio.Event | None = None

@@ -114,6 +114,10 @@ class ConnectionGuard:
         """The connection closed."""
         self.open.pop(protocol, None)
 
+    def waiting_count(self) -> int:
+        """Open connections with no request being answered."""
+        return sum(1 for p in self.open if not _busy(p))
+
     # ------------------------------------------------------------------ helpers
     def _expire(self, protocol: Any, since: float) -> None:
         if self.open.get(protocol) != since or _busy(protocol):

@@ -71,6 +71,22 @@ class ServiceMetrics:
                   "(since start)", registry=r)
         g.set_function(restarts)
 
+    def watch_connections(self, waiting: Callable[[], float], evicted: Callable[[], float],
+                          timed_out: Callable[[], float]) -> None:
+        """Gauges of the connection guard (:mod:`solver.service.connections`), read at
+        scrape time."""
+        for name, text, read in (
+                ("npu_place_connections_waiting",
+                 "Open connections with no request being answered (idle or sending headers)",
+                 waiting),
+                ("npu_place_connections_evicted",
+                 "Connections closed to stay within the connection bound (since start)",
+                 evicted),
+                ("npu_place_connections_timed_out",
+                 "Connections closed for not sending request headers in time (since start)",
+                 timed_out)):
+            Gauge(name, text, registry=self.registry).set_function(read)
+
     def render(self) -> bytes:
         """The Prometheus text exposition."""
         return generate_latest(self.registry)

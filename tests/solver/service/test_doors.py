@@ -459,6 +459,8 @@ def test_half_sent_connections_time_out_and_are_bounded_and_probes_answer() -> N
                     assert http.get("/healthz").status_code == 200
                     assert len(guard.open) <= 16
             assert guard.evicted >= 60 - 16
+            metrics = httpx.get(url + "/metrics", timeout=10).text
+            assert f"npu_place_connections_evicted {float(guard.evicted)}" in metrics
             closed = sum(_closed_by_server(sock, 0.2) for sock in stalled)
             assert closed >= 60 - 16
         finally:
@@ -470,6 +472,7 @@ def test_half_sent_connections_time_out_and_are_bounded_and_probes_answer() -> N
         try:
             assert _closed_by_server(sock, 20)
             assert service.connections.timed_out == 1
+            assert "npu_place_connections_timed_out 1.0" in httpx.get(url + "/metrics").text
         finally:
             sock.close()
 
