@@ -320,7 +320,7 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
             continue
         fields = node_update.model_fields_set - {"name"}
         values = {f: getattr(node_update, f) for f in fields}
-        if fields - _VALUE_FIELDS:
+        if fields - _VALUE_FIELDS or any(v is None for v in values.values()):
             # the node's own rules (bounds, label text and count), as in a full body
             merged = nodes[at].model_dump(by_alias=True)
             merged.update(node_update.model_dump(by_alias=True, include=fields))
@@ -330,7 +330,7 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
                 errors.extend(delta_messages(exc, f"node-updates[{i}]"))
                 continue
             structural = True
-        else:  # free (an int, checked with npus below) and health (an enum) only
+        else:  # free (an int, checked with npus below) and health (an enum), not null
             node = nodes[at].model_copy(update=values)
             changed.append(at)
         nodes[at] = node

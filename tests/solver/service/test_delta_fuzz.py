@@ -64,14 +64,14 @@ _good_delta = st.fixed_dictionaries({}, optional={
 _names = st.one_of(st.sampled_from([*NODES, "nope"]), st.text(max_size=8),
                    st.just("evil\x1b[31m"), st.just("n" * 300))
 _ints = st.one_of(st.integers(-3, 20), st.integers(-2**41, 2**41), st.just(70000),
-                  st.just(10**18))
+                  st.just(10**18), st.none())
 _label_text = st.one_of(st.text(max_size=6), st.just("a\x1b"), st.just("v" * 1100))
 _labels = st.one_of(
     st.dictionaries(_label_text, st.one_of(_label_text, st.integers(0, 9), st.booleans()),
                     max_size=3),
     st.just({f"k{i}": "v" for i in range(300)}), st.just({"k": {"nested": 1}}))
 _bad_update = st.fixed_dictionaries({"name": _names}, optional={
-    "free": _ints, "health": st.sampled_from(["healthy", "bad"]),
+    "free": _ints, "health": st.sampled_from(["healthy", "bad", None]),
     "npus": st.one_of(st.sampled_from([8, 16]), _ints),
     "super-pod-id": _ints, "rack-id": _ints, "labels": _labels})
 _bad_piece = st.one_of(

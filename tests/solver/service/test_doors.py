@@ -155,8 +155,12 @@ def test_a_refused_delta_leaves_the_cluster_byte_identical(
     ({"node-updates": [{"name": "node-0", "labels": {"k": {"nested": 1}}}]},
      ["node-updates[0]", "labels", "mapping"]),
     ({"nodes-removed": ["node-\x1b"]}, ["nodes-removed"]),
+    ({"node-updates": [{"name": "node-0", "free": None}]}, ["node-updates[0].free"]),
+    ({"node-updates": [{"name": "node-0", "health": None}]}, ["node-updates[0].health"]),
+    ({"node-updates": [{"name": "node-0", "npus": None}]}, ["node-updates[0].npus"]),
 ], ids=["npus", "label-escape", "1000-labels", "long-label", "now-negative", "now-1e15",
-        "super-pod-id-2^40", "rack-id-2^40", "label-mapping", "removed-escape"])
+        "super-pod-id-2^40", "rack-id-2^40", "label-mapping", "removed-escape", "free-null",
+        "health-null", "npus-null"])
 def test_a_delta_is_held_to_the_full_body_bounds(
         http: httpx.Client, delta: dict[str, Any], words: list[str]) -> None:
     name = "bounds"
