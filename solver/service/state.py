@@ -4,11 +4,16 @@ between plan calls and updated by deltas.
 A scheduler daemon calls the service once per session (about once a second).  Sending and
 re-parsing an 8,000-node scenario every time costs more than the greedy answer itself, so a
 cluster is ``PUT`` once and then moved forward by small :class:`ClusterDelta` documents.
-A delta is applied in three tiers, each paying only for what changed:
+A delta is applied to a copy and must produce a scenario that passes every rule a full
+body passes (one set of rules however a scenario arrives); only then does it replace the
+stored cluster, so a refused delta leaves it byte-identical.  It is applied in three tiers,
+each paying only for what changed:
 
 ``values``
     Only ``free`` and ``health`` of existing nodes changed: the node arrays are copied and
-    patched (``O(nodes)`` memory copy, no validation beyond the changed nodes).
+    patched (``O(nodes)`` memory copy); the rules those two fields take part in are checked
+    on the changed nodes (:func:`models.validation.node_value_problems`: ``free`` within
+    ``0..npus`` and, with the running jobs' chips, not above ``npus``).
 ``jobs``
     Jobs were submitted or removed, cache events arrived, or ``now`` moved: the
     cross-field rules run again (they are cheap) and only the jobs and the live cache are
