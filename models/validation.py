@@ -555,8 +555,9 @@ def validate_scenario(
         if node.name in names:
             say(where, "name", f"duplicate node name (node #{index})")
         names.add(node.name)
-        if node.free < 0 or node.free > node.npus:
-            say(where, "free", f"free {node.free} must be between 0 and npus ({node.npus})")
+        problem = free_problem(node.free, node.npus)
+        if problem is not None:
+            say(where, "free", problem)
         if node.super_pod_id is not None and node.super_pod_id >= 0:
             super_pod_sizes[node.super_pod_id] += 1
     size = config.effective_super_pod_size
@@ -635,12 +636,67 @@ def validate_scenario(
     npus = {node.name: node.npus for node in scenario.nodes}
     free = {node.name: node.free for node in scenario.nodes}
     for name, chips in used.items():
-        if free[name] + chips > npus[name]:
-            say(f"node '{name}'", "free",
-                f"free {free[name]} plus the {chips} NPUs of running jobs exceeds "
-                f"npus {npus[name]} (free must exclude the chips of running jobs and running "
-                "ranks)")
+        problem = running_overlap_problem(free[name], chips, npus[name])
+        if problem is not None:
+            say(f"node '{name}'", "free", problem)
     return shapes, messages
+
+
+def free_problem(free: int, npus: int) -> str | None:
+    """The rule on a node's ``free`` alone: ``0 <= free <= npus`` (``None`` when it holds)."""
+    if free < 0 or free > npus:
+        return f"free {free} must be between 0 and npus ({npus})"
+    return None
+
+
+def running_overlap_problem(free: int, chips: int, npus: int) -> str | None:
+    """The rule relating a node's ``free`` to the running jobs on it: ``free`` excludes the
+    ``chips`` they use, so ``free + chips <= npus`` (``None`` when it holds)."""
+    if free + chips > npus:
+        return (f"free {free} plus the {chips} NPUs of running jobs exceeds npus {npus} "
+                "(free must exclude the chips of running jobs and running ranks)")
+    return None
+
+
+def running_chips(scenario: Scenario, nodes: set[str] | None = None) -> Counter[str]:
+    """NPUs the running jobs and the pending jobs' running ranks use per node (only
+    ``nodes`` when given), as :func:`validate_scenario` counts them for
+    :func:`running_overlap_problem`."""
+    used: Counter[str] = Counter()
+    for running in scenario.running:
+        for node_name in running.ranks.values():
+            if nodes is None or node_name in nodes:
+                used[node_name] += running.npu_per_task
+    for job in scenario.jobs:
+        for node_name in job.running_ranks.values():
+            if nodes is None or node_name in nodes:
+                used[node_name] += job.npu_per_task
+    return used
+
+
+def node_value_problems(scenario: Scenario, changed: list[int]) -> list[tuple[str, str]]:
+    """The cross-field rules on ``free`` for the nodes at ``changed`` only.
+
+    A change of ``free`` or ``health`` alone can break no other rule of
+    :func:`validate_scenario`, so a scenario that was valid before such a change is valid
+    after it exactly when this returns nothing (the stored-cluster service relies on it).
+
+    Returns
+    -------
+    list
+        ``(node name, message)`` for each rule broken.
+    """
+    out: list[tuple[str, str]] = []
+    nodes = [scenario.nodes[i] for i in changed]
+    chips = (running_chips(scenario, {node.name for node in nodes})
+             if scenario.running or any(job.running_ranks for job in scenario.jobs) else None)
+    for node in nodes:
+        problem = free_problem(node.free, node.npus)
+        if problem is None and chips is not None and chips[node.name]:
+            problem = running_overlap_problem(node.free, chips[node.name], node.npus)
+        if problem is not None:
+            out.append((node.name, problem))
+    return out
 
 
 def running_spec(running: RunningJob) -> tuple[Job, int]:

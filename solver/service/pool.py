@@ -46,8 +46,17 @@ log = logging.getLogger("npu_place.service")
 
 #: Deltas kept per cluster before the log is compacted into one scenario body.
 COMPACT_EVERY = 64
-#: The least time worth starting a plan with (before its cut-off), and the wait assumed
-#: for a running request that has outlived its deadline (it ends or is killed soon).
+#: Bytes of (compact) deltas kept per cluster before the log is compacted, whatever their
+#: number.  The log holds each applied delta in compact JSON (only the fields set, no
+#: whitespace), never the request body.
+COMPACT_BYTES = 8 * 1024 * 1024
+#: A PUT body above this size is kept only until the worker has answered its compact
+#: scenario (a body may be mostly whitespace).
+COMPACT_PUT_BYTES = 1024 * 1024
+#: Expected seconds of a short request (greedy only, validate, cluster updates) when
+#: estimating when a worker will be free; also the least time worth starting a plan with
+#: (before its cut-off), and the wait assumed for a running request that has outlived its
+#: deadline (it ends or is killed soon).
 SHORT_SECONDS = 0.1
 
 #: The answer came from the full solve, greedy's fallback, or nothing finished in time.
@@ -131,6 +140,7 @@ class _Request:
     admitted: bool = False
     internal: bool = False
     on_reply: Callable[[Any], None] | None = None
+    on_error: Callable[[], None] | None = None
     parsed: list[str] | None = None
     greedy: dict[str, Any] | None = None
     final: dict[str, Any] | None = None
@@ -157,15 +167,22 @@ class _Worker:
 
 @dataclass
 class ClusterRecord:
-    """What the serving process keeps of a stored cluster (to answer GET and to replay)."""
+    """What the serving process keeps of a stored cluster (to answer GET and to replay).
+
+    ``base`` is the last full scenario (the PUT body, or the compacted scenario with its
+    cache states in ``base_states``); ``deltas`` the deltas applied since, each in compact
+    form with the time its cache events were stamped with, ``log_bytes`` their size.
+    """
 
     name: str
     home: int
     base: bytes
     base_version: int
-    deltas: list[bytes] = field(default_factory=list)
+    deltas: list[tuple[bytes, int | None]] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     compacting: bool = False
+    base_states: bytes | None = None
+    log_bytes: int = 0
 
 
 @dataclass
@@ -177,6 +194,8 @@ class PlanOutcome:
     greedy_objective: int | None
     objective: int | None
     queued_seconds: float | None = None
+    #: the full solve failed (raised, or its worker process died): greedy's plan stands
+    solve_failed: bool = False
 
 
 def _time_kind(req: _Request) -> str:
@@ -328,15 +347,17 @@ class WorkerPool:
                 req.on_reply(req.reply)
             except Exception:  # bookkeeping must never break the reader
                 log.exception("cluster bookkeeping failed")
-        elif req.internal and req.error is not None:
+        if req.internal and req.error is not None:
             log.error("internal %s failed: %s", req.kind, req.error)
+        if req.on_error is not None and req.error is not None:
+            req.on_error()
 
     def _next(self, worker: _Worker) -> None:
         while worker.current is None and worker.ready and worker.queue and not self._closed:
             req = worker.queue.popleft()
             if req.terminal:
                 continue  # withdrawn while queued
-            if (req.kind == "plan" and req.deadline is not None
+            if (req.kind in ("plan", "validate") and req.deadline is not None
                     and req.deadline <= time.monotonic()):
                 self._finish(req)  # its answer was already sent: skip the work
                 continue
@@ -371,9 +392,10 @@ class WorkerPool:
         for record in self.clusters.values():
             if record.home == worker.index:
                 replay.append(self._request("put", (record.name, record.base,
-                                                    record.base_version), internal=True))
-                replay += [self._request("patch", (record.name, d), internal=True)
-                           for d in record.deltas]
+                                                    record.base_version, record.base_states),
+                                            internal=True))
+                replay += [self._request("patch", (record.name, delta, stamp), internal=True)
+                           for delta, stamp in record.deltas]
         fresh.queue.extendleft(reversed(replay))
         self._workers[worker.index] = fresh
 
@@ -464,23 +486,46 @@ class WorkerPool:
         return min(range(len(counts)), key=lambda i: (counts[i], i))
 
     async def call(self, kind: str, args: tuple[Any, ...], *, home: int | None = None,
-                   admit: bool = False, on_reply: Callable[[Any], None] | None = None) -> Any:
+                   admit: bool = False, on_reply: Callable[[Any], None] | None = None,
+                   deadline: float | None = None) -> Any:
         """Run a non-plan request in a worker and return its reply.
+
+        With a ``deadline`` (``time.monotonic``) the request is given up at that time: it
+        is skipped if it has not started, and its worker is killed (and its clusters
+        replayed) if it is still running ``kill_grace`` seconds later, as for a plan.
 
         Raises
         ------
         BadRequest
-            With the worker's status and messages when it failed.
+            With the worker's status and messages when it failed; 503 when the deadline
+            passed first.
         Saturated
             When ``admit`` and the pool is saturated.
         """
         if admit:
             self._admit()
-        req = self._request(kind, args, admitted=admit, on_reply=on_reply)
-        self._submit(req, home)
+        req = self._request(kind, args, admitted=admit, on_reply=on_reply, deadline=deadline)
+        index = self._submit(req, home)
         while not req.terminal:
             req.wake.clear()
-            await req.wake.wait()
+            if deadline is None:
+                await req.wake.wait()
+                continue
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(req.wake.wait(), timeout)
+        if not req.terminal:
+            assert deadline is not None and self._loop is not None
+            req.abandoned = True
+            if req.admitted:
+                self.abandoned += 1
+            self._loop.call_later(max(0.0, deadline + self.kill_grace - time.monotonic()),
+                                  self._maybe_kill, index, req)
+            raise BadRequest(503, "time limit passed", [
+                f"the {kind} request did not finish within its time limit; retry later "
+                "(or split the request)"], {"Retry-After": "1"})
         if req.error is not None:
             raise BadRequest(*req.error)
         return req.reply
@@ -577,10 +622,13 @@ class WorkerPool:
         if req.final is not None:
             return PlanOutcome(req.final, SOURCE_SOLVE, greedy_obj, req.final.get("objective"))
         if req.greedy is not None:
-            if req.terminal and not req.final_info:
+            if req.terminal and not req.final_info and req.error is None:
                 return PlanOutcome(req.greedy, SOURCE_SOLVE, greedy_obj, greedy_obj)
             placement = dict(req.greedy)
-            if req.final_info.get("error"):
+            failed = req.error is not None or bool(req.final_info.get("error"))
+            if req.error is not None:  # the worker died (or was killed) during the solve
+                why = f"the full solve failed ({'; '.join(req.error[2]) or req.error[1]})"
+            elif req.final_info.get("error"):
                 why = f"the solver failed ({req.final_info['error']})"
             elif req.final_info.get("skipped"):
                 why = "no time was left for CP-SAT after greedy"
@@ -589,7 +637,8 @@ class WorkerPool:
             placement["notes"] = [*placement.get("notes", []),
                                   f"{why}; answered with the fallback plan "
                                   f"({placement.get('engine', 'greedy')})"]
-            return PlanOutcome(placement, SOURCE_GREEDY, greedy_obj, greedy_obj)
+            return PlanOutcome(placement, SOURCE_GREEDY, greedy_obj, greedy_obj,
+                               solve_failed=failed)
         if req.error is not None:
             raise BadRequest(*req.error)
         if req.parsed is not None:
@@ -601,25 +650,47 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ clusters
     def record_put(self, name: str, home: int, body: bytes, info: dict[str, Any]) -> None:
-        """Remember a stored cluster's full body (the replay base)."""
-        self.clusters[name] = ClusterRecord(name, home, body, int(info["version"]), [], info)
+        """Remember a stored cluster's full body (the replay base); a body above
+        :data:`COMPACT_PUT_BYTES` is replaced by the worker's compact scenario at once."""
+        record = ClusterRecord(name, home, body, int(info["version"]), [], info)
+        self.clusters[name] = record
+        if len(body) > COMPACT_PUT_BYTES:
+            self._compact(record)
 
-    def record_patch(self, name: str, body: bytes, info: dict[str, Any]) -> None:
-        """Remember an applied delta; compact the log now and then."""
+    def record_patch(self, name: str, reply: dict[str, Any]) -> None:
+        """Remember an applied delta (compact, with its stamp); compact the log when it
+        holds :data:`COMPACT_EVERY` deltas or :data:`COMPACT_BYTES` bytes."""
         record = self.clusters.get(name)
         if record is None:
             return
+        info = reply["info"]
         if info.get("version") != record.info.get("version"):
-            record.deltas.append(body)
+            record.deltas.append((reply["log"], reply["stamp"]))
+            record.log_bytes += len(reply["log"])
         record.info = info
-        if len(record.deltas) >= COMPACT_EVERY and not record.compacting:
-            record.compacting = True
+        if len(record.deltas) >= COMPACT_EVERY or record.log_bytes >= COMPACT_BYTES:
+            self._compact(record)
 
-            def compacted(reply: Any) -> None:
-                record.base = reply["scenario"]
-                record.base_version = int(reply["version"])
-                record.deltas = []
-                record.compacting = False
+    def _compact(self, record: ClusterRecord) -> None:
+        """Replace a cluster's replay base and log by the worker's current scenario and
+        cache states (compact JSON)."""
+        if record.compacting:
+            return
+        record.compacting = True
 
-            req = self._request("dump", (name,), internal=True, on_reply=compacted)
-            self._submit(req, record.home)
+        def compacted(reply: Any) -> None:
+            # A worker answers in order: every delta logged before this answer was
+            # applied before the export, so the export holds them all.
+            record.base = reply["scenario"]
+            record.base_states = reply["states"]
+            record.base_version = int(reply["version"])
+            record.deltas = []
+            record.log_bytes = 0
+            record.compacting = False
+
+        def failed() -> None:  # the worker was lost: the full log replays instead
+            record.compacting = False
+
+        req = self._request("export", (record.name,), internal=True, on_reply=compacted,
+                            on_error=failed)
+        self._submit(req, record.home)

@@ -37,7 +37,9 @@ def build_server(config: ServiceConfig, log_level: str = "info") -> _Server:
     uv = uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level,
                         timeout_graceful_shutdown=int(config.graceful_seconds) or None,
                         access_log=False, server_header=False,
-                        ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile)
+                        ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile,
+                        # header timeout and connection bound (solver/service/connections.py)
+                        http=app.state.service.connections.protocol_class())
     return _Server(uv, app.state.service)
 
 

@@ -14,9 +14,12 @@ Requests (tuples) and answers:
     ``on_fallback`` hook of :func:`solver.facade.solve`, so greedy runs once per plan),
     then ``(id, "final", placement | None, info)`` (``None``: the fallback stands).
     ``deadline`` is a ``time.monotonic()`` value (system-wide on Linux).
-``("validate", id, body)``, ``("put", id, name, body, version)``,
-``("patch", id, name, body)``, ``("dump", id, name)``, ``("delete", id, name)``
-    Answer ``(id, "reply", value)``.
+``("validate", id, body)``, ``("put", id, name, body, version[, states])``,
+``("patch", id, name, body[, stamp])``, ``("dump", id, name)``, ``("export", id, name)``,
+``("delete", id, name)``
+    Answer ``(id, "reply", value)``.  A patch answers the summary, the applied delta in
+    compact form and the time its cache events were stamped with (the replay log keeps
+    both); ``export`` answers the scenario, version and cache states (log compaction).
 
 Any failure answers ``(id, "error", status, error, messages)``.  A started worker sends
 ``(0, "ready", seconds | None)``: how long its warm-up solve took (the first measured
@@ -39,8 +42,8 @@ from typing import Any
 
 from models.validation import InputError
 from solver.reuse import SolveCache
-from solver.service.parsing import BadRequest, parse_delta, parse_problem, run_validate
-from solver.service.state import ClusterStore, VersionConflict
+from solver.service.parsing import BadRequest, capped, parse_delta, parse_problem, run_validate
+from solver.service.state import ClusterDelta, ClusterStore, VersionConflict
 
 log = logging.getLogger("npu_place.service.worker")
 
@@ -103,7 +106,7 @@ class Worker:
             except BadRequest as exc:
                 self.send(rid, "error", exc.status, exc.error, exc.messages)
             except InputError as exc:
-                self.send(rid, "error", 422, "invalid input", exc.messages)
+                self.send(rid, "error", 422, "invalid input", capped(exc.messages))
             except VersionConflict as exc:
                 self.send(rid, "error", 409, "version conflict", [str(exc)])
             except Exception as exc:  # a crash is a 500 for this request only
@@ -117,22 +120,36 @@ class Worker:
         elif kind == "validate":
             self.send(rid, "reply", run_validate(args[0]).model_dump(by_alias=True, mode="json"))
         elif kind == "put":
-            name, body, version = args
+            name, body, version = args[:3]
+            states = args[3] if len(args) > 3 else None
             problem = parse_problem(body)
             cluster, created = self.clusters.put(name, problem, version)
             self.solve_caches.pop(name, None)  # a new body: nothing to continue from
+            if states is not None:  # a replay of a compacted cluster: its cache states too
+                cluster.restore_state(json.loads(states))
             self.send(rid, "reply", {"info": cluster.info().model_dump(by_alias=True),
                                      "created": created})
         elif kind == "patch":
-            name, body = args
+            name, body = args[:2]
+            stamp = args[2] if len(args) > 2 else None
             cluster = self._cluster(name)
-            info = cluster.apply(parse_delta(body))
-            self.send(rid, "reply", info.model_dump(by_alias=True))
+            delta = parse_delta(body)
+            info = cluster.apply(delta, stamp)
+            self.send(rid, "reply", {"info": info.model_dump(by_alias=True),
+                                     "log": compact_delta(delta),
+                                     "stamp": cluster.last_stamp})
         elif kind == "dump":
             cluster = self._cluster(args[0])
             data = cluster.snapshot.problem.scenario.to_dict()
             self.send(rid, "reply", {"scenario": json.dumps(data).encode(),
                                      "version": cluster.snapshot.version})
+        elif kind == "export":  # compaction: the scenario plus the cache states
+            cluster = self._cluster(args[0])
+            state = cluster.export_state()
+            self.send(rid, "reply", {
+                "scenario": json.dumps(state["scenario"], separators=(",", ":")).encode(),
+                "version": state["version"],
+                "states": json.dumps(state["cache-states"], separators=(",", ":")).encode()})
         elif kind == "delete":
             self.solve_caches.pop(args[0], None)
             self.send(rid, "reply", self.clusters.delete(args[0]))
@@ -194,6 +211,14 @@ class Worker:
             return
         self.send(rid, "final", result.placement.to_dict(),
                   {"objective": result.objective, "greedy-objective": result.greedy_objective})
+
+
+def compact_delta(delta: ClusterDelta) -> bytes:
+    """The applied delta as compact JSON for the replay log: only the fields that were set,
+    no whitespace, and no ``expect-version`` (a replay must not be refused)."""
+    data = delta.model_dump(by_alias=True, exclude_unset=True, mode="json",
+                            exclude={"expect_version"})
+    return json.dumps(data, separators=(",", ":")).encode()
 
 
 def worker_main(conn: Connection, solve_path: str, warmup: bool) -> None:

@@ -3,6 +3,8 @@ so that the worker processes import them."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from typing import Any
 
@@ -31,3 +33,10 @@ def crash_on_666(problem: Any, engine: str = "auto", **kwargs: Any) -> Result:
     if kwargs.get("seed") == 666:
         raise RuntimeError("boom")
     return solve(problem, engine=engine, **kwargs)
+
+
+def die_in_full_solve(problem: Any, engine: str = "auto", **kwargs: Any) -> Result:
+    """Greedy works; the full solve kills its own worker process (as the OOM killer would)."""
+    if engine != "greedy":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return solve(problem, engine="greedy", seed=kwargs.get("seed", 0))
