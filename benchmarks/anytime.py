@@ -4,9 +4,13 @@ For every instance (by default the 4,096- and 8,192-node batches of every family
 and 1) and every budget, ``solve(engine="auto", time_limit=T)`` runs in this process,
 model building included, and the row records the answer's objective and origin hits, the
 engine that produced it, and the overrun ``wall − T``.  The report's "budget" table gives
-per budget and family the share of instances whose answer beats greedy, the share where
-CP-SAT's own search produced it, the median improvement, and the overrun p50/p99; the
-plot draws objective gain over greedy against the budget.
+per budget and family the share of the best-known gain captured (``gain(T)`` over the
+best gain any budget reached on that instance), the origin hits lost against that best
+answer, how often CP-SAT's own search produced the answer, the overrun p50/p99/max, the
+calls that returned with a search still running, and the budgets whose answer is worse
+than a shorter budget's (each such monotonicity violation is listed below the table);
+the plot draws the share captured and the origin hit rate against the budget.  With
+``--deterministic`` the budgets are CP-SAT deterministic times instead.
 
 Run it with ``python -m benchmarks.anytime --out DIR`` (see ``--help``).  Wall-clock
 figures depend on the machine and its load; run it on an otherwise idle machine.
@@ -39,7 +43,8 @@ BATCH_JOBS = {4096: 10, 8192: 11}
 
 COLUMNS = ("instance", "family", "nodes", "jobs", "budget", "wall-seconds", "overrun-ms",
            "engine", "status", "objective", "greedy-objective", "gain", "origin-hits",
-           "origin-candidates", "threads-after", "search-after")
+           "origin-candidates", "threads-after", "search-after", "deterministic",
+           "share-captured", "hits-lost")
 
 
 @dataclass(frozen=True)
@@ -68,19 +73,29 @@ def default_instances(scales: Sequence[int] = (4096, 8192),
 
 
 def run_instance(instance: AnytimeInstance, problem: Problem, budgets: Iterable[float],
-                 seed: int = 0) -> list[dict[str, Any]]:
-    """Solve one instance once per budget; one row per budget."""
+                 seed: int = 0, deterministic: bool = False) -> list[dict[str, Any]]:
+    """Solve one instance once per budget; one row per budget.
+
+    With ``deterministic`` each budget is CP-SAT's deterministic time (the wall-clock
+    limit is then only a safety net of :func:`deterministic_wall_limit` seconds, and the
+    overrun column means nothing).
+    """
     rows = []
     for budget in budgets:
         gc.collect()
         started = time.perf_counter()
-        result = solve(problem, engine="auto", time_limit=budget, workers=1, seed=seed)
+        if deterministic:
+            result = solve(problem, engine="auto", time_limit=deterministic_wall_limit(budget),
+                           workers=1, seed=seed, deterministic_time=budget)
+        else:
+            result = solve(problem, engine="auto", time_limit=budget, workers=1, seed=seed)
         wall = time.perf_counter() - started
         greedy = result.greedy_objective if result.greedy_objective is not None else 0
         rows.append({
             "instance": instance.name, "family": instance.family, "nodes": instance.nodes,
             "jobs": instance.jobs, "budget": budget, "wall-seconds": round(wall, 4),
-            "overrun-ms": round(1000 * (wall - budget), 1), "engine": result.engine,
+            "overrun-ms": round(1000 * (wall - budget), 1) if not deterministic else 0.0,
+            "engine": result.engine,
             "status": result.status.value, "objective": result.objective,
             "greedy-objective": greedy, "gain": result.objective - greedy,
             "origin-hits": result.metrics.origin_hits,
@@ -89,8 +104,14 @@ def run_instance(instance: AnytimeInstance, problem: Problem, budgets: Iterable[
             # a CP-SAT search still running after the call returned (should be 0)
             "search-after": sum(1 for t in threading.enumerate()
                                 if t.name == WORKER_THREAD_NAME and t.is_alive()),
+            "deterministic": deterministic,
         })
     return rows
+
+
+def deterministic_wall_limit(budget: float) -> float:
+    """Wall-clock safety net of a deterministic-time run of ``budget``."""
+    return max(120.0, 60.0 * budget)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -101,9 +122,53 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
+def add_shares(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Add ``share-captured`` and ``hits-lost`` to every row (in place; returns ``rows``).
+
+    ``share-captured`` is ``gain(T) / best gain`` over all budgets of the row's instance
+    (``None`` when no budget beats greedy: there is nothing to capture); ``hits-lost`` is
+    the origin hits of the instance's best answer minus the row's.
+    """
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by[str(row["instance"])].append(row)
+    for mine in by.values():
+        best = max(mine, key=lambda r: (int(r["objective"]), -float(r["budget"])))
+        best_gain = int(best["gain"])
+        for row in mine:
+            row["share-captured"] = (round(int(row["gain"]) / best_gain, 4)
+                                     if best_gain > 0 else None)
+            row["hits-lost"] = int(best["origin-hits"]) - int(row["origin-hits"])
+    return rows
+
+
+def violations(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every pair of budgets ``T1 < T2`` of an instance whose answer at ``T2`` is worse."""
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by[str(row["instance"])].append(row)
+    out = []
+    for name in sorted(by):
+        mine = sorted(by[name], key=lambda r: float(r["budget"]))
+        for i, low in enumerate(mine):
+            for high in mine[i + 1:]:
+                if int(high["objective"]) < int(low["objective"]):
+                    out.append({"instance": name, "family": low["family"],
+                                "budget-low": float(low["budget"]),
+                                "budget-high": float(high["budget"]),
+                                "objective-low": int(low["objective"]),
+                                "objective-high": int(high["objective"]),
+                                "hits-low": int(low["origin-hits"]),
+                                "hits-high": int(high["origin-hits"])})
+    return out
+
+
 def budget_table(rows: list[dict[str, Any]]) -> list[list[str]]:
-    """Per budget and family: improved share, CP-SAT share, median gain, overrun p50/p99,
-    and how many calls returned with a CP-SAT search still running."""
+    """Per budget and family: share of the best-known gain captured, hits lost, CP-SAT
+    share, overrun p50/p99/max, calls that returned with a search still running, and
+    monotonicity violations (this budget worse than a shorter one)."""
+    add_shares(rows)
+    broken = violations(rows)
     groups: dict[tuple[float, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         groups[(float(row["budget"]), str(row["family"]))].append(row)
@@ -111,35 +176,52 @@ def budget_table(rows: list[dict[str, Any]]) -> list[list[str]]:
     table = []
     for (budget, family) in sorted(groups, key=lambda k: (k[0], k[1] == "all", k[1])):
         group = groups[(budget, family)]
-        gains = [int(r["gain"]) for r in group]
-        improved = [g for g in gains if g > 0]
+        shares = [float(r["share-captured"]) for r in group
+                  if r.get("share-captured") is not None]
+        lost = [int(r["hits-lost"]) for r in group]
         by_cpsat = sum(1 for r in group if r["engine"] == "cpsat" and int(r["gain"]) > 0)
         overruns = [float(r["overrun-ms"]) for r in group]
         running = sum(1 for r in group if int(r.get("search-after", 0)) > 0)
+        names = {str(r["instance"]) for r in group}
+        worse = sum(1 for v in broken if v["budget-high"] == budget and v["instance"] in names)
         table.append([
             f"{budget:g}", family, str(len(group)),
-            f"{len(improved)}/{len(group)}", f"{by_cpsat}/{len(group)}",
-            f"{statistics.median(improved):.0f}" if improved else "-",
+            f"{100 * statistics.median(shares):.0f} %" if shares else "-",
+            f"{100 * min(shares):.0f} %" if shares else "-",
+            f"{sum(lost)}", f"{max(lost)}",
+            f"{by_cpsat}/{len(group)}",
             f"{_percentile(overruns, 0.5):.1f}", f"{_percentile(overruns, 0.99):.1f}",
-            f"{max(overruns):.1f}", f"{running}/{len(group)}",
+            f"{max(overruns):.1f}", f"{running}/{len(group)}", str(worse),
         ])
     return table
 
 
-BUDGET_HEADER = ["budget s", "family", "runs", "beats greedy", "by CP-SAT search",
-                 "median gain", "overrun p50 ms", "overrun p99 ms", "overrun max ms",
-                 "search still running"]
+BUDGET_HEADER = ["budget s", "family", "runs", "median share captured", "min share captured",
+                 "hits lost (sum)", "hits lost (max)", "improved by CP-SAT search",
+                 "overrun p50 ms", "overrun p99 ms", "overrun max ms", "search still running",
+                 "worse than a shorter budget"]
+VIOLATION_HEADER = ["instance", "shorter budget s", "longer budget s", "objective",
+                    "origin hits"]
 
 
-def goal_summary(rows: list[dict[str, Any]], short: float = 1.0, long: float = 10.0) -> str:
-    """The issue's anytime goal: of the instances improved at ``long``, share at ``short``."""
-    by: dict[str, dict[float, int]] = defaultdict(dict)
-    for row in rows:
-        by[str(row["instance"])][float(row["budget"])] = int(row["gain"])
-    target = [name for name, gains in by.items() if gains.get(long, 0) > 0]
-    hit = [name for name in target if by[name].get(short, 0) > 0]
-    return (f"instances improved over greedy at {long:g} s: {len(target)}; of those, improved "
-            f"at {short:g} s: {len(hit)} ({100 * len(hit) / max(1, len(target)):.0f} %)")
+def goal_summary(rows: list[dict[str, Any]], short: float = 1.0) -> str:
+    """The issue's goals: median share captured at ``short``, violations, worst overrun."""
+    add_shares(rows)
+    shares = [float(r["share-captured"]) for r in rows
+              if float(r["budget"]) == short and r.get("share-captured") is not None]
+    overruns = [float(r["overrun-ms"]) for r in rows]
+    running = sum(1 for r in rows if int(r.get("search-after", 0)) > 0)
+    median = f"{100 * statistics.median(shares):.0f} %" if shares else "-"
+    return (f"median share of the best-known gain captured at {short:g} s: {median} "
+            f"(over {len(shares)} instances with a gain); monotonicity violations: "
+            f"{len(violations(rows))}; overrun max: "
+            f"{max(overruns) if overrun_known(rows) else float('nan'):.1f} ms; "
+            f"calls returned with a search running: {running}")
+
+
+def overrun_known(rows: list[dict[str, Any]]) -> bool:
+    """Whether the rows were measured by wall clock (overruns mean something)."""
+    return bool(rows) and not any(r.get("deterministic") for r in rows)
 
 
 def _markdown(rows: list[list[str]], header: list[str]) -> str:
@@ -151,12 +233,26 @@ def _markdown(rows: list[list[str]], header: list[str]) -> str:
 def write_report(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Path:
     """Write ``anytime.csv``, ``anytime.md`` and (with matplotlib) ``anytime.png``."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    add_shares(rows)
     with open(out_dir / "anytime.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(COLUMNS))
         writer.writeheader()
         writer.writerows(rows)
+    broken = violations(rows)
     text = ["# Anytime curve", "", f"Command: `{command}`", "",
-            goal_summary(rows), "", _markdown(budget_table(rows), BUDGET_HEADER), ""]
+            "Share captured: the answer's gain over greedy divided by the best gain any "
+            "budget reached on that instance (instances where no budget beats greedy are "
+            "left out); hits lost: origin hits of that best answer minus this answer's.",
+            "", goal_summary(rows), "", _markdown(budget_table(rows), BUDGET_HEADER), "",
+            f"## Monotonicity violations ({len(broken)})", ""]
+    if broken:
+        text.append(_markdown([[v["instance"], f"{v['budget-low']:g}", f"{v['budget-high']:g}",
+                                f"{v['objective-low']} → {v['objective-high']}",
+                                f"{v['hits-low']} → {v['hits-high']}"] for v in broken],
+                              VIOLATION_HEADER))
+    else:
+        text.append("None: no instance got a worse answer from a longer budget.")
+    text.append("")
     plotted = plot_anytime(rows, out_dir / "anytime.png")
     if plotted:
         text += ["![anytime curve](anytime.png)", ""]
@@ -166,7 +262,7 @@ def write_report(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Pat
 
 
 def plot_anytime(rows: list[dict[str, Any]], path: Path) -> bool:
-    """Median relative objective gain over greedy per budget and family (log-x)."""
+    """Median share of the best-known gain captured, and origin hit rate, per budget."""
     try:
         import matplotlib
 
@@ -176,6 +272,8 @@ def plot_anytime(rows: list[dict[str, Any]], path: Path) -> bool:
         print("plots skipped: matplotlib is not installed (pip install matplotlib)",
               file=sys.stderr)
         return False
+    add_shares(rows)
+    deterministic = not overrun_known(rows)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     families = sorted({str(r["family"]) for r in rows})
     for family in families:
@@ -185,19 +283,22 @@ def plot_anytime(rows: list[dict[str, Any]], path: Path) -> bool:
         hits = []
         for b in budgets:
             at = [r for r in mine if float(r["budget"]) == b]
-            share.append(100 * sum(1 for r in at if int(r["gain"]) > 0) / len(at))
+            shares = [float(r["share-captured"]) for r in at
+                      if r.get("share-captured") is not None]
+            share.append(100 * statistics.median(shares) if shares else float("nan"))
             hits.append(statistics.mean(
                 int(r["origin-hits"]) / max(1, int(r["origin-candidates"])) for r in at) * 100)
         ax1.plot(budgets, share, marker="o", label=family)
         ax2.plot(budgets, hits, marker="o", label=family)
     for ax in (ax1, ax2):
         ax.set_xscale("log")
-        ax.set_xlabel("budget (s, wall clock, model building included)")
+        ax.set_xlabel("budget (CP-SAT deterministic time)" if deterministic else
+                      "budget (s, wall clock, model building included)")
         ax.grid(True, alpha=0.3)
-    ax1.set_ylabel("% of instances whose answer beats greedy")
+    ax1.set_ylabel("median % of the best-known gain captured")
     ax2.set_ylabel("mean origin hit rate (%)")
     ax1.legend(fontsize=8)
-    ax1.set_title("answer better than greedy")
+    ax1.set_title("share of the best gain over greedy")
     ax2.set_title("origin hits")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -206,14 +307,14 @@ def plot_anytime(rows: list[dict[str, Any]], path: Path) -> bool:
 
 
 def run(instances: Sequence[AnytimeInstance], budgets: Sequence[float], out: TextIO,
-        seed: int = 0) -> list[dict[str, Any]]:
+        seed: int = 0, deterministic: bool = False) -> list[dict[str, Any]]:
     """Generate, compile and solve every instance at every budget; print progress."""
     rows: list[dict[str, Any]] = []
     for i, instance in enumerate(instances, 1):
         problem = compile_scenario(generate_case(instance.params).scenario)
         # warm the process once (imports, first-call caches), as a daemon would be
         solve(problem, engine="greedy", time_limit=60)
-        mine = run_instance(instance, problem, budgets, seed)
+        mine = run_instance(instance, problem, budgets, seed, deterministic)
         rows += mine
         out.write(f"[{i}/{len(instances)}] {instance.name}: " + ", ".join(
             f"{r['budget']:g}s {r['engine']} +{r['gain']} ({r['overrun-ms']:+.0f} ms)"
@@ -233,12 +334,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0,1", help="comma-separated generator seeds")
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--seed", type=int, default=0, help="CP-SAT seed")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="budgets are CP-SAT deterministic times (reproducible under any "
+                             "load; the overrun columns then mean nothing)")
     args = parser.parse_args(argv)
     budgets = [float(x) for x in args.budgets.split(",")]
     instances = default_instances([int(x) for x in args.scales.split(",")],
                                   [int(x) for x in args.seeds.split(",")],
                                   [x for x in args.families.split(",") if x])
-    rows = run(instances, budgets, sys.stdout, args.seed)
+    rows = run(instances, budgets, sys.stdout, args.seed, args.deterministic)
     command = "python -m benchmarks.anytime " + " ".join(argv or sys.argv[1:])
     report = write_report(rows, Path(args.out), command.strip())
     print(goal_summary(rows))

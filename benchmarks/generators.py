@@ -196,7 +196,8 @@ class GenParams:
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
-            raise ValueError(f"unknown family {self.family!r}; choose one of {FAMILIES}")
+            raise ValueError(f"unknown family '{self.family}'; choose one of "
+                             f"{', '.join(FAMILIES)}")
         if self.nodes < 1:
             raise ValueError(f"nodes must be >= 1, got {self.nodes}")
         if self.jobs < 1:
@@ -903,3 +904,14 @@ def case_name(params: GenParams) -> str:
     extra = f"-d{params.depth}" if params.family == "multilevel" and params.depth else ""
     return f"{params.family}-n{params.nodes}-{params.mix}{params.jobs}{extra}-s{params.seed}"
 
+
+
+def cluster_nodes(family: str, nodes: int, pod_nodes: int | None = None,
+                  depth: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A clean cluster of one family: node mappings (all free, healthy) and its config.
+
+    The topology is the generators' (see the module docstring); ``replay`` builds its
+    node pools with it.
+    """
+    topo = _build_topology(GenParams(family, nodes=nodes, pod_nodes=pod_nodes, depth=depth))
+    return _nodes_data(topo, topo.npus.copy(), ["healthy"] * topo.size), dict(topo.config)

@@ -1,9 +1,10 @@
 """Load test of ``npu-place serve`` (loopback only, bounded in time and requests).
 
-Two modes::
+Three modes::
 
     python -m benchmarks.loadtest load [--clients N] [--duration S] [--sizes 64,512,...]
     python -m benchmarks.loadtest stateful [--nodes 8192] [--repeats R]
+    python -m benchmarks.loadtest burst [--requests 8] [--time-limit 3] [--example NAME]
 
 ``load`` starts the service (``python -m solver.cli serve`` on a free loopback port, or
 uses ``--url``), then runs N concurrent clients for ``--duration`` seconds.  Each client
@@ -19,7 +20,11 @@ run (so the check does not compete for CPU).
 ``stateful`` compares, at ``--nodes`` nodes, a full ``POST /v1/plan`` with a small
 ``PATCH`` followed by ``POST /v1/clusters/{name}/plan``.
 
-Both print a table and can write JSON (``--out FILE``).  Every figure depends on the
+``burst`` sends ``--requests`` plans of one bundled example at the same moment to a server
+started with its default flags (or ``--workers``/``--queue``) and reports how many were
+answered, how late, and how long they waited in the service's queue.
+
+All print a table and can write JSON (``--out FILE``).  Every figure depends on the
 machine and its load; the README quotes runs on a shared 2-core machine.
 """
 
@@ -47,8 +52,10 @@ import httpx
 from benchmarks.generators import GenParams, generate_case
 from models.check import check
 from models.compiled import compile_scenario
+from models.io import load_scenario
 from models.placement import PlacementFile
 from models.scenario import Scenario
+from solver.doors import CliError, example_path
 from solver.service.client import AsyncPlanClient, PlanClient
 
 DEFAULT_FAMILIES = ("850", "950", "a3", "multilevel", "ordinary")
@@ -105,15 +112,18 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(workers: int, queue: int, extra: list[str] | None = None) -> Served:
-    """Start ``npu-place serve`` on a free loopback port and wait until it is ready."""
+def start_server(workers: int | None, queue: int | None,
+                 extra: list[str] | None = None) -> Served:
+    """Start ``npu-place serve`` on a free loopback port and wait until it is ready
+    (``None``: the server's default for that flag)."""
     port = _free_port()
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    flags = [] if workers is None else ["--workers", str(workers)]
+    flags += [] if queue is None else ["--queue", str(queue)]
     cmd = [sys.executable, "-m", "solver.cli", "serve", "--host", "127.0.0.1", "--port",
-           str(port), "--workers", str(workers), "--queue", str(queue), "--log-level",
-           "warning", *(extra or [])]
+           str(port), *flags, "--log-level", "warning", *(extra or [])]
     proc = subprocess.Popen(cmd, env=env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -179,6 +189,7 @@ class Sample:
     server: float | None = None  # the service's own receipt-to-send time (header)
     patch: float | None = None  # stateful clients: the PATCH before the plan
     parsed: float | None = None  # the service had parsed the body this long after receipt
+    queued: float | None = None  # seconds the plan waited in the service's queue (header)
 
 
 @dataclass
@@ -211,6 +222,7 @@ class LoadReport:
             }
         codes = Counter(s.status for s in self.samples)
         server_late = [s.server - s.limit for s in ok if s.server is not None]
+        waits = [s.queued for s in self.samples if s.queued is not None]
         patches = [s.patch for s in self.samples if s.patch is not None]
         late_rows = [s for s in ok if s.latency > s.limit]
         return {
@@ -218,6 +230,9 @@ class LoadReport:
             "ok": len(ok),
             "rejected-503": codes.get(503, 0),
             "errors": sum(c for code, c in codes.items() if code not in (200, 503)),
+            "answered-share": round(len(ok) / len(self.samples), 4) if self.samples else None,
+            "queue-wait-p50": round(_pct(waits, 50), 4) if waits else None,
+            "queue-wait-p99": round(_pct(waits, 99), 4) if waits else None,
             "status-codes": {str(k): v for k, v in sorted(codes.items())},
             "throughput-rps": round(len(ok) / self.wall_seconds, 3) if self.wall_seconds else 0,
             "p50-latency": round(_pct([s.latency for s in ok], 50), 4),
@@ -283,12 +298,14 @@ async def _client(idx: int, client: AsyncPlanClient, cases: list[Case], limits: 
         headers = response.headers if response is not None else {}
         server = headers.get("x-elapsed-before-send")
         parsed = headers.get("x-parsed-after")
+        queued = headers.get("x-queue-wait")
         report.samples.append(Sample("cluster" if stateful else "plan",
                                      cluster if stateful else case.key,
                                      case.nodes if not stateful else len(names), limit,
                                      latency, status, headers.get("x-plan-source", ""),
                                      float(server) if server else None, patch,
-                                     float(parsed) if parsed else None))
+                                     float(parsed) if parsed else None,
+                                     float(queued) if queued else None))
         if status == 200 and not stateful and len(report.samples) % check_every == 0 \
                 and response is not None:
             keep.append((case, response.content))
@@ -374,6 +391,73 @@ def cmd_load(args: argparse.Namespace) -> dict[str, Any]:
         if check(compile_scenario(case.scenario), placement):
             report.invalid += 1
     return report.summary()
+
+
+# --------------------------------------------------------------------------- burst
+
+
+async def _burst(url: str, body: bytes, requests: int, limit: float,
+                 report: LoadReport, refusals: list[str]) -> list[bytes]:
+    client = AsyncPlanClient(url, max_connections=requests + 2)
+    started = time.perf_counter()
+
+    async def one() -> bytes | None:
+        t0 = time.perf_counter()
+        try:
+            response: httpx.Response | None = await client.plan_raw(body, time_limit=limit)
+        except httpx.HTTPError:
+            response = None
+        latency = time.perf_counter() - t0
+        headers = response.headers if response is not None else {}
+        server, queued = headers.get("x-elapsed-before-send"), headers.get("x-queue-wait")
+        report.samples.append(Sample(
+            "plan", "burst", 0, limit, latency, 599 if response is None else
+            response.status_code, headers.get("x-plan-source", ""),
+            float(server) if server else None, None, None,
+            float(queued) if queued else None))
+        if response is not None and response.status_code == 503:
+            refusals.append(str(response.json().get("messages", [""])[0]))
+        return response.content if response is not None and response.is_success else None
+
+    try:
+        answers = await asyncio.gather(*(one() for _ in range(requests)))
+    finally:
+        report.wall_seconds = time.perf_counter() - started
+        await client.aclose()
+    return [a for a in answers if a is not None]
+
+
+def cmd_burst(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``burst`` mode: ``--requests`` plans sent at once, ``--rounds`` times."""
+    try:
+        scenario = load_scenario(example_path(args.example))
+    except CliError as exc:
+        raise SystemExit(f"--example: {exc}") from None
+    body = json.dumps(scenario.to_dict()).encode()
+    served = Served(args.url) if args.url else start_server(args.workers, args.queue)
+    report = LoadReport(args=vars(args))
+    answers: list[bytes] = []
+    refusals: list[str] = []
+    try:
+        with PlanClient(served.url) as warm:
+            warm.plan(body, engine="greedy", time_limit=30)
+        for _ in range(args.rounds):
+            answers += asyncio.run(_burst(served.url, body, args.requests, args.time_limit,
+                                          report, refusals))
+            time.sleep(args.time_limit + 1.5)  # every abandoned solve has ended
+    finally:
+        report.server_exit = served.stop()
+    problem = compile_scenario(scenario)
+    for content in answers:
+        report.checked += 1
+        if check(problem, PlacementFile.model_validate_json(content)):
+            report.invalid += 1
+    summary = report.summary()
+    keep = ("requests", "ok", "answered-share", "rejected-503", "errors", "status-codes",
+            "late-answers", "max-lateness", "p50-latency", "p99-latency", "queue-wait-p50",
+            "queue-wait-p99", "sources", "answers-checked", "answers-invalid", "server-exit")
+    return {"example": args.example, "time-limit": args.time_limit,
+            **{k: summary[k] for k in keep}, "refusals": refusals[:10]}
 
 
 # --------------------------------------------------------------------------- stateful
@@ -482,6 +566,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-on-late", type=float, default=None, dest="fail_on_late",
                    help="exit 1 when an answer is later than this many seconds past its "
                         "limit, or on any error or invalid answer")
+    p = sub.add_parser("burst", help="N plans sent at the same moment")
+    p.add_argument("--requests", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=1, help="bursts, one after another")
+    p.add_argument("--time-limit", type=float, default=3.0, dest="time_limit")
+    p.add_argument("--example", default="superpod-850", help="bundled example scenario")
+    p.add_argument("--workers", type=int, default=None, help="server --workers (default: "
+                   "the server's)")
+    p.add_argument("--queue", type=int, default=None, help="server --queue (default: the "
+                   "server's)")
+    p.add_argument("--url", help="use a running server instead of starting one")
+    p.add_argument("--out", help="write the summary as JSON")
+    p.add_argument("--fail-on-late", type=float, default=None, dest="fail_on_late",
+                   help="exit 1 when an answer is later than this many seconds past its "
+                        "limit, or on any error or invalid answer")
     p = sub.add_parser("stateful", help="full POST vs small delta + plan at N nodes")
     p.add_argument("--nodes", type=int, default=8192)
     p.add_argument("--family", default="850")
@@ -496,12 +594,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point."""
     args = build_parser().parse_args(argv)
-    summary = cmd_load(args) if args.mode == "load" else cmd_stateful(args)
+    run = {"load": cmd_load, "burst": cmd_burst, "stateful": cmd_stateful}[args.mode]
+    summary = run(args)
     text = json.dumps(summary, indent=2)
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
-    if args.mode == "load" and args.fail_on_late is not None:
+    if args.mode in ("load", "burst") and args.fail_on_late is not None:
         late = summary["max-lateness"]
         if summary["errors"] or summary["answers-invalid"] or summary["ok"] == 0 or (
                 late is not None and late > args.fail_on_late):

@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import csv
+import difflib
 import glob
 import hashlib
 import inspect
@@ -56,12 +57,16 @@ import re
 import statistics
 import time
 import traceback
+import types
+import typing
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, Union
+
+from pydantic import BaseModel
 
 from benchmarks.common import MemoryProbe, Progress, markdown_table
 from benchmarks.generators import FAMILIES, GenParams, case_name, generate_case
@@ -70,6 +75,7 @@ from models.check import check
 from models.compiled import compile_scenario
 from models.documents import read_text
 from models.io import read_document, scenario_from_data
+from models.scenario import Scenario
 from models.validation import InputError
 from solver.facade import ENGINES, InvalidAnswer, Result, solve
 
@@ -204,14 +210,70 @@ def _list(data: dict[str, Any], key: str, where: str, default: list[Any]) -> lis
     return value
 
 
+def _unwrap(annotation: Any) -> Any:
+    """``X`` of ``X | None`` and of ``Annotated[X, ...]``."""
+    while True:
+        if typing.get_origin(annotation) is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+            continue
+        if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is Union:
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(args) == 1:
+                annotation = args[0]
+                continue
+        return annotation
+
+
+def override_path_error(path: str, model: type[BaseModel] = Scenario) -> str | None:
+    """Why ``path`` is not a field of the scenario contract (``None`` when it is).
+
+    The parts are matched against the pydantic models' keys (their aliases); a list is
+    entered with an index or ``*``; inside a free mapping (``labels``, ``ranks``,
+    ``resource-level-config``) every key is allowed.  The reason names the closest key.
+    """
+    target: Any = model
+    where = "the scenario"
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        target = _unwrap(target)
+        origin = typing.get_origin(target)
+        if origin is list:
+            if part != "*" and not part.isdigit():
+                return (f"'{part}' is not an index of the list {where} (a number or '*': "
+                        f"did you mean '{'.'.join([*parts[:i], '*', *parts[i:]])}'?)")
+            target = typing.get_args(target)[0]
+            where = f"an element of {'.'.join(parts[:i])}"
+            continue
+        if origin is dict:
+            return None  # a free mapping: any key (and anything inside it)
+        if isinstance(target, type) and issubclass(target, BaseModel):
+            keys = {(f.alias or name): f.annotation for name, f in target.model_fields.items()}
+            names = {name: f.annotation for name, f in target.model_fields.items()}
+            if part not in keys and part not in names:  # populate_by_name: names too
+                close = difflib.get_close_matches(part, list(keys), n=1, cutoff=0.6)
+                hint = (f"did you mean '{'.'.join([*parts[:i], close[0]])}'?" if close
+                        else f"the keys of {where} are {', '.join(keys)}")
+                return f"'{part}' is not a key of {where} ({hint})"
+            target = keys.get(part, names.get(part))
+            where = f"'{'.'.join(parts[:i + 1])}'"
+            continue
+        return f"{where} is a single value: it has no '{part}' inside"
+    return None
+
+
 def _check_path(path: str, where: str) -> None:
     parts = path.split(".")
     if not path or any(not p for p in parts):
         raise InputError([f"{where}: key 'overrides.{path}': an override key is a dotted "
                           "contract path such as config.reserve-nodes"])
     if parts[0] not in SCENARIO_KEYS:
+        close = difflib.get_close_matches(parts[0], SCENARIO_KEYS, n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'? " if close else ""
         raise InputError([f"{where}: key 'overrides.{path}': '{parts[0]}' is not a scenario "
-                          f"key (one of {', '.join(SCENARIO_KEYS)})"])
+                          f"key ({hint}one of {', '.join(SCENARIO_KEYS)})"])
+    reason = override_path_error(path)
+    if reason is not None:
+        raise InputError([f"{where}: key 'overrides.{path}': {reason}; every cell would fail"])
     if path in HEAD_FIELDS or path in TAIL_FIELDS:
         raise InputError([f"{where}: key 'overrides.{path}': the name clashes with a "
                           "results.csv column"])
@@ -640,7 +702,7 @@ def run_cell(cell: Cell, data: dict[str, Any] | None = None, events: Any = None
 
 @contextlib.contextmanager
 def dask_client(scheduler: str | None = None, workers: int | None = None,
-                option: str = "--workers") -> Iterator[Any]:
+                option: str = "--dask-workers") -> Iterator[Any]:
     """A :class:`distributed.Client` for the sweep, closed (with its cluster) on exit.
 
     Parameters
@@ -940,10 +1002,95 @@ def compare_rows(old_rows: Sequence[dict[str, str]], new_rows: Sequence[dict[str
     return found
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """How many cells of a run a baseline comparison actually compared.
+
+    Attributes
+    ----------
+    compared
+        Cells of this run whose baseline cell (same ``cell`` name) produced a result on
+        the same scenario content: the cells whose numbers were compared.
+    cells
+        Cells of this run.
+    baseline_only
+        Cells of the baseline this run does not have.
+    first_unmatched, first_baseline_only
+        The first cell name of this run missing from the baseline, and the first baseline
+        cell missing from this run ("" when none): they show why keys do not match.
+    """
+
+    compared: int
+    cells: int
+    baseline_only: int
+    first_unmatched: str = ""
+    first_baseline_only: str = ""
+
+    @property
+    def complete(self) -> bool:
+        """Every cell of both runs was compared (and there was at least one)."""
+        return self.cells > 0 and self.compared == self.cells and self.baseline_only == 0
+
+    def text(self) -> str:
+        """``compared N of M cell(s) ...`` with the reason when not complete."""
+        line = f"compared {self.compared} of {self.cells} cell(s) with the baseline"
+        if self.baseline_only:
+            line += f"; {self.baseline_only} baseline cell(s) are not in this run"
+        if self.first_unmatched:
+            line += f"; first cell not in the baseline: '{self.first_unmatched}'"
+        if self.first_baseline_only:
+            line += f"; first baseline cell not in this run: '{self.first_baseline_only}'"
+        return line
+
+
+def baseline_coverage(old_rows: Sequence[dict[str, str]],
+                      new_rows: Sequence[dict[str, str]]) -> Coverage:
+    """Count the cells of ``new_rows`` that :func:`compare_rows` compared with ``old_rows``.
+
+    A cell is compared when the baseline has a cell of the same name that produced a
+    result (its status is not one of :data:`NO_RESULT`) on the same scenario content
+    (``scenario-sha256``, when both rows carry it).  Cells are matched by name, which
+    holds the scenario, the override values, the engine, the time limit, the seed and
+    the deterministic time: a baseline swept with another time limit matches nothing.
+    """
+    old = {r["cell"]: r for r in old_rows if r.get("cell")}
+    seen = {r.get("cell", "") for r in new_rows}
+    compared = 0
+    first_unmatched = ""
+    for row in new_rows:
+        base = old.get(row.get("cell", ""))
+        if base is None:
+            first_unmatched = first_unmatched or row.get("cell", "")
+            continue
+        if base.get("status") in NO_RESULT:
+            continue
+        if (base.get("scenario-sha256") and row.get("scenario-sha256")
+                and base["scenario-sha256"] != row["scenario-sha256"]):
+            continue
+        compared += 1
+    baseline_only = [cell for cell in old if cell not in seen]
+    return Coverage(compared, len(new_rows), len(baseline_only), first_unmatched,
+                    baseline_only[0] if baseline_only else "")
+
+
 def regression_text(title: str, new_rows: Sequence[dict[str, str]],
                     old_rows: Sequence[dict[str, str]], findings: Sequence[Finding],
-                    full_table: bool = True) -> str:
-    """The comparison's text: a table (every cell, or only the regressions), then verdict."""
+                    full_table: bool = True, coverage: Coverage | None = None,
+                    notes_in: str | None = None) -> str:
+    """The comparison's text: a table (every cell, or only the regressions), then verdict.
+
+    Parameters
+    ----------
+    title, new_rows, old_rows, findings
+        What was compared and what the comparison found.
+    full_table
+        Every cell in the table and every note; else only the regressions.
+    coverage
+        When given, the verdict says how many cells were compared and fails unless
+        :attr:`Coverage.complete`.
+    notes_in
+        Where the notes left out (``full_table`` false) are written, named in the text.
+    """
 
     old = {r["cell"]: r for r in old_rows if r.get("cell")}
     failing = {(f.cell, f.engine) for f in findings if f.failure}
@@ -963,7 +1110,6 @@ def regression_text(title: str, new_rows: Sequence[dict[str, str]],
         text += [markdown_table(("scenario", "engine", "status", "placed (baseline)",
                                  "hits (baseline)", "objective (baseline)", "wall s"), table),
                  ""]
-    failures = [f for f in findings if f.failure]
     for f in findings:
         if f.failure or full_table:
             text.append(f"{'REGRESSION' if f.failure else 'note'}: {f.cell} [{f.engine}]: "
@@ -971,9 +1117,35 @@ def regression_text(title: str, new_rows: Sequence[dict[str, str]],
     if not full_table:
         notes = sum(1 for f in findings if not f.failure)
         if notes:
-            text.append(f"({notes} note(s) not shown: cells new or better than the baseline)")
-    text.append(f"FAILED: {len(failures)} regression(s)" if failures else "OK: no regression")
+            where = f"; they are in {notes_in}" if notes_in else ""
+            text.append(f"({notes} note(s) not shown here: cells new, changed or better than "
+                        f"the baseline{where})")
+    if coverage is not None:
+        text.append(coverage.text())
+    text.append(regression_verdict(findings, coverage))
     return "\n".join(text) + "\n"
+
+
+def regression_verdict(findings: Sequence[Finding], coverage: Coverage | None = None) -> str:
+    """``OK: ...`` or ``FAILED: ...``: the last line of a comparison."""
+    failures = sum(1 for f in findings if f.failure)
+    if failures:
+        return f"FAILED: {failures} regression(s)"
+    if coverage is not None and not coverage.complete:
+        if coverage.compared == 0:
+            return ("FAILED: nothing was compared (no cell of this run matches a baseline "
+                    "cell that ran: another grid, time limit, seed or deterministic time?)")
+        return (f"FAILED: only {coverage.compared} of {coverage.cells} cell(s) were compared"
+                + (f" and {coverage.baseline_only} baseline cell(s) were not run"
+                   if coverage.baseline_only else "")
+                + "; no regression among those")
+    return "OK: no regression"
+
+
+def regression_failed(findings: Sequence[Finding], coverage: Coverage | None = None) -> bool:
+    """True when a finding is a failure or ``coverage`` is not complete."""
+    return (any(f.failure for f in findings)
+            or (coverage is not None and not coverage.complete))
 
 
 # --------------------------------------------------------------------------- report
@@ -1017,8 +1189,13 @@ def _group_stats(rows: Sequence[dict[str, str]]) -> dict[str, Any]:
 
 
 def render_sweep_report(rows: Sequence[dict[str, str]], override_keys: Sequence[str],
-                        meta: dict[str, str], plots: Sequence[Path] = ()) -> str:
-    """The text of a sweep's ``report.md`` (from ``results.csv`` read back)."""
+                        meta: dict[str, str], plots: Sequence[Path] = (),
+                        baseline: str = "") -> str:
+    """The text of a sweep's ``report.md`` (from ``results.csv`` read back).
+
+    ``baseline`` is the full text of a baseline comparison (every note), appended as a
+    section of its own.
+    """
 
     failed = [r for r in rows if _failed(r)]
     parts = ["# npu-place sweep", ""]
@@ -1055,6 +1232,8 @@ def render_sweep_report(rows: Sequence[dict[str, str]], override_keys: Sequence[
         if len(failed) > 200:
             parts.append(f"- … and {len(failed) - 200} more (see results.csv)")
         parts.append("")
+    if baseline:
+        parts += ["## Against the baseline", "", baseline]
     return "\n".join(parts)
 
 
@@ -1118,11 +1297,50 @@ def write_sweep_plots(rows: Sequence[dict[str, str]], override_keys: Sequence[st
 # --------------------------------------------------------------------------- command
 
 
+def check_out_dir(out_dir: Path, option: str = "--out", *, force: bool = False,
+                  resume: bool | None = None) -> None:
+    """Refuse to write a run into a folder that already holds files (``bench``, ``sweep``).
+
+    Parameters
+    ----------
+    out_dir
+        The output folder (absent or empty is fine).
+    option
+        The option that named it (in the message).
+    force
+        Write anyway: files of the same names are replaced, others are left alone.
+    resume
+        ``sweep --resume`` given (the folder is expected to hold the sweep to continue);
+        ``None`` for a command without ``--resume``.
+
+    Raises
+    ------
+    InputError
+        When ``out_dir`` is a file, or a folder with files and neither flag is given.
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError([f"{option} {out_dir}: a file, not a folder"])
+    if force or resume or not out_dir.exists():
+        return
+    try:
+        used = next(out_dir.iterdir(), None) is not None
+    except OSError as exc:
+        raise InputError([f"{option} {out_dir}: cannot read the folder: {exc.strerror}"]
+                         ) from None
+    if used:
+        raise InputError([f"{option} {out_dir}: the folder is not empty (an earlier run?); "
+                          "add --force to write over its results, or choose another "
+                          f"{option}" + (", or add --resume to continue that sweep"
+                                         if resume is not None
+                                         and (out_dir / "results.csv").exists() else "")])
+
+
 def run_sweep(grid_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
               out: TextIO, err: TextIO, resume: bool = False,
               baseline: str | os.PathLike[str] | None = None,
               deterministic_time: float | None = None, scheduler: str | None = None,
-              workers: int | None = None, show_progress: bool = True) -> int:
+              workers: int | None = None, show_progress: bool = True,
+              workers_option: str = "--dask-workers", force: bool = False) -> int:
     """Run (or resume) a what-if sweep and write its results, report and plots.
 
     Parameters
@@ -1130,26 +1348,35 @@ def run_sweep(grid_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     grid_path
         The grid file.
     out_dir
-        Where ``results.csv``, ``report.md`` and the plots go; an existing
-        ``results.csv`` is continued only with ``resume``.
+        Where ``results.csv``, ``report.md`` and the plots go; a folder that is not empty
+        is refused unless ``resume`` (continue its ``results.csv``) or ``force`` (start
+        over, writing over the files of the same names) is given.
     out, err
         The headline and the progress bar go to ``out`` (the bar only on a terminal),
-        notes to ``err``.
+        notes and the interruption message to ``err``.
     resume
-        Continue the sweep in ``out_dir``; finished cells are not rerun.
+        Continue the sweep in ``out_dir``; finished cells are not rerun, and when every
+        cell is finished no Dask cluster is started.
     baseline
-        An earlier sweep's ``results.csv`` to compare cell by cell.
+        An earlier sweep's ``results.csv`` to compare cell by cell; the comparison fails
+        unless every cell of both runs was compared (:class:`Coverage`).  Its notes go to
+        ``report.md``.
     deterministic_time
         Replaces the grid's ``deterministic-time`` for every cell.
     scheduler, workers
         A Dask scheduler address, or the worker processes of a local cluster.
     show_progress
         Show the progress bar (on a terminal).
+    workers_option
+        The command-line option that gave ``workers`` (named in its error message).
+    force
+        Write into a folder that is not empty (see ``out_dir``).
 
     Returns
     -------
     int
-        1 when a cell failed or the baseline comparison found a regression, else 0.
+        1 when a cell failed or the baseline comparison failed, 130 when interrupted
+        (Ctrl-C: the message is written here, once), else 0.
     """
 
     grid = load_grid(grid_path)
@@ -1159,14 +1386,12 @@ def run_sweep(grid_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     if baseline:
         baseline_rows = read_results(Path(baseline))
     out_dir = Path(out_dir)
+    check_out_dir(out_dir, force=force, resume=resume)
     out_dir.mkdir(parents=True, exist_ok=True)
     results = out_dir / "results.csv"
     cells = expand(grid)
     keep: list[dict[str, str]] = []
-    if results.exists():
-        if not resume:
-            raise InputError([f"{results} exists: add --resume to continue that sweep, or "
-                              "choose another --out"])
+    if results.exists() and resume:
         with open(results, newline="", encoding="utf-8") as handle:
             header = next(csv.reader(handle), [])
         if header and header != grid.fieldnames():
@@ -1186,31 +1411,36 @@ def run_sweep(grid_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     todo = [c for c in cells if c.key not in done]
 
     tty = bool(getattr(out, "isatty", lambda: False)())
-    progress = Progress(out, len(cells), tty and show_progress)
     count = len(keep)
     started = time.perf_counter()
-    with dask_client(scheduler, workers) as client:
-        where = describe_client(client)
-        ready = time.perf_counter()
-        writer = ResultsFile(results, grid.fieldnames(), keep)
+    if not todo:  # every cell is finished: no cluster to start
+        where = "no runner (every cell was already in results.csv)"
+        ready = started
+        ResultsFile(results, grid.fieldnames(), keep).close()
+    else:
+        progress = Progress(out, len(cells), tty and show_progress)
+        with dask_client(scheduler, workers, workers_option) as client:
+            where = describe_client(client)
+            ready = time.perf_counter()
+            writer = ResultsFile(results, grid.fieldnames(), keep)
 
-        def on_row(row: dict[str, str]) -> None:
-            nonlocal count
-            writer.write(row)
-            count += 1
-            progress.update(count, row.get("cell", "")[:60])
+            def on_row(row: dict[str, str]) -> None:
+                nonlocal count
+                writer.write(row)
+                count += 1
+                progress.update(count, row.get("cell", "")[:60])
 
-        try:
-            progress.update(count, f"{len(todo)} cell(s) to run")
-            run_cells(client, todo, grid.data, grid.events, on_row)
-        except KeyboardInterrupt:
-            progress.close()
-            err.write(f"interrupted: {count} of {len(cells)} cells are in {results}; add "
-                      "--resume to continue\n")
-            raise
-        finally:
-            writer.close()
-    progress.close()
+            try:
+                progress.update(count, f"{len(todo)} cell(s) to run")
+                run_cells(client, todo, grid.data, grid.events, on_row)
+            except KeyboardInterrupt:
+                progress.close()
+                err.write(f"interrupted: {count} of {len(cells)} cells are in {results}; add "
+                          "--resume to continue\n")
+                return 130
+            finally:
+                writer.close()
+        progress.close()
     elapsed = time.perf_counter() - started
     rows = sort_results(results, cells)
     plots = write_sweep_plots(rows, grid.override_keys, out_dir, err)
@@ -1220,18 +1450,23 @@ def run_sweep(grid_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
                          f"({len(keep)} kept from an earlier run), of which "
                          f"{ready - started:.1f} s to start or reach the cluster"}
     report = out_dir / "report.md"
-    report.write_text(render_sweep_report(rows, grid.override_keys, meta, plots),
+    comparison = baseline_text = ""
+    failed_comparison = False
+    if baseline_rows is not None:
+        findings = compare_rows(baseline_rows, rows)
+        coverage = baseline_coverage(baseline_rows, rows)
+        title = f"against baseline {baseline}:"
+        comparison = regression_text(title, rows, baseline_rows, findings, full_table=False,
+                                     coverage=coverage, notes_in=str(report))
+        failed_comparison = regression_failed(findings, coverage)
+        baseline_text = regression_text(title, rows, baseline_rows, findings,
+                                        full_table=True, coverage=coverage)
+    report.write_text(render_sweep_report(rows, grid.override_keys, meta, plots, baseline_text),
                       encoding="utf-8")
     failed = [r for r in rows if _failed(r)]
     out.write(f"sweep {grid_path}: {len(rows)} cells ({len(todo)} run now, {len(keep)} kept, "
               f"{len(failed)} failed) in {elapsed:.1f} s ({ready - started:.1f} s to start or "
               f"reach the cluster) on {where}\n"
               f"wrote {results}, {report}" + "".join(f", {p}" for p in plots) + "\n")
-    code = 1 if failed else 0
-    if baseline_rows is not None:
-        findings = compare_rows(baseline_rows, rows)
-        out.write(regression_text(f"against baseline {baseline}:", rows, baseline_rows,
-                                  findings, full_table=False))
-        if any(f.failure for f in findings):
-            code = 1
-    return code
+    out.write(comparison)
+    return 1 if failed or failed_comparison else 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 from heuristics.base import JobOutcome, Strategy
 from heuristics.multilevel import place_multilevel
 from heuristics.ordinary import place_ordinary
+from heuristics.podlevel import with_paths
 from heuristics.rack import place_rack
 from heuristics.state import ClusterState
 from heuristics.superpod import place_superpod
@@ -23,11 +24,13 @@ class EngineNotAvailable(Exception):
 
 
 def _registry() -> dict[Family, Strategy]:
+    # with_paths routes partly running jobs to the pod-level paths and inference jobs to
+    # the infer-service / MindIE paths (issue 24); other jobs go to the family strategy
     return {
-        Family.ORDINARY: place_ordinary,
-        Family.SUPERPOD: place_superpod,
-        Family.RACK: place_rack,
-        Family.MULTILEVEL: place_multilevel,
+        Family.ORDINARY: with_paths(place_ordinary),
+        Family.SUPERPOD: with_paths(place_superpod),
+        Family.RACK: with_paths(place_rack),
+        Family.MULTILEVEL: with_paths(place_multilevel),
     }
 
 
@@ -86,6 +89,7 @@ def greedy_plan(problem: Problem, state: ClusterState | None = None) -> Plan:
             plan.reasons[j] = reason
             continue
         placed_before.append(job.name)
-        state.commit(outcome.nodes, job.npu_per_task)
+        state.commit(job.placed_nodes(outcome.nodes), job.npu_per_task)
+        state.placed[j] = outcome.nodes
         plan.nodes[j] = outcome.nodes
     return plan

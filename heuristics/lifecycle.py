@@ -120,6 +120,38 @@ class CacheLifecycle:
             for rank in (self.cache.get_map(owner) or {}):
                 self._state[(owner, rank)] = EntryState.KEPT
 
+    def copy(self) -> CacheLifecycle:
+        """An independent copy: cache, entry states and rollback states."""
+        out = CacheLifecycle(None, self.ttl_seconds)
+        out.cache = self.cache.copy() if self.cache is not None else None
+        out._state = dict(self._state)
+        out._before = dict(self._before)
+        return out
+
+    def export_states(self) -> dict[str, list[list[object]]]:
+        """The entry states and rollback states as plain data (JSON-ready).
+
+        The cache itself is :meth:`to_model`; :meth:`from_model` followed by
+        :meth:`restore_states` rebuilds an equal lifecycle (a scenario alone cannot: it
+        has no states, so every entry would start ``kept``).
+        """
+        return {"states": [[o, r, s.value] for (o, r), s in sorted(self._state.items())],
+                "before": [[o, r, s.value if s is not None else None]
+                           for (o, r), s in sorted(self._before.items())]}
+
+    def restore_states(self, data: Mapping[str, list[list[object]]]) -> None:
+        """Set the states written by :meth:`export_states` (entries not in the cache are
+        ignored)."""
+        def key(row: list[object]) -> tuple[str, int]:
+            return str(row[0]), int(str(row[1]))
+
+        present = {(o, r) for o in (self.cache.owners() if self.cache is not None else [])
+                   for r in (self.cache.get_map(o) or {})} if self.cache is not None else set()
+        self._state = {key(row): EntryState(str(row[2])) for row in data.get("states", [])
+                       if key(row) in present}
+        self._before = {key(row): (EntryState(str(row[2])) if row[2] is not None else None)
+                        for row in data.get("before", []) if key(row) in present}
+
     # ------------------------------------------------------------------ queries
     @property
     def cold(self) -> bool:

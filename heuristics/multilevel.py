@@ -800,6 +800,9 @@ class _Context:
         self.fault_origin = {r: int(job.origin[r]) for r in np.flatnonzero(job.fault).tolist()
                              if job.origin[r] >= 0}
         self.fault_nodes = set(self.fault_origin.values())
+        # Ranks still running (a partly running job, issue 24): fixed, never swapped.
+        self.fixed = set(np.flatnonzero(~job.to_place).tolist())
+        self.needed = self.tasks - len(self.fixed)  # nodes the job still needs
         # Usable trees in natural name order (tie-break between trees).
         self.cand: dict[int, np.ndarray] = {}
         self.tree_reasons: dict[int, str] = {}
@@ -837,9 +840,9 @@ class _Context:
             self.tree_reasons[t] = (f"tree '{name}' has no usable node (completely free, "
                                     f"{self.job.npu_per_task} NPUs, not unhealthy)")
             return
-        if usable < self.tasks:
+        if usable < self.needed:
             self.tree_reasons[t] = (f"tree '{name}': select node failed by not enough node "
-                                    f"({usable} usable, {self.tasks} needed)")
+                                    f"({usable} usable, {self.needed} needed)")
             return
         self.cand[t] = cand
 
@@ -880,6 +883,8 @@ class _Context:
         if not self.cand:
             return JobOutcome.fail(self._no_tree_reason(
                 f"no resource tree found for npu nodes of job '{self.job.name}'", []))
+        if self.fixed:
+            return self._around_running()
         layout = self._with_history()
         reasons: list[str] = []
         if layout is None:
@@ -902,6 +907,56 @@ class _Context:
         detail = "; ".join(parts) if parts else "no tree has usable nodes"
         return (f"{head} ({self.tasks} pods, affinity-config {levels}, "
                 f"{self.job.npu_per_task} NPUs per pod): {detail}")
+
+    def _around_running(self) -> JobOutcome:
+        """Pod-level repair of a partly running job (issue 24, reference §2.6.9).
+
+        The running ranks are the pinned layout and the other ranks are missing: each
+        missing rank's largest fault subtree is re-scheduled inside its parent group's
+        domain, which holds a running rank (``rescheduleSubTask``).  Upstream's
+        escalation (``maxEscalation``, ``PendingSessionNum / 6`` levels) re-places running
+        pods, i.e. deletes them first: that is the rescheduler's step between sessions
+        (``simulate``), never a move of a running rank here, so a subtree that does not
+        fit its domain leaves the job unplaced for this session.
+        """
+        job = self.job
+        problem = self.problem
+        running = job.running.astype(np.int64)
+        held = running[running >= 0]
+        trees = sorted(set(problem.node_tree[held].tolist()))
+        name = job.name
+        if len(trees) != 1 or trees[0] < 0:
+            shown = sorted({problem.node_names[n] for n in held.tolist()}, key=natural_key)[:5]
+            return JobOutcome.fail(f"running ranks of job '{name}' are not in one configured "
+                                   f"topotree (nodes {shown})")
+        t = trees[0]
+        view = problem.trees[problem.tree_names[t]]
+        if t not in self.cand:
+            return JobOutcome.fail(self._no_tree_reason(
+                f"pod-level rescheduling of job '{name}' failed in tree '{view.name}'", []))
+        lacking = [i for i in range(len(self.levels)) if (view.level_value[i][held] < 0).any()]
+        if lacking:
+            return JobOutcome.fail(f"running ranks of job '{name}' lack label "
+                                   f"'{view.labels[lacking[0]]}' of tree '{view.name}'")
+        for i, size in enumerate(self.levels):
+            values = view.level_value[i]
+            for g in range(self.tasks // size):
+                seg = running[g * size:(g + 1) * size]
+                if len(set(values[seg[seg >= 0]].tolist())) > 1:
+                    return JobOutcome.fail(
+                        f"running ranks of job '{name}' break level{i + 1} group {g} (ranks "
+                        f"{g * size}..{(g + 1) * size - 1} span several '{view.labels[i]}' "
+                        "values): the job cannot be completed")
+        layout = self._repair(t, running.copy(), running < 0, max_escalation=0)
+        if layout is None:
+            return JobOutcome.fail(
+                f"pod-level rescheduling of job '{name}' failed: a pending group does not "
+                f"fit the free nodes of the domain its running ranks hold in tree "
+                f"'{view.name}' (upstream escalates by deleting more pods, "
+                "pending-sessions / 6 levels)")
+        self._avoid_fault_returns(layout)
+        self._verify(layout, t)
+        return JobOutcome(np.asarray(layout, dtype=np.int32))
 
     # ----------------------------------------------------------------- fresh schedule
     def _pref_map(self, mask: np.ndarray, ranks: range) -> dict[int, int]:
@@ -1165,14 +1220,16 @@ class _Context:
             end = start + req[d]
         return out
 
-    def _repair(self, t: int, pinned: np.ndarray, missing: np.ndarray) -> list[int] | None:
+    def _repair(self, t: int, pinned: np.ndarray, missing: np.ndarray,
+                max_escalation: int | None = None) -> list[int] | None:
         """``rescheduleWithSuperPods`` with escalation up to a full schedule (RFC)."""
         req = self.req_of(self.levels, self.tasks)
         tix = self.index(t, len(self.levels))
         # getMaxEscalationLevel: a fault job may escalate up to the whole job; the
         # prefer-previous source (no fault rank) may not (0) — its failures fall back to a
         # full ScheduleWithPreference in the caller (RFC, reference §3.7 #6).
-        max_escalation = len(req) if self.job.fault.any() else 0
+        if max_escalation is None:
+            max_escalation = len(req) if self.job.fault.any() else 0
         while True:
             avail = self.cand[t].copy()
             avail[pinned[pinned >= 0]] = False
@@ -1301,7 +1358,7 @@ class _Context:
                 continue
             lo = r - r % size
             options = [q for q in range(lo, lo + size)
-                       if q != r and self.fault_origin.get(q) != x]
+                       if q != r and q not in self.fixed and self.fault_origin.get(q) != x]
             if not options:
                 continue
             # Prefer a partner that is not on its own origin (keeps origin hits).
@@ -1317,7 +1374,7 @@ class _Context:
             len(nodes) == self.tasks
             and bool((nodes >= 0).all())
             and len(set(layout)) == self.tasks
-            and bool(self.base[nodes].all())
+            and bool(self.base[nodes[self.job.to_place]].all())
             and bool(self._labelled(view)[nodes].all())
         )
         if ok:

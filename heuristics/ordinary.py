@@ -343,7 +343,12 @@ def place_ordinary(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
     :func:`best_node` over every candidate, computed with :class:`ScoreClasses` (module
     docstring): O(distinct scores) per rank instead of O(nodes).
     """
-    job = problem.jobs[j]
+    return place_ordinary_job(problem, problem.jobs[j], state)
+
+
+def place_ordinary_job(problem: Problem, job: JobView, state: ClusterState) -> JobOutcome:
+    """:func:`place_ordinary` for a job view (the pod-level path passes the view of a
+    partly running job's pending ranks)."""
     if job.family is not Family.ORDINARY:
         raise ValueError(f"job '{job.name}' is a {job.family.value} job, not an ordinary one")
     request = job.npu_per_task

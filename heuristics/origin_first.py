@@ -12,7 +12,8 @@ Ordinary jobs are re-placed together: first every rank whose cached node still h
 goes back to it, for all ordinary jobs of the batch (greedy places job after job, so an
 early job's uncached ranks can take a later job's cached nodes), then each job's other
 ranks fill the fullest nodes first (upstream's best fit), keeping off nodes other ranks
-still want and fault ranks off their old node.  Every other job keeps greedy's answer.
+still want and fault ranks off their old node.  Every other job keeps greedy's answer,
+and so does every partly running job (``running-ranks``).
 """
 
 from __future__ import annotations
@@ -294,10 +295,10 @@ def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = Non
     redo = [j for j in problem.queue
             if problem.jobs[j].family in (Family.SUPERPOD, Family.RACK)
             and problem.jobs[j].whole_node and not problem.jobs[j].soft
-            and not problem.jobs[j].ub_memory]
+            and not problem.jobs[j].ub_memory and not problem.jobs[j].partly_running]
     for j, nodes in enumerate(plan.nodes):
         if nodes is not None and j not in redo:
-            state.commit(nodes, problem.jobs[j].npu_per_task)
+            state.commit(problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)
     wanted = {int(n) for job in problem.jobs for n in job.preferred if n >= 0}
     for j in redo:
         _check_deadline(deadline)
@@ -316,7 +317,8 @@ def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = Non
         state.commit(np.asarray(placed), job.npu_per_task)
     # ordinary jobs: their base answers held room while the blocks moved; release it and
     # re-place them together (when one no longer fits, the base answers stay, and fit)
-    ordinary = [j for j in problem.queue if problem.jobs[j].family is Family.ORDINARY]
+    ordinary = [j for j in problem.queue if problem.jobs[j].family is Family.ORDINARY
+                and not problem.jobs[j].partly_running]  # partly running: base answer
     if ordinary:
         free = state.free.copy()
         for j in ordinary:

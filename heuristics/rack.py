@@ -119,11 +119,10 @@ Deviations from upstream (and why)
   (healthy and unwanted nodes first, then natural order); else it stays (a counted fault
   return).  A single-task fault job skips its cached node while any other candidate
   exists, and takes it when it is the only one.  Upstream's pending-session-staged fault
-  path (``reschedule.go``,
-  reference E23) needs rescheduler state that scenarios do not carry (pending sessions,
-  old blocks, rack-affinity flags); its same-rack replacement (``getSameRackNodes``) is
-  what window filling does for a window with a fault rank, and ``getAnotherRackNodes`` /
-  ``getRestRackId`` correspond to a window moving to the best-fit rack.
+  path (``reschedule.go``, reference E23) runs for partly running jobs
+  (``running-ranks``, ``pending-sessions``) in :mod:`heuristics.podlevel`, which fills
+  its windows with this module's ``_fill``; for a job with no running rank (job-level
+  rescheduling) nothing is preselected, as upstream.
 * ``allPreferredNodes`` counts only ranks not placed yet: the origin of a rank already
   placed elsewhere no longer holds pass 2 back.
 * The ``not found the 1 count of ra-block:%d ...`` text prints the job's ``ra-block``
@@ -228,6 +227,10 @@ class _Selector:
         self.descending: list[int] = []
         self.sp_count = 0
         self.unready: list[int] = []
+        # Blocks already placed and ranks that never move (a partly running job's,
+        # issue 24: filled by ``heuristics.podlevel`` before :meth:`run`).
+        self.done: set[int] = set()
+        self.fixed: set[int] = set()
 
     # ----------------------------------------------------------------- candidates
     def _build_pool(self, state: ClusterState) -> None:
@@ -345,13 +348,15 @@ class _Selector:
     def prefer_origin_super_pods(self) -> list[int]:
         """RFC ``preferOriginSuperPods``; returns the still unready block ids (ascending)."""
         if not any(p >= 0 for p in self.pref):
-            return list(range(self.blocks))
+            return [b for b in range(self.blocks) if b not in self.done]
         if self.ub:
             return self._prefer_origin_ub_domain()
         unready: list[int] = []
         orders: dict[int, _BestFit] = {}
         room: dict[int, int] = {}  # windows each super pod can still hold
         for b in range(self.blocks):
+            if b in self.done:
+                continue
             sp = self._origin_super_pod(b)
             if sp < 0:
                 unready.append(b)
@@ -396,7 +401,8 @@ class _Selector:
         for p in self.pref:
             if p >= 0 and self.sp_of[p] >= 0 and self.rack_of[p] >= 0:
                 domains[(self.sp_of[p], self.rack_of[p] // UB_MEM_RACKS)] += 1
-        need = self.blocks * self.windows
+        todo = [b for b in range(self.blocks) if b not in self.done]
+        need = len(todo) * self.windows
         # Most cached nodes first; tie-break: lowest (super pod, domain).
         for sp, dom in sorted(domains, key=lambda d: (-domains[d], d)):
             racks = self.racks.get(sp)
@@ -406,10 +412,10 @@ class _Selector:
             if self._capacity(sp, ids) < need:
                 continue
             order = _BestFit(racks, ids)
-            for b in range(self.blocks):
+            for b in todo:
                 self._origin_block(b, sp, order)
             return []
-        return list(range(self.blocks))
+        return todo
 
     def _origin_block(self, b: int, sp: int, order: _BestFit) -> None:
         """RFC ``selectSpBlockFromOriginSuperPod``: fill block ``b`` window by window in ``sp``.
@@ -716,11 +722,11 @@ class _Selector:
     def keep_faults_away(self) -> None:
         """Swap every fault rank still on its cached node with a rank that keeps all rules."""
         for r, a in enumerate(self.avoid):
-            if a < 0 or self.nodes[r] != a:
+            if a < 0 or self.nodes[r] != a or r in self.fixed:
                 continue
             best_q, best_key = -1, (9, 9)
             for q in range(self.tasks):
-                if q == r or not self._swappable(r, q):
+                if q == r or q in self.fixed or not self._swappable(r, q):
                     continue
                 if self.avoid[q] == a:
                     continue

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -19,6 +19,9 @@ class ClusterState:
     """
 
     free: np.ndarray  # int32 chips free per node
+    # Jobs of this batch placed so far: job index → node per rank.  The inference paths
+    # read it (an instance placed earlier in the session draws its service's next ones).
+    placed: dict[int, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def initial(cls, problem: Problem) -> ClusterState:
@@ -27,7 +30,7 @@ class ClusterState:
 
     def copy(self) -> ClusterState:
         """An independent copy."""
-        return ClusterState(self.free.copy())
+        return ClusterState(self.free.copy(), dict(self.placed))
 
     def whole_free(self, problem: Problem) -> np.ndarray:
         """Nodes still completely free and not unhealthy."""

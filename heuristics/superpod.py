@@ -70,18 +70,20 @@ Deviations from upstream (the first three keep every answer complete and valid):
   the column is clamped to the last column.  ``chip8-node8-sp`` returns upstream's error
   "super-pod-size is smaller than superPod's node size".  (Input validation already rejects
   such scenarios; this only guards hand-built problems.)
-* The fault-job pre-selection of §2.3.3 (``selectNodesForFaultJob``: waiting for resource
-  release, the rescheduler's own fault cache) is not modelled; ``fault-ranks`` act through
-  the RFC's rule instead (a fault pod prefers not to return, never banned): a fault rank
-  is never prefilled onto its cached node, and the carving gives it another node whenever
-  the block has one (swapping with another gap rank) or the pool has a spare node that no
-  rank of an unplaced block prefers.  After all blocks, a fault rank still on its node
-  swaps with a rank of another block in the same super pod (any super pod when spBlock is
-  1 or the job is soft) that is not on its own cached node (**our choice:** first one whose
-  cached node it is, then the lowest rank), else moves to a candidate left unused in that
-  super pod (healthy first).  Ranks that got their origin are never moved for it: one
-  origin hit outweighs a fault return.  A single-task fault job leaves its old node out of
-  the candidates while another one exists.
+* The fault-job pre-selection of §2.3.3 (``selectNodesForFaultJob``) runs for partly
+  running jobs (``running-ranks``) in :mod:`heuristics.podlevel`, which fills their blocks
+  with this module's carving; for a job with no running rank (job-level rescheduling:
+  waiting for resource release and the rescheduler's own fault cache are not modelled)
+  ``fault-ranks`` act through the RFC's rule instead (a fault pod prefers not to return,
+  never banned): a fault rank is never prefilled onto its cached node, and the carving
+  gives it another node whenever the block has one (swapping with another gap rank) or the
+  pool has a spare node that no rank of an unplaced block prefers.  After all blocks, a
+  fault rank still on its node swaps with a rank of another block in the same super pod
+  (any super pod when spBlock is 1 or the job is soft) that is not on its own cached node
+  (**our choice:** first one whose cached node it is, then the lowest rank), else moves to
+  a candidate left unused in that super pod (healthy first).  Ranks that got their origin
+  are never moved for it: one origin hit outweighs a fault return.  A single-task fault
+  job leaves its old node out of the candidates while another one exists.
 * A sub-healthy origin node is not prefilled (RFC §3.1.5/§3.1.9: "preferred node
   sub-healthy → use a regular node"); inside the sub-healthy bucket the block's own
   ranks' origins come first, and a rank whose origin the block takes gets it.
@@ -255,6 +257,9 @@ class _Selection:
         self.pieces: list[tuple[list[int], list[int]]] = []
         self.unready: list[int] = []
         self.next = 0  # unready[next] is the smallest block ID still to carve
+        # Ranks that never move (running ranks of a partly running job, issue 24); their
+        # blocks are put in ``blocks`` before :meth:`run` by ``heuristics.podlevel``.
+        self.fixed: set[int] = set()
         # Origin-node preference (only with prefer-previous-node on).
         self.use_pref = bool(job.prefer_previous and (job.origin >= 0).any())
         if self.use_pref:
@@ -340,6 +345,8 @@ class _Selection:
         left = {s: len(nodes) for s, nodes in self.pods.items()}
         plan: dict[int, int] = {}
         for b in range(self.k):  # ascending block ID
+            if b in self.blocks:  # already placed (pod-level path)
+                continue
             s = self.origin_super_pod(b)
             if s >= 0 and left.get(s, 0) >= sp:
                 plan[b] = s
@@ -486,7 +493,8 @@ class _Selection:
             best, best_key = -1, (2, 0)
             for q in range(self.job.tasks):
                 nq = int(out[q])
-                if (q == r or self.pref[q] == nq or (self.fault[q] and self.origin[q] == x)
+                if (q == r or q in self.fixed or self.pref[q] == nq
+                        or (self.fault[q] and self.origin[q] == x)
                         or not (free_sp or sp_of[nq] == sp_of[x])):
                     continue
                 key = (0 if self.pref[q] == x else 1, q)

@@ -40,6 +40,15 @@ class AffinityCache:
             )
         return cache
 
+    def copy(self) -> AffinityCache:
+        """An independent copy (changing one never changes the other)."""
+        out = AffinityCache(self.ttl_seconds)
+        out._owners = {owner: {rank: _Slot(slot.node, slot.previous, slot.updated)
+                               for rank, slot in slots.items()}
+                       for owner, slots in self._owners.items()}
+        out._updated = dict(self._updated)
+        return out
+
     def to_model(self) -> AffinityCacheModel:
         """Write the cache back as a scenario section (every entry carries its owner's time)."""
         entries = [

@@ -3,6 +3,12 @@
 ``check(scenario, placement)`` is the specification and the test oracle.  It reads only
 the models (the scenario, its compiled arrays and the placement file) and shares no code
 with any engine.  Every engine's answer goes through it before it is returned.
+
+A partly running job (``running-ranks``) lists only the ranks it places; its running
+ranks are fixed on their nodes and count for every structural rule of the job (blocks,
+rack windows, UB memory, multilevel groups, topotree, whole nodes not shared), while
+capacity, health and "completely free node" are checked for the placed ranks only (the
+running ranks' chips are not in ``free``).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from models.compiled import UNHEALTHY, Problem, compile_scenario
 from models.placement import PlacementFile
 from models.scenario import DEFAULT_TOPOTREE, TOPOTREE_LABEL, Family, Scenario
 from models.validation import UB_MEM_RACKS
+from models.vnpu import check_vnpu, compile_vnpu
 
 
 class Rule(StrEnum):
@@ -31,6 +38,8 @@ class Rule(StrEnum):
     UB_MEMORY = "ub-memory"
     MULTILEVEL = "multilevel"
     TOPOTREE = "topotree"
+    VNPU_CHIP = "vnpu-chip"  # chip-level capacity, whole cards, DVPP, unstable chips
+    VNPU_TEMPLATE = "vnpu-template"  # one template per node for unfinished slices
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +59,8 @@ def _as_problem(scenario: Scenario | Problem) -> Problem:
     return scenario if isinstance(scenario, Problem) else compile_scenario(scenario)
 
 
-def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violation]:
+def check(scenario: Scenario | Problem, placement: PlacementFile, *,
+          include_vnpu: bool = True) -> list[Violation]:
     """Check a placement against every hard constraint of the contract.
 
     Parameters
@@ -59,6 +69,10 @@ def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violat
         The scenario (or its compiled view) the placement answers.
     placement
         The engine's answer.
+    include_vnpu
+        Also require and check the ``vnpu-jobs`` (default).  ``False`` checks the other
+        jobs only: what an engine of those families answers (vNPU nodes then count as
+        full, so nothing else may use them).
 
     Returns
     -------
@@ -69,19 +83,32 @@ def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violat
     out: list[Violation] = []
     names = problem.node_index
     seen: set[str] = set()
+    vnpu = compile_vnpu(problem)
     for jp in placement.jobs:
-        if jp.name not in problem.job_index:
+        if include_vnpu and jp.name in vnpu.job_index and jp.name not in problem.job_index:
+            if jp.name in seen:
+                out.append(Violation(Rule.FORMAT, f"job '{jp.name}' appears twice", jp.name))
+            seen.add(jp.name)
+            if not jp.placed and not jp.reason:
+                out.append(Violation(Rule.FORMAT, f"job '{jp.name}' is not placed and gives "
+                                     "no reason", jp.name))
+        elif jp.name not in problem.job_index:
             out.append(Violation(Rule.FORMAT, f"job '{jp.name}' is not in the scenario", jp.name))
         elif jp.name in seen:
             out.append(Violation(Rule.FORMAT, f"job '{jp.name}' appears twice", jp.name))
         seen.add(jp.name)
-    for job in problem.jobs:
-        if job.name not in seen:
+    vnpu_names = [job.name for job in vnpu.jobs] if include_vnpu else []
+    for job_name in [job.name for job in problem.jobs] + vnpu_names:
+        if job_name not in seen:
             out.append(
-                Violation(Rule.FORMAT, f"job '{job.name}' is missing from the placement", job.name)
+                Violation(Rule.FORMAT, f"job '{job_name}' is missing from the placement", job_name)
             )
+    if vnpu_names:
+        out.extend(Violation(Rule(v.rule), v.message, v.job, v.node)
+                   for v in check_vnpu(problem, placement))
 
-    hosts: list[np.ndarray] = []  # node per rank of every well-formed placed job
+    hosts: list[np.ndarray] = []  # node per placed rank of every well-formed placed job
+    host_ranks: list[np.ndarray] = []  # the rank of each entry of ``hosts``
     owners: list[int] = []  # the job index of each entry of ``hosts``
     for jp in placement.jobs:
         j = problem.job_index.get(jp.name)
@@ -99,20 +126,20 @@ def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violat
                     )
                 )
             continue
-        rank_names = _rank_names(jp.ranks, job.tasks)
+        to_place = job.to_place
+        running = job.running if job.partly_running else None
+        rank_names = _rank_names(jp.ranks, job.tasks, running, problem.node_names)
         if rank_names is None:
-            expected = {str(r) for r in range(job.tasks)}
+            expected = {str(r) for r in range(job.tasks) if to_place[r]}
             keys = set(jp.ranks)
             lacking = sorted(expected - keys, key=int)[:5]
             extra = sorted(keys - expected)[:5]
-            out.append(
-                Violation(
-                    Rule.GANG,
-                    f"job '{job.name}' must place every rank 0..{job.tasks - 1} exactly once "
-                    f"(missing {lacking}, unexpected {extra})",
-                    job.name,
-                )
-            )
+            text = (f"job '{job.name}' must place every rank 0..{job.tasks - 1} exactly once "
+                    f"(missing {lacking}, unexpected {extra})")
+            if running is not None:
+                text = (f"job '{job.name}' must place every rank that is not running exactly "
+                        f"once, and no running rank (missing {lacking}, unexpected {extra})")
+            out.append(Violation(Rule.GANG, text, job.name))
             continue
         found = [names.get(name) for name in rank_names]
         if None in found:
@@ -127,7 +154,7 @@ def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violat
                     )
             continue
         nodes = np.asarray(found, dtype=np.int64)
-        for r in np.flatnonzero(problem.health[nodes] == UNHEALTHY).tolist():
+        for r in np.flatnonzero((problem.health[nodes] == UNHEALTHY) & to_place).tolist():
             n = int(nodes[r])
             out.append(
                 Violation(
@@ -136,26 +163,44 @@ def check(scenario: Scenario | Problem, placement: PlacementFile) -> list[Violat
                     job.name, problem.node_names[n],
                 )
             )
-        hosts.append(nodes)
+        hosts.append(nodes[to_place])
+        host_ranks.append(np.flatnonzero(to_place))
         owners.append(j)
         out.extend(_check_structure(problem, job.index, nodes, rank_names, jp.blocks))
     if hosts:
-        out.extend(_check_sharing(problem, hosts, owners))
+        out.extend(_check_sharing(problem, hosts, host_ranks, owners))
     return out
 
 
-def _rank_names(ranks: dict[str, str], tasks: int) -> list[str] | None:
-    """Node name per rank ``0..tasks-1``, or ``None`` unless the keys are exactly those."""
-    if len(ranks) != tasks:
+def _rank_names(ranks: dict[str, str], tasks: int, running: np.ndarray | None,
+                node_names: tuple[str, ...]) -> list[str] | None:
+    """Node name per rank ``0..tasks-1``, or ``None`` unless the keys are exactly the
+    ranks to place (every rank, or those not in ``running``: those keep their node)."""
+    if running is None:
+        if len(ranks) != tasks:
+            return None
+        try:
+            return [ranks[str(r)] for r in range(tasks)]
+        except KeyError:
+            return None
+    if len(ranks) != int((running < 0).sum()):
         return None
-    try:
-        return [ranks[str(r)] for r in range(tasks)]
-    except KeyError:
-        return None
+    out = []
+    for r in range(tasks):
+        n = int(running[r])
+        if n >= 0:
+            out.append(node_names[n])
+        else:
+            name = ranks.get(str(r))
+            if name is None:
+                return None
+            out.append(name)
+    return out
 
 
 def _check_sharing(
-    problem: Problem, hosts: list[np.ndarray], owners: list[int]
+    problem: Problem, hosts: list[np.ndarray], host_ranks: list[np.ndarray],
+    owners: list[int],
 ) -> list[Violation]:
     """Capacity of every node, and whole-node tasks alone on theirs, over all placed jobs.
 
@@ -166,7 +211,7 @@ def _check_sharing(
     nodes = np.concatenate(hosts)
     owner = np.concatenate([np.full(len(h), j, dtype=np.int64)
                             for h, j in zip(hosts, owners, strict=True)])
-    rank = np.concatenate([np.arange(len(h)) for h in hosts])
+    rank = np.concatenate(host_ranks)
     npu = np.asarray([jobs[j].npu_per_task for j in range(len(jobs))], dtype=np.int64)[owner]
     whole = np.asarray([jobs[j].whole_node for j in range(len(jobs))], dtype=bool)[owner]
     size = problem.num_nodes
@@ -226,7 +271,8 @@ def _check_structure(
     if job.whole_node:
         npus, free = problem.npus[nodes], problem.free[nodes]
         wrong_size = npus != job.npu_per_task
-        for r in np.flatnonzero(wrong_size | (free != npus)).tolist():
+        # a running rank's chips are not in ``free``: only placed ranks need a free node
+        for r in np.flatnonzero((wrong_size | (free != npus)) & job.to_place).tolist():
             n = int(nodes[r])
             if wrong_size[r]:
                 bad(Rule.WHOLE_NODE,

@@ -120,6 +120,32 @@ class JobView:
     origin: np.ndarray  # int32 [tasks]: node index of the live cache entry, -1 when none
     fault: np.ndarray  # bool [tasks]: rank listed in fault-ranks
     prefer_previous: bool  # config prefer-previous-node: engines chase origins only if true
+    # Pod-level rescheduling (issue 24): node index of each running rank, -1 for the ranks
+    # to place.  A running rank's ``origin`` is -1: hits count for placed ranks only.
+    running: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    pod_rescheduling: bool = False
+    process_recover: bool = False
+    pending_sessions: int = 0
+    inferserviceid: str | None = None
+    mindie: bool = False  # labels app and jobID both set (A3's MindIE path)
+    pod_affinity: tuple[tuple[str, str], ...] = ()  # MindIE preferred matchLabels
+
+    @property
+    def partly_running(self) -> bool:
+        """Some ranks of the job are running and stay where they are."""
+        return bool(len(self.running)) and bool((self.running >= 0).any())
+
+    @property
+    def to_place(self) -> np.ndarray:
+        """Bool [tasks]: the ranks an engine places (not running)."""
+        if not len(self.running):
+            return np.ones(self.tasks, dtype=bool)
+        return self.running < 0
+
+    def placed_nodes(self, nodes: np.ndarray | list[int]) -> np.ndarray:
+        """The entries of a full node-per-rank array that belong to placed ranks."""
+        arr = np.asarray(nodes, dtype=np.int64)
+        return arr[self.to_place] if self.partly_running else arr
 
     @property
     def total_npus(self) -> int:
@@ -291,6 +317,10 @@ def compile_jobs(
         fault = np.zeros(job.tasks, dtype=bool)
         if job.fault_ranks:
             fault[np.asarray(job.fault_ranks, dtype=np.int64)] = True
+        running = np.full(job.tasks, -1, dtype=np.int32)
+        for rank, node in job.running_ranks.items():
+            running[rank] = index[node]
+        origin[running >= 0] = -1  # running ranks are not placed: no hit, no candidate
         jobs.append(
             JobView(
                 index=j,
@@ -312,6 +342,13 @@ def compile_jobs(
                 origin=origin,
                 fault=fault,
                 prefer_previous=scenario.config.prefer_previous_node,
+                running=running,
+                pod_rescheduling=job.pod_rescheduling,
+                process_recover=job.process_recover,
+                pending_sessions=job.pending_sessions,
+                inferserviceid=job.inferserviceid,
+                mindie=job.app is not None and job.job_id is not None,
+                pod_affinity=tuple(sorted(job.pod_affinity.items())),
             )
         )
     return tuple(jobs), live_all
@@ -338,7 +375,9 @@ def compile_scenario(scenario: Scenario, source: str = "<scenario>") -> Problem:
     names = tuple(node.name for node in nodes)
     index = {name: i for i, name in enumerate(names)}
     npus = np.fromiter((n.npus for n in nodes), dtype=np.int32, count=len(nodes))
-    free = np.fromiter((n.free for n in nodes), dtype=np.int32, count=len(nodes))
+    # a vNPU node serves vNPU jobs only (models.vnpu): no free chip for the other families
+    free = np.fromiter((0 if n.vnpu is not None else n.free for n in nodes), dtype=np.int32,
+                       count=len(nodes))
     health = np.fromiter((_HEALTH_CODE[n.health] for n in nodes), dtype=np.int8, count=len(nodes))
     super_pod = np.fromiter(
         (n.super_pod_id if n.super_pod_id is not None and n.super_pod_id >= 0 else -1

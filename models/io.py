@@ -30,6 +30,8 @@ from models.validation import InputError, validate_scenario
 __all__ = [
     "DocumentError",
     "InputError",
+    "best_effort_messages",
+    "document_kind",
     "dump_data",
     "format_for_path",
     "load_json",
@@ -43,6 +45,7 @@ __all__ = [
     "save_placement",
     "save_scenario",
     "scenario_from_data",
+    "scenario_model",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -105,9 +108,172 @@ def model_from_data(model: type[M], data: Any, source: str) -> M:
         raise InputError(pydantic_messages(exc, data, source)) from None
 
 
+#: Top-level keys only a scenario has (a placement has ``jobs`` too, with ``placed``).
+_SCENARIO_ONLY_KEYS = frozenset({"nodes", "config", "affinity-cache", "running", "now"})
+#: Top-level keys only a placement (an engine's answer) has.
+_PLACEMENT_ONLY_KEYS = frozenset({"engine", "status", "objective", "bound", "metrics",
+                                  "wall-seconds"})
+
+
+def document_kind(data: Any) -> str | None:
+    """What a parsed document looks like: ``kubernetes``, ``scenario``, ``placement``.
+
+    A Kubernetes object or list (``kubectl get -o json|yaml``) has ``apiVersion`` and
+    ``kind``; a scenario has keys only scenarios have (``nodes``, ``config``, ...) and none
+    only placements have (``engine``, ``status``, ...); a placement the other way round.
+    ``None`` when it is none of these clearly.
+    """
+    if not isinstance(data, dict):
+        return None
+    keys = set(map(str, data))
+    if {"apiVersion", "kind"} <= keys:
+        return "kubernetes"
+    scenario_keys, placement_keys = keys & _SCENARIO_ONLY_KEYS, keys & _PLACEMENT_ONLY_KEYS
+    if scenario_keys and not placement_keys:
+        return "scenario"
+    if placement_keys and not scenario_keys:
+        return "placement"
+    return None
+
+
+def _refuse_other_kind(data: Any, source: str, expected: str) -> None:
+    """One clear message when ``data`` is a document of another kind than ``expected``."""
+    kind = document_kind(data)
+    if kind == "kubernetes":
+        assert isinstance(data, dict)
+        raise InputError([
+            f"{source}: this is a Kubernetes object dump (kind: "
+            f"{escape_text(str(data.get('kind')), 40)}, apiVersion: "
+            f"{escape_text(str(data.get('apiVersion')), 40)}), not a {expected}: convert "
+            f"dumps to a scenario with `npu-place import {source} --output scenario.yaml` "
+            "(give every dump: nodes, pods, podgroups, ConfigMaps, or their folder)"])
+    if kind == "scenario" and expected == "placement":
+        raise InputError([
+            f"{source}: this is a scenario (it has "
+            f"{', '.join(sorted(set(data) & _SCENARIO_ONLY_KEYS))}), not a placement: "
+            "validate SCENARIO PLACEMENT takes the scenario first and then an answer such "
+            "as `npu-place plan SCENARIO --output placement.json` writes"])
+    if kind == "placement" and expected == "scenario":
+        raise InputError([
+            f"{source}: this is a placement (an engine's answer: it has "
+            f"{', '.join(sorted(set(data) & _PLACEMENT_ONLY_KEYS))}), not a scenario"])
+
+
+#: Sections whose items are dropped from the best-effort model when they have an error.
+_ITEM_SECTIONS = ("nodes", "jobs", "running")
+
+
+def _prune(data: dict[str, Any], errors: list[Any]) -> tuple[dict[str, Any], set[str]] | None:
+    """A copy of ``data`` without what the pydantic ``errors`` point at.
+
+    An unknown key is removed; an item of ``nodes``, ``jobs``, ``running`` or of the
+    affinity cache with any other error is removed whole; a bad ``config`` value is
+    removed (its default applies).  Returns the copy and the names of the removed nodes,
+    or ``None`` when an error cannot be pruned (a whole section of the wrong type, say).
+    """
+    out = dict(data)
+    drop: dict[tuple[str, ...], set[int]] = {}
+    drop_keys: set[tuple[Any, ...]] = set()
+    for error in errors:
+        loc = tuple(error["loc"])
+        if not loc:
+            return None
+        head = loc[0]
+        if head in _ITEM_SECTIONS and len(loc) >= 2 and isinstance(loc[1], int):
+            if error["type"] == "extra_forbidden" and len(loc) == 3:
+                drop_keys.add(loc)
+            else:
+                drop.setdefault((str(head),), set()).add(loc[1])
+        elif (head == "affinity-cache" and len(loc) >= 3 and loc[1] == "entries"
+              and isinstance(loc[2], int)):
+            drop.setdefault(("affinity-cache", "entries"), set()).add(loc[2])
+        elif head in ("config", "affinity-cache") and len(loc) >= 2:
+            drop_keys.add(loc[:2])
+        else:
+            drop_keys.add(loc[:1])
+    removed_nodes: set[str] = set()
+    item_keys: dict[tuple[Any, ...], set[Any]] = {}  # (section, index) -> unknown keys
+    for loc in drop_keys:
+        if len(loc) == 3:
+            item_keys.setdefault(loc[:2], set()).add(loc[2])
+    for loc in drop_keys:
+        if len(loc) == 1:
+            out.pop(str(loc[0]), None)
+            if loc[0] == "nodes":
+                return None  # every node gone: the cross-field rules would say nonsense
+        elif len(loc) == 2 and isinstance(out.get(loc[0]), dict):
+            out[loc[0]] = {k: v for k, v in out[loc[0]].items() if k != loc[1]}
+    for section, items in list(out.items()):
+        if section in _ITEM_SECTIONS and isinstance(items, list):
+            wanted = drop.get((section,), set())
+            fixed = []
+            for i, item in enumerate(items):
+                if i in wanted:
+                    if section == "nodes" and isinstance(item, dict) and "name" in item:
+                        removed_nodes.add(str(item["name"]))
+                    continue
+                bad = item_keys.get((section, i))
+                fixed.append({k: v for k, v in item.items() if k not in bad}
+                             if bad and isinstance(item, dict) else item)
+            out[section] = fixed
+    cache = out.get("affinity-cache")
+    entries = drop.get(("affinity-cache", "entries"))
+    if entries and isinstance(cache, dict) and isinstance(cache.get("entries"), list):
+        out["affinity-cache"] = {**cache, "entries": [e for i, e in enumerate(cache["entries"])
+                                                      if i not in entries]}
+    return out, removed_nodes
+
+
+def best_effort_messages(data: Any, source: str, errors: list[Any]) -> list[str]:
+    """The cross-field messages of the parts of ``data`` that did parse.
+
+    The items the field-level ``errors`` point at are left out (:func:`_prune`) and the
+    cross-field rules run on the rest, so that one run lists every error; messages about
+    a node that was left out (a cache entry naming it, say) are not repeated.
+    """
+    if not isinstance(data, dict):
+        return []
+    current: dict[str, Any] = data
+    removed: set[str] = set()
+    for _ in range(4):  # pruning may reveal nothing new; a few rounds at most
+        pruned = _prune(current, errors)
+        if pruned is None:
+            return []
+        current, gone = pruned
+        removed |= gone
+        try:
+            scenario = Scenario.model_validate(current)
+        except ValidationError as exc:
+            errors = exc.errors()
+            continue
+        _, messages = validate_scenario(scenario, source)
+        return [m for m in messages
+                if not any(f"node '{name}' does not exist" in m for name in removed)]
+    return []
+
+
+def scenario_model(data: Any, source: str = "<scenario>") -> Scenario:
+    """Parse a scenario's fields (the pydantic model), reporting every error at once.
+
+    When a field is invalid, the cross-field rules (:func:`models.validation.
+    validate_scenario`) still run on the parts that parsed, and their messages follow
+    the field messages in the one :class:`InputError`.  A Kubernetes dump or a placement
+    is named as such.  On success the cross-field rules are not run here (the caller's
+    :func:`models.compiled.compile_scenario` or :func:`scenario_from_data` runs them).
+    """
+    if not isinstance(data, dict):
+        model_from_data(Scenario, data, source)  # raises the top-level message
+    _refuse_other_kind(data, source, "scenario")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        messages = pydantic_messages(exc, data, source)
+        raise InputError(messages + best_effort_messages(data, source, exc.errors())) from None
+
+
 def scenario_from_data(data: Any, source: str = "<scenario>") -> Scenario:
     """Build and fully validate a scenario from plain data (all errors at once)."""
-    scenario = model_from_data(Scenario, data, source)
+    scenario = scenario_model(data, source)
     _, messages = validate_scenario(scenario, source)
     if messages:
         raise InputError(messages)
@@ -129,7 +295,9 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
 def load_placement(path: str | os.PathLike[str]) -> PlacementFile:
     """Load a placement file (an engine's answer)."""
     source = str(path)
-    return model_from_data(PlacementFile, read_document(path), source)
+    data = read_document(path)
+    _refuse_other_kind(data, source, "placement")
+    return model_from_data(PlacementFile, data, source)
 
 
 def save_scenario(scenario: Scenario, path: str | os.PathLike[str]) -> None:

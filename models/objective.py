@@ -68,6 +68,7 @@ from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem, compile_sce
 from models.limits import MAX_WEIGHT
 from models.placement import MetricsModel, PlacementFile
 from models.scenario import Family, Scenario
+from models.vnpu import achievable_vnpu_hits, compile_vnpu, vnpu_hosts
 
 #: CP-SAT misreports optimality when the objective's coefficients get larger than this.
 COEFFICIENT_LIMIT = 2**31 - 1
@@ -104,6 +105,7 @@ class ResolvedWeights:
     reserve: int
     fragment: int
     notes: tuple[str, ...] = ()
+    vnpu_placed: tuple[int, ...] = ()  # per vNPU job index (``vnpu-jobs``)
 
 
 @dataclass
@@ -364,7 +366,7 @@ def job_fragment(
 ) -> int:
     """Fragment score of placed ``job`` given the chips ``used`` per node by the batch."""
     if job.family is Family.ORDINARY:
-        hosts = np.unique(np.asarray(nodes, dtype=np.int64))
+        hosts = np.unique(job.placed_nodes(nodes))
         left = problem.free[hosts].astype(np.int64) - used[hosts]
         return int(((left > 0) & (left < problem.npus[hosts])).sum())
     left_mask = eligible_nodes(problem, job, tree) & (used == 0)
@@ -483,7 +485,10 @@ def _resolve_weights(problem: Problem, weights: Weights) -> ResolvedWeights:
     reserve_bound = _reserve_bound(problem)
     frag_bound = sum(_fragment_bound(problem, job) for job in problem.jobs)
     candidates = sum(int(((job.origin >= 0) & ~job.fault).sum()) for job in problem.jobs)
-    priorities = sorted({job.priority for job in problem.jobs})
+    vnpu = compile_vnpu(problem)  # vNPU ranks count exactly as ordinary ranks
+    candidates += sum(sum(1 for o in job.origin if o >= 0) for job in vnpu.jobs)
+    priorities = sorted({job.priority for job in problem.jobs}
+                        | {job.priority for job in vnpu.jobs})
     prio_rank = {p: i for i, p in enumerate(priorities)}
     notes: list[str] = []
     frag_w = weights.fragment
@@ -502,7 +507,10 @@ def _resolve_weights(problem: Problem, weights: Weights) -> ResolvedWeights:
         job_w = tuple(
             base * (1 + prio_rank[job.priority]) if use_levels else base for job in problem.jobs
         )
-        total = sum(job_w) + hit * candidates + lower
+        vnpu_w = tuple(
+            base * (1 + prio_rank[job.priority]) if use_levels else base for job in vnpu.jobs
+        )
+        total = sum(job_w) + sum(vnpu_w) + hit * candidates + lower
         if total <= COEFFICIENT_LIMIT:
             break
         if frag_w > 0 and weights.placed is None:
@@ -531,6 +539,7 @@ def _resolve_weights(problem: Problem, weights: Weights) -> ResolvedWeights:
         reserve=weights.reserve if lower_on else 0,
         fragment=frag_w,
         notes=tuple(notes),
+        vnpu_placed=vnpu_w,
     )
 
 
@@ -549,7 +558,11 @@ def placement_nodes(problem: Problem, placement: PlacementFile) -> dict[int, lis
         if j is None or not jp.placed:
             continue
         job = problem.jobs[j]
-        out[j] = [problem.node_index[jp.ranks[str(r)]] for r in range(job.tasks)]
+        if job.partly_running:  # running ranks stay; the placement lists the others
+            out[j] = [int(job.running[r]) if job.running[r] >= 0
+                      else problem.node_index[jp.ranks[str(r)]] for r in range(job.tasks)]
+        else:
+            out[j] = [problem.node_index[jp.ranks[str(r)]] for r in range(job.tasks)]
     return out
 
 
@@ -557,6 +570,7 @@ def evaluate(
     scenario: Scenario | Problem,
     placement: PlacementFile | dict[int, list[int]],
     weights: Weights | ResolvedWeights | None = None,
+    vnpu: dict[int, list[int]] | None = None,
 ) -> Metrics:
     """Measure a placement: every metric and the scalar objective.
 
@@ -565,19 +579,27 @@ def evaluate(
     scenario
         The scenario or its compiled view.
     placement
-        A placement file, or a mapping job index → node index per rank.  The placement
-        should pass :func:`models.check.check`; evaluation assumes a valid placement.
+        A placement file, or a mapping job index → node index per rank (a partly
+        running job's running ranks included, on their nodes).  The placement should
+        pass :func:`models.check.check`; evaluation assumes a valid placement.  Running
+        ranks take no chips (``free`` already excludes them), host no counted node and
+        are never origin candidates.
     weights
         Objective weights (default: automatic lexicographic weights).
+    vnpu
+        With a mapping: the placed ``vnpu-jobs`` (vNPU job index → node index per rank);
+        none when absent.  A placement file carries its vNPU jobs itself.
     """
     problem = _as_problem(scenario)
     resolved = (weights if isinstance(weights, ResolvedWeights)
                 else resolve_weights(problem, weights))
     placed = (placement_nodes(problem, placement) if isinstance(placement, PlacementFile)
               else placement)
+    if isinstance(placement, PlacementFile):
+        vnpu = vnpu_hosts(problem, placement)
     used = np.zeros(problem.num_nodes, dtype=np.int64)
     for j, nodes in placed.items():
-        np.add.at(used, np.asarray(nodes, dtype=np.int64), problem.jobs[j].npu_per_task)
+        np.add.at(used, problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)
     metrics = Metrics()
     objective = 0
     hosting_any = np.zeros(problem.num_nodes, dtype=bool)
@@ -601,17 +623,19 @@ def evaluate(
         metrics.per_job_hits[job.name] = hits
         metrics.origin_hits += hits
         metrics.fault_returns += int((on_origin & job.fault).sum())
-        hosting_any[arr] = True
+        own = job.placed_nodes(arr)
+        hosting_any[own] = True
         if job.family is Family.SUPERPOD:
-            sp_hosts[arr] = True
+            sp_hosts[own] = True
         elif job.family is Family.MULTILEVEL:
-            ml_hosts[arr] = True
+            ml_hosts[own] = True
         tree = int(problem.node_tree[nodes[0]]) if job.family is Family.MULTILEVEL else None
         frag = job_fragment(problem, job, used, nodes, tree)
         metrics.per_job_fragment[job.name] = frag
         metrics.fragment_score += frag
         if job.soft and job.family in (Family.SUPERPOD, Family.RACK):
             metrics.affinity_spill += block_spill(problem, job, nodes)
+    objective += _add_vnpu_terms(problem, vnpu or {}, resolved, metrics, hosting_any)
     metrics.subhealthy_nodes = int((hosting_any & (problem.health == SUBHEALTHY)).sum())
     metrics.reserve_used = _reserve_used(problem, sp_hosts, ml_hosts)
     objective += resolved.origin_hit * metrics.origin_hits
@@ -622,6 +646,30 @@ def evaluate(
     objective -= resolved.fragment * metrics.fragment_score
     metrics.objective = objective
     return metrics
+
+
+def _add_vnpu_terms(problem: Problem, placed: dict[int, list[int]], resolved: ResolvedWeights,
+                    metrics: Metrics, hosting_any: np.ndarray) -> int:
+    """Count the vNPU jobs into ``metrics`` (placed, candidates, hits, hosting nodes) and
+    return their placement weight; their hits are weighted with everyone's."""
+    view = compile_vnpu(problem)
+    objective = 0
+    for job in view.jobs:
+        candidates = sum(1 for o in job.origin if o >= 0)
+        metrics.origin_candidates += candidates
+        metrics.per_job_candidates[job.name] = candidates
+        metrics.achievable_origin_hits += achievable_vnpu_hits(view, job)
+        nodes = placed.get(job.index)
+        if nodes is None:
+            metrics.per_job_hits[job.name] = 0
+            continue
+        metrics.placed_jobs += 1
+        objective += resolved.vnpu_placed[job.index]
+        hits = sum(1 for r, n in enumerate(nodes) if n == job.origin[r])
+        metrics.per_job_hits[job.name] = hits
+        metrics.origin_hits += hits
+        hosting_any[np.asarray(nodes, dtype=np.int64)] = True
+    return objective
 
 
 def block_spill(problem: Problem, job: JobView, nodes: list[int]) -> int:

@@ -47,6 +47,9 @@ class JobPlacement(_Model):
     blocks: dict[str, list[Name]] = Field(default_factory=dict, max_length=MAX_TASKS)
     origin_hits: int = Field(0, alias="origin-hits")
     origin_candidates: int = Field(0, alias="origin-candidates")
+    # vNPU jobs only: chip IDs per rank, and the ranks given the 310P AI-CPU downgrade
+    chips: dict[str, list[int]] = Field(default_factory=dict, max_length=MAX_TASKS)
+    downgraded: list[str] = Field(default_factory=list, max_length=MAX_TASKS)
 
 
 class PlacementFile(_Model):
@@ -66,6 +69,11 @@ class PlacementFile(_Model):
     def to_dict(self) -> dict[str, Any]:
         """Return the placement with the contract's key names."""
         data = self.model_dump(by_alias=True, mode="json")
+        for job in data.get("jobs", []):  # additive vNPU keys: absent on other jobs
+            if not job.get("chips"):
+                job.pop("chips", None)
+            if not job.get("downgraded"):
+                job.pop("downgraded", None)
         if not data.get("notes"):
             data.pop("notes", None)
         return data

@@ -13,7 +13,11 @@ from models.scenario import Family
 
 @dataclass
 class Plan:
-    """Node index per rank of every placed job; a reason for every unplaced one."""
+    """Node index per rank of every placed job; a reason for every unplaced one.
+
+    A partly running job's array holds every rank: its running ranks on their nodes
+    (``JobView.running``), the others where the engine placed them.
+    """
 
     nodes: list[np.ndarray | None]
     reasons: list[str | None] = field(default_factory=list)
@@ -76,7 +80,11 @@ def to_placement(
                 origin_candidates=int(candidates_j)))
             continue
         rank_names = [names[n] for n in np.asarray(nodes, dtype=np.int64).tolist()]
-        ranks = {str(r): name for r, name in enumerate(rank_names)}
+        if job.partly_running:  # the placement lists the ranks it places
+            to_place = job.to_place
+            ranks = {str(r): name for r, name in enumerate(rank_names) if to_place[r]}
+        else:
+            ranks = {str(r): name for r, name in enumerate(rank_names)}
         size = block_size(problem, job.index)
         blocks = {}
         if size:

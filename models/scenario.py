@@ -45,6 +45,14 @@ DEFAULT_IMAGE_SIZE_GB = 25.0
 MAX_NODE_NPUS = 1024
 MAX_ID = 2**31 - 1
 MAX_SUPER_POD_SIZE = 100_000
+#: Largest ``pending-sessions`` accepted (upstream counts sessions in an int).
+MAX_PENDING_SESSIONS = 1_000_000
+#: Pod-level and inference keys of jobs (issue 24) and their defaults: left out of dumps
+#: when they hold the default.
+POD_LEVEL_DEFAULTS: dict[str, Any] = {
+    "running-ranks": {}, "pod-rescheduling": False, "process-recover": False,
+    "pending-sessions": 0, "pod-affinity": {}, "labels": {},
+}
 #: Label naming a node's multilevel topology tree.
 TOPOTREE_LABEL = "huawei.com/topotree"
 #: Tree name used when a node carries no ``huawei.com/topotree`` label.
@@ -231,6 +239,48 @@ def _canon_level_key(key: str) -> str:
     return key
 
 
+class VnpuDvpp(StrEnum):
+    """DVPP of a vNPU slice (pod label ``vnpu-dvpp``) or a chip's free DVPP state."""
+
+    YES = "yes"
+    NO = "no"
+    NULL = "null"
+
+
+class VnpuLevel(StrEnum):
+    """AI-CPU level of a vNPU request (pod label ``vnpu-level``)."""
+
+    LOW = "low"
+    HIGH = "high"
+
+
+class VnpuChip(_Model):
+    """One chip of a vNPU node with its free resources (``nodes[].vnpu.chips[]``)."""
+
+    id: int = Field(ge=0, lt=MAX_NODE_NPUS)
+    free_cores: int | None = Field(None, alias="free-cores", ge=0, le=MAX_NODE_NPUS)
+    free_cpus: int | None = Field(None, alias="free-cpus", ge=0, le=MAX_NODE_NPUS)
+    segmented: bool = False
+    dvpp: VnpuDvpp = VnpuDvpp.YES
+    unstable: bool = False
+
+
+class VnpuNode(_Model):
+    """The dynamic-vNPU description of a node (``nodes[].vnpu``).
+
+    ``chip-kind`` names the template table (``Ascend310P``, ``910B1`` … ``910B4-1``,
+    ``Ascend910A3-20``, ``Ascend910A3-24``).  ``chips`` absent means ``npus`` untouched
+    chips with IDs ``0..npus-1``; present, it lists exactly the healthy chips.
+    """
+
+    chip_kind: Text = Field(alias="chip-kind", min_length=1)
+    ai_cores: int | None = Field(None, alias="ai-cores", gt=0, le=MAX_NODE_NPUS)
+    ai_cpus: int | None = Field(None, alias="ai-cpus", gt=0, le=MAX_NODE_NPUS)
+    chips: list[VnpuChip] | None = Field(None, max_length=MAX_NODE_NPUS)
+    unfinished_templates: list[Text] = Field(default_factory=list,
+                                             alias="unfinished-templates", max_length=64)
+
+
 class Node(_Model):
     """One Kubernetes node with its NPU state."""
 
@@ -241,6 +291,7 @@ class Node(_Model):
     super_pod_id: int | None = Field(None, alias="super-pod-id", le=MAX_ID)
     rack_id: int | None = Field(None, alias="rack-id", le=MAX_ID)
     labels: dict[str, str] = Field(default_factory=dict, max_length=MAX_LABELS)
+    vnpu: VnpuNode | None = None
 
     @field_validator("labels", mode="before")
     @classmethod
@@ -303,6 +354,25 @@ class Job(_Model):
                                    max_length=MAX_TASKS)
     image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0,
                                  le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False)
+    # Pod-level rescheduling (issue 24): ranks of this job still running, which stay on
+    # their nodes (their chips are not in the nodes' ``free``); the other ranks are placed
+    # around them.  Upstream's job labels ``pod-rescheduling=on`` and
+    # ``process-recover-enable=on`` and the rescheduler's ``PendingSessionNum``.
+    running_ranks: dict[RankNumber, Name] = Field(default_factory=dict, alias="running-ranks",
+                                                  max_length=MAX_TASKS)
+    pod_rescheduling: bool = Field(False, alias="pod-rescheduling")
+    process_recover: bool = Field(False, alias="process-recover")
+    pending_sessions: int = Field(0, alias="pending-sessions", ge=0, le=MAX_PENDING_SESSIONS)
+    # Inference paths: upstream's job label ``inferserviceid`` (A3, 850 and 950), and
+    # MindIE's labels ``app`` and ``jobID`` with the ``matchLabels`` of the first preferred
+    # pod-affinity term (A3 only).  ``labels`` are the job's own labels, matched by other
+    # jobs' ``pod-affinity``.
+    inferserviceid: Text | None = None
+    app: Text | None = None
+    job_id: Text | None = Field(None, alias="jobID")
+    pod_affinity: dict[Text, Text] = Field(default_factory=dict, alias="pod-affinity",
+                                           max_length=MAX_LABELS)
+    labels: dict[Text, Text] = Field(default_factory=dict, max_length=MAX_LABELS)
 
 
 class RunningJob(_Model):
@@ -325,6 +395,40 @@ class RunningJob(_Model):
     affinity_config: Text | None = Field(None, alias="affinity-config")
     super_pod_affinity: AffinityLabel = Field(SuperPodAffinity.HARD, alias="super-pod-affinity")
     ub_memory: bool = Field(False, alias="ub-memory")
+    # Read by the inference paths of pending jobs (issue 24): a running job of the same
+    # ``inferserviceid`` draws its service's next instances to its super pods / racks, and
+    # its ``labels`` are matched by MindIE jobs' ``pod-affinity``.
+    inferserviceid: Text | None = None
+    labels: dict[Text, Text] = Field(default_factory=dict, max_length=MAX_LABELS)
+    # Upstream's pod-level switches: ``simulate`` deletes only a fault pod of such a job
+    # and repairs the job around the running ones (issue 24).
+    pod_rescheduling: bool = Field(False, alias="pod-rescheduling")
+    process_recover: bool = Field(False, alias="process-recover")
+
+
+class VnpuJob(_Model):
+    """A pending dynamic-vNPU job (``huawei.com/npu-core``), one entry of ``vnpu-jobs``.
+
+    Each task asks for ``ai-cores`` AI cores (with ``vnpu-level`` and ``vnpu-dvpp`` as the
+    pod labels), or names a ``template`` of the node's table.
+    """
+
+    name: Name = Field(min_length=1)
+    owner_uid: Name | None = Field(None, alias="owner-uid")
+    tasks: int = Field(gt=0, le=MAX_TASKS)
+    ai_cores: int | None = Field(None, alias="ai-cores", gt=0, le=MAX_NODE_NPUS * 32)
+    template: Text | None = Field(None, min_length=1)
+    vnpu_level: VnpuLevel = Field(VnpuLevel.LOW, alias="vnpu-level")
+    vnpu_dvpp: VnpuDvpp = Field(VnpuDvpp.NULL, alias="vnpu-dvpp")
+    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0,
+                                 le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False)
+
+    @field_validator("vnpu_level", mode="before")
+    @classmethod
+    def _unknown_level_is_low(cls, value: Any) -> Any:
+        # upstream: any vnpu-level other than "high" means "low"
+        return VnpuLevel.HIGH if value == "high" else VnpuLevel.LOW
 
 
 class Scenario(_Model):
@@ -338,7 +442,21 @@ class Scenario(_Model):
     )
     jobs: list[Job] = Field(default_factory=list, max_length=MAX_JOBS)
     running: list[RunningJob] = Field(default_factory=list, max_length=MAX_RUNNING_JOBS)
+    vnpu_jobs: list[VnpuJob] = Field(default_factory=list, alias="vnpu-jobs",
+                                     max_length=MAX_JOBS)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the scenario with the contract's key names, for YAML/JSON output."""
-        return self.model_dump(by_alias=True, mode="json", exclude_none=True)
+        """Return the scenario with the contract's key names, for YAML/JSON output.
+
+        The pod-level and inference fields (issue 24) are written only when set, so that
+        a scenario without them dumps as before.
+        """
+        data = self.model_dump(by_alias=True, mode="json", exclude_none=True)
+        for section in ("jobs", "running"):
+            for item in data.get(section, []):
+                for key, default in POD_LEVEL_DEFAULTS.items():
+                    if key in item and item[key] == default:
+                        del item[key]
+        if not data.get("vnpu-jobs"):
+            data.pop("vnpu-jobs", None)  # additive key: absent when there are none
+        return data

@@ -27,6 +27,7 @@ from models.scenario import (
     SuperPodAffinity,
     family_of,
 )
+from models.vnpu_rules import validate_vnpu
 
 #: Allowed ``ra-block`` values (NPUs), upstream ``checkTpBlockNum``.
 RA_BLOCK_VALUES = (1, 2, 4, 8, 16, 32, 64)
@@ -106,12 +107,18 @@ def parse_affinity_config(text: str | None) -> tuple[tuple[int, ...] | None, lis
     return (None, errors) if errors else (levels, [])
 
 
-def sample(values: list[int], limit: int = 10) -> str:
+def sample(values: list[int] | list[str], limit: int = 10) -> str:
     """``[a, b, c]``, or the first ``limit`` values and how many more."""
     if len(values) <= limit:
         return str(list(values))
     shown = ", ".join(str(v) for v in values[:limit])
     return f"[{shown}, ... ({len(values) - limit} more)]"
+
+
+def _not_multiple_of_node(sp_npus: int, node_npus: int) -> str:
+    """The sp-block rejection, in plain words and as upstream's (misspelt) text."""
+    return (f"sp-block {sp_npus} is not a multiple of the node's {node_npus} NPUs (Volcano: "
+            f"\"sp-block({sp_npus}) is not mutiple of node npu ({node_npus})\")")
 
 
 def _is_power_of_two(value: int) -> bool:
@@ -154,6 +161,8 @@ def derive_shape(job: Job, scenario: Scenario) -> tuple[JobShape | None, list[tu
     if dup:
         errors.append(("fault-ranks", f"fault ranks {sample(sorted(dup))} are listed more than "
                                       "once"))
+
+    errors.extend(_check_pod_level(job, family, policy))
 
     if family is not Family.RACK:
         if job.ra_block is not None:
@@ -220,6 +229,38 @@ def derive_shape(job: Job, scenario: Scenario) -> tuple[JobShape | None, list[tu
     )
 
 
+def _check_pod_level(job: Job, family: Family, policy: Policy) -> list[tuple[str, str]]:
+    """Rules of ``running-ranks`` and of the inference fields (issue 24).
+
+    Node names and capacity are checked with the other jobs' chips in
+    :func:`validate_scenario`; the layout of the running ranks (one super pod per block,
+    one rack per window, ...) is the engines' to judge: a job whose running ranks break
+    its own hard constraints cannot be placed, and says why.
+    """
+    errors: list[tuple[str, str]] = []
+    running = job.running_ranks
+    outside = sorted(r for r in running if r >= job.tasks)
+    if outside:
+        errors.append(("running-ranks", f"running ranks {sample(outside)} do not exist (ranks "
+                                        f"are 0..{job.tasks - 1})"))
+    both = sorted(set(running) & set(job.fault_ranks))
+    if both:
+        errors.append(("running-ranks",
+                       f"ranks {sample(both)} are both running and fault ranks (a fault rank's "
+                       "pod was deleted: it is pending, not running)"))
+    if running and not outside and len(running) >= job.tasks:
+        errors.append(("running-ranks", f"all {job.tasks} ranks are running: nothing to place "
+                                        "(list the job under 'running')"))
+    if job.inferserviceid is not None and family not in (Family.SUPERPOD, Family.RACK):
+        errors.append(("inferserviceid", "inferserviceid is only used by super-pod and "
+                                         "chip8-node8-ra64-sp jobs"))
+    mindie = job.app is not None or job.job_id is not None or bool(job.pod_affinity)
+    if mindie and policy not in A3_SUPERPOD_POLICIES:
+        errors.append(("app", "app, jobID and pod-affinity (the MindIE path) are only used by "
+                              "A3 super-pod jobs (chip2-node16-sp, chip2-node8-sp)"))
+    return errors
+
+
 def _check_superpod(
     job: Job,
     policy: Policy,
@@ -239,11 +280,11 @@ def _check_superpod(
     if sp_npus < node_npus:
         if sp_npus != total:
             errors.append(
-                ("sp-block", f"sp-block({sp_npus}) is not mutiple of node npu ({node_npus})")
+                ("sp-block", _not_multiple_of_node(sp_npus, node_npus))
             )
         sp_block = 1
     elif sp_npus % node_npus != 0:
-        errors.append(("sp-block", f"sp-block({sp_npus}) is not mutiple of node npu ({node_npus})"))
+        errors.append(("sp-block", _not_multiple_of_node(sp_npus, node_npus)))
     else:
         sp_block = sp_npus // node_npus
     shown = 16 if is_a3 else node_npus  # upstream's A3 text always says /16
@@ -317,7 +358,7 @@ def _check_rack(
     elif sp_npus < node_npus:
         sp_block = 1
     elif sp_npus % node_npus != 0:
-        errors.append(("sp-block", f"sp-block({sp_npus}) is not mutiple of node npu ({node_npus})"))
+        errors.append(("sp-block", _not_multiple_of_node(sp_npus, node_npus)))
     else:
         sp_block = sp_npus // node_npus
     if sp_block > 0 and job.tasks % sp_block != 0:
@@ -512,7 +553,8 @@ def validate_scenario(
         labels = [lv.label for lv in levels.values()]
         dup_labels = sorted(lb for lb, c in Counter(labels).items() if c > 1)
         if dup_labels:
-            say(where, "label", f"labels {dup_labels} are used by more than one level")
+            say(where, "label", f"labels {', '.join(repr(lb) for lb in dup_labels)} are used by "
+                                "more than one level")
 
     names: set[str] = set()
     super_pod_sizes: Counter[int] = Counter()
@@ -521,8 +563,9 @@ def validate_scenario(
         if node.name in names:
             say(where, "name", f"duplicate node name (node #{index})")
         names.add(node.name)
-        if node.free < 0 or node.free > node.npus:
-            say(where, "free", f"free {node.free} must be between 0 and npus ({node.npus})")
+        problem = free_problem(node.free, node.npus)
+        if problem is not None:
+            say(where, "free", problem)
         if node.super_pod_id is not None and node.super_pod_id >= 0:
             super_pod_sizes[node.super_pod_id] += 1
     size = config.effective_super_pod_size
@@ -548,6 +591,7 @@ def validate_scenario(
         seen_keys.add(cache_key)
 
     shapes: dict[str, JobShape] = {}
+    used: Counter[str] = Counter()  # chips of running ranks (running jobs, running-ranks)
     job_names: set[str] = set()
     owners: dict[str, str] = {}
     for job in scenario.jobs:
@@ -568,8 +612,19 @@ def validate_scenario(
             say(where, field, text)
         if shape is not None:
             shapes[job.name] = shape
+        running_nodes: Counter[str] = Counter()
+        for rank, node_name in sorted(job.running_ranks.items()):
+            if node_name not in names:
+                say(where, f"running-ranks.{rank}", f"node '{node_name}' does not exist in nodes")
+            else:
+                used[node_name] += job.npu_per_task
+                running_nodes[node_name] += 1
+        if shape is not None and shape.whole_node:
+            shared = sorted(n for n, c in running_nodes.items() if c > 1)
+            if shared:
+                say(where, "running-ranks", f"several running ranks of a whole-node job share "
+                                            f"nodes {sample(shared)}")
     running_names: set[str] = set()
-    used: Counter[str] = Counter()
     for running in scenario.running:
         where = f"running job '{running.name}'"
         if running.name in job_names:
@@ -585,14 +640,71 @@ def validate_scenario(
         _, errors = check_running(running, scenario)
         for field, text in errors:
             say(where, field, text)
+    messages.extend(validate_vnpu(scenario, source, job_names | running_names))
     npus = {node.name: node.npus for node in scenario.nodes}
     free = {node.name: node.free for node in scenario.nodes}
     for name, chips in used.items():
-        if free[name] + chips > npus[name]:
-            say(f"node '{name}'", "free",
-                f"free {free[name]} plus the {chips} NPUs of running jobs exceeds npus "
-                f"{npus[name]} (free must exclude the chips running jobs use)")
+        problem = running_overlap_problem(free[name], chips, npus[name])
+        if problem is not None:
+            say(f"node '{name}'", "free", problem)
     return shapes, messages
+
+
+def free_problem(free: int, npus: int) -> str | None:
+    """The rule on a node's ``free`` alone: ``0 <= free <= npus`` (``None`` when it holds)."""
+    if free < 0 or free > npus:
+        return f"free {free} must be between 0 and npus ({npus})"
+    return None
+
+
+def running_overlap_problem(free: int, chips: int, npus: int) -> str | None:
+    """The rule relating a node's ``free`` to the running jobs on it: ``free`` excludes the
+    ``chips`` they use, so ``free + chips <= npus`` (``None`` when it holds)."""
+    if free + chips > npus:
+        return (f"free {free} plus the {chips} NPUs of running jobs exceeds npus {npus} "
+                "(free must exclude the chips of running jobs and running ranks)")
+    return None
+
+
+def running_chips(scenario: Scenario, nodes: set[str] | None = None) -> Counter[str]:
+    """NPUs the running jobs and the pending jobs' running ranks use per node (only
+    ``nodes`` when given), as :func:`validate_scenario` counts them for
+    :func:`running_overlap_problem`."""
+    used: Counter[str] = Counter()
+    for running in scenario.running:
+        for node_name in running.ranks.values():
+            if nodes is None or node_name in nodes:
+                used[node_name] += running.npu_per_task
+    for job in scenario.jobs:
+        for node_name in job.running_ranks.values():
+            if nodes is None or node_name in nodes:
+                used[node_name] += job.npu_per_task
+    return used
+
+
+def node_value_problems(scenario: Scenario, changed: list[int]) -> list[tuple[str, str]]:
+    """The cross-field rules on ``free`` for the nodes at ``changed`` only.
+
+    A change of ``free`` or ``health`` alone can break no other rule of
+    :func:`validate_scenario`, so a scenario that was valid before such a change is valid
+    after it exactly when this returns nothing (the stored-cluster service relies on it).
+
+    Returns
+    -------
+    list
+        ``(node name, message)`` for each rule broken.
+    """
+    out: list[tuple[str, str]] = []
+    nodes = [scenario.nodes[i] for i in changed]
+    chips = (running_chips(scenario, {node.name for node in nodes})
+             if scenario.running or any(job.running_ranks for job in scenario.jobs) else None)
+    for node in nodes:
+        problem = free_problem(node.free, node.npus)
+        if problem is None and chips is not None and chips[node.name]:
+            problem = running_overlap_problem(node.free, chips[node.name], node.npus)
+        if problem is not None:
+            out.append((node.name, problem))
+    return out
 
 
 def running_spec(running: RunningJob) -> tuple[Job, int]:
@@ -611,7 +723,9 @@ def running_spec(running: RunningJob) -> tuple[Job, int]:
             "image-size-gb": running.image_size_gb, "sp-block": running.sp_block,
             "ra-block": running.ra_block, "affinity-config": running.affinity_config,
             "super-pod-affinity": running.super_pod_affinity.value,
-            "ub-memory": running.ub_memory}
+            "ub-memory": running.ub_memory, "inferserviceid": running.inferserviceid,
+            "labels": running.labels, "pod-rescheduling": running.pod_rescheduling,
+            "process-recover": running.process_recover}
     return Job.model_validate({k: v for k, v in data.items() if v is not None}), desired
 
 
@@ -621,7 +735,9 @@ def check_running(running: RunningJob, scenario: Scenario
 
     ``validate``, ``plan`` and ``simulate`` all use this: the job's spec must be a valid
     job (policy, sizes, blocks) unless it is parked (``tasks: 0``), its ranks must lie in
-    ``0..tasks-1``, and a super-pod, 950 or multilevel job runs all its ranks or none.
+    ``0..tasks-1``, and a super-pod, 950 or multilevel entry of ``running`` runs all its
+    ranks or none: a partly running gang of those families is written as a pending job
+    whose ``running-ranks`` hold the running ones (placed around them, never moved).
 
     Returns
     -------
@@ -640,5 +756,6 @@ def check_running(running: RunningJob, scenario: Scenario
     if (shape is not None and shape.family is not Family.ORDINARY and running.ranks
             and len(running.ranks) != desired):
         errors.append(("ranks", f"a {shape.family.value} job runs all its {desired} ranks "
-                                f"or none, but {len(running.ranks)} are running"))
+                                f"or none, but {len(running.ranks)} are running (a partly "
+                                "running gang is a pending job with 'running-ranks')"))
     return (None if errors else shape), errors

@@ -8,6 +8,40 @@ Wall-clock guarantee: model building checks the clock between phases, and the se
 runs in a worker thread with CP-SAT's own limit; if it has not returned at the deadline
 the search is stopped, and if it still does not return within a small margin the call
 gives up on it and returns without a plan (the facade then answers with greedy).
+
+The anytime rule: more budget never gives a worse answer
+----------------------------------------------------------
+The search is a fixed plan of phases whose choice and lengths do not depend on the
+budget; the budget only decides where the plan is cut.  So for budgets ``T1 < T2`` the run
+under ``T2`` first does exactly what the run under ``T1`` did, then goes on from the best
+answer so far, and every phase returns the better of its own answer and the one it
+started from.
+
+* **Which search** depends on the problem's shape only (:func:`search_mode`): small
+  problems and single jobs get one model of the whole batch (``full``), which can prove
+  optimality; large batches get large neighbourhoods first, then the whole-batch model
+  (``hybrid``).
+* **Neighbourhoods** (:mod:`solver.lns`) visit jobs in an order that depends only on the
+  incumbent; under a deterministic budget every step gets the same
+  :data:`solver.lns.STEP_DETERMINISTIC_SECONDS`, and a step starts while the time used
+  is below the budget, so the steps of a shorter budget are the first steps of a longer
+  one.  The phase ends when a sweep improves nothing, when it has used
+  :data:`LNS_LIMIT_DETERMINISTIC` (deterministic budgets only), or when the budget runs
+  out.
+* **The whole-batch phase** runs only when the neighbourhoods ended by their own rule
+  (not by the budget) and at least :data:`FULL_MIN_DETERMINISTIC` (or
+  :data:`FULL_MIN_SECONDS`) is left; it is hinted with, and keeps, their answer, and gets
+  all the rest of the budget.  That this phase too gives at least as much under a longer
+  limit assumes that one CP-SAT search with one worker and a fixed seed follows the same
+  path under any deterministic limit; CP-SAT does not promise it (some of its work
+  limits may scale with the time left), so the phase is kept to long budgets (at least
+  :data:`LNS_LIMIT_DETERMINISTIC` + :data:`FULL_MIN_DETERMINISTIC`).
+
+Under a deterministic budget (``deterministic_time``) this makes ``answer(D2) >=
+answer(D1)`` exact for ``D2 > D1`` with one worker up to the whole-batch phase (tested in
+``tests/solver/test_anytime_monotone.py``); several workers share their solutions in a
+deterministic but budget-dependent way, and a wall-clock budget cuts phases where the
+clock says, so there the rule holds as measured by ``benchmarks.anytime``.
 """
 
 from __future__ import annotations
@@ -18,7 +52,7 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -31,7 +65,7 @@ from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import Family
 from solver.explain import fill_reasons
-from solver.lns import large_neighbourhood_search
+from solver.lns import LnsResult, large_neighbourhood_search
 from solver.model.cancel import (
     BuildCancelled,
     CancelToken,
@@ -95,6 +129,44 @@ def pinned_jobs(problem: Problem, hint: Plan) -> dict[int, np.ndarray]:
     return out
 
 
+def ordinary_pending_view(problem: Problem) -> tuple[Problem, dict[int, np.ndarray]] | None:
+    """``problem`` with every partly running ordinary job replaced by the view of its
+    pending ranks (an ordinary job of those ranks, with their cache entries and fault
+    flags), and the pending ranks per such job; ``None`` when there is none.
+
+    Every objective term of an ordinary job depends on its placed ranks only (hits, fault
+    returns, sub-healthy hosts, partly used hosts), so a plan of the view scores exactly
+    as the full plan does.  Other partly running jobs stay as they are (pinned).
+    """
+    subs = {job.index: np.flatnonzero(job.to_place) for job in problem.jobs
+            if job.partly_running and job.family is Family.ORDINARY}
+    if not subs:
+        return None
+    jobs = tuple(
+        replace(job, tasks=len(subs[job.index]), origin=job.origin[subs[job.index]],
+                fault=job.fault[subs[job.index]], running=np.zeros(0, dtype=np.int32))
+        if job.index in subs else job for job in problem.jobs)
+    return replace(problem, jobs=jobs), subs
+
+
+def _to_view(plan: Plan, subs: dict[int, np.ndarray]) -> Plan:
+    nodes = [None if n is None else (np.asarray(n)[subs[j]] if j in subs else n)
+             for j, n in enumerate(plan.nodes)]
+    return Plan(nodes, list(plan.reasons))
+
+
+def _from_view(plan: Plan, problem: Problem, subs: dict[int, np.ndarray]) -> Plan:
+    nodes: list[np.ndarray | None] = []
+    for j, n in enumerate(plan.nodes):
+        if n is None or j not in subs:
+            nodes.append(n)
+            continue
+        full = problem.jobs[j].running.astype(np.int32).copy()
+        full[subs[j]] = np.asarray(n, dtype=np.int32)
+        nodes.append(full)
+    return Plan(nodes, list(plan.reasons))
+
+
 def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = None,
                 keep: np.ndarray | None = None, fixed: dict[int, np.ndarray] | None = None,
                 skip: frozenset[int] = frozenset()) -> BuiltModel:
@@ -120,6 +192,17 @@ def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = 
     hint = hint or Plan.empty(problem)
     pinned = pinned_jobs(problem, hint)
     pinned.update(fixed or {})
+    # Partly running super-pod / 950 / multilevel jobs (issue 24) keep the warm start's
+    # pod-level answer as a fixed part of the batch; without one they stay unplaced
+    # (their running ranks never move).  Ordinary ones are modelled through
+    # :func:`ordinary_pending_view` by solve_cpsat (here, when called directly, pinned).
+    for job in problem.jobs:
+        if job.partly_running and job.index not in pinned:
+            nodes = hint.nodes[job.index]
+            if nodes is None:
+                skip = skip | {job.index}
+            else:
+                pinned[job.index] = np.asarray(nodes, dtype=np.int32)
     extra = {j: [int(n) for n in nodes] for j, nodes in enumerate(hint.nodes)
              if nodes is not None and j not in pinned}
     structure = build_structure(problem, pinned, extra, keep, skip)
@@ -127,7 +210,7 @@ def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = 
     mv = create_variables(model, problem, structure)
     pinned_use = np.zeros(problem.num_nodes, dtype=np.int64)
     for j, nodes in pinned.items():
-        np.add.at(pinned_use, nodes.astype(np.int64), problem.jobs[j].npu_per_task)
+        np.add.at(pinned_use, problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)
     Constraints(model, problem, structure, mv, pinned_use).add_all()
     terms = ObjectiveBuilder(mv.reg, problem, structure, mv, weights, pinned).build()
     objective = terms.total(weights)
@@ -160,11 +243,12 @@ def better_start(problem: Problem, hint: Plan, weights: ResolvedWeights) -> Plan
     """
     if not any(job.family in ORIGIN_FIRST_FAMILIES for job in problem.jobs):
         return hint
-    if check(problem, to_placement(problem, hint, engine="hint", status=Status.GREEDY)):
+    if check(problem, to_placement(problem, hint, engine="hint", status=Status.GREEDY),
+             include_vnpu=False):
         return hint
     candidate = origin_first_plan(problem, hint)
     placement = to_placement(problem, candidate, engine="origin-first", status=Status.GREEDY)
-    if check(problem, placement):
+    if check(problem, placement, include_vnpu=False):
         log.error("origin-first construction produced an invalid plan; ignored")
         return hint
     if evaluate(problem, candidate.as_mapping(), weights).objective > evaluate(
@@ -236,11 +320,25 @@ def solve_cpsat(
         The plan (``None`` when the solver found nothing in time), status, objective and
         bound as CP-SAT reports them.
     """
+    view = ordinary_pending_view(problem)
+    if view is not None:
+        # partly running ordinary jobs: the model places their pending ranks as ordinary
+        # jobs of their own (same terms, so the same objective), then the plan is mapped
+        # back with the running ranks on their nodes
+        vproblem, subs = view
+        viewed = solve_cpsat(
+            vproblem, _to_view(hint, subs), weights, time_limit=time_limit, workers=workers,
+            seed=seed, deterministic_time=deterministic_time, fix_to_hint=fix_to_hint,
+            start=None if start is None else _to_view(start, subs),
+            recover_reserve=recover_reserve, mode=mode)
+        if viewed.plan is not None:
+            viewed.plan = _from_view(viewed.plan, problem, subs)
+        return viewed
     started = time.perf_counter()
     deadline = started + time_limit
     search_end = deadline - recover_reserve
     if mode is None:
-        mode = search_mode(problem, time_limit, deterministic_time)
+        mode = search_mode(problem)
     elif mode not in SEARCH_MODES:
         raise ValueError(f"unknown search mode {mode!r}; choose one of {SEARCH_MODES}")
     box: dict[str, object] = {}
@@ -286,8 +384,14 @@ def solve_cpsat(
         # CP-SAT's loading and presolve check for a stop only between steps, which can
         # take longer than the margin on large models or a busy machine
         frame = sys._current_frames().get(thread.ident or -1)
-        where = "".join(traceback.format_stack(frame)[-3:]) if frame is not None else "?"
-        log.warning("the CP-SAT worker did not stop at its deadline; abandoned at\n%s", where)
+        stack = traceback.extract_stack(frame) if frame is not None else []
+        # the innermost frame that is not the thread machinery's own waiting
+        own = [f for f in stack if not f.filename.endswith("threading.py")] or stack
+        last = f"{own[-1].name} ({own[-1].filename}:{own[-1].lineno})" if own else "?"
+        # one line for the operator; the stack only for --log-level debug
+        log.warning("the CP-SAT worker did not stop at its deadline; abandoned in %s", last)
+        log.debug("where the abandoned CP-SAT worker was:\n%s",
+                  "".join(traceback.format_list(stack[-3:])))
         note = ("CP-SAT did not stop within its budget (it was loading or presolving a "
                 "model); the call returned without waiting, and the search ends on its own")
         published = box.get("published")
@@ -344,32 +448,43 @@ SEARCH_MODES = ("lns", "hybrid", "full")
 WORKER_THREAD_NAME = "npu-place-cpsat"
 
 
-def search_mode(problem: Problem, time_limit: float, deterministic_time: float | None) -> str:
-    """``"lns"``, ``"hybrid"`` or ``"full"``: how :func:`solve_cpsat` searches.
+def search_mode(problem: Problem, time_limit: float | None = None,
+                deterministic_time: float | None = None) -> str:
+    """``"hybrid"`` or ``"full"``: how :func:`solve_cpsat` searches ``problem``.
 
-    Problems below :data:`LNS_MIN_NODES` nodes get one model of the whole batch
-    (``full``).  Larger ones search by large neighbourhoods (``lns``) when the budget (of
-    wall clock, or of deterministic time when that is given) is below
-    :data:`LNS_BELOW_SECONDS`; with more budget they spend :data:`LNS_SHARE` of it on
-    large neighbourhoods and the rest on the whole-batch model warm-started from that
-    (``hybrid``), which can prove optimality.  The choice depends on the input and the
-    budgets, never on machine load.
+    Chosen by the problem's shape only, never by the budget or machine load (see the
+    module docstring): problems below :data:`LNS_MIN_NODES` nodes and problems of at most
+    :data:`FULL_MAX_JOBS` jobs get one model of the whole batch (``full``), which builds
+    fast enough there or proves a single job quickly; larger batches search by large
+    neighbourhoods first, then the whole-batch model (``hybrid``).  ``time_limit`` and
+    ``deterministic_time`` are accepted for callers of the earlier signature and ignored.
     """
-    if problem.num_nodes < LNS_MIN_NODES or not problem.jobs:
+    del time_limit, deterministic_time
+    if (problem.num_nodes < LNS_MIN_NODES or len(problem.jobs) <= FULL_MAX_JOBS):
         return "full"
-    budget = deterministic_time if deterministic_time is not None else time_limit
-    return "lns" if budget < LNS_BELOW_SECONDS else "hybrid"
+    return "hybrid"
 
 
 #: A hybrid run whose whole-batch model could not search goes back to large
 #: neighbourhoods when at least this much time (seconds) is left.
 RESUME_LNS_SECONDS = 0.2
-#: Share of a long budget that a large problem spends on large neighbourhoods first.
-LNS_SHARE = 0.3
-#: Budgets below this (seconds) search by large neighbourhoods on large problems.
-LNS_BELOW_SECONDS = 8.0
 #: Problems with fewer nodes always get the full model (it builds fast enough).
 LNS_MIN_NODES = 2048
+#: Problems with at most this many jobs always get the full model: a single job's whole
+#: model proves it in seconds where neighbourhoods prove nothing (a 512-rank job on
+#: 4,608 nodes: proved in about 1 s of search).
+FULL_MAX_JOBS = 1
+#: Under a deterministic budget the large-neighbourhood phase of a hybrid search ends
+#: after this much CP-SAT deterministic time, whatever the budget (under a wall-clock
+#: budget it goes on while a sweep improves something).
+LNS_LIMIT_DETERMINISTIC = 3.0
+#: The whole-batch phase of a hybrid search starts only with at least this much
+#: deterministic time left (its building costs seconds of wall clock on large batches,
+#: and with 2 left on a3-n4096-batch10-s8 its search ran 40 min of wall clock without
+#: returning on a loaded machine: LP solves between time checks) ...
+FULL_MIN_DETERMINISTIC = 5.0
+#: ... or this many wall-clock seconds left; otherwise the neighbourhoods go on.
+FULL_MIN_SECONDS = 5.0
 #: Building is cancelled this long before the deadline (at most 10 % of the budget): the
 #: worker then unwinds and frees a model of up to ~100k variables inside the deadline.
 CANCEL_LEAD_SECONDS = 0.04
@@ -409,47 +524,58 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
         start = better_start(problem, hint, weights)
         if start is not hint:
             notes.append("warm start: the origin-first construction beat greedy")
-    if mode == "lns":
-        return _run_lns(problem, start, weights, started, search_end, workers, seed,
-                        deterministic_time, holder, lock, stopped, notes, box)
-    first: CpsatOutcome | None = None
-    if mode == "hybrid":
-        phase_end = started + LNS_SHARE * (search_end - started)
-        phase_det = None if deterministic_time is None else LNS_SHARE * deterministic_time
-        first = _run_lns(problem, start, weights, started, phase_end, workers, seed,
-                         phase_det, holder, lock, stopped, [], box)
-        assert first.plan is not None
-        notes.extend(first.notes)
-        if deterministic_time is not None:
-            deterministic_time -= phase_det or 0.0
-        # the whole-batch model is built around the incumbent, so it stays representable
-        start = hint = first.plan
-        try:
-            outcome = _run_full(problem, hint, weights, started, search_end, workers, seed,
-                                deterministic_time, fix_to_hint, start, holder, lock,
-                                stopped, notes)
-        except BuildCancelled as exc:
-            retain(exc)
-            first.notes = [*notes, "the whole-batch model was not ready within the budget; "
-                           "the large-neighbourhood answer stands"]
-            first.wall_seconds = time.perf_counter() - started
-            return first
-        if outcome.plan is None and time.perf_counter() + RESUME_LNS_SECONDS < search_end:
-            # the whole-batch model could not search: the rest of the budget goes back to
-            # large neighbourhoods (by wall clock only: a deterministic run gets here only
-            # when its safety net cut the model)
-            again = _run_lns(problem, first.plan, weights, started, search_end, workers, seed,
-                             None, holder, lock, stopped, [], box)
-            again.notes = [*outcome.notes, *again.notes]
-            return again
-        if outcome.plan is None or (first.objective is not None and evaluate(
-                problem, outcome.plan.as_mapping(), weights).objective < first.objective):
-            first.notes = outcome.notes
-            first.wall_seconds = time.perf_counter() - started
-            return first
-        return outcome
-    return _run_full(problem, hint, weights, started, search_end, workers, seed,
-                     deterministic_time, fix_to_hint, start, holder, lock, stopped, notes)
+    if mode == "full":
+        return _run_full(problem, hint, weights, started, search_end, workers, seed,
+                         deterministic_time, fix_to_hint, start, holder, lock, stopped, notes)
+    deterministic = deterministic_time is not None
+    # under a wall-clock budget the neighbourhoods go on while they improve: a capped
+    # phase handed a 10 s budget's rest to a whole-batch model that, under load, found
+    # less than a 5 s budget's neighbourhoods did
+    limit = LNS_LIMIT_DETERMINISTIC if mode == "hybrid" and deterministic else None
+    first, searched = _run_lns(problem, start, weights, started, search_end, workers, seed,
+                               deterministic_time, holder, lock, stopped, notes, box, limit)
+    assert first.plan is not None
+    if mode == "lns" or searched.stopped_by == "budget":
+        return first
+    # the whole-batch phase: only when the neighbourhoods ended by their own rule (never
+    # by the budget) and enough is left, both decided the same way under every budget
+    # that gets this far; it starts from their answer, which stays the fallback
+    if deterministic:
+        assert deterministic_time is not None
+        left = deterministic_time - searched.deterministic_time
+        enough = left >= FULL_MIN_DETERMINISTIC
+    else:
+        left = search_end - time.perf_counter()
+        enough = left >= FULL_MIN_SECONDS
+    if not enough:
+        return first
+    # the whole-batch model is built around the incumbent, so it stays representable
+    start = hint = first.plan
+    full_notes = list(first.notes)
+    try:
+        outcome = _run_full(problem, hint, weights, started, search_end, workers, seed,
+                            left if deterministic else None, fix_to_hint, start, holder,
+                            lock, stopped, full_notes)
+    except BuildCancelled as exc:
+        retain(exc)
+        first.notes = [*full_notes, "the whole-batch model was not ready within the budget; "
+                       "the large-neighbourhood answer stands"]
+        first.wall_seconds = time.perf_counter() - started
+        return first
+    if outcome.plan is None and time.perf_counter() + RESUME_LNS_SECONDS < search_end:
+        # the whole-batch model could not search: the rest of the budget goes back to
+        # large neighbourhoods (by wall clock only: a deterministic run gets here only
+        # when its safety net cut the model)
+        again, _ = _run_lns(problem, first.plan, weights, started, search_end, workers,
+                            seed, None, holder, lock, stopped, [], box, None)
+        again.notes = [*outcome.notes, *again.notes]
+        return again
+    if outcome.plan is None or (first.objective is not None and evaluate(
+            problem, outcome.plan.as_mapping(), weights).objective < first.objective):
+        first.notes = outcome.notes
+        first.wall_seconds = time.perf_counter() - started
+        return first
+    return outcome
 
 
 def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
@@ -484,6 +610,8 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
     code = solver.solve(built.model)
     status = _status(code)
     name = solver.status_name(code)
+    log.debug("full model: %d vars, built in %.3f s, %s in %.3f s", num_vars,
+              built.build_seconds, name, solver.wall_time)
     if (deterministic_time is not None and status is not Status.OPTIMAL
             and code != cp_model.INFEASIBLE
             and solver.deterministic_time < deterministic_time * 0.999):
@@ -519,8 +647,12 @@ def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: f
              search_end: float, workers: int, seed: int, deterministic_time: float | None,
              holder: dict[str, cp_model.CpSolver], lock: threading.Lock,
              stopped: threading.Event, notes: list[str],
-             box: dict[str, object]) -> CpsatOutcome:
-    """Large-neighbourhood search (:mod:`solver.lns`) with CP-SAT solving each step."""
+             box: dict[str, object], limit: float | None) -> tuple[CpsatOutcome, LnsResult]:
+    """Large-neighbourhood search (:mod:`solver.lns`) with CP-SAT solving each step.
+
+    ``limit`` caps the search (see :func:`solver.lns.large_neighbourhood_search`); the
+    search's own result is returned next to the outcome.
+    """
 
     def solve_step(incumbent: Plan, keep: np.ndarray, fixed: dict[int, np.ndarray],
                    skip: frozenset[int], max_seconds: float,
@@ -572,7 +704,7 @@ def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: f
     result = large_neighbourhood_search(
         problem, start, weights, search_end=search_end,
         deterministic_time=deterministic_time, solve_step=solve_step, stopped=stopped,
-        publish=publish)
+        publish=publish, limit=limit)
     notes.extend(result.notes)
     if (deterministic_time is not None and result.deterministic_time < deterministic_time
             and time.perf_counter() >= search_end):
@@ -580,4 +712,4 @@ def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: f
                       "deterministic time: this answer depends on machine load")
     plan = fill_reasons(problem, result.plan)
     return CpsatOutcome(plan, Status.FEASIBLE, result.objective, None,
-                        time.perf_counter() - started, notes, None, "LNS")
+                        time.perf_counter() - started, notes, None, "LNS"), result

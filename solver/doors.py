@@ -12,12 +12,17 @@ or ``sweep`` finding a regression).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
+from models.check import check
 from models.compiled import Problem, compile_scenario
-from models.io import model_from_data, read_document
-from models.scenario import Scenario
+from models.errors import InputError
+from models.io import read_document, scenario_model
+from models.objective import evaluate
+from models.placement import PlacementFile
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -59,8 +64,81 @@ def example_path(name: str) -> Path:
 
 
 def load_problem(path: str | os.PathLike[str]) -> Problem:
-    """Load, validate and compile a scenario file (raises :class:`models.errors.InputError`)."""
-    source = str(path)
+    """Load, validate and compile a scenario file (raises :class:`models.errors.InputError`).
+
+    Every error at once: field errors and the cross-field rules of what did parse.
+    """
+    return problem_from_data(read_document(path), str(path))
+
+
+def problem_from_data(data: Any, source: str) -> Problem:
+    """Validate and compile plain scenario data (raises :class:`models.errors.InputError`)."""
     # compile_scenario runs the cross-field rules itself (once), naming ``source``
-    scenario = model_from_data(Scenario, read_document(path), source)
-    return compile_scenario(scenario, source)
+    return compile_scenario(scenario_model(data, source), source)
+
+
+@dataclass
+class Verdict:
+    """What ``validate`` (the command and ``POST /v1/validate``) answers.
+
+    Attributes
+    ----------
+    valid
+        No input error and no hard-constraint violation.
+    errors
+        Input errors of the scenario (or placement), each naming file, item and field.
+    violations
+        Hard constraints the placement breaks (``rule``, ``job``, ``node``, ``message``).
+    metrics
+        The placement's metrics (contract keys) when it is valid.
+    nodes, jobs
+        Size of the valid scenario.
+    """
+
+    valid: bool
+    errors: list[str] = field(default_factory=list)
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, Any] | None = None
+    nodes: int = 0
+    jobs: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The answer as plain data (the service's ``ValidateResponse`` shape)."""
+        return {"valid": self.valid, "errors": list(self.errors),
+                "violations": list(self.violations), "metrics": self.metrics,
+                "nodes": self.nodes, "jobs": self.jobs}
+
+
+def validate_data(scenario: Any, source: str = "scenario",
+                  placement: PlacementFile | None = None) -> Verdict:
+    """Check scenario data, and a placement against it: the one ``validate`` of npu-place.
+
+    Parameters
+    ----------
+    scenario
+        The parsed scenario document.
+    source
+        Its name in messages (a file name, or ``scenario`` in a request body).
+    placement
+        An engine's answer to check against the scenario.
+
+    Returns
+    -------
+    Verdict
+        ``valid`` false with every input error of the scenario, or the placement's
+        violations (or metrics when it breaks no hard constraint).
+    """
+    try:
+        problem = problem_from_data(scenario, source)
+    except InputError as exc:
+        return Verdict(valid=False, errors=list(exc.messages))
+    verdict = Verdict(valid=True, nodes=problem.num_nodes, jobs=len(problem.jobs))
+    if placement is None:
+        return verdict
+    violations = check(problem, placement)
+    verdict.violations = [{"rule": v.rule.value, "job": v.job, "node": v.node,
+                           "message": v.message} for v in violations]
+    verdict.valid = not violations
+    if not violations:
+        verdict.metrics = evaluate(problem, placement).to_model().model_dump(by_alias=True)
+    return verdict

@@ -18,11 +18,13 @@ from __future__ import annotations
 import importlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from heuristics.greedy import EngineNotAvailable, greedy_plan  # noqa: F401 - re-exported
 from heuristics.origin_first import ORIGIN_FIRST_FAMILIES, OutOfTime, origin_first_plan
+from heuristics.vnpu import greedy_vnpu
 from models.check import Violation, check
 from models.compiled import Problem, compile_scenario
 from models.limits import check_deterministic_time, check_seed, check_time_limit, check_workers
@@ -30,7 +32,9 @@ from models.objective import Metrics, ResolvedWeights, Weights, evaluate, resolv
 from models.placement import PlacementFile, Status
 from models.plan import Plan, to_placement
 from models.scenario import Scenario
+from models.vnpu import VnpuPlan, compile_vnpu, vnpu_job_placements, vnpu_objective
 from solver.model.cancel import quiet
+from solver.reuse import SolveCache
 
 log = logging.getLogger("npu_place")
 
@@ -56,6 +60,9 @@ class Result:
     ----------
     engine
         The engine whose answer this is (``greedy`` or ``cpsat``).
+    plan
+        The node plan of the jobs of ``jobs``; the ``vnpu-jobs`` are in ``placement``
+        only (with their chips).
     status
         ``optimal``, ``feasible`` or ``greedy`` (contract meaning).
     objective
@@ -126,7 +133,7 @@ def _finish(
 def validated(problem: Problem, plan: Plan, engine: str) -> Plan:
     """Run the independent validator on ``plan``; raise :class:`InvalidAnswer` if broken."""
     placement = to_placement(problem, plan, engine=engine, status=Status.GREEDY)
-    violations = check(problem, placement)
+    violations = check(problem, placement, include_vnpu=False)
     if violations:
         raise InvalidAnswer(engine, violations)
     return plan
@@ -159,6 +166,8 @@ def solve(
     seed: int = 0,
     weights: Weights | None = None,
     deterministic_time: float | None = None,
+    on_fallback: Callable[[Result], None] | None = None,
+    cache: SolveCache | None = None,
 ) -> Result:
     """Place every pending job of a scenario within a hard wall-clock budget.
 
@@ -186,6 +195,19 @@ def solve(
         ``workers=1`` the same input and seed give the same answer on any machine and
         under any load.  ``time_limit`` stays as a safety net; a note says if it cut the
         search (that answer is then load-dependent).
+    on_fallback
+        Called with each fallback answer (validated, with its metrics) as soon as it
+        exists: greedy's, then the origin-first construction's when it beats greedy —
+        so that a caller with a deadline of its own (the planning service) has an answer
+        before CP-SAT starts, without running greedy a second time.  It runs in the
+        calling thread, inside the budget; an exception it raises is logged and ignored.
+    cache
+        What the previous solve of the same (stored, slowly changing) cluster left
+        (:class:`~solver.reuse.SolveCache`): its answer, translated to this problem,
+        completed with the fallback's placement and still valid, becomes the fallback and
+        CP-SAT's warm start when it is at least as good (engine ``auto``/``cpsat``); the
+        returned answer is remembered for the next call.  Answers then depend on the
+        history of calls, also under ``deterministic_time``.
 
     Returns
     -------
@@ -196,19 +218,49 @@ def solve(
         # OR-Tools' first import (about 1 s cold) is paid before the budget starts, and
         # the greedy path never loads it
         importlib.import_module("solver.cpsat")
+        importlib.import_module("solver.model.vnpu")
     started = time.perf_counter()
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     check_solve_options(time_limit, workers, seed, deterministic_time)
     # no collector pauses, and no model freed, just before the deadline (cancel.quiet)
     with quiet(time_limit):
-        return _solve(scenario, engine, time_limit, workers, seed, weights,
-                      deterministic_time, started)
+        problem = scenario if isinstance(scenario, Problem) else compile_scenario(scenario)
+        if not compile_vnpu(problem).jobs:
+            result = _solve(problem, engine, time_limit, workers, seed, weights,
+                            deterministic_time, started, on_fallback, cache)
+        else:
+            # vNPU nodes serve vNPU jobs only: the two parts are solved apart, in shares
+            # of the budget, and their placements joined (the objective is their sum).
+            # The fallback hook and the reuse cache see whole answers only: not used here.
+            share = VNPU_BUDGET_SHARE if problem.jobs else 0.0
+            main_limit = max(time_limit * (1.0 - share), 0.001)
+            main_time = (None if deterministic_time is None
+                         else max(deterministic_time * (1.0 - share), 0.001))
+            result = _solve(problem, engine if problem.jobs else "greedy", main_limit,
+                            workers, seed, weights, main_time, started)
+            vnpu_time = (None if deterministic_time is None
+                         else deterministic_time * (share if problem.jobs else 1.0))
+            return _stamp(with_vnpu(problem, result, engine, started + time_limit, workers,
+                                    seed, weights, vnpu_time), started)
+    if cache is not None and engine != "greedy":
+        cache.remember(result.placement)
+    return result
+
+
+def _publish(on_fallback: Callable[[Result], None] | None, result: Result) -> None:
+    if on_fallback is None:
+        return
+    try:
+        on_fallback(result)
+    except Exception:  # the caller's bookkeeping never breaks the solve
+        log.exception("the on_fallback callback failed; ignored")
 
 
 def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers: int,
            seed: int, weights: Weights | None, deterministic_time: float | None,
-           started: float) -> Result:
+           started: float, on_fallback: Callable[[Result], None] | None = None,
+           cache: SolveCache | None = None) -> Result:
     deadline = started + time_limit - RETURN_MARGIN_SECONDS
     problem = scenario if isinstance(scenario, Problem) else compile_scenario(scenario)
     resolved = resolve_weights(problem, weights)
@@ -224,10 +276,14 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     if greedy_done > deadline + RETURN_MARGIN_SECONDS:
         notes.append(f"greedy alone took {greedy_done - started:.3f} s, over the "
                      f"{time_limit:g} s budget")
-    if engine == "greedy":
-        return _finish(problem, greedy, resolved, engine="greedy", status=Status.GREEDY,
-                       started=started, bound=None, seed=seed, notes=notes,
-                       greedy_objective=greedy_metrics.objective, metrics=greedy_metrics)
+    if engine == "greedy" or on_fallback is not None:
+        greedy_result = _finish(problem, greedy, resolved, engine="greedy",
+                                status=Status.GREEDY, started=started, bound=None, seed=seed,
+                                notes=notes, greedy_objective=greedy_metrics.objective,
+                                metrics=greedy_metrics)
+        _publish(on_fallback, greedy_result)
+        if engine == "greedy":
+            return greedy_result
     # the fallback: the better of greedy and the origin-first construction
     best, best_metrics, best_engine = greedy, greedy_metrics, "greedy"
     origin_first_objective: int | None = None
@@ -256,6 +312,17 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
             if candidate_metrics.objective > greedy_metrics.objective:
                 best, best_metrics, best_engine = candidate, candidate_metrics, "origin-first"
                 notes.append("the origin-first construction beat greedy")
+    if cache is not None:
+        cache.sessions += 1
+        previous = cache.recall(problem, best)
+        if previous is not None:
+            previous_metrics = evaluate(problem, previous.as_mapping(), resolved)
+            # ties go to the previous answer: fewer pods move between sessions, and the
+            # search continues from where it stopped
+            if previous_metrics.objective >= best_metrics.objective:
+                best, best_metrics, best_engine = previous, previous_metrics, cache.engine
+                cache.reused += 1
+                notes.append("warm start: the previous session's answer, still valid here")
     fallback_status = Status.GREEDY if best_engine == "greedy" else Status.FEASIBLE
     common: dict[str, Any] = {"seed": seed, "greedy_objective": greedy_metrics.objective,
                               "origin_first_objective": origin_first_objective}
@@ -264,6 +331,8 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
                        started=started, bound=None, notes=notes, metrics=best_metrics,
                        **common)
     finish_cost = time.perf_counter() - finish_started + check_cost
+    if best is not greedy:
+        _publish(on_fallback, fallback)
     remaining = deadline - time.perf_counter() - finish_cost
     if remaining <= 0.0:
         fallback.notes.append("no time left for CP-SAT after greedy")
@@ -321,6 +390,100 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     return _finish(problem, outcome.plan, resolved, engine="cpsat", status=outcome.status,
                    started=started, bound=bound, notes=notes, metrics=solver_metrics,
                    solver_objective=outcome.objective, **common, **solver_extra)
+
+
+#: Share of the budget kept for the vNPU part when a scenario has both kinds of job.
+VNPU_BUDGET_SHARE = 0.3
+
+
+def with_vnpu(problem: Problem, result: Result, engine: str, deadline: float, workers: int,
+              seed: int, weights: Weights | None, deterministic_time: float | None) -> Result:
+    """Add the vNPU jobs to ``result``: greedy, then (unless ``engine`` is greedy) CP-SAT
+    until ``deadline`` warm-started from it; the better answer is joined, checked with
+    every other job and scored as a whole."""
+    resolved = resolve_weights(problem, weights)
+
+    def score(plan: VnpuPlan) -> int:
+        return vnpu_objective(problem, plan, resolved.vnpu_placed, resolved.origin_hit,
+                              resolved.subhealthy)
+
+    greedy = greedy_vnpu(problem)
+    greedy_score = score(greedy)
+    best, vnpu_status, vnpu_bound = greedy, Status.GREEDY, None
+    notes = list(result.notes)
+    remaining = deadline - time.perf_counter() - RETURN_MARGIN_SECONDS
+    if engine != "greedy" and remaining > 0.01:
+        from solver.model.vnpu import solve_vnpu_cpsat  # loaded by solve() before the budget
+
+        outcome = solve_vnpu_cpsat(problem, resolved, greedy, time_limit=remaining,
+                                   workers=workers, seed=seed,
+                                   deterministic_time=deterministic_time)
+        notes.extend(outcome.notes)
+        vnpu_bound = outcome.bound
+        if outcome.plan is not None and outcome.objective is not None:
+            solver_score = score(outcome.plan)
+            if solver_score != outcome.objective:
+                notes.append(f"BUG: the vNPU model reported {outcome.objective} but its plan "
+                             f"scores {solver_score}; kept the greedy vNPU answer")
+            elif solver_score > greedy_score or outcome.status is Status.OPTIMAL:
+                best = outcome.plan
+                vnpu_status = outcome.status or Status.FEASIBLE
+    elif engine != "greedy":
+        notes.append("no time left for the vNPU model after the other jobs")
+    placement = _joined(problem, result.placement, best)
+    violations = check(problem, placement)
+    if violations and best is not greedy:
+        log.error("vNPU answer invalid: %s; using greedy's", violations[:3])
+        notes.append(f"BUG: the vNPU model's answer is invalid ({violations[0]}); "
+                     "returned greedy's vNPU answer")
+        best, vnpu_status = greedy, Status.GREEDY
+        placement = _joined(problem, result.placement, best)
+        violations = check(problem, placement)
+    if violations:
+        raise InvalidAnswer("greedy (vNPU)", violations)
+    metrics = evaluate(problem, placement, resolved)
+    placement.jobs = _joined(problem, result.placement, best, metrics).jobs
+    statuses = {vnpu_status} | ({result.status} if problem.jobs else set())
+    status = (Status.OPTIMAL if statuses == {Status.OPTIMAL}
+              else Status.GREEDY if statuses == {Status.GREEDY} else Status.FEASIBLE)
+    main_bound = result.bound if problem.jobs else 0
+    bound = (None if main_bound is None or vnpu_bound is None or status is Status.GREEDY
+             else main_bound + vnpu_bound)
+    if bound is not None and bound < metrics.objective:
+        bound = None
+    gap = None if bound is None else max(0.0, (bound - metrics.objective) / max(1, abs(bound)))
+    notes.append(f"vNPU jobs: {'CP-SAT' if best is not greedy else 'greedy'} answer "
+                 f"({sum(1 for n in best.nodes if n is not None)}/{len(best.nodes)} placed)")
+    placement.engine = result.engine if problem.jobs else (
+        "cpsat" if best is not greedy else "greedy")
+    placement.status = status
+    placement.objective = metrics.objective
+    placement.bound = bound
+    placement.gap = gap
+    placement.metrics = metrics.to_model()
+    placement.notes = notes
+    result.placement = placement
+    result.metrics = metrics
+    result.objective = metrics.objective
+    result.status = status
+    result.engine = placement.engine
+    result.bound = bound
+    result.gap = gap
+    result.notes = notes
+    if result.greedy_objective is not None:
+        result.greedy_objective += greedy_score
+    return result
+
+
+def _joined(problem: Problem, main: PlacementFile, plan: VnpuPlan,
+            metrics: Metrics | None = None) -> PlacementFile:
+    """``main`` with the vNPU jobs of ``plan`` appended (a copy)."""
+    hits = metrics.per_job_hits if metrics is not None else None
+    candidates = metrics.per_job_candidates if metrics is not None else None
+    jobs = [job for job in main.jobs if job.name in problem.job_index]
+    joined = main.model_copy()
+    joined.jobs = jobs + vnpu_job_placements(problem, plan, hits, candidates)
+    return joined
 
 
 def _stamp(result: Result, started: float) -> Result:

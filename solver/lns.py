@@ -19,9 +19,13 @@ neighbourhood at a time with everything else fixed:
   validator passes.
 
 Jobs are visited by potential (missed origin hits, fault returns, unplaced jobs first),
-sweep after sweep, until the budget is spent or a sweep improves nothing.  With a
-deterministic time ``D`` every step gets ``D / jobs`` of CP-SAT's deterministic time and
-the search stops when ``D`` is used up, so the result does not depend on machine load.
+sweep after sweep, until the budget is spent, a sweep improves nothing (``converged``) or
+the search reached its own ``limit`` (``capped``).  With a deterministic time ``D`` every
+step gets the same :data:`STEP_DETERMINISTIC_SECONDS` of CP-SAT's deterministic time,
+whatever ``D`` is, and a step starts while less than ``D`` is used: the steps run under
+``D`` are therefore the first steps of those run under any larger budget (a prefix), and
+the answer under a larger budget is at least as good (the last step may run up to one
+step's time past ``D``).  The result does not depend on machine load.
 
 The answer is a valid placement of the whole problem, never worse than the warm start;
 it proves nothing, so its status is ``feasible`` and it carries no bound.
@@ -50,6 +54,9 @@ MAX_BLOCKERS = 2
 STEP_SHARE = 3
 #: Shortest wall-clock search of one step (seconds).
 MIN_STEP_SECONDS = 0.03
+#: CP-SAT deterministic time of one step under a deterministic budget, the same for every
+#: budget (so that a longer budget repeats a shorter one's steps exactly, then goes on).
+STEP_DETERMINISTIC_SECONDS = 0.25
 
 
 StepSolver = Callable[
@@ -68,6 +75,9 @@ class LnsResult:
     improved_steps: int = 0
     deterministic_time: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: why the search ended: ``"converged"`` (a sweep improved nothing), ``"capped"`` (it
+    #: reached its own ``limit``) or ``"budget"`` (the caller's budget ran out first)
+    stopped_by: str = "budget"
 
 
 def job_potential(problem: Problem, plan: Plan) -> list[tuple[int, int, int]]:
@@ -116,8 +126,13 @@ def large_neighbourhood_search(
     solve_step: StepSolver,
     stopped: threading.Event,
     publish: Callable[[Plan, int], None] | None = None,
+    limit: float | None = None,
 ) -> LnsResult:
     """Improve ``start`` one neighbourhood at a time until ``search_end``.
+
+    ``limit`` ends the search once it has used that much deterministic time (under a
+    deterministic budget) or that many wall-clock seconds (otherwise), whatever the
+    budget: a later phase then takes over (``stopped_by == "capped"``).
 
     ``solve_step(incumbent, keep, fixed, skip, max_seconds, deterministic_seconds)``
     builds, hints, solves and recovers one step's model and returns its plan (``None``
@@ -129,7 +144,7 @@ def large_neighbourhood_search(
     result = LnsResult(start, evaluate(problem, start.as_mapping(), weights).objective)
     try:
         _search(problem, weights, result, search_end, deterministic_time, solve_step, stopped,
-                publish)
+                publish, limit)
     except BuildCancelled as exc:  # the deadline fell inside a step: keep what was accepted
         retain(exc)  # its frames hold the step's half-built model: freed after the deadline
         result.notes.append(f"large-neighbourhood search: {result.steps} steps, "
@@ -139,15 +154,17 @@ def large_neighbourhood_search(
 
 def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, search_end: float,
             deterministic_time: float | None, solve_step: StepSolver,
-            stopped: threading.Event, publish: Callable[[Plan, int], None] | None) -> None:
+            stopped: threading.Event, publish: Callable[[Plan, int], None] | None,
+            limit: float | None) -> None:
     units = unit_keys(problem)
     incumbent = result.plan
     best = result.objective
-    n_jobs = len(problem.jobs)
-    if n_jobs == 0:
+    if not problem.jobs:
+        result.stopped_by = "converged"
         return
-    per_step_det = (deterministic_time / n_jobs) if deterministic_time is not None else None
+    per_step_det = STEP_DETERMINISTIC_SECONDS if deterministic_time is not None else None
     det_used = 0.0
+    began = time.perf_counter()
     while True:
         improved = False
         order = [j for _, _, j in job_potential(problem, incumbent)]
@@ -162,6 +179,12 @@ def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, searc
                 result.notes.append(f"large-neighbourhood search: {result.steps} steps, "
                                     f"{result.improved_steps} improved (deterministic time "
                                     "used up)")
+                return
+            spent = det_used if deterministic_time is not None else now - began
+            if limit is not None and spent >= limit - 1e-9:
+                result.stopped_by = "capped"
+                result.notes.append(f"large-neighbourhood search: {result.steps} steps, "
+                                    f"{result.improved_steps} improved (its share used up)")
                 return
             hood = [j, *_blockers(problem, incumbent, j)]
             fixed = {k: np.asarray(nodes) for k, nodes in enumerate(incumbent.nodes)
@@ -183,7 +206,7 @@ def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, searc
             if objective <= best:
                 continue
             placement = to_placement(problem, candidate, engine="cpsat", status=Status.FEASIBLE)
-            violations = check(problem, placement)
+            violations = check(problem, placement, include_vnpu=False)
             if violations:
                 result.notes.append(f"BUG: a large-neighbourhood step on job "
                                     f"'{problem.jobs[j].name}' broke a hard constraint "
@@ -196,6 +219,7 @@ def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, searc
                 publish(incumbent, best)
             improved = True
         if not improved:
+            result.stopped_by = "converged"
             result.notes.append(f"large-neighbourhood search: {result.steps} steps, "
                                 f"{result.improved_steps} improved (no step improves)")
             return

@@ -20,7 +20,19 @@ Decisions on the reference's inferences ([I] in cluster-integration.md), in one 
 * ``rack-id``: only when the device-info record has the ``RackID`` key (≥ 0), so a missing
   key is not read as rack 0.
 * Job state: all NPU pods unbound → pending job; all bound → running job; some of each →
-  running job with its bound ranks and a warning (the contract has no partly pending gang).
+  pending job whose ``running-ranks`` are the bound ranks (pod-level rescheduling, issue
+  24; bound ranks on nodes that are not imported are left to be placed, with a warning).
+  Labels ``pod-rescheduling=on`` / ``process-recover-enable=on`` become
+  ``pod-rescheduling`` / ``process-recover``; ``inferserviceid`` is read for super-pod and
+  950 jobs (running ones too); MindIE's ``app`` and ``jobID`` become the job's ``labels``
+  (and, on A3 jobs, ``app``/``jobID`` with the first preferred pod-affinity term's
+  ``matchLabels`` as ``pod-affinity``).
+* ``pending-sessions`` (upstream's in-memory ``PendingSessionNum``) is inferred from which
+  pods are pending, as the lowest stage at which upstream's rescheduler deletes that set
+  (§4.4): a pod-level job with a fully pending logical super pod (A3/850), block (950)
+  or level1 group (multilevel) that holds a pending rank which is not a fault rank → 6;
+  a 950 job with such a rack window (tpBlock > 1) → 3; otherwise 0.  A group whose
+  pending ranks are all fault ranks shows no escalation (its pods all failed).
   A PodGroup without pods yet is a pending job of ``minMember`` tasks sized from
   ``minResources`` (warning).  NPU pods without ``scheduling.k8s.io/group-name`` are not
   Volcano jobs: their chips count as used, they are reported.  Bound pods without any rank
@@ -28,7 +40,9 @@ Decisions on the reference's inferences ([I] in cluster-integration.md), in one 
   or chip are reported (a running job has no fault ranks).
 * Policy: upstream's handler selection; ``accelerator-type`` absent, ``module`` or
   ``module-910b-8`` (module910x8 / module910bx8, which have no contract policy) map to
-  ``chip8-node8``; ``card`` (card910x2), vNPU and inference cards are not imported.
+  ``chip8-node8``; ``card`` (card910x2) and inference cards are not imported.  Dynamic
+  vNPU (``huawei.com/npu-core``) nodes and jobs are imported by ``models.kube.vnpu``;
+  static vNPU devices are not.
 * Priority: the PodGroup's ``priorityClassName`` (else the pod's) → PriorityClass value;
   else the pod's ``spec.priority``; else the global default class; else 0.
 * Fault ranks of a pending job: ranks of its Failed pods, ranks whose cached node is now
@@ -83,6 +97,7 @@ from models.kube.nodes import (
     node_record,
 )
 from models.kube.source import Diagnostics, describe
+from models.kube.vnpu import VnpuGroup, vnpu_job, vnpu_node
 from models.limits import MAX_FILE_BYTES, escape_text
 from models.scenario import (
     DEFAULT_CACHE_TTL_SECONDS,
@@ -92,8 +107,10 @@ from models.scenario import (
     Job,
     Node,
     Scenario,
+    VnpuJob,
 )
-from models.validation import InputError, derive_shape
+from models.validation import InputError, JobShape, derive_shape
+from models.vnpu import request_error
 
 _Cache = dict[tuple[str, int], dict[str, Any]]
 #: ``volcano-system/vcjob-fault-npu-cm``: the rescheduler's fault bookkeeping.
@@ -101,6 +118,43 @@ FAULT_NPU_CM = "vcjob-fault-npu-cm"
 
 #: A reschedule record counts for fault ranks when not older than the job minus this.
 RESCHEDULE_SLACK_SECONDS = 600
+#: Job fields a running job does not carry (MindIE's own path).
+PENDING_ONLY_FIELDS = frozenset({"app", "jobID", "pod-affinity"})
+#: ``PendingSessionNum`` stages of the rescheduler (reference §4.4).
+TP_STAGE_SESSIONS = 3
+SP_STAGE_SESSIONS = 6
+
+
+def inferred_pending_sessions(job: Job, shape: JobShape) -> int:
+    """``pending-sessions`` of a partly running job from which pods are pending.
+
+    The lowest stage at which upstream's rescheduler deletes the pending set (§4.4): a
+    fully pending logical super pod / 950 block / multilevel level1 group holding a
+    pending rank that is not a fault rank means the deletion was widened at 6 sessions;
+    a fully pending 950 rack window (tpBlock > 1) the same at 3; otherwise 0.  Jobs that
+    are not pod-level (neither switch) are 0: upstream does not count their sessions.
+    """
+    if not job.pod_rescheduling or job.process_recover:
+        return 0  # process-recover deletes fault pods only; job level counts nothing
+    pending = [r not in job.running_ranks for r in range(job.tasks)]
+    faults = set(job.fault_ranks)
+
+    def widened(size: int) -> bool:
+        if size < 2:
+            return False
+        for start in range(0, job.tasks - size + 1, size):
+            group = range(start, start + size)
+            if all(pending[r] for r in group) and any(r not in faults for r in group):
+                return True
+        return False
+
+    if shape.family in (Family.SUPERPOD, Family.RACK) and widened(shape.sp_block):
+        return SP_STAGE_SESSIONS
+    if shape.family is Family.MULTILEVEL and shape.levels and widened(shape.levels[0]):
+        return SP_STAGE_SESSIONS
+    if shape.family is Family.RACK and widened(shape.tp_block):
+        return TP_STAGE_SESSIONS
+    return 0
 
 
 #: Where a scenario field of a node comes from, for messages.
@@ -199,6 +253,7 @@ class ClusterImport:
         self.scheduler_cm: dict[str, Any] | None = None
         self.reschedule: dict[str, list[list[RescheduleTask]]] = {}
         self.objects = 0
+        self.vnpu_groups: dict[str, VnpuGroup] = {}
 
     # ------------------------------------------------------------------ intake
     def add(self, obj: dict[str, Any], source: str = "<input>") -> None:
@@ -301,6 +356,17 @@ class ClusterImport:
         health: dict[str, Health] = {}
         bad_chips: dict[str, set[str]] = {}
         for record in sorted(self.nodes.values(), key=lambda r: natural_key(r.name)):
+            if record.resource is None and record.npu_core > 0:  # dynamic vNPU
+                info = devices.get(record.name)
+                state = node_health(record, info, self.devices.noded[mode].get(record.name),
+                                    self.devices.switches[mode].get(record.name), diag)
+                vnode = vnpu_node(record, info, [p for p in self.pods.values()
+                                                 if p.node == record.name], state, diag)
+                if vnode is not None:
+                    health[record.name] = state
+                    nodes.append(vnode)
+                    node_objects.append(record.obj)
+                continue
             if record.resource is None:
                 diag.warn(record.obj, "no huawei.com/Ascend910 or huawei.com/npu capacity: "
                           "not an NPU node, not imported")
@@ -343,6 +409,7 @@ class ClusterImport:
         specs = self._job_specs(diag)
         diag.raise_errors()
         cache = self._cache(specs, node_names, now, previous, diag)
+        vnpu_jobs = self._vnpu_jobs(nodes, node_names, now, cache, diag)
         try:
             config = Config.model_validate(sched.config)
         except ValidationError as exc:
@@ -356,7 +423,7 @@ class ClusterImport:
         jobs: list[dict[str, Any]] = []
         running: list[dict[str, Any]] = []
         for spec in sorted(specs, key=lambda s: (-s.priority, s.created, s.name)):
-            if spec.bound:
+            if spec.bound and not spec.pending_pods:
                 item = self._running(spec, node_names, base, diag)
                 if item is not None:
                     running.append(item)
@@ -379,6 +446,8 @@ class ClusterImport:
             "jobs": jobs,
             "running": running,
         }
+        if vnpu_jobs:
+            data["vnpu-jobs"] = vnpu_jobs
         try:
             scenario = scenario_from_data(data, "<import>")
             # what is written must read back: the readers' integer range, depth and size
@@ -388,7 +457,8 @@ class ClusterImport:
                               for m in exc.messages]) from None
         except DocumentError as exc:
             raise InputError([f"the imported cluster is not a valid scenario: {exc}"]) from None
-        counts = {"nodes": len(nodes), "jobs": len(jobs), "running": len(running),
+        counts = {"nodes": len(nodes), "jobs": len(jobs) + len(vnpu_jobs),
+                  "running": len(running),
                   "cache": len(cache), "objects": self.objects,
                   "unhealthy": sum(1 for h in health.values() if h is Health.UNHEALTHY),
                   "subhealthy": sum(1 for h in health.values() if h is Health.SUBHEALTHY)}
@@ -405,6 +475,9 @@ class ClusterImport:
                     loose.append(pod.obj)
                 continue
             job_id = f"{pod.namespace}/{pod.group}"
+            if pod.npu_core > 0 and pod.resource is None:  # dynamic vNPU: models.kube.vnpu
+                self.vnpu_groups.setdefault(job_id, VnpuGroup(job_id)).pods.append(pod)
+                continue
             group = groups.get(job_id)
             if group is None:
                 group = groups[job_id] = JobGroup(job_id, self.podgroups.get(job_id))
@@ -414,7 +487,8 @@ class ClusterImport:
                               "used")
             group.pods.append(pod)
         for job_id, pg in self.podgroups.items():
-            groups.setdefault(job_id, JobGroup(job_id, pg))
+            if job_id not in self.vnpu_groups:
+                groups.setdefault(job_id, JobGroup(job_id, pg))
         for obj in loose:
             diag.warn(obj, f"requests NPUs without {GROUP_ANNOTATION} (not a Volcano job): "
                       "its chips are counted as used, it is not imported as a job")
@@ -424,6 +498,35 @@ class ClusterImport:
             if spec is not None:
                 specs.append(spec)
         return specs
+
+    def _vnpu_jobs(self, nodes: list[dict[str, Any]], node_names: set[str], now: int,
+                   cache: _Cache, diag: Diagnostics) -> list[dict[str, Any]]:
+        """The pending vNPU jobs (queue order) and their bound ranks' cache entries."""
+        kinds = sorted({n["vnpu"]["chip-kind"] for n in nodes if "vnpu" in n})
+        out = []
+        for job_id in sorted(self.vnpu_groups, key=natural_key):
+            group = self.vnpu_groups[job_id]
+            pg = self.podgroups.get(job_id)
+            first = group.pods[0]
+            owner = (pg.owner if pg else None) or first.owner
+            class_name = (pg.priority_class if pg else None) or first.priority_class
+            priority = (self.classes.values.get(class_name, first.priority or 0)
+                        if class_name else first.priority if first.priority is not None
+                        else self.classes.default or 0)
+            item, entries = vnpu_job(group, priority, owner, node_names, now, diag)
+            for entry in entries:
+                cache.setdefault((entry["owner-uid"], entry["rank"]), entry)
+            if item is None:
+                continue
+            spec = VnpuJob.model_validate(item)
+            errors = [e for kind in kinds if (e := request_error(spec, kind))]
+            if kinds and len(errors) == len(kinds):
+                diag.warn(pg.obj if pg else f"PodGroup {job_id}", "pending vNPU job that "
+                          f"upstream's ValidNPUJob rejects, not imported ({'; '.join(errors)})")
+                continue
+            out.append(item)
+        out.sort(key=lambda j: -j["priority"])
+        return out
 
     def _cache(self, specs: list[JobSpec], node_names: set[str], now: int,
                previous: Scenario | None, diag: Diagnostics) -> _Cache:
@@ -478,15 +581,11 @@ class ClusterImport:
             else:
                 diag.warn(spec.obj, f"rank {rank} runs on node '{node}', which is not "
                           "imported: left out of the running job")
-        if spec.pending_pods:
-            note = ("" if spec.family is Family.ORDINARY else "; simulate refuses a partly "
-                    "running gang of this family")
-            diag.warn(spec.obj, f"partly running: {len(spec.bound)} of {spec.tasks} ranks "
-                      f"bound, {spec.pending_pods} pending; imported as a running job whose "
-                      f"unbound ranks are pending{note}")
+        # a running job keeps its service id and labels (read by the inference paths)
+        kept = {k: v for k, v in spec.fields.items() if k not in PENDING_ONLY_FIELDS}
         item: dict[str, Any] = {"name": spec.name, "policy": spec.policy,
                                 "npu-per-task": spec.npu_per_task, "tasks": spec.tasks,
-                                "ranks": ranks, "priority": spec.priority, **spec.fields}
+                                "ranks": ranks, "priority": spec.priority, **kept}
         if spec.owner:
             item["owner-uid"] = spec.owner
         job = _validated(Job, {k: v for k, v in item.items() if k != "ranks"}, spec.obj,
@@ -515,6 +614,11 @@ class ClusterImport:
                  health: dict[str, Health], now: int, base: Scenario,
                  diag: Diagnostics) -> dict[str, Any] | None:
         faults = {r for r in spec.failed_ranks if r < spec.tasks}
+        running = {r: n for r, n in sorted(spec.bound.items()) if n in health}
+        lost = sorted(r for r in spec.bound if r not in running)
+        if lost:
+            diag.warn(spec.obj, f"ranks {lost} run on nodes that are not imported: planned "
+                      "as pending ranks")
         if spec.owner is not None:
             for (owner, rank), entry in cache.items():
                 if (owner == spec.owner and rank < spec.tasks
@@ -531,12 +635,21 @@ class ClusterImport:
                                 "priority": spec.priority}
         if spec.owner:
             item["owner-uid"] = spec.owner
+        faults -= set(running)  # a running pod is not a fault pod (yet)
         if faults:
             item["fault-ranks"] = sorted(faults)
+        if running:
+            item["running-ranks"] = running
+            sick = sorted(r for r, n in running.items() if health.get(n) is Health.UNHEALTHY)
+            if sick:
+                diag.warn(spec.obj, f"running ranks {sick} sit on an unhealthy node: kept "
+                          "where they are (the rescheduler has not deleted them yet)")
         job = _validated(Job, item, spec.obj, _JOB_FIELDS, diag)
         if job is None:
             return None
-        _, errors = derive_shape(job, base)
+        shape, errors = derive_shape(job, base)
+        if running and shape is not None:
+            item["pending-sessions"] = inferred_pending_sessions(job, shape)
         if errors:
             diag.warn(spec.obj, "pending job that upstream's ValidNPUJob rejects, not imported ("
                       + "; ".join(f"{f}: {t}" for f, t in errors) + ")")

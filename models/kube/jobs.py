@@ -24,7 +24,7 @@ from typing import Any
 from models.kube.nodes import NPU_RESOURCES, OTHER_ASCEND_RESOURCES, parse_count
 from models.kube.source import Diagnostics, describe, parse_json_field, string_map
 from models.limits import MAX_ABS_INT, MAX_NAME_CHARS, MAX_PRIORITY, check_text, escape_text
-from models.scenario import Family, Policy, family_of
+from models.scenario import A3_SUPERPOD_POLICIES, Family, Policy, family_of
 
 #: What Go's ``strconv.Atoi`` accepts (digits with an optional sign).
 _GO_INT = re.compile(r"[+-]?[0-9]+")
@@ -49,7 +49,10 @@ COPIED_ANNOTATIONS = (SP_BLOCK, RA_BLOCK, POLICY_ANNOTATION, SP_FIT,
 KEPT_ANNOTATIONS = (*COPIED_ANNOTATIONS, UB_MEMORY_ANNOTATION)
 #: Job labels that matter to the plugin.
 JOB_LABELS = ("super-pod-affinity", "tor-affinity", "subHealthyStrategy",
-              "podgroup-sched-enable", "fault-scheduling", "pod-rescheduling", "inferserviceid")
+              "podgroup-sched-enable", "fault-scheduling", "pod-rescheduling", "inferserviceid",
+              "process-recover-enable", "app", "jobID")
+#: MindIE's labels (reference §2.3.4), also written as a job's ``labels``.
+MINDIE_LABELS = ("app", "jobID")
 RESCHEDULE_NAMESPACE = "mindx-dl"
 RESCHEDULE_CM = "job-reschedule-reason"
 RESCHEDULE_KEY = "recent-reschedule-records"
@@ -135,6 +138,14 @@ class PodRecord:
     selector: str | None
     annotations: dict[str, str]
     labels: dict[str, str]
+    # matchLabels of the first preferred pod-affinity term (MindIE, reference §2.3.4)
+    affinity_labels: dict[str, str] = field(default_factory=dict)
+    # dynamic vNPU (models.kube.vnpu): the npu-core request, its annotation, whether the
+    # slice is cut (huawei.com/AscendReal present) and the vnpu-level/vnpu-dvpp labels
+    npu_core: int = 0
+    vnpu_annotation: str | None = None
+    vnpu_real: bool = False
+    vnpu_labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
@@ -243,6 +254,7 @@ def pod_record(obj: dict[str, Any], diag: Diagnostics) -> PodRecord | None:
             return None
     selector = spec.get("nodeSelector") or {}
     group = annotations.get(GROUP_ANNOTATION)
+    affinity_labels = _preferred_match_labels(spec)
     return PodRecord(
         obj=who, namespace=str(meta.get("namespace") or "default"), name=meta["name"],
         phase=phase, node=str(spec.get("nodeName") or ""),
@@ -253,7 +265,30 @@ def pod_record(obj: dict[str, Any], diag: Diagnostics) -> PodRecord | None:
         selector=str(selector.get(ACCELERATOR_TYPE)) if isinstance(selector, dict)
         and ACCELERATOR_TYPE in selector else None,
         annotations={k: annotations[k] for k in KEPT_ANNOTATIONS if k in annotations},
-        labels={k: labels[k] for k in JOB_LABELS if k in labels})
+        labels={k: labels[k] for k in JOB_LABELS if k in labels},
+        affinity_labels=affinity_labels,
+        npu_core=requests["huawei.com/npu-core"],
+        vnpu_annotation=(annotations["huawei.com/npu-core"]
+                         if annotations.get("huawei.com/npu-core") else None),
+        vnpu_real=bool(annotations.get("huawei.com/AscendReal")),
+        vnpu_labels={k: labels[k] for k in ("vnpu-level", "vnpu-dvpp") if k in labels})
+
+
+def _preferred_match_labels(spec: dict[str, Any]) -> dict[str, str]:
+    """``matchLabels`` of the first preferred pod-affinity term (``{}`` when absent or not
+    shaped as Kubernetes writes it: MindIE's affinity is a preference, never an error)."""
+    affinity = spec.get("affinity")
+    terms = (affinity.get("podAffinity") or {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution") if isinstance(affinity, dict) \
+        else None
+    if not isinstance(terms, list) or not terms or not isinstance(terms[0], dict):
+        return {}
+    term = terms[0].get("podAffinityTerm") or {}
+    selector = term.get("labelSelector") if isinstance(term, dict) else None
+    match = selector.get("matchLabels") if isinstance(selector, dict) else None
+    if not isinstance(match, dict):
+        return {}
+    return {str(k): str(v) for k, v in match.items()}
 
 
 @dataclass(slots=True)
@@ -463,6 +498,35 @@ class JobSpec:
     pending_pods: int
 
 
+def _pod_level_fields(labels: dict[str, str], live: list[PodRecord], family: Family,
+                      policy: str, fields: dict[str, Any], who: str,
+                      diag: Diagnostics) -> None:
+    """Pod-level rescheduling switches and the inference labels (issue 24)."""
+    if labels.get("pod-rescheduling") == "on":
+        fields["pod-rescheduling"] = True
+    if labels.get("process-recover-enable") == "on":
+        fields["process-recover"] = True
+    service = labels.get("inferserviceid")
+    if service:
+        if family in (Family.SUPERPOD, Family.RACK):
+            fields["inferserviceid"] = service
+        else:
+            diag.warn(who, f"label inferserviceid is not used by {policy} jobs: ignored")
+    mindie = {k: labels[k] for k in MINDIE_LABELS if labels.get(k)}
+    if not mindie:
+        return
+    fields["labels"] = mindie  # other jobs' pod-affinity may match them
+    if Policy(policy) not in A3_SUPERPOD_POLICIES:
+        return  # upstream's MindIE path is A3's only
+    if "app" in mindie:
+        fields["app"] = mindie["app"]
+    if "jobID" in mindie:
+        fields["jobID"] = mindie["jobID"]
+    match = next((p.affinity_labels for p in live if p.affinity_labels), {})
+    if match:
+        fields["pod-affinity"] = dict(match)
+
+
 def job_spec(group: JobGroup, classes: PriorityClasses, diag: Diagnostics) -> JobSpec | None:
     """Decide a job's contract fields from its PodGroup and pods (``None``: not importable)."""
     pg = group.podgroup
@@ -567,9 +631,7 @@ def job_spec(group: JobGroup, classes: PriorityClasses, diag: Diagnostics) -> Jo
         diag.warn(who, f"label subHealthyStrategy={strategy} cannot be expressed: the scenario "
                   "allows sub-healthy nodes with a penalty (upstream forbids them unless "
                   "'ignore')")
-    if labels.get("inferserviceid"):
-        diag.warn(who, "label inferserviceid (inference service grouping) cannot be "
-                  "expressed in a scenario: ignored")
+    _pod_level_fields(labels, live, family, policy, fields, who, diag)
     priority = 0
     class_name = (pg.priority_class if pg else None) or (first.priority_class if first else None)
     if class_name and class_name in classes.values:

@@ -23,7 +23,8 @@ from models.scenario import MAX_NODE_NPUS, Health
 
 #: NPU resources the contract models (Atlas 800/900 A2/A3 and Atlas 350/850/950).
 NPU_RESOURCES = ("huawei.com/Ascend910", "huawei.com/npu")
-#: Other Ascend resources: seen, reported, not modelled (inference cards, dynamic vNPU).
+#: Other Ascend resources: inference cards are reported, not modelled; dynamic vNPU
+#: (``huawei.com/npu-core``) is imported by ``models.kube.vnpu``.
 OTHER_ASCEND_RESOURCES = ("huawei.com/Ascend310P", "huawei.com/Ascend310", "huawei.com/npu-core")
 #: Node annotation with the node's full chip list (device plugin).
 BASE_DEVICE_INFOS = "baseDeviceInfos"
@@ -99,6 +100,7 @@ class NodeRecord:
     ready: bool
     unschedulable: bool
     other_resources: list[str] = field(default_factory=list)
+    npu_core: int = 0  # huawei.com/npu-core capacity (AI cores): a dynamic-vNPU node
 
 
 @dataclass(slots=True)
@@ -187,11 +189,18 @@ def node_record(obj: dict[str, Any], diag: Diagnostics) -> NodeRecord | None:
             if isinstance(cond, dict) and cond.get("type") == "Ready":
                 ready = cond.get("status") == "True"
     others = [r for r in OTHER_ASCEND_RESOURCES if r in capacity]
+    npu_core = 0
+    if "huawei.com/npu-core" in capacity:
+        try:
+            npu_core = parse_count(capacity["huawei.com/npu-core"])
+        except ValueError as exc:
+            diag.error(who, "status.capacity[huawei.com/npu-core]", str(exc))
+            return None
     return NodeRecord(
         name=meta["name"], obj=who, labels=labels,
         resource=resource, capacity=cap, allocatable=alloc, base_chips=base,
         has_vnpu=has_vnpu, ready=ready, unschedulable=bool(spec.get("unschedulable")),
-        other_resources=others)
+        other_resources=others, npu_core=npu_core)
 
 
 def _json_field(data: dict[str, Any], key: str, who: str, diag: Diagnostics) -> Any:

@@ -21,7 +21,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser("bench", help="solver-vs-greedy benchmark suite with reports and plots")
     p.add_argument("--suite", choices=("quick", "full"), default="quick")
     add_engine_options(p, engine=False)
-    p.add_argument("--out", metavar="DIR", default="bench-out")
+    p.add_argument("--out", metavar="DIR", default="bench-out",
+                   help="results.csv, report.md, plots and scenarios (default bench-out; "
+                        "a non-empty folder is refused unless --force)")
+    p.add_argument("--force", action="store_true",
+                   help="write into a non-empty --out (files of the same names are replaced)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="Dask scheduler to run the cells on (default: a local cluster)")
@@ -50,6 +54,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         summarize,
         write_outputs,
     )
+    from benchmarks.sweep import check_out_dir
 
     suite = getattr(args, "suite", None) or "quick"
     instances = suite_instances(suite)
@@ -61,6 +66,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         budget_seconds=FULL_BUDGET_SECONDS if suite == "full" else None,
     )
     out_dir = Path(getattr(args, "out", None) or "bench-out")
+    check_out_dir(out_dir, force=bool(getattr(args, "force", False)))
     out_dir.mkdir(parents=True, exist_ok=True)
     tty = bool(getattr(out, "isatty", lambda: False)())
     progress = Progress(out, len(instances), tty and not getattr(args, "no_progress", False))

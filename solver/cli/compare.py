@@ -8,7 +8,7 @@ from typing import Any, TextIO
 from models.io import dump_data
 from solver.cli.options import add_engine_options, check_weights
 from solver.cli.output import table
-from solver.doors import EXIT_OK, CliError, load_problem
+from solver.doors import EXIT_OK, CliError, example_path, load_problem
 from solver.facade import solve
 
 
@@ -16,6 +16,8 @@ def register(sub: Any) -> None:
     """Add the ``compare`` subcommand to ``sub``."""
     p = sub.add_parser("compare", help="greedy vs CP-SAT side by side, or the regression suite")
     p.add_argument("scenarios", metavar="SCENARIO", nargs="*")
+    p.add_argument("--example", metavar="NAME", action="append", default=[],
+                   help="compare on a bundled example (repeatable; see npu-place examples)")
     add_engine_options(p, engine=False, weights=True)
     p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
     p.add_argument("--suite", choices=("quick", "full"),
@@ -35,11 +37,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         from benchmarks.regression import run_regression
 
         return run_regression(args, out)
-    if not args.scenarios:
-        raise CliError("compare needs SCENARIO files (or --suite for the regression mode)")
+    scenarios = [*args.scenarios, *(str(example_path(name)) for name in args.example)]
+    if not scenarios:
+        raise CliError("compare needs SCENARIO files or --example NAME (or --suite for the "
+                       "regression mode)")
     rows = []
     records = []
-    for scenario in args.scenarios:
+    for scenario in scenarios:
         problem = load_problem(scenario)
         check_weights(problem, args.weights)
         greedy = solve(problem, engine="greedy", seed=args.seed, weights=args.weights)

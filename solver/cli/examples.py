@@ -16,10 +16,16 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    """List the examples (name and path), or print the one named."""
+    """List the examples (name and path) and the replay days, or print the one named."""
+    from benchmarks.replay.api import EXAMPLES as DAYS
+    from benchmarks.replay.api import example_path as day_path
+
     if args.name:
-        out.write(example_path(args.name).read_text(encoding="utf-8"))
+        path = day_path(args.name) if args.name in DAYS else example_path(args.name)
+        out.write(path.read_text(encoding="utf-8"))
         return EXIT_OK
     for name in example_names():
         out.write(f"{name}\t{example_path(name)}\n")
+    for name in DAYS:
+        out.write(f"{name}\t{day_path(name)}\t(a day: npu-place replay --example {name})\n")
     return EXIT_OK

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import os
 import sys
 import traceback
 from collections.abc import Sequence
+from importlib import metadata
 from typing import TextIO
 
 from heuristics.greedy import EngineNotAvailable
@@ -26,6 +28,7 @@ from solver.cli import (
     examples,
     kube_import,
     plan,
+    replay,
     schema,
     serve,
     simulate,
@@ -35,8 +38,30 @@ from solver.cli import (
 from solver.doors import EXIT_FAILED, EXIT_INVALID, CliError
 
 #: The subcommands in the order ``--help`` lists them.
-COMMANDS = (validate, plan, compare, simulate, bench, kube_import, sweep, serve, examples,
-            schema)
+COMMANDS = (validate, plan, compare, simulate, replay, bench, kube_import, sweep, serve,
+            examples, schema)
+
+
+#: The last line after input errors: what did not happen, in the command's words.
+CLOSING = {
+    "validate": "the input is not valid",
+    "plan": "nothing was placed",
+    "compare": "nothing was compared",
+    "simulate": "nothing was simulated",
+    "replay": "nothing was replayed",
+    "bench": "the suite did not run",
+    "import": "nothing was imported",
+    "sweep": "no cell was run",
+    "serve": "the service did not start",
+}
+
+
+def version() -> str:
+    """The installed npu-place version."""
+    try:
+        return metadata.version("npu-place")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,10 +71,42 @@ def build_parser() -> argparse.ArgumentParser:
         description="Placement engine for Ascend NPU gang jobs (greedy port + CP-SAT), "
                     "preferring each pod's previous node.",
     )
+    parser.add_argument("--version", action="version", version=f"npu-place {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(sub)
     return parser
+
+
+def unknown_options_message(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    """``unrecognized arguments: ...``, with the closest option of ``parser`` for each typo."""
+    options = [o for action in parser._actions for o in action.option_strings
+               if o.startswith("--")]
+    hints = []
+    for extra in extras:
+        if not extra.startswith("-"):
+            continue
+        name = extra.split("=", 1)[0]
+        close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+        if close:
+            hints.append(f"{name}: did you mean {close[0]}?")
+    return (f"unrecognized arguments: {' '.join(extras)}"
+            + (f" ({'; '.join(hints)})" if hints else ""))
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; an unknown option is reported by its subcommand's parser.
+
+    The subcommand's usage is shown (not the top-level one) with the closest option it
+    has ("did you mean --time-limit?").  Exits (``SystemExit``) as argparse does.
+    """
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        subparsers = next(a for a in parser._actions
+                          if isinstance(a, argparse._SubParsersAction))
+        command_parser = subparsers.choices[args.command]
+        command_parser.error(unknown_options_message(command_parser, extras))
+    return args
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
@@ -60,11 +117,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     parser = build_parser()
     try:
         with contextlib.redirect_stderr(err):  # argparse reports usage errors on stderr
-            args = parser.parse_args(argv)
+            args = parse(parser, argv)
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else EXIT_INVALID
     try:
-        code: int = args.run(args, out)
+        with contextlib.redirect_stderr(err):  # notes of the commands go to ``err`` too
+            code: int = args.run(args, out)
         return code
     except InputError as exc:
         # The listing is capped: a file with 10^6 mistakes gets N lines and a count.
@@ -73,7 +131,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         hidden = len(exc.messages) - MAX_ERRORS_SHOWN
         if hidden > 0:
             err.write(f"... and {hidden} more error(s) not shown\n")
-        err.write(f"{len(exc.messages)} input error(s); nothing was placed\n")
+        err.write(f"{len(exc.messages)} input error(s); "
+                  f"{CLOSING.get(args.command, 'nothing was done')}\n")
         return EXIT_INVALID
     except CliError as exc:
         err.write(f"error: {escape_text(str(exc), 2000)}\n")

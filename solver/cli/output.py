@@ -8,12 +8,14 @@ from typing import TextIO
 
 from models.compiled import Problem, expired_owners
 from models.objective import Metrics
+from models.placement import MetricsModel
+from models.vnpu import compile_vnpu
 from solver.doors import CliError
 from solver.facade import Result
 
 
-def metrics_rows(metrics: Metrics) -> list[tuple[str, str]]:
-    """Rows of the metrics table."""
+def metrics_rows(metrics: Metrics | MetricsModel) -> list[tuple[str, str]]:
+    """Rows of the metrics table (of computed metrics or the contract's object)."""
     rate = (f"{100.0 * metrics.origin_hits / metrics.origin_candidates:.1f} %"
             if metrics.origin_candidates else "-")
     return [
@@ -64,8 +66,14 @@ def render_result_table(problem: Problem, result: Result) -> str:
         head.append(("greedy objective", str(result.greedy_objective)))
     parts = [table(head), "", table(metrics_rows(result.metrics))]
     rows = []
+    vnpu = compile_vnpu(problem)
     for jp in result.placement.jobs:
-        job = problem.jobs[problem.job_index[jp.name]]
+        if jp.name in vnpu.job_index:  # a vNPU job: its request instead of a policy
+            vjob = vnpu.jobs[vnpu.job_index[jp.name]]
+            label, tasks = vjob.label, vjob.tasks
+        else:
+            job = problem.jobs[problem.job_index[jp.name]]
+            label, tasks = job.policy.value, job.tasks
         if jp.placed:
             if jp.blocks:
                 where = "; ".join(f"{b}: {_compress(nodes, 4)}"
@@ -73,16 +81,41 @@ def render_result_table(problem: Problem, result: Result) -> str:
                 if len(jp.blocks) > 3:
                     where += f"; ... ({len(jp.blocks)} blocks)"
             else:
-                where = _compress([jp.ranks[str(r)] for r in range(job.tasks)])
-            rows.append([jp.name, job.policy.value, str(job.tasks), "yes",
+                where = _compress([jp.ranks[str(r)] for r in range(tasks)])
+            rows.append([jp.name, label, str(tasks), "yes",
                          f"{jp.origin_hits}/{jp.origin_candidates}", where])
         else:
-            rows.append([jp.name, job.policy.value, str(job.tasks), "no",
+            rows.append([jp.name, label, str(tasks), "no",
                          f"0/{jp.origin_candidates}", jp.reason or ""])
     parts += ["", table(rows, ["job", "policy", "tasks", "placed", "hits", "nodes / reason"])]
     if result.notes:
         parts += ["", *(f"note: {n}" for n in result.notes)]
     return "\n".join(parts) + "\n"
+
+
+#: Output formats by ``--output`` file suffix.
+SUFFIX_FORMATS = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+
+
+def output_format(fmt: str | None, output: str | None, default: str = "table") -> str:
+    """The format of a command's answer from ``--format`` and ``--output``.
+
+    Without ``--format``, an ``--output`` file ending in ``.json``, ``.yaml`` or ``.yml``
+    gets that format (as ``import`` does) and any other file ``default``.  A ``--format``
+    that contradicts the file's suffix (``--format table --output p.json``) is refused.
+
+    Raises
+    ------
+    CliError
+        Naming both options.
+    """
+    by_suffix = SUFFIX_FORMATS.get(Path(output).suffix.lower()) if output else None
+    if fmt is None:
+        return by_suffix or default
+    if by_suffix is not None and fmt != by_suffix:
+        raise CliError(f"--format {fmt} contradicts --output {output} (a {by_suffix} file "
+                       f"name): drop --format to write {by_suffix}, or name the file to match")
+    return fmt
 
 
 def emit(text: str, output: str | None, stream: TextIO) -> None:

@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 from models.io import dump_data
 from solver.cli.options import add_engine_options, check_weights
-from solver.cli.output import emit, expired_cache_note, render_result_table
+from solver.cli.output import emit, expired_cache_note, output_format, render_result_table
 from solver.doors import DEFAULT_EXAMPLE, EXIT_OK, CliError, example_path, load_problem
 from solver.facade import solve
 
@@ -20,7 +20,9 @@ def register(sub: Any) -> None:
                    help=f"scenario file (default: the bundled example '{DEFAULT_EXAMPLE}')")
     p.add_argument("--example", metavar="NAME", help="run a bundled example by name")
     add_engine_options(p, weights=True)
-    p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("--format", choices=("table", "json", "yaml"), default=None,
+                   help="table, json or yaml (default: from --output's suffix, .json/.yaml/"
+                        ".yml, else table)")
     p.add_argument("--output", metavar="FILE", help="write the answer to FILE")
     p.set_defaults(run=run)
 
@@ -36,6 +38,7 @@ def resolve_scenario_arg(value: str | None, example: str | None) -> Path:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Solve and print (or write) the answer."""
+    fmt = output_format(args.format, args.output)
     path = resolve_scenario_arg(args.scenario, args.example)
     problem = load_problem(path)
     check_weights(problem, args.weights)
@@ -46,9 +49,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if note:
         result.notes.append(note)
         result.placement.notes.append(note)
-    if args.format == "table":
+    if fmt == "table":
         text = f"scenario: {path}\n" + render_result_table(problem, result)
     else:
-        text = dump_data(result.placement.to_dict(), args.format)
+        text = dump_data(result.placement.to_dict(), fmt)
     emit(text, args.output, out)
     return EXIT_OK

@@ -8,6 +8,7 @@ from typing import Any, TextIO
 
 from models.io import dump_data, read_document, save_scenario, scenario_from_data
 from solver.cli.options import add_engine_options
+from solver.cli.output import output_format
 from solver.doors import EXIT_FAILED, EXIT_OK, CliError
 
 
@@ -17,7 +18,9 @@ def register(sub: Any) -> None:
     p.add_argument("scenario", metavar="SCENARIO")
     p.add_argument("events", metavar="EVENTS")
     add_engine_options(p)
-    p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("--format", choices=("table", "json", "yaml"), default=None,
+                   help="table, json or yaml (default: from --output's suffix, .json/.yaml/"
+                        ".yml, else table)")
     p.add_argument("--plot", metavar="FILE.png", help="plot hit rate and pending jobs")
     p.add_argument("--save-state", metavar="FILE", help="write the final state as a scenario")
     p.add_argument("--output", metavar="FILE", help="write the report to FILE")
@@ -28,6 +31,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run the sessions and print (or write) the report."""
     from solver.simulate import plot_report, simulate
 
+    fmt = output_format(args.format, args.output)
     scenario_source = str(args.scenario)
     events_source = str(args.events)
     scenario = scenario_from_data(read_document(args.scenario), scenario_source)
@@ -35,7 +39,6 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     report = simulate(scenario, events, engine=args.engine, time_limit=args.time_limit,
                       workers=args.workers, seed=args.seed, scenario_source=scenario_source,
                       events_source=events_source)
-    fmt = getattr(args, "format", "table")
     text = report.render_table() if fmt == "table" else dump_data(report.to_dict(), fmt)
     try:
         if args.output:

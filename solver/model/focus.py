@@ -89,7 +89,7 @@ def neighbourhood_mask(problem: Problem, plan: Plan, hood: list[int],
             keep[idx] = True
             keep_units.update(int(u) for u in units[idx] if u >= 0)
         else:
-            np.add.at(used, idx, problem.jobs[k].npu_per_task)
+            np.add.at(used, problem.jobs[k].placed_nodes(idx), problem.jobs[k].npu_per_task)
     for k in hood:
         job = problem.jobs[k]
         cached = job.origin[job.origin >= 0].astype(np.int64)

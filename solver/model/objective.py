@@ -70,7 +70,9 @@ class ObjectiveBuilder:
         self.pinned_nodes: set[int] = set()
         # completely free nodes that pinned node-level jobs use in part (not in any cell)
         self.pinned_partial: set[int] = set()
-        for j, nodes in pinned.items():
+        # a partly running job's running ranks take no chips and host no counted node
+        self.own = {j: problem.jobs[j].placed_nodes(nodes) for j, nodes in pinned.items()}
+        for j, nodes in self.own.items():
             if problem.jobs[j].whole_node:
                 self.pinned_nodes.update(int(n) for n in nodes)
             else:
@@ -124,7 +126,7 @@ class ObjectiveBuilder:
             if problem.health[n] == SUBHEALTHY:
                 terms.subhealthy.add(var)
         hosts = set(self.pinned_nodes)
-        for j, nodes in self.pinned.items():
+        for j, nodes in self.own.items():
             if not problem.jobs[j].whole_node:
                 hosts.update(int(n) for n in nodes)
         terms.subhealthy.const += sum(1 for n in hosts if problem.health[n] == SUBHEALTHY)
@@ -158,7 +160,7 @@ class ObjectiveBuilder:
                 per_pod[int(problem.super_pod[n])].add(
                     self.reg.any_of(lits, f"sptouch[{n}]"))
             pinned_hosts: set[int] = set()
-            for j, nodes in self.pinned.items():
+            for j, nodes in self.own.items():
                 if problem.jobs[j].family is Family.SUPERPOD:
                     pinned_hosts.update(int(n) for n in nodes if whole[n])
             for n in pinned_hosts:
@@ -179,6 +181,7 @@ class ObjectiveBuilder:
                 if view.reserved_nodes <= 0:
                     continue
                 per_domain[ml_domain_at(self.structure, cell, 1)].plus(lin)
+            self._pinned_multilevel_reserve(per_domain, terms)
             for d in sorted(per_domain):
                 dom = self.structure.domains[d]
                 tree = int(str(dom.key[1]))
@@ -188,6 +191,42 @@ class ObjectiveBuilder:
                 slack = max(0, free - view.reserved_nodes)
                 lin = Lin(list(per_domain[d].terms), per_domain[d].const - slack)
                 terms.reserve.plus(self.reg.positive_part(lin, f"res[ml{d}]"))
+
+    def _pinned_multilevel_reserve(self, per_domain: dict[int, Lin],
+                                   terms: ObjectiveTerms) -> None:
+        """Whole nodes pinned multilevel jobs use, per level1 domain with a reserve.
+
+        A domain the model has cells of gets them as a constant of its usage; a domain
+        left without cells (every free node pinned) is a constant term of its own.
+        """
+        problem = self.problem
+        whole = problem.whole_free
+        hosts: Counter[tuple[object, ...]] = Counter()
+        for j, nodes in self.own.items():
+            if problem.jobs[j].family is not Family.MULTILEVEL:
+                continue
+            for n in sorted({int(x) for x in nodes}):
+                t = int(problem.node_tree[n])
+                if not whole[n] or t < 0:
+                    continue
+                view = problem.trees[problem.tree_names[t]]
+                if view.reserved_nodes <= 0 or not view.member[n]:
+                    continue
+                path = tuple(int(view.level_value[i][n]) for i in range(view.depth))
+                hosts[("ml", t, 1, *path)] += 1
+        for key, count in hosts.items():
+            d = self.structure.domain_of_key.get(key)
+            if d is not None:
+                per_domain[d].const += count
+                continue
+            t = int(str(key[1]))
+            view = problem.trees[problem.tree_names[t]]
+            target = key[3:]
+            members = [n for n in np.flatnonzero(whole & view.member).tolist()
+                       if int(problem.node_tree[n]) == t
+                       and tuple(int(view.level_value[i][n]) for i in range(view.depth)) == target]
+            spare = max(0, len(members) - view.reserved_nodes)
+            terms.reserve.const += max(0, count - spare)
 
     # ------------------------------------------------------------------ fragment
     def _fragment(self, terms: ObjectiveTerms) -> None:
@@ -221,15 +260,15 @@ class ObjectiveBuilder:
         for (j, n), var in self.mv.node_ranks.items():
             by_node[n].append((j, var))
         left_flag: dict[int, Var] = {}
-        for (j, n), use in self.mv.node_uses.items():
-            if problem.jobs[j].family is not Family.ORDINARY:
-                continue
+
+        def flag_of(n: int) -> Var:
+            """True when node ``n`` keeps at least one free chip after the batch."""
             flag = left_flag.get(n)
             if flag is None:
                 left = Lin(const=int(problem.free[n]))
                 for j2, var in by_node[n]:
                     left.add(var, -problem.jobs[j2].npu_per_task)
-                for jp, nodes in self.pinned.items():
+                for jp, nodes in self.own.items():
                     count = int(np.sum(np.asarray(nodes) == n))
                     left.const -= problem.jobs[jp].npu_per_task * count
                 flag = reg.bool_var(f"left[{n}]")
@@ -237,10 +276,22 @@ class ObjectiveBuilder:
                 reg.model.add(left.expr() <= 0).only_enforce_if(~flag)
                 reg.aux(flag, partial(ge1_rule, left))
                 left_flag[n] = flag
+            return flag
+
+        for (j, n), use in self.mv.node_uses.items():
+            if problem.jobs[j].family is not Family.ORDINARY:
+                continue
+            flag = flag_of(n)
             partial_var = reg.bool_var(f"partial[{j},{n}]")
             reg.model.add_multiplication_equality(partial_var, [use, flag])
             reg.aux(partial_var, partial(product_rule, use.index, flag.index))
             terms.fragment.add(partial_var)
+        # pinned ordinary jobs (a partly running job's pod-level answer): each node their
+        # placed ranks use is partly used exactly when something is left on it
+        for jp, nodes in sorted(self.own.items()):
+            if problem.jobs[jp].family is Family.ORDINARY and problem.jobs[jp].partly_running:
+                for n in sorted({int(x) for x in nodes}):
+                    terms.fragment.add(flag_of(n))
 
     def _group_count(self, j: int, li: int, d: int) -> Lin:
         """Groups of job ``j`` at level ``li`` placed in domain ``d``."""

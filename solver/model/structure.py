@@ -441,7 +441,7 @@ def _ordinary_candidates(
     demand = sum(job.tasks for job in jobs)
     pinned_use = np.zeros(problem.num_nodes, dtype=np.int64)
     for j, nodes in pinned.items():
-        np.add.at(pinned_use, np.asarray(nodes, dtype=np.int64), problem.jobs[j].npu_per_task)
+        np.add.at(pinned_use, problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)
     free = problem.free - pinned_use
     usable = (free > 0) & (problem.health != UNHEALTHY)
     if keep is not None:

@@ -25,9 +25,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fastapi import FastAPI, Path, Query, Request
@@ -40,6 +40,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from models.limits import LimitError, check_deterministic_time, check_seed
 from models.placement import PlacementFile
 from models.scenario import Scenario
+from solver.service.auth import BearerAuth, HiddenToken
+from solver.service.connections import ConnectionGuard
 from solver.service.metrics import PROMETHEUS_CONTENT_TYPE, ServiceMetrics
 from solver.service.parsing import BadRequest, ValidateRequest, ValidateResponse
 from solver.service.pool import SOURCE_SOLVE, PlanOutcome, Saturated, WorkerPool
@@ -65,7 +67,10 @@ class ServiceConfig:
         Solver worker processes (requests solved at once).
     queue
         Solves that may wait for a worker; beyond ``workers + queue`` in flight the
-        service answers 503 with ``Retry-After``.
+        service answers 503 with ``Retry-After``.  Within that bound, admission is by
+        time: a plan is refused at once when its worker is expected (from measured solve
+        times) to be busy past its deadline, and withdrawn with a 503 before its
+        deadline when it could not start in time.
     max_body_mb
         Largest request body accepted (413 above it).
     default_time_limit
@@ -84,12 +89,30 @@ class ServiceConfig:
         ``module:function`` of the facade the workers call (tests name failing ones).
     recycle_after
         Requests a worker serves before it is replaced by a fresh one (0: never).
+    token
+        Bearer token every route except ``/healthz`` and ``/readyz`` requires
+        (:mod:`solver.service.auth`); ``None``: no access control.  Never shown in a repr.
+    ssl_certfile, ssl_keyfile
+        PEM certificate chain and private key: serve HTTPS (uvicorn's TLS).
+    body_timeout
+        Seconds from a request's receipt by which its whole body must have arrived (408
+        after it; a plan's own deadline comes first when earlier: 503).
+    max_connections
+        Open connections at most (0: half the process's file-descriptor limit, at most
+        1,024).  A new connection beyond it closes the oldest one that has no request
+        being answered (idle, or still sending its headers), so probes keep answering.
+    header_timeout
+        A connection that has not sent a request's headers this long after it opened
+        (or after its last answer) is closed.
+    validate_time_limit
+        Time limit of ``POST /v1/validate`` without ``time-limit``: 503 after it, and its
+        worker is killed ``kill_grace`` later if still busy (stored clusters are replayed).
     """
 
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 1
-    queue: int = 2
+    queue: int = 8
     max_body_mb: float = 64.0
     default_time_limit: float = 1.0
     max_time_limit: float = 300.0
@@ -100,6 +123,13 @@ class ServiceConfig:
     kill_grace: float = 1.0
     solve: str = DEFAULT_SOLVE
     recycle_after: int = 1000
+    validate_time_limit: float = 10.0
+    body_timeout: float = 30.0
+    max_connections: int = 0
+    header_timeout: float = 10.0
+    token: str | None = field(default=None, repr=False)
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
 
 
 # --------------------------------------------------------------------------- bodies
@@ -177,7 +207,12 @@ class PlanningService:
                                       lambda: len(self.runner.clusters),
                                       lambda: self.runner.killed,
                                       lambda: self.runner.restarts)
+        self.connections = ConnectionGuard(config.max_connections, config.header_timeout)
+        self.metrics.watch_connections(self.connections.waiting_count,
+                                       lambda: self.connections.evicted,
+                                       lambda: self.connections.timed_out)
         self.draining = False
+        self._storing: dict[str, int] = {}  # names with a PUT in progress -> how many
         self._drain_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -200,6 +235,35 @@ class PlanningService:
             self._loop.call_soon_threadsafe(self._drain_event.set)
 
     # ------------------------------------------------------------------ helpers
+    @contextmanager
+    def cluster_slot(self, name: str) -> Iterator[None]:
+        """Hold a place for cluster ``name`` while its PUT is read and stored.
+
+        A new name counts against ``max_clusters`` from the moment its PUT is admitted
+        (before its body is read), so concurrent PUTs of new names cannot overshoot the
+        bound; the place is released when the PUT ends (stored or refused).
+
+        Raises
+        ------
+        BadRequest
+            507 when the service holds (or is storing) ``max_clusters`` clusters and
+            ``name`` is new.
+        """
+        clusters = self.runner.clusters
+        limit = self.config.max_clusters
+        if name not in clusters and name not in self._storing:
+            held = len(clusters) + sum(1 for n in self._storing if n not in clusters)
+            if held >= limit:
+                raise BadRequest(507, "too many clusters", [
+                    f"the service holds {limit} clusters already; delete one first"])
+        self._storing[name] = self._storing.get(name, 0) + 1
+        try:
+            yield
+        finally:
+            self._storing[name] -= 1
+            if not self._storing[name]:
+                del self._storing[name]
+
     def plan_query(self, request: Request, time_limit: float | None, seed: int,
                    deterministic_time: float | None) -> tuple[float, float]:
         """Check a plan call's query (the CLI's bounds, :mod:`models.limits`); return
@@ -231,21 +295,43 @@ class PlanningService:
                 f"{self.runner.in_flight} requests in flight (capacity "
                 f"{self.runner.capacity}); retry later"], {"Retry-After": "1"})
 
-    async def read_body(self, request: Request) -> bytes:
-        """The request body, refused with 413 above ``max-body-mb``."""
+    async def read_body(self, request: Request, deadline: float | None = None) -> bytes:
+        """The request body, refused with 413 above ``max-body-mb``.
+
+        The whole body must arrive within ``body_timeout`` seconds of the request's
+        receipt (else 408), and before ``deadline`` (``time.monotonic``) minus the reply
+        margin when given: a plan whose body is still arriving at its deadline gets its
+        503 then, not when the client finishes sending.
+        """
         limit = int(self.config.max_body_mb * 1024 * 1024)
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise BadRequest(413, "body too large", [
                 f"request body: {declared} bytes; the limit is {limit} bytes (--max-body-mb)"])
+        received = request.scope.get("state", {}).get("received", time.monotonic())
+        cutoff = received + self.config.body_timeout
+        by_deadline = deadline is not None and deadline - self.config.reply_margin < cutoff
+        if deadline is not None and by_deadline:
+            cutoff = deadline - self.config.reply_margin
         chunks = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise BadRequest(413, "body too large", [
-                    f"request body: more than {limit} bytes (--max-body-mb)"])
-            chunks.append(chunk)
+        try:
+            async with asyncio.timeout(max(0.0, cutoff - time.monotonic())):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise BadRequest(413, "body too large", [
+                            f"request body: more than {limit} bytes (--max-body-mb)"])
+                    chunks.append(chunk)
+        except TimeoutError:
+            self.metrics.rejected.labels("slow-body").inc()
+            if by_deadline:
+                raise BadRequest(503, "time limit passed while reading the body", [
+                    f"request body: {size} bytes had arrived when the request's time limit "
+                    "passed"], {"Retry-After": "1", "Connection": "close"}) from None
+            raise BadRequest(408, "body too slow", [
+                f"request body: {size} bytes had arrived after {self.config.body_timeout:g} s "
+                "(ServiceConfig.body_timeout)"], {"Connection": "close"}) from None
         return b"".join(chunks)
 
     async def plan(self, request: Request, *, body: bytes | None, cluster: str | None,
@@ -258,8 +344,9 @@ class PlanningService:
                                              deterministic_time=deterministic_time,
                                              hurry=self._drain_event)
         except Saturated as exc:
-            self.metrics.rejected.labels("saturated").inc()
-            raise BadRequest(503, "saturated", ["too many requests in flight; retry later"],
+            self.metrics.rejected.labels(exc.reason).inc()
+            error = "shutting down" if exc.reason == "draining" else "saturated"
+            raise BadRequest(503, error, exc.messages,
                              {"Retry-After": str(exc.retry_after)}) from None
         except BadRequest as exc:
             if exc.status == 500:
@@ -267,12 +354,17 @@ class PlanningService:
             elif exc.status == 503:
                 self.metrics.rejected.labels("parse-deadline").inc()
             raise
+        if outcome.solve_failed:
+            self.metrics.solve_errors.inc()
         self._record(outcome, engine)
         received = request.scope.get("state", {}).get("received", deadline - limit)
         elapsed = time.monotonic() - received
         self.metrics.deadline_slack.labels(_route(request)).observe(elapsed - limit)
         headers = {"X-Plan-Source": outcome.source, "X-Time-Limit": f"{limit:g}",
                    "X-Elapsed-Before-Send": f"{elapsed:.4f}"}
+        if outcome.queued_seconds is not None:
+            headers["X-Queue-Wait"] = f"{outcome.queued_seconds:.4f}"
+            self.metrics.queue_wait.observe(outcome.queued_seconds)
         if cluster is not None:
             record = self.runner.clusters.get(cluster)
             if record is not None:
@@ -336,6 +428,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                               "answering within the request's time limit.",
                   lifespan=lifespan)
     app.state.service = service
+    if config.token is not None:  # inside the timing middleware: 401s are counted too
+        app.add_middleware(BearerAuth, token=HiddenToken(config.token))
     app.add_middleware(_Timing, metrics=service.metrics)
 
     @app.exception_handler(BadRequest)
@@ -362,6 +456,10 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     seed_q = Query(0, description="random seed of the CP-SAT search")
     det_q = Query(None, alias="deterministic-time", gt=0,
                   description="CP-SAT deterministic time limit (reproducible answers)")
+    validate_limit_q = Query(None, alias="time-limit", gt=0,
+                             description="seconds from the body's arrival to the answer "
+                                         "(default: ServiceConfig.validate_time_limit, 10 s); "
+                                         "503 when it passes")
     name_p = Path(pattern=CLUSTER_NAME, description="cluster name")
 
     @app.post("/v1/plan", response_model=PlacementFile, responses=_ERRORS,
@@ -372,7 +470,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                    deterministic_time: float | None = det_q) -> Response:
         limit, deadline = service.plan_query(request, time_limit, seed, deterministic_time)
         service.admit_early()
-        body = await service.read_body(request)
+        body = await service.read_body(request, deadline)
         return await service.plan(request, body=body, cluster=None, engine=engine,
                                   limit=limit, deadline=deadline, seed=seed,
                                   deterministic_time=deterministic_time)
@@ -380,11 +478,18 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     @app.post("/v1/validate", response_model=ValidateResponse, responses=_ERRORS,
               openapi_extra=_body_schema("ValidateRequest"), tags=["plan"],
               summary="Check a scenario, and optionally a placement")
-    async def validate(request: Request) -> Response:
+    async def validate(request: Request, time_limit: float | None = validate_limit_q
+                       ) -> Response:
+        limit = config.validate_time_limit if time_limit is None else time_limit
+        if limit > config.max_time_limit:
+            raise BadRequest(422, "invalid request", [
+                f"query parameter 'time-limit': {limit} is above the service's maximum "
+                f"({config.max_time_limit})"])
         service.admit_early()
         body = await service.read_body(request)
-        try:
-            result = await service.runner.call("validate", (body,), admit=True)
+        try:  # the limit bounds the worker's time: it counts from the body's arrival
+            result = await service.runner.call("validate", (body,), admit=True,
+                                               deadline=time.monotonic() + limit)
         except Saturated:
             service.metrics.rejected.labels("saturated").inc()
             raise BadRequest(503, "saturated", ["too many requests in flight; retry later"],
@@ -402,15 +507,14 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
              openapi_extra=_body_schema("Scenario"), tags=["clusters"],
              summary="Store a cluster (body: a full scenario)")
     async def put_cluster(request: Request, name: str = name_p) -> Response:
-        body = await service.read_body(request)
         pool = service.runner
-        if name not in pool.clusters and len(pool.clusters) >= config.max_clusters:
-            raise BadRequest(507, "too many clusters", [
-                f"the service holds {config.max_clusters} clusters already; delete one first"])
-        home = pool.home_for(name)
-        # the bookkeeping runs as the reply arrives, before the worker can be replaced
-        reply = await pool.call("put", (name, body, 1), home=home,
-                                on_reply=lambda r: pool.record_put(name, home, body, r["info"]))
+        with service.cluster_slot(name):  # --max-clusters holds under concurrent PUTs
+            body = await service.read_body(request)
+            home = pool.home_for(name)
+            # the bookkeeping runs as the reply arrives, before the worker can be replaced
+            reply = await pool.call(
+                "put", (name, body, 1), home=home,
+                on_reply=lambda r: pool.record_put(name, home, body, r["info"]))
         service.metrics.delta_tier.labels("full").inc()
         return JSONResponse(reply["info"], status_code=201 if reply["created"] else 200)
 
@@ -422,12 +526,13 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         body = await service.read_body(request)
         pool = service.runner
         try:
-            info = await pool.call("patch", (name, body), home=record.home,
-                                   on_reply=lambda i: pool.record_patch(name, body, i))
+            reply = await pool.call("patch", (name, body), home=record.home,
+                                    on_reply=lambda r: pool.record_patch(name, r))
         except BadRequest as exc:
             if exc.status == 422:
                 exc.error = "invalid delta"
             raise
+        info = reply["info"]
         service.metrics.delta_tier.labels(info["last-update"]).inc()
         return JSONResponse(info)
 

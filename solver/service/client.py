@@ -3,10 +3,14 @@ the load test; a Go client can be generated from ``GET /openapi.json`` instead."
 
 from __future__ import annotations
 
+import os
+import ssl
 from typing import Any
 
 import httpx
 
+from models.documents import read_document
+from models.errors import InputError
 from models.placement import PlacementFile
 from models.scenario import Scenario
 
@@ -36,12 +40,33 @@ def _raise_for(response: httpx.Response) -> None:
                        float(retry) if retry and retry.isdigit() else None)
 
 
-def _body(scenario: Scenario | dict[str, Any] | bytes) -> dict[str, Any]:
+#: What the client sends as a scenario: a model, plain data, ready JSON bytes, or a path.
+ScenarioArg = Scenario | dict[str, Any] | bytes | str | os.PathLike[str]
+
+
+def _scenario_data(scenario: Scenario | dict[str, Any] | str | os.PathLike[str]
+                   ) -> dict[str, Any]:
+    """Plain data of a scenario given as a model, data, or a YAML/JSON file's path."""
+    if isinstance(scenario, Scenario):
+        return scenario.to_dict()
+    if isinstance(scenario, dict):
+        return scenario
+    if isinstance(scenario, str | os.PathLike):
+        # a path (YAML or JSON), read through the CLI's bounded reader: the text of a
+        # path is never sent as the body
+        data = read_document(scenario)
+        if not isinstance(data, dict):
+            raise InputError([f"{scenario}: a scenario file holds a mapping, not "
+                              f"{type(data).__name__}"])
+        return data
+    raise TypeError(f"a scenario is a Scenario, a dict, JSON bytes or a path, not "
+                    f"{type(scenario).__name__}")
+
+
+def _body(scenario: ScenarioArg) -> dict[str, Any]:
     if isinstance(scenario, bytes):
         return {"content": scenario, "headers": {"content-type": "application/json"}}
-    if isinstance(scenario, Scenario):
-        return {"json": scenario.to_dict()}
-    return {"json": scenario}
+    return {"json": _scenario_data(scenario)}
 
 
 def _plan_params(engine: str, time_limit: float | None, seed: int | None,
@@ -54,6 +79,15 @@ def _plan_params(engine: str, time_limit: float | None, seed: int | None,
     if deterministic_time is not None:
         params["deterministic-time"] = deterministic_time
     return params
+
+
+def _auth_headers(token: str | None) -> dict[str, str]:
+    return {} if token is None else {"authorization": f"Bearer {token}"}
+
+
+def _verify(verify: bool | str | ssl.SSLContext) -> bool | ssl.SSLContext:
+    """httpx's ``verify``: a CA file path becomes a context (httpx deprecates paths)."""
+    return ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
 
 
 def _http_timeout(time_limit: float | None) -> float:
@@ -70,10 +104,17 @@ class PlanClient:
         For example ``http://127.0.0.1:8080``.
     timeout
         Default HTTP timeout in seconds of calls without a time limit.
+    token
+        Bearer token of a service started with ``--token-file``.
+    verify
+        TLS verification of an ``https://`` URL: ``True`` (system CAs), a CA bundle path
+        (e.g. the service's self-signed certificate), or an :class:`ssl.SSLContext`.
     """
 
-    def __init__(self, base_url: str, timeout: float = 30.0) -> None:
-        self._http = httpx.Client(base_url=base_url, timeout=timeout)
+    def __init__(self, base_url: str, timeout: float = 30.0, token: str | None = None,
+                 verify: bool | str | ssl.SSLContext = True) -> None:
+        self._http = httpx.Client(base_url=base_url, timeout=timeout,
+                                  headers=_auth_headers(token), verify=_verify(verify))
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -91,7 +132,7 @@ class PlanClient:
         _raise_for(response)
         return response
 
-    def plan(self, scenario: Scenario | dict[str, Any] | bytes, *, engine: str = "auto",
+    def plan(self, scenario: ScenarioArg, *, engine: str = "auto",
              time_limit: float | None = None, seed: int | None = None,
              deterministic_time: float | None = None) -> PlacementFile:
         """``POST /v1/plan``: the contract placement."""
@@ -101,19 +142,17 @@ class PlanClient:
                                 timeout=_http_timeout(time_limit))
         return PlacementFile.model_validate(response.json())
 
-    def validate(self, scenario: Scenario | dict[str, Any],
+    def validate(self, scenario: Scenario | dict[str, Any] | str | os.PathLike[str],
                  placement: PlacementFile | dict[str, Any] | None = None) -> dict[str, Any]:
         """``POST /v1/validate``: ``valid``, ``errors``, ``violations``, ``metrics``."""
-        body: dict[str, Any] = {"scenario": scenario.to_dict()
-                                if isinstance(scenario, Scenario) else scenario}
+        body: dict[str, Any] = {"scenario": _scenario_data(scenario)}
         if placement is not None:
             body["placement"] = (placement.to_dict() if isinstance(placement, PlacementFile)
                                  else placement)
         result: dict[str, Any] = self.request("POST", "/v1/validate", json=body).json()
         return result
 
-    def put_cluster(self, name: str, scenario: Scenario | dict[str, Any] | bytes
-                    ) -> dict[str, Any]:
+    def put_cluster(self, name: str, scenario: ScenarioArg) -> dict[str, Any]:
         """``PUT /v1/clusters/{name}``: the cluster's summary."""
         info: dict[str, Any] = self.request("PUT", f"/v1/clusters/{name}",
                                             **_body(scenario)).json()
@@ -162,12 +201,15 @@ class PlanClient:
 
 
 class AsyncPlanClient:
-    """Asynchronous client (the load test's), with the plan calls only."""
+    """Asynchronous client (the load test's): :meth:`plan` and the raw calls the load test
+    times; ``token`` and ``verify`` as in :class:`PlanClient`."""
 
-    def __init__(self, base_url: str, timeout: float = 30.0, max_connections: int = 64) -> None:
+    def __init__(self, base_url: str, timeout: float = 30.0, max_connections: int = 64,
+                 token: str | None = None, verify: bool | str | ssl.SSLContext = True) -> None:
         limits = httpx.Limits(max_connections=max_connections,
                               max_keepalive_connections=max_connections)
-        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=limits)
+        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=limits,
+                                       headers=_auth_headers(token), verify=_verify(verify))
 
     @property
     def base_url(self) -> str:
@@ -177,6 +219,17 @@ class AsyncPlanClient:
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._http.aclose()
+
+    async def plan(self, scenario: ScenarioArg, *, engine: str = "auto",
+                   time_limit: float | None = None, seed: int | None = None,
+                   deterministic_time: float | None = None) -> PlacementFile:
+        """``POST /v1/plan``: the contract placement (raises :class:`ServiceError`)."""
+        response = await self._http.post(
+            "/v1/plan", **_body(scenario),
+            params=_plan_params(engine, time_limit, seed, deterministic_time),
+            timeout=_http_timeout(time_limit))
+        _raise_for(response)
+        return PlacementFile.model_validate(response.json())
 
     async def plan_raw(self, body: bytes, *, engine: str = "auto",
                        time_limit: float | None = None, seed: int | None = None

@@ -48,9 +48,14 @@ class ServiceMetrics:
         self.gain = Histogram("npu_place_cpsat_gain_ratio",
                               "(objective - greedy objective) / |greedy objective| of auto and "
                               "cpsat answers", buckets=_GAIN_BUCKETS, registry=r)
-        self.rejected = Counter("npu_place_rejected", "Requests refused with 503 (saturated or "
-                                "shutting down)", ["reason"], registry=r)
-        self.solve_errors = Counter("npu_place_solve_errors", "Solves that raised", registry=r)
+        self.queue_wait = Histogram("npu_place_queue_wait_seconds",
+                                    "Seconds an answered plan waited for its worker",
+                                    buckets=_LATENCY_BUCKETS, registry=r)
+        self.rejected = Counter("npu_place_rejected", "Requests refused with 503 (saturated, "
+                                "queue-timeout, draining)", ["reason"], registry=r)
+        self.solve_errors = Counter("npu_place_solve_errors", "Solves that raised or whose "
+                                    "worker process died (greedy's plan answered if it "
+                                    "existed)", registry=r)
         self.delta_tier = Counter("npu_place_cluster_updates",
                                   "Cluster updates by the tier they paid for (values, jobs, "
                                   "structure, full, none)", ["tier"], registry=r)
@@ -68,6 +73,22 @@ class ServiceMetrics:
         g = Gauge("npu_place_worker_restarts", "Worker restarts: kills and crashes "
                   "(since start)", registry=r)
         g.set_function(restarts)
+
+    def watch_connections(self, waiting: Callable[[], float], evicted: Callable[[], float],
+                          timed_out: Callable[[], float]) -> None:
+        """Gauges of the connection guard (:mod:`solver.service.connections`), read at
+        scrape time."""
+        for name, text, read in (
+                ("npu_place_connections_waiting",
+                 "Open connections with no request being answered (idle or sending headers)",
+                 waiting),
+                ("npu_place_connections_evicted",
+                 "Connections closed to stay within the connection bound (since start)",
+                 evicted),
+                ("npu_place_connections_timed_out",
+                 "Connections closed for not sending request headers in time (since start)",
+                 timed_out)):
+            Gauge(name, text, registry=self.registry).set_function(read)
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""

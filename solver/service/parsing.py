@@ -6,30 +6,45 @@ process never parses a large body itself.
 
 from __future__ import annotations
 
+import heapq
 import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.io import DocumentError, load_json, model_from_data, pydantic_messages
-from models.objective import evaluate
+from models.limits import MAX_ERRORS_SHOWN, escape_text
 from models.placement import JobPlacement, MetricsModel, PlacementFile, Status
 from models.scenario import Scenario
 from models.validation import InputError
-from solver.service.state import ClusterDelta
+from solver.doors import validate_data
+from solver.service.state import ClusterDelta, delta_messages
+
+
+def capped(messages: list[str], limit: int = MAX_ERRORS_SHOWN, total: int | None = None
+           ) -> list[str]:
+    """The first ``limit`` messages and a count of the rest, as the CLI prints them.
+
+    ``total``: how many messages there were when only the first ones were formatted.
+    Capping a capped list changes nothing.
+    """
+    total = len(messages) if total is None else total
+    if total <= limit or (len(messages) == limit + 1 and messages[-1].startswith("... and ")):
+        return messages
+    return [*messages[:limit], f"... and {total - limit} more error(s) not shown"]
 
 
 class BadRequest(Exception):
-    """A request refused with ``status`` and messages naming the field."""
+    """A request refused with ``status`` and messages naming the field (at most
+    :data:`~models.limits.MAX_ERRORS_SHOWN` of them, then a count)."""
 
     def __init__(self, status: int, error: str, messages: list[str] | None = None,
                  headers: dict[str, str] | None = None) -> None:
         super().__init__(error)
         self.status = status
         self.error = error
-        self.messages = messages or []
+        self.messages = capped(messages or [])
         self.headers = headers
 
 
@@ -55,8 +70,13 @@ class ValidateResponse(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True)
     valid: bool
-    errors: list[str] = Field(default_factory=list, description="input errors of the scenario")
-    violations: list[ViolationModel] = Field(default_factory=list)
+    errors: list[str] = Field(
+        default_factory=list,
+        description="input errors of the scenario: the first 50, then '... and N more'")
+    errors_total: int = Field(0, alias="errors-total")
+    violations: list[ViolationModel] = Field(default_factory=list,
+                                             description="the first 50 violations")
+    violations_total: int = Field(0, alias="violations-total")
     metrics: MetricsModel | None = None
     nodes: int = 0
     jobs: int = 0
@@ -93,10 +113,14 @@ def parse_problem(body: bytes, what: str = "request body") -> Problem:
 def parse_delta(body: bytes) -> ClusterDelta:
     """Parse a cluster delta body (raises :class:`BadRequest`)."""
     data = _loads(body, "delta")
+    if not isinstance(data, dict):
+        kind = type(data).__name__ if data is not None else "null"
+        raise BadRequest(422, "invalid delta", [
+            f"<delta>: expected an object at the top level, got {kind}"])
     try:
-        return model_from_data(ClusterDelta, data, "delta")
-    except InputError as exc:
-        raise BadRequest(422, "invalid delta", exc.messages) from None
+        return ClusterDelta.model_validate(data)
+    except ValidationError as exc:
+        raise BadRequest(422, "invalid delta", capped(delta_messages(exc))) from None
 
 
 def run_validate(body: bytes) -> ValidateResponse:
@@ -105,11 +129,12 @@ def run_validate(body: bytes) -> ValidateResponse:
     if not isinstance(data, dict):
         raise BadRequest(422, "invalid body", ["request body: expected an object with "
                                                "'scenario' and optionally 'placement'"])
-    unknown = sorted(set(data) - {"scenario", "placement"})
-    if unknown:
-        raise BadRequest(422, "invalid body", [f"request body: field '{k}': unknown field "
-                                               "(expected 'scenario', 'placement')"
-                                               for k in unknown])
+    unknown = [k for k in data if k not in ("scenario", "placement")]
+    if unknown:  # only the messages shown are formatted (a body may hold 10^6 keys)
+        shown = heapq.nsmallest(MAX_ERRORS_SHOWN, unknown)
+        messages = [f"request body: field '{escape_text(k, 80)}': unknown field (expected "
+                    "'scenario', 'placement')" for k in shown]
+        raise BadRequest(422, "invalid body", capped(messages, total=len(unknown)))
     if "scenario" not in data:
         raise BadRequest(422, "invalid body", ["request body: field 'scenario': missing"])
     placement = None
@@ -119,21 +144,14 @@ def run_validate(body: bytes) -> ValidateResponse:
         except ValidationError as exc:
             raise BadRequest(422, "invalid placement",
                              pydantic_messages(exc, data["placement"], "placement")) from None
-    try:
-        problem = compile_scenario(model_from_data(Scenario, data["scenario"], "scenario"),
-                                   "scenario")
-    except InputError as exc:
-        return ValidateResponse(valid=False, errors=exc.messages)
-    out = ValidateResponse(valid=True, nodes=problem.num_nodes, jobs=len(problem.jobs))
-    if placement is None:
-        return out
-    violations = check(problem, placement)
-    out.violations = [ViolationModel(rule=v.rule.value, job=v.job, node=v.node,
-                                     message=v.message) for v in violations]
-    out.valid = not violations
-    if not violations:
-        out.metrics = evaluate(problem, placement).to_model()
-    return out
+    # the same check as ``npu-place validate`` (every error at once, one answer shape),
+    # with the lists capped as the CLI prints them
+    verdict = validate_data(data["scenario"], "scenario", placement).to_dict()
+    errors, violations = list(verdict["errors"]), list(verdict["violations"])
+    verdict.update({"errors": capped(errors), "errors-total": len(errors),
+                    "violations": violations[:MAX_ERRORS_SHOWN],
+                    "violations-total": len(violations)})
+    return ValidateResponse.model_validate(verdict)
 
 
 def empty_placement(job_names: list[str]) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from solver.service.admission import SolveTimes
 from solver.service.parsing import BadRequest, empty_placement
 from solver.service.worker import DEFAULT_SOLVE, TERMINAL, worker_main
 
@@ -45,8 +46,17 @@ log = logging.getLogger("npu_place.service")
 
 #: Deltas kept per cluster before the log is compacted into one scenario body.
 COMPACT_EVERY = 64
+#: Bytes of (compact) deltas kept per cluster before the log is compacted, whatever their
+#: number.  The log holds each applied delta in compact JSON (only the fields set, no
+#: whitespace), never the request body.
+COMPACT_BYTES = 8 * 1024 * 1024
+#: A PUT body above this size is kept only until the worker has answered its compact
+#: scenario (a body may be mostly whitespace).
+COMPACT_PUT_BYTES = 1024 * 1024
 #: Expected seconds of a short request (greedy only, validate, cluster updates) when
-#: estimating when a worker will be free; also the least time worth starting a plan with.
+#: estimating when a worker will be free; also the least time worth starting a plan with
+#: (before its cut-off), and the wait assumed for a running request that has outlived its
+#: deadline (it ends or is killed soon).
 SHORT_SECONDS = 0.1
 
 #: The answer came from the full solve, greedy's fallback, or nothing finished in time.
@@ -105,11 +115,16 @@ def _retire(worker: _Worker) -> None:
 
 
 class Saturated(Exception):
-    """Too many requests in flight; retry after :attr:`retry_after` seconds."""
+    """Refused (too many requests in flight, or it could not start before its deadline);
+    retry after :attr:`retry_after` seconds.  :attr:`reason` labels the rejection metric,
+    :attr:`messages` are the answer's."""
 
-    def __init__(self, retry_after: int = 1) -> None:
+    def __init__(self, retry_after: int = 1, reason: str = "saturated",
+                 messages: list[str] | None = None) -> None:
         super().__init__("the planner is saturated")
         self.retry_after = retry_after
+        self.reason = reason
+        self.messages = messages or ["too many requests in flight; retry later"]
 
 
 @dataclass(eq=False)
@@ -118,9 +133,14 @@ class _Request:
     kind: str
     args: tuple[Any, ...]
     deadline: float | None = None  # time.monotonic()
+    start_by: float | None = None  # a plan not started by then is withdrawn (503)
+    submitted: float = field(default_factory=time.monotonic)
+    started: float | None = None  # sent to its worker
+    withdrawn: bool = False  # taken out of the queue unstarted
     admitted: bool = False
     internal: bool = False
     on_reply: Callable[[Any], None] | None = None
+    on_error: Callable[[], None] | None = None
     parsed: list[str] | None = None
     greedy: dict[str, Any] | None = None
     final: dict[str, Any] | None = None
@@ -142,19 +162,27 @@ class _Worker:
     ready: bool = False
     dead: bool = False
     served: int = 0
+    times: SolveTimes = field(default_factory=SolveTimes)
 
 
 @dataclass
 class ClusterRecord:
-    """What the serving process keeps of a stored cluster (to answer GET and to replay)."""
+    """What the serving process keeps of a stored cluster (to answer GET and to replay).
+
+    ``base`` is the last full scenario (the PUT body, or the compacted scenario with its
+    cache states in ``base_states``); ``deltas`` the deltas applied since, each in compact
+    form with the time its cache events were stamped with, ``log_bytes`` their size.
+    """
 
     name: str
     home: int
     base: bytes
     base_version: int
-    deltas: list[bytes] = field(default_factory=list)
+    deltas: list[tuple[bytes, int | None]] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     compacting: bool = False
+    base_states: bytes | None = None
+    log_bytes: int = 0
 
 
 @dataclass
@@ -165,6 +193,14 @@ class PlanOutcome:
     source: str
     greedy_objective: int | None
     objective: int | None
+    queued_seconds: float | None = None
+    #: the full solve failed (raised, or its worker process died): greedy's plan stands
+    solve_failed: bool = False
+
+
+def _time_kind(req: _Request) -> str:
+    """The :class:`SolveTimes` kind of a request: a full solve or a short request."""
+    return "solve" if req.kind == "plan" and req.args[2] != "greedy" else "short"
 
 
 class WorkerPool:
@@ -266,6 +302,8 @@ class WorkerPool:
         rid, kind = message[0], message[1]
         if kind == "ready":
             worker.ready = True
+            if len(message) > 2 and message[2] is not None:
+                worker.times.record("solve", float(message[2]))
             self._next(worker)
             return
         req = worker.current
@@ -275,6 +313,8 @@ class WorkerPool:
             req.parsed = message[2]
         elif kind == "greedy":
             req.greedy = message[2]
+            if req.started is not None:
+                worker.times.record("first", time.monotonic() - req.started)
         elif kind == "final":
             req.final, req.final_info = message[2], message[3]
         elif kind == "reply":
@@ -284,6 +324,8 @@ class WorkerPool:
         req.wake.set()
         if kind in TERMINAL:
             worker.current = None
+            if req.started is not None:
+                worker.times.record(_time_kind(req), time.monotonic() - req.started)
             self._finish(req)
             if not req.internal:
                 worker.served += 1
@@ -305,17 +347,22 @@ class WorkerPool:
                 req.on_reply(req.reply)
             except Exception:  # bookkeeping must never break the reader
                 log.exception("cluster bookkeeping failed")
-        elif req.internal and req.error is not None:
+        if req.internal and req.error is not None:
             log.error("internal %s failed: %s", req.kind, req.error)
+        if req.on_error is not None and req.error is not None:
+            req.on_error()
 
     def _next(self, worker: _Worker) -> None:
         while worker.current is None and worker.ready and worker.queue and not self._closed:
             req = worker.queue.popleft()
-            if (req.kind == "plan" and req.deadline is not None
+            if req.terminal:
+                continue  # withdrawn while queued
+            if (req.kind in ("plan", "validate") and req.deadline is not None
                     and req.deadline <= time.monotonic()):
                 self._finish(req)  # its answer was already sent: skip the work
                 continue
             worker.current = req
+            req.started = time.monotonic()
             try:
                 worker.conn.send((req.kind, req.rid, *req.args))
             except (BrokenPipeError, OSError):
@@ -340,13 +387,15 @@ class WorkerPool:
             self.restarts += 1
         fresh = self._spawn(worker.index)
         fresh.queue = worker.queue
+        fresh.times = worker.times  # the measured solve times stay valid
         replay = []
         for record in self.clusters.values():
             if record.home == worker.index:
                 replay.append(self._request("put", (record.name, record.base,
-                                                    record.base_version), internal=True))
-                replay += [self._request("patch", (record.name, d), internal=True)
-                           for d in record.deltas]
+                                                    record.base_version, record.base_states),
+                                            internal=True))
+                replay += [self._request("patch", (record.name, delta, stamp), internal=True)
+                           for delta, stamp in record.deltas]
         fresh.queue.extendleft(reversed(replay))
         self._workers[worker.index] = fresh
 
@@ -386,17 +435,39 @@ class WorkerPool:
     def _eta(self, worker: _Worker) -> float:
         """When ``worker`` is expected to be free for a new request (``time.monotonic``).
 
-        A plan runs until about its deadline (CP-SAT uses its budget) unless it asked
-        for greedy only (:data:`SHORT_SECONDS`); other requests count as short too.
+        From measured durations (:class:`~solver.service.admission.SolveTimes`), not
+        limits: the running request ends at its start plus its expected duration (at its
+        deadline once it has run longer than expected); each queued request adds its
+        expected duration, capped by what its deadline leaves, and nothing when it would
+        start after its ``start_by`` (it will be withdrawn).
         """
         now = time.monotonic()
         eta = now if worker.ready else now + 1.0
-        for req in ([worker.current] if worker.current is not None else []) + list(worker.queue):
-            if req.kind == "plan" and req.deadline is not None and req.args[2] != "greedy":
-                eta = max(eta, req.deadline)
-            else:
-                eta += SHORT_SECONDS
+        current = worker.current
+        if current is not None:
+            started = current.started if current.started is not None else now
+            budget = None if current.deadline is None else current.deadline - started
+            end = started + worker.times.expect(_time_kind(current), budget)
+            if end <= now:  # longer than expected: a plan runs until its deadline at most
+                end = (current.deadline if current.deadline is not None
+                       and current.deadline > now else now + SHORT_SECONDS)
+            eta = max(eta, end)
+        for req in worker.queue:
+            if req.terminal:
+                continue
+            if req.start_by is not None and eta > req.start_by:
+                continue  # will be withdrawn unstarted
+            budget = None if req.deadline is None else max(0.0, req.deadline - eta)
+            eta += worker.times.expect(_time_kind(req), budget)
         return eta
+
+    def _withdraw(self, req: _Request) -> None:
+        """Answer an unstarted plan that can no longer start in time with a 503."""
+        for worker in self._workers:
+            with contextlib.suppress(ValueError):
+                worker.queue.remove(req)
+        req.withdrawn = True
+        self._finish(req)
 
     def _submit(self, req: _Request, home: int | None) -> int:
         worker = self._workers[home] if home is not None else self._pick()
@@ -415,23 +486,46 @@ class WorkerPool:
         return min(range(len(counts)), key=lambda i: (counts[i], i))
 
     async def call(self, kind: str, args: tuple[Any, ...], *, home: int | None = None,
-                   admit: bool = False, on_reply: Callable[[Any], None] | None = None) -> Any:
+                   admit: bool = False, on_reply: Callable[[Any], None] | None = None,
+                   deadline: float | None = None) -> Any:
         """Run a non-plan request in a worker and return its reply.
+
+        With a ``deadline`` (``time.monotonic``) the request is given up at that time: it
+        is skipped if it has not started, and its worker is killed (and its clusters
+        replayed) if it is still running ``kill_grace`` seconds later, as for a plan.
 
         Raises
         ------
         BadRequest
-            With the worker's status and messages when it failed.
+            With the worker's status and messages when it failed; 503 when the deadline
+            passed first.
         Saturated
             When ``admit`` and the pool is saturated.
         """
         if admit:
             self._admit()
-        req = self._request(kind, args, admitted=admit, on_reply=on_reply)
-        self._submit(req, home)
+        req = self._request(kind, args, admitted=admit, on_reply=on_reply, deadline=deadline)
+        index = self._submit(req, home)
         while not req.terminal:
             req.wake.clear()
-            await req.wake.wait()
+            if deadline is None:
+                await req.wake.wait()
+                continue
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(req.wake.wait(), timeout)
+        if not req.terminal:
+            assert deadline is not None and self._loop is not None
+            req.abandoned = True
+            if req.admitted:
+                self.abandoned += 1
+            self._loop.call_later(max(0.0, deadline + self.kill_grace - time.monotonic()),
+                                  self._maybe_kill, index, req)
+            raise BadRequest(503, "time limit passed", [
+                f"the {kind} request did not finish within its time limit; retry later "
+                "(or split the request)"], {"Retry-After": "1"})
         if req.error is not None:
             raise BadRequest(*req.error)
         return req.reply
@@ -449,9 +543,10 @@ class WorkerPool:
         Raises
         ------
         Saturated
-            When ``workers + queue`` requests are in flight, or when the chosen worker is
-            not expected to be free before the request's own deadline (then at once,
-            with ``Retry-After`` set to the expected wait).
+            At once when ``workers + queue`` requests are in flight, or when the chosen
+            worker is expected (from measured solve times) to be busy past the request's
+            last useful start (``Retry-After``: the expected wait); before the deadline
+            (reason ``queue-timeout``) when a queued request could not start by then.
         BadRequest
             400/422 for a bad body, 404 for an unknown cluster, 500 for a crash before
             any answer existed, 503 when the deadline passed before the body was parsed.
@@ -459,14 +554,19 @@ class WorkerPool:
         cutoff = deadline - self.reply_margin
         worker = (self._workers[self.clusters[cluster].home] if cluster is not None
                   else self._pick())
+        # started later than this, greedy's answer is not expected by the cut-off
+        start_by = cutoff - max(SHORT_SECONDS, worker.times.expect("first"))
         eta = self._eta(worker)
         now = time.monotonic()
-        if eta > now + 0.001 and eta > cutoff - SHORT_SECONDS:
-            # the worker is busy until after this request's deadline: refuse now
-            raise Saturated(retry_after=max(1, math.ceil(eta - now)))
+        if eta > now + 0.001 and eta > start_by:
+            # the worker is expected to be busy past the last useful start: refuse now
+            raise Saturated(retry_after=max(1, math.ceil(eta - now)), messages=[
+                f"the solver is expected to be busy for {eta - now:.2f} s, past this "
+                "request's time limit; retry later"])
         self._admit()
         req = self._request("plan", (body, cluster, engine, deadline, seed,
-                                     deterministic_time), deadline=deadline, admitted=True)
+                                     deterministic_time), deadline=deadline,
+                            start_by=start_by, admitted=True)
         index = self._submit(req, worker.index)
         hurry_task = asyncio.ensure_future(hurry.wait()) if hurry is not None else None
         try:
@@ -474,7 +574,11 @@ class WorkerPool:
                 hurrying = hurry is not None and hurry.is_set()
                 if hurrying and req.greedy is not None:
                     break
-                timeout = cutoff - time.monotonic()
+                now = time.monotonic()
+                if req.started is None and (hurrying or now >= start_by):
+                    self._withdraw(req)
+                    break
+                timeout = (cutoff if req.started is not None else start_by) - now
                 if timeout <= 0:
                     break
                 req.wake.clear()
@@ -491,13 +595,26 @@ class WorkerPool:
         finally:
             if hurry_task is not None and not hurry_task.done():
                 hurry_task.cancel()
+            if not req.terminal and req.started is None:
+                self._withdraw(req)  # its waiter is gone (cancelled): drop the work
             if not req.terminal:
                 req.abandoned = True
                 self.abandoned += 1
                 assert self._loop is not None
                 self._loop.call_later(max(0.0, deadline + self.kill_grace - time.monotonic()),
                                       self._maybe_kill, index, req)
-        return self._outcome(req)
+        if req.withdrawn:
+            if hurry is not None and hurry.is_set():
+                raise Saturated(reason="draining", messages=["the service is shutting down"])
+            wait = self._eta(self._workers[index]) - time.monotonic()
+            raise Saturated(retry_after=max(1, math.ceil(wait)), reason="queue-timeout",
+                            messages=[f"waited {time.monotonic() - req.submitted:.2f} s in "
+                                      "the queue and could not start before this request's "
+                                      "time limit; retry later"])
+        outcome = self._outcome(req)
+        if req.started is not None:
+            outcome.queued_seconds = req.started - req.submitted
+        return outcome
 
     @staticmethod
     def _outcome(req: _Request) -> PlanOutcome:
@@ -505,18 +622,23 @@ class WorkerPool:
         if req.final is not None:
             return PlanOutcome(req.final, SOURCE_SOLVE, greedy_obj, req.final.get("objective"))
         if req.greedy is not None:
-            if req.terminal and not req.final_info:
+            if req.terminal and not req.final_info and req.error is None:
                 return PlanOutcome(req.greedy, SOURCE_SOLVE, greedy_obj, greedy_obj)
             placement = dict(req.greedy)
-            if req.final_info.get("error"):
+            failed = req.error is not None or bool(req.final_info.get("error"))
+            if req.error is not None:  # the worker died (or was killed) during the solve
+                why = f"the full solve failed ({'; '.join(req.error[2]) or req.error[1]})"
+            elif req.final_info.get("error"):
                 why = f"the solver failed ({req.final_info['error']})"
             elif req.final_info.get("skipped"):
                 why = "no time was left for CP-SAT after greedy"
             else:
                 why = "the full solve did not finish within the request's time limit"
             placement["notes"] = [*placement.get("notes", []),
-                                  f"{why}; answered with greedy's plan"]
-            return PlanOutcome(placement, SOURCE_GREEDY, greedy_obj, greedy_obj)
+                                  f"{why}; answered with the fallback plan "
+                                  f"({placement.get('engine', 'greedy')})"]
+            return PlanOutcome(placement, SOURCE_GREEDY, greedy_obj, greedy_obj,
+                               solve_failed=failed)
         if req.error is not None:
             raise BadRequest(*req.error)
         if req.parsed is not None:
@@ -528,25 +650,47 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ clusters
     def record_put(self, name: str, home: int, body: bytes, info: dict[str, Any]) -> None:
-        """Remember a stored cluster's full body (the replay base)."""
-        self.clusters[name] = ClusterRecord(name, home, body, int(info["version"]), [], info)
+        """Remember a stored cluster's full body (the replay base); a body above
+        :data:`COMPACT_PUT_BYTES` is replaced by the worker's compact scenario at once."""
+        record = ClusterRecord(name, home, body, int(info["version"]), [], info)
+        self.clusters[name] = record
+        if len(body) > COMPACT_PUT_BYTES:
+            self._compact(record)
 
-    def record_patch(self, name: str, body: bytes, info: dict[str, Any]) -> None:
-        """Remember an applied delta; compact the log now and then."""
+    def record_patch(self, name: str, reply: dict[str, Any]) -> None:
+        """Remember an applied delta (compact, with its stamp); compact the log when it
+        holds :data:`COMPACT_EVERY` deltas or :data:`COMPACT_BYTES` bytes."""
         record = self.clusters.get(name)
         if record is None:
             return
+        info = reply["info"]
         if info.get("version") != record.info.get("version"):
-            record.deltas.append(body)
+            record.deltas.append((reply["log"], reply["stamp"]))
+            record.log_bytes += len(reply["log"])
         record.info = info
-        if len(record.deltas) >= COMPACT_EVERY and not record.compacting:
-            record.compacting = True
+        if len(record.deltas) >= COMPACT_EVERY or record.log_bytes >= COMPACT_BYTES:
+            self._compact(record)
 
-            def compacted(reply: Any) -> None:
-                record.base = reply["scenario"]
-                record.base_version = int(reply["version"])
-                record.deltas = []
-                record.compacting = False
+    def _compact(self, record: ClusterRecord) -> None:
+        """Replace a cluster's replay base and log by the worker's current scenario and
+        cache states (compact JSON)."""
+        if record.compacting:
+            return
+        record.compacting = True
 
-            req = self._request("dump", (name,), internal=True, on_reply=compacted)
-            self._submit(req, record.home)
+        def compacted(reply: Any) -> None:
+            # A worker answers in order: every delta logged before this answer was
+            # applied before the export, so the export holds them all.
+            record.base = reply["scenario"]
+            record.base_states = reply["states"]
+            record.base_version = int(reply["version"])
+            record.deltas = []
+            record.log_bytes = 0
+            record.compacting = False
+
+        def failed() -> None:  # the worker was lost: the full log replays instead
+            record.compacting = False
+
+        req = self._request("export", (record.name,), internal=True, on_reply=compacted,
+                            on_error=failed)
+        self._submit(req, record.home)

@@ -4,11 +4,16 @@ between plan calls and updated by deltas.
 A scheduler daemon calls the service once per session (about once a second).  Sending and
 re-parsing an 8,000-node scenario every time costs more than the greedy answer itself, so a
 cluster is ``PUT`` once and then moved forward by small :class:`ClusterDelta` documents.
-A delta is applied in three tiers, each paying only for what changed:
+A delta is applied to a copy and must produce a scenario that passes every rule a full
+body passes (one set of rules however a scenario arrives); only then does it replace the
+stored cluster, so a refused delta leaves it byte-identical.  It is applied in three tiers,
+each paying only for what changed:
 
 ``values``
     Only ``free`` and ``health`` of existing nodes changed: the node arrays are copied and
-    patched (``O(nodes)`` memory copy, no validation beyond the changed nodes).
+    patched (``O(nodes)`` memory copy); the rules those two fields take part in are checked
+    on the changed nodes (:func:`models.validation.node_value_problems`: ``free`` within
+    ``0..npus`` and, with the running jobs' chips, not above ``npus``).
 ``jobs``
     Jobs were submitted or removed, cache events arrived, or ``now`` moved: the
     cross-field rules run again (they are cheap) and only the jobs and the live cache are
@@ -36,7 +41,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from heuristics.lifecycle import CacheLifecycle
 from models.compiled import (
@@ -48,8 +53,26 @@ from models.compiled import (
     compile_scenario,
     job_queue,
 )
-from models.scenario import AffinityCacheModel, Health, Job, Node, Scenario
-from models.validation import InputError, JobShape, validate_scenario
+from models.limits import (
+    MAX_CACHE_ENTRIES,
+    MAX_JOBS,
+    MAX_LABELS,
+    MAX_NODES,
+    MAX_TASKS,
+    MAX_TIMESTAMP,
+    Name,
+    escape_text,
+)
+from models.scenario import (
+    MAX_ID,
+    MAX_NODE_NPUS,
+    AffinityCacheModel,
+    Health,
+    Job,
+    Node,
+    Scenario,
+)
+from models.validation import InputError, JobShape, node_value_problems, validate_scenario
 
 _HEALTH_CODE = {Health.HEALTHY: HEALTHY, Health.SUBHEALTHY: SUBHEALTHY,
                 Health.UNHEALTHY: UNHEALTHY}
@@ -65,16 +88,20 @@ class NodeUpdate(_Model):
     """A change to one existing node; fields left out keep their value.
 
     ``super-pod-id`` / ``rack-id`` set to a negative number take the node out of its super
-    pod / rack (the contract's "in none"); ``labels`` replaces the whole label map.
+    pod / rack (the contract's "in none"); ``labels`` replaces the whole label map.  The
+    updated node is checked by the rules of :class:`~models.scenario.Node` itself (bounds,
+    label text), then the scenario's cross-field rules, as a full body would be.
     """
 
-    name: str = Field(min_length=1)
+    name: Name = Field(min_length=1)
     free: int | None = None
     health: Health | None = None
-    npus: int | None = Field(None, gt=0)
-    super_pod_id: int | None = Field(None, alias="super-pod-id")
-    rack_id: int | None = Field(None, alias="rack-id")
-    labels: dict[str, str] | None = None
+    npus: int | None = Field(None, gt=0, le=MAX_NODE_NPUS)
+    super_pod_id: int | None = Field(None, alias="super-pod-id", le=MAX_ID)
+    rack_id: int | None = Field(None, alias="rack-id", le=MAX_ID)
+    labels: dict[str, Any] | None = Field(
+        None, max_length=MAX_LABELS,
+        description="the node's new label map, checked as a node's labels")
 
 
 class CacheEventKind(StrEnum):
@@ -88,12 +115,15 @@ class CacheEventKind(StrEnum):
 
 
 class CacheEvent(_Model):
-    """One cache event; ``rank`` is needed by bind/evict/discard, ``node`` by bind."""
+    """One cache event; ``rank`` is needed by bind/evict/discard, ``node`` by bind.
+
+    Owner, rank and node have the bounds of an ``affinity-cache`` entry.
+    """
 
     event: CacheEventKind
-    owner_uid: str = Field(alias="owner-uid", min_length=1)
-    rank: int | None = Field(None, ge=0)
-    node: str | None = Field(None, min_length=1)
+    owner_uid: Name = Field(alias="owner-uid", min_length=1)
+    rank: int | None = Field(None, ge=0, lt=MAX_TASKS)
+    node: Name | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
     def _needs(self) -> CacheEvent:
@@ -110,19 +140,27 @@ class ClusterDelta(_Model):
 
     Applied in this order: ``now``, ``nodes-removed``, ``nodes-added``, ``node-updates``,
     ``jobs-removed``, ``jobs-submitted``, ``cache-events``.  A delta is applied whole or
-    not at all (any error leaves the cluster unchanged).
+    not at all: it is applied to a copy, the result must pass every rule a full scenario
+    body passes, and only then does it replace the stored cluster.
     """
 
-    now: int | None = Field(None, description="the session time (unix seconds)")
+    now: int | None = Field(None, ge=0, le=MAX_TIMESTAMP,
+                            description="the session time (unix seconds)")
     expect_version: int | None = Field(
         None, alias="expect-version",
         description="refuse the delta (409) unless the cluster is at this version")
-    node_updates: list[NodeUpdate] = Field(default_factory=list, alias="node-updates")
-    nodes_added: list[Node] = Field(default_factory=list, alias="nodes-added")
-    nodes_removed: list[str] = Field(default_factory=list, alias="nodes-removed")
-    jobs_submitted: list[Job] = Field(default_factory=list, alias="jobs-submitted")
-    jobs_removed: list[str] = Field(default_factory=list, alias="jobs-removed")
-    cache_events: list[CacheEvent] = Field(default_factory=list, alias="cache-events")
+    node_updates: list[NodeUpdate] = Field(default_factory=list, alias="node-updates",
+                                           max_length=MAX_NODES)
+    nodes_added: list[Node] = Field(default_factory=list, alias="nodes-added",
+                                    max_length=MAX_NODES)
+    nodes_removed: list[Name] = Field(default_factory=list, alias="nodes-removed",
+                                      max_length=MAX_NODES)
+    jobs_submitted: list[Job] = Field(default_factory=list, alias="jobs-submitted",
+                                      max_length=MAX_JOBS)
+    jobs_removed: list[Name] = Field(default_factory=list, alias="jobs-removed",
+                                     max_length=MAX_JOBS)
+    cache_events: list[CacheEvent] = Field(default_factory=list, alias="cache-events",
+                                           max_length=MAX_CACHE_ENTRIES)
 
 
 class ClusterInfo(_Model):
@@ -187,28 +225,60 @@ class _Applied:
     lifecycle: CacheLifecycle
     tier: str
     notes: list[str]
+    stamp: int | None = None  # the time cache events were stamped with (None: no events)
 
 
-def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
-                ) -> _Applied:
+def delta_messages(exc: ValidationError, where: str = "") -> list[str]:
+    """pydantic errors as ``<delta>: field 'node-updates[0].npus': <message>`` lines.
+
+    ``where`` prefixes the location (the item a nested model was validated for).
+    """
+    out = []
+    for error in exc.errors():
+        loc = ""
+        for part in (where, *error["loc"]) if where else error["loc"]:
+            loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+        text = str(error["msg"]).removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            text = "unknown field"
+        value = error.get("input")
+        if isinstance(value, (int, float, bool)) or (isinstance(value, str)
+                                                     and len(value) <= 60):
+            text = f"{text} (got {value!r})"
+        out.append(escape_text(f"<delta>: field '{loc or '(the delta)'}': {text}", 2000))
+    return out
+
+
+def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta,
+                stamp: int | None = None) -> _Applied:
     """Apply ``delta`` to a compiled cluster without touching the inputs.
+
+    The result passes every rule a full scenario body passes: changed nodes are checked
+    by :class:`~models.scenario.Node`, the new scenario by
+    :class:`~models.scenario.Scenario` (its bounds and section sizes) and the
+    cross-field rules run again (all of :func:`models.validation.validate_scenario` in
+    the ``jobs`` and ``structure`` tiers; in the ``values`` tier, where only ``free`` and
+    ``health`` changed, the rules those two fields take part in,
+    :func:`models.validation.node_value_problems`).
 
     Parameters
     ----------
     problem
         The cluster's current compiled problem (its ``scenario`` is the current scenario).
     lifecycle
-        The cluster's cache lifecycle.  Cache events are applied to it in place once the
-        delta itself is known to be valid; if the resulting scenario is then refused
-        (:class:`InputError`), the caller restores it from ``problem.scenario``.
+        The cluster's cache lifecycle; never changed (cache events go to a copy).
     delta
         The changes.
+    stamp
+        The time cache events are stamped with; default: the delta's or scenario's
+        ``now``, else the clock.  A replay passes the stamp of the first application, so
+        that it rebuilds the same cache.
 
     Returns
     -------
     _Applied
         The new scenario, problem and lifecycle, the tier that was paid (``values``,
-        ``jobs``, ``structure`` or ``none``) and notes.
+        ``jobs``, ``structure`` or ``none``), notes and the stamp used.
 
     Raises
     ------
@@ -220,7 +290,7 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     notes: list[str] = []
 
     def say(where: str, text: str) -> None:
-        errors.append(f"<delta>: {where}: {text}")
+        errors.append(escape_text(f"<delta>: {where}: {text}", 2000))
 
     structural = False
     jobs_changed = delta.now is not None and delta.now != scenario.now
@@ -247,6 +317,7 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     position = ({n.name: i for i, n in enumerate(nodes)} if structural
                 else problem.node_index)
     changed: list[int] = []
+    changed_where: dict[str, int] = {}
     for i, node_update in enumerate(delta.node_updates):
         at = position.get(node_update.name)
         if at is None:
@@ -254,15 +325,21 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
             continue
         fields = node_update.model_fields_set - {"name"}
         values = {f: getattr(node_update, f) for f in fields}
-        node = nodes[at].model_copy(update=values)
-        if node.free < 0 or node.free > node.npus:
-            say(f"field 'node-updates[{i}].free'",
-                f"node '{node.name}': free {node.free} must be between 0 and npus ({node.npus})")
-        nodes[at] = node
-        if fields - _VALUE_FIELDS:
+        if fields - _VALUE_FIELDS or any(v is None for v in values.values()):
+            # the node's own rules (bounds, label text and count), as in a full body
+            merged = nodes[at].model_dump(by_alias=True)
+            merged.update(node_update.model_dump(by_alias=True, include=fields))
+            try:
+                node = Node.model_validate(merged)
+            except ValidationError as exc:
+                errors.extend(delta_messages(exc, f"node-updates[{i}]"))
+                continue
             structural = True
-        else:
+        else:  # free (an int, checked with npus below) and health (an enum), not null
+            node = nodes[at].model_copy(update=values)
             changed.append(at)
+        nodes[at] = node
+        changed_where[node.name] = i
 
     jobs = list(scenario.jobs)
     if delta.jobs_removed:
@@ -289,9 +366,13 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
         raise InputError(errors)
 
     cache_model = scenario.affinity_cache
-    new_lifecycle = lifecycle  # modified in place from here on (see Cluster.apply)
+    new_lifecycle = lifecycle
+    used_stamp: int | None = None
     if delta.cache_events or removed:
-        stamp = int(now) if now is not None else int(time.time())
+        new_lifecycle = lifecycle.copy()  # the stored one changes only when all is valid
+        if stamp is None:
+            stamp = int(now) if now is not None else int(time.time())
+        used_stamp = stamp
         for i, event in enumerate(delta.cache_events):
             owner, rank = event.owner_uid, event.rank
             if event.event is CacheEventKind.BIND:
@@ -309,12 +390,18 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
             else:
                 if new_lifecycle.cache is not None:
                     new_lifecycle.cache.refresh_owner(owner, stamp)
-        cache_model = new_lifecycle.to_model()
+        try:
+            cache_model = new_lifecycle.to_model()
+        except ValidationError as exc:
+            raise InputError(delta_messages(exc, "(the cache after the delta)")
+                             ) from None
         if removed:
             cache_model, dropped = _drop_removed(cache_model, removed)
             if dropped:
                 notes.append(f"dropped {dropped} cache entries of removed nodes")
-                new_lifecycle = CacheLifecycle.from_model(cache_model)
+            states = new_lifecycle.export_states()
+            new_lifecycle = CacheLifecycle.from_model(cache_model)
+            new_lifecycle.restore_states(states)
         jobs_changed = True
 
     update: dict[str, Any] = {}
@@ -324,19 +411,33 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
         update.update(jobs=jobs, affinity_cache=cache_model, now=now, running=running)
     if not update:
         return _Applied(scenario, problem, lifecycle, "none", notes)
-    new = scenario.model_copy(update=update)
+    # the scenario's own bounds (now, section sizes); the items are validated already
+    whole = {name: getattr(scenario, name) for name in Scenario.model_fields} | update
+    try:
+        new = Scenario.model_validate(whole)
+    except ValidationError as exc:
+        raise InputError(delta_messages(exc, "(the scenario after the delta)")) from None
     if structural:
-        return _Applied(new, compile_scenario(new, "<delta>"), new_lifecycle, "structure", notes)
+        return _Applied(new, compile_scenario(new, "<delta>"), new_lifecycle, "structure",
+                        notes, used_stamp)
+    if changed and not jobs_changed:
+        value_errors = node_value_problems(new, changed)
+        if value_errors:
+            raise InputError([escape_text(
+                f"<delta>: field 'node-updates[{changed_where[name]}].free': node "
+                f"'{name}': {text}", 2000) for name, text in value_errors])
     out = problem
     if changed:
         free = problem.free.copy()
         health = problem.health.copy()
         for at in changed:
-            free[at] = nodes[at].free
+            # a vNPU node serves vNPU jobs only: no free chip for the others (compiled)
+            free[at] = 0 if nodes[at].vnpu is not None else nodes[at].free
             health[at] = _HEALTH_CODE[nodes[at].health]
         out = replace(out, scenario=new, free=free, health=health)
     if jobs_changed:
-        return _Applied(new, recompile_jobs(out, new), new_lifecycle, "jobs", notes)
+        return _Applied(new, recompile_jobs(out, new), new_lifecycle, "jobs", notes,
+                        used_stamp)
     return _Applied(new, replace(out, scenario=new), new_lifecycle, "values", notes)
 
 
@@ -366,11 +467,20 @@ class Cluster:
         self.lifecycle = CacheLifecycle.from_model(problem.scenario.affinity_cache)
         self.snapshot = ClusterSnapshot(name, version, problem)
         self.last_update = "full"
+        self.last_stamp: int | None = None
         self.apply_seconds = 0.0
         self.notes: list[str] = []
 
-    def apply(self, delta: ClusterDelta) -> ClusterInfo:
+    def apply(self, delta: ClusterDelta, stamp: int | None = None) -> ClusterInfo:
         """Apply a delta (whole or not at all) and return the new summary.
+
+        Parameters
+        ----------
+        delta
+            The changes.
+        stamp
+            The time to stamp cache events with (a replay passes the first
+            application's :attr:`last_stamp`); default: ``now``, else the clock.
 
         Raises
         ------
@@ -386,14 +496,10 @@ class Cluster:
                 raise VersionConflict(
                     f"cluster '{self.name}' is at version {current.version}, the delta "
                     f"expects {delta.expect_version}")
-            try:
-                applied = apply_delta(current.problem, self.lifecycle, delta)
-            except InputError:
-                if delta.cache_events or delta.nodes_removed:  # undo in-place cache events
-                    self.lifecycle = CacheLifecycle.from_model(
-                        current.problem.scenario.affinity_cache)
-                raise
+            # applied to copies: any failure leaves snapshot and lifecycle as they were
+            applied = apply_delta(current.problem, self.lifecycle, delta, stamp)
             self.lifecycle = applied.lifecycle
+            self.last_stamp = applied.stamp
             if applied.tier != "none":
                 # the seam: a solver cache would be updated (or dropped) here with the delta
                 self.snapshot = ClusterSnapshot(self.name, current.version + 1,
@@ -402,6 +508,18 @@ class Cluster:
             self.apply_seconds = time.perf_counter() - started
             self.notes = applied.notes
             return self.info()
+
+    def export_state(self) -> dict[str, Any]:
+        """Everything needed to rebuild this cluster (:meth:`restore_state`): the scenario,
+        the version and the cache lifecycle's states, as JSON-ready data."""
+        snap = self.snapshot
+        return {"scenario": snap.problem.scenario.to_dict(), "version": snap.version,
+                "cache-states": self.lifecycle.export_states()}
+
+    def restore_state(self, states: dict[str, Any]) -> None:
+        """Set the cache lifecycle's states exported by :meth:`export_state`."""
+        with self._lock:
+            self.lifecycle.restore_states(states)
 
     def refresh_clock(self) -> ClusterSnapshot:
         """The snapshot to plan on; without a scenario ``now`` the live cache follows the clock.

@@ -9,14 +9,21 @@ Requests (tuples) and answers:
 
 ``("plan", id, body | None, cluster | None, engine, deadline, seed, det_time)``
     Answers ``(id, "parsed", job names)`` once the scenario is compiled (or the stored
-    cluster's snapshot taken), ``(id, "greedy", placement, info)`` as soon as greedy's
-    answer exists, then ``(id, "final", placement | None, info)`` (``None``: greedy's
-    answer stands).  ``deadline`` is a ``time.monotonic()`` value (system-wide on Linux).
-``("validate", id, body)``, ``("put", id, name, body, version)``,
-``("patch", id, name, body)``, ``("dump", id, name)``, ``("delete", id, name)``
-    Answer ``(id, "reply", value)``.
+    cluster's snapshot taken), ``(id, "greedy", placement, info)`` as soon as the facade
+    publishes a fallback answer (greedy's, then origin-first's if better: the
+    ``on_fallback`` hook of :func:`solver.facade.solve`, so greedy runs once per plan),
+    then ``(id, "final", placement | None, info)`` (``None``: the fallback stands).
+    ``deadline`` is a ``time.monotonic()`` value (system-wide on Linux).
+``("validate", id, body)``, ``("put", id, name, body, version[, states])``,
+``("patch", id, name, body[, stamp])``, ``("dump", id, name)``, ``("export", id, name)``,
+``("delete", id, name)``
+    Answer ``(id, "reply", value)``.  A patch answers the summary, the applied delta in
+    compact form and the time its cache events were stamped with (the replay log keeps
+    both); ``export`` answers the scenario, version and cache states (log compaction).
 
-Any failure answers ``(id, "error", status, error, messages)``.  Exactly one terminal
+Any failure answers ``(id, "error", status, error, messages)``.  A started worker sends
+``(0, "ready", seconds | None)``: how long its warm-up solve took (the first measured
+solve time admission uses, :mod:`solver.service.admission`).  Exactly one terminal
 answer (``final``, ``reply`` or ``error``) ends every request.
 """
 
@@ -34,8 +41,9 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from models.validation import InputError
-from solver.service.parsing import BadRequest, parse_delta, parse_problem, run_validate
-from solver.service.state import ClusterStore, VersionConflict
+from solver.reuse import SolveCache
+from solver.service.parsing import BadRequest, capped, parse_delta, parse_problem, run_validate
+from solver.service.state import ClusterDelta, ClusterStore, VersionConflict
 
 log = logging.getLogger("npu_place.service.worker")
 
@@ -63,15 +71,21 @@ class Worker:
         self.solve = load_solve(solve_path)
         self.solve_slack = solve_slack
         self.clusters = ClusterStore(max_clusters=1 << 30)  # the serving process limits them
+        #: per stored cluster, what its last plan leaves for the next (solver.reuse)
+        self.solve_caches: dict[str, SolveCache] = {}
 
-    def warm_up(self) -> None:
-        """Exercise both engines once (imports, OR-Tools start-up)."""
+    def warm_up(self) -> float:
+        """Exercise both engines (imports, OR-Tools start-up); return the seconds of a
+        second, warm solve of the same small example (admission's first measurement)."""
         from models.compiled import compile_scenario
         from models.io import load_scenario
         from solver.doors import example_path
 
         problem = compile_scenario(load_scenario(example_path("ordinary-8npu")))
         self.solve(problem, engine="auto", time_limit=0.5)
+        started = time.monotonic()
+        self.solve(problem, engine="auto", time_limit=0.5)
+        return time.monotonic() - started
 
     def send(self, *message: Any) -> None:
         """Send one answer to the serving process."""
@@ -92,7 +106,7 @@ class Worker:
             except BadRequest as exc:
                 self.send(rid, "error", exc.status, exc.error, exc.messages)
             except InputError as exc:
-                self.send(rid, "error", 422, "invalid input", exc.messages)
+                self.send(rid, "error", 422, "invalid input", capped(exc.messages))
             except VersionConflict as exc:
                 self.send(rid, "error", 409, "version conflict", [str(exc)])
             except Exception as exc:  # a crash is a 500 for this request only
@@ -106,22 +120,38 @@ class Worker:
         elif kind == "validate":
             self.send(rid, "reply", run_validate(args[0]).model_dump(by_alias=True, mode="json"))
         elif kind == "put":
-            name, body, version = args
+            name, body, version = args[:3]
+            states = args[3] if len(args) > 3 else None
             problem = parse_problem(body)
             cluster, created = self.clusters.put(name, problem, version)
+            self.solve_caches.pop(name, None)  # a new body: nothing to continue from
+            if states is not None:  # a replay of a compacted cluster: its cache states too
+                cluster.restore_state(json.loads(states))
             self.send(rid, "reply", {"info": cluster.info().model_dump(by_alias=True),
                                      "created": created})
         elif kind == "patch":
-            name, body = args
+            name, body = args[:2]
+            stamp = args[2] if len(args) > 2 else None
             cluster = self._cluster(name)
-            info = cluster.apply(parse_delta(body))
-            self.send(rid, "reply", info.model_dump(by_alias=True))
+            delta = parse_delta(body)
+            info = cluster.apply(delta, stamp)
+            self.send(rid, "reply", {"info": info.model_dump(by_alias=True),
+                                     "log": compact_delta(delta),
+                                     "stamp": cluster.last_stamp})
         elif kind == "dump":
             cluster = self._cluster(args[0])
             data = cluster.snapshot.problem.scenario.to_dict()
             self.send(rid, "reply", {"scenario": json.dumps(data).encode(),
                                      "version": cluster.snapshot.version})
+        elif kind == "export":  # compaction: the scenario plus the cache states
+            cluster = self._cluster(args[0])
+            state = cluster.export_state()
+            self.send(rid, "reply", {
+                "scenario": json.dumps(state["scenario"], separators=(",", ":")).encode(),
+                "version": state["version"],
+                "states": json.dumps(state["cache-states"], separators=(",", ":")).encode()})
         elif kind == "delete":
+            self.solve_caches.pop(args[0], None)
             self.send(rid, "reply", self.clusters.delete(args[0]))
         else:
             raise BadRequest(500, "internal error", [f"unknown worker request {kind!r}"])
@@ -134,7 +164,8 @@ class Worker:
 
     def plan(self, rid: int, body: bytes | None, cluster: str | None, engine: str,
              deadline: float, seed: int, deterministic_time: float | None) -> None:
-        """Greedy first (sent at once), then the full solve in the rest of the budget."""
+        """The facade with the whole budget; its fallback answers (greedy, then
+        origin-first) are sent as soon as they exist, then its final answer."""
         solver_cache = None
         if body is not None:
             problem = parse_problem(body)
@@ -144,33 +175,50 @@ class Worker:
             problem, solver_cache = snapshot.problem, snapshot.solver_cache
         self.send(rid, "parsed", [job.name for job in problem.jobs])
         options: dict[str, Any] = {"seed": seed, "deterministic_time": deterministic_time}
-        if solver_cache is not None:  # the seam for a model-reuse cache
+        if solver_cache is not None:  # the snapshot's seam, when a layer fills it
             options["cache"] = solver_cache
+        elif cluster is not None:  # the last answer of a stored cluster: next warm start
+            options["cache"] = self.solve_caches.setdefault(cluster, SolveCache())
         started = time.monotonic()
         if deadline <= started:
             self.send(rid, "final", None, {})
             return
-        greedy = self.solve(problem, engine="greedy", time_limit=max(0.001, deadline - started),
-                            **options)
-        greedy_seconds = time.monotonic() - started
-        self.send(rid, "greedy", greedy.placement.to_dict(), {"objective": greedy.objective})
         if engine == "greedy":
+            greedy = self.solve(problem, engine="greedy",
+                                time_limit=max(0.001, deadline - started), **options)
+            self.send(rid, "greedy", greedy.placement.to_dict(), {"objective": greedy.objective})
             self.send(rid, "final", None, {})
             return
-        remaining = deadline - time.monotonic()
-        budget = remaining - self.solve_slack - 0.05 * remaining
-        # the facade runs greedy again before CP-SAT: not worth starting without room
-        if budget <= 1.5 * greedy_seconds + 0.01:
-            self.send(rid, "final", None, {"skipped": True})
-            return
+        published: list[int] = []
+
+        def publish(fallback: Any) -> None:
+            # the facade's greedy (then origin-first) answer, sent as soon as it exists:
+            # greedy runs once per plan
+            self.send(rid, "greedy", fallback.placement.to_dict(),
+                      {"objective": fallback.objective})
+            published.append(fallback.objective)
+
+        remaining = deadline - started
+        budget = max(0.001, remaining - self.solve_slack - 0.05 * remaining)
         try:
-            result = self.solve(problem, engine=engine, time_limit=budget, **options)
+            result = self.solve(problem, engine=engine, time_limit=budget,
+                                on_fallback=publish, **options)
         except Exception as exc:
-            log.exception("solve failed after greedy")
+            if not published:
+                raise  # no answer at all: a 500 for this request
+            log.exception("solve failed after its fallback answer")
             self.send(rid, "final", None, {"error": f"{type(exc).__name__}: {exc}"})
             return
         self.send(rid, "final", result.placement.to_dict(),
-                  {"objective": result.objective, "greedy-objective": greedy.objective})
+                  {"objective": result.objective, "greedy-objective": result.greedy_objective})
+
+
+def compact_delta(delta: ClusterDelta) -> bytes:
+    """The applied delta as compact JSON for the replay log: only the fields that were set,
+    no whitespace, and no ``expect-version`` (a replay must not be refused)."""
+    data = delta.model_dump(by_alias=True, exclude_unset=True, mode="json",
+                            exclude={"expect_version"})
+    return json.dumps(data, separators=(",", ":")).encode()
 
 
 def worker_main(conn: Connection, solve_path: str, warmup: bool) -> None:
@@ -183,13 +231,14 @@ def worker_main(conn: Connection, solve_path: str, warmup: bool) -> None:
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICE)
     worker = Worker(conn, solve_path)
+    warmed: float | None = None
     if warmup:
         try:
-            worker.warm_up()
+            warmed = worker.warm_up()
         except Exception:  # best effort
             log.exception("warm-up failed")
     try:
-        conn.send((0, "ready"))
+        conn.send((0, "ready", warmed))
     except (BrokenPipeError, OSError):
         return
     worker.run()

@@ -15,6 +15,14 @@ mapping whose first key names its type:
 ``{evict: JOB, ranks: [r, ...], fault: true}``
     Those pods failed: the rescheduler deletes the whole job (job-level rescheduling,
     upstream's default) and the listed ranks become ``fault-ranks`` of the re-placement.
+    A job with ``pod-rescheduling`` or ``process-recover`` (upstream's pod-level
+    rescheduling) loses only those pods: the others keep running and the next session
+    repairs the job around them (``running-ranks``, ``heuristics.podlevel``).  Each session
+    the repair stays pending counts as ``pending-sessions``, and at upstream's stages the
+    rescheduler deletes more pods (A3/850: the logical super pod from 6; 950: the rack
+    window from 3, the block from 6; multilevel: one level more per 6; all from 12 with
+    ``pod-rescheduling``; never with ``process-recover``), so a repair that cannot be
+    placed escalates across sessions.
 ``{delete-job: JOB}`` (optional ``keep-cache: true``)
     The job and its pods are removed; its owner's cache entries are removed too (the RFC's
     "Job 删除时清理对应缓存") unless ``keep-cache`` (a PodGroup recreated by the same owner).
@@ -27,7 +35,8 @@ mapping whose first key names its type:
 ``{node: NODE, health: healthy|subhealthy|unhealthy, free: N}``
     Set a node's health and/or its free chips (other tenants, a repair).  ``free`` counts
     the chips left after the simulated running jobs.  A node turning unhealthy reschedules
-    every running job with a rank on it (job level; those ranks become fault ranks).
+    every running job with a rank on it (job level; those ranks become fault ranks; a
+    pod-level job loses only those pods, as for ``evict ... fault: true``).
 ``{advance: SECONDS}``
     Move the clock (an integer, or ``"90s"``, ``"15m"``, ``"8h"``, ``"3d"``); drives the
     cache TTL.

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from heuristics.lifecycle import CacheLifecycle
+from heuristics.podlevel import deleted_ranks
 from models.cache import AffinityCache
 from models.compiled import expired_owners, scenario_now
 from models.limits import MAX_TIMESTAMP
@@ -19,6 +20,7 @@ from models.scenario import (
     Node,
     RunningJob,
     Scenario,
+    VnpuJob,
 )
 from models.validation import InputError, check_running, derive_shape, running_spec
 from solver.simulate.events import (
@@ -32,6 +34,7 @@ from solver.simulate.events import (
     SubmitEvent,
 )
 from solver.simulate.report import duration_text, span_text
+from solver.simulate.vnpu import RunningSlice, SimVnpuJob, node_with_slices
 
 
 @dataclass
@@ -42,6 +45,8 @@ class SimJob:
     desired: int
     placed: dict[int, str]
     fault: set[int]
+    # Sessions a pod-level repair has stayed pending (upstream ``PendingSessionNum``).
+    pending_sessions: int = 0
 
     @property
     def name(self) -> str:
@@ -53,6 +58,11 @@ class SimJob:
 
     def pending_ranks(self) -> list[int]:
         return [r for r in range(self.desired) if r not in self.placed]
+
+    @property
+    def pod_level(self) -> bool:
+        """Upstream's pod-level switches (``pod-rescheduling`` / ``process-recover``)."""
+        return self.spec.pod_rescheduling or self.spec.process_recover
 
 
 def job_with(spec: Job, **changes: Any) -> Job:
@@ -89,7 +99,16 @@ class SimulatedCluster:
                                                        cold_if_empty=True)
         messages: list[str] = []
         for job in scenario.jobs:
-            self.jobs[job.name] = SimJob(job, job.tasks, {}, set(job.fault_ranks))
+            # a partly running job's running ranks run in the simulated cluster
+            spec = job_with(job, **{"running-ranks": {}, "pending-sessions": 0}) \
+                if job.running_ranks else job
+            self.jobs[job.name] = SimJob(spec, job.tasks, dict(job.running_ranks),
+                                         set(job.fault_ranks), job.pending_sessions)
+        # dynamic vNPU jobs (solver.simulate.vnpu); the first session sees the scenario's
+        # unfinished slices, later ones do not
+        self.vjobs: dict[str, SimVnpuJob] = {job.name: SimVnpuJob(job, job.tasks)
+                                             for job in scenario.vnpu_jobs}
+        self.sessions_run = 0
         used: dict[str, int] = {}
         for running in scenario.running:
             where = f"{scenario_source}: running job '{running.name}'"
@@ -140,8 +159,52 @@ class SimulatedCluster:
             raise InputError([f"{where}: field 'tasks': {text}" for _, text in errors])
 
     # ------------------------------------------------------------------ events
+    def _release_vnpu(self, sim: SimVnpuJob, ranks: list[int]) -> int:
+        """Release running vNPU ranks (cache kept).  Returns the count."""
+        for rank in ranks:
+            sim.placed.pop(rank)
+            self.lifecycle.release(sim.owner, rank)
+        return len(ranks)
+
+    def _apply_vnpu(self, event: EventBase, where: str) -> str | None:
+        """Evict, scale and delete-job for a vNPU job (None: the event is not one)."""
+        name = getattr(event, "job", None)
+        sim = self.vjobs.get(name) if isinstance(name, str) else None
+        if sim is None:
+            return None
+        if isinstance(event, DeleteJobEvent):
+            released = self._release_vnpu(sim, sorted(sim.placed))
+            del self.vjobs[sim.name]
+            if not event.keep_cache:
+                self.lifecycle.delete_owner(sim.owner)
+            return (f"delete-job {sim.name}: {released} pods removed, cache "
+                    f"{'kept' if event.keep_cache else 'entries removed'}")
+        if isinstance(event, ScaleEvent):
+            old, target = sim.desired, event.tasks
+            if target == old:
+                return f"scale {sim.name}: already {old} ranks"
+            released = self._release_vnpu(sim, sorted(r for r in sim.placed if r >= target))
+            sim.desired = target
+            text = f"scale {sim.name} {old} -> {target}"
+            if target < old:
+                return text + (f": {released} pods released, cache kept" if released else "")
+            return text + f": {target - old} ranks pending"
+        if isinstance(event, EvictEvent):
+            missing = [r for r in event.ranks or [] if r >= sim.desired]
+            if missing:
+                raise InputError([f"{where}: field 'ranks': ranks {missing} of job "
+                                  f"'{sim.name}' do not exist (the job has {sim.desired} "
+                                  "ranks)"])
+            ranks = sorted(r for r in (event.ranks or sim.placed) if r in sim.placed)
+            released = self._release_vnpu(sim, ranks)
+            return f"evict {sim.name}: {released} pods released, cache kept"
+        return None
+
     def apply(self, event: EventBase, where: str) -> str:
         """Apply one event; returns what happened, for the report."""
+        done = self._apply_vnpu(event, where)
+        if done is not None:
+            return done
         if isinstance(event, EvictEvent):
             return self._evict(event, where)
         if isinstance(event, DeleteJobEvent):
@@ -200,6 +263,13 @@ class SimulatedCluster:
                 if not event.ranks:
                     return (f"evict {sim.name}: ranks {idle} are not running in this run; "
                             "nothing to evict")
+        if event.fault and sim.pod_level:
+            assert event.ranks
+            self._release(sim, sorted(event.ranks))
+            sim.fault |= set(event.ranks)
+            sim.pending_sessions = 0
+            return (f"evict {sim.name}: ranks {event.ranks} failed; pod-level rescheduling: "
+                    f"only they are deleted, {len(sim.placed)} pods keep running")
         if event.fault:
             assert event.ranks
             released = self._release(sim, sorted(sim.placed))
@@ -251,19 +321,66 @@ class SimulatedCluster:
             parts.append(f"health {self.health[event.node].value} -> {event.health.value}")
             self.health[event.node] = event.health
             if event.health is Health.UNHEALTHY:
+                for vsim in self.vjobs.values():
+                    if any(s.node == event.node for s in vsim.placed.values()):
+                        released = self._release_vnpu(vsim, sorted(vsim.placed))
+                        parts.append(f"{vsim.name} rescheduled ({released} pods released)")
                 for sim in self.jobs.values():
                     hit = sorted(r for r, n in sim.placed.items() if n == event.node)
-                    if hit:
+                    if hit and sim.pod_level:
+                        self._release(sim, hit)
+                        sim.fault |= set(hit)
+                        sim.pending_sessions = 0
+                        parts.append(f"{sim.name}: pod-level rescheduling of fault ranks {hit}")
+                    elif hit:
                         released = self._release(sim, sorted(sim.placed))
                         sim.fault = set(hit)
                         parts.append(f"{sim.name} rescheduled (fault ranks {hit}, {released} "
                                      "pods released)")
         return f"node {event.node}: " + "; ".join(parts)
 
+    def escalate(self, sim: SimJob) -> list[int]:
+        """A pod-level repair stayed pending one more session: count it and delete the
+        running pods upstream's rescheduler adds at the new count (released, cache kept).
+        Returns the ranks deleted now."""
+        if not sim.pod_level or not sim.placed:
+            return []
+        sim.pending_sessions += 1
+        shape, _ = derive_shape(job_with(sim.spec, tasks=sim.desired,
+                                         **{"fault-ranks": []}), self.base)
+        if shape is None:
+            return []
+        wider = deleted_ranks(shape, sim.desired, set(sim.pending_ranks()),
+                              sim.pending_sessions, sim.spec.pod_rescheduling,
+                              sim.spec.process_recover)
+        now = sorted(r for r in wider if r in sim.placed)
+        self._release(sim, now)
+        return now
+
+    def session_job(self, sim: SimJob) -> Job | None:
+        """The pending job of a partly running pod-level or gang job: every rank, the
+        running ones as ``running-ranks`` (``None``: not such a job)."""
+        if not sim.placed or not sim.pending_ranks():
+            return None
+        if not sim.pod_level and self._family(sim) is Family.ORDINARY:
+            return None
+        return job_with(sim.spec, tasks=sim.desired, **{
+            "fault-ranks": sorted(r for r in sim.fault if r < sim.desired
+                                  and r not in sim.placed),
+            "running-ranks": {str(r): n for r, n in sorted(sim.placed.items())},
+            "pending-sessions": sim.pending_sessions})
+
     # ------------------------------------------------------------------ sessions
     def scenario_now(self, jobs: list[Job], entries: list[CacheEntry],
-                     running: list[RunningJob] | None = None) -> Scenario:
-        nodes = [node.model_copy(update={"free": self.free[name], "health": self.health[name]})
+                     running: list[RunningJob] | None = None,
+                     vnpu_jobs: list[VnpuJob] | None = None) -> Scenario:
+        slices: dict[str, list[RunningSlice]] = {}
+        for vsim in self.vjobs.values():
+            for running_slice in vsim.placed.values():
+                slices.setdefault(running_slice.node, []).append(running_slice)
+        nodes = [node_with_slices(node.model_copy(update={"free": self.free[name],
+                                                          "health": self.health[name]}),
+                                  slices.get(name, []), self.sessions_run == 0)
                  for name, node in self.nodes.items()]
         return Scenario(
             now=self.now,
@@ -273,6 +390,7 @@ class SimulatedCluster:
                                               entries=entries),
             jobs=jobs,
             running=running or [],
+            vnpu_jobs=vnpu_jobs or [],
         )
 
     def final_state(self) -> Scenario:
@@ -284,6 +402,10 @@ class SimulatedCluster:
                 pending.append(job_with(sim.spec, tasks=sim.desired,
                                          **{"fault-ranks": sorted(sim.fault)}))
                 continue
+            partly = self.session_job(sim)
+            if partly is not None:  # a partly running gang: pending with running ranks
+                pending.append(partly)
+                continue
             spec = sim.spec
             running.append(RunningJob.model_validate({
                 k: v for k, v in {
@@ -294,6 +416,15 @@ class SimulatedCluster:
                     "sp-block": spec.sp_block, "ra-block": spec.ra_block,
                     "affinity-config": spec.affinity_config,
                     "super-pod-affinity": spec.super_pod_affinity.value,
-                    "ub-memory": spec.ub_memory,
+                    "ub-memory": spec.ub_memory, "inferserviceid": spec.inferserviceid,
+                    "labels": spec.labels, "pod-rescheduling": spec.pod_rescheduling,
+                    "process-recover": spec.process_recover,
                 }.items() if v is not None}))
-        return self.scenario_now(pending, list(self.lifecycle.to_model().entries), running)
+        # the pending ranks of a partly running vNPU job lose the cache key (their rank
+        # numbers would point at the running ranks' entries)
+        vnpu_pending = [vsim.spec.model_copy(update={
+            "tasks": len(vsim.pending_ranks()),
+            "owner_uid": vsim.spec.owner_uid if not vsim.placed else None})
+            for vsim in self.vjobs.values() if vsim.pending_ranks()]
+        return self.scenario_now(pending, list(self.lifecycle.to_model().entries), running,
+                                 vnpu_pending)

@@ -212,7 +212,8 @@ def parse_events(data: Any, source: str, scenario: Scenario) -> list[SessionSpec
     if len(data) > MAX_SESSIONS:
         raise InputError([f"{source}: {len(data)} sessions; the limit is {MAX_SESSIONS}"])
     node_names = {node.name for node in scenario.nodes}
-    jobs: set[str] = {job.name for job in scenario.jobs} | {r.name for r in scenario.running}
+    jobs: set[str] = ({job.name for job in scenario.jobs} | {r.name for r in scenario.running}
+                      | {v.name for v in scenario.vnpu_jobs})
     sessions: list[SessionSpec] = []
     for s, raw in enumerate(data, start=1):
         name: str | None = None

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from heuristics.lifecycle import RunningPods
-from models.compiled import compile_scenario
+from models.compiled import Problem, compile_scenario
 from models.objective import achievable_hits
-from models.scenario import CacheEntry, Job
+from models.placement import PlacementFile
+from models.scenario import CacheEntry, Job, VnpuJob
+from models.vnpu import achievable_vnpu_hits, compile_vnpu
 from solver.facade import solve
 from solver.simulate.cluster import SimJob, SimulatedCluster, job_with
 from solver.simulate.events import SessionSpec
 from solver.simulate.report import JobSessionResult, SessionReport, span_text
+from solver.simulate.vnpu import SimVnpuJob, running_slice
 
 
 def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_limit: float,
-                workers: int, seed: int) -> SessionReport:
+                workers: int, seed: int, deterministic_time: float | None = None
+                ) -> SessionReport:
     """Run one session on ``cluster``: its events, the cache start, the placement.
 
     The pending ranks of every job are placed with :func:`solver.facade.solve`; the
@@ -32,19 +36,26 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
         where = f"{cluster.events_source}: {spec.label}: event {e} ({event.kind})"
         applied.append(cluster.apply(event, where))
     present = [sim.owner for sim in cluster.jobs.values() if sim.owner and sim.desired > 0]
+    present += [v.owner for v in cluster.vjobs.values() if v.owner and v.desired > 0]
     running = [RunningPods(sim.owner, dict(sim.placed)) for sim in cluster.jobs.values()
                if sim.placed]
+    running += [RunningPods(v.owner, v.nodes()) for v in cluster.vjobs.values() if v.placed]
     start = cluster.lifecycle.start_session(cluster.now, present, running)
     cache_model = cluster.lifecycle.to_model()
     entries = list(cache_model.entries)
     session_jobs: list[Job] = []
-    real_ranks: list[tuple[SimJob, list[int]]] = []
+    # (job, its pending ranks, whether the session job holds every rank: running-ranks)
+    real_ranks: list[tuple[SimJob, list[int], bool]] = []
     for sim in cluster.jobs.values():  # insertion order: the scenario's, then submissions
         pending = sim.pending_ranks()
         if not pending:
             continue
         owner = sim.owner
-        if not sim.placed:
+        partly = cluster.session_job(sim)
+        if partly is not None:
+            # a partly running gang or pod-level job: repaired around its running ranks
+            job = partly
+        elif not sim.placed:
             job = job_with(sim.spec, tasks=sim.desired,
                             **{"fault-ranks": sorted(r for r in sim.fault
                                                      if r < sim.desired)})
@@ -67,18 +78,22 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
             for rank in pending:
                 cluster.lifecycle.lookup(owner, rank)
         session_jobs.append(job)
-        real_ranks.append((sim, pending))
-    scenario = cluster.scenario_now(session_jobs, entries)
+        real_ranks.append((sim, pending, partly is not None))
+    vnpu_jobs, vnpu_ranks = vnpu_session_jobs(cluster, entries)
+    scenario = cluster.scenario_now(session_jobs, entries, vnpu_jobs=vnpu_jobs)
+    cluster.sessions_run += 1
     where = f"{cluster.events_source}: {spec.label}"
     problem = compile_scenario(scenario, where)
     results: list[JobSessionResult] = []
+    order = {name: i for i, name in enumerate([*cluster.jobs, *cluster.vjobs])}
     engine_used = "none"
     status = "-"
-    if session_jobs:
+    if session_jobs or vnpu_jobs:
         result = solve(problem, engine=engine, time_limit=time_limit, workers=workers,
-                       seed=seed)
+                       seed=seed, deterministic_time=deterministic_time)
+        results.extend(apply_vnpu_answer(cluster, problem, result.placement, vnpu_ranks))
         engine_used, status = result.engine, result.status.value
-        for j, (sim, ranks) in enumerate(real_ranks):
+        for j, (sim, ranks, whole) in enumerate(real_ranks):
             view_job = problem.jobs[j]
             nodes = result.plan.nodes[j]
             res = JobSessionResult(
@@ -87,18 +102,26 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
                 achievable=achievable_hits(problem, view_job))
             if nodes is None:
                 res.reason = result.plan.reasons[j] or "not placed"
+                if whole and sim.pod_level:
+                    deleted = cluster.escalate(sim)
+                    res.reason += (f" (pending session {sim.pending_sessions} of the pod-level "
+                                   "repair" + (f"; the rescheduler now deletes ranks "
+                                               f"{span_text(deleted)} too)" if deleted else ")"))
                 results.append(res)
                 continue
+            sim.pending_sessions = 0
             gang = cluster.lifecycle.begin(sim.owner, cluster.now)
-            for local, n in enumerate(nodes.tolist()):
-                rank = ranks[local]
+            placed_nodes = nodes.tolist()
+            for local, rank in enumerate(ranks):
+                at = rank if whole else local  # the rank's position in the session job
+                n = placed_nodes[at]
                 name = problem.node_names[n]
-                origin = int(view_job.origin[local])
+                origin = int(view_job.origin[at])
                 if origin < 0:
                     res.new += 1
                 elif origin != n:
                     res.moved += 1
-                elif view_job.fault[local]:
+                elif view_job.fault[at]:
                     res.fault_returns += 1
                 else:
                     res.hits += 1
@@ -110,6 +133,7 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
             sim.fault = set()
             res.pulls_avoided_gb = res.hits * sim.spec.image_size_gb
             results.append(res)
+    results.sort(key=lambda r: order.get(r.name, len(order)))
     cache = cluster.lifecycle.cache
     return SessionReport(
         index=spec.index, name=spec.name, now=cluster.now, elapsed=cluster.now - cluster.start,
@@ -119,3 +143,69 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
         if cache is not None else 0,
         cache_states=cluster.lifecycle.counts(), engine=engine_used, status=status,
         jobs=results)
+
+
+def vnpu_session_jobs(cluster: SimulatedCluster, entries: list[CacheEntry]
+                      ) -> tuple[list[VnpuJob], list[tuple[SimVnpuJob, list[int]]]]:
+    """The pending ranks of every vNPU job as this session's ``vnpu-jobs`` (a partly
+    running job's pending ranks get a renumbered cache view, as ordinary jobs do)."""
+    jobs: list[VnpuJob] = []
+    ranks: list[tuple[SimVnpuJob, list[int]]] = []
+    for sim in cluster.vjobs.values():
+        pending = sim.pending_ranks()
+        if not pending:
+            continue
+        owner = sim.owner
+        view = owner
+        if owner and sim.placed:
+            view = f"{owner}#{span_text(pending)}"
+            updated = cluster.lifecycle.cache.updated(owner) if cluster.lifecycle.cache \
+                else None
+            for local, rank in enumerate(pending):
+                node = cluster.lifecycle.node(owner, rank)
+                if node:
+                    entries.append(CacheEntry(owner_uid=view, rank=local, node=node,
+                                              updated=updated or cluster.now))
+        if owner:
+            for rank in pending:
+                cluster.lifecycle.lookup(owner, rank)
+        jobs.append(sim.spec.model_copy(update={"tasks": len(pending), "owner_uid": view}))
+        ranks.append((sim, pending))
+    return jobs, ranks
+
+
+def apply_vnpu_answer(cluster: SimulatedCluster, problem: Problem, placement: PlacementFile,
+                      ranks: list[tuple[SimVnpuJob, list[int]]]) -> list[JobSessionResult]:
+    """Apply the vNPU jobs of a session's answer to the cluster and the cache."""
+    view = compile_vnpu(problem)
+    results = []
+    for sim, pending in ranks:
+        jp = placement.job(sim.name)
+        vjob = view.jobs[view.job_index[sim.name]]
+        res = JobSessionResult(name=sim.name, ranks=pending, placed=bool(jp and jp.placed),
+                               candidates=sum(1 for o in vjob.origin if o >= 0),
+                               achievable=achievable_vnpu_hits(view, vjob))
+        if jp is None or not jp.placed:
+            res.reason = (jp.reason if jp else None) or "not placed"
+            results.append(res)
+            continue
+        gang = cluster.lifecycle.begin(sim.owner, cluster.now)
+        down = set(jp.downgraded)
+        for local, rank in enumerate(pending):
+            name = jp.ranks[str(local)]
+            n = problem.node_index[name]
+            origin = vjob.origin[local]
+            if origin < 0:
+                res.new += 1
+            elif origin != n:
+                res.moved += 1
+            else:
+                res.hits += 1
+            res.nodes.append(name)
+            sim.placed[rank] = running_slice(cluster.nodes[name], sim.spec,
+                                             jp.chips.get(str(local), []), str(local) in down)
+            gang.allocate(rank, name)
+        gang.commit()
+        res.pulls_avoided_gb = res.hits * sim.spec.image_size_gb
+        results.append(res)
+    return results

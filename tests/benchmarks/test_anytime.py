@@ -8,10 +8,12 @@ from typing import Any
 from benchmarks.anytime import (
     BUDGET_HEADER,
     AnytimeInstance,
+    add_shares,
     budget_table,
     goal_summary,
     main,
     run_instance,
+    violations,
     write_report,
 )
 from benchmarks.generators import GenParams, case_name, generate_case
@@ -26,32 +28,55 @@ def _row(instance: str, family: str, budget: float, gain: int, engine: str = "cp
             "gain": gain, "origin-hits": 1, "origin-candidates": 2, "threads-after": 1}
 
 
-def test_goal_counts_instances_improved_at_the_long_budget() -> None:
-    rows = [_row("a", "850", 1, 5), _row("a", "850", 10, 7),
-            _row("b", "850", 1, 0, "greedy"), _row("b", "850", 10, 3),
-            _row("c", "950", 1, 0, "greedy"), _row("c", "950", 10, 0, "greedy")]
+def test_share_captured_is_the_gain_over_the_best_gain_of_the_instance() -> None:
+    rows = [_row("a", "850", 1, 5), _row("a", "850", 10, 10),
+            _row("b", "850", 1, 0, "greedy"), _row("b", "850", 10, 0, "greedy")]
+    add_shares(rows)
+    assert [r["share-captured"] for r in rows] == [0.5, 1.0, None, None]
+    assert all(r["hits-lost"] == 0 for r in rows)
+
+
+def test_goal_line_gives_the_median_share_and_the_violations() -> None:
+    rows = [_row("a", "850", 1, 8), _row("a", "850", 10, 10),
+            _row("b", "850", 1, 2), _row("b", "850", 10, 10),
+            _row("c", "950", 1, 9), _row("c", "950", 10, 3)]
     text = goal_summary(rows)
-    assert "at 10 s: 2;" in text
-    assert "at 1 s: 1 (50 %)" in text
+    assert "at 1 s: 80 % (over 3 instances with a gain)" in text  # median of 80, 20, 100 %
+    assert "monotonicity violations: 1;" in text
 
 
-def test_budget_table_shares_and_overruns() -> None:
-    rows = [_row("a", "850", 1, 5, overrun=10), _row("b", "850", 1, 0, "greedy", overrun=-5),
-            _row("c", "950", 1, 4, "origin-first", overrun=30)]
+def test_every_pair_of_budgets_that_goes_down_is_listed() -> None:
+    rows = [{**_row("a", "a3", 1, 7), "origin-hits": 9}, {**_row("a", "a3", 5, 4),
+                                                          "origin-hits": 8},
+            _row("a", "a3", 10, 6), _row("b", "a3", 1, 1), _row("b", "a3", 10, 2)]
+    found = [(v["instance"], v["budget-low"], v["budget-high"]) for v in violations(rows)]
+    assert found == [("a", 1.0, 5.0), ("a", 1.0, 10.0)]
+    assert violations(rows)[0]["hits-low"] == 9 and violations(rows)[0]["hits-high"] == 8
+
+
+def test_budget_table_shares_hits_lost_and_overruns() -> None:
+    rows = [{**_row("a", "850", 1, 5, overrun=10), "origin-hits": 3},
+            {**_row("a", "850", 10, 10), "origin-hits": 7},
+            _row("b", "850", 1, 0, "greedy", overrun=-5), _row("b", "850", 10, 0, "greedy"),
+            _row("c", "950", 1, 4, "origin-first", overrun=30),
+            _row("c", "950", 10, 2, overrun=3)]
     table = {(r[0], r[1]): r for r in budget_table(rows)}
     assert len(BUDGET_HEADER) == len(table[("1", "all")])
-    assert table[("1", "850")][3] == "1/2"  # beats greedy
-    assert table[("1", "850")][4] == "1/2"  # by CP-SAT's own search
-    assert table[("1", "950")][4] == "0/1"  # origin-first is not CP-SAT
-    assert table[("1", "all")][3] == "2/3"
-    assert table[("1", "all")][8] == "30.0"  # the largest overrun
-    assert table[("1", "all")][9] == "0/3"  # no search left running
+    column = {name: i for i, name in enumerate(BUDGET_HEADER)}
+    assert table[("1", "850")][column["median share captured"]] == "50 %"  # b has no gain
+    assert table[("1", "850")][column["hits lost (sum)"]] == "4"
+    assert table[("1", "850")][column["improved by CP-SAT search"]] == "1/2"
+    assert table[("1", "950")][column["improved by CP-SAT search"]] == "0/1"
+    assert table[("1", "all")][column["overrun max ms"]] == "30.0"
+    assert table[("1", "all")][column["search still running"]] == "0/3"
+    assert table[("10", "950")][column["worse than a shorter budget"]] == "1"
+    assert table[("10", "850")][column["worse than a shorter budget"]] == "0"
 
 
 def test_budget_table_counts_searches_left_running() -> None:
     rows = [{**_row("a", "a3", 1, 5), "search-after": 1}, _row("b", "a3", 1, 5)]
     table = {(r[0], r[1]): r for r in budget_table(rows)}
-    assert table[("1", "a3")][9] == "1/2"
+    assert table[("1", "a3")][BUDGET_HEADER.index("search still running")] == "1/2"
 
 
 def test_rows_of_a_small_instance_and_the_report(tmp_path: Path) -> None:
@@ -66,7 +91,8 @@ def test_rows_of_a_small_instance_and_the_report(tmp_path: Path) -> None:
         assert row["engine"] in ("greedy", "origin-first", "cpsat")
     report = write_report(rows, tmp_path, "test")
     text = report.read_text(encoding="utf-8")
-    assert "| budget s |" in text and "instances improved" in text
+    assert "| budget s |" in text and "share of the best-known gain" in text
+    assert "Monotonicity violations" in text
     assert (tmp_path / "anytime.csv").read_text(encoding="utf-8").count("\n") == 3
     assert (tmp_path / "anytime.png").stat().st_size > 0
 
@@ -76,3 +102,11 @@ def test_command_line_runs_a_tiny_curve(tmp_path: Path) -> None:
                  "--seeds", "1", "--families", "a3"])
     assert code == 0
     assert (tmp_path / "anytime.md").exists()
+
+
+def test_command_line_runs_a_tiny_deterministic_curve(tmp_path: Path) -> None:
+    code = main(["--out", str(tmp_path), "--budgets", "0.2,0.4", "--scales", "64",
+                 "--seeds", "1", "--families", "850", "--deterministic"])
+    assert code == 0
+    text = (tmp_path / "anytime.md").read_text(encoding="utf-8")
+    assert "monotonicity violations: 0;" in text

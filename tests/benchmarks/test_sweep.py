@@ -24,9 +24,12 @@ from benchmarks.suite import Settings, quick_suite, suite_grid, suite_grid_data
 from benchmarks.sweep import (
     Cell,
     apply_overrides,
+    baseline_coverage,
+    check_out_dir,
     compare_rows,
     expand,
     load_grid,
+    override_path_error,
     read_results,
     run_cell,
     run_cells,
@@ -385,4 +388,200 @@ def test_local_cluster_size_is_bounded(tmp_path: Path) -> None:
     assert main(["sweep", str(grid), "--workers", "100000", "--out", str(tmp_path / "o")],
                 err=err) == 2
     assert "--workers 100000: a local cluster takes 1 to" in err.getvalue()
+    assert "deprecated" in err.getvalue()  # the old name still works, with a note
     assert not (tmp_path / "o" / "results.csv").exists()
+
+
+# ------------------------------------------------------------------ the newcomer's issue (23)
+
+GREEDY_GRID: dict[str, Any] = {
+    "scenarios": ["superpod-850.yaml", "ordinary-8npu.yaml"],
+    "engines": ["greedy"],
+    "time-limits": [1],
+}
+
+
+def _sweep(grid: Path, out: Path, *extra: str) -> tuple[int, str, str]:
+    text, err = io.StringIO(), io.StringIO()
+    code = main(["sweep", str(grid), "--scheduler", "inprocess", "--no-progress",
+                 "--out", str(out), *extra], out=text, err=err)
+    return code, text.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def greedy_swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A greedy-only sweep of two scenarios in this process: (folder, results.csv)."""
+    folder = tmp_path_factory.mktemp("greedy")
+    grid = _write_grid(folder, GREEDY_GRID)
+    code, text, err = _sweep(grid, folder / "base")
+    assert code == 0, text + err
+    return folder, folder / "base" / "results.csv"
+
+
+def test_a_baseline_whose_cells_all_match_is_compared_cell_by_cell(
+        greedy_swept: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, baseline = greedy_swept
+    code, text, err = _sweep(folder / "grid.yaml", tmp_path / "new", "--baseline",
+                             str(baseline))
+    assert code == 0, text + err
+    assert "compared 2 of 2 cell(s) with the baseline" in text
+    assert "OK: no regression" in text
+    report = (tmp_path / "new" / "report.md").read_text(encoding="utf-8")
+    assert "## Against the baseline" in report and "compared 2 of 2" in report
+
+
+def test_a_baseline_that_matches_no_cell_fails_and_says_so(
+        greedy_swept: tuple[Path, Path], tmp_path: Path) -> None:
+    _, baseline = greedy_swept
+    grid = _write_grid(tmp_path, {**GREEDY_GRID, "time-limits": [2]})  # other cell names
+    code, text, err = _sweep(grid, tmp_path / "new", "--baseline", str(baseline))
+    assert code == 1, text + err
+    assert "compared 0 of 2 cell(s) with the baseline" in text
+    assert "FAILED: nothing was compared" in text
+    assert "OK" not in text.splitlines()[-1]
+    assert "first cell not in the baseline: 'superpod-850.yaml | greedy | t=2 | s=0'" in text
+    assert "first baseline cell not in this run: 'superpod-850.yaml | greedy | t=1 | s=0'" \
+        in text
+    # the notes the terminal leaves out are written where it says
+    report = tmp_path / "new" / "report.md"
+    assert f"they are in {report}" in text
+    notes = report.read_text(encoding="utf-8")
+    assert "note: superpod-850.yaml | greedy | t=2 | s=0 [greedy]: not in the baseline" in notes
+    assert "FAILED: nothing was compared" in notes
+
+
+def test_a_baseline_covering_some_cells_fails(greedy_swept: tuple[Path, Path],
+                                              tmp_path: Path) -> None:
+    folder, baseline = greedy_swept
+    rows = read_results(baseline)
+    partial = tmp_path / "partial.csv"
+    with open(partial, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerow(rows[0])
+    code, text, err = _sweep(folder / "grid.yaml", tmp_path / "new", "--baseline",
+                             str(partial))
+    assert code == 1, text + err
+    assert "compared 1 of 2 cell(s)" in text
+    assert "FAILED: only 1 of 2 cell(s) were compared; no regression among those" in text
+
+
+def test_baseline_coverage_counts_only_comparable_cells() -> None:
+    def row(cell: str, status: str = "greedy", digest: str = "a") -> dict[str, str]:
+        return {"cell": cell, "engine": "greedy", "status": status, "scenario-sha256": digest}
+
+    new = [row("x"), row("y"), row("z")]
+    assert baseline_coverage(new, new).complete
+    cov = baseline_coverage([row("x"), row("y", status="error"), row("z", digest="b"),
+                             row("w")], new)
+    assert (cov.compared, cov.cells, cov.baseline_only) == (1, 3, 1)
+    assert not cov.complete and cov.first_baseline_only == "w"
+    assert not baseline_coverage([], []).complete  # nothing compared is not a pass
+
+
+def test_a_typo_in_an_override_path_is_refused_when_the_grid_is_loaded(
+        tmp_path: Path) -> None:
+    grid = _write_grid(tmp_path, {**GREEDY_GRID, "overrides": {"config.reserv-nodes": [0, 2]}})
+    code, _text, err = _sweep(grid, tmp_path / "out")
+    assert code == 2
+    assert str(grid) in err and "config.reserv-nodes" in err
+    assert "did you mean 'config.reserve-nodes'?" in err
+    assert not (tmp_path / "out").exists()  # refused before any cell ran
+
+
+@pytest.mark.parametrize(("path", "reason"), [
+    ("config.reserve-nodes", None),
+    ("jobs.*.priority", None),
+    ("jobs.0.fault-ranks", None),
+    ("nodes.*.labels.host-arch", None),  # a free mapping: any key
+    ("affinity-cache.entries.*.updated", None),
+    ("running.*.ranks.3", None),
+    ("jobs.*.prority", "did you mean 'jobs.*.priority'?"),
+    ("jobs.priority", "did you mean 'jobs.*.priority'?"),
+    ("config.reserve-nodes.x", "is a single value"),
+    ("affinity-cache.ttl-secs", "did you mean 'affinity-cache.ttl-seconds'?"),
+])
+def test_override_paths_are_checked_against_the_scenario_fields(path: str,
+                                                                reason: str | None) -> None:
+    found = override_path_error(path)
+    if reason is None:
+        assert found is None
+    else:
+        assert found is not None and reason in found
+
+
+def test_resume_with_every_cell_done_starts_no_cluster(greedy_swept: tuple[Path, Path],
+                                                       tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, baseline = greedy_swept
+    out = tmp_path / "out"
+    out.mkdir()
+    shutil.copy(baseline, out / "results.csv")
+
+    def no_cluster(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a Dask cluster was started")
+
+    monkeypatch.setattr(sweep, "dask_client", no_cluster)
+    code, text, err = _sweep(folder / "grid.yaml", out, "--resume")
+    assert code == 0, text + err
+    assert "(0 run now, 2 kept, 0 failed)" in text
+    assert len(read_results(out / "results.csv")) == 2
+
+
+def test_ctrl_c_on_a_sweep_says_interrupted_once(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    grid = _write_grid(tmp_path, GREEDY_GRID)
+    _interrupt_after(1, monkeypatch)
+    code, _text, err = _sweep(grid, tmp_path / "out")
+    assert code == 130
+    assert err.count("interrupted") == 1, err
+    assert "add --resume to continue" in err
+
+
+def test_a_used_out_folder_is_refused_unless_force(greedy_swept: tuple[Path, Path],
+                                                   tmp_path: Path) -> None:
+    folder, _ = greedy_swept
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    code, text, err = _sweep(folder / "grid.yaml", out)
+    assert code == 2 and "--out" in err and "not empty" in err and "--force" in err
+    code, text, err = _sweep(folder / "grid.yaml", out, "--force")
+    assert code == 0, text + err
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "mine"  # other files stay
+    # a finished sweep there: the message offers --resume too
+    code, text, err = _sweep(folder / "grid.yaml", out)
+    assert code == 2 and "--resume" in err
+    code, text, err = _sweep(folder / "grid.yaml", out, "--force", "--resume")
+    assert code == 2 and "not both" in err
+
+
+def test_bench_refuses_a_used_out_folder_unless_force(tmp_path: Path) -> None:
+    (tmp_path / "results.csv").write_text("old", encoding="utf-8")
+    err = io.StringIO()
+    assert main(["bench", "--out", str(tmp_path), "--no-progress"], err=err) == 2
+    assert f"--out {tmp_path}: the folder is not empty" in err.getvalue()
+    assert "add --force" in err.getvalue() and "--resume" not in err.getvalue()
+    assert (tmp_path / "results.csv").read_text(encoding="utf-8") == "old"
+    check_out_dir(tmp_path, force=True)  # --force lets the run write there
+
+
+def test_sweep_dask_workers_is_the_local_cluster_size(tmp_path: Path) -> None:
+    grid = _write_grid(tmp_path, GREEDY_GRID)
+    err = io.StringIO()
+    assert main(["sweep", str(grid), "--dask-workers", "100000", "--out",
+                 str(tmp_path / "o")], err=err) == 2
+    assert "--dask-workers 100000: a local cluster takes 1 to" in err.getvalue()
+    err = io.StringIO()
+    assert main(["sweep", str(grid), "--workers", "2", "--dask-workers", "2", "--out",
+                 str(tmp_path / "o")], err=err) == 2
+    assert "deprecated name" in err.getvalue()
+
+
+def test_grid_messages_show_no_python_tuples(tmp_path: Path) -> None:
+    grid = _write_grid(tmp_path, {"generate": [{"family": "999", "nodes": 64}]})
+    with pytest.raises(InputError) as info:
+        load_grid(grid)
+    message = info.value.messages[0]
+    assert "unknown family '999'; choose one of a3, 850, 950, multilevel, ordinary" in message
+    assert "(" not in message.split("choose one of")[1]

@@ -416,7 +416,9 @@ def test_every_violation_of_a_bad_placement_is_reported() -> None:
 
 @pytest.mark.parametrize("rule", list(Rule))
 def test_every_rule_has_a_test(rule: Rule) -> None:
-    """Guard: a new rule must get a satisfying and a violating test in this module."""
+    """Guard: a new rule must get a satisfying and a violating test in this module (the
+    vNPU rules: in ``test_vnpu.py``)."""
     covered = {Rule.FORMAT, Rule.GANG, Rule.CAPACITY, Rule.UNHEALTHY, Rule.WHOLE_NODE,
-               Rule.SUPER_POD, Rule.RACK_WINDOW, Rule.UB_MEMORY, Rule.MULTILEVEL, Rule.TOPOTREE}
+               Rule.SUPER_POD, Rule.RACK_WINDOW, Rule.UB_MEMORY, Rule.MULTILEVEL, Rule.TOPOTREE,
+               Rule.VNPU_CHIP, Rule.VNPU_TEMPLATE}
     assert rule in covered

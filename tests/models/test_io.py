@@ -31,10 +31,16 @@ from solver.doors import example_path
 from tests.models.builders import entry, job, node, scenario, scenario_examples, write
 
 # The contract's key names (scenario-format.md), per object.
-SCENARIO_KEYS = {"now", "config", "nodes", "affinity-cache", "jobs", "running"}
+SCENARIO_KEYS = {"now", "config", "nodes", "affinity-cache", "jobs", "running",
+                 "vnpu-jobs"}  # vnpu-jobs: added by the project (dynamic vNPU)
 CONFIG_KEYS = {"super-pod-size", "reserve-nodes", "prefer-previous-node", "resource-level-config"}
 LEVEL_KEYS = {"label", "reservedNode"}
-NODE_KEYS = {"name", "npus", "free", "health", "super-pod-id", "rack-id", "labels"}
+NODE_KEYS = {"name", "npus", "free", "health", "super-pod-id", "rack-id", "labels",
+             "vnpu"}  # vnpu: added by the project (dynamic vNPU)
+VNPU_NODE_KEYS = {"chip-kind", "ai-cores", "ai-cpus", "chips", "unfinished-templates"}
+VNPU_CHIP_KEYS = {"id", "free-cores", "free-cpus", "segmented", "dvpp", "unstable"}
+VNPU_JOB_KEYS = {"name", "owner-uid", "tasks", "ai-cores", "template", "vnpu-level",
+                 "vnpu-dvpp", "priority", "image-size-gb"}
 CACHE_KEYS = {"ttl-seconds", "entries"}
 ENTRY_KEYS = {"owner-uid", "rank", "node", "updated", "previous"}
 JOB_KEYS = {"name", "owner-uid", "policy", "tasks", "npu-per-task", "sp-block", "ra-block",
@@ -109,6 +115,11 @@ def assert_contract_keys(data: dict[str, Any]) -> None:
             assert set(level) <= LEVEL_KEYS
     for item in data["nodes"]:
         assert set(item) <= NODE_KEYS
+        assert set(item.get("vnpu", {})) <= VNPU_NODE_KEYS
+        for chip in item.get("vnpu", {}).get("chips", None) or []:
+            assert set(chip) <= VNPU_CHIP_KEYS
+    for item in data.get("vnpu-jobs", []):
+        assert set(item) <= VNPU_JOB_KEYS
     assert set(data.get("affinity-cache", {})) <= CACHE_KEYS
     for row in data.get("affinity-cache", {}).get("entries", []):
         assert set(row) <= ENTRY_KEYS

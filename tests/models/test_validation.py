@@ -442,7 +442,7 @@ CASES = [
          lambda: scenario(pod_nodes(), [job("j")], {"resource-level-config": {"default": {
              "level1": {"label": "rack"}, "level2": {"label": "rack"}}}}),
          "config.resource-level-config tree 'default'", "label",
-         "labels ['rack'] are used by more than one level"),
+         "labels 'rack' are used by more than one level"),
     Case("tree-without-levels",
          lambda: scenario(pod_nodes(), [job("j")], {"resource-level-config": TREE}),
          lambda: scenario(pod_nodes(), [job("j")], {"resource-level-config": {"default": {}}}),

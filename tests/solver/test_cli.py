@@ -20,8 +20,8 @@ import yaml
 from models.io import load_placement, load_scenario
 from models.scenario import Family
 from models.validation import derive_shape
+from solver import doors
 from solver.cli import main
-from solver.cli import validate as cli_validate
 from solver.doors import DEFAULT_EXAMPLE, example_path
 from tests.models.builders import job, node, placed, scenario, scenario_examples, write
 
@@ -80,7 +80,7 @@ def test_validate_invalid_scenario(tmp_path: Path) -> None:
     assert code == 2
     assert out == ""
     lines = err.splitlines()
-    assert lines[-1] == "3 input error(s); nothing was placed"
+    assert lines[-1] == "3 input error(s); the input is not valid"
     assert f"error: {bad}: node 'n0': field 'free': free 9 must be between 0 and npus (8)" in lines
     assert any(line.startswith(f"error: {bad}: job 'a': field 'policy': unknown policy 'nope'")
                for line in lines)
@@ -124,7 +124,7 @@ def test_validate_finds_violations(ordinary_file: Path, tmp_path: Path) -> None:
     data = yaml.safe_load(out)
     assert data["valid"] is False
     assert {v["rule"] for v in data["violations"]} == {"unhealthy", "capacity"}
-    assert "metrics" not in data
+    assert data["metrics"] is None  # the service's answer shape: metrics only when valid
     assert set(data["violations"][0]) == {"rule", "job", "node", "message"}
 
 
@@ -203,9 +203,11 @@ def _assert_placement_shape(data: dict[str, Any], scenario_path: Path) -> None:
     assert set(data) >= PLACEMENT_KEYS
     assert set(data) <= PLACEMENT_KEYS | {"gap", "seed", "notes"}
     assert set(data["metrics"]) >= METRIC_KEYS
-    assert [j["name"] for j in data["jobs"]] == [j.name for j in scenario_.jobs]
-    for entry, spec in zip(data["jobs"], scenario_.jobs, strict=True):
-        assert set(entry) == JOB_KEYS
+    specs = [*scenario_.jobs, *scenario_.vnpu_jobs]  # vNPU jobs follow the others
+    assert [j["name"] for j in data["jobs"]] == [j.name for j in specs]
+    for entry, spec in zip(data["jobs"], specs, strict=True):
+        vnpu_keys = {"chips", "downgraded"} if spec in scenario_.vnpu_jobs else set()
+        assert JOB_KEYS <= set(entry) <= JOB_KEYS | vnpu_keys
         if entry["placed"]:
             assert entry["reason"] is None
             assert list(entry["ranks"]) == [str(r) for r in range(spec.tasks)]
@@ -311,7 +313,7 @@ def test_internal_error_exit_1_without_traceback(
     def broken(*_: Any) -> list[Any]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli_validate, "check", broken)
+    monkeypatch.setattr(doors, "check", broken)  # the check validate runs
     monkeypatch.delenv("NPU_PLACE_DEBUG", raising=False)
     answer = write(tmp_path / "a.json", {"jobs": [placed("a", ["n1", "n3"]),
                                                   placed("b", ["n0"])]})
@@ -328,15 +330,24 @@ def test_internal_error_exit_1_without_traceback(
 
 
 def test_examples_lists_the_bundled_scenarios() -> None:
+    from benchmarks.replay.api import EXAMPLES as DAYS
+    from benchmarks.replay.api import example_path as day_path
+
     code, out, err = run("examples")
     assert (code, err) == (0, "")
-    listed = dict(line.split("\t") for line in out.splitlines())
+    rows = [line.split("\t") for line in out.splitlines()]
+    listed = dict(row for row in rows if len(row) == 2)
+    days = {row[0]: row[1] for row in rows if len(row) == 3 and row[2].startswith("(a day")}
+    assert len(listed) + len(days) == len(rows)
     assert set(scenario_examples()) >= {"ordinary-8npu", "superpod-850", "rack-950",
                                         "multilevel"}
     assert set(listed) >= set(scenario_examples())
     for name, where in listed.items():
         assert Path(where) == example_path(name)
         assert Path(where).is_file()
+    assert set(days) == set(DAYS)  # the replay days (npu-place replay --example NAME)
+    for name, where in days.items():
+        assert Path(where) == day_path(name) and Path(where).is_file()
 
 
 @pytest.mark.parametrize("name", scenario_examples())

@@ -148,7 +148,7 @@ def test_error_listing_is_capped(tmp_path: Path) -> None:
     lines = err.splitlines()
     assert sum(line.startswith("error: ") for line in lines) == MAX_ERRORS_SHOWN
     assert f"... and {120 - MAX_ERRORS_SHOWN} more error(s) not shown" in lines
-    assert lines[-1] == "120 input error(s); nothing was placed"
+    assert lines[-1] == "120 input error(s); the input is not valid"
 
 
 def test_control_characters_never_reach_the_terminal(tmp_path: Path) -> None:

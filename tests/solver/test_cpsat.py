@@ -5,6 +5,7 @@ CP-SAT runs with ``workers=1``, fixed seeds and small instances.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -304,7 +305,8 @@ def test_time_budget_is_respected_with_a_generous_margin() -> None:
     assert check(problem, result.placement) == []
 
 
-def test_overrunning_solver_falls_back_to_greedy(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_overrunning_solver_falls_back_to_greedy(monkeypatch: pytest.MonkeyPatch,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
     # Simulate a search that ignores its limit: the call still returns on time.
     problem = _example("superpod-850")
     release = threading.Event()
@@ -317,9 +319,16 @@ def test_overrunning_solver_falls_back_to_greedy(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(cp_model.CpSolver, "solve", stuck)
     monkeypatch.setattr(cp_model.CpSolver, "stop_search", lambda self: None)
     started = time.perf_counter()
-    result = solve(problem, engine="cpsat", time_limit=1.0, workers=1, seed=0)
+    with caplog.at_level(logging.DEBUG, logger="npu_place.cpsat"):
+        result = solve(problem, engine="cpsat", time_limit=1.0, workers=1, seed=0)
     elapsed = time.perf_counter() - started
     release.set()
+    # one line at warning level for the operator; the stack only at debug level
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING
+                and "did not stop" in r.getMessage()]
+    assert len(warnings) == 1 and "\n" not in warnings[0].getMessage()
+    assert "abandoned in stuck (" in warnings[0].getMessage()
+    assert any(r.levelno == logging.DEBUG and "File " in r.getMessage() for r in caplog.records)
     assert result.status is Status.GREEDY
     assert result.engine == "greedy"
     assert any("did not stop" in n for n in result.notes)

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
+from benchmarks.kube_dump import DumpBuilder
+from models.check import check
+from models.kube.build import inferred_pending_sessions
 from models.kube.jobs import resolve_policy
+from models.scenario import Job, Scenario
+from models.validation import derive_shape
+from solver.facade import solve
 from tests.models.kube.helpers import NOW, cluster, errors_of, find, job_of, run
 
 
@@ -97,13 +104,14 @@ def test_running_job_seeds_the_cache_at_now() -> None:
     assert all(n["free"] == 0 for n in result.data["nodes"][:4])
 
 
-def test_partly_running_job_is_running_with_a_warning() -> None:
+def test_partly_running_job_is_pending_with_running_ranks() -> None:
     b = cluster()
     b.job("ml", "part", 3, 2, policy="chip8-node8", bound={0: "node-0", 1: "node-1"})
     result = run(b.objects())
-    running = job_of(result, "ml/part-", "running")
-    assert running["ranks"] == {0: "node-0", 1: "node-1"} and running["tasks"] == 3
-    assert any("partly running" in w for w in result.warnings)
+    job = job_of(result, "ml/part-")
+    assert job["running-ranks"] == {0: "node-0", 1: "node-1"} and job["tasks"] == 3
+    assert result.data["running"] == []
+    assert not any("partly running" in w for w in result.warnings)
 
 
 def test_fault_ranks_from_failed_pods_unhealthy_nodes_and_reschedule_records() -> None:
@@ -264,3 +272,79 @@ def test_npu_request_defaults_to_the_limit() -> None:
     resources = find(objects, "Pod", "lim-worker-0")["spec"]["containers"][0]["resources"]
     del resources["requests"]["huawei.com/npu"]
     assert job_of(run(objects), "ml/lim-")["npu-per-task"] == 4
+
+
+# --------------------------------------------------------------------------- issue 24
+
+
+def _pod_level_dump() -> tuple[DumpBuilder, str]:
+    """850: super pod 0 = node-0..3 + node-8, super pod 1 = node-4..7.  ``train`` (one
+    block of 4) runs ranks 0, 1, 3; rank 2's node failed and its pod is pending again.
+    Inference service ``svc``: ``chat`` runs on node-4, ``chat-2`` is pending."""
+    b = cluster(nodes=0)
+    for i in range(8):
+        b.node(f"node-{i}", 8, super_pod=i // 4,
+               **({"noded": "UnHealthy"} if i == 2 else {}))
+    b.node("node-8", 8, super_pod=0)
+    b.job("ml", "train", 4, 8, policy="chip8-node8-sp", annotations={"sp-block": "32"},
+          labels={"pod-rescheduling": "on"}, bound={0: "node-0", 1: "node-1", 3: "node-3"})
+    job_id = f"ml/{b.podgroups[-1]['metadata']['name']}"
+    b.reschedule_record(job_id, NOW - 30, [(2, "node-2", "pod-failed")])
+    b.job("serving", "chat", 1, 8, policy="chip8-node8-sp", annotations={"sp-block": "8"},
+          labels={"inferserviceid": "svc"}, bound={0: "node-4"})
+    b.job("serving", "chat-2", 1, 8, policy="chip8-node8-sp", annotations={"sp-block": "8"},
+          labels={"inferserviceid": "svc"})
+    return b, job_id
+
+
+def test_import_of_a_partly_running_850_job_and_an_infer_service() -> None:
+    b, _ = _pod_level_dump()
+    result = run(b.objects())
+    train = job_of(result, "ml/train-")
+    assert train["running-ranks"] == {0: "node-0", 1: "node-1", 3: "node-3"}
+    assert train["fault-ranks"] == [2]
+    assert train["pod-rescheduling"] is True and train["pending-sessions"] == 0
+    assert job_of(result, "serving/chat-2-")["inferserviceid"] == "svc"
+    assert job_of(result, "serving/chat-", "running")["inferserviceid"] == "svc"
+    assert not any("partly running" in w or "inferserviceid" in w for w in result.warnings)
+    for engine in ("greedy", "cpsat"):
+        answer = solve(result.scenario, engine=engine, time_limit=10, workers=1, seed=0)
+        assert check(result.scenario, answer.placement) == []
+        train_p = next(j for j in answer.placement.jobs if j.name.startswith("ml/train-"))
+        assert train_p.placed and train_p.ranks == {"2": "node-8"}
+        chat2 = next(j for j in answer.placement.jobs if j.name.startswith("serving/chat-2-"))
+        assert chat2.placed
+        if engine == "greedy":  # the infer-service path: the service's super pod
+            assert chat2.ranks["0"] in {"node-5", "node-6", "node-7"}
+
+
+def test_pending_sessions_are_inferred_from_the_pending_set() -> None:
+    base = Scenario.model_validate({"config": {"super-pod-size": 64, "resource-level-config": {
+        "default": {"level1": {"label": "sw"}}}}})
+
+    def stage(policy: str, tasks: int, running: list[int], faults: list[int],
+              **extra: Any) -> int:
+        data = {"name": "j", "policy": policy, "tasks": tasks, "npu-per-task": 8,
+                "pod-rescheduling": True, "fault-ranks": faults,
+                "running-ranks": {r: f"n{r}" for r in running}, **extra}
+        job = Job.model_validate(data)
+        shape, errors = derive_shape(job, base)
+        assert shape is not None, errors
+        return inferred_pending_sessions(job, shape)
+
+    sp = {"sp-block": 32}
+    assert stage("chip8-node8-sp", 8, [0, 1, 2, 3, 4, 6, 7], [5], **sp) == 0
+    assert stage("chip8-node8-sp", 8, [0, 1, 2, 3], [5], **sp) == 6  # block 1 deleted
+    assert stage("chip8-node8-sp", 8, [0, 1, 2, 3], [4, 5, 6, 7], **sp) == 0  # all failed
+    ra = {"sp-block": 32, "ra-block": 16}
+    assert stage("chip8-node8-ra64-sp", 8, [0, 1, 2, 3, 4, 6, 7], [5], **ra) == 0
+    assert stage("chip8-node8-ra64-sp", 8, [0, 1, 2, 3, 6, 7], [5], **ra) == 3  # window
+    assert stage("chip8-node8-ra64-sp", 8, [0, 1, 2, 3], [5], **ra) == 6  # block
+    ml = {"affinity-config": "level1=2"}
+    assert stage("multilevel", 4, [0, 1, 2], [3], **ml) == 0
+    assert stage("multilevel", 4, [0, 1], [3], **ml) == 6  # level1 group deleted
+    job = Job.model_validate({"name": "j", "policy": "chip8-node8-sp", "tasks": 8,
+                              "npu-per-task": 8, "sp-block": 32, "process-recover": True,
+                              "running-ranks": {0: "n0"}})
+    shape, _ = derive_shape(job, base)
+    assert shape is not None and inferred_pending_sessions(job, shape) == 0

@@ -35,8 +35,9 @@ def running_server(config: ServiceConfig | None = None) -> Iterator[tuple[str, A
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
-                                           timeout_graceful_shutdown=5))
+    server = uvicorn.Server(uvicorn.Config(
+        app, log_level="warning", access_log=False, timeout_graceful_shutdown=5,
+        http=app.state.service.connections.protocol_class()))  # as build_server does
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

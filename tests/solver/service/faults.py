@@ -3,6 +3,8 @@ so that the worker processes import them."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from typing import Any
 
@@ -10,10 +12,14 @@ from solver.facade import Result, solve
 
 
 def slow_full(problem: Any, engine: str = "auto", **kwargs: Any) -> Result:
-    """Greedy at once; the full solve ignores its time limit (sleeps 2 s)."""
+    """Greedy at once (published through ``on_fallback``); then the full solve ignores its
+    time limit (sleeps 2 s)."""
+    greedy = solve(problem, engine="greedy", seed=kwargs.get("seed", 0))
     if engine != "greedy":
+        if kwargs.get("on_fallback") is not None:
+            kwargs["on_fallback"](greedy)
         time.sleep(2.0)
-    return solve(problem, engine="greedy", seed=kwargs.get("seed", 0))
+    return greedy
 
 
 def slow_greedy(problem: Any, engine: str = "auto", **kwargs: Any) -> Result:
@@ -27,3 +33,10 @@ def crash_on_666(problem: Any, engine: str = "auto", **kwargs: Any) -> Result:
     if kwargs.get("seed") == 666:
         raise RuntimeError("boom")
     return solve(problem, engine=engine, **kwargs)
+
+
+def die_in_full_solve(problem: Any, engine: str = "auto", **kwargs: Any) -> Result:
+    """Greedy works; the full solve kills its own worker process (as the OOM killer would)."""
+    if engine != "greedy":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return solve(problem, engine="greedy", seed=kwargs.get("seed", 0))

@@ -55,7 +55,8 @@ def test_deadline_holds_under_concurrent_load() -> None:
         for response, elapsed in results:
             if response.status_code == 503:  # both workers busy until after its deadline
                 assert response.headers["retry-after"].isdigit()
-                assert elapsed < 0.5, elapsed  # refused at once, not at the deadline
+                # refused at once, or withdrawn from the queue before its deadline
+                assert elapsed <= 1.0 + SLACK, elapsed
                 continue
             assert response.status_code == 200, response.text
             server = float(response.headers["x-elapsed-before-send"])
@@ -205,7 +206,7 @@ def test_sigterm_answers_in_flight_requests_then_exits(tmp_path: Path) -> None:
         placement = PlacementFile.model_validate(response.json())
         assert check(compile_scenario(generated("950", 512, 4)), placement) == []
         proc.wait(timeout=30)
-        assert proc.returncode in (0, -signal.SIGTERM)
+        assert proc.returncode == 0, (tmp_path / "serve.log").read_text()[-2000:]
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -1,0 +1,344 @@
+"""CP-SAT model of the vNPU jobs: chip-level variables, one method per rule family.
+
+vNPU nodes serve vNPU jobs only, so the vNPU part of a scenario is a problem of its own:
+its objective is the vNPU part of :func:`models.objective.evaluate` (placed jobs with their
+priority weight, origin hits with the common hit weight, sub-healthy nodes used), and the
+whole objective is the other jobs' part plus this one.
+
+Variables: ``placed[j]``; per rank, node and chip a Boolean per way the rank may take that
+chip — a slice with the full request, a slice with the 310P AI-CPU downgrade, or a chip of
+a whole-card request (``k`` of them with the rank's node literal).  Per node and template a
+"slices of this template here" literal and a "whole card here" literal carry the
+one-template rule; a "node used" literal (only on sub-healthy nodes) carries the penalty
+and is tied both ways, so the solver's objective equals ``evaluate()`` on every solution.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from models.compiled import SUBHEALTHY, Problem
+from models.objective import ResolvedWeights
+from models.placement import Status
+from models.scenario import VnpuDvpp
+from models.vnpu import ASCEND_310P, Request, VnpuPlan, VnpuProblem, compile_vnpu, downgraded
+
+#: Above this many chip literals the model is not built (the greedy answer stays).
+MAX_LITERALS = 200_000
+#: Building costs about this much per literal: the model is built only when building
+#: takes at most half the budget (building cannot be interrupted).
+SECONDS_PER_LITERAL = 30e-6
+
+
+@dataclass(frozen=True, slots=True)
+class ChipUse:
+    """One literal: rank ``rank`` of job ``job`` takes chip ``chip`` of node ``v``."""
+
+    job: int
+    rank: int
+    v: int  # position in VnpuProblem.nodes
+    chip: int  # chip id
+    request: Request
+    downgraded: bool
+    var: cp_model.IntVar
+
+
+@dataclass
+class VnpuModel:
+    """The model and its literals."""
+
+    model: cp_model.CpModel
+    view: VnpuProblem
+    placed: list[cp_model.IntVar] = field(default_factory=list)
+    uses: list[ChipUse] = field(default_factory=list)
+    # (job, rank, v) → literal "rank on node" (slices: the sum of its chip literals)
+    on_node: dict[tuple[int, int, int], cp_model.LinearExprT] = field(default_factory=dict)
+    whole_rank: dict[tuple[int, int, int], cp_model.IntVar] = field(default_factory=dict)
+    used: dict[int, cp_model.IntVar] = field(default_factory=dict)  # sub-healthy v → used
+    objective: cp_model.LinearExprT = 0
+
+
+class VnpuModelBuilder:
+    """Builds the vNPU model for one problem and weights."""
+
+    def __init__(self, problem: Problem, weights: ResolvedWeights) -> None:
+        self.problem = problem
+        self.weights = weights
+        self.view = compile_vnpu(problem)
+        self.m = VnpuModel(cp_model.CpModel(), self.view)
+
+    def literal_count(self) -> int:
+        """Chip literals the model would have (to decide whether to build it)."""
+        view = self.view
+        count = 0
+        for j, job in enumerate(view.jobs):
+            for v, vnode in enumerate(view.nodes):
+                if vnode.usable and view.request(j, v) is not None:
+                    count += job.tasks * len(vnode.chips) * 2
+        return count
+
+    def build(self) -> VnpuModel:
+        """Every variable, constraint and the objective."""
+        self.variables()
+        self.ranks()
+        self.chip_capacity()
+        self.whole_cards()
+        self.dvpp()
+        self.one_template()
+        self.objective()
+        return self.m
+
+    # ------------------------------------------------------------------ variables
+
+    def variables(self) -> None:
+        """``placed`` per job and a literal per (rank, node, chip, way)."""
+        m, view = self.m, self.view
+        for j, job in enumerate(view.jobs):
+            m.placed.append(m.model.new_bool_var(f"placed[{j}]"))
+            for v, vnode in enumerate(view.nodes):
+                request = view.request(j, v)
+                if not vnode.usable or request is None:
+                    continue
+                ways = [(request, False)]
+                lower = downgraded(request) if vnode.kind == ASCEND_310P else None
+                if lower is not None:
+                    ways.append((lower, True))
+                for r in range(job.tasks):
+                    if request.is_whole:
+                        on = m.model.new_bool_var(f"whole[{j},{r},{v}]")
+                        m.whole_rank[(j, r, v)] = on
+                        m.on_node[(j, r, v)] = on
+                        for chip in vnode.chips:
+                            if vnode.untouched(chip):
+                                lit = m.model.new_bool_var(f"w[{j},{r},{v},{chip.id}]")
+                                m.uses.append(ChipUse(j, r, v, chip.id, request, False, lit))
+                        continue
+                    lits = []
+                    for way, is_down in ways:
+                        for chip in vnode.chips:
+                            if chip.unstable or chip.free_cores < way.cores or (
+                                    chip.free_cpus < way.cpus):
+                                continue
+                            if way.dvpp is VnpuDvpp.YES and chip.dvpp is not VnpuDvpp.YES:
+                                continue
+                            if way.dvpp is VnpuDvpp.NULL and chip.dvpp is VnpuDvpp.NO:
+                                continue
+                            if vnode.unfinished and vnode.unfinished != {way.template}:
+                                continue
+                            lit = m.model.new_bool_var(f"s[{j},{r},{v},{chip.id},{int(is_down)}]")
+                            m.uses.append(ChipUse(j, r, v, chip.id, way, is_down, lit))
+                            lits.append(lit)
+                    if lits:
+                        m.on_node[(j, r, v)] = sum(lits)
+
+    # ------------------------------------------------------------------ constraints
+
+    def ranks(self) -> None:
+        """Gang: every rank of a placed job on exactly one node, none of an unplaced one."""
+        m = self.m
+        per_rank: dict[tuple[int, int], list[cp_model.LinearExprT]] = {}
+        for (j, r, _), expr in m.on_node.items():
+            per_rank.setdefault((j, r), []).append(expr)
+        for j, job in enumerate(self.view.jobs):
+            for r in range(job.tasks):
+                exprs = per_rank.get((j, r), [])
+                m.model.add(sum(exprs) == m.placed[j])
+
+    def chip_capacity(self) -> None:
+        """Slices on a chip fit its free AI cores and AI CPUs."""
+        m = self.m
+        per_chip: dict[tuple[int, int], list[ChipUse]] = {}
+        for use in m.uses:
+            if not use.request.is_whole:
+                per_chip.setdefault((use.v, use.chip), []).append(use)
+        for (v, chip_id), uses in per_chip.items():
+            chip = self.view.nodes[v].chip(chip_id)
+            assert chip is not None
+            m.model.add(sum(u.request.cores * u.var for u in uses) <= chip.free_cores)
+            m.model.add(sum(u.request.cpus * u.var for u in uses) <= chip.free_cpus)
+
+    def whole_cards(self) -> None:
+        """A whole-card rank takes ``k`` untouched chips of its node, each alone."""
+        m = self.m
+        per_rank: dict[tuple[int, int, int], list[cp_model.IntVar]] = {}
+        per_chip: dict[tuple[int, int], list[ChipUse]] = {}
+        for use in m.uses:
+            per_chip.setdefault((use.v, use.chip), []).append(use)
+            if use.request.is_whole:
+                per_rank.setdefault((use.job, use.rank, use.v), []).append(use.var)
+        for key, on in m.whole_rank.items():
+            j, _, v = key
+            request = self.view.request(j, v)
+            assert request is not None
+            m.model.add(sum(per_rank.get(key, [])) == request.whole_chips * on)
+        for uses in per_chip.values():
+            whole = [u.var for u in uses if u.request.is_whole]
+            if not whole:
+                continue
+            slices = [u.var for u in uses if not u.request.is_whole]
+            taken = sum(whole)
+            m.model.add(taken <= 1)
+            if slices:
+                m.model.add(sum(slices) <= len(slices) * (1 - taken))
+
+    def dvpp(self) -> None:
+        """At most one DVPP slice per chip, never next to a ``null`` slice."""
+        m = self.m
+        per_chip: dict[tuple[int, int], list[ChipUse]] = {}
+        for use in m.uses:
+            if not use.request.is_whole:
+                per_chip.setdefault((use.v, use.chip), []).append(use)
+        for uses in per_chip.values():
+            yes = [u.var for u in uses if u.request.dvpp is VnpuDvpp.YES]
+            if not yes:
+                continue
+            null = [u.var for u in uses if u.request.dvpp is VnpuDvpp.NULL]
+            m.model.add(sum(yes) <= 1)
+            if null:
+                m.model.add(sum(null) <= len(null) * (1 - sum(yes)))
+
+    def one_template(self) -> None:
+        """A node's slices of this batch share one template (the unfinished one if any,
+        filtered in :meth:`variables`); a whole-card rank joins no slice (order-free)."""
+        m = self.m
+        per_node: dict[int, dict[str, list[cp_model.IntVar]]] = {}
+        for use in m.uses:
+            if not use.request.is_whole:
+                per_node.setdefault(use.v, {}).setdefault(use.request.template or "",
+                                                          []).append(use.var)
+        wholes: dict[int, list[cp_model.IntVar]] = {}
+        for (_, _, v), on in m.whole_rank.items():
+            wholes.setdefault(v, []).append(on)
+        for v in set(per_node) | set(wholes):
+            here: list[cp_model.IntVar] = []
+            for t, lits in per_node.get(v, {}).items():
+                flag = m.model.new_bool_var(f"tpl[{v},{t}]")
+                for lit in lits:
+                    m.model.add_implication(lit, flag)
+                here.append(flag)
+            if v in wholes:
+                if self.view.nodes[v].unfinished:
+                    for on in wholes[v]:
+                        m.model.add(on == 0)
+                flag = m.model.new_bool_var(f"whole-here[{v}]")
+                for on in wholes[v]:
+                    m.model.add_implication(on, flag)
+                here.append(flag)
+            if len(here) > 1:
+                m.model.add_at_most_one(here)
+
+    # ------------------------------------------------------------------ objective
+
+    def objective(self) -> None:
+        """Placed jobs, origin hits and sub-healthy nodes used, as ``evaluate()``."""
+        m, view, w = self.m, self.view, self.weights
+        terms: list[cp_model.LinearExprT] = [
+            w.vnpu_placed[j] * m.placed[j] for j in range(len(view.jobs))]
+        per_node: dict[int, list[cp_model.LinearExprT]] = {}
+        for (j, r, v), expr in m.on_node.items():
+            per_node.setdefault(v, []).append(expr)
+            if view.nodes[v].node == view.jobs[j].origin[r] and w.origin_hit:
+                terms.append(w.origin_hit * expr)
+        if w.subhealthy:
+            for v, exprs in per_node.items():
+                if self.problem.health_list[view.nodes[v].node] != SUBHEALTHY:
+                    continue
+                used = m.model.new_bool_var(f"used[{v}]")
+                m.used[v] = used
+                total = sum(exprs)
+                m.model.add(total >= 1).only_enforce_if(used)
+                m.model.add(total == 0).only_enforce_if(~used)
+                terms.append(-w.subhealthy * used)
+        m.objective = sum(terms)
+        m.model.maximize(m.objective)
+
+    # ------------------------------------------------------------------ hint, answer
+
+    def hint(self, plan: VnpuPlan) -> None:
+        """Hint every literal from ``plan`` (the greedy answer)."""
+        m = self.m
+        chosen: set[tuple[int, int, int, int, bool]] = set()
+        for j, nodes in plan.as_mapping().items():
+            down = set(plan.downgraded[j])
+            for r, n in enumerate(nodes):
+                v = self.view.position[n]
+                for c in plan.chips[j][r]:
+                    chosen.add((j, r, v, c, r in down))
+        for j, var in enumerate(m.placed):
+            m.model.add_hint(var, plan.nodes[j] is not None)
+        for use in m.uses:
+            m.model.add_hint(use.var, (use.job, use.rank, use.v, use.chip, use.downgraded)
+                             in chosen)
+        for (j, r, v), on in m.whole_rank.items():
+            hosts = plan.nodes[j]
+            m.model.add_hint(on, hosts is not None and self.view.nodes[v].node == hosts[r])
+
+    def read(self, solver: cp_model.CpSolver) -> VnpuPlan:
+        """The solver's answer as a plan."""
+        view = self.view
+        plan = VnpuPlan.empty(view)
+        picked: dict[tuple[int, int], tuple[int, list[int], bool]] = {}
+        for use in self.m.uses:
+            if solver.boolean_value(use.var):
+                v, chips, down = picked.get((use.job, use.rank), (use.v, [], use.downgraded))
+                chips.append(use.chip)
+                picked[(use.job, use.rank)] = (v, chips, down)
+        for j, job in enumerate(view.jobs):
+            if not solver.boolean_value(self.m.placed[j]):
+                plan.reasons[j] = "not placed by CP-SAT (capacity taken by better jobs)"
+                continue
+            ranks = [picked[(j, r)] for r in range(job.tasks)]
+            plan.nodes[j] = [view.nodes[v].node for v, _, _ in ranks]
+            plan.chips[j] = [tuple(sorted(chips)) for _, chips, _ in ranks]
+            plan.downgraded[j] = [r for r, (_, _, down) in enumerate(ranks) if down]
+        return plan
+
+
+@dataclass
+class VnpuOutcome:
+    """CP-SAT's answer for the vNPU jobs."""
+
+    plan: VnpuPlan | None
+    objective: int | None
+    bound: int | None
+    status: Status | None
+    wall_seconds: float
+    notes: list[str] = field(default_factory=list)
+
+
+def solve_vnpu_cpsat(problem: Problem, weights: ResolvedWeights, hint: VnpuPlan, *,
+                     time_limit: float, workers: int = 1, seed: int = 0,
+                     deterministic_time: float | None = None) -> VnpuOutcome:
+    """Solve the vNPU model warm-started from ``hint`` within ``time_limit`` seconds."""
+    started = time.perf_counter()
+    builder = VnpuModelBuilder(problem, weights)
+    count = builder.literal_count()
+    if count > MAX_LITERALS or count * SECONDS_PER_LITERAL > time_limit / 2:
+        return VnpuOutcome(None, None, None, None, time.perf_counter() - started,
+                           [f"vNPU model not built: {count} chip literals for a "
+                            f"{time_limit:.3g} s budget (greedy's vNPU answer kept)"])
+    built = builder.build()
+    builder.hint(hint)
+    solver = cp_model.CpSolver()
+    params = solver.parameters
+    params.max_time_in_seconds = max(0.001, time_limit - (time.perf_counter() - started))
+    params.num_workers = max(1, workers)
+    params.random_seed = seed
+    # as the main model (solver.cpsat.search_parameters): identical nodes and chips make
+    # symmetry detection and probing take seconds (20 nodes x 8 chips: no solution in 5 s
+    # with them, optimal in about 1 s without)
+    params.symmetry_level = 0
+    params.max_presolve_iterations = 1
+    params.cp_model_probing_level = 0
+    if deterministic_time is not None:
+        params.max_deterministic_time = deterministic_time
+    code = solver.solve(built.model)
+    wall = time.perf_counter() - started
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return VnpuOutcome(None, None, None, None, wall, ["vNPU model: no solution in time"])
+    status = Status.OPTIMAL if code == cp_model.OPTIMAL else Status.FEASIBLE
+    return VnpuOutcome(builder.read(solver), round(solver.objective_value),
+                       round(solver.best_objective_bound), status, wall)

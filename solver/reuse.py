@@ -1,0 +1,109 @@
+"""What one session's solve leaves for the next: the last answer, as a warm start.
+
+A stored cluster in the planning service changes a little between sessions (a few
+nodes' free chips or health, a job submitted or gone).  The last answer — usually
+CP-SAT's — is kept by *names* (job → node per rank), so it survives re-indexing by a
+structural delta.  The next session translates it to the new problem, completes the jobs
+it did not place with greedy's placement, keeps only what the independent validator
+accepts, and offers it as a candidate fallback and CP-SAT warm start: the search then
+continues from where the last session stopped instead of from greedy.
+
+Only the answer is reused; the CP-SAT model itself is rebuilt every session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from models.check import check
+from models.compiled import Problem
+from models.placement import PlacementFile, Status
+from models.plan import Plan, to_placement
+
+
+@dataclass
+class SolveCache:
+    """The last answer of a stored cluster (``solve(..., cache=)``).
+
+    Attributes
+    ----------
+    placed
+        Job name → node name per rank of every job the last answer placed.
+    engine
+        The engine of the last answer (``cpsat``, ``origin-first``, ``greedy``).
+    sessions
+        Solves that used this cache.
+    reused
+        Of those, the ones whose warm start came from the last answer.
+    """
+
+    placed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    engine: str = "greedy"
+    sessions: int = 0
+    reused: int = 0
+
+    def remember(self, placement: PlacementFile) -> None:
+        """Keep an answer by names (job → node per rank, placed jobs only) and the
+        engine that produced it."""
+        self.placed = {job.name: tuple(job.ranks[str(r)] for r in range(len(job.ranks)))
+                       for job in placement.jobs if job.placed}
+        self.engine = placement.engine
+
+    def recall(self, problem: Problem, complete_with: Plan) -> Plan | None:
+        """The last answer translated to ``problem`` and still valid there, else ``None``.
+
+        Jobs the last answer placed keep their nodes when the job still asks for as many
+        ranks and every node still exists; the other jobs take their ranks from
+        ``complete_with`` (greedy's plan).  If that union breaks a hard constraint, the
+        jobs named by the violations go back to ``complete_with``'s placement, once; a
+        plan still invalid after that is not used.
+        """
+        if not self.placed:
+            return None
+        remembered: dict[int, np.ndarray] = {}
+        for job in problem.jobs:
+            nodes = self.placed.get(job.name)
+            if nodes is None or len(nodes) != job.tasks:
+                continue
+            index = [problem.node_index.get(name) for name in nodes]
+            if any(i is None for i in index):
+                continue
+            remembered[job.index] = np.asarray(index, dtype=np.int64)
+        if not remembered:
+            return None
+        plan = _merged(problem, remembered, complete_with)
+        broken = _violating_jobs(problem, plan)
+        if broken is None:
+            return plan
+        by_name = {job.name: job.index for job in problem.jobs}
+        for name in broken:
+            if name in by_name:
+                remembered.pop(by_name[name], None)
+        if not remembered:
+            return None
+        plan = _merged(problem, remembered, complete_with)
+        return plan if _violating_jobs(problem, plan) is None else None
+
+
+def _merged(problem: Problem, remembered: dict[int, np.ndarray], rest: Plan) -> Plan:
+    nodes: list[np.ndarray | None] = []
+    reasons: list[str | None] = []
+    for j in range(len(problem.jobs)):
+        if j in remembered:
+            nodes.append(remembered[j])
+            reasons.append(None)
+        else:
+            nodes.append(rest.nodes[j])
+            reasons.append(rest.reasons[j] if rest.reasons else None)
+    return Plan(nodes, reasons)
+
+
+def _violating_jobs(problem: Problem, plan: Plan) -> set[str] | None:
+    """``None`` when ``plan`` is valid, else the jobs its violations name (may be empty)."""
+    violations = check(problem, to_placement(problem, plan, engine="reuse",
+                                             status=Status.FEASIBLE))
+    if not violations:
+        return None
+    return {v.job for v in violations if v.job is not None}

@@ -1,0 +1,113 @@
+"""The anytime rule of :mod:`solver.cpsat`: a longer deterministic budget never answers worse.
+
+CP-SAT here runs with 1 worker and a fixed seed under deterministic budgets (no timed
+assertion: the wall-clock limits are only generous safety nets).
+"""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+from typing import cast
+
+import numpy as np
+import pytest
+
+from benchmarks.generators import GenParams, generate_case
+from heuristics.greedy import greedy_plan
+from models.check import check
+from models.compiled import Problem, compile_scenario
+from models.objective import evaluate, resolve_weights
+from models.placement import Status
+from models.plan import Plan, to_placement
+from solver.cpsat import FULL_MAX_JOBS, LNS_MIN_NODES, search_mode, solve_cpsat
+from solver.facade import solve
+from solver.lns import STEP_DETERMINISTIC_SECONDS, large_neighbourhood_search
+
+
+def _generated(family: str, nodes: int, seed: int, jobs: int) -> Problem:
+    return compile_scenario(generate_case(GenParams(family, nodes=nodes, seed=seed,
+                                                    jobs=jobs)).scenario)
+
+
+@pytest.fixture(scope="module")
+def batch_950() -> Problem:
+    # 8 jobs on 1,024 Atlas 950 nodes: before the anytime rule, the neighbourhoods-then-
+    # whole-model search answered 15,883,172 at D = 0.3 and 15,883,150 at D = 0.6
+    return _generated("950", 1024, 1, 8)
+
+
+def _answer(problem: Problem, deterministic_time: float, mode: str | None) -> int:
+    weights = resolve_weights(problem)
+    greedy = greedy_plan(problem)
+    outcome = solve_cpsat(problem, greedy, weights, time_limit=600.0, workers=1, seed=0,
+                          deterministic_time=deterministic_time, start=greedy, mode=mode)
+    plan = outcome.plan if outcome.plan is not None else greedy
+    assert check(problem, to_placement(problem, plan, engine="cpsat",
+                                       status=Status.FEASIBLE)) == []
+    assert not any("depends on machine load" in note for note in outcome.notes)
+    return evaluate(problem, plan.as_mapping(), weights).objective
+
+
+def test_a_longer_deterministic_budget_never_answers_worse(batch_950: Problem) -> None:
+    answers = {d: _answer(batch_950, d, "hybrid") for d in (0.3, 0.6, 1.2)}
+    assert answers[0.6] >= answers[0.3]
+    assert answers[1.2] >= answers[0.6]
+
+
+def test_the_facade_answer_is_monotone_in_the_deterministic_budget() -> None:
+    problem = _generated("950", 128, 2, 4)
+    answers = [solve(problem, engine="auto", time_limit=600, workers=1, seed=0,
+                     deterministic_time=d).objective for d in (0.2, 0.5, 1.0)]
+    assert answers == sorted(answers)
+
+
+def _recording_search(problem: Problem, deterministic_time: float,
+                      limit: float | None) -> tuple[list[int], str]:
+    """Run the neighbourhood search with a stand-in step solver; return the steps' jobs."""
+    weights = resolve_weights(problem)
+    greedy = greedy_plan(problem)
+    visited: list[int] = []
+
+    def step(incumbent: Plan, keep: np.ndarray, fixed: dict[int, np.ndarray],
+             skip: frozenset[int], max_seconds: float,
+             deterministic: float | None) -> tuple[Plan | None, float]:
+        assert deterministic == STEP_DETERMINISTIC_SECONDS  # the same under every budget
+        hood = [j for j in range(len(problem.jobs)) if j not in fixed and j not in skip]
+        visited.append(hood[0] if hood else -1)
+        return incumbent, 0.1  # never an improvement: the search converges after a sweep
+
+    result = large_neighbourhood_search(problem, greedy, weights, search_end=float("inf"),
+                                        deterministic_time=deterministic_time,
+                                        solve_step=step, stopped=threading.Event(),
+                                        limit=limit)
+    return visited, result.stopped_by
+
+
+def test_neighbourhood_steps_of_a_shorter_budget_are_a_prefix_of_a_longer_one() -> None:
+    problem = _generated("a3", 256, 3, 3)
+    short, why_short = _recording_search(problem, 0.15, None)
+    long, why_long = _recording_search(problem, 10.0, None)
+    assert why_short == "budget" and why_long == "converged"
+    assert len(short) == 2  # steps start while less than D is used: 0.0, 0.1
+    assert long[:len(short)] == short
+    assert len(long) == len(problem.jobs)  # one sweep without improvement
+
+
+def test_neighbourhood_search_stops_at_its_own_limit_whatever_the_budget() -> None:
+    problem = _generated("a3", 256, 3, 3)
+    capped, why = _recording_search(problem, 10.0, 0.15)
+    assert why == "capped" and len(capped) == 2
+
+
+def _shape(nodes: int, jobs: int) -> Problem:
+    return cast(Problem, SimpleNamespace(num_nodes=nodes, jobs=[object()] * jobs))
+
+
+def test_search_mode_depends_on_the_shape_only() -> None:
+    assert search_mode(_shape(LNS_MIN_NODES - 1, 10)) == "full"
+    assert search_mode(_shape(8192, FULL_MAX_JOBS)) == "full"  # one big job: the model proves
+    assert search_mode(_shape(8192, FULL_MAX_JOBS + 1)) == "hybrid"
+    for budget in (0.1, 1.0, 10.0, 100.0):
+        assert search_mode(_shape(8192, 11), budget, budget) == "hybrid"
+        assert search_mode(_shape(4608, 1), budget, None) == "full"

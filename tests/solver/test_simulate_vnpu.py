@@ -1,0 +1,61 @@
+"""``simulate`` with vNPU jobs: the bundled example's sessions, chips released and taken
+again, cache hits of returning replicas, and the saved state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from models.check import check
+from models.compiled import compile_scenario
+from models.scenario import Scenario
+from solver.facade import solve
+from solver.simulate import SimulationReport, simulate
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "models" / "examples"
+SCENARIO = EXAMPLES / "vnpu-inference.yaml"
+EVENTS = EXAMPLES / "vnpu-inference.events.yaml"
+
+
+def report(engine: str = "greedy") -> SimulationReport:
+    scenario = Scenario.model_validate(yaml.safe_load(SCENARIO.read_text()))
+    return simulate(scenario, yaml.safe_load(EVENTS.read_text()), engine=engine,
+                    time_limit=5.0)
+
+
+def test_example_sessions_greedy() -> None:
+    result = report()
+    rows = [(len(s.placed), len(s.pending), s.hits, s.placed_candidates, s.moved)
+            for s in result.sessions]
+    assert rows == [
+        (3, 2, 5, 5, 0),  # chat and embed return to 5 of their 6 cached ranks; OCR waits
+        (2, 0, 1, 1, 0),  # the scale-down frees slices: OCR and the re-ranker start
+        (2, 0, 5, 5, 0),  # every returning replica goes back to its node
+        (1, 1, 1, 4, 3),  # vnpu-310p-1 fails: chat moves (3 ranks), re-ranker waits
+        (2, 0, 2, 2, 0),  # repaired: the OCR replica and the re-ranker return
+    ]
+    night = result.sessions[1]
+    assert [r.name for r in night.placed] == ["infer-ocr", "infer-rerank"]
+
+
+def test_saved_state_holds_the_running_slices() -> None:
+    state = report().final_state
+    problem = compile_scenario(state)
+    assert problem.scenario.vnpu_jobs == []  # every vNPU job runs at the end
+    chips = {n.name: n.vnpu.chips for n in state.nodes if n.vnpu is not None}
+    # the running slices are folded into the chips: less free than at the start
+    free = {name: sum(c.free_cores or 0 for c in found or []) for name, found in chips.items()}
+    assert free["vnpu-310p-1"] < 32 and free["vnpu-310p-3"] < 32
+    assert all(n.vnpu is None or not n.vnpu.unfinished_templates for n in state.nodes)
+
+
+def test_example_with_cpsat() -> None:
+    result = report("auto")
+    # CP-SAT places the OCR service in the first session too (it trades a chat hit)
+    assert len(result.sessions[0].placed) == 4 and result.sessions[0].status == "optimal"
+    scenario = Scenario.model_validate(yaml.safe_load(SCENARIO.read_text()))
+    problem = compile_scenario(scenario)
+    answer = solve(problem, engine="auto", time_limit=5.0, seed=0)
+    assert check(problem, answer.placement) == []
+    assert answer.metrics.placed_jobs == 4
