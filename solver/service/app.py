@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -193,6 +194,10 @@ class _Timing:
 # --------------------------------------------------------------------------- service
 
 
+#: Deleted clusters whose last version is remembered (a re-created name continues it).
+RETIRED_VERSIONS_KEPT = 4096
+
+
 class PlanningService:
     """State shared by the routes: worker pool, metrics, readiness and draining."""
 
@@ -213,6 +218,8 @@ class PlanningService:
                                        lambda: self.connections.timed_out)
         self.draining = False
         self._storing: dict[str, int] = {}  # names with a PUT in progress -> how many
+        # last versions of deleted clusters, so a name's versions never go backwards
+        self._retired: OrderedDict[str, int] = OrderedDict()
         self._drain_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -220,6 +227,23 @@ class PlanningService:
     def ready(self) -> bool:
         """Every worker started (and warmed up)."""
         return self.runner.ready
+
+    def next_version(self, name: str) -> int:
+        """The version a full body for ``name`` gets: one past the stored cluster's (or the
+        deleted one's), 1 for a name never seen.  A daemon using ``expect-version`` can so
+        never accept a delta meant for a cluster that was replaced."""
+        record = self.runner.clusters.get(name)
+        if record is not None:
+            return int(record.info["version"]) + 1
+        return self._retired.get(name, 0) + 1
+
+    def retire(self, name: str, version: int) -> None:
+        """Remember a deleted cluster's last version (the newest
+        :data:`RETIRED_VERSIONS_KEPT` names)."""
+        self._retired[name] = max(version, self._retired.get(name, 0))
+        self._retired.move_to_end(name)
+        while len(self._retired) > RETIRED_VERSIONS_KEPT:
+            self._retired.popitem(last=False)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -513,7 +537,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             home = pool.home_for(name)
             # the bookkeeping runs as the reply arrives, before the worker can be replaced
             reply = await pool.call(
-                "put", (name, body, 1), home=home,
+                "put", (name, body, service.next_version(name)), home=home,
                 on_reply=lambda r: pool.record_put(name, home, body, r["info"]))
         service.metrics.delta_tier.labels("full").inc()
         return JSONResponse(reply["info"], status_code=201 if reply["created"] else 200)
@@ -555,6 +579,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     async def delete_cluster(name: str = name_p) -> Response:
         record = _known(name)
         service.runner.clusters.pop(name, None)
+        service.retire(name, int(record.info["version"]))
         await service.runner.call("delete", (name,), home=record.home)
         return Response(status_code=204)
 
