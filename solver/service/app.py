@@ -31,14 +31,20 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fastapi import FastAPI, Path, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from models.limits import LimitError, check_deterministic_time, check_seed
+from models.limits import (
+    MAX_ERRORS_SHOWN,
+    LimitError,
+    check_deterministic_time,
+    check_seed,
+    escape_text,
+)
 from models.placement import PlacementFile
 from models.scenario import Scenario
 from solver.service.auth import BearerAuth, HiddenToken
@@ -192,6 +198,21 @@ class _Timing:
 
 
 # --------------------------------------------------------------------------- service
+
+
+def _known_query(request: Request) -> None:
+    """Refuse query parameters the route does not take (422 naming them): a misspelt
+    ``time-limt`` must not silently fall back to the default limit."""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    if dependant is None:
+        return
+    allowed = sorted({param.alias for param in dependant.query_params})
+    unknown = sorted(set(request.query_params) - set(allowed))
+    if unknown:
+        takes = ", ".join(f"'{name}'" for name in allowed) if allowed else "none"
+        raise BadRequest(422, "invalid request", [
+            f"query parameter '{escape_text(name, 80)}': unknown (this route takes {takes})"
+            for name in unknown[:MAX_ERRORS_SHOWN]])
 
 
 #: Deleted clusters whose last version is remembered (a re-created name continues it).
@@ -450,7 +471,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                   description="Whole-session placement plans for Ascend NPU gang jobs: "
                               "greedy port of the Volcano Ascend plugin plus CP-SAT, "
                               "answering within the request's time limit.",
-                  lifespan=lifespan)
+                  lifespan=lifespan, dependencies=[Depends(_known_query)])
     app.state.service = service
     if config.token is not None:  # inside the timing middleware: 401s are counted too
         app.add_middleware(BearerAuth, token=HiddenToken(config.token))
