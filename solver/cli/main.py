@@ -16,7 +16,6 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from importlib import metadata
 from typing import TextIO
 
 from heuristics.greedy import EngineNotAvailable
@@ -57,11 +56,28 @@ CLOSING = {
 
 
 def version() -> str:
-    """The installed npu-place version."""
+    """The installed npu-place version (read only when asked: importing
+    :mod:`importlib.metadata` costs ~30 ms of every command's start)."""
+    from importlib import metadata
+
     try:
         return metadata.version("npu-place")
     except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout
         return "unknown (not installed)"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: print the version and exit (looked up only then)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default,
+                         help=help or "show the installed version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        sys.stdout.write(f"npu-place {version()}\n")  # stdout, as argparse's own action
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Placement engine for Ascend NPU gang jobs (greedy port + CP-SAT), "
                     "preferring each pod's previous node.",
     )
-    parser.add_argument("--version", action="version", version=f"npu-place {version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(sub)

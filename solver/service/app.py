@@ -25,19 +25,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fastapi import FastAPI, Path, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from models.limits import LimitError, check_deterministic_time, check_seed
+from models.limits import (
+    MAX_ERRORS_SHOWN,
+    LimitError,
+    check_deterministic_time,
+    check_seed,
+    escape_text,
+)
 from models.placement import PlacementFile
 from models.scenario import Scenario
 from solver.service.auth import BearerAuth, HiddenToken
@@ -193,6 +200,25 @@ class _Timing:
 # --------------------------------------------------------------------------- service
 
 
+def _known_query(request: Request) -> None:
+    """Refuse query parameters the route does not take (422 naming them): a misspelt
+    ``time-limt`` must not silently fall back to the default limit."""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    if dependant is None:
+        return
+    allowed = sorted({param.alias for param in dependant.query_params})
+    unknown = sorted(set(request.query_params) - set(allowed))
+    if unknown:
+        takes = ", ".join(f"'{name}'" for name in allowed) if allowed else "none"
+        raise BadRequest(422, "invalid request", [
+            f"query parameter '{escape_text(name, 80)}': unknown (this route takes {takes})"
+            for name in unknown[:MAX_ERRORS_SHOWN]])
+
+
+#: Deleted clusters whose last version is remembered (a re-created name continues it).
+RETIRED_VERSIONS_KEPT = 4096
+
+
 class PlanningService:
     """State shared by the routes: worker pool, metrics, readiness and draining."""
 
@@ -213,6 +239,8 @@ class PlanningService:
                                        lambda: self.connections.timed_out)
         self.draining = False
         self._storing: dict[str, int] = {}  # names with a PUT in progress -> how many
+        # last versions of deleted clusters, so a name's versions never go backwards
+        self._retired: OrderedDict[str, int] = OrderedDict()
         self._drain_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -220,6 +248,23 @@ class PlanningService:
     def ready(self) -> bool:
         """Every worker started (and warmed up)."""
         return self.runner.ready
+
+    def next_version(self, name: str) -> int:
+        """The version a full body for ``name`` gets: one past the stored cluster's (or the
+        deleted one's), 1 for a name never seen.  A daemon using ``expect-version`` can so
+        never accept a delta meant for a cluster that was replaced."""
+        record = self.runner.clusters.get(name)
+        if record is not None:
+            return int(record.info["version"]) + 1
+        return self._retired.get(name, 0) + 1
+
+    def retire(self, name: str, version: int) -> None:
+        """Remember a deleted cluster's last version (the newest
+        :data:`RETIRED_VERSIONS_KEPT` names)."""
+        self._retired[name] = max(version, self._retired.get(name, 0))
+        self._retired.move_to_end(name)
+        while len(self._retired) > RETIRED_VERSIONS_KEPT:
+            self._retired.popitem(last=False)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -426,7 +471,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                   description="Whole-session placement plans for Ascend NPU gang jobs: "
                               "greedy port of the Volcano Ascend plugin plus CP-SAT, "
                               "answering within the request's time limit.",
-                  lifespan=lifespan)
+                  lifespan=lifespan, dependencies=[Depends(_known_query)])
     app.state.service = service
     if config.token is not None:  # inside the timing middleware: 401s are counted too
         app.add_middleware(BearerAuth, token=HiddenToken(config.token))
@@ -513,7 +558,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             home = pool.home_for(name)
             # the bookkeeping runs as the reply arrives, before the worker can be replaced
             reply = await pool.call(
-                "put", (name, body, 1), home=home,
+                "put", (name, body, service.next_version(name)), home=home,
                 on_reply=lambda r: pool.record_put(name, home, body, r["info"]))
         service.metrics.delta_tier.labels("full").inc()
         return JSONResponse(reply["info"], status_code=201 if reply["created"] else 200)
@@ -555,6 +600,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     async def delete_cluster(name: str = name_p) -> Response:
         record = _known(name)
         service.runner.clusters.pop(name, None)
+        service.retire(name, int(record.info["version"]))
         await service.runner.call("delete", (name,), home=record.home)
         return Response(status_code=204)
 

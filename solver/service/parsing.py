@@ -10,10 +10,11 @@ import heapq
 import json
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from models.compiled import Problem, compile_scenario
-from models.io import DocumentError, load_json, model_from_data, pydantic_messages
+from models.io import DocumentError, load_json, load_yaml, model_from_data, pydantic_messages
 from models.limits import MAX_ERRORS_SHOWN, escape_text
 from models.placement import JobPlacement, MetricsModel, PlacementFile, Status
 from models.scenario import Scenario
@@ -83,13 +84,30 @@ class ValidateResponse(BaseModel):
 
 
 def _loads(body: bytes, what: str) -> Any:
-    """Strict, bounded JSON, as the CLI reads files (:func:`models.io.load_json`): duplicate
-    keys, non-finite numbers, nesting deeper than the limit and too many values are
-    refused with 422, malformed JSON with 400."""
+    """A body read as the CLI reads files, within the same bounds (:mod:`models.documents`).
+
+    A body that starts with ``{`` or ``[`` is strict JSON (duplicate keys, non-finite
+    numbers, too deep or too many values: 422; malformed: 400); any other body is YAML,
+    the CLI's default format, through the same bounded reader (aliases counted, unknown
+    tags refused), so ``curl --data-binary @cluster.yaml`` works as ``npu-place plan``.
+    """
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise BadRequest(400, "malformed body", [f"{what}: not UTF-8 text"]) from None
+    if not text.lstrip().startswith(("{", "[")):
+        try:
+            return load_yaml(text)
+        except DocumentError as exc:
+            raise BadRequest(422, "refused body", [f"{what}: {exc}"]) from None
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = (f" at line {mark.line + 1}, column {mark.column + 1}"
+                     if mark is not None else "")
+            problem = getattr(exc, "problem", None) or "not YAML"
+            raise BadRequest(400, "malformed body", [
+                f"{what}: neither JSON (it does not start with '{{' or '[') nor YAML: "
+                f"malformed YAML{where}: {escape_text(str(problem))}"]) from None
     try:
         return load_json(text)
     except json.JSONDecodeError as exc:

@@ -26,6 +26,14 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self.service = service
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's start-up; with a socket bound beforehand (:func:`listen_socket`) it
+        still logs where it serves ("Uvicorn running on http(s)://host:port"), as it does
+        when it binds the socket itself."""
+        await super().startup(sockets)
+        if sockets and not self.should_exit:
+            self._log_started_message(sockets)
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self.service.begin_drain()
         super().handle_exit(sig, frame)

@@ -63,6 +63,10 @@ def load_solve(path: str) -> Callable[..., Any]:
     return fn
 
 
+class PipeClosed(Exception):
+    """The serving process closed the pipe: the worker ends without a traceback."""
+
+
 class Worker:
     """The state and handlers of one worker process."""
 
@@ -88,11 +92,27 @@ class Worker:
         return time.monotonic() - started
 
     def send(self, *message: Any) -> None:
-        """Send one answer to the serving process."""
-        self.conn.send(message)
+        """Send one answer to the serving process.
+
+        Raises
+        ------
+        PipeClosed
+            When the serving process has closed the pipe (it is shutting down, or it
+            retired this worker): nothing is left to answer to.
+        """
+        try:
+            self.conn.send(message)
+        except (BrokenPipeError, EOFError, OSError) as exc:
+            raise PipeClosed(str(exc)) from None
 
     def run(self) -> None:
-        """Serve requests until the pipe closes."""
+        """Serve requests until the pipe closes (quietly: a closed pipe is a normal end)."""
+        try:
+            self._serve()
+        except PipeClosed as exc:
+            log.debug("the serving process closed the pipe (%s); the worker ends", exc)
+
+    def _serve(self) -> None:
         while True:
             try:
                 message = self.conn.recv()
@@ -103,6 +123,8 @@ class Worker:
                 return
             try:
                 self.handle(kind, rid, message[2:])
+            except PipeClosed:
+                raise
             except BadRequest as exc:
                 self.send(rid, "error", exc.status, exc.error, exc.messages)
             except InputError as exc:

@@ -36,7 +36,11 @@ def crash_on_666(problem: Any, engine: str = "auto", **kwargs: Any) -> Result:
 
 
 def die_in_full_solve(problem: Any, engine: str = "auto", **kwargs: Any) -> Result:
-    """Greedy works; the full solve kills its own worker process (as the OOM killer would)."""
+    """Greedy works (published through ``on_fallback``); then the full solve kills its own
+    worker process (as the OOM killer would)."""
+    greedy = solve(problem, engine="greedy", seed=kwargs.get("seed", 0))
     if engine != "greedy":
+        if kwargs.get("on_fallback") is not None:
+            kwargs["on_fallback"](greedy)
         os.kill(os.getpid(), signal.SIGKILL)
-    return solve(problem, engine="greedy", seed=kwargs.get("seed", 0))
+    return greedy

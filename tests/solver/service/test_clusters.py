@@ -136,16 +136,16 @@ def test_cluster_routes(client: PlanClient) -> None:
     scenario = example("superpod-850")
     info = client.put_cluster("c1", scenario)
     assert info["version"] == 1 and info["nodes"] == len(scenario.nodes)
-    assert client.put_cluster("c1", scenario)["version"] == 1  # replaced
+    assert client.put_cluster("c1", scenario)["version"] == 2  # replaced: the count goes on
     assert client.get_cluster("c1")["jobs"] == len(scenario.jobs)
     placement = client.plan_cluster("c1", engine="greedy", time_limit=2)
     assert placement.jobs
     info = client.patch_cluster("c1", {"node-updates": [
         {"name": scenario.nodes[0].name, "free": 0}]})
-    assert info["version"] == 2 and info["last-update"] == "values"
+    assert info["version"] == 3 and info["last-update"] == "values"
     assert client.cluster_scenario("c1").nodes[0].free == 0
     response = client.request("POST", "/v1/clusters/c1/plan", params={"engine": "greedy"})
-    assert response.headers["x-cluster-version"] == "2"
+    assert response.headers["x-cluster-version"] == "3"
     client.delete_cluster("c1")
     with pytest.raises(ServiceError) as info_404:
         client.get_cluster("c1")
@@ -184,6 +184,26 @@ def test_bad_deltas_leave_the_cluster_unchanged(client: PlanClient) -> None:
     assert client.get_cluster("c2")["version"] == 1
     assert client.cluster_scenario("c2").nodes[0].free == scenario.nodes[0].free
     client.delete_cluster("c2")
+
+
+def test_versions_never_go_backwards_for_a_name(client: PlanClient) -> None:
+    """A replaced or re-created cluster continues its name's count, so a delta that
+    expects a version of the old cluster is refused (409), never applied to the new one."""
+    scenario = example("superpod-850")
+    node = scenario.nodes[0].name
+    assert client.put_cluster("v", scenario)["version"] == 1
+    assert client.patch_cluster("v", {"node-updates": [{"name": node, "free": 0}]}
+                                )["version"] == 2
+    assert client.put_cluster("v", scenario)["version"] == 3  # replaced
+    with pytest.raises(ServiceError) as stale:  # meant for the replaced cluster's version 2
+        client.patch_cluster("v", {"expect-version": 2,
+                                   "node-updates": [{"name": node, "free": 0}]})
+    assert stale.value.status == 409
+    client.delete_cluster("v")
+    assert client.put_cluster("v", scenario)["version"] == 4  # re-created after a delete
+    assert client.patch_cluster("v", {"expect-version": 4, "node-updates": [
+        {"name": node, "free": 0}]})["version"] == 5
+    client.delete_cluster("v")
 
 
 def _snapshot_after(data: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:

@@ -334,7 +334,7 @@ def test_a_worker_killed_mid_solve_answers_greedy_labelled_and_counted() -> None
         assert response.headers["x-plan-source"] == "greedy-fallback"
         placement = PlacementFile.model_validate(response.json())
         assert placement.engine == "greedy" and check(problem, placement) == []
-        assert any("full solve failed" in note and "greedy's plan" in note
+        assert any("full solve failed" in note and "the fallback plan (greedy)" in note
                    for note in placement.notes), placement.notes
         metrics = http.get("/metrics").text
         assert "npu_place_solve_errors_total 1.0" in metrics

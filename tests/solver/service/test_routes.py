@@ -11,6 +11,9 @@ import pytest
 
 from models.check import check
 from models.compiled import compile_scenario
+from models.io import load_scenario
+from models.placement import PlacementFile
+from solver.doors import example_path
 from solver.facade import solve
 from solver.service.app import ServiceConfig
 from solver.service.client import PlanClient, ServiceError
@@ -204,3 +207,41 @@ def test_validate_bad_bodies_are_422(client: PlanClient, payload: dict[str, obje
 
 def test_unknown_route_is_404(server: tuple[str, object]) -> None:
     assert httpx.get(server[0] + "/v2/nothing").status_code == 404
+
+
+def test_a_yaml_body_is_read_like_a_yaml_file(server: tuple[str, object]) -> None:
+    """The CLI's default format works as a body: ``curl --data-binary @cluster.yaml``."""
+    path = example_path("superpod-850")
+    text = path.read_bytes()
+    assert not text.lstrip().startswith((b"{", b"["))
+    response = httpx.post(server[0] + "/v1/plan", content=text,
+                          headers={"content-type": "application/yaml"},
+                          params={"engine": "greedy"}, timeout=30)
+    assert response.status_code == 200, response.text
+    answer = PlacementFile.model_validate(response.json())
+    assert check(compile_scenario(load_scenario(path)), answer) == []
+
+
+@pytest.mark.parametrize(("content", "status", "words"), [
+    (b"nodes: [\n  - name: n0\n", 400, "malformed YAML at line"),
+    (b"a: &x [1, 2]\nb: *x\nc: !!python/object:os.system ls\n", 422, "tag"),
+])
+def test_bad_yaml_bodies_are_refused_with_the_file_readers_messages(
+        server: tuple[str, object], content: bytes, status: int, words: str) -> None:
+    response = httpx.post(server[0] + "/v1/plan", content=content, timeout=30)
+    assert response.status_code == status, response.text
+    assert words in response.json()["messages"][0]
+
+
+@pytest.mark.parametrize(("method", "path", "params"), [
+    ("POST", "/v1/plan", {"time-limt": "3"}),
+    ("POST", "/v1/validate", {"engine": "greedy"}),
+    ("GET", "/healthz", {"verbose": "1"}),
+])
+def test_unknown_query_parameters_are_named(server: tuple[str, object], method: str,
+                                            path: str, params: dict[str, str]) -> None:
+    response = httpx.request(method, server[0] + path, params=params,
+                             content=body(example()), timeout=30)
+    assert response.status_code == 422, response.text
+    name = next(iter(params))
+    assert response.json()["messages"][0].startswith(f"query parameter '{name}': unknown")
