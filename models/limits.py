@@ -226,3 +226,15 @@ def check_workers(value: int, name: str = "--workers") -> int:
                          f"{cpus} CPUs), got {value}")
     return value
 
+
+def capped(messages: list[str], limit: int = MAX_ERRORS_SHOWN, total: int | None = None
+           ) -> list[str]:
+    """The first ``limit`` messages and a count of the rest, as the CLI prints them.
+
+    ``total``: how many messages there were when only the first ones were formatted.
+    Capping a capped list changes nothing.
+    """
+    total = len(messages) if total is None else total
+    if total <= limit or (len(messages) == limit + 1 and messages[-1].startswith("... and ")):
+        return messages
+    return [*messages[:limit], f"... and {total - limit} more error(s) not shown"]

@@ -21,6 +21,7 @@ from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.errors import InputError
 from models.io import read_document, scenario_model
+from models.limits import MAX_ERRORS_SHOWN, capped
 from models.objective import evaluate
 from models.placement import PlacementFile
 
@@ -103,9 +104,12 @@ class Verdict:
     jobs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        """The answer as plain data (the service's ``ValidateResponse`` shape)."""
-        return {"valid": self.valid, "errors": list(self.errors),
-                "violations": list(self.violations), "metrics": self.metrics,
+        """The answer as plain data (the service's ``ValidateResponse`` shape): the lists
+        capped as the CLI prints them, with their totals."""
+        return {"valid": self.valid, "errors": capped(list(self.errors)),
+                "errors-total": len(self.errors),
+                "violations": list(self.violations)[:MAX_ERRORS_SHOWN],
+                "violations-total": len(self.violations), "metrics": self.metrics,
                 "nodes": self.nodes, "jobs": self.jobs}
 
 

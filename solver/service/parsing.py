@@ -15,25 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from models.compiled import Problem, compile_scenario
 from models.io import DocumentError, load_json, load_yaml, model_from_data, pydantic_messages
-from models.limits import MAX_ERRORS_SHOWN, escape_text
+from models.limits import MAX_ERRORS_SHOWN, capped, escape_text
 from models.placement import JobPlacement, MetricsModel, PlacementFile, Status
 from models.scenario import Scenario
 from models.validation import InputError
 from solver.doors import validate_data
 from solver.service.state import ClusterDelta, delta_messages
-
-
-def capped(messages: list[str], limit: int = MAX_ERRORS_SHOWN, total: int | None = None
-           ) -> list[str]:
-    """The first ``limit`` messages and a count of the rest, as the CLI prints them.
-
-    ``total``: how many messages there were when only the first ones were formatted.
-    Capping a capped list changes nothing.
-    """
-    total = len(messages) if total is None else total
-    if total <= limit or (len(messages) == limit + 1 and messages[-1].startswith("... and ")):
-        return messages
-    return [*messages[:limit], f"... and {total - limit} more error(s) not shown"]
 
 
 class BadRequest(Exception):
@@ -162,14 +149,10 @@ def run_validate(body: bytes) -> ValidateResponse:
         except ValidationError as exc:
             raise BadRequest(422, "invalid placement",
                              pydantic_messages(exc, data["placement"], "placement")) from None
-    # the same check as ``npu-place validate`` (every error at once, one answer shape),
-    # with the lists capped as the CLI prints them
-    verdict = validate_data(data["scenario"], "scenario", placement).to_dict()
-    errors, violations = list(verdict["errors"]), list(verdict["violations"])
-    verdict.update({"errors": capped(errors), "errors-total": len(errors),
-                    "violations": violations[:MAX_ERRORS_SHOWN],
-                    "violations-total": len(violations)})
-    return ValidateResponse.model_validate(verdict)
+    # the same check and answer as ``npu-place validate`` (every error at once, the lists
+    # capped as the CLI prints them)
+    return ValidateResponse.model_validate(
+        validate_data(data["scenario"], "scenario", placement).to_dict())
 
 
 def empty_placement(job_names: list[str]) -> dict[str, Any]:

@@ -90,7 +90,9 @@ def test_validate_structured_answer_on_an_invalid_scenario(tmp_path: Path, fmt: 
     answer = json.loads(out) if fmt == "json" else yaml.safe_load(out)
     assert answer["valid"] is False
     assert len(answer["errors"]) == 6
-    assert set(answer) == {"valid", "errors", "violations", "metrics", "nodes", "jobs"}
+    assert set(answer) == {"valid", "errors", "errors-total", "violations",
+                           "violations-total", "metrics", "nodes", "jobs"}
+    assert answer["errors-total"] == 6 and answer["violations-total"] == 0
     assert "6 input error(s)" in err
 
 
