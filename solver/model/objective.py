@@ -55,6 +55,19 @@ class ObjectiveTerms:
         return out
 
 
+def _whole_members_by_path(problem: Problem, tree: int) -> Counter[tuple[int, ...]]:
+    """Completely free member nodes of a multilevel tree per level path (all levels), once
+    per problem: every large-neighbourhood step of a batch asks for them."""
+    key = ("whole-members-by-path", tree)
+    found: Counter[tuple[int, ...]] | None = problem.memo.get(key)
+    if found is None:
+        view = problem.trees[problem.tree_names[tree]]
+        nodes = np.flatnonzero(problem.whole_free & view.member & (problem.node_tree == tree))
+        columns = [np.asarray(view.level_value[i])[nodes].tolist() for i in range(view.depth)]
+        found = problem.memo[key] = Counter(zip(*columns, strict=True))
+    return found
+
+
 class ObjectiveBuilder:
     """Builds every objective term from the model's variables and the pinned jobs."""
 
@@ -221,11 +234,8 @@ class ObjectiveBuilder:
                 continue
             t = int(str(key[1]))
             view = problem.trees[problem.tree_names[t]]
-            target = key[3:]
-            members = [n for n in np.flatnonzero(whole & view.member).tolist()
-                       if int(problem.node_tree[n]) == t
-                       and tuple(int(view.level_value[i][n]) for i in range(view.depth)) == target]
-            spare = max(0, len(members) - view.reserved_nodes)
+            members = _whole_members_by_path(problem, t)[tuple(int(str(v)) for v in key[3:])]
+            spare = max(0, members - view.reserved_nodes)
             terms.reserve.const += max(0, count - spare)
 
     # ------------------------------------------------------------------ fragment
