@@ -15,6 +15,21 @@ from solver.simulate.report import JobSessionResult, SessionReport, span_text
 from solver.simulate.vnpu import SimVnpuJob, running_slice
 
 
+def _cache_view(cluster: SimulatedCluster, owner: str, pending: list[int],
+                entries: list[CacheEntry]) -> str:
+    """The cache view of a partly running job's pending ranks: the owner's entries of
+    those ranks, renumbered from 0, under an owner UID of their own (added to
+    ``entries``); returns that UID."""
+    view = f"{owner}#{span_text(pending)}"
+    updated = cluster.lifecycle.cache.updated(owner) if cluster.lifecycle.cache else None
+    for local, rank in enumerate(pending):
+        node = cluster.lifecycle.node(owner, rank)
+        if node:
+            entries.append(CacheEntry(owner_uid=view, rank=local, node=node,
+                                      updated=updated or cluster.now))
+    return view
+
+
 def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_limit: float,
                 workers: int, seed: int, deterministic_time: float | None = None
                 ) -> SessionReport:
@@ -62,16 +77,7 @@ def run_session(cluster: SimulatedCluster, spec: SessionSpec, engine: str, time_
         else:
             # Some ranks run: the pending ones form a job of their own whose cache view
             # is the owner's entries of those ranks, renumbered from 0.
-            view = None
-            if owner:
-                view = f"{owner}#{span_text(pending)}"
-                updated = cluster.lifecycle.cache.updated(owner) if cluster.lifecycle.cache \
-                    else None
-                for local, rank in enumerate(pending):
-                    node = cluster.lifecycle.node(owner, rank)
-                    if node:
-                        entries.append(CacheEntry(owner_uid=view, rank=local, node=node,
-                                                  updated=updated or cluster.now))
+            view = _cache_view(cluster, owner, pending, entries) if owner else None
             job = job_with(sim.spec, tasks=len(pending), **{"owner-uid": view,
                                                              "fault-ranks": []})
         if owner:
@@ -158,14 +164,7 @@ def vnpu_session_jobs(cluster: SimulatedCluster, entries: list[CacheEntry]
         owner = sim.owner
         view = owner
         if owner and sim.placed:
-            view = f"{owner}#{span_text(pending)}"
-            updated = cluster.lifecycle.cache.updated(owner) if cluster.lifecycle.cache \
-                else None
-            for local, rank in enumerate(pending):
-                node = cluster.lifecycle.node(owner, rank)
-                if node:
-                    entries.append(CacheEntry(owner_uid=view, rank=local, node=node,
-                                              updated=updated or cluster.now))
+            view = _cache_view(cluster, owner, pending, entries)
         if owner:
             for rank in pending:
                 cluster.lifecycle.lookup(owner, rank)
