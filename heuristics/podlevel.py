@@ -84,6 +84,7 @@ from heuristics.rack import _Selector
 from heuristics.state import ClusterState
 from heuristics.superpod import _Selection, superpod_candidates
 from models.compiled import JobView, Problem
+from models.limits import listing
 from models.scenario import Family
 from models.validation import UB_MEM_RACKS, JobShape
 
@@ -235,7 +236,7 @@ def _rack(problem: Problem, job: JobView, state: ClusterState) -> JobOutcome:
         domains = {(sp_of[n], rack_of[n] // UB_MEM_RACKS) for n in held_all}
         if len(domains) > 1:
             return JobOutcome.fail(f"running ranks of UB-memory job '{job.name}' sit in "
-                                   f"several UB-memory domains {sorted(domains)}")
+                                   f"several UB-memory domains {listing(sorted(domains))}")
         (home_sp, home_dom), = domains
         for s in list(sel.racks):
             for k in list(sel.racks[s]):

@@ -19,6 +19,7 @@ from enum import StrEnum
 import numpy as np
 
 from models.compiled import UNHEALTHY, Problem, compile_scenario
+from models.limits import listing
 from models.placement import PlacementFile
 from models.scenario import DEFAULT_TOPOTREE, TOPOTREE_LABEL, Family, Scenario
 from models.validation import UB_MEM_RACKS
@@ -229,7 +230,7 @@ def _check_sharing(
             Violation(
                 Rule.CAPACITY,
                 f"node '{problem.node_names[n]}' gets {int(chips[n])} NPUs but has only "
-                f"{problem.free[n]} free (jobs {users(n)})",
+                f"{problem.free[n]} free (jobs {listing(users(n))})",
                 None, problem.node_names[n],
             )
         )
@@ -247,7 +248,7 @@ def _check_sharing(
                 Violation(
                     Rule.WHOLE_NODE,
                     f"node '{name}' hosts a whole-node task and other tasks too: "
-                    f"{listed} (jobs {users(n)})",
+                    f"{listing(listed)} (jobs {listing(users(n))})",
                     None, name,
                 )
             )
@@ -285,7 +286,7 @@ def _check_structure(
         used, counts = np.unique(nodes, return_counts=True)
         dup = [node_name[n] for n in used[counts > 1].tolist()]
         if dup:
-            bad(Rule.WHOLE_NODE, f"several ranks share whole nodes {sorted(dup)[:5]}")
+            bad(Rule.WHOLE_NODE, f"several ranks share whole nodes {listing(sorted(dup)[:5])}")
 
     if job.family in (Family.SUPERPOD, Family.RACK):
         size = job.sp_block
@@ -314,7 +315,7 @@ def _check_structure(
             if len(domains) > 1:
                 bad(Rule.UB_MEMORY,
                     f"a UB-memory job must sit in one UB-memory domain (16 consecutive racks, "
-                    f"rack-id // 16) but uses domains {domains}")
+                    f"rack-id // 16) but uses domains {listing(domains)}")
         out.extend(_check_blocks(job.name, job.tasks, size, rank_names, blocks))
     elif job.family is Family.MULTILEVEL:
         out.extend(_check_multilevel(problem, j, nodes))
@@ -371,7 +372,8 @@ def _check_multilevel(problem: Problem, j: int, nodes: np.ndarray) -> list[Viola
         if len(trees) != 1:
             return [
                 Violation(Rule.TOPOTREE,
-                          f"job '{job.name}': nodes belong to several topotrees {sorted(trees)}",
+                          f"job '{job.name}': nodes belong to several topotrees "
+                          f"{listing(sorted(trees))}",
                           job.name)
             ]
         return [

@@ -238,3 +238,11 @@ def capped(messages: list[str], limit: int = MAX_ERRORS_SHOWN, total: int | None
     if total <= limit or (len(messages) == limit + 1 and messages[-1].startswith("... and ")):
         return messages
     return [*messages[:limit], f"... and {total - limit} more error(s) not shown"]
+
+
+def listing(items: object) -> str:
+    """Items for a message, as a person reads them: ``'a', 'b'`` for names, ``0, 1`` for
+    numbers (never a Python list or tuple)."""
+    values = list(items)  # type: ignore[call-overload]
+    return ", ".join(str(v) if isinstance(v, int) else f"'{escape_text(str(v), 80)}'"
+                     for v in values)

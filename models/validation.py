@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from models.errors import InputError as InputError  # re-exported: the callers' home of it
-from models.limits import MAX_LEVELS
+from models.limits import MAX_LEVELS, listing
 from models.scenario import (
     A3_SUPERPOD_POLICIES,
     POLICY_NODE_NPUS,
@@ -544,7 +544,7 @@ def validate_scenario(
             say(
                 where,
                 "levels",
-                f"topo-level config is not continuous: levels {sorted(numbers)} must be "
+                f"topo-level config is not continuous: levels {listing(sorted(numbers))} must be "
                 f"level1..level{len(numbers)}",
             )
         for key, level in levels.items():

@@ -102,13 +102,13 @@ def test_capacity_shared_node_fits() -> None:
 def test_capacity_across_jobs() -> None:
     jobs = [job("a", npu=4), job("b", npu=5)]
     v = only(run(jobs, placed("a", ["p0-r0-a"]), placed("b", ["p0-r0-a"])), Rule.CAPACITY,
-             "node 'p0-r0-a' gets 9 NPUs but has only 8 free (jobs ['a', 'b'])")
+             "node 'p0-r0-a' gets 9 NPUs but has only 8 free (jobs 'a', 'b')")
     assert v.node == "p0-r0-a" and v.job is None
 
 
 def test_capacity_within_one_job() -> None:
     only(run([job("a", tasks=3, npu=3)], placed("a", ["p0-r0-a"] * 3)), Rule.CAPACITY,
-         "node 'p0-r0-a' gets 9 NPUs but has only 8 free (jobs ['a'])")
+         "node 'p0-r0-a' gets 9 NPUs but has only 8 free (jobs 'a')")
 
 
 def test_capacity_of_a_partly_used_node() -> None:
@@ -155,8 +155,8 @@ def test_whole_node_needs_the_node_size() -> None:
 def test_whole_node_ranks_do_not_share() -> None:
     violations = run([job("a", **SP2)], placed("a", ["big", "big"]))
     texts = [v.message for v in violations if v.rule is Rule.WHOLE_NODE]
-    assert "job 'a': several ranks share whole nodes ['big']" in texts
-    assert any("node 'big' hosts a whole-node task and other tasks too: ['a/0', 'a/1']" in t
+    assert "job 'a': several ranks share whole nodes 'big'" in texts
+    assert any("node 'big' hosts a whole-node task and other tasks too: 'a/0', 'a/1'" in t
                for t in texts)
 
 
@@ -166,7 +166,7 @@ def test_whole_node_is_not_shared_with_other_jobs() -> None:
     assert {v.rule for v in violations} == {Rule.WHOLE_NODE, Rule.CAPACITY}
     whole = [v for v in violations if v.rule is Rule.WHOLE_NODE]
     assert whole[0].message == ("node 'p0-r0-b' hosts a whole-node task and other tasks too: "
-                                "['a/1'] (jobs ['a', 'b'])")
+                                "'a/1' (jobs 'a', 'b')")
 
 
 def test_single_task_super_pod_job_is_not_whole_node() -> None:
@@ -258,12 +258,12 @@ def test_ub_memory_one_domain() -> None:
 def test_ub_memory_two_domains() -> None:
     only(run([job("a", **UB)], placed("a", ["p0-r0-a", "p1-r16-a"])), Rule.UB_MEMORY,
          "job 'a': a UB-memory job must sit in one UB-memory domain (16 consecutive racks, "
-         "rack-id // 16) but uses domains [0, 1]")
+         "rack-id // 16) but uses domains 0, 1")
 
 
 def test_ub_memory_also_binds_soft_jobs() -> None:
     soft = run([job("a", **UB, super_pod_affinity="soft")], placed("a", ["p0-r0-a", "p1-r16-a"]))
-    only(soft, Rule.UB_MEMORY, "uses domains [0, 1]")
+    only(soft, Rule.UB_MEMORY, "uses domains 0, 1")
 
 
 # --------------------------------------------------------------------------- multilevel
@@ -303,7 +303,7 @@ def test_multilevel_whole_node() -> None:
 def test_topotree_several_trees() -> None:
     nodes = ["p0-r1-a", "other-tree", "p0-r0-a", "p0-r0-b"]
     only(run([job("a", **ML4)], placed("a", nodes)), Rule.TOPOTREE,
-         "job 'a': nodes belong to several topotrees ['default', 'other']")
+         "job 'a': nodes belong to several topotrees 'default', 'other'")
 
 
 def test_topotree_not_configured() -> None:

@@ -143,7 +143,7 @@ CASES = [
          lambda: scenario(pod_nodes(), [job("j")], {"resource-level-config": {
              "default": {"level1": {"label": "rack"}, "level3": {"label": "sw"}}}}),
          "config.resource-level-config tree 'default'", "levels",
-         "topo-level config is not continuous: levels [1, 3] must be level1..level2"),
+         "topo-level config is not continuous: levels 1, 3 must be level1..level2"),
     Case("resource-level-config-bad-key",
          lambda: scenario(pod_nodes(), [job("j")], {"resource-level-config": TREE}),
          lambda: scenario(pod_nodes(), [job("j")], {"resource-level-config": {

@@ -118,7 +118,7 @@ def test_validate_finds_violations(ordinary_file: Path, tmp_path: Path) -> None:
     assert err == ""
     assert f"{answer}: 2 hard-constraint violation(s):" in out
     assert "  [unhealthy] job 'a' rank 0 is on unhealthy node 'n2'" in out
-    assert "  [capacity] node 'n1' gets 12 NPUs but has only 4 free (jobs ['a', 'b'])" in out
+    assert "  [capacity] node 'n1' gets 12 NPUs but has only 4 free (jobs 'a', 'b')" in out
     code, out, _ = run("validate", str(ordinary_file), str(answer), "--format", "yaml")
     assert code == 1
     data = yaml.safe_load(out)
