@@ -10,7 +10,7 @@ from heuristics.lifecycle import CacheLifecycle
 from heuristics.podlevel import deleted_ranks
 from models.cache import AffinityCache
 from models.compiled import expired_owners, scenario_now
-from models.limits import MAX_TIMESTAMP
+from models.limits import MAX_TIMESTAMP, listing
 from models.scenario import (
     AffinityCacheModel,
     CacheEntry,
@@ -192,7 +192,7 @@ class SimulatedCluster:
         if isinstance(event, EvictEvent):
             missing = [r for r in event.ranks or [] if r >= sim.desired]
             if missing:
-                raise InputError([f"{where}: field 'ranks': ranks {missing} of job "
+                raise InputError([f"{where}: field 'ranks': ranks {listing(missing)} of job "
                                   f"'{sim.name}' do not exist (the job has {sim.desired} "
                                   "ranks)"])
             ranks = sorted(r for r in (event.ranks or sim.placed) if r in sim.placed)
@@ -248,7 +248,7 @@ class SimulatedCluster:
         if event.ranks:
             missing = [r for r in event.ranks if r >= sim.desired]
             if missing:
-                raise InputError([f"{where}: field 'ranks': ranks {missing} of job "
+                raise InputError([f"{where}: field 'ranks': ranks {listing(missing)} of job "
                                   f"'{sim.name}' do not exist (the job has {sim.desired} "
                                   "ranks)"])
         if not sim.placed:
