@@ -222,7 +222,7 @@ BAD_EVENTS = [
     ("- events:\n  - {delete-job: train-llm}\n  - {scale: train-llm, tasks: 2}\n",
      ["event 2 (scale)", "unknown job 'train-llm'"]),
     ("- []\n- events:\n  - {evict: train-llm, ranks: [9]}\n",
-     ["session 2", "field 'ranks'", "[9]", "do not exist"]),
+     ["session 2", "field 'ranks'", "ranks 9 of job", "do not exist"]),
     ("- []\n- events:\n  - {node: node-1, free: 4}\n", ["field 'free'", "exceeds npus"]),
 ]
 
