@@ -415,7 +415,7 @@ def load_yaml(text: str, *, max_depth: int | None = None,
     DocumentError
         When it breaks a bound.
     """
-    return _load_yaml(text, max_depth, max_values, many=False)[0]
+    return _load_yaml_bounded(text, max_depth, max_values, many=False)[0]
 
 
 def load_yaml_documents(text: str, *, max_depth: int | None = None,
@@ -433,7 +433,21 @@ def load_yaml_documents(text: str, *, max_depth: int | None = None,
     DocumentError
         When it breaks a bound.
     """
-    return _load_yaml(text, max_depth, max_values, many=True)
+    return _load_yaml_bounded(text, max_depth, max_values, many=True)
+
+
+def _load_yaml_bounded(text: str, max_depth: int | None, max_values: int | None, *,
+                       many: bool) -> list[Any]:
+    """:func:`_load_yaml`, with PyYAML's own nesting limit (PyYAML 6.0.4 and later stop
+    at 1,000 levels while scanning, ahead of the events this loader counts) reported as
+    the depth bound it is."""
+    try:
+        return _load_yaml(text, max_depth, max_values, many=many)
+    except yaml.YAMLError as exc:
+        if "nesting depth" not in str(getattr(exc, "problem", None) or exc):
+            raise
+        depth = MAX_DEPTH if max_depth is None else max_depth
+        raise DocumentError(f"the document is nested deeper than {depth} levels") from None
 
 
 def _load_yaml(text: str, max_depth: int | None, max_values: int | None, *,
