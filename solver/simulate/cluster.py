@@ -175,10 +175,7 @@ class SimulatedCluster:
         if isinstance(event, DeleteJobEvent):
             released = self._release_vnpu(sim, sorted(sim.placed))
             del self.vjobs[sim.name]
-            if not event.keep_cache:
-                self.lifecycle.delete_owner(sim.owner)
-            return (f"delete-job {sim.name}: {released} pods removed, cache "
-                    f"{'kept' if event.keep_cache else 'entries removed'}")
+            return self._deleted(sim.name, sim.owner, released, event.keep_cache)
         if isinstance(event, ScaleEvent):
             old, target = sim.desired, event.tasks
             if target == old:
@@ -200,6 +197,14 @@ class SimulatedCluster:
             return f"evict {sim.name}: {released} pods released, cache kept"
         return None
 
+    def _deleted(self, name: str, owner: str | None, released: int, keep_cache: bool) -> str:
+        """After a job's removal (ordinary or vNPU): drop its owner's cache entries unless
+        ``keep-cache``; the report line."""
+        if not keep_cache:
+            self.lifecycle.delete_owner(owner)
+        return (f"delete-job {name}: {released} pods removed, cache "
+                f"{'kept' if keep_cache else 'entries removed'}")
+
     def apply(self, event: EventBase, where: str) -> str:
         """Apply one event; returns what happened, for the report."""
         done = self._apply_vnpu(event, where)
@@ -211,10 +216,7 @@ class SimulatedCluster:
             sim = self._job(event.job, where, "delete-job")
             released = self._release(sim, sorted(sim.placed))
             del self.jobs[sim.name]
-            if not event.keep_cache:
-                self.lifecycle.delete_owner(sim.owner)
-            return (f"delete-job {sim.name}: {released} pods removed, cache "
-                    f"{'kept' if event.keep_cache else 'entries removed'}")
+            return self._deleted(sim.name, sim.owner, released, event.keep_cache)
         if isinstance(event, ScaleEvent):
             return self._scale(event, where)
         if isinstance(event, SubmitEvent):
