@@ -28,7 +28,10 @@
     by inference; gangs that ran to completion; images removed by GC.
 ``fragmentation-end``
     After the last session: the share of the free NPUs of healthy nodes that sit on partly
-    used nodes (a whole-node gang rank cannot use them).
+    used nodes (a whole-node gang rank cannot use them; vNPU nodes not counted).
+``vnpu-pods``, ``vnpu-pulls``, ``vnpu-pulled-gb``, ``vnpu-origin-hit-rate``
+    The part of ``pods-placed``, ``pulls``, ``pulled-gb`` and the origin hit rate that
+    belongs to vNPU services (slices on ``vnpu`` pools); empty rate without candidates.
 
 Nothing in ``summary.csv`` or ``sessions.csv`` depends on the clock: the same spec, seed
 and options give the same files (wall-clock times are in ``report.md`` only).
@@ -56,7 +59,8 @@ SUMMARY_FIELDS: tuple[str, ...] = (
     "origin-hits", "origin-candidates", "origin-achievable", "origin-hit-rate",
     "rfc-target-met", "pending-p50",
     "pending-p99", "wait-mean", "wait-p99", "evicted-pods", "reclaimed-jobs",
-    "completed-jobs", "gc-deleted", "fragmentation-end",
+    "completed-jobs", "gc-deleted", "fragmentation-end", "vnpu-pods", "vnpu-pulls",
+    "vnpu-pulled-gb", "vnpu-origin-hit-rate",
 )
 #: Summary columns a many-seed report gives intervals for.
 INTERVAL_FIELDS: tuple[str, ...] = (
@@ -99,6 +103,11 @@ def summary_row(run: EngineRun, seed: int) -> dict[str, Any]:
         "completed-jobs": int(run.total("completed_jobs")),
         "gc-deleted": run.gc_deleted,
         "fragmentation-end": round(run.fragmentation_end, 4),
+        "vnpu-pods": int(run.total("vnpu_pods")),
+        "vnpu-pulls": int(run.total("vnpu_pulls")),
+        "vnpu-pulled-gb": round(run.total("vnpu_pulled_gb"), 3),
+        "vnpu-origin-hit-rate": round(run.total("vnpu_hits") / v, 4)
+        if (v := run.total("vnpu_candidates")) else "",
     }
 
 
@@ -219,6 +228,11 @@ def render_report(replay: Replay, rows: Sequence[dict[str, Any]], plots: Sequenc
             lines.append(f"* `{row['engine']}` minus `upstream`: {pulls:+d} pulls, {gb:+.0f} GB "
                          f"pulled, {minutes:+.0f} node-minutes of pulling (negative: saved).")
         lines.append("")
+    if any(int(r["vnpu-pods"]) for r in rows):
+        lines += ["## vNPU services", "",
+                  "Their part of the summary (slices on the vnpu pools):", "",
+                  dict_table(rows, ("engine", "vnpu-pods", "vnpu-pulls", "vnpu-pulled-gb",
+                                    "vnpu-origin-hit-rate")), ""]
     lines += ["## Origin hit rate per hour", "",
               "| hour | " + " | ".join(r.engine for r in replay.runs) + " |",
               "|---|" + "---|" * len(replay.runs)]

@@ -114,6 +114,11 @@ class SessionRow:
     reclaimed_jobs: int = 0
     completed_jobs: int = 0
     gc_deleted: int = 0
+    vnpu_pods: int = 0  # placed pods of vNPU services (slices)
+    vnpu_hits: int = 0
+    vnpu_candidates: int = 0
+    vnpu_pulls: int = 0
+    vnpu_pulled_gb: float = 0.0
     answer: str = "-"  # the facade's engine of the answer
     wall_seconds: float = 0.0
 
@@ -128,7 +133,10 @@ class SessionRow:
             "pulled-gb": round(self.pulled_gb, 3), "pull-minutes": round(self.pull_minutes, 3),
             "image-hits": self.image_hits, "evicted-pods": self.evicted_pods,
             "reclaimed-jobs": self.reclaimed_jobs, "completed-jobs": self.completed_jobs,
-            "gc-deleted": self.gc_deleted, "answer": self.answer,
+            "gc-deleted": self.gc_deleted, "vnpu-pods": self.vnpu_pods,
+            "vnpu-origin-hits": self.vnpu_hits, "vnpu-origin-candidates": self.vnpu_candidates,
+            "vnpu-pulls": self.vnpu_pulls, "vnpu-pulled-gb": round(self.vnpu_pulled_gb, 3),
+            "answer": self.answer,
         }
 
 
@@ -159,17 +167,26 @@ class Replay:
 
 
 def _running_pods(sim: SimulatedCluster) -> int:
-    return sum(len(job.placed) for job in sim.jobs.values())
+    return (sum(len(job.placed) for job in sim.jobs.values())
+            + sum(len(job.placed) for job in sim.vjobs.values()))
+
+
+def _pod_nodes(sim: SimulatedCluster) -> list[tuple[str, str]]:
+    """(job, node) of every running pod, ordinary and vNPU."""
+    pods = [(job.name, node) for job in sim.jobs.values() for node in job.placed.values()]
+    pods += [(job.name, s.node) for job in sim.vjobs.values() for s in job.placed.values()]
+    return pods
 
 
 def fragmentation(sim: SimulatedCluster) -> float:
     """Share of the free NPUs of healthy nodes that sit on partly used nodes.
 
-    A whole-node gang rank cannot use them; 0 when no chip is free.
+    A whole-node gang rank cannot use them; 0 when no chip is free.  vNPU nodes (which
+    serve vNPU jobs only) are not counted.
     """
     free_total = stranded = 0
     for name, spec in sim.nodes.items():
-        if sim.health[name] is Health.UNHEALTHY:
+        if sim.health[name] is Health.UNHEALTHY or spec.vnpu is not None:
             continue
         free = sim.free[name]
         free_total += free
@@ -196,7 +213,8 @@ def _reclaim(sim: SimulatedCluster, day: Day, where: str) -> tuple[int, int]:
                                                                           info.priority)
     if not need or top_priority is None:
         return 0, 0
-    free = sum(f for name, f in sim.free.items() if sim.health[name] is not Health.UNHEALTHY)
+    free = sum(f for name, f in sim.free.items() if sim.health[name] is not Health.UNHEALTHY
+               and sim.nodes[name].vnpu is None)
     victims = [job for job in sim.jobs.values()
                if job.placed and (info := day.jobs.get(job.name)) is not None
                and info.kind == "training" and info.priority < top_priority]
@@ -259,7 +277,7 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
         for event in spec.events:
             job_name = getattr(event, "job", None)
             if isinstance(event, EvictEvent | ScaleEvent | DeleteJobEvent) \
-                    and job_name not in sim.jobs:
+                    and job_name not in sim.jobs and job_name not in sim.vjobs:
                 run.skipped_events += 1
                 continue
             before = _running_pods(sim)
@@ -290,19 +308,25 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
             row.achievable += result.achievable
             run.waits.append(waiting.pop(result.name, 0))
             info = day.jobs[result.name]
+            vnpu = info.kind == "vnpu-service"
+            if vnpu:
+                row.vnpu_pods += len(result.nodes)
+                row.vnpu_hits += result.hits
+                row.vnpu_candidates += result.candidates
             for node in result.nodes:
                 if not images.place(node, info.image, info.image_size_gb, sim.now):
                     row.image_hits += 1
+                elif vnpu:
+                    row.vnpu_pulls += 1
+                    row.vnpu_pulled_gb += info.image_size_gb
         row.pulls = images.ledger.pulls - pulls_before
         row.pulled_gb = images.ledger.gb - gb_before
         row.pull_minutes = row.pulled_gb / settings.pull_gb_per_minute
         # 5. image GC with the images of the pods on each node
         in_use: dict[str, set[str]] = {}
-        for job in sim.jobs.values():
-            info = day.jobs.get(job.name)
-            if info is None:
-                continue
-            for node in job.placed.values():
+        for name, node in _pod_nodes(sim):
+            info = day.jobs.get(name)
+            if info is not None:
                 in_use.setdefault(node, set()).add(info.image)
         row.gc_deleted = images.collect(sim.now, in_use)
         row.wall_seconds = time.perf_counter() - tick
