@@ -307,7 +307,9 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
             row.placed_candidates += result.candidates
             row.achievable += result.achievable
             run.waits.append(waiting.pop(result.name, 0))
-            info = day.jobs[result.name]
+            info = day.jobs.get(result.name)
+            if info is None:  # not a job of the day (no image known): no pull counted
+                continue
             vnpu = info.kind == "vnpu-service"
             if vnpu:
                 row.vnpu_pods += len(result.nodes)

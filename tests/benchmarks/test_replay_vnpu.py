@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ from benchmarks.replay.api import example_path, read_spec
 from benchmarks.replay.generate import DAY_START, Day, JobInfo, generate_day
 from benchmarks.replay.report import summary_row
 from benchmarks.replay.run import ReplayOptions, replay_engine
+from benchmarks.replay.snapshots import series_day
 from benchmarks.replay.spec import load_spec
 from models.check import check
 from models.errors import InputError
@@ -181,3 +184,16 @@ def test_rfc_returns_the_slice_to_its_origin_and_saves_the_pull(engine: str,
     summary = summary_row(run, 0)
     assert summary["vnpu-pulled-gb"] == (26.0 if engine == "rfc" else 36.0)
     assert summary["vnpu-origin-hit-rate"] == (1.0 if engine == "rfc" else 0.0)
+
+
+def test_a_recorded_day_with_vnpu_jobs_replays_without_them(tmp_path: Path) -> None:
+    # the bundled vNPU dump twice: its pending vNPU jobs are not followed by the diffs
+    source = Path(__file__).resolve().parents[2] / "models/kube/examples/vnpu-inference"
+    for name, now in (("t0", 1764400000), ("t1", 1764400600)):
+        shutil.copytree(source, tmp_path / name)
+        (tmp_path / name / "now").write_text(str(now), encoding="utf-8")
+    day = series_day(tmp_path)
+    assert day.scenario.vnpu_jobs == []
+    assert any(n.vnpu is not None for n in day.scenario.nodes)
+    run = replay_engine(day, "rfc", ReplayOptions(engines=("rfc",)))
+    assert len(run.sessions) == 2 and run.total("vnpu_pods") == 0
