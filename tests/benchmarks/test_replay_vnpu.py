@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import solver.simulate.session as session_module
-from benchmarks.replay.api import example_path, read_spec
+from benchmarks.replay.api import EXAMPLES, example_path, read_spec
 from benchmarks.replay.generate import DAY_START, Day, JobInfo, generate_day
 from benchmarks.replay.report import summary_row
 from benchmarks.replay.run import ReplayOptions, replay_engine
@@ -18,6 +18,7 @@ from benchmarks.replay.spec import load_spec
 from models.check import check
 from models.errors import InputError
 from models.scenario import VnpuJob
+from solver.doors import example_names
 from solver.facade import Result
 from solver.simulate.events import AdvanceEvent, ScaleEvent, SessionSpec
 
@@ -96,8 +97,11 @@ def test_bad_vnpu_specs_are_refused_with_the_field_named(change: dict[str, Any],
     assert words in text, text
 
 
-def test_the_bundled_vnpu_day_loads() -> None:
-    spec = read_spec(example_path("vnpu-inference"))
+def test_the_bundled_vnpu_day_loads_and_its_name_is_not_a_scenario_example() -> None:
+    spec = read_spec(example_path("vnpu-inference-day"))
+    assert spec.name == "vnpu-inference-day"
+    # `npu-place examples NAME` prints a day before a scenario: the names must differ
+    assert not set(EXAMPLES) & set(example_names())
     assert sum(1 for s in spec.services if s.is_vnpu) == 4
     assert {p.family for p in spec.cluster.pools} == {"vnpu", "ordinary"}
 
