@@ -297,14 +297,19 @@ def _number(value: Any) -> float:
         return math.nan
 
 
-def interval_rows(rows: Sequence[dict[str, Any]], engines: Sequence[str]
-                  ) -> list[dict[str, Any]]:
-    """Per engine and column: mean and 95 % interval over the seeds' rows."""
+#: The vNPU services' columns a many-seed report gives intervals for (days with vNPU pods).
+VNPU_INTERVAL_FIELDS: tuple[str, ...] = ("vnpu-pods", "vnpu-pulls", "vnpu-pulled-gb",
+                                         "vnpu-origin-hit-rate")
+
+
+def interval_rows(rows: Sequence[dict[str, Any]], engines: Sequence[str],
+                  fields: Sequence[str] = INTERVAL_FIELDS) -> list[dict[str, Any]]:
+    """Per engine and column of ``fields``: mean and 95 % interval over the seeds' rows."""
     out = []
     for engine in engines:
         mine = [r for r in rows if r["engine"] == engine]
         row: dict[str, Any] = {"engine": engine, "seeds": len(mine)}
-        for key in INTERVAL_FIELDS:
+        for key in fields:
             mean, low, high = mean_interval([_number(r.get(key)) for r in mine])
             row[key] = "-" if math.isnan(mean) else f"{mean:.4g} [{low:.4g}, {high:.4g}]"
         met = [r for r in mine if r.get("rfc-target-met") == "yes"]
@@ -315,10 +320,13 @@ def interval_rows(rows: Sequence[dict[str, Any]], engines: Sequence[str]
 
 #: Columns a many-seed report pairs with ``upstream`` (the same seed's day).
 PAIRED_FIELDS: tuple[str, ...] = ("pulls", "pulled-gb", "pull-minutes", "origin-hit-rate")
+#: The vNPU services' columns paired with ``upstream`` (days with vNPU pods).
+VNPU_PAIRED_FIELDS: tuple[str, ...] = ("vnpu-pulls", "vnpu-pulled-gb")
 
 
 def paired_rows(rows: Sequence[dict[str, Any]], engines: Sequence[str],
-                base: str = "upstream") -> list[dict[str, Any]]:
+                base: str = "upstream", fields: Sequence[str] = PAIRED_FIELDS
+                ) -> list[dict[str, Any]]:
     """Per engine: mean and 95 % interval of (engine - ``base``) over the seeds both ran."""
     by_seed = {int(r["seed"]): r for r in rows if r["engine"] == base}
     out = []
@@ -327,7 +335,7 @@ def paired_rows(rows: Sequence[dict[str, Any]], engines: Sequence[str],
             continue
         mine = [r for r in rows if r["engine"] == engine and int(r["seed"]) in by_seed]
         row: dict[str, Any] = {"engine": f"{engine} - {base}", "seeds": len(mine)}
-        for key in PAIRED_FIELDS:
+        for key in fields:
             deltas = [_number(r.get(key)) - _number(by_seed[int(r["seed"])].get(key))
                       for r in mine]
             mean, low, high = mean_interval(deltas)
@@ -356,6 +364,15 @@ def render_seeds_report(spec_name: str, rows: Sequence[dict[str, Any]],
                   "negative pulls, GB and minutes are saved):", "",
                   dict_table(paired_rows(rows, engines), ("engine", "seeds", *PAIRED_FIELDS)),
                   ""]
+    if any(_number(r.get("vnpu-pods")) > 0 for r in rows):
+        lines += ["## vNPU services", "", "Their part of the figures above (slices on the "
+                  "vnpu pools), mean with a 95 % interval:", "",
+                  dict_table(interval_rows(rows, engines, VNPU_INTERVAL_FIELDS),
+                             ("engine", "seeds", *VNPU_INTERVAL_FIELDS)), ""]
+        if "upstream" in engines and len(engines) > 1:
+            lines += ["Paired with `upstream`:", "",
+                      dict_table(paired_rows(rows, engines, fields=VNPU_PAIRED_FIELDS),
+                                 ("engine", "seeds", *VNPU_PAIRED_FIELDS)), ""]
     if failures:
         lines += ["## Failed seeds", ""] + [f"* {f}" for f in failures] + [""]
     lines.append("Per-seed rows are in `summary.csv`.")

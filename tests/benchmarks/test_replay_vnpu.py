@@ -11,7 +11,7 @@ import pytest
 import solver.simulate.session as session_module
 from benchmarks.replay.api import EXAMPLES, example_path, read_spec
 from benchmarks.replay.generate import DAY_START, Day, JobInfo, generate_day
-from benchmarks.replay.report import summary_row
+from benchmarks.replay.report import render_seeds_report, summary_row
 from benchmarks.replay.run import ReplayOptions, replay_engine
 from benchmarks.replay.snapshots import series_day
 from benchmarks.replay.spec import load_spec
@@ -201,3 +201,19 @@ def test_a_recorded_day_with_vnpu_jobs_replays_without_them(tmp_path: Path) -> N
     assert any(n.vnpu is not None for n in day.scenario.nodes)
     run = replay_engine(day, "rfc", ReplayOptions(engines=("rfc",)))
     assert len(run.sessions) == 2 and run.total("vnpu_pods") == 0
+
+
+def test_the_many_seed_report_has_a_vnpu_section_only_with_vnpu_pods() -> None:
+    def row(seed: int, engine: str, pulls: int, vnpu_pulls: int, vnpu_pods: int
+            ) -> dict[str, Any]:
+        return {"seed": seed, "engine": engine, "pulls": pulls, "vnpu-pods": vnpu_pods,
+                "vnpu-pulls": vnpu_pulls, "vnpu-pulled-gb": 10 * vnpu_pulls,
+                "vnpu-origin-hit-rate": 0.5}
+
+    rows = [row(0, "upstream", 10, 6, 20), row(0, "rfc", 7, 3, 20),
+            row(1, "upstream", 12, 8, 20), row(1, "rfc", 9, 5, 20)]
+    text = render_seeds_report("d", rows, ("upstream", "rfc"), [])
+    assert "## vNPU services" in text
+    assert "| rfc - upstream | 2 | -3 [-3, -3] | -30 [-30, -30] |" in text
+    plain = [{**r, "vnpu-pods": 0} for r in rows]
+    assert "## vNPU services" not in render_seeds_report("d", plain, ("upstream", "rfc"), [])
