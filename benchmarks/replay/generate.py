@@ -22,7 +22,10 @@ The workload model (the RFC's story, seed 000 §1.2, and public traces):
   least 1, scaled to 0 in the first session when the curve says 0) and scales like the
   others.  vNPU nodes (``nodes[].vnpu``: ``chips`` chips of ``chip-kind``, all free) serve
   vNPU jobs only; upstream refuses preempt/reclaim for vNPU jobs, so a vNPU service
-  never reclaims.
+  never reclaims (nor is a vNPU training gang reclaimed).  A training class on a ``vnpu``
+  pool submits vNPU gangs (``submit-vnpu``) whose ranks are whole-card requests of
+  ``chips-per-rank`` chips (default: all of a node's), competing with the slices for
+  untouched chips; they get no pod faults (vNPU jobs have no fault ranks).
 * **Training gangs**: Poisson arrivals per class (``arrivals-per-hour``), gang sizes in
   nodes from a histogram (default: :data:`~benchmarks.replay.spec.DEFAULT_GANG_NODES`,
   shaped like the ``node_num`` columns of the SenseTime Helios trace (SC'21; 4 clusters,
@@ -53,6 +56,7 @@ from benchmarks.generators import cluster_nodes
 from benchmarks.replay.images import GcPolicy
 from benchmarks.replay.spec import Pool, Training, WorkloadSpec, default_pod_nodes
 from models.scenario import Scenario
+from models.vnpu_rules import CHIP_GEOMETRY
 from solver.simulate.events import (
     AdvanceEvent,
     EvictEvent,
@@ -60,6 +64,7 @@ from solver.simulate.events import (
     ScaleEvent,
     SessionSpec,
     SubmitEvent,
+    SubmitVnpuEvent,
 )
 
 #: Start of every generated day: 2025-11-29 00:00 UTC (hour 0 of the diurnal curve).
@@ -74,7 +79,7 @@ class JobInfo:
     """What the replay needs to know about a job besides its scheduling spec."""
 
     name: str
-    kind: str  # "service", "vnpu-service" or "training"
+    kind: str  # "service", "vnpu-service", "training" or "vnpu-training"
     image: str
     image_size_gb: float
     priority: int
@@ -195,7 +200,7 @@ def generate_day(spec: WorkloadSpec, seed: int) -> Day:
     counters = {t.name: 0 for t in spec.training}
     alive: list[tuple[str, int, int]] = []  # training (name, tasks, nominal end)
 
-    def submit_training(train: Training, now: int) -> SubmitEvent:
+    def submit_training(train: Training, now: int) -> SubmitEvent | SubmitVnpuEvent:
         counters[train.name] += 1
         name = f"train-{train.name}-{counters[train.name]}"
         sizes_nodes = sorted(train.gang_nodes)
@@ -207,6 +212,17 @@ def generate_day(spec: WorkloadSpec, seed: int) -> Day:
                                 d.min, d.max))
         seconds = max(step, round(minutes * 60))
         pool = pools[train.pool]
+        if pool.family == "vnpu":
+            # whole chips per rank (a whole-card vNPU request); vNPU jobs have no fault
+            # ranks, so no pod fault is drawn for them
+            cores = CHIP_GEOMETRY[pool.vnpu_kind][0][0]
+            chips = train.chips_per_rank or pool.vnpu_chips
+            jobs[name] = JobInfo(name, "vnpu-training", image, sizes[image], train.priority,
+                                 seconds, now)
+            return SubmitVnpuEvent.model_validate({"submit-vnpu": {
+                "name": name, "owner-uid": f"pt-{name}", "tasks": gang,
+                "ai-cores": chips * cores, "priority": train.priority,
+                "image-size-gb": sizes[image]}})
         data = _training_job(train, pool, pool_npus[pool.name], gang, name, sizes[image])
         jobs[name] = JobInfo(name, "training", image, sizes[image], train.priority, seconds, now)
         alive.append((name, gang, now + seconds))

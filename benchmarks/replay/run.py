@@ -114,7 +114,7 @@ class SessionRow:
     reclaimed_jobs: int = 0
     completed_jobs: int = 0
     gc_deleted: int = 0
-    vnpu_pods: int = 0  # placed pods of vNPU services (slices)
+    vnpu_pods: int = 0  # placed pods of vNPU jobs (services and training)
     vnpu_hits: int = 0
     vnpu_candidates: int = 0
     vnpu_pulls: int = 0
@@ -263,15 +263,17 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
         where = f"{source}: {spec.label}"
         # 1. completions
         if spec.index > 1:
-            for job in list(sim.jobs.values()):
-                info = day.jobs.get(job.name)
-                if info is None or info.kind != "training":
+            running = [(j.name, len(j.placed), j.desired) for j in sim.jobs.values()]
+            running += [(v.name, len(v.placed), v.desired) for v in sim.vjobs.values()]
+            for name, placed, desired in running:
+                info = day.jobs.get(name)
+                if info is None or info.kind not in ("training", "vnpu-training"):
                     continue
-                if job.placed and len(job.placed) == job.desired:
-                    ran[job.name] = ran.get(job.name, 0) + step
-                if ran.get(job.name, 0) >= info.duration_seconds:
-                    sim.apply(DeleteJobEvent.model_validate({"delete-job": job.name}), where)
-                    waiting.pop(job.name, None)
+                if placed and placed == desired:
+                    ran[name] = ran.get(name, 0) + step
+                if ran.get(name, 0) >= info.duration_seconds:
+                    sim.apply(DeleteJobEvent.model_validate({"delete-job": name}), where)
+                    waiting.pop(name, None)
                     row.completed_jobs += 1
         # 2. the day's events
         for event in spec.events:
@@ -310,7 +312,7 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
             info = day.jobs.get(result.name)
             if info is None:  # not a job of the day (no image known): no pull counted
                 continue
-            vnpu = info.kind == "vnpu-service"
+            vnpu = info.kind in ("vnpu-service", "vnpu-training")
             if vnpu:
                 row.vnpu_pods += len(result.nodes)
                 row.vnpu_hits += result.hits

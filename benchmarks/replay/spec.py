@@ -43,6 +43,11 @@ Example (every field below; defaults in the comments)::
         gang-nodes: {1: 0.40, 2: 0.25, 4: 0.18, 8: 0.12, 16: 0.05}
         duration-minutes: {median: 120, sigma: 1.0, min: 10, max: 1440}   # log-normal
         priority: 0
+      - name: finetune               # on a vnpu pool: each rank a whole-card vNPU request
+        pool: v
+        images: [ft-train]
+        chips-per-rank: 4            # whole chips per rank (vnpu pools; default: a node's)
+        gang-nodes: {1: 0.6, 2: 0.4}
     reclaim: true                    # inference scale-up evicts training gangs (preempt/reclaim)
     faults:                          # per node-day / per pod-day
       node-fault-rate: 0.01          # node turns unhealthy; repaired after repair-minutes
@@ -270,6 +275,7 @@ class Training(_Spec):
     duration_minutes: Duration = Field(default_factory=Duration,
                                        alias="duration-minutes")
     priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    chips_per_rank: int | None = Field(None, alias="chips-per-rank", ge=1, le=MAX_NODE_NPUS)
 
     @field_validator("gang_nodes")
     @classmethod
@@ -347,9 +353,14 @@ class WorkloadSpec(_Spec):
                                 f"{', '.join(pools)})")
                 continue
             if pool.family == "vnpu":
-                problems.append(f"training.{k}.pool: pool '{pool.name}' is a vnpu pool (it "
-                                "serves vNPU services only)")
-                continue
+                chips = train.chips_per_rank or pool.vnpu_chips
+                if chips > pool.vnpu_chips:
+                    problems.append(f"training.{k}.chips-per-rank: {chips} chips per rank, "
+                                    f"but the nodes of pool '{pool.name}' have "
+                                    f"{pool.vnpu_chips}")
+            elif train.chips_per_rank is not None:
+                problems.append(f"training.{k}.chips-per-rank: applies to a vnpu pool only "
+                                f"(pool '{pool.name}' is {pool.family})")
             limit = _largest_gang(pool)
             big = sorted(s for s in train.gang_nodes if s > limit)
             if big:
@@ -382,7 +393,7 @@ def _largest_gang(pool: Pool) -> int:
         return min(pool.nodes, default_pod_nodes(pool))
     if pool.family == "multilevel":
         return 16  # level1=4 in racks of 8 (reservedNode 1), level2 within one switch
-    return pool.nodes
+    return pool.nodes  # ordinary and vnpu pools
 
 
 def load_spec(data: Any, source: str) -> WorkloadSpec:

@@ -40,7 +40,11 @@ def vnpu_spec(**changes: Any) -> dict[str, Any]:
              "min-replicas": 0, "max-replicas": 4, "peak-hours": [2], "jitter": 0.3,
              "priority": 50}],
         "training": [{"name": "llm", "pool": "o", "images": ["train"], "initial": 1,
-                      "arrivals-per-hour": 2, "gang-nodes": {1: 1, 2: 1}}],
+                      "arrivals-per-hour": 2, "gang-nodes": {1: 1, 2: 1}},
+                     {"name": "ft", "pool": "v", "images": ["train"], "initial": 1,
+                      "arrivals-per-hour": 2, "gang-nodes": {1: 1, 2: 1},
+                      "chips-per-rank": 2,
+                      "duration-minutes": {"median": 30, "min": 10, "max": 60}}],
         "faults": {"node-fault-rate": 2},
     }
     data.update(changes)
@@ -62,6 +66,9 @@ def test_the_vnpu_spec_loads_and_the_day_has_vnpu_nodes_and_jobs() -> None:
     assert day.jobs["infer-chat"].kind == "vnpu-service"
     text = "\n".join(day.event_lines())
     assert "scale infer-chat" in text and "scale infer-ocr" in text
+    # vNPU training: whole-card requests of 2 chips (16 AI cores) per rank
+    assert "submit-vnpu train-ft-1 (" in text and "x 16 AI cores)" in text
+    assert day.jobs["train-ft-1"].kind == "vnpu-training"
 
 
 def test_the_vnpu_day_is_seeded() -> None:
@@ -85,8 +92,10 @@ def test_the_vnpu_day_is_seeded() -> None:
                     "min-replicas": 1, "max-replicas": 2}]}, "services.0", "npu-per-pod"),
     ({"services": [{"name": "chat", "image": "chat", "vnpu-dvpp": "yes", "min-replicas": 1,
                     "max-replicas": 2}]}, "services.0", "ai-cores"),
-    ({"training": [{"name": "t", "pool": "v", "images": ["train"]}]}, "training.0.pool",
-     "vnpu pool"),
+    ({"training": [{"name": "t", "pool": "v", "images": ["train"], "chips-per-rank": 5}]},
+     "training.0.chips-per-rank", "have 4"),
+    ({"training": [{"name": "t", "pool": "o", "images": ["train"], "chips-per-rank": 1}]},
+     "training.0.chips-per-rank", "vnpu pool only"),
 ])
 def test_bad_vnpu_specs_are_refused_with_the_field_named(change: dict[str, Any], field: str,
                                                          words: str) -> None:
@@ -217,3 +226,23 @@ def test_the_many_seed_report_has_a_vnpu_section_only_with_vnpu_pods() -> None:
     assert "| rfc - upstream | 2 | -3 [-3, -3] | -30 [-30, -30] |" in text
     plain = [{**r, "vnpu-pods": 0} for r in rows]
     assert "## vNPU services" not in render_seeds_report("d", plain, ("upstream", "rfc"), [])
+
+
+@pytest.mark.parametrize("engine", ["upstream", "rfc"])
+def test_a_vnpu_training_gang_runs_its_duration_and_completes(engine: str) -> None:
+    spec = load_spec({
+        "name": "vnpu-train", "hours": 1, "session-minutes": 10,
+        "cluster": {"pools": [{"name": "v", "family": "vnpu", "nodes": 2, "chips": 2}]},
+        "images": [{"name": "ft", "size-gb": 10}],
+        "training": [{"name": "ft", "pool": "v", "images": ["ft"], "initial": 1,
+                      "arrivals-per-hour": 0, "gang-nodes": {2: 1},
+                      "duration-minutes": {"median": 20, "sigma": 0, "min": 20, "max": 20}}],
+    }, "train.yaml")
+    day = generate_day(spec, 0)
+    run = replay_engine(day, engine, ReplayOptions(engines=(engine,)))
+    rows = run.sessions
+    # session 1: both ranks (whole nodes: 2 chips of 8 AI cores each) start and pull
+    assert (rows[0].vnpu_pods, rows[0].vnpu_pulls, rows[0].vnpu_pulled_gb) == (2, 2, 20.0)
+    # it runs 20 minutes from session 1 on: deleted at the start of session 3
+    assert [r.completed_jobs for r in rows] == [0, 0, 1, 0, 0, 0]
+    assert run.total("vnpu_pods") == 2
