@@ -31,7 +31,8 @@
     used nodes (a whole-node gang rank cannot use them; vNPU nodes not counted).
 ``vnpu-pods``, ``vnpu-pulls``, ``vnpu-pulled-gb``, ``vnpu-origin-hit-rate``
     The part of ``pods-placed``, ``pulls``, ``pulled-gb`` and the origin hit rate that
-    belongs to vNPU services (slices on ``vnpu`` pools); empty rate without candidates.
+    belongs to vNPU jobs (services' slices and training's whole cards on ``vnpu`` pools);
+    empty rate without candidates.
 
 Nothing in ``summary.csv`` or ``sessions.csv`` depends on the clock: the same spec, seed
 and options give the same files (wall-clock times are in ``report.md`` only).
@@ -229,8 +230,9 @@ def render_report(replay: Replay, rows: Sequence[dict[str, Any]], plots: Sequenc
                          f"pulled, {minutes:+.0f} node-minutes of pulling (negative: saved).")
         lines.append("")
     if any(int(r["vnpu-pods"]) for r in rows):
-        lines += ["## vNPU services", "",
-                  "Their part of the summary (slices on the vnpu pools):", "",
+        lines += ["## vNPU jobs", "",
+                  "Their part of the summary (services' slices and training's whole cards "
+                  "on the vnpu pools):", "",
                   dict_table(rows, ("engine", "vnpu-pods", "vnpu-pulls", "vnpu-pulled-gb",
                                     "vnpu-origin-hit-rate")), ""]
     lines += ["## Origin hit rate per hour", "",
@@ -297,7 +299,7 @@ def _number(value: Any) -> float:
         return math.nan
 
 
-#: The vNPU services' columns a many-seed report gives intervals for (days with vNPU pods).
+#: The vNPU jobs' columns a many-seed report gives intervals for (days with vNPU pods).
 VNPU_INTERVAL_FIELDS: tuple[str, ...] = ("vnpu-pods", "vnpu-pulls", "vnpu-pulled-gb",
                                          "vnpu-origin-hit-rate")
 
@@ -320,7 +322,7 @@ def interval_rows(rows: Sequence[dict[str, Any]], engines: Sequence[str],
 
 #: Columns a many-seed report pairs with ``upstream`` (the same seed's day).
 PAIRED_FIELDS: tuple[str, ...] = ("pulls", "pulled-gb", "pull-minutes", "origin-hit-rate")
-#: The vNPU services' columns paired with ``upstream`` (days with vNPU pods).
+#: The vNPU jobs' columns paired with ``upstream`` (days with vNPU pods).
 VNPU_PAIRED_FIELDS: tuple[str, ...] = ("vnpu-pulls", "vnpu-pulled-gb")
 
 
@@ -365,8 +367,9 @@ def render_seeds_report(spec_name: str, rows: Sequence[dict[str, Any]],
                   dict_table(paired_rows(rows, engines), ("engine", "seeds", *PAIRED_FIELDS)),
                   ""]
     if any(_number(r.get("vnpu-pods")) > 0 for r in rows):
-        lines += ["## vNPU services", "", "Their part of the figures above (slices on the "
-                  "vnpu pools), mean with a 95 % interval:", "",
+        lines += ["## vNPU jobs", "", "Their part of the figures above (services' slices "
+                  "and training's whole cards on the vnpu pools), mean with a 95 % "
+                  "interval:", "",
                   dict_table(interval_rows(rows, engines, VNPU_INTERVAL_FIELDS),
                              ("engine", "seeds", *VNPU_INTERVAL_FIELDS)), ""]
         if "upstream" in engines and len(engines) > 1:

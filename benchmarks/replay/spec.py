@@ -11,7 +11,7 @@ Example (every field below; defaults in the comments)::
         - {name: ord, family: ordinary, nodes: 32}
         - {name: v, family: vnpu, nodes: 8, chip-kind: Ascend310P, chips: 4}
           # dynamic vNPU nodes ("v-node-0"): chips of AI cores (chip-kind's table; default
-          # Ascend310P, 4 chips); they serve vNPU services only
+          # Ascend310P, 4 chips); they serve vNPU jobs only
       image-disk-gb: 300             # image disk per node (an assumption; see images.py)
       pull-gb-per-minute: 2.0        # pull bandwidth per node (RFC: 15-40 GB in 5-20 min)
       gc: {high-percent: 85, low-percent: 80, min-age-seconds: 120}   # kubelet defaults

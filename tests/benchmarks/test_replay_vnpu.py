@@ -222,10 +222,10 @@ def test_the_many_seed_report_has_a_vnpu_section_only_with_vnpu_pods() -> None:
     rows = [row(0, "upstream", 10, 6, 20), row(0, "rfc", 7, 3, 20),
             row(1, "upstream", 12, 8, 20), row(1, "rfc", 9, 5, 20)]
     text = render_seeds_report("d", rows, ("upstream", "rfc"), [])
-    assert "## vNPU services" in text
+    assert "## vNPU jobs" in text
     assert "| rfc - upstream | 2 | -3 [-3, -3] | -30 [-30, -30] |" in text
     plain = [{**r, "vnpu-pods": 0} for r in rows]
-    assert "## vNPU services" not in render_seeds_report("d", plain, ("upstream", "rfc"), [])
+    assert "## vNPU jobs" not in render_seeds_report("d", plain, ("upstream", "rfc"), [])
 
 
 @pytest.mark.parametrize("engine", ["upstream", "rfc"])
