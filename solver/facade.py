@@ -19,7 +19,7 @@ import importlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from heuristics.greedy import EngineNotAvailable, greedy_plan  # noqa: F401 - re-exported
@@ -232,17 +232,32 @@ def solve(
         else:
             # vNPU nodes serve vNPU jobs only: the two parts are solved apart, in shares
             # of the budget, and their placements joined (the objective is their sum).
-            # The fallback hook and the reuse cache see whole answers only: not used here.
             share = VNPU_BUDGET_SHARE if problem.jobs else 0.0
             main_limit = max(time_limit * (1.0 - share), 0.001)
             main_time = (None if deterministic_time is None
                          else max(deterministic_time * (1.0 - share), 0.001))
-            result = _solve(problem, engine if problem.jobs else "greedy", main_limit,
-                            workers, seed, weights, main_time, started)
+            main_engine = engine if problem.jobs else "greedy"
+            end = started + time_limit
+            # the fallback hook sees whole answers: each fallback of the other jobs joined
+            # with greedy's vNPU answer (computed once, reused by the final join)
+            vnpu_greedy = greedy_vnpu(problem) if on_fallback is not None else None
+            hook: Callable[[Result], None] | None = None
+            if on_fallback is not None:
+                def hook(main: Result) -> None:
+                    _publish(on_fallback, with_vnpu(problem, replace(main), "greedy", end,
+                                                    workers, seed, weights, None,
+                                                    greedy=vnpu_greedy))
+            # the reuse cache keeps the other jobs' answer (reuse checks it without the
+            # vNPU jobs); the vNPU part starts from greedy every session
+            main_cache = cache if main_engine != "greedy" else None
+            result = _solve(problem, main_engine, main_limit, workers, seed, weights,
+                            main_time, started, hook, main_cache)
+            if main_cache is not None:
+                main_cache.remember(result.placement)
             vnpu_time = (None if deterministic_time is None
                          else deterministic_time * (share if problem.jobs else 1.0))
-            return _stamp(with_vnpu(problem, result, engine, started + time_limit, workers,
-                                    seed, weights, vnpu_time), started)
+            return _stamp(with_vnpu(problem, result, engine, end, workers, seed, weights,
+                                    vnpu_time, greedy=vnpu_greedy), started)
     if cache is not None and engine != "greedy":
         cache.remember(result.placement)
     return result
@@ -397,17 +412,20 @@ VNPU_BUDGET_SHARE = 0.3
 
 
 def with_vnpu(problem: Problem, result: Result, engine: str, deadline: float, workers: int,
-              seed: int, weights: Weights | None, deterministic_time: float | None) -> Result:
-    """Add the vNPU jobs to ``result``: greedy, then (unless ``engine`` is greedy) CP-SAT
-    until ``deadline`` warm-started from it; the better answer is joined, checked with
-    every other job and scored as a whole."""
+              seed: int, weights: Weights | None, deterministic_time: float | None,
+              greedy: VnpuPlan | None = None) -> Result:
+    """Add the vNPU jobs to ``result`` (changed in place and returned): greedy (``greedy``
+    when given), then (unless ``engine`` is greedy) CP-SAT until ``deadline``
+    warm-started from it; the better answer is joined, checked with every other job and
+    scored as a whole."""
     resolved = resolve_weights(problem, weights)
 
     def score(plan: VnpuPlan) -> int:
         return vnpu_objective(problem, plan, resolved.vnpu_placed, resolved.origin_hit,
                               resolved.subhealthy)
 
-    greedy = greedy_vnpu(problem)
+    if greedy is None:
+        greedy = greedy_vnpu(problem)
     greedy_score = score(greedy)
     best, vnpu_status, vnpu_bound = greedy, Status.GREEDY, None
     notes = list(result.notes)

@@ -102,8 +102,9 @@ def _merged(problem: Problem, remembered: dict[int, np.ndarray], rest: Plan) -> 
 
 def _violating_jobs(problem: Problem, plan: Plan) -> set[str] | None:
     """``None`` when ``plan`` is valid, else the jobs its violations name (may be empty)."""
+    # the other jobs only: a scenario's vNPU jobs are solved apart (solver.facade)
     violations = check(problem, to_placement(problem, plan, engine="reuse",
-                                             status=Status.FEASIBLE))
+                                             status=Status.FEASIBLE), include_vnpu=False)
     if not violations:
         return None
     return {v.job for v in violations if v.job is not None}

@@ -36,6 +36,8 @@ EXAMPLES: dict[str, str] = {
                    "(diurnal inference, reclaim, returns)",
     "faults-950-multilevel": "an Atlas 950 super pod and a multilevel tree with node, "
                              "sub-health and pod faults",
+    "vnpu-inference-day": "diurnal inference on dynamic vNPU slices (16 Ascend310P servers) next "
+                      "to whole-card training on 16 ordinary nodes",
 }
 _EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
 #: Most seeds one many-seed run takes.

@@ -16,6 +16,16 @@ The workload model (the RFC's story, seed 000 §1.2, and public traces):
   demand), rounded and kept within ``[min, max]``.  A scale-down releases the highest
   ranks and keeps their cache entries; a scale-up brings those ranks back, and they
   should return to their nodes.
+* **vNPU inference services** (``ai-cores`` given; pods are dynamic-vNPU slices,
+  ``huawei.com/npu-core``, on the ``vnpu`` pools' chips): the same curve; the service is
+  a ``vnpu-jobs`` entry of the starting scenario (``tasks``: its replicas at hour 0, at
+  least 1, scaled to 0 in the first session when the curve says 0) and scales like the
+  others.  vNPU nodes (``nodes[].vnpu``: ``chips`` chips of ``chip-kind``, all free) serve
+  vNPU jobs only; upstream refuses preempt/reclaim for vNPU jobs, so a vNPU service
+  never reclaims (nor is a vNPU training gang reclaimed).  A training class on a ``vnpu``
+  pool submits vNPU gangs (``submit-vnpu``) whose ranks are whole-card requests of
+  ``chips-per-rank`` chips (default: all of a node's), competing with the slices for
+  untouched chips; they get no pod faults (vNPU jobs have no fault ranks).
 * **Training gangs**: Poisson arrivals per class (``arrivals-per-hour``), gang sizes in
   nodes from a histogram (default: :data:`~benchmarks.replay.spec.DEFAULT_GANG_NODES`,
   shaped like the ``node_num`` columns of the SenseTime Helios trace (SC'21; 4 clusters,
@@ -46,6 +56,7 @@ from benchmarks.generators import cluster_nodes
 from benchmarks.replay.images import GcPolicy
 from benchmarks.replay.spec import Pool, Training, WorkloadSpec, default_pod_nodes
 from models.scenario import Scenario
+from models.vnpu_rules import CHIP_GEOMETRY
 from solver.simulate.events import (
     AdvanceEvent,
     EvictEvent,
@@ -53,6 +64,7 @@ from solver.simulate.events import (
     ScaleEvent,
     SessionSpec,
     SubmitEvent,
+    SubmitVnpuEvent,
 )
 
 #: Start of every generated day: 2025-11-29 00:00 UTC (hour 0 of the diurnal curve).
@@ -67,7 +79,7 @@ class JobInfo:
     """What the replay needs to know about a job besides its scheduling spec."""
 
     name: str
-    kind: str  # "service" or "training"
+    kind: str  # "service", "vnpu-service", "training" or "vnpu-training"
     image: str
     image_size_gb: float
     priority: int
@@ -157,6 +169,11 @@ def generate_day(spec: WorkloadSpec, seed: int) -> Day:
     config: dict[str, Any] = {"prefer-previous-node": True}
     pool_npus: dict[str, int] = {}
     for pool in spec.cluster.pools:
+        if pool.family == "vnpu":
+            nodes.extend({"name": f"{pool.name}-node-{i}", "npus": pool.vnpu_chips,
+                          "free": pool.vnpu_chips, "vnpu": {"chip-kind": pool.vnpu_kind}}
+                         for i in range(pool.nodes))
+            continue
         pod = default_pod_nodes(pool) if pool.family in ("a3", "850", "950") else None
         data, pool_config = cluster_nodes(pool.family, pool.nodes, pod, pool.depth)
         for node in data:
@@ -164,8 +181,14 @@ def generate_day(spec: WorkloadSpec, seed: int) -> Day:
         nodes.extend(data)
         config.update(pool_config)
         pool_npus[pool.name] = int(data[0]["npus"])
-    scenario = Scenario.model_validate({"now": DAY_START, "config": config, "nodes": nodes})
     sizes = {image.name: image.size_gb for image in spec.images}
+    vnpu_jobs = [service.vnpu_job(
+        f"infer-{service.name}", max(1, replicas_at(service.min_replicas, service.max_replicas,
+                                                    service.peak_hours, 0.0)),
+        sizes[service.image]).model_dump(by_alias=True, mode="json", exclude_none=True)
+        for service in spec.services if service.is_vnpu]
+    scenario = Scenario.model_validate({"now": DAY_START, "config": config, "nodes": nodes,
+                                        "vnpu-jobs": vnpu_jobs})
     pools = {pool.name: pool for pool in spec.cluster.pools}
     step = spec.session_minutes * 60
     jobs: dict[str, JobInfo] = {}
@@ -177,7 +200,7 @@ def generate_day(spec: WorkloadSpec, seed: int) -> Day:
     counters = {t.name: 0 for t in spec.training}
     alive: list[tuple[str, int, int]] = []  # training (name, tasks, nominal end)
 
-    def submit_training(train: Training, now: int) -> SubmitEvent:
+    def submit_training(train: Training, now: int) -> SubmitEvent | SubmitVnpuEvent:
         counters[train.name] += 1
         name = f"train-{train.name}-{counters[train.name]}"
         sizes_nodes = sorted(train.gang_nodes)
@@ -189,6 +212,17 @@ def generate_day(spec: WorkloadSpec, seed: int) -> Day:
                                 d.min, d.max))
         seconds = max(step, round(minutes * 60))
         pool = pools[train.pool]
+        if pool.family == "vnpu":
+            # whole chips per rank (a whole-card vNPU request); vNPU jobs have no fault
+            # ranks, so no pod fault is drawn for them
+            cores = CHIP_GEOMETRY[pool.vnpu_kind][0][0]
+            chips = train.chips_per_rank or pool.vnpu_chips
+            jobs[name] = JobInfo(name, "vnpu-training", image, sizes[image], train.priority,
+                                 seconds, now)
+            return SubmitVnpuEvent.model_validate({"submit-vnpu": {
+                "name": name, "owner-uid": f"pt-{name}", "tasks": gang,
+                "ai-cores": chips * cores, "priority": train.priority,
+                "image-size-gb": sizes[image]}})
         data = _training_job(train, pool, pool_npus[pool.name], gang, name, sizes[image])
         jobs[name] = JobInfo(name, "training", image, sizes[image], train.priority, seconds, now)
         alive.append((name, gang, now + seconds))
@@ -202,6 +236,12 @@ def generate_day(spec: WorkloadSpec, seed: int) -> Day:
             for service in spec.services:
                 name = f"infer-{service.name}"
                 count = replicas[service.name]
+                if service.is_vnpu:  # in the starting scenario's vnpu-jobs
+                    jobs[name] = JobInfo(name, "vnpu-service", service.image,
+                                         sizes[service.image], service.priority, 0, now)
+                    if count == 0:
+                        events.append(ScaleEvent.model_validate({"scale": name, "tasks": 0}))
+                    continue
                 events.append(SubmitEvent.model_validate({"submit": {
                     "name": name, "owner-uid": f"rs-{service.name}", "policy": "chip8-node8",
                     "tasks": max(1, count), "npu-per-task": service.npu_per_pod,

@@ -28,7 +28,11 @@
     by inference; gangs that ran to completion; images removed by GC.
 ``fragmentation-end``
     After the last session: the share of the free NPUs of healthy nodes that sit on partly
-    used nodes (a whole-node gang rank cannot use them).
+    used nodes (a whole-node gang rank cannot use them; vNPU nodes not counted).
+``vnpu-pods``, ``vnpu-pulls``, ``vnpu-pulled-gb``, ``vnpu-origin-hit-rate``
+    The part of ``pods-placed``, ``pulls``, ``pulled-gb`` and the origin hit rate that
+    belongs to vNPU jobs (services' slices and training's whole cards on ``vnpu`` pools);
+    empty rate without candidates.
 
 Nothing in ``summary.csv`` or ``sessions.csv`` depends on the clock: the same spec, seed
 and options give the same files (wall-clock times are in ``report.md`` only).
@@ -56,7 +60,8 @@ SUMMARY_FIELDS: tuple[str, ...] = (
     "origin-hits", "origin-candidates", "origin-achievable", "origin-hit-rate",
     "rfc-target-met", "pending-p50",
     "pending-p99", "wait-mean", "wait-p99", "evicted-pods", "reclaimed-jobs",
-    "completed-jobs", "gc-deleted", "fragmentation-end",
+    "completed-jobs", "gc-deleted", "fragmentation-end", "vnpu-pods", "vnpu-pulls",
+    "vnpu-pulled-gb", "vnpu-origin-hit-rate",
 )
 #: Summary columns a many-seed report gives intervals for.
 INTERVAL_FIELDS: tuple[str, ...] = (
@@ -99,6 +104,11 @@ def summary_row(run: EngineRun, seed: int) -> dict[str, Any]:
         "completed-jobs": int(run.total("completed_jobs")),
         "gc-deleted": run.gc_deleted,
         "fragmentation-end": round(run.fragmentation_end, 4),
+        "vnpu-pods": int(run.total("vnpu_pods")),
+        "vnpu-pulls": int(run.total("vnpu_pulls")),
+        "vnpu-pulled-gb": round(run.total("vnpu_pulled_gb"), 3),
+        "vnpu-origin-hit-rate": round(run.total("vnpu_hits") / v, 4)
+        if (v := run.total("vnpu_candidates")) else "",
     }
 
 
@@ -219,6 +229,12 @@ def render_report(replay: Replay, rows: Sequence[dict[str, Any]], plots: Sequenc
             lines.append(f"* `{row['engine']}` minus `upstream`: {pulls:+d} pulls, {gb:+.0f} GB "
                          f"pulled, {minutes:+.0f} node-minutes of pulling (negative: saved).")
         lines.append("")
+    if any(int(r["vnpu-pods"]) for r in rows):
+        lines += ["## vNPU jobs", "",
+                  "Their part of the summary (services' slices and training's whole cards "
+                  "on the vnpu pools):", "",
+                  dict_table(rows, ("engine", "vnpu-pods", "vnpu-pulls", "vnpu-pulled-gb",
+                                    "vnpu-origin-hit-rate")), ""]
     lines += ["## Origin hit rate per hour", "",
               "| hour | " + " | ".join(r.engine for r in replay.runs) + " |",
               "|---|" + "---|" * len(replay.runs)]
@@ -283,14 +299,19 @@ def _number(value: Any) -> float:
         return math.nan
 
 
-def interval_rows(rows: Sequence[dict[str, Any]], engines: Sequence[str]
-                  ) -> list[dict[str, Any]]:
-    """Per engine and column: mean and 95 % interval over the seeds' rows."""
+#: The vNPU jobs' columns a many-seed report gives intervals for (days with vNPU pods).
+VNPU_INTERVAL_FIELDS: tuple[str, ...] = ("vnpu-pods", "vnpu-pulls", "vnpu-pulled-gb",
+                                         "vnpu-origin-hit-rate")
+
+
+def interval_rows(rows: Sequence[dict[str, Any]], engines: Sequence[str],
+                  fields: Sequence[str] = INTERVAL_FIELDS) -> list[dict[str, Any]]:
+    """Per engine and column of ``fields``: mean and 95 % interval over the seeds' rows."""
     out = []
     for engine in engines:
         mine = [r for r in rows if r["engine"] == engine]
         row: dict[str, Any] = {"engine": engine, "seeds": len(mine)}
-        for key in INTERVAL_FIELDS:
+        for key in fields:
             mean, low, high = mean_interval([_number(r.get(key)) for r in mine])
             row[key] = "-" if math.isnan(mean) else f"{mean:.4g} [{low:.4g}, {high:.4g}]"
         met = [r for r in mine if r.get("rfc-target-met") == "yes"]
@@ -301,10 +322,13 @@ def interval_rows(rows: Sequence[dict[str, Any]], engines: Sequence[str]
 
 #: Columns a many-seed report pairs with ``upstream`` (the same seed's day).
 PAIRED_FIELDS: tuple[str, ...] = ("pulls", "pulled-gb", "pull-minutes", "origin-hit-rate")
+#: The vNPU jobs' columns paired with ``upstream`` (days with vNPU pods).
+VNPU_PAIRED_FIELDS: tuple[str, ...] = ("vnpu-pulls", "vnpu-pulled-gb")
 
 
 def paired_rows(rows: Sequence[dict[str, Any]], engines: Sequence[str],
-                base: str = "upstream") -> list[dict[str, Any]]:
+                base: str = "upstream", fields: Sequence[str] = PAIRED_FIELDS
+                ) -> list[dict[str, Any]]:
     """Per engine: mean and 95 % interval of (engine - ``base``) over the seeds both ran."""
     by_seed = {int(r["seed"]): r for r in rows if r["engine"] == base}
     out = []
@@ -313,7 +337,7 @@ def paired_rows(rows: Sequence[dict[str, Any]], engines: Sequence[str],
             continue
         mine = [r for r in rows if r["engine"] == engine and int(r["seed"]) in by_seed]
         row: dict[str, Any] = {"engine": f"{engine} - {base}", "seeds": len(mine)}
-        for key in PAIRED_FIELDS:
+        for key in fields:
             deltas = [_number(r.get(key)) - _number(by_seed[int(r["seed"])].get(key))
                       for r in mine]
             mean, low, high = mean_interval(deltas)
@@ -342,6 +366,16 @@ def render_seeds_report(spec_name: str, rows: Sequence[dict[str, Any]],
                   "negative pulls, GB and minutes are saved):", "",
                   dict_table(paired_rows(rows, engines), ("engine", "seeds", *PAIRED_FIELDS)),
                   ""]
+    if any(_number(r.get("vnpu-pods")) > 0 for r in rows):
+        lines += ["## vNPU jobs", "", "Their part of the figures above (services' slices "
+                  "and training's whole cards on the vnpu pools), mean with a 95 % "
+                  "interval:", "",
+                  dict_table(interval_rows(rows, engines, VNPU_INTERVAL_FIELDS),
+                             ("engine", "seeds", *VNPU_INTERVAL_FIELDS)), ""]
+        if "upstream" in engines and len(engines) > 1:
+            lines += ["Paired with `upstream`:", "",
+                      dict_table(paired_rows(rows, engines, fields=VNPU_PAIRED_FIELDS),
+                                 ("engine", "seeds", *VNPU_PAIRED_FIELDS)), ""]
     if failures:
         lines += ["## Failed seeds", ""] + [f"* {f}" for f in failures] + [""]
     lines.append("Per-seed rows are in `summary.csv`.")

@@ -114,6 +114,11 @@ class SessionRow:
     reclaimed_jobs: int = 0
     completed_jobs: int = 0
     gc_deleted: int = 0
+    vnpu_pods: int = 0  # placed pods of vNPU jobs (services and training)
+    vnpu_hits: int = 0
+    vnpu_candidates: int = 0
+    vnpu_pulls: int = 0
+    vnpu_pulled_gb: float = 0.0
     answer: str = "-"  # the facade's engine of the answer
     wall_seconds: float = 0.0
 
@@ -128,7 +133,10 @@ class SessionRow:
             "pulled-gb": round(self.pulled_gb, 3), "pull-minutes": round(self.pull_minutes, 3),
             "image-hits": self.image_hits, "evicted-pods": self.evicted_pods,
             "reclaimed-jobs": self.reclaimed_jobs, "completed-jobs": self.completed_jobs,
-            "gc-deleted": self.gc_deleted, "answer": self.answer,
+            "gc-deleted": self.gc_deleted, "vnpu-pods": self.vnpu_pods,
+            "vnpu-origin-hits": self.vnpu_hits, "vnpu-origin-candidates": self.vnpu_candidates,
+            "vnpu-pulls": self.vnpu_pulls, "vnpu-pulled-gb": round(self.vnpu_pulled_gb, 3),
+            "answer": self.answer,
         }
 
 
@@ -159,17 +167,26 @@ class Replay:
 
 
 def _running_pods(sim: SimulatedCluster) -> int:
-    return sum(len(job.placed) for job in sim.jobs.values())
+    return (sum(len(job.placed) for job in sim.jobs.values())
+            + sum(len(job.placed) for job in sim.vjobs.values()))
+
+
+def _pod_nodes(sim: SimulatedCluster) -> list[tuple[str, str]]:
+    """(job, node) of every running pod, ordinary and vNPU."""
+    pods = [(job.name, node) for job in sim.jobs.values() for node in job.placed.values()]
+    pods += [(job.name, s.node) for job in sim.vjobs.values() for s in job.placed.values()]
+    return pods
 
 
 def fragmentation(sim: SimulatedCluster) -> float:
     """Share of the free NPUs of healthy nodes that sit on partly used nodes.
 
-    A whole-node gang rank cannot use them; 0 when no chip is free.
+    A whole-node gang rank cannot use them; 0 when no chip is free.  vNPU nodes (which
+    serve vNPU jobs only) are not counted.
     """
     free_total = stranded = 0
     for name, spec in sim.nodes.items():
-        if sim.health[name] is Health.UNHEALTHY:
+        if sim.health[name] is Health.UNHEALTHY or spec.vnpu is not None:
             continue
         free = sim.free[name]
         free_total += free
@@ -196,7 +213,8 @@ def _reclaim(sim: SimulatedCluster, day: Day, where: str) -> tuple[int, int]:
                                                                           info.priority)
     if not need or top_priority is None:
         return 0, 0
-    free = sum(f for name, f in sim.free.items() if sim.health[name] is not Health.UNHEALTHY)
+    free = sum(f for name, f in sim.free.items() if sim.health[name] is not Health.UNHEALTHY
+               and sim.nodes[name].vnpu is None)
     victims = [job for job in sim.jobs.values()
                if job.placed and (info := day.jobs.get(job.name)) is not None
                and info.kind == "training" and info.priority < top_priority]
@@ -245,21 +263,23 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
         where = f"{source}: {spec.label}"
         # 1. completions
         if spec.index > 1:
-            for job in list(sim.jobs.values()):
-                info = day.jobs.get(job.name)
-                if info is None or info.kind != "training":
+            running = [(j.name, len(j.placed), j.desired) for j in sim.jobs.values()]
+            running += [(v.name, len(v.placed), v.desired) for v in sim.vjobs.values()]
+            for name, placed, desired in running:
+                info = day.jobs.get(name)
+                if info is None or info.kind not in ("training", "vnpu-training"):
                     continue
-                if job.placed and len(job.placed) == job.desired:
-                    ran[job.name] = ran.get(job.name, 0) + step
-                if ran.get(job.name, 0) >= info.duration_seconds:
-                    sim.apply(DeleteJobEvent.model_validate({"delete-job": job.name}), where)
-                    waiting.pop(job.name, None)
+                if placed and placed == desired:
+                    ran[name] = ran.get(name, 0) + step
+                if ran.get(name, 0) >= info.duration_seconds:
+                    sim.apply(DeleteJobEvent.model_validate({"delete-job": name}), where)
+                    waiting.pop(name, None)
                     row.completed_jobs += 1
         # 2. the day's events
         for event in spec.events:
             job_name = getattr(event, "job", None)
             if isinstance(event, EvictEvent | ScaleEvent | DeleteJobEvent) \
-                    and job_name not in sim.jobs:
+                    and job_name not in sim.jobs and job_name not in sim.vjobs:
                 run.skipped_events += 1
                 continue
             before = _running_pods(sim)
@@ -289,20 +309,28 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
             row.placed_candidates += result.candidates
             row.achievable += result.achievable
             run.waits.append(waiting.pop(result.name, 0))
-            info = day.jobs[result.name]
+            info = day.jobs.get(result.name)
+            if info is None:  # not a job of the day (no image known): no pull counted
+                continue
+            vnpu = info.kind in ("vnpu-service", "vnpu-training")
+            if vnpu:
+                row.vnpu_pods += len(result.nodes)
+                row.vnpu_hits += result.hits
+                row.vnpu_candidates += result.candidates
             for node in result.nodes:
                 if not images.place(node, info.image, info.image_size_gb, sim.now):
                     row.image_hits += 1
+                elif vnpu:
+                    row.vnpu_pulls += 1
+                    row.vnpu_pulled_gb += info.image_size_gb
         row.pulls = images.ledger.pulls - pulls_before
         row.pulled_gb = images.ledger.gb - gb_before
         row.pull_minutes = row.pulled_gb / settings.pull_gb_per_minute
         # 5. image GC with the images of the pods on each node
         in_use: dict[str, set[str]] = {}
-        for job in sim.jobs.values():
-            info = day.jobs.get(job.name)
-            if info is None:
-                continue
-            for node in job.placed.values():
+        for name, node in _pod_nodes(sim):
+            info = day.jobs.get(name)
+            if info is not None:
                 in_use.setdefault(node, set()).add(info.image)
         row.gc_deleted = images.collect(sim.now, in_use)
         row.wall_seconds = time.perf_counter() - tick

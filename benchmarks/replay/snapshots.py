@@ -26,7 +26,8 @@ the pending jobs itself, and its placements feed its own next sessions, as for a
 generated day.  Images: each job's image is its first pod's first container image; its
 size is the ``sizeBytes`` of that image in any node's ``status.images``, else the job's
 ``image-size-gb``.  The nodes' image stores start with the first snapshot's
-``status.images``.
+``status.images``.  vNPU jobs (``huawei.com/npu-core``) are not followed: the starting
+cluster keeps its vNPU nodes but no vNPU job.
 """
 
 from __future__ import annotations
@@ -268,5 +269,8 @@ def series_day(directory: str | Path, *, interval: int = DEFAULT_INTERVAL_SECOND
         root.name or str(root), f"recorded series {root}: {len(series)} snapshots",
         f"{nodes} nodes as imported", image_disk_gb, gc or GcPolicy(), pull_gb_per_minute,
         False, f"one per snapshot ({(series[-1].now - start) / 3600:.2f} h)")
-    return Day(settings, 0, series[0].scenario, sessions, jobs,
+    # the diffs do not follow vNPU jobs: a recorded day carries none (its vNPU nodes stay,
+    # serving nothing)
+    first = series[0].scenario.model_copy(update={"vnpu_jobs": []})
+    return Day(settings, 0, first, sessions, jobs,
                [snap.now - start for snap in series], initial)

@@ -9,6 +9,9 @@ Example (every field below; defaults in the comments)::
       pools:                         # node pools; names prefix their nodes ("sp-sp0-node-3")
         - {name: sp, family: "850", nodes: 64, pod-nodes: 16}
         - {name: ord, family: ordinary, nodes: 32}
+        - {name: v, family: vnpu, nodes: 8, chip-kind: Ascend310P, chips: 4}
+          # dynamic vNPU nodes ("v-node-0"): chips of AI cores (chip-kind's table; default
+          # Ascend310P, 4 chips); they serve vNPU jobs only
       image-disk-gb: 300             # image disk per node (an assumption; see images.py)
       pull-gb-per-minute: 2.0        # pull bandwidth per node (RFC: 15-40 GB in 5-20 min)
       gc: {high-percent: 85, low-percent: 80, min-age-seconds: 120}   # kubelet defaults
@@ -24,6 +27,13 @@ Example (every field below; defaults in the comments)::
         peak-hours: [11, 20]         # hours of the day (0..24); default [14]
         jitter: 0.05                 # relative noise of each session's demand (default 0)
         priority: 100
+      - name: ocr                    # a vNPU service: each pod a slice of a vNPU chip
+        image: ocr-serve
+        ai-cores: 4                  # AI cores per pod (huawei.com/npu-core); needs a vnpu pool
+        vnpu-level: low              # pod label vnpu-level (low/high; default low)
+        vnpu-dvpp: "yes"             # pod label vnpu-dvpp (yes/no/null; default null)
+        min-replicas: 2
+        max-replicas: 8
     training:                        # gang arrivals (Poisson) per class
       - name: llm
         pool: sp                     # 850/950/a3/multilevel/ordinary pool the gangs use
@@ -33,6 +43,11 @@ Example (every field below; defaults in the comments)::
         gang-nodes: {1: 0.40, 2: 0.25, 4: 0.18, 8: 0.12, 16: 0.05}
         duration-minutes: {median: 120, sigma: 1.0, min: 10, max: 1440}   # log-normal
         priority: 0
+      - name: finetune               # on a vnpu pool: each rank a whole-card vNPU request
+        pool: v
+        images: [ft-train]
+        chips-per-rank: 4            # whole chips per rank (vnpu pools; default: a node's)
+        gang-nodes: {1: 0.6, 2: 0.4}
     reclaim: true                    # inference scale-up evicts training gangs (preempt/reclaim)
     faults:                          # per node-day / per pod-day
       node-fault-rate: 0.01          # node turns unhealthy; repaired after repair-minutes
@@ -68,9 +83,11 @@ from benchmarks.replay.images import (
 )
 from models.errors import InputError
 from models.limits import MAX_IMAGE_SIZE_GB, MAX_PRIORITY, Name
+from models.scenario import MAX_NODE_NPUS, VnpuDvpp, VnpuJob, VnpuLevel
+from models.vnpu_rules import CHIP_GEOMETRY, request_error
 
 #: Pool families (the generators' families).
-PoolFamily = Literal["a3", "850", "950", "multilevel", "ordinary"]
+PoolFamily = Literal["a3", "850", "950", "multilevel", "ordinary", "vnpu"]
 #: Families whose pools set the scheduler's ``super-pod-size`` (one such pool per day).
 SUPER_POD_FAMILIES = ("a3", "850", "950")
 #: Nodes per pool and per day (CI and the bundled days stay far below).
@@ -83,6 +100,9 @@ MAX_GANG_NODES = 256
 #: 3.36 M jobs; Shanghai AI Lab Acme, NSDI'24, ``node_num`` of 880 k jobs; both CC BY 4.0):
 #: small gangs are the most frequent, a few large gangs hold much of the capacity.  Not a fit.
 DEFAULT_GANG_NODES: dict[int, float] = {1: 0.40, 2: 0.25, 4: 0.18, 8: 0.12, 16: 0.05}
+#: Chip kind and chips per node of a vnpu pool by default (Atlas 300I Duo: 4 x 310P).
+DEFAULT_VNPU_CHIP_KIND = "Ascend310P"
+DEFAULT_VNPU_CHIPS = 4
 
 
 class _Spec(BaseModel):
@@ -97,6 +117,31 @@ class Pool(_Spec):
     nodes: int = Field(ge=1, le=MAX_POOL_NODES)
     pod_nodes: int | None = Field(None, alias="pod-nodes", ge=8, le=1024)
     depth: int | None = Field(None, ge=2, le=4)
+    chip_kind: str | None = Field(None, alias="chip-kind", min_length=1, max_length=40)
+    chips: int | None = Field(None, ge=1, le=MAX_NODE_NPUS)
+
+    @model_validator(mode="after")
+    def _vnpu(self) -> Pool:
+        if self.family != "vnpu":
+            given = [k for k, v in (("chip-kind", self.chip_kind), ("chips", self.chips))
+                     if v is not None]
+            if given:
+                raise ValueError(f"{' and '.join(given)} apply to family vnpu only (this pool "
+                                 f"is {self.family})")
+        elif self.chip_kind is not None and self.chip_kind not in CHIP_GEOMETRY:
+            raise ValueError(f"chip-kind '{self.chip_kind}' is not a dynamic-vNPU chip kind "
+                             f"(known: {', '.join(CHIP_GEOMETRY)})")
+        return self
+
+    @property
+    def vnpu_kind(self) -> str:
+        """The chip kind of a vnpu pool (default Ascend310P)."""
+        return self.chip_kind or DEFAULT_VNPU_CHIP_KIND
+
+    @property
+    def vnpu_chips(self) -> int:
+        """Chips per node of a vnpu pool (default 4, an Atlas 300I Duo server)."""
+        return self.chips or DEFAULT_VNPU_CHIPS
 
 
 class Gc(_Spec):
@@ -166,9 +211,33 @@ class Service(_Spec):
                                     min_length=1, max_length=6)
     jitter: float = Field(0.0, ge=0, le=1)
     priority: int = Field(100, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    ai_cores: int | None = Field(None, alias="ai-cores", gt=0, le=MAX_NODE_NPUS * 32)
+    vnpu_level: VnpuLevel | None = Field(None, alias="vnpu-level")
+    vnpu_dvpp: VnpuDvpp | None = Field(None, alias="vnpu-dvpp")
+
+    @property
+    def is_vnpu(self) -> bool:
+        """A vNPU service (``ai-cores`` given): its pods are slices on vnpu pools."""
+        return self.ai_cores is not None
+
+    def vnpu_job(self, name: str, tasks: int, image_size_gb: float) -> VnpuJob:
+        """The service as a ``vnpu-jobs`` entry of ``tasks`` pods."""
+        return VnpuJob.model_validate({
+            "name": name, "owner-uid": f"rs-{self.name}", "tasks": tasks,
+            "ai-cores": self.ai_cores, "vnpu-level": self.vnpu_level or VnpuLevel.LOW,
+            "vnpu-dvpp": self.vnpu_dvpp or VnpuDvpp.NULL, "priority": self.priority,
+            "image-size-gb": image_size_gb})
 
     @model_validator(mode="after")
     def _replicas(self) -> Service:
+        if self.ai_cores is None:
+            given = [k for k, v in (("vnpu-level", self.vnpu_level),
+                                    ("vnpu-dvpp", self.vnpu_dvpp)) if v is not None]
+            if given:
+                raise ValueError(f"{' and '.join(given)} apply to vNPU services only (give "
+                                 "ai-cores)")
+        elif "npu_per_pod" in self.model_fields_set:
+            raise ValueError("a vNPU service (ai-cores) takes no npu-per-pod")
         bad = [h for h in self.peak_hours if not 0 <= h <= 24]
         if bad:
             raise ValueError(f"peak-hours {bad} must be hours of the day (0..24)")
@@ -206,6 +275,7 @@ class Training(_Spec):
     duration_minutes: Duration = Field(default_factory=Duration,
                                        alias="duration-minutes")
     priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    chips_per_rank: int | None = Field(None, alias="chips-per-rank", ge=1, le=MAX_NODE_NPUS)
 
     @field_validator("gang_nodes")
     @classmethod
@@ -257,9 +327,22 @@ class WorkloadSpec(_Spec):
         twice = sorted({n for n in jobs if jobs.count(n) > 1})
         if twice:
             problems.append(f"services/training: names must be unique: {', '.join(twice)}")
+        vnpu_pools = [p for p in self.cluster.pools if p.family == "vnpu"]
         for k, service in enumerate(self.services):
             if service.image not in images:
                 problems.append(f"services.{k}.image: unknown image '{service.image}'")
+            if not service.is_vnpu:
+                continue
+            if not vnpu_pools:
+                problems.append(f"services.{k}.ai-cores: a vNPU service needs a pool of "
+                                "family vnpu")
+            probe = service.vnpu_job("probe", 1, 0.0)
+            for vpool in vnpu_pools:
+                text = request_error(probe, vpool.vnpu_kind)
+                if text is not None:
+                    problems.append(f"services.{k}.ai-cores: {service.ai_cores} AI cores do "
+                                    f"not fit the {vpool.vnpu_kind} chips of pool "
+                                    f"'{vpool.name}' ({text.replace('probe', service.name)})")
         for k, train in enumerate(self.training):
             for image in train.images:
                 if image not in images:
@@ -269,6 +352,15 @@ class WorkloadSpec(_Spec):
                 problems.append(f"training.{k}.pool: unknown pool '{train.pool}' (pools: "
                                 f"{', '.join(pools)})")
                 continue
+            if pool.family == "vnpu":
+                chips = train.chips_per_rank or pool.vnpu_chips
+                if chips > pool.vnpu_chips:
+                    problems.append(f"training.{k}.chips-per-rank: {chips} chips per rank, "
+                                    f"but the nodes of pool '{pool.name}' have "
+                                    f"{pool.vnpu_chips}")
+            elif train.chips_per_rank is not None:
+                problems.append(f"training.{k}.chips-per-rank: applies to a vnpu pool only "
+                                f"(pool '{pool.name}' is {pool.family})")
             limit = _largest_gang(pool)
             big = sorted(s for s in train.gang_nodes if s > limit)
             if big:
@@ -301,7 +393,7 @@ def _largest_gang(pool: Pool) -> int:
         return min(pool.nodes, default_pod_nodes(pool))
     if pool.family == "multilevel":
         return 16  # level1=4 in racks of 8 (reservedNode 1), level2 within one switch
-    return pool.nodes
+    return pool.nodes  # ordinary and vnpu pools
 
 
 def load_spec(data: Any, source: str) -> WorkloadSpec:

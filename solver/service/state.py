@@ -15,10 +15,13 @@ each paying only for what changed:
     on the changed nodes (:func:`models.validation.node_value_problems`: ``free`` within
     ``0..npus`` and, with the running jobs' chips, not above ``npus``).
 ``jobs``
-    Jobs were submitted or removed, cache events arrived, or ``now`` moved: the
-    cross-field rules run again (they are cheap) and only the jobs and the live cache are
-    recompiled (:func:`models.compiled.compile_jobs`); node arrays and multilevel trees are
-    reused.
+    Jobs or vNPU jobs were submitted or removed, cache events arrived, ``now`` moved, or a
+    vNPU node's chips (``vnpu-chips``, ``unfinished-templates``) changed: the cross-field
+    rules run again (they are cheap; the vNPU rules of
+    :func:`models.vnpu_rules.validate_vnpu` among them) and only the jobs and the live
+    cache are recompiled (:func:`models.compiled.compile_jobs`); node arrays and
+    multilevel trees are reused (a vNPU node offers no free chip to the other jobs, so
+    its chips are not in the arrays; the vNPU view is rebuilt from the new scenario).
 ``structure``
     Nodes were added or removed, or a node's ``npus``, ``super-pod-id``, ``rack-id`` or
     ``labels`` changed: the in-memory scenario is compiled again (no JSON parsing).
@@ -61,6 +64,7 @@ from models.limits import (
     MAX_TASKS,
     MAX_TIMESTAMP,
     Name,
+    Text,
     escape_text,
 )
 from models.scenario import (
@@ -71,6 +75,8 @@ from models.scenario import (
     Job,
     Node,
     Scenario,
+    VnpuChip,
+    VnpuJob,
 )
 from models.validation import InputError, JobShape, node_value_problems, validate_scenario
 
@@ -78,6 +84,8 @@ _HEALTH_CODE = {Health.HEALTHY: HEALTHY, Health.SUBHEALTHY: SUBHEALTHY,
                 Health.UNHEALTHY: UNHEALTHY}
 #: Node fields whose change only needs the node arrays patched.
 _VALUE_FIELDS = frozenset({"free", "health"})
+#: Node fields that change a vNPU node's chips (``nodes[].vnpu``): the jobs tier.
+_VNPU_FIELDS = frozenset({"vnpu_chips", "unfinished_templates"})
 
 
 class _Model(BaseModel):
@@ -102,6 +110,13 @@ class NodeUpdate(_Model):
     labels: dict[str, Any] | None = Field(
         None, max_length=MAX_LABELS,
         description="the node's new label map, checked as a node's labels")
+    vnpu_chips: list[VnpuChip] | None = Field(
+        None, alias="vnpu-chips", max_length=MAX_NODE_NPUS,
+        description="a vNPU node's new chip list (nodes[].vnpu.chips: each chip's free AI "
+                    "cores and CPUs, segmented, DVPP state, unstable), replacing the old one")
+    unfinished_templates: list[Text] | None = Field(
+        None, alias="unfinished-templates", max_length=64,
+        description="a vNPU node's new unfinished-templates (nodes[].vnpu)")
 
 
 class CacheEventKind(StrEnum):
@@ -139,9 +154,11 @@ class ClusterDelta(_Model):
     """Changes to a stored cluster since the last call.
 
     Applied in this order: ``now``, ``nodes-removed``, ``nodes-added``, ``node-updates``,
-    ``jobs-removed``, ``jobs-submitted``, ``cache-events``.  A delta is applied whole or
-    not at all: it is applied to a copy, the result must pass every rule a full scenario
-    body passes, and only then does it replace the stored cluster.
+    ``jobs-removed``, ``jobs-submitted``, ``vnpu-jobs-removed``, ``vnpu-jobs-submitted``,
+    ``cache-events``.  Removing and submitting a vNPU job of the same name in one delta
+    replaces it.  A delta is applied whole or not at all: it is applied to a copy, the
+    result must pass every rule a full scenario body passes, and only then does it replace
+    the stored cluster.
     """
 
     now: int | None = Field(None, ge=0, le=MAX_TIMESTAMP,
@@ -159,6 +176,12 @@ class ClusterDelta(_Model):
                                       max_length=MAX_JOBS)
     jobs_removed: list[Name] = Field(default_factory=list, alias="jobs-removed",
                                      max_length=MAX_JOBS)
+    vnpu_jobs_submitted: list[VnpuJob] = Field(
+        default_factory=list, alias="vnpu-jobs-submitted", max_length=MAX_JOBS,
+        description="new pending dynamic-vNPU jobs (entries of vnpu-jobs)")
+    vnpu_jobs_removed: list[Name] = Field(
+        default_factory=list, alias="vnpu-jobs-removed", max_length=MAX_JOBS,
+        description="names of pending vNPU jobs to remove (placed, deleted or replaced)")
     cache_events: list[CacheEvent] = Field(default_factory=list, alias="cache-events",
                                            max_length=MAX_CACHE_ENTRIES)
 
@@ -170,6 +193,7 @@ class ClusterInfo(_Model):
     version: int
     nodes: int
     jobs: int
+    vnpu_jobs: int = Field(0, alias="vnpu-jobs")
     cache_entries: int = Field(alias="cache-entries")
     cache_states: dict[str, int] = Field(default_factory=dict, alias="cache-states")
     now: int | None = None
@@ -318,12 +342,37 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
                 else problem.node_index)
     changed: list[int] = []
     changed_where: dict[str, int] = {}
+    vnpu_changed = False  # a vNPU node's chips: the scenario's nodes, not the node arrays
     for i, node_update in enumerate(delta.node_updates):
         at = position.get(node_update.name)
         if at is None:
             say(f"field 'node-updates[{i}].name'", f"node '{node_update.name}' does not exist")
             continue
         fields = node_update.model_fields_set - {"name"}
+        vnpu_fields = fields & _VNPU_FIELDS
+        if vnpu_fields:
+            spec = nodes[at].vnpu
+            if spec is None:
+                say(f"field 'node-updates[{i}].{sorted(vnpu_fields)[0].replace('_', '-')}'",
+                    f"node '{node_update.name}' is not a vNPU node (it has no vnpu "
+                    "description; give it one with a full body or nodes-added)")
+                continue
+            if node_update.unfinished_templates is None \
+                    and "unfinished_templates" in vnpu_fields:
+                say(f"field 'node-updates[{i}].unfinished-templates'",
+                    "must be a list (give [] for none)")
+                continue
+            spec = spec.model_copy(update={
+                "chips": node_update.vnpu_chips if "vnpu_chips" in vnpu_fields
+                else spec.chips,
+                "unfinished_templates": node_update.unfinished_templates
+                if "unfinished_templates" in vnpu_fields else spec.unfinished_templates})
+            nodes[at] = nodes[at].model_copy(update={"vnpu": spec})
+            vnpu_changed = True
+            fields -= _VNPU_FIELDS
+            changed_where[node_update.name] = i
+            if not fields:
+                continue
         values = {f: getattr(node_update, f) for f in fields}
         if fields - _VALUE_FIELDS or any(v is None for v in values.values()):
             # the node's own rules (bounds, label text and count), as in a full body
@@ -344,15 +393,33 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     jobs = list(scenario.jobs)
     if delta.jobs_removed:
         names = {j.name for j in jobs}
+        vnames = {j.name for j in scenario.vnpu_jobs}
         for i, name in enumerate(delta.jobs_removed):
             if name not in names:
-                say(f"field 'jobs-removed[{i}]'", f"job '{name}' is not pending")
+                say(f"field 'jobs-removed[{i}]'", f"job '{name}' is not pending" + (
+                    " (it is a vNPU job: use vnpu-jobs-removed)" if name in vnames else ""))
         gone = set(delta.jobs_removed)
         jobs = [j for j in jobs if j.name not in gone]
         jobs_changed = True
     if delta.jobs_submitted:
         jobs.extend(delta.jobs_submitted)  # duplicates are reported by the rules below
         jobs_changed = True
+    vnpu_jobs = list(scenario.vnpu_jobs)
+    if delta.vnpu_jobs_removed:
+        names = {j.name for j in vnpu_jobs}
+        for i, name in enumerate(delta.vnpu_jobs_removed):
+            if name not in names:
+                say(f"field 'vnpu-jobs-removed[{i}]'", f"vNPU job '{name}' is not pending" + (
+                    " (it is not a vNPU job: use jobs-removed)"
+                    if any(j.name == name for j in scenario.jobs) else ""))
+        gone = set(delta.vnpu_jobs_removed)
+        vnpu_jobs = [j for j in vnpu_jobs if j.name not in gone]
+        jobs_changed = True
+    if delta.vnpu_jobs_submitted:
+        vnpu_jobs.extend(delta.vnpu_jobs_submitted)  # duplicates: the rules below
+        jobs_changed = True
+    if vnpu_changed:
+        jobs_changed = True  # the vNPU rules run with the cross-field rules
 
     node_names = {n.name for n in nodes} if delta.cache_events else set()
     for i, event in enumerate(delta.cache_events):
@@ -405,10 +472,11 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
         jobs_changed = True
 
     update: dict[str, Any] = {}
-    if structural or changed:
+    if structural or changed or vnpu_changed:
         update["nodes"] = nodes
     if jobs_changed:
-        update.update(jobs=jobs, affinity_cache=cache_model, now=now, running=running)
+        update.update(jobs=jobs, affinity_cache=cache_model, now=now, running=running,
+                      vnpu_jobs=vnpu_jobs)
     if not update:
         return _Applied(scenario, problem, lifecycle, "none", notes)
     # the scenario's own bounds (now, section sizes); the items are validated already
@@ -546,7 +614,8 @@ class Cluster:
         scenario = problem.scenario
         return ClusterInfo(
             name=self.name, version=self.snapshot.version, nodes=problem.num_nodes,
-            jobs=len(problem.jobs), cache_entries=len(scenario.affinity_cache.entries),
+            jobs=len(problem.jobs), vnpu_jobs=len(scenario.vnpu_jobs),
+            cache_entries=len(scenario.affinity_cache.entries),
             cache_states=self.lifecycle.counts(), now=scenario.now,
             last_update=self.last_update, apply_seconds=round(self.apply_seconds, 6),
             notes=list(self.notes))

@@ -32,6 +32,9 @@ mapping whose first key names its type:
     gang is released and re-placed whole with N ranks.  ``tasks: 0`` parks the job.
 ``{submit: {name: ..., policy: ..., ...}}``
     A new pending job (the scenario's ``jobs`` fields).
+``{submit-vnpu: {name: ..., tasks: N, ai-cores: C, ...}}``
+    A new pending dynamic-vNPU job (the scenario's ``vnpu-jobs`` fields; its request is
+    checked against the scenario's vNPU chip kinds as in a scenario).
 ``{node: NODE, health: healthy|subhealthy|unhealthy, free: N}``
     Set a node's health and/or its free chips (other tenants, a repair).  ``free`` counts
     the chips left after the simulated running jobs.  A node turning unhealthy reschedules

@@ -32,6 +32,7 @@ from solver.simulate.events import (
     RestartEvent,
     ScaleEvent,
     SubmitEvent,
+    SubmitVnpuEvent,
 )
 from solver.simulate.report import duration_text, span_text
 from solver.simulate.vnpu import RunningSlice, SimVnpuJob, node_with_slices
@@ -219,9 +220,16 @@ class SimulatedCluster:
             return self._deleted(sim.name, sim.owner, released, event.keep_cache)
         if isinstance(event, ScaleEvent):
             return self._scale(event, where)
+        if isinstance(event, SubmitVnpuEvent):
+            vjob = event.job
+            if vjob.name in self.jobs or vjob.name in self.vjobs:
+                raise InputError([f"{where}: field 'submit-vnpu.name': job '{vjob.name}' "
+                                  "already exists"])
+            self.vjobs[vjob.name] = SimVnpuJob(vjob, vjob.tasks)
+            return event.describe()
         if isinstance(event, SubmitEvent):
             job = event.job
-            if job.name in self.jobs:
+            if job.name in self.jobs or job.name in self.vjobs:
                 raise InputError([f"{where}: field 'submit.name': job '{job.name}' already "
                                   "exists"])
             self.jobs[job.name] = SimJob(job, job.tasks, {}, set(job.fault_ranks))

@@ -18,8 +18,9 @@ from models.limits import (
     check_text,
     escape_text,
 )
-from models.scenario import MAX_NODE_NPUS, Health, Job, Scenario
+from models.scenario import MAX_NODE_NPUS, Health, Job, Scenario, VnpuJob
 from models.validation import InputError, derive_shape
+from models.vnpu_rules import validate_vnpu
 
 
 class EventBase(BaseModel):
@@ -90,6 +91,18 @@ class SubmitEvent(EventBase):
         return f"submit {self.job.name} ({self.job.tasks} x {self.job.npu_per_task} NPUs)"
 
 
+class SubmitVnpuEvent(EventBase):
+    """Submit a new pending dynamic-vNPU job (an entry of ``vnpu-jobs``)."""
+
+    kind: ClassVar[str] = "submit-vnpu"
+    job: VnpuJob = Field(alias="submit-vnpu")
+
+    def describe(self) -> str:
+        what = (f"{self.job.ai_cores} AI cores" if self.job.ai_cores is not None
+                else f"template {self.job.template}")
+        return f"submit-vnpu {self.job.name} ({self.job.tasks} x {what})"
+
+
 class NodeEvent(EventBase):
     """Set a node's health and/or free chips."""
 
@@ -154,12 +167,12 @@ class RestartEvent(EventBase):
         return "scheduler restart (cache lost)"
 
 
-Event = EvictEvent | DeleteJobEvent | ScaleEvent | SubmitEvent | NodeEvent | AdvanceEvent \
-    | RestartEvent
+Event = EvictEvent | DeleteJobEvent | ScaleEvent | SubmitEvent | SubmitVnpuEvent \
+    | NodeEvent | AdvanceEvent | RestartEvent
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind: cls
-    for cls in (EvictEvent, DeleteJobEvent, ScaleEvent, SubmitEvent, NodeEvent, AdvanceEvent,
-                RestartEvent)
+    for cls in (EvictEvent, DeleteJobEvent, ScaleEvent, SubmitEvent, SubmitVnpuEvent,
+                NodeEvent, AdvanceEvent, RestartEvent)
 }
 
 
@@ -309,9 +322,30 @@ def _check_event(event: EventBase, where: str, node_names: set[str], jobs: set[s
         _, errors = derive_shape(event.job, scenario)
         out.extend(f"{where}: field 'submit.{f}': {text}" for f, text in errors)
         jobs.add(event.job.name)
+    elif isinstance(event, SubmitVnpuEvent):
+        if event.job.name in jobs:
+            out.append(f"{where}: field 'submit-vnpu.name': job '{event.job.name}' already "
+                       "exists")
+        probe = scenario.model_copy(update={"jobs": [], "running": [],
+                                            "vnpu_jobs": [event.job]})
+        out.extend(f"{where}: field 'submit-vnpu{_vnpu_field(m)}': {_vnpu_text(m)}"
+                   for m in validate_vnpu(probe, "", set()) if "vnpu job '" in m)
+        jobs.add(event.job.name)
     elif isinstance(event, NodeEvent):
         if event.node not in node_names:
             out.append(f"{where}: field 'node': unknown node '{event.node}'")
         if event.health is None and event.free is None:
             out.append(f"{where}: field 'node': give 'health' and/or 'free'")
     return out
+
+
+def _vnpu_field(message: str) -> str:
+    """``.ai-cores`` from a :func:`models.vnpu_rules.validate_vnpu` line."""
+    return "." + message.split("field '", 1)[1].partition("': ")[0] \
+        if "field '" in message else ""
+
+
+def _vnpu_text(message: str) -> str:
+    """The text of a :func:`models.vnpu_rules.validate_vnpu` line."""
+    return message.split("field '", 1)[1].partition("': ")[2] if "field '" in message \
+        else message

@@ -9,9 +9,10 @@ first session only: afterwards every slice has been cut.
 
 Events: ``scale`` (down releases the highest ranks, up adds pending ranks), ``evict``
 (given ranks, or the whole job) and ``delete-job`` work on vNPU jobs as on ordinary jobs;
-a node turning unhealthy releases the vNPU jobs with a rank on it.  ``submit`` takes
-ordinary jobs only.  ``--save-state`` writes pending vNPU jobs as ``vnpu-jobs`` and folds
-running vNPU ranks into their nodes' chips (a scenario has no running vNPU jobs).
+a node turning unhealthy releases the vNPU jobs with a rank on it.  ``submit-vnpu``
+adds a vNPU job (``submit`` takes ordinary jobs).  ``--save-state`` writes pending vNPU
+jobs as ``vnpu-jobs`` and folds running vNPU ranks into their nodes' chips (a scenario has
+no running vNPU jobs).
 """
 
 from __future__ import annotations

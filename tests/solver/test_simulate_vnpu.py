@@ -59,3 +59,31 @@ def test_example_with_cpsat() -> None:
     answer = solve(problem, engine="auto", time_limit=5.0, seed=0)
     assert check(problem, answer.placement) == []
     assert answer.metrics.placed_jobs == 4
+
+
+def test_submit_vnpu_adds_a_vnpu_job_and_bad_ones_are_refused() -> None:
+    import pytest
+
+    from models.errors import InputError
+
+    scenario = Scenario.model_validate(yaml.safe_load(SCENARIO.read_text()))
+    events = [{"name": "a new speech service", "events": [
+        {"submit-vnpu": {"name": "infer-asr", "owner-uid": "rs-asr", "tasks": 2,
+                         "ai-cores": 1, "priority": 200, "image-size-gb": 8}}]},
+        {"name": "the speech service scales down",
+         "events": [{"advance": 600}, {"scale": "infer-asr", "tasks": 1}]}]
+    result = simulate(scenario, events, engine="greedy", time_limit=5.0)
+    first, second = result.sessions
+    assert any("submit-vnpu infer-asr (2 x 1 AI cores)" in e for e in first.events)
+    assert "infer-asr" in [r.name for r in first.placed]  # first in the queue
+    assert any("scale infer-asr 2 -> 1: 1 pods released" in e for e in second.events)
+    problem = compile_scenario(result.final_state)
+    assert problem.scenario.vnpu_jobs == [] or all(
+        j.name != "infer-asr" for j in problem.scenario.vnpu_jobs)
+    for bad, words in (({"name": "x", "tasks": 1, "ai-cores": 3}, "submit-vnpu.ai-cores"),
+                       ({"name": "infer-chat", "tasks": 1, "ai-cores": 1},
+                        "submit-vnpu.name"),
+                       ({"name": "y", "tasks": 0, "ai-cores": 1}, "submit-vnpu.tasks")):
+        with pytest.raises(InputError) as info:
+            simulate(scenario, [[{"submit-vnpu": bad}]], engine="greedy", time_limit=5.0)
+        assert words in " ".join(info.value.messages), info.value.messages

@@ -1,0 +1,114 @@
+"""vNPU jobs in the service's early answer (``solve(on_fallback=...)``) and in the reuse
+cache (``solve(cache=...)``), issue 26: the hook sees whole answers (the other jobs'
+fallback joined with greedy's vNPU answer), and the other jobs' last answer is a warm
+start although the scenario has vNPU jobs."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+import solver.facade as facade
+from models.check import check
+from models.compiled import Problem, compile_scenario
+from models.io import load_scenario
+from models.placement import PlacementFile
+from solver.doors import example_path
+from solver.facade import Result, solve
+from solver.reuse import SolveCache
+from solver.service.worker import DEFAULT_SOLVE, Worker
+
+
+def _problem(without_jobs: bool = False) -> Problem:
+    scenario = load_scenario(example_path("vnpu-inference"))
+    if without_jobs:
+        scenario = scenario.model_copy(update={"jobs": []})
+    return compile_scenario(scenario)
+
+
+def _vnpu_names(problem: Problem) -> set[str]:
+    return {job.name for job in problem.scenario.vnpu_jobs}
+
+
+@pytest.mark.parametrize("engine", ["auto", "cpsat"])
+def test_the_early_answer_holds_every_vnpu_job_and_passes_the_validator(
+        engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = _problem()
+    calls: list[int] = []
+    original = facade.greedy_vnpu
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(facade, "greedy_vnpu", counted)
+    published: list[Result] = []
+    result = solve(problem, engine=engine, time_limit=10, workers=1, seed=0,
+                   deterministic_time=0.5, on_fallback=published.append)
+    assert len(calls) == 1  # greedy's vNPU answer: computed once, early and final
+    assert published and published[0].engine == "greedy"
+    greedy_alone = solve(problem, engine="greedy")
+    assert published[0].placement.to_dict()["jobs"] == greedy_alone.placement.to_dict()["jobs"]
+    assert published[0].objective == greedy_alone.objective
+    for answer in published:
+        assert check(problem, answer.placement) == []  # every job, vNPU jobs included
+        names = {jp.name for jp in answer.placement.jobs}
+        assert _vnpu_names(problem) <= names and "train-llm" in names
+        assert any(jp.chips for jp in answer.placement.jobs)
+    assert check(problem, result.placement) == []
+    assert result.objective >= published[-1].objective
+    # the final answer is a separate object: the early one was not changed by the join
+    assert all(answer is not result for answer in published)
+
+
+def test_a_scenario_of_vnpu_jobs_only_publishes_its_answer() -> None:
+    problem = _problem(without_jobs=True)
+    published: list[Result] = []
+    result = solve(problem, engine="auto", time_limit=10, workers=1, seed=0,
+                   deterministic_time=0.5, on_fallback=published.append)
+    assert len(published) == 1 and published[0].engine == "greedy"
+    assert {jp.name for jp in published[0].placement.jobs} == _vnpu_names(problem)
+    assert check(problem, published[0].placement) == []
+    assert result.objective >= published[0].objective
+
+
+def test_the_other_jobs_last_answer_is_reused_next_to_vnpu_jobs() -> None:
+    problem = _problem()
+    cache = SolveCache()
+    first = solve(problem, engine="auto", time_limit=10, workers=1, seed=0,
+                  deterministic_time=0.5, cache=cache)
+    assert check(problem, first.placement) == []
+    assert set(cache.placed) >= {"train-llm"} and cache.sessions == 1
+    again = solve(problem, engine="auto", time_limit=10, workers=1, seed=0,
+                  deterministic_time=0.5, cache=cache)
+    assert cache.sessions == 2 and cache.reused == 1
+    assert any("previous session's answer" in note for note in again.notes)
+    assert check(problem, again.placement) == []
+    assert _vnpu_names(problem) <= {jp.name for jp in again.placement.jobs}
+    assert again.objective >= first.objective
+
+
+class _Pipe:
+    def __init__(self) -> None:
+        self.messages: list[tuple[Any, ...]] = []
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        self.messages.append(message)
+
+
+def test_the_service_worker_sends_an_early_answer_with_the_vnpu_jobs() -> None:
+    problem = _problem()
+    pipe = _Pipe()
+    worker = Worker(pipe, DEFAULT_SOLVE)  # type: ignore[arg-type]
+    body = json.dumps(problem.scenario.to_dict()).encode()
+    worker.plan(1, body, None, "auto", time.monotonic() + 10, 0, 0.5)
+    assert [m[1] for m in pipe.messages] == ["parsed", "greedy", "final"]
+    early = PlacementFile.model_validate(pipe.messages[1][2])
+    assert early.engine == "greedy" and check(problem, early) == []
+    assert _vnpu_names(problem) <= {jp.name for jp in early.jobs}
+    final = PlacementFile.model_validate(pipe.messages[2][2])
+    assert check(problem, final) == []
+    assert pipe.messages[2][3]["greedy-objective"] == pipe.messages[1][3]["objective"]
