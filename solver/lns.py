@@ -28,8 +28,9 @@ wall-clock budget, stops the step that is running at the end (the step then offe
 best solution it found, accepted only if better, as always).  The steps run under a
 budget are therefore the first steps of those run under any larger budget (a prefix),
 and the answer under a larger budget is at least as good: the step the shorter budget
-cut is the same search run further (one worker, fixed seed), every later step only
-accepts improvements.  Under a deterministic budget the last step may run up to one
+cut is the same search run further (one worker, fixed seed: CP-SAT's sequential search
+does so, though it does not promise it), and every later step only accepts
+improvements.  Under a deterministic budget the last step may run up to one
 step's time past ``D`` and the result does not depend on machine load; under a
 wall-clock budget where the plan is cut depends on the load, what it repeats does not.
 Every step is recorded in :attr:`LnsResult.log`.
@@ -173,9 +174,8 @@ def large_neighbourhood_search(
     ``search_end`` (``max_seconds`` is the wall-clock time left to it), and returns its
     plan (``None`` when it found nothing) and the deterministic time it used; it is
     passed in so that this module holds the search and :mod:`solver.cpsat` the model.
-    ``publish(plan,
-    objective)`` is called with every accepted (validated) improvement, so a caller that
-    has to give up on the search still has its best answer.
+    ``publish(plan, objective)`` is called with every accepted (validated) improvement,
+    so a caller that has to give up on the search still has its best answer.
     """
     result = LnsResult(start, evaluate(problem, start.as_mapping(), weights).objective)
     try:
