@@ -158,6 +158,26 @@ def test_wall_clock_neighbourhoods_repeat_the_same_steps_under_a_longer_budget()
     assert any(r.outcome == "improved" for r in runs[0].steps)  # the search did something
 
 
+def test_wall_clock_hybrid_repeats_the_neighbourhoods_then_keeps_their_answer() -> None:
+    # a longer plan (hybrid: the neighbourhoods, then the whole batch with the 5 s or more
+    # that a generous budget leaves) starts with the shorter plan's steps (lns only), and
+    # its whole-batch phase keeps their answer when it does not beat it
+    problem = _generated("a3", 256, 3, 3)
+    weights = resolve_weights(problem)
+    greedy = greedy_plan(problem)
+    runs = {mode: solve_cpsat(problem, greedy, weights, time_limit=120.0, workers=1, seed=0,
+                              start=greedy, mode=mode) for mode in ("lns", "hybrid")}
+    short, long = runs["lns"], runs["hybrid"]
+    assert long.plan is not None and short.objective is not None
+    assert _steps(long) == _steps(short)
+    assert long.phases[0] == short.phases[0]
+    assert [p.split(":")[0] for p in long.phases] == ["neighbourhoods", "whole batch"]
+    value = evaluate(problem, long.plan.as_mapping(), weights).objective
+    assert value >= short.objective
+    assert check(problem, to_placement(problem, long.plan, engine="cpsat",
+                                       status=Status.FEASIBLE)) == []
+
+
 def _shape(nodes: int, jobs: int) -> Problem:
     return cast(Problem, SimpleNamespace(num_nodes=nodes, jobs=[object()] * jobs))
 
