@@ -27,8 +27,10 @@ started from.
   the CP-SAT parameters of the budget's kind: clique merging is off under a wall clock,
   whose deadline it ignores).  Under a deterministic budget a step starts while the time
   used is below the budget; under a wall-clock budget it starts while the clock leaves
-  room to search, and the step running at the deadline is stopped there and offers the
-  best solution it found so far (accepted only when better, as every step's).  The phase
+  room to search (the first step without room ends the phase: a smaller step after it
+  would be one that a longer budget never reaches), and the step running at the deadline
+  is stopped there and offers the best solution it found so far (accepted only when
+  better, as every step's).  The phase
   ends when a sweep improves nothing, when it has used :data:`LNS_LIMIT_DETERMINISTIC`
   (deterministic budgets only), or when the budget runs out.
 * **The whole-batch phase** runs only when the neighbourhoods ended by their own rule
@@ -95,7 +97,7 @@ from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import Family
 from solver.explain import fill_reasons
-from solver.lns import LnsResult, StepRecord, large_neighbourhood_search
+from solver.lns import LnsResult, StepNotStarted, StepRecord, large_neighbourhood_search
 from solver.model.cancel import (
     BuildCancelled,
     CancelToken,
@@ -736,7 +738,9 @@ def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: f
         with lock:
             if stopped.is_set() or (deterministic_time is None and time.perf_counter()
                                     + 2 * latency >= search_end):
-                return None, 0.0
+                # the clock cuts the plan here: the search ends rather than going on
+                # with a smaller next step that a longer budget would never reach
+                raise StepNotStarted("no time left to search this step")
             holder["solver"] = solver
         code = solver.solve(built.model)
         used = float(solver.deterministic_time)

@@ -22,18 +22,18 @@ Jobs are visited by potential (missed origin hits, fault returns, unplaced jobs 
 sweep after sweep, until the budget is spent, a sweep improves nothing (``converged``) or
 the search reached its own ``limit`` of deterministic time (``capped``).  Every step gets
 the same :data:`STEP_DETERMINISTIC_SECONDS` of CP-SAT's deterministic time, whatever the
-budget is and whether it is deterministic or wall-clock; the budget only decides whether
-a step starts (while less than ``D`` is used, or before the wall-clock end) and, under a
-wall-clock budget, stops the step that is running at the end (the step then offers the
-best solution it found, accepted only if better, as always).  The steps run under a
-budget are therefore the first steps of those run under any larger budget (a prefix),
-and the answer under a larger budget is at least as good: the step the shorter budget
-cut is the same search run further (one worker, fixed seed: CP-SAT's sequential search
-does so, though it does not promise it), and every later step only accepts
-improvements.  Under a deterministic budget the last step may run up to one
-step's time past ``D`` and the result does not depend on machine load; under a
-wall-clock budget where the plan is cut depends on the load, what it repeats does not.
-Every step is recorded in :attr:`LnsResult.log`.
+budget is and whether it is deterministic or wall-clock.  The budget only decides whether
+a step starts (while less than ``D`` is used, or while the wall clock leaves room to
+search it: the first step without room ends the search) and, under a wall-clock budget,
+stops the step that is running at the end (the step then offers the best solution it
+found, accepted only if better, as always).  The steps run under a budget are therefore
+the first steps of those run under any larger budget (a prefix), and the answer under a
+larger budget is at least as good: the step the shorter budget cut is the same search
+run further (one worker, fixed seed: CP-SAT's sequential search does so, though it does
+not promise it), and every later step only accepts improvements.  Under a deterministic
+budget the last step may run up to one step's time past ``D`` and the result does not
+depend on machine load; under a wall-clock budget where the plan is cut depends on the
+load, what it repeats does not.  Every step is recorded in :attr:`LnsResult.log`.
 
 The answer is a valid placement of the whole problem, never worse than the warm start;
 it proves nothing, so its status is ``feasible`` and it carries no bound.
@@ -68,6 +68,14 @@ StepSolver = Callable[
     [Plan, np.ndarray, dict[int, np.ndarray], frozenset[int], float, float | None],
     tuple[Plan | None, float],
 ]
+
+
+class StepNotStarted(BuildCancelled):
+    """Raised by a step solver when the clock leaves no room to search the step.
+
+    The search ends there, as at its deadline: going on with a smaller next step would
+    run a step that a longer budget, which searches this one, never reaches.
+    """
 
 
 @dataclass(frozen=True)
@@ -174,8 +182,10 @@ def large_neighbourhood_search(
     ``search_end`` (``max_seconds`` is the wall-clock time left to it), and returns its
     plan (``None`` when it found nothing) and the deterministic time it used; it is
     passed in so that this module holds the search and :mod:`solver.cpsat` the model.
-    ``publish(plan, objective)`` is called with every accepted (validated) improvement,
-    so a caller that has to give up on the search still has its best answer.
+    A step solver that finds no room left to search raises :class:`StepNotStarted`:
+    the search ends there.  ``publish(plan, objective)`` is called with every accepted
+    (validated) improvement, so a caller that has to give up on the search still has its
+    best answer.
     """
     result = LnsResult(start, evaluate(problem, start.as_mapping(), weights).objective)
     try:

@@ -30,7 +30,11 @@ from solver.cpsat import (
     solve_cpsat,
 )
 from solver.facade import solve
-from solver.lns import STEP_DETERMINISTIC_SECONDS, large_neighbourhood_search
+from solver.lns import (
+    STEP_DETERMINISTIC_SECONDS,
+    StepNotStarted,
+    large_neighbourhood_search,
+)
 
 
 def _generated(family: str, nodes: int, seed: int, jobs: int) -> Problem:
@@ -71,12 +75,13 @@ def test_the_facade_answer_is_monotone_in_the_deterministic_budget() -> None:
 
 
 def _recording_search(problem: Problem, deterministic_time: float | None,
-                      limit: float | None, clock_cut_after: int | None = None
-                      ) -> tuple[list[int], str]:
+                      limit: float | None, clock_cut_after: int | None = None,
+                      no_room_at: int | None = None) -> tuple[list[int], str]:
     """Run the neighbourhood search with a stand-in step solver; return the steps' jobs.
 
     ``clock_cut_after`` stands for a wall-clock deadline that falls inside that step (the
-    step sets the event the deadline sets), without measuring any time.
+    step sets the event the deadline sets), ``no_room_at`` for a step that the clock
+    leaves no room to search (the step solver refuses it), without measuring any time.
     """
     weights = resolve_weights(problem)
     greedy = greedy_plan(problem)
@@ -90,6 +95,8 @@ def _recording_search(problem: Problem, deterministic_time: float | None,
         assert deterministic == STEP_DETERMINISTIC_SECONDS
         hood = [j for j in range(len(problem.jobs)) if j not in fixed and j not in skip]
         visited.append(hood[0] if hood else -1)
+        if no_room_at is not None and len(visited) >= no_room_at:
+            raise StepNotStarted("no time left to search this step")
         if clock_cut_after is not None and len(visited) >= clock_cut_after:
             stopped.set()
         return incumbent, 0.1  # never an improvement: the search converges after a sweep
@@ -130,6 +137,11 @@ def test_wall_clock_steps_carry_the_deterministic_limit_and_a_cut_is_a_prefix() 
         cut, why_cut = _recording_search(problem, None, None, clock_cut_after=k)
         assert why_cut == "budget"
         assert cut == uncut[:k]
+        # a step the clock leaves no room to search ends the search: no smaller step
+        # after it runs, which a longer budget (searching that step) would never reach
+        refused, why_refused = _recording_search(problem, None, None, no_room_at=k)
+        assert why_refused == "budget"
+        assert refused == uncut[:k]
 
 
 def _steps(outcome: CpsatOutcome) -> list[tuple[int, tuple[int, ...], float, str, int]]:
