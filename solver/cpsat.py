@@ -30,9 +30,9 @@ started from.
   room to search (the first step without room ends the phase: a smaller step after it
   would be one that a longer budget never reaches), and the step running at the deadline
   is stopped there and offers the best solution it found so far (accepted only when
-  better, as every step's).  The phase
-  ends when a sweep improves nothing, when it has used :data:`LNS_LIMIT_DETERMINISTIC`
-  (deterministic budgets only), or when the budget runs out.
+  better, as every step's).  The phase ends when a sweep improves nothing, when it has
+  used :data:`LNS_LIMIT_DETERMINISTIC` (deterministic budgets only), or when the budget
+  runs out.
 * **The whole-batch phase** runs only when the neighbourhoods ended by their own rule
   (not by the budget) and at least :data:`FULL_MIN_DETERMINISTIC` (or
   :data:`FULL_MIN_SECONDS` of wall clock) is left; it is hinted with, and keeps, their
@@ -59,10 +59,14 @@ step log); every step that ``T1`` completed, ``T2`` completes identically, and t
 answer(T1)`` holds as far as one CP-SAT search cut later is at least as good, which
 CP-SAT's sequential search gives but does not promise.  It does not hold when
 
-- the load differs so much between the two runs that ``T2`` completes fewer steps than
-  ``T1`` did (the plan is the same, where the clock cuts it is not);
-- a step is cut during model building or presolve (nothing from it is kept) where the
-  other run's was cut during the search, or vice versa;
+- the load differs so much between the two runs that the clock cuts ``T2``'s plan
+  earlier than ``T1``'s (the plan is the same, where the clock cuts it is not): fewer
+  steps, or the same step cut during model building or presolve (nothing from it is
+  kept) where ``T1``'s was cut during its search;
+- the plan recovered from a cut step's solution scores (by
+  :func:`models.objective.evaluate`, which decides acceptance) above the model's
+  objective: the post-pass can do that, so a later cut with a better model objective
+  can, rarely, be accepted with less;
 - the whole-batch phase runs under both budgets: its length is the clock's, and whether
   it runs at all depends on the wall clock left after the neighbourhoods converged;
 - the facade's own fallbacks differ: under a short budget the origin-first
@@ -73,7 +77,8 @@ CP-SAT's sequential search gives but does not promise.  It does not hold when
 clock) or on the limit (under a deterministic budget); no rule is promised there.
 
 What holds for every budget: the answer is never worse than the fallback (greedy or the
-origin-first construction), passes the validator, and no search outlives the call.
+origin-first construction), passes the validator, and the call returns at its deadline
+with no search left running (unless a worker had to be abandoned, see above).
 """
 
 from __future__ import annotations
