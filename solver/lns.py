@@ -92,7 +92,9 @@ class StepRecord:
         The CP-SAT deterministic time the step was given.
     outcome
         ``"improved"`` (accepted), ``"not better"``, ``"nothing"`` (the step found no
-        solution) or ``"invalid"`` (a bug: the validator refused it).
+        solution, or its building was cancelled at the deadline), ``"not started"`` (the
+        clock left no room to search it: the search ended there) or ``"invalid"`` (a
+        bug: the validator refused it).
     objective
         The incumbent's objective after the step.
     """
@@ -117,7 +119,7 @@ class LnsResult:
     #: why the search ended: ``"converged"`` (a sweep improved nothing), ``"capped"`` (it
     #: reached its own ``limit``) or ``"budget"`` (the caller's budget ran out first)
     stopped_by: str = "budget"
-    #: every step started, in order (the last may have been cut by the wall clock)
+    #: every step begun, in order (the last may have been cut by the wall clock)
     log: list[StepRecord] = field(default_factory=list)
 
 
@@ -193,6 +195,8 @@ def large_neighbourhood_search(
                 publish, limit)
     except BuildCancelled as exc:  # the deadline fell inside a step: keep what was accepted
         retain(exc)  # its frames hold the step's half-built model: freed after the deadline
+        if isinstance(exc, StepNotStarted) and result.log:
+            result.log[-1] = replace(result.log[-1], outcome="not started")
         result.notes.append(f"large-neighbourhood search: {result.steps} steps, "
                             f"{result.improved_steps} improved (time up)")
     return result

@@ -105,6 +105,8 @@ def _recording_search(problem: Problem, deterministic_time: float | None,
                                         deterministic_time=deterministic_time,
                                         solve_step=step, stopped=stopped, limit=limit)
     assert [min(r.hood) for r in result.log] == visited
+    if no_room_at is not None:
+        assert [r.outcome for r in result.log][-1:] == ["not started"]
     assert all(r.deterministic_limit == STEP_DETERMINISTIC_SECONDS for r in result.log)
     return visited, result.stopped_by
 
