@@ -22,26 +22,63 @@ started from.
   optimality; large batches get large neighbourhoods first, then the whole-batch model
   (``hybrid``).
 * **Neighbourhoods** (:mod:`solver.lns`) visit jobs in an order that depends only on the
-  incumbent; under a deterministic budget every step gets the same
-  :data:`solver.lns.STEP_DETERMINISTIC_SECONDS`, and a step starts while the time used
-  is below the budget, so the steps of a shorter budget are the first steps of a longer
-  one.  The phase ends when a sweep improves nothing, when it has used
-  :data:`LNS_LIMIT_DETERMINISTIC` (deterministic budgets only), or when the budget runs
-  out.
+  incumbent, and every step gets the same :data:`solver.lns.STEP_DETERMINISTIC_SECONDS`
+  of CP-SAT's deterministic time under every budget, deterministic or wall-clock (with
+  the CP-SAT parameters of the budget's kind: clique merging is off under a wall clock,
+  whose deadline it ignores).  Under a deterministic budget a step starts while the time
+  used is below the budget; under a wall-clock budget it starts while the clock leaves
+  room to search (the first step without room ends the phase: a smaller step after it
+  would be one that a longer budget never reaches), and the step running at the deadline
+  is stopped there and offers the best solution it found so far (accepted only when
+  better, as every step's).  The phase ends when a sweep improves nothing, when it has
+  used :data:`LNS_LIMIT_DETERMINISTIC` (deterministic budgets only), or when the budget
+  runs out.
 * **The whole-batch phase** runs only when the neighbourhoods ended by their own rule
   (not by the budget) and at least :data:`FULL_MIN_DETERMINISTIC` (or
-  :data:`FULL_MIN_SECONDS`) is left; it is hinted with, and keeps, their answer, and gets
-  all the rest of the budget.  That this phase too gives at least as much under a longer
-  limit assumes that one CP-SAT search with one worker and a fixed seed follows the same
-  path under any deterministic limit; CP-SAT does not promise it (some of its work
-  limits may scale with the time left), so the phase is kept to long budgets (at least
-  :data:`LNS_LIMIT_DETERMINISTIC` + :data:`FULL_MIN_DETERMINISTIC`).
+  :data:`FULL_MIN_SECONDS` of wall clock) is left; it is hinted with, and keeps, their
+  answer, and gets all the rest of the budget.  That this phase too gives at least as
+  much under a longer limit assumes that one CP-SAT search with one worker and a fixed
+  seed follows the same path under any limit; CP-SAT does not promise it (some of its
+  work limits may scale with the time left), so the phase is kept to long budgets (at
+  least :data:`LNS_LIMIT_DETERMINISTIC` + :data:`FULL_MIN_DETERMINISTIC`, or 5 s left
+  after the neighbourhoods converged).
 
-Under a deterministic budget (``deterministic_time``) this makes ``answer(D2) >=
-answer(D1)`` exact for ``D2 > D1`` with one worker up to the whole-batch phase (tested in
-``tests/solver/test_anytime_monotone.py``); several workers share their solutions in a
-deterministic but budget-dependent way, and a wall-clock budget cuts phases where the
-clock says, so there the rule holds as measured by ``benchmarks.anytime``.
+Every run records its phases (:attr:`CpsatOutcome.phases`) and its steps
+(:attr:`CpsatOutcome.steps`: job, neighbourhood, deterministic limit, outcome).
+
+What holds where
+~~~~~~~~~~~~~~~~
+*Deterministic budget* (``deterministic_time``), one worker: ``answer(D2) >= answer(D1)``
+for ``D2 > D1`` exactly, up to the whole-batch phase (tested in
+``tests/solver/test_anytime_monotone.py``), independent of machine load.
+
+*Wall-clock budget*, one worker: the run under ``T2`` starts the same steps, with the same
+deterministic limits and parameters, as the run under ``T1`` (tested there through the
+step log); every step that ``T1`` completed, ``T2`` completes identically, and the step
+``T1`` was cutting is the same search that ``T2`` runs further.  So ``answer(T2) >=
+answer(T1)`` holds as far as one CP-SAT search cut later is at least as good, which
+CP-SAT's sequential search gives but does not promise.  It does not hold when
+
+- the load differs so much between the two runs that the clock cuts ``T2``'s plan
+  earlier than ``T1``'s (the plan is the same, where the clock cuts it is not): fewer
+  steps, or the same step cut during model building or presolve (nothing from it is
+  kept) where ``T1``'s was cut during its search;
+- the plan recovered from a cut step's solution scores (by
+  :func:`models.objective.evaluate`, which decides acceptance) above the model's
+  objective: the post-pass can do that, so a later cut with a better model objective
+  can, rarely, be accepted with less;
+- the whole-batch phase runs under both budgets: its length is the clock's, and whether
+  it runs at all depends on the wall clock left after the neighbourhoods converged;
+- the facade's own fallbacks differ: under a short budget the origin-first
+  construction may be cut (greedy is then the start), or CP-SAT's answer may come too
+  late to be checked (:mod:`solver.facade`).
+
+*Several workers*: they share solutions in a way that depends on timing (under a wall
+clock) or on the limit (under a deterministic budget); no rule is promised there.
+
+What holds for every budget: the answer is never worse than the fallback (greedy or the
+origin-first construction), passes the validator, and the call returns at its deadline
+with no search left running (unless a worker had to be abandoned, see above).
 """
 
 from __future__ import annotations
@@ -65,7 +102,7 @@ from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import Family
 from solver.explain import fill_reasons
-from solver.lns import LnsResult, large_neighbourhood_search
+from solver.lns import LnsResult, StepNotStarted, StepRecord, large_neighbourhood_search
 from solver.model.cancel import (
     BuildCancelled,
     CancelToken,
@@ -96,6 +133,10 @@ class CpsatOutcome:
     hint_objective: int | None = None
     solver_status: str = ""
     num_variables: int = 0
+    #: the phases run, in order, each with how it ended (see the module docstring)
+    phases: list[str] = field(default_factory=list)
+    #: every large-neighbourhood step started, in order
+    steps: list[StepRecord] = field(default_factory=list)
 
 
 @dataclass
@@ -548,6 +589,9 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
         left = search_end - time.perf_counter()
         enough = left >= FULL_MIN_SECONDS
     if not enough:
+        first.phases.append(f"whole batch: not run ({left:.2f} "
+                            f"{'deterministic ' if deterministic else ''}s left)")
+        log.debug("phase %s", first.phases[-1])
         return first
     # the whole-batch model is built around the incumbent, so it stays representable
     start = hint = first.plan
@@ -560,19 +604,30 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
         retain(exc)
         first.notes = [*full_notes, "the whole-batch model was not ready within the budget; "
                        "the large-neighbourhood answer stands"]
+        first.phases.append("whole batch: building cancelled at the deadline")
+        log.debug("phase %s", first.phases[-1])
         first.wall_seconds = time.perf_counter() - started
         return first
-    if outcome.plan is None and time.perf_counter() + RESUME_LNS_SECONDS < search_end:
+    outcome.phases = [*first.phases, *outcome.phases]
+    outcome.steps = first.steps
+    if (outcome.plan is None and searched.stopped_by == "capped"
+            and time.perf_counter() + RESUME_LNS_SECONDS < search_end):
         # the whole-batch model could not search: the rest of the budget goes back to
         # large neighbourhoods (by wall clock only: a deterministic run gets here only
-        # when its safety net cut the model)
+        # when its safety net cut the model).  Not after neighbourhoods that converged
+        # (every wall-clock run): they would repeat their last sweep, step for step.
         again, _ = _run_lns(problem, first.plan, weights, started, search_end, workers,
                             seed, None, holder, lock, stopped, [], box, None)
         again.notes = [*outcome.notes, *again.notes]
+        again.phases = [*outcome.phases, *again.phases]
+        again.steps = [*outcome.steps, *again.steps]
         return again
     if outcome.plan is None or (first.objective is not None and evaluate(
             problem, outcome.plan.as_mapping(), weights).objective < first.objective):
         first.notes = outcome.notes
+        first.phases = [*outcome.phases[:-1], outcome.phases[-1]
+                        + ", the neighbourhoods' answer kept"]
+        log.debug("phase %s", first.phases[-1])
         first.wall_seconds = time.perf_counter() - started
         return first
     return outcome
@@ -605,13 +660,16 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
                                 and time.perf_counter() + 2 * latency >= search_end):
             return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
                                 [*notes, "no time left to search after building the CP-SAT "
-                                 "model"], hint_objective, "NOT_RUN", num_vars)
+                                 "model"], hint_objective, "NOT_RUN", num_vars,
+                                ["whole batch: no time left to search after building"])
         holder["solver"] = solver
     code = solver.solve(built.model)
     status = _status(code)
     name = solver.status_name(code)
-    log.debug("full model: %d vars, built in %.3f s, %s in %.3f s", num_vars,
-              built.build_seconds, name, solver.wall_time)
+    log.debug("full model: %d vars, built in %.3f s, %s in %.3f s / %.3f det", num_vars,
+              built.build_seconds, name, solver.wall_time, solver.deterministic_time)
+    phase = (f"whole batch: {name}, {solver.deterministic_time:.3f} deterministic s, "
+             f"limit {'-' if deterministic_time is None else f'{deterministic_time:g}'}")
     if (deterministic_time is not None and status is not Status.OPTIMAL
             and code != cp_model.INFEASIBLE
             and solver.deterministic_time < deterministic_time * 0.999):
@@ -626,7 +684,7 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
             notes.append("BUG: the CP-SAT model is infeasible (placing nothing is always "
                          "feasible)")
         return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
-                            notes, hint_objective, name, num_vars)
+                            notes, hint_objective, name, num_vars, [phase])
     solution = solver.response_proto.solution
     values = {var.index: int(solution[var.index]) for var in built.variables.reg.variables}
     checkpoint()
@@ -640,7 +698,7 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
     if built.focused:  # optimal for the focused model only
         status, bound = Status.FEASIBLE, None
     return CpsatOutcome(plan, status, objective, bound, time.perf_counter() - started, notes,
-                        hint_objective, name, num_vars)
+                        hint_objective, name, num_vars, [phase])
 
 
 def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: float,
@@ -677,19 +735,23 @@ def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: f
         # outlived a 1 s call); without it the step keeps its limit and loads the hint.
         # Under a deterministic budget the wall clock is only a safety net and the merged
         # cliques make the steps stronger (multilevel-n8192-batch11-d4-s0 at D = 10: 679
-        # origin hits with them, 388 without), so they stay there.
-        if deterministic is None:
+        # origin hits with them, 388 without), so they stay there.  Either way the choice
+        # is the budget's kind, the same for every step of every budget of that kind.
+        if deterministic_time is None:
             solver.parameters.merge_at_most_one_work_limit = 0.0
         num_vars = len(built.variables.reg.variables)
         with lock:
-            if stopped.is_set() or (deterministic is None and time.perf_counter()
+            if stopped.is_set() or (deterministic_time is None and time.perf_counter()
                                     + 2 * latency >= search_end):
-                return None, 0.0
+                # the clock cuts the plan here: the search ends rather than going on
+                # with a smaller next step that a longer budget would never reach
+                raise StepNotStarted("no time left to search this step")
             holder["solver"] = solver
         code = solver.solve(built.model)
         used = float(solver.deterministic_time)
-        log.debug("lns step: %d vars, built in %.3f s, %s in %.3f s (limit %.3f s)", num_vars,
-                  built.build_seconds, solver.status_name(code), solver.wall_time, max_seconds)
+        log.debug("lns step: %d vars, built in %.3f s, %s in %.3f s / %.3f det (limit %.3f s"
+                  " / %s det)", num_vars, built.build_seconds, solver.status_name(code),
+                  solver.wall_time, used, max_seconds, deterministic)
         if _status(code) is None:
             return None, used
         solution = solver.response_proto.solution
@@ -711,5 +773,10 @@ def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: f
         notes.append("the wall-clock limit stopped the large-neighbourhood search before its "
                       "deterministic time: this answer depends on machine load")
     plan = fill_reasons(problem, result.plan)
+    phase = (f"neighbourhoods: {result.stopped_by}, {result.steps} steps, "
+             f"{result.improved_steps} improved, {result.deterministic_time:.3f} "
+             f"deterministic s, objective {result.objective}")
+    log.debug("phase %s", phase)
     return CpsatOutcome(plan, Status.FEASIBLE, result.objective, None,
-                        time.perf_counter() - started, notes, None, "LNS"), result
+                        time.perf_counter() - started, notes, None, "LNS", phases=[phase],
+                        steps=list(result.log)), result

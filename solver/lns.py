@@ -20,12 +20,20 @@ neighbourhood at a time with everything else fixed:
 
 Jobs are visited by potential (missed origin hits, fault returns, unplaced jobs first),
 sweep after sweep, until the budget is spent, a sweep improves nothing (``converged``) or
-the search reached its own ``limit`` (``capped``).  With a deterministic time ``D`` every
-step gets the same :data:`STEP_DETERMINISTIC_SECONDS` of CP-SAT's deterministic time,
-whatever ``D`` is, and a step starts while less than ``D`` is used: the steps run under
-``D`` are therefore the first steps of those run under any larger budget (a prefix), and
-the answer under a larger budget is at least as good (the last step may run up to one
-step's time past ``D``).  The result does not depend on machine load.
+the search reached its own ``limit`` of deterministic time (``capped``).  Every step gets
+the same :data:`STEP_DETERMINISTIC_SECONDS` of CP-SAT's deterministic time, whatever the
+budget is and whether it is deterministic or wall-clock.  The budget only decides whether
+a step starts (while less than ``D`` is used, or while the wall clock leaves room to
+search it: the first step without room ends the search) and, under a wall-clock budget,
+stops the step that is running at the end (the step then offers the best solution it
+found, accepted only if better, as always).  The steps run under a budget are therefore
+the first steps of those run under any larger budget (a prefix), and the answer under a
+larger budget is at least as good: the step the shorter budget cut is the same search
+run further (one worker, fixed seed: CP-SAT's sequential search does so, though it does
+not promise it), and every later step only accepts improvements.  Under a deterministic
+budget the last step may run up to one step's time past ``D`` and the result does not
+depend on machine load; under a wall-clock budget where the plan is cut depends on the
+load, what it repeats does not.  Every step is recorded in :attr:`LnsResult.log`.
 
 The answer is a valid placement of the whole problem, never worse than the warm start;
 it proves nothing, so its status is ``feasible`` and it carries no bound.
@@ -36,7 +44,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -50,12 +58,9 @@ from solver.model.focus import neighbourhood_mask, origin_misses, unit_keys
 
 #: Most other jobs moved together with the job a step is about.
 MAX_BLOCKERS = 2
-#: A step may use up to 1/STEP_SHARE of the time left.
-STEP_SHARE = 3
-#: Shortest wall-clock search of one step (seconds).
-MIN_STEP_SECONDS = 0.03
-#: CP-SAT deterministic time of one step under a deterministic budget, the same for every
-#: budget (so that a longer budget repeats a shorter one's steps exactly, then goes on).
+#: CP-SAT deterministic time of one step, the same for every budget, deterministic or
+#: wall-clock (so that a longer budget repeats a shorter one's steps exactly, then goes
+#: on).
 STEP_DETERMINISTIC_SECONDS = 0.25
 
 
@@ -63,6 +68,42 @@ StepSolver = Callable[
     [Plan, np.ndarray, dict[int, np.ndarray], frozenset[int], float, float | None],
     tuple[Plan | None, float],
 ]
+
+
+class StepNotStarted(BuildCancelled):
+    """Raised by a step solver when the clock leaves no room to search the step.
+
+    The search ends there, as at its deadline: going on with a smaller next step would
+    run a step that a longer budget, which searches this one, never reaches.
+    """
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step of the search, as recorded in :attr:`LnsResult.log`.
+
+    Attributes
+    ----------
+    job
+        The job the step is about.
+    hood
+        The jobs it re-placed (``job`` and its blockers).
+    deterministic_limit
+        The CP-SAT deterministic time the step was given.
+    outcome
+        ``"improved"`` (accepted), ``"not better"``, ``"nothing"`` (the step found no
+        solution, or its building was cancelled at the deadline), ``"not started"`` (the
+        clock left no room to search it: the search ended there) or ``"invalid"`` (a
+        bug: the validator refused it).
+    objective
+        The incumbent's objective after the step.
+    """
+
+    job: int
+    hood: tuple[int, ...]
+    deterministic_limit: float
+    outcome: str
+    objective: int
 
 
 @dataclass
@@ -78,6 +119,8 @@ class LnsResult:
     #: why the search ended: ``"converged"`` (a sweep improved nothing), ``"capped"`` (it
     #: reached its own ``limit``) or ``"budget"`` (the caller's budget ran out first)
     stopped_by: str = "budget"
+    #: every step begun, in order (the last may have been cut by the wall clock)
+    log: list[StepRecord] = field(default_factory=list)
 
 
 def job_potential(problem: Problem, plan: Plan) -> list[tuple[int, int, int]]:
@@ -130,16 +173,21 @@ def large_neighbourhood_search(
 ) -> LnsResult:
     """Improve ``start`` one neighbourhood at a time until ``search_end``.
 
-    ``limit`` ends the search once it has used that much deterministic time (under a
-    deterministic budget) or that many wall-clock seconds (otherwise), whatever the
-    budget: a later phase then takes over (``stopped_by == "capped"``).
+    ``deterministic_time`` is the budget in CP-SAT deterministic time (``None``: the
+    budget is the wall clock up to ``search_end``).  ``limit`` ends the search once its
+    steps have used that much deterministic time, whatever the budget: a later phase then
+    takes over (``stopped_by == "capped"``).
 
     ``solve_step(incumbent, keep, fixed, skip, max_seconds, deterministic_seconds)``
-    builds, hints, solves and recovers one step's model and returns its plan (``None``
-    when it found nothing) and the deterministic time it used; it is passed in so that
-    this module holds the search and :mod:`solver.cpsat` the model.  ``publish(plan,
-    objective)`` is called with every accepted (validated) improvement, so a caller that
-    has to give up on the search still has its best answer.
+    builds, hints, solves and recovers one step's model within ``deterministic_seconds``
+    (always :data:`STEP_DETERMINISTIC_SECONDS`) of deterministic time and before
+    ``search_end`` (``max_seconds`` is the wall-clock time left to it), and returns its
+    plan (``None`` when it found nothing) and the deterministic time it used; it is
+    passed in so that this module holds the search and :mod:`solver.cpsat` the model.
+    A step solver that finds no room left to search raises :class:`StepNotStarted`:
+    the search ends there.  ``publish(plan, objective)`` is called with every accepted
+    (validated) improvement, so a caller that has to give up on the search still has its
+    best answer.
     """
     result = LnsResult(start, evaluate(problem, start.as_mapping(), weights).objective)
     try:
@@ -147,6 +195,8 @@ def large_neighbourhood_search(
                 publish, limit)
     except BuildCancelled as exc:  # the deadline fell inside a step: keep what was accepted
         retain(exc)  # its frames hold the step's half-built model: freed after the deadline
+        if isinstance(exc, StepNotStarted) and result.log:
+            result.log[-1] = replace(result.log[-1], outcome="not started")
         result.notes.append(f"large-neighbourhood search: {result.steps} steps, "
                             f"{result.improved_steps} improved (time up)")
     return result
@@ -162,13 +212,11 @@ def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, searc
     if not problem.jobs:
         result.stopped_by = "converged"
         return
-    per_step_det = STEP_DETERMINISTIC_SECONDS if deterministic_time is not None else None
     det_used = 0.0
-    began = time.perf_counter()
     while True:
         improved = False
         order = [j for _, _, j in job_potential(problem, incumbent)]
-        for position, j in enumerate(order):
+        for j in order:
             checkpoint()
             now = time.perf_counter()
             if stopped.is_set() or now >= search_end:
@@ -180,8 +228,7 @@ def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, searc
                                     f"{result.improved_steps} improved (deterministic time "
                                     "used up)")
                 return
-            spent = det_used if deterministic_time is not None else now - began
-            if limit is not None and spent >= limit - 1e-9:
+            if limit is not None and det_used >= limit - 1e-9:
                 result.stopped_by = "capped"
                 result.notes.append(f"large-neighbourhood search: {result.steps} steps, "
                                     f"{result.improved_steps} improved (its share used up)")
@@ -192,11 +239,13 @@ def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, searc
             skip = frozenset(k for k, nodes in enumerate(incumbent.nodes)
                              if k not in hood and nodes is None)
             keep = neighbourhood_mask(problem, incumbent, hood, units)
-            # the first steps matter most: each gets a share of what is left
-            left = min(len(order) - position, STEP_SHARE)
-            max_seconds = max(MIN_STEP_SECONDS, (search_end - time.perf_counter()) / left)
-            candidate, step_det = solve_step(incumbent, keep, fixed, skip, max_seconds,
-                                             per_step_det)
+            # the same deterministic time for every step under every budget: the wall
+            # clock only cuts the plan (the step running at the end is stopped there)
+            record = StepRecord(j, tuple(hood), STEP_DETERMINISTIC_SECONDS, "nothing", best)
+            result.log.append(record)
+            candidate, step_det = solve_step(incumbent, keep, fixed, skip,
+                                             search_end - time.perf_counter(),
+                                             STEP_DETERMINISTIC_SECONDS)
             result.steps += 1
             det_used += step_det
             result.deterministic_time = det_used
@@ -204,14 +253,17 @@ def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, searc
                 continue
             objective = evaluate(problem, candidate.as_mapping(), weights).objective
             if objective <= best:
+                result.log[-1] = replace(record, outcome="not better")
                 continue
             placement = to_placement(problem, candidate, engine="cpsat", status=Status.FEASIBLE)
             violations = check(problem, placement, include_vnpu=False)
             if violations:
+                result.log[-1] = replace(record, outcome="invalid")
                 result.notes.append(f"BUG: a large-neighbourhood step on job "
                                     f"'{problem.jobs[j].name}' broke a hard constraint "
                                     f"({violations[0]}); step discarded")
                 continue
+            result.log[-1] = replace(record, outcome="improved", objective=objective)
             incumbent, best = candidate, objective
             result.plan, result.objective = incumbent, best
             result.improved_steps += 1

@@ -1,6 +1,8 @@
-"""The anytime rule of :mod:`solver.cpsat`: a longer deterministic budget never answers worse.
+"""The anytime rule of :mod:`solver.cpsat`: a longer budget never answers worse.
 
-CP-SAT here runs with 1 worker and a fixed seed under deterministic budgets (no timed
+Exact under deterministic budgets; under wall-clock budgets, what is testable without
+timing: the steps carry the same deterministic limits, and the steps before a cut are the
+first steps of a longer run.  CP-SAT here runs with 1 worker and a fixed seed (no timed
 assertion: the wall-clock limits are only generous safety nets).
 """
 
@@ -20,9 +22,19 @@ from models.compiled import Problem, compile_scenario
 from models.objective import evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
-from solver.cpsat import FULL_MAX_JOBS, LNS_MIN_NODES, search_mode, solve_cpsat
+from solver.cpsat import (
+    FULL_MAX_JOBS,
+    LNS_MIN_NODES,
+    CpsatOutcome,
+    search_mode,
+    solve_cpsat,
+)
 from solver.facade import solve
-from solver.lns import STEP_DETERMINISTIC_SECONDS, large_neighbourhood_search
+from solver.lns import (
+    STEP_DETERMINISTIC_SECONDS,
+    StepNotStarted,
+    large_neighbourhood_search,
+)
 
 
 def _generated(family: str, nodes: int, seed: int, jobs: int) -> Problem:
@@ -62,25 +74,40 @@ def test_the_facade_answer_is_monotone_in_the_deterministic_budget() -> None:
     assert answers == sorted(answers)
 
 
-def _recording_search(problem: Problem, deterministic_time: float,
-                      limit: float | None) -> tuple[list[int], str]:
-    """Run the neighbourhood search with a stand-in step solver; return the steps' jobs."""
+def _recording_search(problem: Problem, deterministic_time: float | None,
+                      limit: float | None, clock_cut_after: int | None = None,
+                      no_room_at: int | None = None) -> tuple[list[int], str]:
+    """Run the neighbourhood search with a stand-in step solver; return the steps' jobs.
+
+    ``clock_cut_after`` stands for a wall-clock deadline that falls inside that step (the
+    step sets the event the deadline sets), ``no_room_at`` for a step that the clock
+    leaves no room to search (the step solver refuses it), without measuring any time.
+    """
     weights = resolve_weights(problem)
     greedy = greedy_plan(problem)
     visited: list[int] = []
+    stopped = threading.Event()
 
     def step(incumbent: Plan, keep: np.ndarray, fixed: dict[int, np.ndarray],
              skip: frozenset[int], max_seconds: float,
              deterministic: float | None) -> tuple[Plan | None, float]:
-        assert deterministic == STEP_DETERMINISTIC_SECONDS  # the same under every budget
+        # the same under every budget, deterministic or wall-clock
+        assert deterministic == STEP_DETERMINISTIC_SECONDS
         hood = [j for j in range(len(problem.jobs)) if j not in fixed and j not in skip]
         visited.append(hood[0] if hood else -1)
+        if no_room_at is not None and len(visited) >= no_room_at:
+            raise StepNotStarted("no time left to search this step")
+        if clock_cut_after is not None and len(visited) >= clock_cut_after:
+            stopped.set()
         return incumbent, 0.1  # never an improvement: the search converges after a sweep
 
     result = large_neighbourhood_search(problem, greedy, weights, search_end=float("inf"),
                                         deterministic_time=deterministic_time,
-                                        solve_step=step, stopped=threading.Event(),
-                                        limit=limit)
+                                        solve_step=step, stopped=stopped, limit=limit)
+    assert [min(r.hood) for r in result.log] == visited
+    if no_room_at is not None:
+        assert [r.outcome for r in result.log][-1:] == ["not started"]
+    assert all(r.deterministic_limit == STEP_DETERMINISTIC_SECONDS for r in result.log)
     return visited, result.stopped_by
 
 
@@ -98,6 +125,71 @@ def test_neighbourhood_search_stops_at_its_own_limit_whatever_the_budget() -> No
     problem = _generated("a3", 256, 3, 3)
     capped, why = _recording_search(problem, 10.0, 0.15)
     assert why == "capped" and len(capped) == 2
+
+
+def test_wall_clock_steps_carry_the_deterministic_limit_and_a_cut_is_a_prefix() -> None:
+    # under a wall-clock budget (deterministic_time None) every step gets the same
+    # deterministic limit as under a deterministic one, and the clock only cuts the plan:
+    # the steps before a cut are the first steps of an uncut run
+    problem = _generated("a3", 256, 3, 3)
+    uncut, why = _recording_search(problem, None, None)
+    assert why == "converged" and len(uncut) == len(problem.jobs)
+    assert uncut == _recording_search(problem, 10.0, None)[0]  # as under a deterministic one
+    for k in range(1, len(uncut)):
+        cut, why_cut = _recording_search(problem, None, None, clock_cut_after=k)
+        assert why_cut == "budget"
+        assert cut == uncut[:k]
+        # a step the clock leaves no room to search ends the search: no smaller step
+        # after it runs, which a longer budget (searching that step) would never reach
+        refused, why_refused = _recording_search(problem, None, None, no_room_at=k)
+        assert why_refused == "budget"
+        assert refused == uncut[:k]
+
+
+def _steps(outcome: CpsatOutcome) -> list[tuple[int, tuple[int, ...], float, str, int]]:
+    return [(r.job, r.hood, r.deterministic_limit, r.outcome, r.objective)
+            for r in outcome.steps]
+
+
+def test_wall_clock_neighbourhoods_repeat_the_same_steps_under_a_longer_budget() -> None:
+    # two generous wall-clock budgets: neither cuts the search (it converges), so the
+    # runs must be step for step the same searches; before the steps had fixed
+    # deterministic limits, each step's limit was a share of the wall clock left
+    problem = _generated("a3", 256, 3, 3)
+    weights = resolve_weights(problem)
+    greedy = greedy_plan(problem)
+    runs = [solve_cpsat(problem, greedy, weights, time_limit=limit, workers=1, seed=0,
+                        start=greedy, mode="lns") for limit in (60.0, 600.0)]
+    for outcome in runs:
+        assert outcome.plan is not None
+        assert check(problem, to_placement(problem, outcome.plan, engine="cpsat",
+                                           status=Status.FEASIBLE)) == []
+        assert outcome.steps and all(r.deterministic_limit == STEP_DETERMINISTIC_SECONDS
+                                     for r in outcome.steps)
+        assert outcome.phases and outcome.phases[0].startswith("neighbourhoods: converged")
+    assert _steps(runs[0]) == _steps(runs[1])
+    assert runs[0].objective == runs[1].objective
+    assert any(r.outcome == "improved" for r in runs[0].steps)  # the search did something
+
+
+def test_wall_clock_hybrid_repeats_the_neighbourhoods_then_keeps_their_answer() -> None:
+    # a longer plan (hybrid: the neighbourhoods, then the whole batch with the 5 s or more
+    # that a generous budget leaves) starts with the shorter plan's steps (lns only), and
+    # its whole-batch phase keeps their answer when it does not beat it
+    problem = _generated("a3", 256, 3, 3)
+    weights = resolve_weights(problem)
+    greedy = greedy_plan(problem)
+    runs = {mode: solve_cpsat(problem, greedy, weights, time_limit=120.0, workers=1, seed=0,
+                              start=greedy, mode=mode) for mode in ("lns", "hybrid")}
+    short, long = runs["lns"], runs["hybrid"]
+    assert long.plan is not None and short.objective is not None
+    assert _steps(long) == _steps(short)
+    assert long.phases[0] == short.phases[0]
+    assert [p.split(":")[0] for p in long.phases] == ["neighbourhoods", "whole batch"]
+    value = evaluate(problem, long.plan.as_mapping(), weights).objective
+    assert value >= short.objective
+    assert check(problem, to_placement(problem, long.plan, engine="cpsat",
+                                       status=Status.FEASIBLE)) == []
 
 
 def _shape(nodes: int, jobs: int) -> Problem:
