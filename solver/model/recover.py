@@ -35,6 +35,9 @@ def recover_plan(problem: Problem, structure: Structure, mv: ModelVariables,
     for j in structure.ordinary:
         if not value[mv.placed[j].index]:
             continue
+        if j in structure.pod:
+            plan.nodes[j] = recover_pod_job(problem, structure, mv, value, j)
+            continue
         slots: list[int] = []
         for (jj, n), var in mv.node_ranks.items():
             if jj == j:
@@ -230,4 +233,39 @@ def _match_node_job(problem: Problem, j: int, slots: list[int]) -> np.ndarray:
     nodes = np.full(job.tasks, -1, dtype=np.int32)
     for r, n in _assign(list(range(job.tasks)), ordered, job.origin, job.fault).items():
         nodes[r] = n
+    return nodes
+
+
+def recover_pod_job(problem: Problem, structure: Structure, mv: ModelVariables,
+                    value: dict[int, int], j: int) -> np.ndarray:
+    """The whole job's nodes (running ranks on theirs) of a modelled partly running job
+    (:mod:`solver.model.podlevel`): each leaf domain's pending ranks matched to the nodes
+    taken there as one pool."""
+    job = problem.jobs[j]
+    scope = structure.pod[j]
+    choices = structure.pod_choices[j]
+    leaf = scope.leaf
+    slots: dict[int, list[int]] = defaultdict(list)
+    for n in sorted(choices.leaf_of, key=lambda x: int(problem.natural_pos[x])):
+        var = mv.node_ranks.get((j, n))
+        if var is not None and value[var.index]:
+            slots[choices.leaf_of[n]].extend([n] * value[var.index])
+    ranks: dict[int, list[int]] = defaultdict(list)
+    for g in range(scope.groups(leaf)):
+        pend = [r for r in scope.ranks(leaf, g) if scope.pending[r]]
+        if not pend:
+            continue
+        if (leaf, g) in scope.fixed:
+            d = choices.anchored_leaf[g]
+        else:
+            d = next(d for d in choices.choices[(leaf, g)]
+                     if value[mv.pod_dom[(j, leaf, g, d)].index])
+        ranks[d].extend(pend)
+    nodes = job.running.astype(np.int32).copy()
+    for d, pool in ranks.items():
+        if len(slots[d]) != len(pool):
+            raise RecoveryError(f"job {job.name}: leaf domain {d} has {len(slots[d])} nodes "
+                                f"for {len(pool)} pending ranks")
+        for r, n in _assign(pool, slots[d], job.origin, job.fault).items():
+            nodes[r] = n
     return nodes
