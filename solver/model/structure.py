@@ -458,7 +458,11 @@ def _ordinary_candidates(
             if is_node_job(job) and job.index not in pinned and job.index not in skip]
     if not jobs:
         return
-    demand = sum(placed_count(job) for job in jobs)
+    # Partly running whole-node jobs (structure.pod) take whole nodes of a cell from its
+    # end, the other node-level jobs from its start: any solution can be relabelled so
+    # (nodes of a cell are interchangeable), and neither enlarges the other's candidates
+    demand = sum(placed_count(job) for job in jobs if job.index not in structure.pod)
+    pod_demand = sum(placed_count(job) for job in jobs if job.index in structure.pod)
     pinned_use = np.zeros(problem.num_nodes, dtype=np.int64)
     for j, nodes in pinned.items():
         np.add.at(pinned_use, problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)
@@ -467,9 +471,12 @@ def _ordinary_candidates(
     if keep is not None:
         usable &= keep
     reps: set[int] = set()
-    # whole-free cells: the first `demand` nodes of each cell
+    pod_reps: set[int] = set()
+    # whole-free cells: the first `demand` nodes of each cell (the last `pod_demand`)
     for cell in structure.cells:
         reps.update(cell.nodes[:demand])
+        if pod_demand:
+            pod_reps.update(cell.nodes[-pod_demand:])
     # partly used nodes: classes of interchangeable nodes
     classes: dict[tuple[int, ...], list[int]] = defaultdict(list)
     key: tuple[int, ...]
@@ -486,7 +493,8 @@ def _ordinary_candidates(
     for job in jobs:
         checkpoint()
         mine = []
-        pool = reps | set(extra_nodes.get(job.index, []))
+        pool = (pod_reps if job.index in structure.pod else reps) | set(
+            extra_nodes.get(job.index, []))
         pool |= {int(n) for n in job.origin if n >= 0}
         for n in sorted(pool, key=lambda x: int(problem.natural_pos[x])):
             if free[n] < job.npu_per_task or not usable[n]:
