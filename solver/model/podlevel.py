@@ -13,9 +13,11 @@ rank, candidates limited to the scope's nodes), and its group tree is kept by
   groups (``pod_dom`` × group size).
 
 Inside a leaf domain the ranks of its groups are interchangeable for every hard rule, so
-the post-pass (:func:`recover_pod_job`) matches them to the domain's nodes as one pool:
-hits first, fault ranks off their old nodes when another node is left.  Hits and fault
-returns are counted per pool the same way, so CP-SAT's objective equals ``evaluate()``.
+the post-pass (:func:`solver.model.recover.recover_pod_job`) matches them to the
+domain's nodes as one pool: hits first, fault ranks off their old nodes when another node
+is left.  Hits and fault returns are counted per pool the same way, so CP-SAT's objective
+equals ``evaluate()``.  The fragment, reserve and sub-healthy terms see the pending
+ranks' nodes through the node-level ``touched`` / ``node_uses`` literals.
 """
 
 from __future__ import annotations
@@ -145,9 +147,9 @@ def pod_hint(problem: Problem, structure: Structure, mv: ModelVariables, plan: P
 
     Raises
     ------
-    solver.model.hints.HintError
-        Through ``KeyError`` translated by the caller: a group of ``plan`` sits in a
-        domain the model does not offer it.
+    KeyError
+        A group of ``plan`` sits in a domain the model does not offer it (the caller,
+        :func:`solver.model.hints.plan_to_assignment`, raises ``HintError``).
     """
     for j, scope in structure.pod.items():
         nodes = plan.nodes[j]
@@ -164,8 +166,3 @@ def pod_hint(problem: Problem, structure: Structure, mv: ModelVariables, plan: P
                 raise KeyError(f"job {problem.jobs[j].name}: group {g} of level {li} sits "
                                f"in {keys[li]}, not one of its candidate domains")
             values[var.index] = 1
-
-
-def pod_fragment_trees(structure: Structure) -> dict[int, int | None]:
-    """Per modelled partly running job, the tree its fragment score is measured on."""
-    return {j: (scope.tree if scope.tree >= 0 else None) for j, scope in structure.pod.items()}
