@@ -214,6 +214,45 @@ def test_850_no_room_in_the_super_pod_leaves_the_job_pending() -> None:
     assert greedy.nodes[0] is None and plan.nodes[0] is None
 
 
+@pytest.mark.parametrize("healthy", [True, False])
+def test_850_fault_node_healthy_again(healthy: bool) -> None:
+    # super pod 1's only free node is rank 5's old node n9: taken back when healthy (a
+    # counted fault return), else the job stays pending
+    busy = {n for r, n in OLD.items() if r != 5} | {"n12", "n13", "n14", "n15"}
+    p = problem(scenario(_sp_nodes(busy, set() if healthy else {"n9"}), [_sp_job([5], [5])],
+                         SP_CONFIG, cache=_sp_cache()))
+    _modelled(p)
+    greedy, plan = _cpsat(p)
+    got = _names(p, plan)
+    assert (_names(p, greedy) or [None] * 8)[5] == (got or [None] * 8)[5]
+    if healthy:
+        assert got is not None and got[5] == "n9"
+        assert evaluate(p, plan.as_mapping()).fault_returns == 1
+    else:
+        assert got is None
+
+
+def test_a3_repair_stays_in_the_block_super_pod_and_beats_greedy() -> None:
+    # A3 (16-NPU nodes, blocks of 4): rank 2 (block 0, super pod 0) lost its pod; job o
+    # cached n4, the first free node of super pod 0
+    nodes = [pod_node(f"n{i}", i // 8, npus=16, free=16) for i in range(16)]
+    for n in nodes:
+        if n["name"] in {OLD[r] for r in range(8) if r != 2}:
+            n["free"] = 0
+    data = job("a3", "chip2-node16-sp", tasks=8, npu=16, sp_block=64, owner_uid="u",
+               running_ranks={r: n for r, n in OLD.items() if r != 2}, fault_ranks=[2],
+               priority=5)
+    other = job("o", "chip2-node16", tasks=1, npu=16, owner_uid="v", priority=1)
+    p = problem(scenario(nodes, [data, other], SP_CONFIG,
+                         cache=[*_sp_cache(), entry("v", 0, "n4")]))
+    _modelled(p)
+    greedy, plan = _cpsat(p)
+    assert (_names(p, greedy) or [])[2] == "n4"
+    got = _names(p, plan)
+    assert got is not None and got[2] in {f"n{i}" for i in range(5, 8)}
+    assert _names(p, plan, 1) == ["n4"]
+
+
 def test_a3_running_ranks_in_two_super_pods_are_not_modelled() -> None:
     # a block whose running ranks span two super pods cannot be completed: not modelled,
     # greedy's answer (none) stands
