@@ -136,6 +136,12 @@ def test_950_no_room_in_the_stage_domain_leaves_the_job_pending(sessions: int) -
     _modelled(p)
     greedy, plan = _cpsat(p)
     assert greedy.nodes[0] is None and plan.nodes[0] is None
+    # stage 0: the window (rank 3 alone) keeps its old rack; stage 3: the block keeps the
+    # super pod of its running ranks (an anchor, not a stage rule)
+    stage = " and its stage allows (pending-sessions 0: same rack as the old nodes)"
+    assert plan.reasons[0] == (
+        "pod-level rescheduling of job 'r': 1 pending rank, but the domains its running "
+        f"ranks hold{stage if sessions < 3 else ''} have 0 free whole 8-NPU nodes")
 
 
 @pytest.mark.parametrize(("sessions", "healthy"), [(0, True), (0, False), (3, True)])
