@@ -345,3 +345,31 @@ def test_cpsat_never_moves_a_running_rank(problem: Problem, seed: int, sessions:
         if out.hint_objective is not None:  # the warm start was representable (see
             # tests/solver/test_trimmed_levels.py for greedy's nodes the model lacks)
             assert value >= evaluate(partly, greedy.as_mapping(), weights).objective
+
+
+# --------------------------------------------------------------------------- recovery
+
+
+def test_without_prefer_previous_node_no_uncounted_fault_return() -> None:
+    # prefer-previous-node false: the model counts no hits, so the post-pass must not
+    # put rank 6 on its cached n10 when that forces fault rank 5 back onto n9 (super pod
+    # 1 has only n9 and n10 free); CP-SAT's objective equals evaluate and beats greedy's
+    # fault return
+    busy = {n for r, n in OLD.items() if r not in (5, 6)} | {"n12", "n13", "n14", "n15"}
+    config = dict(SP_CONFIG, **{"prefer-previous-node": False})
+    p = problem(scenario(_sp_nodes(busy), [_sp_job([5, 6], [5])], config, cache=_sp_cache()))
+    _modelled(p)
+    greedy, plan = _cpsat(p)
+    assert evaluate(p, greedy.as_mapping()).fault_returns == 1
+    assert evaluate(p, plan.as_mapping()).fault_returns == 0
+    assert (_names(p, plan) or [])[5:7] == ["n10", "n9"]
+
+
+def test_ordinary_job_without_prefer_previous_node_no_uncounted_fault_return() -> None:
+    # the same for an ordinary job: rank 1's cached node is not chased
+    data = job("o", "chip8-node8", tasks=2, npu=8, owner_uid="u", fault_ranks=[0])
+    p = problem(scenario([pod_node("x"), pod_node("y")], [data],
+                         {"prefer-previous-node": False},
+                         cache=[entry("u", 0, "x"), entry("u", 1, "y")]))
+    _, plan = _cpsat(p)
+    assert _names(p, plan) == ["y", "x"]
