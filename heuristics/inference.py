@@ -14,6 +14,9 @@ Infer service, A3 / 850 (§2.3.5, ``infer_service.go``)
     those of ``sameSPs`` first, then more free nodes first (tie: lower super-pod id); the
     first gives the block and joins ``sameSPs``.  Fewer blocks than needed: "infer service
     schedule failed, required %d sp-block, got %d".  Reference E24 (cases 01–04, 07).
+    A job with fewer candidate nodes than tasks fails first with §2.2's "not enough node"
+    (the scheduler's order); E24 case 07 calls the selection alone
+    (:func:`infer_service_blocks`), hence its infer-service text.
 Infer service, 950 (§2.5.6)
     Items are (super pod, rack) pairs with at least ``spBlock`` free nodes; a block is
     taken from one rack.  Group 1: racks the service uses (more free nodes first); group
@@ -95,8 +98,16 @@ def place_infer_service(problem: Problem, j: int, state: ClusterState) -> JobOut
         return _infer_rack(problem, job, state)
     cand = superpod_candidates(problem, job, state)
     count = int(np.count_nonzero(cand))
-    if job.tasks > count:
+    if job.tasks > count:  # §2.2 step 5 runs before the selection (step 6)
         return JobOutcome.fail(f"not enough node, npuTaskNum: {job.tasks}, nodes: {count}")
+    return infer_service_blocks(problem, job, state, cand)
+
+
+def infer_service_blocks(problem: Problem, job: JobView, state: ClusterState,
+                         cand: np.ndarray) -> JobOutcome:
+    """The A3 / 850 infer-service selection alone (§2.3.5, ``infer_service.go``) over the
+    candidate mask ``cand``: what upstream's ``infer_service_test.go`` (reference E24)
+    calls directly, without §2.2's node-count check in front of it."""
     sel = _Selection(problem, job, cand)
     same = {int(problem.super_pod[n]) for n in _service_nodes(problem, job, state)}
     got = 0

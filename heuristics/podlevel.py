@@ -53,8 +53,10 @@ Inference jobs (``inferserviceid``; MindIE's ``app`` + ``jobID``) that are not p
 running go to :mod:`heuristics.inference`.
 
 CP-SAT (``solver.cpsat``) models partly running ordinary jobs (their pending ranks as an
-ordinary job) and keeps this module's answer for the other families as a fixed part of
-the batch, so the stage rules above hold for its answers too.
+ordinary job) and those of the other families around their running ranks
+(``solver.model.podscope``: the anchors above and the 950 stage rules restrict where each
+group may go; ``solver.model.podlevel``), so the stage rules above hold for its answers
+too; a job whose running ranks break its own group tree keeps this module's answer.
 
 Deviations (the RFC's rule or a valid answer over upstream's code):
 

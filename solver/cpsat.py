@@ -114,6 +114,7 @@ from solver.model.cancellable import CancellableModel
 from solver.model.constraints import Constraints
 from solver.model.hints import HintError, plan_to_assignment
 from solver.model.objective import ObjectiveBuilder, ObjectiveTerms
+from solver.model.podscope import pod_scope
 from solver.model.recover import recover_plan
 from solver.model.structure import Structure, build_structure
 from solver.model.variables import Lin, ModelVariables, create_variables
@@ -233,12 +234,14 @@ def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = 
     hint = hint or Plan.empty(problem)
     pinned = pinned_jobs(problem, hint)
     pinned.update(fixed or {})
-    # Partly running super-pod / 950 / multilevel jobs (issue 24) keep the warm start's
-    # pod-level answer as a fixed part of the batch; without one they stay unplaced
-    # (their running ranks never move).  Ordinary ones are modelled through
+    # Partly running super-pod / 950 / multilevel jobs (issue 24) are modelled around
+    # their running ranks (solver.model.podlevel); those whose running ranks break their
+    # own group tree keep the warm start's pod-level answer as a fixed part of the batch,
+    # or stay unplaced without one.  Ordinary ones are modelled through
     # :func:`ordinary_pending_view` by solve_cpsat (here, when called directly, pinned).
     for job in problem.jobs:
-        if job.partly_running and job.index not in pinned:
+        if (job.partly_running and job.index not in pinned and job.index not in skip
+                and pod_scope(problem, job) is None):
             nodes = hint.nodes[job.index]
             if nodes is None:
                 skip = skip | {job.index}

@@ -13,6 +13,7 @@ from models.compiled import JobView, Problem
 from models.objective import eligible_nodes
 from models.plan import Plan
 from models.scenario import Family
+from solver.model.podscope import pod_scope
 
 
 def _alone(problem: Problem, job: JobView) -> str | None:
@@ -71,9 +72,35 @@ def _alone(problem: Problem, job: JobView) -> str | None:
             f"at most {best_tree or 0} (before lower-level grouping)")
 
 
+def _pod_level(problem: Problem, job: JobView) -> str:
+    """Why partly running job ``job`` (issue 24) is not completed."""
+    pending = int(job.to_place.sum())
+    head = f"pod-level rescheduling of job '{job.name}'"
+    if job.family is Family.ORDINARY or not job.whole_node:
+        return (f"{head}: its {pending} pending ranks do not fit the free chips of usable "
+                "nodes, or that room went to other jobs of the batch")
+    scope = pod_scope(problem, job)
+    if scope is None:
+        return (f"{head}: its running ranks do not sit in one domain per group (super pod "
+                "per block, rack per window, one topotree and level domain per level "
+                f"group), so its {pending} pending ranks cannot complete it")
+    where = "the domains its running ranks hold"
+    if scope.only or scope.only_within:
+        where += (f" and its stage allows (pending-sessions {job.pending_sessions}: same "
+                  f"{'rack' if scope.only_within else 'super pod'} as the old nodes)")
+    room = int(scope.mask.sum())
+    if room < pending:
+        return (f"{head}: {pending} pending rank{'s' if pending != 1 else ''}, but {where} "
+                f"have {room} free whole {job.npu_per_task}-NPU nodes")
+    return (f"{head}: its {pending} pending ranks do not fit group by group into {where}, "
+            "or that room went to other jobs of the batch")
+
+
 def explain_unplaced(problem: Problem, plan: Plan, j: int) -> str:
     """A reason naming the binding constraint for unplaced job ``j`` of ``plan``."""
     job = problem.jobs[j]
+    if job.partly_running:
+        return _pod_level(problem, job)
     alone = _alone(problem, job)
     if alone is not None:
         return alone

@@ -9,7 +9,14 @@ from ortools.sat.python import cp_model
 
 from models.compiled import UNHEALTHY, Problem
 from models.validation import UB_MEM_RACKS
-from solver.model.structure import JobStructure, Structure, is_node_job, parent_at
+from solver.model.podlevel import add_pod_constraints
+from solver.model.structure import (
+    JobStructure,
+    Structure,
+    is_node_job,
+    parent_at,
+    placed_count,
+)
 from solver.model.variables import (
     Lin,
     ModelVariables,
@@ -60,6 +67,7 @@ class Constraints:
         self.node_level_jobs()
         self.origin_hits()
         self.fault_returns()
+        add_pod_constraints(self.model, self.problem, self.structure, self.mv)
 
     # ------------------------------------------------------------------ structure
     def gang_and_blocks(self, j: int, js: JobStructure) -> None:
@@ -227,8 +235,8 @@ class Constraints:
             return
         healthy = problem.health != UNHEALTHY
         left = np.maximum(problem.free.astype(np.int64) - self.pinned_use, 0) * healthy
-        self._knapsack({j: problem.jobs[j].tasks * problem.jobs[j].npu_per_task for j in jobs},
-                       int(left.sum()))
+        self._knapsack({j: placed_count(problem.jobs[j]) * problem.jobs[j].npu_per_task
+                        for j in jobs}, int(left.sum()))
         # node-level ranks of one request size: at most the slots of that size (ranks of
         # other sizes only take more)
         by_request: dict[int, list[int]] = defaultdict(list)
@@ -236,7 +244,7 @@ class Constraints:
             if is_node_job(problem.jobs[j]):
                 by_request[problem.jobs[j].npu_per_task].append(j)
         for request, members in by_request.items():
-            self._knapsack({j: problem.jobs[j].tasks for j in members},
+            self._knapsack({j: placed_count(problem.jobs[j]) for j in members},
                            int((left // request).sum()))
         # whole-node jobs: leaf groups (blocks, rack windows, level1 groups) of one size and
         # kind, on nodes of one size, fit the groups the leaf domains can hold
@@ -288,7 +296,7 @@ class Constraints:
             model.add(var <= min(job.tasks, int(self.problem.free[n]) // job.npu_per_task) * use)
             uses_at[n].append(use)
         for j in self.structure.ordinary:
-            model.add(per_job[j].expr() == self.problem.jobs[j].tasks * mv.placed[j])
+            model.add(per_job[j].expr() == placed_count(self.problem.jobs[j]) * mv.placed[j])
         for n, lin in per_node.items():
             avail = int(self.problem.free[n]) - int(self.pinned_use[n])
             model.add(lin.expr() <= avail)
@@ -352,6 +360,8 @@ class Constraints:
             model.add(var >= Lin([(take, 1)]).plus(free_ranks, -1).expr())
             model.add(var <= take)
         for (j, x), var in mv.node_fault_return.items():
+            if j in structure.pod:  # counted per leaf domain (solver.model.podlevel)
+                continue
             job = problem.jobs[j]
             avoiding = sum(1 for r in range(job.tasks)
                            if job.fault[r] and int(job.origin[r]) == x)

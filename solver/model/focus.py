@@ -95,6 +95,9 @@ def neighbourhood_mask(problem: Problem, plan: Plan, hood: list[int],
         cached = job.origin[job.origin >= 0].astype(np.int64)
         keep[cached] = True
         keep_units.update(int(u) for u in units[cached] if u >= 0)
+        # a partly running job completes its groups where its running ranks are
+        held = job.running[job.running >= 0].astype(np.int64)
+        keep_units.update(int(u) for u in units[held] if u >= 0)
     left = problem.free - used
     whole = (left == problem.npus) & problem.whole_free & (problem.health != UNHEALTHY)
     room = Counter(units[whole & (units >= 0)].tolist())

@@ -8,6 +8,7 @@ from typing import Any
 from models.compiled import Problem
 from models.plan import Plan
 from models.validation import UB_MEM_RACKS
+from solver.model.podlevel import pod_hint
 from solver.model.structure import JobStructure, Structure, parent_at
 from solver.model.variables import Assignment, ModelVariables, leaf_domain_of
 
@@ -48,7 +49,7 @@ def plan_to_assignment(
             continue
         job = problem.jobs[j]
         put(j, mv.placed, 1)
-        counts = Counter(int(n) for n in nodes)
+        counts = Counter(int(n) for n in job.placed_nodes(nodes))
         for n, k in counts.items():
             put((j, n), mv.node_ranks, k)
             put((j, n), mv.node_uses, 1)
@@ -64,6 +65,10 @@ def plan_to_assignment(
                 values[mv.hit[(j, r)].index] = 1
         for n, k in returns.items():
             put((j, n), mv.node_fault_return, k)
+    try:
+        pod_hint(problem, structure, mv, plan, values)
+    except KeyError as exc:
+        raise HintError(str(exc.args[0])) from None
     for var in mv.reg.variables:
         rule = mv.reg.rules.get(var.index)
         if rule is not None:

@@ -185,6 +185,10 @@ class ObjectiveBuilder:
                 terms.reserve.plus(self.reg.positive_part(lin, f"res[sp{sp}]"))
         if Family.MULTILEVEL in families:
             use = self._family_use_per_cell(Family.MULTILEVEL)
+            # modelled partly running multilevel jobs take whole nodes one by one
+            for (j, n), var in self.mv.node_uses.items():
+                if j in self.structure.pod and problem.jobs[j].family is Family.MULTILEVEL:
+                    use[self.structure.cell_of[n]].add(var)
             per_domain: dict[int, Lin] = defaultdict(Lin)
             for c, lin in use.items():
                 cell = self.structure.cells[c]
@@ -260,6 +264,11 @@ class ObjectiveBuilder:
             tree = int(problem.node_tree[int(nodes[0])]) if job.family is Family.MULTILEVEL \
                 else None
             terms.fragment.plus(self._job_fragment(job, tree))
+        # modelled partly running jobs (node level): their tree is their running ranks'
+        for j, scope in sorted(self.structure.pod.items()):
+            frag = self._job_fragment(problem.jobs[j], scope.tree if scope.tree >= 0 else None)
+            if not (frag.is_const and frag.const == 0):
+                terms.fragment.plus(reg.when(self.mv.placed[j], frag, f"frag[{j}]"))
         self._ordinary_fragment(terms)
 
     def _ordinary_fragment(self, terms: ObjectiveTerms) -> None:

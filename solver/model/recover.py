@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from models.compiled import Problem
+from models.compiled import JobView, Problem
 from models.plan import Plan
 from solver.model.structure import JobStructure, Structure
 from solver.model.variables import ModelVariables, leaf_domain_of
@@ -34,6 +34,9 @@ def recover_plan(problem: Problem, structure: Structure, mv: ModelVariables,
     taken_in_cell: dict[int, set[int]] = defaultdict(set)
     for j in structure.ordinary:
         if not value[mv.placed[j].index]:
+            continue
+        if j in structure.pod:
+            plan.nodes[j] = recover_pod_job(problem, structure, mv, value, j)
             continue
         slots: list[int] = []
         for (jj, n), var in mv.node_ranks.items():
@@ -124,6 +127,7 @@ def _recover_job(problem: Problem, structure: Structure, mv: ModelVariables, js:
                 else:
                     domain_of[cid] = next(pool)
     # leaf nodes
+    chased = chased_origins(job)
     leaf = js.leaf_level
     size = js.sizes[leaf]
     nodes = np.full(job.tasks, -1, dtype=np.int32)
@@ -151,11 +155,21 @@ def _recover_job(problem: Problem, structure: Structure, mv: ModelVariables, js:
                     got.extend(take(c, value[var.index]))
         else:
             d = domain_of[gid]
-            got = _claim(pooled[d], list(group.ranks), job.origin, job.fault, size)
+            got = _claim(pooled[d], list(group.ranks), chased, job.fault, size)
         if len(got) != size:
             raise RecoveryError(f"job {job.name} group {gid}: {len(got)} nodes for {size} ranks")
-        _match_group(job.origin, job.fault, list(group.ranks), got, nodes)
+        _match_group(chased, job.fault, list(group.ranks), got, nodes)
     return nodes
+
+
+def chased_origins(job: JobView) -> np.ndarray:
+    """The cached nodes the post-pass matches ranks to: a fault rank's old node (to avoid
+    it) always, a non-fault rank's only under ``prefer-previous-node`` (the model counts
+    hits only then; chasing an uncounted one could force a fault return it did not
+    count)."""
+    if job.prefer_previous:
+        return job.origin
+    return np.where(job.fault, job.origin, -1).astype(job.origin.dtype)
 
 
 def _claim(pool: list[int], ranks: list[int], origin: np.ndarray, fault: np.ndarray,
@@ -228,6 +242,42 @@ def _match_node_job(problem: Problem, j: int, slots: list[int]) -> np.ndarray:
         raise RecoveryError(f"job {job.name}: {len(slots)} slots for {job.tasks} ranks")
     ordered = sorted(slots, key=lambda n: int(problem.natural_pos[n]))
     nodes = np.full(job.tasks, -1, dtype=np.int32)
-    for r, n in _assign(list(range(job.tasks)), ordered, job.origin, job.fault).items():
+    for r, n in _assign(list(range(job.tasks)), ordered, chased_origins(job),
+                        job.fault).items():
         nodes[r] = n
+    return nodes
+
+
+def recover_pod_job(problem: Problem, structure: Structure, mv: ModelVariables,
+                    value: dict[int, int], j: int) -> np.ndarray:
+    """The whole job's nodes (running ranks on theirs) of a modelled partly running job
+    (:mod:`solver.model.podlevel`): each leaf domain's pending ranks matched to the nodes
+    taken there as one pool."""
+    job = problem.jobs[j]
+    scope = structure.pod[j]
+    choices = structure.pod_choices[j]
+    leaf = scope.leaf
+    slots: dict[int, list[int]] = defaultdict(list)
+    for n in sorted(choices.leaf_of, key=lambda x: int(problem.natural_pos[x])):
+        var = mv.node_ranks.get((j, n))
+        if var is not None and value[var.index]:
+            slots[choices.leaf_of[n]].extend([n] * value[var.index])
+    ranks: dict[int, list[int]] = defaultdict(list)
+    for g in range(scope.groups(leaf)):
+        pend = [r for r in scope.ranks(leaf, g) if scope.pending[r]]
+        if not pend:
+            continue
+        if (leaf, g) in scope.fixed:
+            d = choices.anchored_leaf[g]
+        else:
+            d = next(d for d in choices.choices[(leaf, g)]
+                     if value[mv.pod_dom[(j, leaf, g, d)].index])
+        ranks[d].extend(pend)
+    nodes = job.running.astype(np.int32).copy()
+    for d, pool in ranks.items():
+        if len(slots[d]) != len(pool):
+            raise RecoveryError(f"job {job.name}: leaf domain {d} has {len(slots[d])} nodes "
+                                f"for {len(pool)} pending ranks")
+        for r, n in _assign(pool, slots[d], chased_origins(job), job.fault).items():
+            nodes[r] = n
     return nodes

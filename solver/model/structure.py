@@ -27,6 +27,7 @@ import numpy as np
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
 from models.scenario import Family
 from solver.model.cancel import checkpoint
+from solver.model.podscope import PodChoices, PodScope, pod_choices, pod_scope
 
 DomainKey = tuple[object, ...]
 
@@ -119,6 +120,9 @@ class Structure:
     ordinary: dict[int, OrdinaryStructure]
     ordinary_nodes: list[int]  # union of ordinary candidate nodes
     special: set[int]  # nodes that are their own cell
+    # partly running whole-node jobs modelled at node level (issue 24, solver.model.podlevel)
+    pod: dict[int, PodScope] = field(default_factory=dict)
+    pod_choices: dict[int, PodChoices] = field(default_factory=dict)
 
 
 def _sp_key(sp: int) -> DomainKey:
@@ -134,8 +138,14 @@ def _ml_key(tree: int, level: int, path: tuple[int, ...]) -> DomainKey:
 
 
 def is_node_job(job: JobView) -> bool:
-    """Jobs modelled at node level (ordinary, single-task super-pod/950 jobs)."""
-    return job.family is Family.ORDINARY or not job.whole_node
+    """Jobs modelled at node level (ordinary, single-task super-pod/950 jobs, and partly
+    running jobs: their pending ranks, see :mod:`solver.model.podlevel`)."""
+    return job.family is Family.ORDINARY or not job.whole_node or job.partly_running
+
+
+def placed_count(job: JobView) -> int:
+    """Ranks an engine places for ``job`` (all but its running ranks)."""
+    return int(job.to_place.sum())
 
 
 def build_structure(
@@ -263,10 +273,20 @@ def build_structure(
         checkpoint()
         if job.index in pinned or job.index in skip:
             continue
+        if job.partly_running and job.family is not Family.ORDINARY:
+            scope = pod_scope(problem, job)
+            if scope is None:  # not modelled: the caller pins it (solver.cpsat.build_model)
+                skip = skip | {job.index}
+            else:
+                structure.pod[job.index] = scope
+            continue
         if is_node_job(job):
             continue
         structure.jobs[job.index] = _job_structure(problem, structure, job)
     _ordinary_candidates(problem, structure, pinned, extra_nodes or {}, keep, skip)
+    for j, scope in structure.pod.items():
+        structure.pod_choices[j] = pod_choices(problem, scope, structure.ordinary[j].nodes,
+                                               domain_of_key)
     return structure
 
 
@@ -438,7 +458,11 @@ def _ordinary_candidates(
             if is_node_job(job) and job.index not in pinned and job.index not in skip]
     if not jobs:
         return
-    demand = sum(job.tasks for job in jobs)
+    # Partly running whole-node jobs (structure.pod) take whole nodes of a cell from its
+    # end, the other node-level jobs from its start: any solution can be relabelled so
+    # (nodes of a cell are interchangeable), and neither enlarges the other's candidates
+    demand = sum(placed_count(job) for job in jobs if job.index not in structure.pod)
+    pod_demand = sum(placed_count(job) for job in jobs if job.index in structure.pod)
     pinned_use = np.zeros(problem.num_nodes, dtype=np.int64)
     for j, nodes in pinned.items():
         np.add.at(pinned_use, problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)
@@ -447,9 +471,12 @@ def _ordinary_candidates(
     if keep is not None:
         usable &= keep
     reps: set[int] = set()
-    # whole-free cells: the first `demand` nodes of each cell
+    pod_reps: set[int] = set()
+    # whole-free cells: the first `demand` nodes of each cell (the last `pod_demand`)
     for cell in structure.cells:
         reps.update(cell.nodes[:demand])
+        if pod_demand:
+            pod_reps.update(cell.nodes[-pod_demand:])
     # partly used nodes: classes of interchangeable nodes
     classes: dict[tuple[int, ...], list[int]] = defaultdict(list)
     key: tuple[int, ...]
@@ -466,7 +493,8 @@ def _ordinary_candidates(
     for job in jobs:
         checkpoint()
         mine = []
-        pool = reps | set(extra_nodes.get(job.index, []))
+        pool = (pod_reps if job.index in structure.pod else reps) | set(
+            extra_nodes.get(job.index, []))
         pool |= {int(n) for n in job.origin if n >= 0}
         for n in sorted(pool, key=lambda x: int(problem.natural_pos[x])):
             if free[n] < job.npu_per_task or not usable[n]:
@@ -474,6 +502,9 @@ def _ordinary_candidates(
             if job.family in (Family.SUPERPOD, Family.RACK) and problem.super_pod[n] < 0:
                 continue
             if job.family is Family.RACK and problem.rack[n] < 0:
+                continue
+            scope = structure.pod.get(job.index)
+            if scope is not None and not scope.mask[n]:
                 continue
             mine.append(n)
         structure.ordinary[job.index] = OrdinaryStructure(job.index, mine)

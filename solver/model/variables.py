@@ -259,6 +259,8 @@ class ModelVariables:
     ub_domain: dict[tuple[int, int], Var] = field(default_factory=dict)  # (j, rack // 16)
     group_level: dict[tuple[int, int], int] = field(default_factory=dict)  # (j, g) → level
     group_index: dict[tuple[int, int, int], list[Var]] | None = None  # see group_count
+    # partly running jobs (solver.model.podlevel): group g of level li in domain d
+    pod_dom: dict[tuple[int, int, int, int], Var] = field(default_factory=dict)  # (j, li, g, d)
 
 
 def group_count(mv: ModelVariables, js: JobStructure, li: int, d: int) -> Lin:
@@ -406,6 +408,10 @@ def create_variables(
                         0, per_node_ranks[n], f"nfr[{j},{n}]")
             elif job.prefer_previous:
                 mv.hit[(j, r)] = reg.bool_var(f"hit[{j},{r}]")
+    for j, choices in structure.pod_choices.items():
+        for (li, g), domains in sorted(choices.choices.items()):
+            for d in sorted(domains):
+                mv.pod_dom[(j, li, g, d)] = reg.bool_var(f"pd[{j},{li},{g},{d}]")
     for n in structure.ordinary_nodes:
         if any((j, n) in mv.node_ranks for j in structure.ordinary):
             mv.touched[n] = reg.bool_var(f"t[{n}]")
