@@ -20,11 +20,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from heuristics.greedy import EngineNotAvailable, greedy_plan  # noqa: F401 - re-exported
-from heuristics.origin_first import ORIGIN_FIRST_FAMILIES, OutOfTime, origin_first_plan
-from heuristics.vnpu import greedy_vnpu
 from models.check import Violation, check
 from models.compiled import Problem, compile_scenario
 from models.limits import check_deterministic_time, check_seed, check_time_limit, check_workers
@@ -34,7 +32,9 @@ from models.plan import Plan, to_placement
 from models.scenario import Scenario
 from models.vnpu import VnpuPlan, compile_vnpu, vnpu_job_placements, vnpu_objective
 from solver.model.cancel import quiet
-from solver.reuse import SolveCache
+
+if TYPE_CHECKING:  # imported when used: the greedy path loads neither
+    from solver.reuse import SolveCache
 
 log = logging.getLogger("npu_place")
 
@@ -155,6 +155,8 @@ def check_solve_options(time_limit: float, workers: int, seed: int,
 
 
 def _has_origin_first(problem: Problem) -> bool:
+    from heuristics.origin_first import ORIGIN_FIRST_FAMILIES
+
     return any(job.family in ORIGIN_FIRST_FAMILIES for job in problem.jobs)
 
 
@@ -292,6 +294,8 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     # check and score its answer (twice what greedy's took: the answer may be larger)
     construction_end = None if deterministic else deadline - 2 * check_cost
     candidate: Plan | None = None
+    from heuristics.origin_first import OutOfTime, origin_first_plan
+
     if _has_origin_first(problem) and (construction_end is None
                                        or time.perf_counter() < construction_end):
         try:
@@ -406,6 +410,8 @@ def with_vnpu(problem: Problem, result: Result, engine: str, deadline: float, wo
     def score(plan: VnpuPlan) -> int:
         return vnpu_objective(problem, plan, resolved.vnpu_placed, resolved.origin_hit,
                               resolved.subhealthy)
+
+    from heuristics.vnpu import greedy_vnpu
 
     greedy = greedy_vnpu(problem)
     greedy_score = score(greedy)
