@@ -230,12 +230,15 @@ def test_greedy_commands_load_neither_ortools_nor_pandas(argv: list[str], tmp_pa
 
 #: What a greedy ``plan`` must not load (issue 20, "greedy starts fast"): the strategy
 #: modules of the families the example does not have, the paths of jobs it does not have,
-#: what only CP-SAT, the service, the simulator, replays and the benchmarks use, and
-#: ``numpy.ma`` (which ``np.unique`` imports).
+#: what only CP-SAT, the service, the simulator, replays and the benchmarks use, the other
+#: subcommands' modules, and ``numpy.ma`` (which ``np.unique`` imports).
 NOT_FOR_GREEDY = ("heuristics.podlevel", "heuristics.inference", "heuristics.origin_first",
                   "heuristics.vnpu", "heuristics.lifecycle", "solver.cpsat", "solver.lns",
                   "solver.reuse", "solver.service", "solver.simulate", "benchmarks",
-                  "numpy.ma", "ortools")
+                  "numpy.ma", "ortools", "solver.cli.bench", "solver.cli.compare",
+                  "solver.cli.examples", "solver.cli.kube_import", "solver.cli.replay",
+                  "solver.cli.schema", "solver.cli.serve", "solver.cli.simulate",
+                  "solver.cli.sweep", "solver.cli.validate")
 FAMILY_MODULES = ("heuristics.ordinary", "heuristics.superpod", "heuristics.rack",
                   "heuristics.multilevel")
 
