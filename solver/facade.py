@@ -19,7 +19,7 @@ import importlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from heuristics.greedy import EngineNotAvailable, greedy_plan  # noqa: F401 - re-exported
@@ -160,6 +160,20 @@ def _has_origin_first(problem: Problem) -> bool:
     return any(job.family in ORIGIN_FIRST_FAMILIES for job in problem.jobs)
 
 
+def preload(engine: str = "auto") -> None:
+    """Import the code :func:`solve` runs for ``engine`` (OR-Tools' first import is about
+    1 s cold; the greedy engine needs nothing more than this module).
+
+    :func:`solve` calls it before its budget starts, so that no import counts in the
+    budget; the caller still waits for it once.  A process that serves many calls (the
+    planning service, a benchmark) may call it when it starts.
+    """
+    if engine != "greedy":
+        importlib.import_module("solver.cpsat")
+        importlib.import_module("solver.model.vnpu")
+        importlib.import_module("heuristics.vnpu")
+
+
 def solve(
     scenario: Scenario | Problem,
     engine: str = "auto",
@@ -216,11 +230,9 @@ def solve(
     Result
         The validated answer with its metrics, status, bound and gap.
     """
-    if engine != "greedy":
-        # OR-Tools' first import (about 1 s cold) is paid before the budget starts, and
-        # the greedy path never loads it
-        importlib.import_module("solver.cpsat")
-        importlib.import_module("solver.model.vnpu")
+    # OR-Tools' first import (about 1 s cold) is paid before the budget starts, and the
+    # greedy path never loads it
+    preload(engine)
     started = time.perf_counter()
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
@@ -352,22 +364,35 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
                                     "solver_status": outcome.solver_status}
 
     def fall_back(bound: int | None) -> Result:
-        return _finish(problem, best, resolved, engine=best_engine, status=fallback_status,
-                       started=started, bound=bound, notes=notes, metrics=best_metrics,
-                       solver_objective=outcome.objective, **common, **solver_extra)
+        # the fallback answer was assembled before the search: a copy with what the search
+        # added (no placement file built again at the end of the budget)
+        gap = (None if bound is None
+               else max(0.0, (bound - best_metrics.objective) / max(1, abs(bound))))
+        answer = replace(fallback, bound=bound, gap=gap, notes=list(notes),
+                         solver_objective=outcome.objective,
+                         solver_wall_seconds=outcome.wall_seconds,
+                         solver_status=outcome.solver_status)
+        answer.placement = fallback.placement.model_copy(
+            update={"bound": bound, "gap": gap, "notes": list(notes)})
+        return _stamp(answer, started)
 
     if outcome.plan is None:
         return fall_back(outcome.bound)
     if not deterministic and time.perf_counter() + finish_cost > deadline + RETURN_MARGIN_SECONDS:
         notes.append("CP-SAT's answer came too late to be checked within the budget")
-        return _stamp(fall_back(outcome.bound), started)
-    try:
-        validated(problem, outcome.plan, "cpsat")
-    except InvalidAnswer as exc:
-        log.error("%s; returning the fallback answer", exc)
-        notes.append(f"BUG: {exc}; returned the {best_engine} answer")
-        return fall_back(None)
-    solver_metrics = evaluate(problem, outcome.plan.as_mapping(), resolved)
+        return fall_back(outcome.bound)
+    # the search may hand back the fallback itself (no neighbourhood improved it): that
+    # answer was checked and scored already, and the end of the budget is no time to redo it
+    kept = outcome.plan is best
+    if not kept:
+        try:
+            validated(problem, outcome.plan, "cpsat")
+        except InvalidAnswer as exc:
+            log.error("%s; returning the fallback answer", exc)
+            notes.append(f"BUG: {exc}; returned the {best_engine} answer")
+            return fall_back(None)
+    solver_metrics = (best_metrics if kept
+                      else evaluate(problem, outcome.plan.as_mapping(), resolved))
     if outcome.status is Status.OPTIMAL and solver_metrics.objective != outcome.objective:
         log.error("CP-SAT objective %s differs from evaluate() %s", outcome.objective,
                   solver_metrics.objective)
