@@ -28,7 +28,7 @@ from models.compiled import Problem, compile_scenario
 from models.limits import check_deterministic_time, check_seed, check_time_limit, check_workers
 from models.objective import Metrics, ResolvedWeights, Weights, evaluate, resolve_weights
 from models.placement import PlacementFile, Status
-from models.plan import Plan, to_placement
+from models.plan import Plan, complete_placement, to_placement
 from models.scenario import Scenario
 from models.vnpu import VnpuPlan, compile_vnpu, vnpu_job_placements, vnpu_objective
 from solver.model.cancel import quiet
@@ -107,6 +107,7 @@ def _finish(
     solver_status: str | None = None,
     origin_first_objective: int | None = None,
     metrics: Metrics | None = None,
+    checked: PlacementFile | None = None,
 ) -> Result:
     if metrics is None:
         metrics = evaluate(problem, plan.as_mapping(), weights)
@@ -115,11 +116,13 @@ def _finish(
     if bound is not None:
         gap = max(0.0, (bound - objective) / max(1, abs(bound)))
     wall = time.perf_counter() - started
-    placement = to_placement(
-        problem, plan, engine=engine, status=status, wall_seconds=wall, objective=objective,
-        bound=bound, gap=gap, seed=seed, hits=metrics.per_job_hits,
-        candidates=metrics.per_job_candidates,
-    )
+    fields: dict[str, Any] = {
+        "engine": engine, "status": status, "wall_seconds": wall, "objective": objective,
+        "bound": bound, "gap": gap, "seed": seed, "hits": metrics.per_job_hits,
+        "candidates": metrics.per_job_candidates}
+    # ``checked``: the placement of ``plan`` the validator read (see :func:`_checked`)
+    placement = (to_placement(problem, plan, **fields) if checked is None
+                 else complete_placement(checked, **fields))
     placement.metrics = metrics.to_model()
     placement.notes = list(notes)
     return Result(engine=engine, status=status, plan=plan, metrics=metrics,
@@ -132,11 +135,19 @@ def _finish(
 
 def validated(problem: Problem, plan: Plan, engine: str) -> Plan:
     """Run the independent validator on ``plan``; raise :class:`InvalidAnswer` if broken."""
+    _checked(problem, plan, engine)
+    return plan
+
+
+def _checked(problem: Problem, plan: Plan, engine: str) -> PlacementFile:
+    """The placement of ``plan`` once the independent validator passed it (raises
+    :class:`InvalidAnswer` if broken); :func:`_finish` completes it instead of building
+    the answer's placement again."""
     placement = to_placement(problem, plan, engine=engine, status=Status.GREEDY)
     violations = check(problem, placement, include_vnpu=False)
     if violations:
         raise InvalidAnswer(engine, violations)
-    return plan
+    return placement
 
 
 #: Seconds kept at the end of a budget for returning (result assembly, stack unwinding).
@@ -282,7 +293,8 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     greedy_started = time.perf_counter()
     greedy_raw = greedy_plan(problem)
     greedy_seconds = time.perf_counter() - greedy_started
-    greedy = validated(problem, greedy_raw, "greedy")
+    greedy_checked = _checked(problem, greedy_raw, "greedy")
+    greedy = greedy_raw
     greedy_metrics = evaluate(problem, greedy.as_mapping(), resolved)
     # what checking and scoring an answer costs; CP-SAT's answer must leave that much
     check_cost = time.perf_counter() - greedy_started - greedy_seconds
@@ -294,12 +306,13 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
         greedy_result = _finish(problem, greedy, resolved, engine="greedy",
                                 status=Status.GREEDY, started=started, bound=None, seed=seed,
                                 notes=notes, greedy_objective=greedy_metrics.objective,
-                                metrics=greedy_metrics)
+                                metrics=greedy_metrics, checked=greedy_checked)
         _publish(on_fallback, greedy_result)
         if engine == "greedy":
             return greedy_result
     # the fallback: the better of greedy and the origin-first construction
     best, best_metrics, best_engine = greedy, greedy_metrics, "greedy"
+    best_checked: PlacementFile | None = greedy_checked
     origin_first_objective: int | None = None
     deterministic = deterministic_time is not None
     # under a wall-clock budget the construction stops at a deadline that leaves time to
@@ -318,7 +331,7 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
         notes.append("no time for the origin-first construction after greedy")
     if candidate is not None:
         try:
-            validated(problem, candidate, "origin-first")
+            candidate_checked = _checked(problem, candidate, "origin-first")
         except InvalidAnswer as exc:
             log.error("%s; ignored", exc)
             notes.append(f"BUG: {exc}; ignored")
@@ -327,6 +340,7 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
             origin_first_objective = candidate_metrics.objective
             if candidate_metrics.objective > greedy_metrics.objective:
                 best, best_metrics, best_engine = candidate, candidate_metrics, "origin-first"
+                best_checked = candidate_checked
                 notes.append("the origin-first construction beat greedy")
     if cache is not None:
         cache.sessions += 1
@@ -337,6 +351,7 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
             # search continues from where it stopped
             if previous_metrics.objective >= best_metrics.objective:
                 best, best_metrics, best_engine = previous, previous_metrics, cache.engine
+                best_checked = None  # recall() checked it; its placement is built anew
                 cache.reused += 1
                 notes.append("warm start: the previous session's answer, still valid here")
     fallback_status = Status.GREEDY if best_engine == "greedy" else Status.FEASIBLE
@@ -345,7 +360,7 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     finish_started = time.perf_counter()
     fallback = _finish(problem, best, resolved, engine=best_engine, status=fallback_status,
                        started=started, bound=None, notes=notes, metrics=best_metrics,
-                       **common)
+                       checked=best_checked, **common)
     finish_cost = time.perf_counter() - finish_started + check_cost
     if best is not greedy:
         _publish(on_fallback, fallback)
@@ -384,9 +399,10 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     # the search may hand back the fallback itself (no neighbourhood improved it): that
     # answer was checked and scored already, and the end of the budget is no time to redo it
     kept = outcome.plan is best
+    solver_checked: PlacementFile | None = None
     if not kept:
         try:
-            validated(problem, outcome.plan, "cpsat")
+            solver_checked = _checked(problem, outcome.plan, "cpsat")
         except InvalidAnswer as exc:
             log.error("%s; returning the fallback answer", exc)
             notes.append(f"BUG: {exc}; returned the {best_engine} answer")
@@ -418,7 +434,8 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
         return fall_back(bound)
     return _finish(problem, outcome.plan, resolved, engine="cpsat", status=outcome.status,
                    started=started, bound=bound, notes=notes, metrics=solver_metrics,
-                   solver_objective=outcome.objective, **common, **solver_extra)
+                   solver_objective=outcome.objective,
+                   checked=best_checked if kept else solver_checked, **common, **solver_extra)
 
 
 #: Share of the budget kept for the vNPU part when a scenario has both kinds of job.

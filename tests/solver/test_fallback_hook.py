@@ -122,7 +122,7 @@ def test_the_fallback_handed_back_unchanged_is_not_checked_again(
     problem = _example("superpod-850")
     greedy_alone = solve(problem, engine="greedy")
     checked: list[str] = []
-    original = facade.validated
+    original = facade._checked
 
     def counted(problem: Problem, plan: Any, engine: str) -> Any:
         checked.append(engine)
@@ -134,7 +134,7 @@ def test_the_fallback_handed_back_unchanged_is_not_checked_again(
                                   ["large-neighbourhood search: 0 steps (time up)"], None,
                                   "LNS")
 
-    monkeypatch.setattr(facade, "validated", counted)
+    monkeypatch.setattr(facade, "_checked", counted)
     monkeypatch.setattr(cpsat, "solve_cpsat", unchanged)
     result = solve(problem, engine=engine, time_limit=5, workers=1, seed=0)
     assert "cpsat" not in checked and checked[0] == "greedy"
