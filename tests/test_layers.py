@@ -269,3 +269,21 @@ def test_a_greedy_plan_loads_only_what_its_jobs_need(example: str, family_module
                 if any(m == p or m.startswith(f"{p}.") for p in NOT_FOR_GREEDY)
                 or (m in FAMILY_MODULES and m != family_module)}
     assert unwanted == set()
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["no-such-command"]])
+def test_version_and_help_load_no_library(argv: list[str], tmp_path: Path) -> None:
+    """``npu-place --version`` / ``--help`` / a misspelt command build no subcommand and
+    import neither numpy nor pydantic nor the house (issue 20)."""
+    script = (
+        "import sys, io, contextlib\n"
+        "from solver.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    code = main({argv!r}, io.StringIO(), io.StringIO())\n"
+        "print(code, sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('numpy', 'pydantic', 'yaml', 'models', 'heuristics')))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split(" ", 1)[1].strip() == "[]"

@@ -21,11 +21,6 @@ import traceback
 from collections.abc import Sequence
 from typing import TextIO
 
-from heuristics.greedy import EngineNotAvailable
-from models.errors import InputError
-from models.limits import MAX_ERRORS_SHOWN, escape_text
-from solver.doors import EXIT_FAILED, EXIT_INVALID, CliError
-
 #: The subcommands in the order ``--help`` lists them: name, module of this package, and
 #: the help line (the same as the module's ``register`` gives; a test keeps them equal).
 COMMANDS: tuple[tuple[str, str, str], ...] = (
@@ -96,7 +91,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     ----------
     command
         Build only this subcommand's options (and import only its module); the others
-        are listed by name and help line.  ``None``: every subcommand in full.
+        are listed by name and help line.  ``None``: every subcommand in full; ``""``:
+        none (enough for ``--help``, ``--version`` and a misspelt command).
     """
     parser = argparse.ArgumentParser(
         prog="npu-place",
@@ -150,12 +146,24 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     out = out or sys.stdout
     err = err or sys.stderr
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(chosen_command(argv))
+    # without a known command (--help, --version, a usage error) no command is built
+    parser = build_parser(chosen_command(argv) or "")
     try:
         with contextlib.redirect_stderr(err):  # argparse reports usage errors on stderr
             args = parse(parser, argv)
     except SystemExit as exc:
-        return int(exc.code) if isinstance(exc.code, int) else EXIT_INVALID
+        if isinstance(exc.code, int):
+            return exc.code
+        from solver.doors import EXIT_INVALID
+
+        return EXIT_INVALID
+    # imported here, not at the top: ``--version`` and ``--help`` load no library (the
+    # command's own module has loaded these by now)
+    from heuristics.greedy import EngineNotAvailable
+    from models.errors import InputError
+    from models.limits import MAX_ERRORS_SHOWN, escape_text
+    from solver.doors import EXIT_FAILED, EXIT_INVALID, CliError
+
     try:
         with contextlib.redirect_stderr(err):  # notes of the commands go to ``err`` too
             code: int = args.run(args, out)
