@@ -7,13 +7,10 @@ and later jobs see the nodes earlier jobs took.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from heuristics.base import JobOutcome, Strategy
-from heuristics.multilevel import place_multilevel
-from heuristics.ordinary import place_ordinary
-from heuristics.podlevel import with_paths
-from heuristics.rack import place_rack
 from heuristics.state import ClusterState
-from heuristics.superpod import place_superpod
 from models.compiled import Problem
 from models.plan import Plan
 from models.scenario import Family
@@ -23,15 +20,66 @@ class EngineNotAvailable(Exception):
     """The greedy strategy for a family is not implemented yet."""
 
 
-def _registry() -> dict[Family, Strategy]:
-    # with_paths routes partly running jobs to the pod-level paths and inference jobs to
-    # the infer-service / MindIE paths (issue 24); other jobs go to the family strategy
+# Each family's strategy module is imported when a job of that family is first placed:
+# a batch of one family loads that family's module only (``npu-place plan --engine greedy``
+# starts faster), and the pod-level / inference paths only when such a job comes.
+def _ordinary() -> Strategy:
+    from heuristics.ordinary import place_ordinary
+
+    return place_ordinary
+
+
+def _superpod() -> Strategy:
+    from heuristics.superpod import place_superpod
+
+    return place_superpod
+
+
+def _rack() -> Strategy:
+    from heuristics.rack import place_rack
+
+    return place_rack
+
+
+def _multilevel() -> Strategy:
+    from heuristics.multilevel import place_multilevel
+
+    return place_multilevel
+
+
+def _registry() -> dict[Family, Callable[[], Strategy]]:
+    """The loader of each family's greedy strategy (the module is imported by the call)."""
     return {
-        Family.ORDINARY: with_paths(place_ordinary),
-        Family.SUPERPOD: with_paths(place_superpod),
-        Family.RACK: with_paths(place_rack),
-        Family.MULTILEVEL: with_paths(place_multilevel),
+        Family.ORDINARY: _ordinary,
+        Family.SUPERPOD: _superpod,
+        Family.RACK: _rack,
+        Family.MULTILEVEL: _multilevel,
     }
+
+
+def _with_paths(strategy: Strategy) -> Strategy:
+    """``strategy`` with partly running jobs sent to :func:`heuristics.podlevel.place_pod_level`
+    and inference jobs to the infer-service / MindIE paths of :mod:`heuristics.inference`
+    (the dispatcher of §2.3 and §2.5.6, issue 24); those modules are imported when such a
+    job comes."""
+
+    def place(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
+        job = problem.jobs[j]
+        if job.partly_running:
+            from heuristics.podlevel import place_pod_level
+
+            return place_pod_level(problem, j, state)
+        if job.inferserviceid is not None and job.family in (Family.SUPERPOD, Family.RACK):
+            from heuristics.inference import place_infer_service
+
+            return place_infer_service(problem, j, state)
+        if job.mindie and job.family is Family.SUPERPOD:
+            from heuristics.inference import place_mindie
+
+            return place_mindie(problem, j, state)
+        return strategy(problem, j, state)
+
+    return place
 
 
 def available_families() -> set[Family]:
@@ -42,13 +90,13 @@ def available_families() -> set[Family]:
 def place_job(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
     """Run the greedy strategy of job ``j``'s family on ``state`` (without committing)."""
     job = problem.jobs[j]
-    strategy = _registry().get(job.family)
-    if strategy is None:
+    loader = _registry().get(job.family)
+    if loader is None:
         raise EngineNotAvailable(
             f"the greedy engine does not support {job.family.value} jobs yet "
             f"(job '{job.name}', policy {job.policy.value})"
         )
-    return strategy(problem, j, state)
+    return _with_paths(loader())(problem, j, state)
 
 
 def greedy_plan(problem: Problem, state: ClusterState | None = None) -> Plan:
@@ -73,16 +121,18 @@ def greedy_plan(problem: Problem, state: ClusterState | None = None) -> Plan:
         raise EngineNotAvailable(
             f"the greedy engine does not support {', '.join(missing)} jobs yet"
         )
+    strategies = {family: _with_paths(registry[family]())
+                  for family in {problem.jobs[j].family for j in problem.queue}}
     initial = state.copy() if state is not None else ClusterState.initial(problem)
     state = initial.copy()
     plan = Plan.empty(problem)
     placed_before: list[str] = []
     for j in problem.queue:
         job = problem.jobs[j]
-        outcome = registry[job.family](problem, j, state)
+        outcome = strategies[job.family](problem, j, state)
         if outcome.nodes is None:
             reason = outcome.reason or "no placement found"
-            if placed_before and registry[job.family](problem, j, initial).nodes is not None:
+            if placed_before and strategies[job.family](problem, j, initial).nodes is not None:
                 shown = ", ".join(placed_before[:5]) + (" ..." if len(placed_before) > 5 else "")
                 reason += (f" (capacity taken by jobs earlier in the queue: {shown}; "
                            "alone on the cluster it would fit)")

@@ -68,7 +68,7 @@ import numpy as np
 
 from heuristics.base import JobOutcome
 from heuristics.state import ClusterState
-from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
+from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem, distinct
 from models.scenario import Family
 
 #: Upstream ``defaultPreferPreviousScore``: the preferred node's score becomes max + 100.
@@ -267,7 +267,7 @@ class ScoreClasses:
         self.members = members
         self.scores = scores
         #: Scores of the classes whose heap is not built yet.
-        self.unused: set[float] = set(np.unique(scores).tolist())
+        self.unused: set[float] = set(distinct(scores).tolist())
         self.heaps: dict[float, list[int]] = {}
         #: Scores of the classes, ascending (the best class is last).
         self.values: list[float] = sorted(self.unused)

@@ -78,8 +78,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from heuristics.base import JobOutcome, Strategy
-from heuristics.inference import place_infer_service, place_mindie
+from heuristics.base import JobOutcome
 from heuristics.multilevel import place_multilevel
 from heuristics.ordinary import place_ordinary_job
 from heuristics.rack import _Selector
@@ -110,23 +109,6 @@ def rack_stage(job: JobView) -> int:
     if not pod_level(job) or job.pending_sessions >= SP_STAGE:
         return SP_STAGE
     return TP_STAGE if job.pending_sessions >= TP_STAGE else 0
-
-
-def with_paths(strategy: Strategy) -> Strategy:
-    """``strategy`` with partly running jobs sent to :func:`place_pod_level` and inference
-    jobs to the infer-service / MindIE paths (the dispatcher of §2.3 and §2.5.6)."""
-
-    def place(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
-        job = problem.jobs[j]
-        if job.partly_running:
-            return place_pod_level(problem, j, state)
-        if job.inferserviceid is not None and job.family in (Family.SUPERPOD, Family.RACK):
-            return place_infer_service(problem, j, state)
-        if job.mindie and job.family is Family.SUPERPOD:
-            return place_mindie(problem, j, state)
-        return strategy(problem, j, state)
-
-    return place
 
 
 def place_pod_level(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
@@ -362,4 +344,4 @@ def deleted_ranks(shape: JobShape, tasks: int, pending: set[int], sessions: int,
 
 
 __all__ = ["JOB_STAGE", "SP_STAGE", "TP_STAGE", "deleted_ranks", "place_pod_level",
-           "pod_level", "rack_stage", "with_paths"]
+           "pod_level", "rack_stage"]

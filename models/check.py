@@ -18,7 +18,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from models.compiled import UNHEALTHY, Problem, compile_scenario
+from models.compiled import UNHEALTHY, Problem, compile_scenario, distinct
 from models.limits import listing
 from models.placement import PlacementFile
 from models.scenario import DEFAULT_TOPOTREE, TOPOTREE_LABEL, Family, Scenario
@@ -311,7 +311,7 @@ def _check_structure(
                         f"rack window {w} (ranks {w * window}..{(w + 1) * window - 1}) spans "
                         f"racks {values}")
         if job.family is Family.RACK and job.ub_memory and job.tasks > 1:
-            domains = np.unique(racks[racks >= 0] // UB_MEM_RACKS).tolist()
+            domains = distinct(racks[racks >= 0] // UB_MEM_RACKS).tolist()
             if len(domains) > 1:
                 bad(Rule.UB_MEMORY,
                     f"a UB-memory job must sit in one UB-memory domain (16 consecutive racks, "

@@ -64,7 +64,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem, compile_scenario
+from models.compiled import (
+    SUBHEALTHY,
+    UNHEALTHY,
+    JobView,
+    Problem,
+    compile_scenario,
+    distinct,
+)
 from models.limits import MAX_WEIGHT
 from models.placement import MetricsModel, PlacementFile
 from models.scenario import Family, Scenario
@@ -215,7 +222,7 @@ def achievable_hits(problem: Problem, job: JobView) -> int:
         return 0
     usable = nodes[_usable_mask(problem, job)[nodes]]
     if job.whole_node:
-        return len(np.unique(usable))
+        return len(distinct(usable))
     hosts, counts = np.unique(usable, return_counts=True)
     return int(np.minimum(counts, problem.free[hosts] // job.npu_per_task).sum())
 
@@ -366,7 +373,7 @@ def job_fragment(
 ) -> int:
     """Fragment score of placed ``job`` given the chips ``used`` per node by the batch."""
     if job.family is Family.ORDINARY:
-        hosts = np.unique(job.placed_nodes(nodes))
+        hosts = distinct(job.placed_nodes(nodes))
         left = problem.free[hosts].astype(np.int64) - used[hosts]
         return int(((left > 0) & (left < problem.npus[hosts])).sum())
     left_mask = eligible_nodes(problem, job, tree) & (used == 0)
@@ -415,7 +422,7 @@ def _fragment_bound(problem: Problem, job: JobView) -> int:
         mask = eligible_nodes(problem, job)
         pods, counts = _rack_counts(problem, mask)
         windows = job.sp_block // job.tp_block
-        return int(len(np.unique(pods)) * (windows - 1) * job.tp_block
+        return int(len(distinct(pods)) * (windows - 1) * job.tp_block
                    + 10 * int(np.minimum(job.tp_block - 1, counts).sum()))
     best = 0
     for t, name in enumerate(problem.tree_names):

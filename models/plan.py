@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -98,6 +99,34 @@ def to_placement(
         engine=engine, status=Status(status), wall_seconds=round(float(wall_seconds), 6),
         objective=_int_or_none(objective), bound=_int_or_none(bound),
         gap=None if gap is None else float(gap), seed=_int_or_none(seed), jobs=jobs)
+
+
+def complete_placement(
+    placement: PlacementFile,
+    *,
+    engine: str,
+    status: Status,
+    wall_seconds: float = 0.0,
+    objective: int | None = None,
+    bound: int | None = None,
+    gap: float | None = None,
+    seed: int | None = None,
+    hits: dict[str, int] | None = None,
+    candidates: dict[str, int] | None = None,
+) -> PlacementFile:
+    """What :func:`to_placement` returns with these arguments, from a placement it made
+    earlier of the same plan (a copy sharing its rank lists, without building them again:
+    ~10 ms for an 8,192-node batch, at the end of a solve's budget)."""
+    jobs = []
+    for jp in placement.jobs:
+        update: dict[str, Any] = {"origin_candidates": int((candidates or {}).get(jp.name, 0))}
+        if jp.placed:
+            update["origin_hits"] = int((hits or {}).get(jp.name, 0))
+        jobs.append(jp.model_copy(update=update))
+    return placement.model_copy(update={
+        "engine": engine, "status": Status(status), "wall_seconds": round(float(wall_seconds), 6),
+        "objective": _int_or_none(objective), "bound": _int_or_none(bound),
+        "gap": None if gap is None else float(gap), "seed": _int_or_none(seed), "jobs": jobs})
 
 
 def _int_or_none(value: int | None) -> int | None:

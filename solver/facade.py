@@ -20,21 +20,21 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from heuristics.greedy import EngineNotAvailable, greedy_plan  # noqa: F401 - re-exported
-from heuristics.origin_first import ORIGIN_FIRST_FAMILIES, OutOfTime, origin_first_plan
-from heuristics.vnpu import greedy_vnpu
 from models.check import Violation, check
 from models.compiled import Problem, compile_scenario
 from models.limits import check_deterministic_time, check_seed, check_time_limit, check_workers
 from models.objective import Metrics, ResolvedWeights, Weights, evaluate, resolve_weights
 from models.placement import PlacementFile, Status
-from models.plan import Plan, to_placement
+from models.plan import Plan, complete_placement, to_placement
 from models.scenario import Scenario
 from models.vnpu import VnpuPlan, compile_vnpu, vnpu_job_placements, vnpu_objective
 from solver.model.cancel import quiet
-from solver.reuse import SolveCache
+
+if TYPE_CHECKING:  # imported when used: the greedy path loads neither
+    from solver.reuse import SolveCache
 
 log = logging.getLogger("npu_place")
 
@@ -107,6 +107,7 @@ def _finish(
     solver_status: str | None = None,
     origin_first_objective: int | None = None,
     metrics: Metrics | None = None,
+    checked: PlacementFile | None = None,
 ) -> Result:
     if metrics is None:
         metrics = evaluate(problem, plan.as_mapping(), weights)
@@ -115,11 +116,13 @@ def _finish(
     if bound is not None:
         gap = max(0.0, (bound - objective) / max(1, abs(bound)))
     wall = time.perf_counter() - started
-    placement = to_placement(
-        problem, plan, engine=engine, status=status, wall_seconds=wall, objective=objective,
-        bound=bound, gap=gap, seed=seed, hits=metrics.per_job_hits,
-        candidates=metrics.per_job_candidates,
-    )
+    fields: dict[str, Any] = {
+        "engine": engine, "status": status, "wall_seconds": wall, "objective": objective,
+        "bound": bound, "gap": gap, "seed": seed, "hits": metrics.per_job_hits,
+        "candidates": metrics.per_job_candidates}
+    # ``checked``: the placement of ``plan`` the validator read (see :func:`_checked`)
+    placement = (to_placement(problem, plan, **fields) if checked is None
+                 else complete_placement(checked, **fields))
     placement.metrics = metrics.to_model()
     placement.notes = list(notes)
     return Result(engine=engine, status=status, plan=plan, metrics=metrics,
@@ -132,11 +135,19 @@ def _finish(
 
 def validated(problem: Problem, plan: Plan, engine: str) -> Plan:
     """Run the independent validator on ``plan``; raise :class:`InvalidAnswer` if broken."""
+    _checked(problem, plan, engine)
+    return plan
+
+
+def _checked(problem: Problem, plan: Plan, engine: str) -> PlacementFile:
+    """The placement of ``plan`` once the independent validator passed it (raises
+    :class:`InvalidAnswer` if broken); :func:`_finish` completes it instead of building
+    the answer's placement again."""
     placement = to_placement(problem, plan, engine=engine, status=Status.GREEDY)
     violations = check(problem, placement, include_vnpu=False)
     if violations:
         raise InvalidAnswer(engine, violations)
-    return plan
+    return placement
 
 
 #: Seconds kept at the end of a budget for returning (result assembly, stack unwinding).
@@ -155,7 +166,23 @@ def check_solve_options(time_limit: float, workers: int, seed: int,
 
 
 def _has_origin_first(problem: Problem) -> bool:
+    from heuristics.origin_first import ORIGIN_FIRST_FAMILIES
+
     return any(job.family in ORIGIN_FIRST_FAMILIES for job in problem.jobs)
+
+
+def preload(engine: str = "auto") -> None:
+    """Import the code :func:`solve` runs for ``engine`` (OR-Tools' first import is about
+    1 s cold; the greedy engine needs nothing more than this module).
+
+    :func:`solve` calls it before its budget starts, so that no import counts in the
+    budget; the caller still waits for it once.  A process that serves many calls (the
+    planning service, a benchmark) may call it when it starts.
+    """
+    if engine != "greedy":
+        importlib.import_module("solver.cpsat")
+        importlib.import_module("solver.model.vnpu")
+        importlib.import_module("heuristics.vnpu")
 
 
 def solve(
@@ -214,11 +241,9 @@ def solve(
     Result
         The validated answer with its metrics, status, bound and gap.
     """
-    if engine != "greedy":
-        # OR-Tools' first import (about 1 s cold) is paid before the budget starts, and
-        # the greedy path never loads it
-        importlib.import_module("solver.cpsat")
-        importlib.import_module("solver.model.vnpu")
+    # OR-Tools' first import (about 1 s cold) is paid before the budget starts, and the
+    # greedy path never loads it
+    preload(engine)
     started = time.perf_counter()
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
@@ -240,7 +265,11 @@ def solve(
             end = started + time_limit
             # the fallback hook sees whole answers: each fallback of the other jobs joined
             # with greedy's vNPU answer (computed once, reused by the final join)
-            vnpu_greedy = greedy_vnpu(problem) if on_fallback is not None else None
+            vnpu_greedy = None
+            if on_fallback is not None:
+                from heuristics.vnpu import greedy_vnpu
+
+                vnpu_greedy = greedy_vnpu(problem)
             hook: Callable[[Result], None] | None = None
             if on_fallback is not None:
                 def hook(main: Result) -> None:
@@ -283,7 +312,8 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     greedy_started = time.perf_counter()
     greedy_raw = greedy_plan(problem)
     greedy_seconds = time.perf_counter() - greedy_started
-    greedy = validated(problem, greedy_raw, "greedy")
+    greedy_checked = _checked(problem, greedy_raw, "greedy")
+    greedy = greedy_raw
     greedy_metrics = evaluate(problem, greedy.as_mapping(), resolved)
     # what checking and scoring an answer costs; CP-SAT's answer must leave that much
     check_cost = time.perf_counter() - greedy_started - greedy_seconds
@@ -295,18 +325,21 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
         greedy_result = _finish(problem, greedy, resolved, engine="greedy",
                                 status=Status.GREEDY, started=started, bound=None, seed=seed,
                                 notes=notes, greedy_objective=greedy_metrics.objective,
-                                metrics=greedy_metrics)
+                                metrics=greedy_metrics, checked=greedy_checked)
         _publish(on_fallback, greedy_result)
         if engine == "greedy":
             return greedy_result
     # the fallback: the better of greedy and the origin-first construction
     best, best_metrics, best_engine = greedy, greedy_metrics, "greedy"
+    best_checked: PlacementFile | None = greedy_checked
     origin_first_objective: int | None = None
     deterministic = deterministic_time is not None
     # under a wall-clock budget the construction stops at a deadline that leaves time to
     # check and score its answer (twice what greedy's took: the answer may be larger)
     construction_end = None if deterministic else deadline - 2 * check_cost
     candidate: Plan | None = None
+    from heuristics.origin_first import OutOfTime, origin_first_plan
+
     if _has_origin_first(problem) and (construction_end is None
                                        or time.perf_counter() < construction_end):
         try:
@@ -317,7 +350,7 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
         notes.append("no time for the origin-first construction after greedy")
     if candidate is not None:
         try:
-            validated(problem, candidate, "origin-first")
+            candidate_checked = _checked(problem, candidate, "origin-first")
         except InvalidAnswer as exc:
             log.error("%s; ignored", exc)
             notes.append(f"BUG: {exc}; ignored")
@@ -326,6 +359,7 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
             origin_first_objective = candidate_metrics.objective
             if candidate_metrics.objective > greedy_metrics.objective:
                 best, best_metrics, best_engine = candidate, candidate_metrics, "origin-first"
+                best_checked = candidate_checked
                 notes.append("the origin-first construction beat greedy")
     if cache is not None:
         cache.sessions += 1
@@ -336,6 +370,7 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
             # search continues from where it stopped
             if previous_metrics.objective >= best_metrics.objective:
                 best, best_metrics, best_engine = previous, previous_metrics, cache.engine
+                best_checked = None  # recall() checked it; its placement is built anew
                 cache.reused += 1
                 notes.append("warm start: the previous session's answer, still valid here")
     fallback_status = Status.GREEDY if best_engine == "greedy" else Status.FEASIBLE
@@ -344,7 +379,7 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     finish_started = time.perf_counter()
     fallback = _finish(problem, best, resolved, engine=best_engine, status=fallback_status,
                        started=started, bound=None, notes=notes, metrics=best_metrics,
-                       **common)
+                       checked=best_checked, **common)
     finish_cost = time.perf_counter() - finish_started + check_cost
     if best is not greedy:
         _publish(on_fallback, fallback)
@@ -363,22 +398,36 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
                                     "solver_status": outcome.solver_status}
 
     def fall_back(bound: int | None) -> Result:
-        return _finish(problem, best, resolved, engine=best_engine, status=fallback_status,
-                       started=started, bound=bound, notes=notes, metrics=best_metrics,
-                       solver_objective=outcome.objective, **common, **solver_extra)
+        # the fallback answer was assembled before the search: a copy with what the search
+        # added (no placement file built again at the end of the budget)
+        gap = (None if bound is None
+               else max(0.0, (bound - best_metrics.objective) / max(1, abs(bound))))
+        answer = replace(fallback, bound=bound, gap=gap, notes=list(notes),
+                         solver_objective=outcome.objective,
+                         solver_wall_seconds=outcome.wall_seconds,
+                         solver_status=outcome.solver_status)
+        answer.placement = fallback.placement.model_copy(
+            update={"bound": bound, "gap": gap, "notes": list(notes)})
+        return _stamp(answer, started)
 
     if outcome.plan is None:
         return fall_back(outcome.bound)
     if not deterministic and time.perf_counter() + finish_cost > deadline + RETURN_MARGIN_SECONDS:
         notes.append("CP-SAT's answer came too late to be checked within the budget")
-        return _stamp(fall_back(outcome.bound), started)
-    try:
-        validated(problem, outcome.plan, "cpsat")
-    except InvalidAnswer as exc:
-        log.error("%s; returning the fallback answer", exc)
-        notes.append(f"BUG: {exc}; returned the {best_engine} answer")
-        return fall_back(None)
-    solver_metrics = evaluate(problem, outcome.plan.as_mapping(), resolved)
+        return fall_back(outcome.bound)
+    # the search may hand back the fallback itself (no neighbourhood improved it): that
+    # answer was checked and scored already, and the end of the budget is no time to redo it
+    kept = outcome.plan is best
+    solver_checked: PlacementFile | None = None
+    if not kept:
+        try:
+            solver_checked = _checked(problem, outcome.plan, "cpsat")
+        except InvalidAnswer as exc:
+            log.error("%s; returning the fallback answer", exc)
+            notes.append(f"BUG: {exc}; returned the {best_engine} answer")
+            return fall_back(None)
+    solver_metrics = (best_metrics if kept
+                      else evaluate(problem, outcome.plan.as_mapping(), resolved))
     if outcome.status is Status.OPTIMAL and solver_metrics.objective != outcome.objective:
         log.error("CP-SAT objective %s differs from evaluate() %s", outcome.objective,
                   solver_metrics.objective)
@@ -404,7 +453,8 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
         return fall_back(bound)
     return _finish(problem, outcome.plan, resolved, engine="cpsat", status=outcome.status,
                    started=started, bound=bound, notes=notes, metrics=solver_metrics,
-                   solver_objective=outcome.objective, **common, **solver_extra)
+                   solver_objective=outcome.objective,
+                   checked=best_checked if kept else solver_checked, **common, **solver_extra)
 
 
 #: Share of the budget kept for the vNPU part when a scenario has both kinds of job.
@@ -425,6 +475,8 @@ def with_vnpu(problem: Problem, result: Result, engine: str, deadline: float, wo
                               resolved.subhealthy)
 
     if greedy is None:
+        from heuristics.vnpu import greedy_vnpu
+
         greedy = greedy_vnpu(problem)
     greedy_score = score(greedy)
     best, vnpu_status, vnpu_bound = greedy, Status.GREEDY, None

@@ -226,3 +226,64 @@ def test_greedy_commands_load_neither_ortools_nor_pandas(argv: list[str], tmp_pa
                           cwd=tmp_path, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "0 []"
+
+
+#: What a greedy ``plan`` must not load (issue 20, "greedy starts fast"): the strategy
+#: modules of the families the example does not have, the paths of jobs it does not have,
+#: what only CP-SAT, the service, the simulator, replays and the benchmarks use, the other
+#: subcommands' modules, and ``numpy.ma`` (which ``np.unique`` imports).
+NOT_FOR_GREEDY = ("heuristics.podlevel", "heuristics.inference", "heuristics.origin_first",
+                  "heuristics.vnpu", "heuristics.lifecycle", "solver.cpsat", "solver.lns",
+                  "solver.reuse", "solver.service", "solver.simulate", "benchmarks",
+                  "numpy.ma", "ortools", "solver.cli.bench", "solver.cli.compare",
+                  "solver.cli.examples", "solver.cli.kube_import", "solver.cli.replay",
+                  "solver.cli.schema", "solver.cli.serve", "solver.cli.simulate",
+                  "solver.cli.sweep", "solver.cli.validate")
+FAMILY_MODULES = ("heuristics.ordinary", "heuristics.superpod", "heuristics.rack",
+                  "heuristics.multilevel")
+
+
+@pytest.mark.parametrize(("example", "family_module"), [
+    ("multilevel", "heuristics.multilevel"),
+    ("superpod-850", "heuristics.superpod"),
+])
+def test_a_greedy_plan_loads_only_what_its_jobs_need(example: str, family_module: str,
+                                                     tmp_path: Path) -> None:
+    """``plan --engine greedy`` imports its own family's strategy and nothing of the list."""
+    script = (
+        "import sys, io\n"
+        "from solver.cli import main\n"
+        f"code = main(['plan', '--example', {example!r}, '--engine', 'greedy', '--seed', '0'],"
+        " io.StringIO(), io.StringIO())\n"
+        "print(code, sorted(m for m in sys.modules if m.startswith(('heuristics.', 'solver.', "
+        "'benchmarks', 'numpy.', 'ortools'))))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    code, _, listed = proc.stdout.strip().partition(" ")
+    loaded = set(ast.literal_eval(listed))
+    assert code == "0"
+    assert family_module in loaded  # the probe sees what is imported
+    unwanted = {m for m in loaded
+                if any(m == p or m.startswith(f"{p}.") for p in NOT_FOR_GREEDY)
+                or (m in FAMILY_MODULES and m != family_module)}
+    assert unwanted == set()
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["no-such-command"]])
+def test_version_and_help_load_no_library(argv: list[str], tmp_path: Path) -> None:
+    """``npu-place --version`` / ``--help`` / a misspelt command build no subcommand and
+    import neither numpy nor pydantic nor the house (issue 20)."""
+    script = (
+        "import sys, io, contextlib\n"
+        "from solver.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    code = main({argv!r}, io.StringIO(), io.StringIO())\n"
+        "print(code, sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('numpy', 'pydantic', 'yaml', 'models', 'heuristics')))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split(" ", 1)[1].strip() == "[]"

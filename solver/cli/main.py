@@ -1,10 +1,12 @@
 """The ``npu-place`` entry point: the parser of every subcommand and the error handling.
 
 Each subcommand is a module of this package with ``register(sub)`` (its options) and
-``run(args, out)`` (a thin call into the library).  Errors become exit codes here
-(:mod:`solver.doors`): 0 ok, 2 invalid input with a message naming the file, job or node
-and the field, 1 an internal error or a failed check.  No traceback is shown unless
-``NPU_PLACE_DEBUG=1``.
+``run(args, out)`` (a thin call into the library).  Only the module of the command being
+run is imported (the others are listed in ``--help`` by name and help line), so that
+``npu-place plan`` does not load what ``bench``, ``replay`` or ``serve`` need.  Errors
+become exit codes here (:mod:`solver.doors`): 0 ok, 2 invalid input with a message naming
+the file, job or node and the field, 1 an internal error or a failed check.  No
+traceback is shown unless ``NPU_PLACE_DEBUG=1``.
 """
 
 from __future__ import annotations
@@ -12,33 +14,29 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import importlib
 import os
 import sys
 import traceback
 from collections.abc import Sequence
 from typing import TextIO
 
-from heuristics.greedy import EngineNotAvailable
-from models.errors import InputError
-from models.limits import MAX_ERRORS_SHOWN, escape_text
-from solver.cli import (
-    bench,
-    compare,
-    examples,
-    kube_import,
-    plan,
-    replay,
-    schema,
-    serve,
-    simulate,
-    sweep,
-    validate,
+#: The subcommands in the order ``--help`` lists them: name, module of this package, and
+#: the help line (the same as the module's ``register`` gives; a test keeps them equal).
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("validate", "validate", "check a scenario, and optionally a placement"),
+    ("plan", "plan", "place the pending jobs of a scenario"),
+    ("compare", "compare", "greedy vs CP-SAT side by side, or the regression suite"),
+    ("simulate", "simulate", "multi-session what-if: events, placements, cache"),
+    ("replay", "replay", "replay a generated day with upstream, rfc and cpsat: image pulls, "
+                         "GB, minutes, hit rate, waits"),
+    ("bench", "bench", "solver-vs-greedy benchmark suite with reports and plots"),
+    ("import", "kube_import", "kubectl dumps or a live cluster -> a scenario"),
+    ("sweep", "sweep", "what-if grid of scenarios x overrides x engines on Dask"),
+    ("serve", "serve", "run the planning service (HTTP, loopback by default)"),
+    ("examples", "examples", "list the bundled example scenarios, or print one"),
+    ("schema", "schema", "print the JSON Schema of the scenario or placement file"),
 )
-from solver.doors import EXIT_FAILED, EXIT_INVALID, CliError
-
-#: The subcommands in the order ``--help`` lists them.
-COMMANDS = (validate, plan, compare, simulate, replay, bench, kube_import, sweep, serve,
-            examples, schema)
 
 
 #: The last line after input errors: what did not happen, in the command's words.
@@ -80,8 +78,22 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``npu-place``."""
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` runs (its first word that is not an option), if known."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if any(word == name for name, _module, _help in COMMANDS) else None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of ``npu-place``.
+
+    Parameters
+    ----------
+    command
+        Build only this subcommand's options (and import only its module); the others
+        are listed by name and help line.  ``None``: every subcommand in full; ``""``:
+        none (enough for ``--help``, ``--version`` and a misspelt command).
+    """
     parser = argparse.ArgumentParser(
         prog="npu-place",
         description="Placement engine for Ascend NPU gang jobs (greedy port + CP-SAT), "
@@ -89,8 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in COMMANDS:
-        command.register(sub)
+    for name, module, help_line in COMMANDS:
+        if command is None or name == command:
+            importlib.import_module(f"solver.cli.{module}").register(sub)
+        else:
+            sub.add_parser(name, help=help_line)
     return parser
 
 
@@ -130,12 +145,25 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     """Entry point of ``npu-place``; returns the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # without a known command (--help, --version, a usage error) no command is built
+    parser = build_parser(chosen_command(argv) or "")
     try:
         with contextlib.redirect_stderr(err):  # argparse reports usage errors on stderr
             args = parse(parser, argv)
     except SystemExit as exc:
-        return int(exc.code) if isinstance(exc.code, int) else EXIT_INVALID
+        if isinstance(exc.code, int):
+            return exc.code
+        from solver.doors import EXIT_INVALID
+
+        return EXIT_INVALID
+    # imported here, not at the top: ``--version`` and ``--help`` load no library (the
+    # command's own module has loaded these by now)
+    from heuristics.greedy import EngineNotAvailable
+    from models.errors import InputError
+    from models.limits import MAX_ERRORS_SHOWN, escape_text
+    from solver.doors import EXIT_FAILED, EXIT_INVALID, CliError
+
     try:
         with contextlib.redirect_stderr(err):  # notes of the commands go to ``err`` too
             code: int = args.run(args, out)

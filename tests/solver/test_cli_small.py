@@ -85,3 +85,25 @@ def test_upstream_text_is_quoted_and_the_message_is_spelt_right(tmp_path: Path) 
     assert '(Volcano: "sp-block(12) is not mutiple of node npu (8)")' in err
     assert err.count("mutiple") == 1
 
+
+
+def test_the_lazy_parser_lists_every_subcommand_as_the_full_one() -> None:
+    """``npu-place`` builds only the options of the command it runs (issue 20); the other
+    commands' help lines in ``main.COMMANDS`` are those their modules register."""
+    import argparse
+
+    from solver.cli.main import COMMANDS, build_parser, chosen_command
+
+    def help_lines(parser: argparse.ArgumentParser) -> dict[str, str | None]:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return {c.dest: c.help for c in sub._choices_actions}
+
+    full = build_parser()
+    assert help_lines(full) == {name: line for name, _module, line in COMMANDS}
+    for name, _module, _line in COMMANDS:
+        lazy = build_parser(name)
+        assert help_lines(lazy) == help_lines(full)
+        assert full.format_help() == lazy.format_help()
+    assert chosen_command(["--version"]) is None
+    assert chosen_command(["plan", "--example", "multilevel"]) == "plan"
+    assert chosen_command(["plna"]) is None

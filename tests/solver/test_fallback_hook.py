@@ -109,3 +109,39 @@ def test_the_worker_sends_the_facades_fallback_and_runs_greedy_once(
     final = PlacementFile.model_validate(pipe.messages[2][2])
     assert check(problem, final) == []
     assert pipe.messages[2][3]["greedy-objective"] == pipe.messages[1][3]["objective"]
+
+
+@pytest.mark.parametrize("engine", ["auto", "cpsat"])
+def test_the_fallback_handed_back_unchanged_is_not_checked_again(
+        monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
+    """When the search hands the fallback back as it is (no neighbourhood improved it), the
+    end of the budget is not spent checking, scoring and assembling it again (issue 20);
+    the answer is the fallback with the search's notes and bound, and still valid."""
+    import solver.cpsat as cpsat
+
+    problem = _example("superpod-850")
+    greedy_alone = solve(problem, engine="greedy")
+    checked: list[str] = []
+    original = facade._checked
+
+    def counted(problem: Problem, plan: Any, engine: str) -> Any:
+        checked.append(engine)
+        return original(problem, plan, engine)
+
+    def unchanged(problem: Problem, hint: Any, weights: Any, *, start: Any,
+                  **kwargs: Any) -> cpsat.CpsatOutcome:
+        return cpsat.CpsatOutcome(start, facade.Status.FEASIBLE, None, 10**12, 0.0,
+                                  ["large-neighbourhood search: 0 steps (time up)"], None,
+                                  "LNS")
+
+    monkeypatch.setattr(facade, "_checked", counted)
+    monkeypatch.setattr(cpsat, "solve_cpsat", unchanged)
+    result = solve(problem, engine=engine, time_limit=5, workers=1, seed=0)
+    assert "cpsat" not in checked and checked[0] == "greedy"
+    assert result.objective >= greedy_alone.objective
+    assert result.engine in ("greedy", "origin-first", "cpsat")
+    assert result.bound == result.placement.bound == 10**12
+    assert result.gap is not None and result.placement.gap == result.gap
+    assert "large-neighbourhood search: 0 steps (time up)" in result.placement.notes
+    assert result.placement.wall_seconds == pytest.approx(result.wall_seconds, abs=1e-5)
+    assert check(problem, result.placement) == []
