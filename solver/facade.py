@@ -207,7 +207,9 @@ def solve(
         completed with the fallback's placement and still valid, becomes the fallback and
         CP-SAT's warm start when it is at least as good (engine ``auto``/``cpsat``); the
         returned answer is remembered for the next call.  Answers then depend on the
-        history of calls, also under ``deterministic_time``.
+        history of calls, also under ``deterministic_time``.  Its built CP-SAT models are
+        reused when a build would give the same model (:mod:`solver.model.reuse`; a note
+        counts them): that changes no answer under ``deterministic_time``, only the time.
 
     Returns
     -------
@@ -340,10 +342,16 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
         return _stamp(fallback, started)
     from solver.cpsat import solve_cpsat  # loaded by solve() before the budget started
 
+    models = None if cache is None else cache.models
+    hits_before, builds_before = (0, 0) if models is None else (models.hits, models.builds)
     outcome = solve_cpsat(problem, greedy, resolved, time_limit=remaining, workers=workers,
                           seed=seed, deterministic_time=deterministic_time, start=best,
-                          recover_reserve=min(0.2 * remaining, 2 * finish_cost + 0.01))
+                          recover_reserve=min(0.2 * remaining, 2 * finish_cost + 0.01),
+                          models=models)
     notes.extend(outcome.notes)
+    if models is not None and (models.hits > hits_before or models.builds > builds_before):
+        notes.append(f"CP-SAT models: {models.hits - hits_before} reused from earlier "
+                     f"sessions, {models.builds - builds_before} built")
     solver_extra: dict[str, Any] = {"solver_wall": outcome.wall_seconds,
                                     "solver_status": outcome.solver_status}
 

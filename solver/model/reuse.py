@@ -1,0 +1,286 @@
+"""Built CP-SAT models kept between solves of a stored cluster (issue 22, item 3).
+
+A stored cluster changes a little between sessions (a few nodes' free chips or health),
+and the large-neighbourhood search (:mod:`solver.lns`) builds the same step models again
+and again: the steps a session runs from the previous session's answer are the ones the
+previous session ended with (same neighbourhood, same fixed jobs, same kept nodes), and
+within one search a sweep after the last improvement repeats the previous sweep's steps.
+:class:`ModelCache` keeps those models (a bounded number per stored cluster) and hands
+one back instead of building it again when the new build would be *identical*.
+
+What "identical" rests on
+-------------------------
+:func:`solver.cpsat.build_model` is a deterministic function of the problem, the
+weights and the step (warm start, kept nodes, fixed jobs, left-out jobs).  The
+:func:`step_digest` of a build covers all of these, except that the per-node state (free
+chips, health) is covered at full detail only on the nodes a step model can look at one
+by one, ``R`` = the kept nodes, every node of the warm start, the fixed jobs' nodes and
+every job's cached and running nodes.  The model reads the state of the other nodes only
+through counts (audited in ``solver/model/``):
+
+* ``constraints.py`` (the knapsack rows): sums over all nodes of the chips left on healthy
+  nodes, of the slots per request size, and of the whole nodes per node size;
+* ``objective.py`` (reserve): whole free nodes per super pod, and per multilevel level
+  path (``_whole_members_by_path``);
+* ``structure.py``: cells and ordinary candidates are taken from kept nodes only.
+
+Each of these is a function of how many nodes outside ``R`` of each *topology class*
+(super pod, rack, multilevel tree and level path, node size) have each (free chips,
+unhealthy) state, so the digest covers that histogram instead of the nodes themselves.
+A node outside ``R`` that turns sub-healthy, or two nodes of one class that swap their
+states, leave the digest unchanged; any other change gives another digest, and the model
+is built.  Without a kept-node mask (the whole-batch model) ``R`` is every node.  The
+problem's ``now``, names map and scenario are not read by the model and are left out, so
+a clock that moves between sessions does not defeat the cache.
+
+Should a later change to the model code read something else, the digest could miss it:
+``tests/solver/test_model_reuse.py`` rebuilds the model for random deltas and requires
+the same proto whenever the digests agree.  And a wrong model could not make a wrong
+answer: every step's answer is checked by :func:`models.check.check` and scored by
+:func:`models.objective.evaluate` on the current problem before it is accepted.
+
+A hit is the same model object: its warm start is cleared and set again by
+:func:`solver.cpsat.add_hint`, so its proto is the one a fresh build would give.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field, is_dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from models.compiled import UNHEALTHY, Problem
+from models.objective import ResolvedWeights
+from models.plan import Plan
+from solver.model.cancel import retain
+
+if TYPE_CHECKING:  # pragma: no cover
+    from solver.cpsat import BuiltModel
+
+log = logging.getLogger("npu_place.cpsat")
+
+#: Models kept per stored cluster (least recently used dropped first) ...
+MAX_MODELS = 16
+#: ... and CP-SAT variables summed over them (a 14k-variable step model of an 8,192-node
+#: 950 batch holds about 40 MB of Python objects).
+MAX_VARIABLES = 120_000
+#: Bumped whenever what :func:`step_digest` covers changes meaning.
+DIGEST_VERSION = b"model-reuse-1"
+
+
+def _feed(h: Any, value: Any) -> None:
+    """Feed ``value`` into the hash ``h`` unambiguously (type tags and lengths)."""
+    if value is None:
+        h.update(b"N")
+    elif isinstance(value, bool | np.bool_):
+        h.update(b"T" if value else b"F")
+    elif isinstance(value, Enum):
+        h.update(b"E")
+        _feed(h, value.value)
+    elif isinstance(value, int | np.integer):
+        h.update(b"i%d;" % int(value))
+    elif isinstance(value, float | np.floating):
+        h.update(b"f" + repr(float(value)).encode() + b";")
+    elif isinstance(value, str | bytes):
+        data = value.encode() if isinstance(value, str) else b"b" + value
+        h.update(b"s%d:" % len(data))
+        h.update(data)
+    elif isinstance(value, np.ndarray):
+        array = np.ascontiguousarray(value)
+        h.update(f"a{array.dtype.str}{array.shape};".encode())
+        h.update(array.tobytes())
+    elif isinstance(value, tuple | list):
+        h.update(b"(%d" % len(value))
+        for item in value:
+            _feed(h, item)
+        h.update(b")")
+    elif isinstance(value, dict):
+        h.update(b"{%d" % len(value))
+        for key in sorted(value, key=repr):
+            _feed(h, key)
+            _feed(h, value[key])
+        h.update(b"}")
+    elif isinstance(value, set | frozenset):
+        _feed(h, sorted(value, key=repr))
+    elif is_dataclass(value) and not isinstance(value, type):
+        h.update(b"D" + type(value).__name__.encode())
+        for f in dataclasses.fields(value):
+            _feed(h, f.name)
+            _feed(h, getattr(value, f.name))
+    elif isinstance(value, BaseModel):
+        h.update(b"M" + type(value).__name__.encode())
+        h.update(value.model_dump_json().encode())
+    else:  # never hash a repr that may hold an object id
+        raise TypeError(f"cannot digest a {type(value).__name__}")
+
+
+def _fixed_part(problem: Problem) -> tuple[bytes, np.ndarray]:
+    """The digest of everything but the node state and the step (topology, jobs), and
+    the topology class of every node; once per problem (``problem.memo``)."""
+    key = "model-reuse-fixed"
+    found: tuple[bytes, np.ndarray] | None = problem.memo.get(key)
+    if found is not None:
+        return found
+    h = hashlib.blake2b(digest_size=20)
+    _feed(h, DIGEST_VERSION)
+    # names as one string plus their lengths (one update, not one per node)
+    _feed(h, "".join(problem.node_names))
+    _feed(h, np.fromiter(map(len, problem.node_names), dtype=np.int64,
+                         count=problem.num_nodes))
+    _feed(h, (problem.npus, problem.super_pod, problem.rack,
+              problem.natural_order, problem.natural_pos, problem.node_tree,
+              problem.tree_names, problem.super_pod_size, problem.super_pod_size_configured,
+              problem.reserve_nodes, problem.prefer_previous_node, problem.queue))
+    _feed(h, problem.trees)
+    _feed(h, problem.jobs)
+    # topology class of each node: every column a count outside R is taken by
+    columns = [problem.npus, problem.super_pod, problem.rack, problem.node_tree]
+    member = np.zeros(problem.num_nodes, dtype=np.int64)
+    depth = max((view.depth for view in problem.trees.values()), default=0)
+    path = [np.full(problem.num_nodes, -1, dtype=np.int64) for _ in range(depth)]
+    for t, name in enumerate(problem.tree_names):
+        view = problem.trees[name]
+        mine = problem.node_tree == t
+        member[mine] = view.member[mine]
+        for i in range(view.depth):
+            path[i][mine] = np.asarray(view.level_value[i])[mine]
+    # exact class ids, one column at a time: (class so far, column) → dense id
+    classes = np.zeros(problem.num_nodes, dtype=np.int64)
+    for column in [*columns, member, *path]:
+        _, codes = np.unique(np.asarray(column, dtype=np.int64), return_inverse=True)
+        codes = np.asarray(codes, dtype=np.int64).reshape(-1)
+        _, classes = np.unique(classes * (int(codes.max(initial=0)) + 1) + codes,
+                               return_inverse=True)
+        classes = np.asarray(classes, dtype=np.int64).reshape(-1)
+    found = (h.digest(), classes)
+    problem.memo[key] = found
+    return found
+
+
+def step_digest(problem: Problem, weights: ResolvedWeights, hint: Plan | None,
+                keep: np.ndarray | None, fixed: dict[int, np.ndarray] | None,
+                skip: frozenset[int]) -> bytes:
+    """The digest of one :func:`solver.cpsat.build_model` call (see the module docstring):
+    equal digests give the same model."""
+    fixed_digest, classes = _fixed_part(problem)
+    h = hashlib.blake2b(digest_size=20)
+    h.update(fixed_digest)
+    _feed(h, weights)
+    # node indices by value (an answer recalled from the last session holds int64
+    # arrays, the search's incumbent int32 ones)
+    hint_nodes = None if hint is None else [
+        None if nodes is None else np.asarray(nodes, dtype=np.int64) for nodes in hint.nodes]
+    _feed(h, hint_nodes)
+    _feed(h, None if keep is None else np.packbits(np.asarray(keep, dtype=bool)))
+    _feed(h, None if fixed is None else {int(j): np.asarray(n, dtype=np.int64)
+                                         for j, n in fixed.items()})
+    _feed(h, skip)
+    n = problem.num_nodes
+    if keep is None:
+        seen = np.ones(n, dtype=bool)
+    else:
+        seen = np.asarray(keep, dtype=bool).copy()
+        for nodes in [*(hint_nodes or []), *(fixed or {}).values()]:
+            if nodes is not None:
+                idx = np.asarray(nodes, dtype=np.int64)
+                seen[idx[(idx >= 0) & (idx < n)]] = True
+        for job in problem.jobs:
+            for arr in (job.origin, job.running):
+                idx = np.asarray(arr, dtype=np.int64)
+                seen[idx[idx >= 0]] = True
+    inside = np.flatnonzero(seen)
+    _feed(h, inside)
+    _feed(h, np.asarray(problem.free, dtype=np.int64)[inside])
+    _feed(h, np.asarray(problem.health, dtype=np.int64)[inside])
+    outside = ~seen
+    if outside.any():
+        free = np.asarray(problem.free, dtype=np.int64)[outside]
+        unhealthy = (np.asarray(problem.health)[outside] == UNHEALTHY).astype(np.int64)
+        span = 2 * (int(free.max()) + 1)
+        states = classes[outside] * span + free * 2 + unhealthy
+        values, counts = np.unique(states, return_counts=True)
+        _feed(h, span)
+        _feed(h, values)
+        _feed(h, counts)
+    return h.digest()
+
+
+@dataclass
+class ModelCache:
+    """Built models of one stored cluster by :func:`step_digest`, bounded in number and
+    in variables (least recently used dropped first).
+
+    Attributes
+    ----------
+    hits, builds
+        Models handed back / built through this cache (over its whole life).
+    digest_seconds
+        Seconds spent computing digests.
+    """
+
+    max_models: int = MAX_MODELS
+    max_variables: int = MAX_VARIABLES
+    hits: int = 0
+    builds: int = 0
+    digest_seconds: float = 0.0
+    _models: OrderedDict[bytes, BuiltModel] = field(default_factory=OrderedDict, repr=False)
+
+    def __len__(self) -> int:
+        return len(self._models)
+
+    @property
+    def variables(self) -> int:
+        """CP-SAT variables summed over the kept models."""
+        return sum(len(b.variables.reg.variables) for b in self._models.values())
+
+    def digest(self, problem: Problem, weights: ResolvedWeights, hint: Plan | None,
+               keep: np.ndarray | None, fixed: dict[int, np.ndarray] | None,
+               skip: frozenset[int]) -> bytes | None:
+        """:func:`step_digest`, timed; ``None`` (build, keep nothing) when an input holds
+        a value the digest does not know how to cover (logged: a gap in this module)."""
+        started = time.perf_counter()
+        try:
+            return step_digest(problem, weights, hint, keep, fixed, skip)
+        except TypeError as exc:
+            log.error("model reuse: %s; the model is built and not kept", exc)
+            return None
+        finally:
+            self.digest_seconds += time.perf_counter() - started
+
+    def get(self, key: bytes, problem: Problem) -> BuiltModel | None:
+        """The model kept under ``key``, for ``problem`` (counted as a hit), or ``None``."""
+        built = self._models.get(key)
+        if built is None:
+            return None
+        self._models.move_to_end(key)
+        self.hits += 1
+        # same model; it answers for the current problem object (hints, recovery)
+        return dataclasses.replace(built, problem=problem)
+
+    def put(self, key: bytes, built: BuiltModel) -> None:
+        """Keep ``built`` under ``key``; drop the least recently used beyond the bounds."""
+        self.builds += 1
+        size = len(built.variables.reg.variables)
+        if size > self.max_variables:
+            return
+        self._models[key] = built
+        self._models.move_to_end(key)
+        total = self.variables
+        while len(self._models) > self.max_models or total > self.max_variables:
+            _, dropped = self._models.popitem(last=False)
+            total -= len(dropped.variables.reg.variables)
+            retain(dropped)  # freed at a safe time, never just before a deadline
+
+    def clear(self) -> None:
+        """Drop every kept model."""
+        for built in self._models.values():
+            retain(built)
+        self._models.clear()
