@@ -234,14 +234,14 @@ def cached_build(models: ModelCache | None, problem: Problem, weights: ResolvedW
     if models is None:
         return build_model(problem, weights, hint, keep, fixed, skip)
     started = time.perf_counter()
-    key = models.digest(problem, weights, hint, keep, fixed, skip)
-    found = None if key is None else models.get(key, problem)
+    key = models.digest(problem, hint, keep, fixed, skip)
+    found = None if key is None else models.get(key, problem, weights)
     if found is not None:
         found.build_seconds = time.perf_counter() - started
         return found
     built = build_model(problem, weights, hint, keep, fixed, skip)
     if key is not None:
-        models.put(key, built)
+        models.put(key, built, weights)
     built.build_seconds = time.perf_counter() - started
     return built
 

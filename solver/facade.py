@@ -343,15 +343,19 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     from solver.cpsat import solve_cpsat  # loaded by solve() before the budget started
 
     models = None if cache is None else cache.models
-    hits_before, builds_before = (0, 0) if models is None else (models.hits, models.builds)
+    if models is not None:
+        models.new_session()
+    before = (0, 0, 0) if models is None else (models.hits, models.carried, models.builds)
     outcome = solve_cpsat(problem, greedy, resolved, time_limit=remaining, workers=workers,
                           seed=seed, deterministic_time=deterministic_time, start=best,
                           recover_reserve=min(0.2 * remaining, 2 * finish_cost + 0.01),
                           models=models)
     notes.extend(outcome.notes)
-    if models is not None and (models.hits > hits_before or models.builds > builds_before):
-        notes.append(f"CP-SAT models: {models.hits - hits_before} reused from earlier "
-                     f"sessions, {models.builds - builds_before} built")
+    if models is not None and (models.hits, models.builds) != (before[0], before[2]):
+        carried = models.carried - before[1]
+        notes.append(f"CP-SAT models: {carried} reused from earlier sessions, "
+                     f"{models.hits - before[0] - carried} within this one, "
+                     f"{models.builds - before[2]} built")
     solver_extra: dict[str, Any] = {"solver_wall": outcome.wall_seconds,
                                     "solver_status": outcome.solver_status}
 

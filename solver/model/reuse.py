@@ -64,6 +64,7 @@ from solver.model.cancel import retain
 
 if TYPE_CHECKING:  # pragma: no cover
     from solver.cpsat import BuiltModel
+    from solver.model.variables import Lin
 
 log = logging.getLogger("npu_place.cpsat")
 
@@ -165,15 +166,13 @@ def _fixed_part(problem: Problem) -> tuple[bytes, np.ndarray]:
     return found
 
 
-def step_digest(problem: Problem, weights: ResolvedWeights, hint: Plan | None,
-                keep: np.ndarray | None, fixed: dict[int, np.ndarray] | None,
-                skip: frozenset[int]) -> bytes:
-    """The digest of one :func:`solver.cpsat.build_model` call (see the module docstring):
-    equal digests give the same model."""
+def step_digest(problem: Problem, hint: Plan | None, keep: np.ndarray | None,
+                fixed: dict[int, np.ndarray] | None, skip: frozenset[int]) -> bytes:
+    """The digest of one :func:`solver.cpsat.build_model` call but its weights (see the
+    module docstring): equal digests give the same model up to its objective's weights."""
     fixed_digest, classes = _fixed_part(problem)
     h = hashlib.blake2b(digest_size=20)
     h.update(fixed_digest)
-    _feed(h, weights)
     # node indices by value (an answer recalled from the last session holds int64
     # arrays, the search's incumbent int32 ones)
     hint_nodes = None if hint is None else [
@@ -214,6 +213,56 @@ def step_digest(problem: Problem, weights: ResolvedWeights, hint: Plan | None,
 
 
 @dataclass
+class _Kept:
+    built: BuiltModel
+    weights: ResolvedWeights
+    bound: int | None  # index of the objective's bound row, None: not re-weightable
+    session: int  # ModelCache.session it was built in
+
+
+def _bound_row(built: BuiltModel) -> int | None:
+    """The index of ``built``'s last constraint when it is the objective's bound row
+    ``objective <= best_possible`` as :func:`solver.cpsat.build_model` adds it, else
+    ``None`` (the model is then reused with the same weights only)."""
+    rows = built.model.proto.constraints
+    if not len(rows):
+        return None
+    last = len(rows) - 1
+    expected = _bound_linear(built.objective, built.best_possible)
+    return last if str(rows[last].linear) == expected else None
+
+
+def _bound_linear(objective: Lin, best: int) -> str:
+    from ortools.sat.python import cp_model  # solver/ only, and not on the greedy path
+
+    scratch = cp_model.CpModel()
+    scratch.add(objective.expr() <= best)
+    return str(scratch.proto.constraints[0].linear)
+
+
+def _reweighted(kept: _Kept, weights: ResolvedWeights) -> BuiltModel:
+    """``kept``'s model with the objective of ``weights``: the ``placed`` term, the
+    objective and the bound row are set again as a build with ``weights`` sets them
+    (every other part of the model does not depend on the weights)."""
+    from ortools.sat.python import cp_model
+
+    from solver.model.objective import placed_term
+
+    built = kept.built
+    assert kept.bound is not None
+    terms = dataclasses.replace(built.terms, placed=placed_term(built.variables, weights,
+                                                                built.pinned))
+    objective = terms.total(weights)
+    built.model.maximize(objective.expr())
+    _, best = built.variables.reg.range_of(objective)
+    scratch = cp_model.CpModel()
+    scratch.add(objective.expr() <= best)
+    built.model.proto.constraints[kept.bound].linear.copy_from(
+        scratch.proto.constraints[0].linear)
+    return dataclasses.replace(built, terms=terms, objective=objective, best_possible=best)
+
+
+@dataclass
 class ModelCache:
     """Built models of one stored cluster by :func:`step_digest`, bounded in number and
     in variables (least recently used dropped first).
@@ -222,6 +271,11 @@ class ModelCache:
     ----------
     hits, builds
         Models handed back / built through this cache (over its whole life).
+    carried
+        Of the hits, those on models built in an earlier session (:meth:`new_session`).
+    reweighted
+        Of the hits, those whose objective weights were set again (the automatic
+        weights follow counts over the whole cluster, e.g. of sub-healthy nodes).
     digest_seconds
         Seconds spent computing digests.
     """
@@ -230,57 +284,75 @@ class ModelCache:
     max_variables: int = MAX_VARIABLES
     hits: int = 0
     builds: int = 0
+    carried: int = 0
+    reweighted: int = 0
+    session: int = 0
     digest_seconds: float = 0.0
-    _models: OrderedDict[bytes, BuiltModel] = field(default_factory=OrderedDict, repr=False)
+    _models: OrderedDict[bytes, _Kept] = field(default_factory=OrderedDict, repr=False)
 
     def __len__(self) -> int:
         return len(self._models)
 
+    def new_session(self) -> None:
+        """Start counting a new solve: later hits on models built before are ``carried``."""
+        self.session += 1
+
     @property
     def variables(self) -> int:
         """CP-SAT variables summed over the kept models."""
-        return sum(len(b.variables.reg.variables) for b in self._models.values())
+        return sum(len(k.built.variables.reg.variables) for k in self._models.values())
 
-    def digest(self, problem: Problem, weights: ResolvedWeights, hint: Plan | None,
-               keep: np.ndarray | None, fixed: dict[int, np.ndarray] | None,
-               skip: frozenset[int]) -> bytes | None:
+    def digest(self, problem: Problem, hint: Plan | None, keep: np.ndarray | None,
+               fixed: dict[int, np.ndarray] | None, skip: frozenset[int]) -> bytes | None:
         """:func:`step_digest`, timed; ``None`` (build, keep nothing) when an input holds
         a value the digest does not know how to cover (logged: a gap in this module)."""
         started = time.perf_counter()
         try:
-            return step_digest(problem, weights, hint, keep, fixed, skip)
+            return step_digest(problem, hint, keep, fixed, skip)
         except TypeError as exc:
             log.error("model reuse: %s; the model is built and not kept", exc)
             return None
         finally:
             self.digest_seconds += time.perf_counter() - started
 
-    def get(self, key: bytes, problem: Problem) -> BuiltModel | None:
-        """The model kept under ``key``, for ``problem`` (counted as a hit), or ``None``."""
-        built = self._models.get(key)
-        if built is None:
+    def get(self, key: bytes, problem: Problem, weights: ResolvedWeights) -> BuiltModel | None:
+        """The model kept under ``key`` with ``weights``' objective, for ``problem``
+        (counted as a hit), or ``None``."""
+        kept = self._models.get(key)
+        if kept is None:
             return None
+        if kept.weights != weights:
+            if kept.bound is None:
+                return None
+            kept.built = _reweighted(kept, weights)
+            kept.weights = weights
+            self.reweighted += 1
         self._models.move_to_end(key)
         self.hits += 1
+        if kept.session != self.session:
+            self.carried += 1
         # same model; it answers for the current problem object (hints, recovery)
-        return dataclasses.replace(built, problem=problem)
+        return dataclasses.replace(kept.built, problem=problem)
 
-    def put(self, key: bytes, built: BuiltModel) -> None:
-        """Keep ``built`` under ``key``; drop the least recently used beyond the bounds."""
+    def put(self, key: bytes, built: BuiltModel, weights: ResolvedWeights) -> None:
+        """Keep ``built`` (built with ``weights``) under ``key``; drop the least recently
+        used beyond the bounds."""
         self.builds += 1
         size = len(built.variables.reg.variables)
-        if size > self.max_variables:
+        if size > self.max_variables or self.max_models <= 0:
             return
-        self._models[key] = built
-        self._models.move_to_end(key)
+        old = self._models.pop(key, None)
+        if old is not None:
+            retain(old.built)
+        self._models[key] = _Kept(built, weights, _bound_row(built), self.session)
         total = self.variables
         while len(self._models) > self.max_models or total > self.max_variables:
             _, dropped = self._models.popitem(last=False)
-            total -= len(dropped.variables.reg.variables)
-            retain(dropped)  # freed at a safe time, never just before a deadline
+            total -= len(dropped.built.variables.reg.variables)
+            retain(dropped.built)  # freed at a safe time, never just before a deadline
 
     def clear(self) -> None:
         """Drop every kept model."""
-        for built in self._models.values():
-            retain(built)
+        for kept in self._models.values():
+            retain(kept.built)
         self._models.clear()
