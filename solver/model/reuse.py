@@ -22,7 +22,8 @@ through counts (audited in ``solver/model/``):
   nodes, of the slots per request size, and of the whole nodes per node size;
 * ``objective.py`` (reserve): whole free nodes per super pod, and per multilevel level
   path (``_whole_members_by_path``);
-* ``structure.py``: cells and ordinary candidates are taken from kept nodes only.
+* ``structure.py``: cells and ordinary candidates are taken from kept nodes only;
+* the health of a node outside ``R`` enters only as "unhealthy or not".
 
 Each of these is a function of how many nodes outside ``R`` of each *topology class*
 (super pod, rack, multilevel tree and level path, node size) have each (free chips,
@@ -33,11 +34,22 @@ is built.  Without a kept-node mask (the whole-batch model) ``R`` is every node.
 problem's ``now``, names map and scenario are not read by the model and are left out, so
 a clock that moves between sessions does not defeat the cache.
 
+The weights are not in the digest: the automatic weights (:func:`models.objective.
+resolve_weights`) follow counts over the whole cluster, such as the number of sub-healthy
+nodes, so nearly every health change moves them.  Only the objective depends on them (the
+``placed`` term's coefficients, the weighted sum, and the bound row ``objective <=
+best_possible`` that :func:`solver.cpsat.build_model` adds last), so a model kept with
+other weights gets those three set again (:func:`_reweighted`) and is then the proto a
+build with the new weights gives.  A model whose last row is not that bound row (the
+builder changed) is reused with its own weights only.
+
 Should a later change to the model code read something else, the digest could miss it:
 ``tests/solver/test_model_reuse.py`` rebuilds the model for random deltas and requires
-the same proto whenever the digests agree.  And a wrong model could not make a wrong
-answer: every step's answer is checked by :func:`models.check.check` and scored by
-:func:`models.objective.evaluate` on the current problem before it is accepted.
+the same proto whenever the cache hands a kept (possibly re-weighted) model back.  Even
+then a wrong model could not make an invalid or a worse answer: a step's answer is
+accepted only when :func:`models.check.check` passes and
+:func:`models.objective.evaluate` on the current problem scores it higher, and the facade
+validates CP-SAT's final answer and returns its fallback when that is better.
 
 A hit is the same model object: its warm start is cleared and set again by
 :func:`solver.cpsat.add_hint`, so its proto is the one a fresh build would give.
@@ -324,8 +336,12 @@ class ModelCache:
         if kept.weights != weights:
             if kept.bound is None:
                 return None
+            # out of the cache while its proto is patched: a cancelled patch leaves
+            # nothing half-done behind
+            del self._models[key]
             kept.built = _reweighted(kept, weights)
             kept.weights = weights
+            self._models[key] = kept
             self.reweighted += 1
         self._models.move_to_end(key)
         self.hits += 1
