@@ -149,11 +149,17 @@ class ObjectiveBuilder:
         for n, var in self.mv.touched.items():
             if problem.health[n] == SUBHEALTHY:
                 terms.subhealthy.add(var)
+        terms.subhealthy.const += self.pinned_subhealthy()
+
+    def pinned_subhealthy(self) -> int:
+        """Sub-healthy nodes that pinned jobs use: the constant of the sub-healthy term
+        (:mod:`solver.model.reuse` sets it again on a kept model)."""
+        problem = self.problem
         hosts = set(self.pinned_nodes)
         for j, nodes in self.own.items():
             if not problem.jobs[j].whole_node:
                 hosts.update(int(n) for n in nodes)
-        terms.subhealthy.const += sum(1 for n in hosts if problem.health[n] == SUBHEALTHY)
+        return sum(1 for n in hosts if problem.health[n] == SUBHEALTHY)
 
     # ------------------------------------------------------------------ reserve
     def _family_use_per_cell(self, family: Family) -> dict[int, Lin]:

@@ -209,9 +209,16 @@ def step_digest(problem: Problem, hint: Plan | None, keep: np.ndarray | None,
                 idx = np.asarray(arr, dtype=np.int64)
                 seen[idx[idx >= 0]] = True
     inside = np.flatnonzero(seen)
+    health = np.asarray(problem.health, dtype=np.int64).copy()
+    hosts = _pinned_hosts(problem, hint_nodes, fixed)
+    if len(hosts):
+        # a node a fixed whole-node job uses is no cell and no candidate: its health
+        # counts only as "unhealthy or not" and in the sub-healthy term's constant,
+        # which a hit sets again (ModelCache.get)
+        health[hosts] = np.where(health[hosts] == UNHEALTHY, UNHEALTHY, -1)
     _feed(h, inside)
     _feed(h, np.asarray(problem.free, dtype=np.int64)[inside])
-    _feed(h, np.asarray(problem.health, dtype=np.int64)[inside])
+    _feed(h, health[inside])
     outside = ~seen
     if outside.any():
         free = np.asarray(problem.free, dtype=np.int64)[outside]
@@ -225,12 +232,41 @@ def step_digest(problem: Problem, hint: Plan | None, keep: np.ndarray | None,
     return h.digest()
 
 
+def _pinned_hosts(problem: Problem, hint_nodes: list[np.ndarray | None] | None,
+                  fixed: dict[int, np.ndarray] | None) -> np.ndarray:
+    """Nodes only fixed whole-node jobs use: their placed ranks' nodes, less every node
+    another job's warm start or any job's running ranks use."""
+    if not fixed:
+        return np.zeros(0, dtype=np.int64)
+    hosts: set[int] = set()
+    for j, nodes in fixed.items():
+        job = problem.jobs[int(j)]
+        if job.whole_node:
+            hosts.update(int(n) for n in job.placed_nodes(np.asarray(nodes, dtype=np.int64)))
+    for k, other in enumerate(hint_nodes or []):
+        if other is not None and k not in fixed:
+            hosts.difference_update(int(n) for n in other)
+    for job in problem.jobs:
+        hosts.difference_update(int(n) for n in job.running if n >= 0)
+    return np.asarray(sorted(hosts), dtype=np.int64)
+
+
+def _pinned_subhealthy(built: BuiltModel, problem: Problem,
+                       weights: ResolvedWeights) -> int:
+    """The sub-healthy term's constant of ``built``'s pinned jobs on ``problem``."""
+    from solver.model.objective import ObjectiveBuilder
+
+    return ObjectiveBuilder(built.variables.reg, problem, built.structure, built.variables,
+                            weights, built.pinned).pinned_subhealthy()
+
+
 @dataclass
 class _Kept:
     built: BuiltModel
     weights: ResolvedWeights
     bound: int | None  # index of the objective's bound row, None: not re-weightable
     session: int  # ModelCache.session it was built in
+    hosts_subhealthy: int  # the pinned jobs' sub-healthy nodes it was built with
 
 
 def _bound_row(built: BuiltModel) -> int | None:
@@ -253,18 +289,23 @@ def _bound_linear(objective: Lin, best: int) -> str:
     return str(scratch.proto.constraints[0].linear)
 
 
-def _reweighted(kept: _Kept, weights: ResolvedWeights) -> BuiltModel:
-    """``kept``'s model with the objective of ``weights``: the ``placed`` term, the
-    objective and the bound row are set again as a build with ``weights`` sets them
-    (every other part of the model does not depend on the weights)."""
+def _reweighted(kept: _Kept, weights: ResolvedWeights, hosts_subhealthy: int) -> BuiltModel:
+    """``kept``'s model with the objective of ``weights`` and ``hosts_subhealthy``
+    sub-healthy nodes under pinned jobs: the ``placed`` term, the sub-healthy term's
+    constant, the objective and the bound row are set again as a build sets them (every
+    other part of the model depends on neither)."""
     from ortools.sat.python import cp_model
 
     from solver.model.objective import placed_term
+    from solver.model.variables import Lin
 
     built = kept.built
     assert kept.bound is not None
-    terms = dataclasses.replace(built.terms, placed=placed_term(built.variables, weights,
-                                                                built.pinned))
+    old = built.terms.subhealthy
+    subhealthy = Lin(list(old.terms), old.const - kept.hosts_subhealthy + hosts_subhealthy)
+    terms = dataclasses.replace(
+        built.terms, placed=placed_term(built.variables, weights, built.pinned),
+        subhealthy=subhealthy)
     objective = terms.total(weights)
     built.model.maximize(objective.expr())
     _, best = built.variables.reg.range_of(objective)
@@ -287,8 +328,9 @@ class ModelCache:
     carried
         Of the hits, those on models built in an earlier session (:meth:`new_session`).
     reweighted
-        Of the hits, those whose objective weights were set again (the automatic
-        weights follow counts over the whole cluster, e.g. of sub-healthy nodes).
+        Of the hits, those whose objective was set again (the automatic weights follow
+        counts over the whole cluster, e.g. of sub-healthy nodes; a node under a fixed
+        job turned sub-healthy or healthy).
     digest_seconds
         Seconds spent computing digests.
     """
@@ -334,14 +376,15 @@ class ModelCache:
         kept = self._models.get(key)
         if kept is None:
             return None
-        if kept.weights != weights:
+        hosts = _pinned_subhealthy(kept.built, problem, weights)
+        if kept.weights != weights or kept.hosts_subhealthy != hosts:
             if kept.bound is None:
                 return None
             # out of the cache while its proto is patched: a cancelled patch leaves
             # nothing half-done behind
             del self._models[key]
-            kept.built = _reweighted(kept, weights)
-            kept.weights = weights
+            kept.built = _reweighted(kept, weights, hosts)
+            kept.weights, kept.hosts_subhealthy = weights, hosts
             self._models[key] = kept
             self.reweighted += 1
         self._models.move_to_end(key)
@@ -361,7 +404,8 @@ class ModelCache:
         old = self._models.pop(key, None)
         if old is not None:
             retain(old.built)
-        self._models[key] = _Kept(built, weights, _bound_row(built), self.session)
+        self._models[key] = _Kept(built, weights, _bound_row(built), self.session,
+                                  _pinned_subhealthy(built, built.problem, weights))
         total = self.variables
         while len(self._models) > self.max_models or total > self.max_variables:
             _, dropped = self._models.popitem(last=False)

@@ -35,10 +35,11 @@ def _problem(family: str, nodes: int = 256, jobs: int = 4, seed: int = 1) -> Pro
                                                     jobs=jobs)).scenario)
 
 
-def _first_step(problem: Problem, plan: Plan) -> tuple[np.ndarray, dict[int, np.ndarray],
-                                                       frozenset[int]]:
-    """The inputs of the large-neighbourhood search's first step from ``plan``."""
-    j = job_potential(problem, plan)[0][2]
+def _first_step(problem: Problem, plan: Plan, position: int = 0
+                ) -> tuple[np.ndarray, dict[int, np.ndarray], frozenset[int]]:
+    """The inputs of the large-neighbourhood search's first (or ``position``-th) step
+    from ``plan``."""
+    j = job_potential(problem, plan)[position][2]
     hood = [j, *_blockers(problem, plan, j)]
     fixed = {k: np.asarray(n) for k, n in enumerate(plan.nodes)
              if k not in hood and n is not None}
@@ -116,6 +117,36 @@ def test_a_kept_model_is_the_model_a_fresh_build_gives(family: str) -> None:
     assert misses > 0, (hits, misses)
     # on a3 at this size the kept units cover every node: nothing is outside
     assert hits > 0 or family == "a3", (hits, misses)
+
+
+@pytest.mark.parametrize("family", ["950", "multilevel", "a3", "850"])
+def test_a_node_under_a_fixed_job_changing_sub_health_keeps_the_model(family: str) -> None:
+    """Nodes a fixed whole-node job uses turn sub-healthy (or healthy again): the kept
+    model is handed back with its objective set again, the proto of a fresh build."""
+    problem = _problem(family, jobs=6)
+    plan = greedy_plan(problem)
+    for position in range(len(problem.jobs)):
+        step = _first_step(problem, plan, position)
+        fixed = step[1]
+        hosts = sorted({int(n) for j, nodes in fixed.items() if problem.jobs[j].whole_node
+                        for n in nodes} - {int(n) for j, nodes in enumerate(plan.nodes)
+                                           if nodes is not None and j not in fixed
+                                           for n in nodes})
+        if hosts:
+            break
+    assert hosts, "no step with a fixed whole-node job"
+    rng = random.Random(3)
+    for trial in range(4):
+        cache = ModelCache()
+        _cached(problem, cache, plan, step)
+        health = problem.health.copy()
+        for n in rng.sample(hosts, min(len(hosts), 1 + trial)):
+            health[n] = SUBHEALTHY if health[n] == HEALTHY else HEALTHY
+        changed = _with_states(problem, problem.free.copy(), health)
+        proto, hit = _cached(changed, cache, plan, step)
+        assert hit, (family, trial)
+        assert cache.reweighted == 1
+        assert proto == _proto(changed, plan, step), (family, trial)
 
 
 def test_the_whole_batch_model_is_kept_only_for_an_unchanged_problem() -> None:
