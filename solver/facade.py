@@ -344,7 +344,9 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
 
     models = None if cache is None else cache.models
     if models is not None:
-        models.new_session()
+        why = models.new_session(problem)
+        if why is not None:
+            notes.append(why)
     before = (0, 0, 0) if models is None else (models.hits, models.carried, models.builds)
     outcome = solve_cpsat(problem, greedy, resolved, time_limit=remaining, workers=workers,
                           seed=seed, deterministic_time=deterministic_time, start=best,

@@ -152,8 +152,10 @@ def _fixed_part(problem: Problem) -> tuple[bytes, np.ndarray]:
     _feed(h, (problem.npus, problem.super_pod, problem.rack,
               problem.natural_order, problem.natural_pos, problem.node_tree,
               problem.tree_names, problem.super_pod_size, problem.super_pod_size_configured,
-              problem.reserve_nodes, problem.prefer_previous_node, problem.queue))
+              problem.reserve_nodes, problem.prefer_previous_node))
     _feed(h, problem.trees)
+    topology = h.copy().digest()
+    _feed(h, problem.queue)
     _feed(h, problem.jobs)
     # topology class of each node: every column a count outside R is taken by
     columns = [problem.npus, problem.super_pod, problem.rack, problem.node_tree]
@@ -176,7 +178,15 @@ def _fixed_part(problem: Problem) -> tuple[bytes, np.ndarray]:
         classes = np.asarray(classes, dtype=np.int64).reshape(-1)
     found = (h.digest(), classes)
     problem.memo[key] = found
+    problem.memo["model-reuse-topology"] = topology
     return found
+
+
+def input_parts(problem: Problem) -> tuple[bytes, bytes]:
+    """Digests of ``problem``'s topology and of topology plus jobs (once per problem)."""
+    both, _ = _fixed_part(problem)
+    topology: bytes = problem.memo["model-reuse-topology"]
+    return topology, both
 
 
 def step_digest(problem: Problem, hint: Plan | None, keep: np.ndarray | None,
@@ -344,13 +354,33 @@ class ModelCache:
     session: int = 0
     digest_seconds: float = 0.0
     _models: OrderedDict[bytes, _Kept] = field(default_factory=OrderedDict, repr=False)
+    _last_parts: tuple[bytes, bytes] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self._models)
 
-    def new_session(self) -> None:
-        """Start counting a new solve: later hits on models built before are ``carried``."""
+    def new_session(self, problem: Problem | None = None) -> str | None:
+        """Start counting a new solve: later hits on models built before are ``carried``.
+
+        With ``problem``: why no kept model can fit it, when its nodes or jobs differ
+        from the last session's (a note for the caller), else ``None``."""
         self.session += 1
+        if problem is None:
+            return None
+        try:
+            parts = input_parts(problem)
+        except TypeError:
+            return None
+        last, self._last_parts = self._last_parts, parts
+        if last is None or not self._models:
+            return None
+        if last[0] != parts[0]:
+            return ("model reuse: the cluster's nodes changed since the last session; "
+                    "every CP-SAT model is built afresh")
+        if last[1] != parts[1]:
+            return ("model reuse: the jobs changed since the last session (a job added, "
+                    "removed or changed); every CP-SAT model is built afresh")
+        return None
 
     @property
     def variables(self) -> int:

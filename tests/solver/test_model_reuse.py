@@ -20,9 +20,11 @@ from models.objective import evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
 from solver.cpsat import build_model, cached_build, solve_cpsat
+from solver.facade import solve
 from solver.lns import _blockers, job_potential
 from solver.model.focus import neighbourhood_mask, unit_keys
 from solver.model.reuse import ModelCache, step_digest
+from solver.reuse import SolveCache
 from solver.service.app import ServiceConfig
 from solver.service.client import PlanClient
 from tests.solver.service.conftest import example, running_server
@@ -234,6 +236,23 @@ def test_the_cache_is_bounded() -> None:
     assert key is not None
     small.put(key, build_model(problem, weights, plan), weights)
     assert len(small) == 0  # larger than the whole bound: not kept
+
+
+def test_a_new_job_is_noted_and_builds_every_model() -> None:
+    scenario = example("superpod-850")
+    cache = SolveCache()
+    first = solve(compile_scenario(scenario), time_limit=60, seed=0, deterministic_time=0.3,
+                  cache=cache)
+    assert not any("model reuse:" in n for n in first.notes)
+    same = solve(compile_scenario(scenario), time_limit=60, seed=0, deterministic_time=0.3,
+                 cache=cache)
+    assert _reused(same.notes) > 0 and not any("model reuse:" in n for n in same.notes)
+    extra = scenario.jobs[-1].model_copy(update={"name": "added-job", "owner_uid": None})
+    bigger = compile_scenario(scenario.model_copy(update={"jobs": [*scenario.jobs, extra]}))
+    after = solve(bigger, time_limit=60, seed=0, deterministic_time=0.3, cache=cache)
+    assert any("model reuse: the jobs changed" in n for n in after.notes), after.notes
+    assert _reused(after.notes) == 0
+    assert check(bigger, after.placement) == []
 
 
 def _reused(notes: list[str]) -> int:
