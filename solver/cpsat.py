@@ -420,6 +420,8 @@ def solve_cpsat(
                   "".join(traceback.format_list(stack[-3:])))
         note = ("CP-SAT did not stop within its budget (it was loading or presolving a "
                 "model); the call returned without waiting, and the search ends on its own")
+        if models is not None:  # no later session may hint a model that search still reads
+            models.clear()
         published = box.get("published")
         if isinstance(published, tuple):
             plan, objective = published
