@@ -75,8 +75,10 @@ from models.plan import Plan
 from solver.model.cancel import retain
 
 if TYPE_CHECKING:  # pragma: no cover
-    from solver.cpsat import BuiltModel
     from solver.model.variables import Lin
+
+#: :class:`solver.cpsat.BuiltModel` (not imported: :mod:`solver.cpsat` imports this module)
+BuiltModel = Any
 
 log = logging.getLogger("npu_place.cpsat")
 
