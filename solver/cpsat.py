@@ -78,7 +78,7 @@ from solver.model.constraints import Constraints
 from solver.model.hints import HintError, plan_to_assignment
 from solver.model.objective import ObjectiveBuilder, ObjectiveTerms
 from solver.model.recover import recover_plan
-from solver.model.reuse import ModelCache
+from solver.model.reuse import ModelCache, plan_digest
 from solver.model.structure import Structure, build_structure
 from solver.model.variables import Lin, ModelVariables, create_variables
 
@@ -247,14 +247,27 @@ def cached_build(models: ModelCache | None, problem: Problem, weights: ResolvedW
 
 
 def add_hint(built: BuiltModel, plan: Plan) -> int:
-    """Hint every variable with the values encoding ``plan``; return the hint's objective."""
+    """Hint every variable with the values encoding ``plan``; return the hint's objective.
+
+    A kept model (:mod:`solver.model.reuse`) that already holds the hints of the same
+    plan keeps them (the same values would be set again)."""
+    model = built.model
+    own = model if isinstance(model, CancellableModel) else None
+    key = None if own is None else plan_digest(plan)
+    if own is not None and own.hinted is not None and own.hinted[0] == key:
+        return own.hinted[1]
+    if own is not None:
+        own.hinted = None  # until every hint is set
     values = plan_to_assignment(built.problem, built.structure, built.variables, plan)
-    built.model.clear_hints()
+    model.clear_hints()
     for i, var in enumerate(built.variables.reg.variables):
         if i % 2048 == 0:
             checkpoint()
-        built.model.add_hint(var, values[var.index])
-    return built.objective.value(values)
+        model.add_hint(var, values[var.index])
+    value = built.objective.value(values)
+    if own is not None and key is not None:
+        own.hinted = (key, value)
+    return value
 
 
 def better_start(problem: Problem, hint: Plan, weights: ResolvedWeights) -> Plan:

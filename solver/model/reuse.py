@@ -51,8 +51,9 @@ accepted only when :func:`models.check.check` passes and
 :func:`models.objective.evaluate` on the current problem scores it higher, and the facade
 validates CP-SAT's final answer and returns its fallback when that is better.
 
-A hit is the same model object: its warm start is cleared and set again by
-:func:`solver.cpsat.add_hint`, so its proto is the one a fresh build would give.
+A hit is the same model object: :func:`solver.cpsat.add_hint` clears its warm start and
+sets the new one, unless it holds that same plan's hints already, so its proto is the one
+a fresh build hinted with that plan would give.
 """
 
 from __future__ import annotations
@@ -191,6 +192,14 @@ def input_parts(problem: Problem) -> tuple[bytes, bytes]:
     return topology, both
 
 
+def plan_digest(plan: Plan) -> bytes:
+    """A digest of ``plan``'s nodes per rank (by value)."""
+    h = hashlib.blake2b(digest_size=20)
+    _feed(h, [None if nodes is None else np.asarray(nodes, dtype=np.int64)
+              for nodes in plan.nodes])
+    return h.digest()
+
+
 def step_digest(problem: Problem, hint: Plan | None, keep: np.ndarray | None,
                 fixed: dict[int, np.ndarray] | None, skip: frozenset[int]) -> bytes:
     """The digest of one :func:`solver.cpsat.build_model` call but its weights (see the
@@ -319,6 +328,7 @@ def _reweighted(kept: _Kept, weights: ResolvedWeights, hosts_subhealthy: int) ->
         built.terms, placed=placed_term(built.variables, weights, built.pinned),
         subhealthy=subhealthy)
     objective = terms.total(weights)
+    built.model.hinted = None  # its value was the old objective's
     built.model.maximize(objective.expr())
     _, best = built.variables.reg.range_of(objective)
     scratch = cp_model.CpModel()

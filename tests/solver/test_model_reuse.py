@@ -22,7 +22,7 @@ from models.compiled import HEALTHY, SUBHEALTHY, UNHEALTHY, Problem, compile_sce
 from models.objective import evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
-from solver.cpsat import build_model, cached_build, solve_cpsat
+from solver.cpsat import add_hint, build_model, cached_build, solve_cpsat
 from solver.facade import solve
 from solver.lns import _blockers, job_potential
 from solver.model.focus import neighbourhood_mask, unit_keys
@@ -72,6 +72,7 @@ def _cached(problem: Problem, cache: ModelCache, plan: Plan,
     hits = cache.hits
     built = cached_build(cache, problem, resolve_weights(problem), plan, *step)
     built.model.clear_hints()
+    built.model.hinted = None
     return str(built.model.proto).encode(), cache.hits > hits
 
 
@@ -152,6 +153,28 @@ def test_a_node_under_a_fixed_job_changing_sub_health_keeps_the_model(family: st
         assert hit, (family, trial)
         assert cache.reweighted == 1
         assert proto == _proto(changed, plan, step), (family, trial)
+
+
+def test_a_kept_model_hinted_with_the_same_plan_keeps_its_hints() -> None:
+    """The hints of the same plan are not set again; another plan's are, and the proto
+    is then the one a fresh build hinted with that plan gives."""
+    problem = _problem("950")
+    plan = greedy_plan(problem)
+    step = _first_step(problem, plan)
+    weights = resolve_weights(problem)
+    cache = ModelCache()
+    built = cached_build(cache, problem, weights, plan, *step)
+    first = add_hint(built, plan)
+    proto = str(built.model.proto)
+    again = cached_build(cache, problem, weights, plan, *step)
+    assert cache.hits == 1 and again.model is built.model
+    assert add_hint(again, plan) == first and str(again.model.proto) == proto
+    other = Plan([None] * len(problem.jobs), [None] * len(problem.jobs))
+    add_hint(again, other)
+    fresh = build_model(problem, weights, plan, *step)
+    add_hint(fresh, other)
+    assert str(again.model.proto) == str(fresh.model.proto)
+    assert str(again.model.proto) != proto
 
 
 def test_the_whole_batch_model_is_kept_only_for_an_unchanged_problem() -> None:
