@@ -1,32 +1,51 @@
-"""Sessions of a stored cluster with and without the last answer as the warm start.
+"""Sessions of a stored cluster: cold, with the last answer, and with kept models too.
 
 ::
 
     python -m benchmarks.session_reuse [--families 950,850] [--nodes 8192] [--sessions 6]
-                                       [--time-limit 1] [--changes 3]
+                                       [--jobs 4] [--time-limit 1] [--changes 3]
+                                       [--free-changes 0] [--deterministic-time D]
 
 For each family: a generated ``--nodes`` cluster is stored in a service worker
 (:class:`solver.service.worker.Worker`, in this process); each session applies a small
-delta through the worker (``--changes`` nodes change health) and solves the stored
-problem twice with the same budget: *warm* (``solve(..., cache=)``: the previous
-session's answer, translated and still valid, is the fallback and CP-SAT's warm start;
-:mod:`solver.reuse`) and *cold* (no cache).  Per session it reports the CP-SAT model
-build seconds and search seconds (summed over the large-neighbourhood steps, from the
-engine's debug log; whole-batch models count as one step), the share of the budget
-spent searching, and both objectives.
-Session 1 has nothing to reuse.  Wall-clock figures depend on the machine and its load.
+delta through the worker (``--changes`` nodes change health, ``--free-changes`` partly
+used nodes change their free chips) and solves the stored problem three times with the
+same budget, each variant with its own history:
+
+* *cold*: no cache;
+* *answer*: ``solve(..., cache=)`` with model reuse off (the previous session's answer,
+  translated and still valid, is the fallback and CP-SAT's warm start; :mod:`solver.reuse`);
+* *models*: the same, and the cluster's built CP-SAT models are kept and handed back when
+  a build would give the same model (:mod:`solver.model.reuse`).
+
+Per session and variant it reports the CP-SAT model build seconds and search seconds
+(summed over the large-neighbourhood steps, from the engine's debug log; whole-batch
+models count as one step; a kept model's "build" is its lookup), the share of the budget
+spent searching, the steps, the objective, the models carried over from earlier sessions /
+reused within the session / built, and the call's wall seconds.  The summary gives, per
+variant, session 1 against the mean of the following sessions, and the ratios of the
+*models* variant to the *answer* variant within this run (the machine may be shared).
+Session 1 has nothing to reuse.  Wall-clock figures depend on the machine and its load;
+``--deterministic-time`` bounds the searches by CP-SAT's deterministic time instead (the
+budget then stays a safety net of ``max(--time-limit, 60)`` s).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import random
 import sys
+import time
 from typing import Any
 
+import numpy as np
+
 from benchmarks.generators import GenParams, generate_case
+from models.check import check
+from models.compiled import Problem
 from solver.facade import solve
 from solver.reuse import SolveCache
 from solver.service.worker import DEFAULT_SOLVE, Worker
@@ -56,50 +75,117 @@ class _Pipe:
         pass
 
 
-def _timed_solve(problem: Any, time_limit: float, cache: SolveCache | None
-                 ) -> dict[str, Any]:
+def _timed_solve(problem: Any, time_limit: float, deterministic_time: float | None,
+                 cache: SolveCache | None) -> dict[str, Any]:
     steps = _Steps()
     engine_log = logging.getLogger("npu_place.cpsat")
     engine_log.addHandler(steps)
     level = engine_log.level
     engine_log.setLevel(logging.DEBUG)
+    before = (0, 0, 0) if cache is None else (cache.models.hits, cache.models.carried,
+                                              cache.models.builds)
+    started = time.perf_counter()
     try:
         result = solve(problem, engine="auto", time_limit=time_limit, workers=1, seed=0,
-                       cache=cache)
+                       deterministic_time=deterministic_time, cache=cache)
     finally:
+        wall = time.perf_counter() - started
         engine_log.setLevel(level)
         engine_log.removeHandler(steps)
-    return {"objective": result.objective, "engine": result.engine,
-            "build-s": round(steps.build, 3), "search-s": round(steps.search, 3),
-            "search-share": round(steps.search / time_limit, 3), "lns-steps": steps.steps,
-            "warm-start-reused": any("previous session" in n for n in result.notes)}
+    violations = check(problem, result.placement)
+    assert not violations, violations[0]
+    budget = time_limit if deterministic_time is None else deterministic_time
+    row: dict[str, Any] = {"objective": result.objective, "engine": result.engine,
+           "build-s": round(steps.build, 3), "search-s": round(steps.search, 3),
+           "search-share": round(steps.search / budget, 3), "lns-steps": steps.steps,
+           "wall-s": round(wall, 3),
+           "warm-start-reused": any("previous session" in n for n in result.notes)}
+    if cache is not None:
+        models = cache.models
+        carried = models.carried - before[1]
+        row["models-carried"] = carried
+        row["models-within"] = models.hits - before[0] - carried
+        row["models-built"] = models.builds - before[2]
+    return row
+
+
+def _delta(rng: random.Random, problem: Problem, changes: int, free_changes: int
+           ) -> dict[str, Any]:
+    names = problem.node_names
+    updates: dict[str, dict[str, Any]] = {}
+    for _ in range(changes):
+        name = rng.choice(names)
+        updates[name] = {"name": name, "health": rng.choice(["healthy", "subhealthy"])}
+    partly = np.flatnonzero((problem.free > 0) & (problem.free < problem.npus)).tolist()
+    for n in rng.sample(partly, min(free_changes, len(partly))):
+        free = int(problem.free[n]) + rng.choice([-1, 1])
+        free = min(max(free, 0), int(problem.npus[n]))
+        updates.setdefault(names[n], {"name": names[n]})["free"] = free
+    return {"node-updates": list(updates.values())}
+
+
+VARIANTS = ("cold", "answer", "models")
 
 
 def measure(family: str, nodes: int, sessions: int, time_limit: float, changes: int,
-            seed: int) -> dict[str, Any]:
+            seed: int, jobs: int = 4, free_changes: int = 0,
+            deterministic_time: float | None = None) -> dict[str, Any]:
     """Run the sessions of one family."""
-    scenario = generate_case(GenParams(family, nodes=nodes, seed=seed, jobs=4)).scenario
+    importlib.import_module("solver.cpsat")  # OR-Tools' first import is not a session's
+    scenario = generate_case(GenParams(family, nodes=nodes, seed=seed, jobs=jobs)).scenario
     body = json.dumps(scenario.to_dict()).encode()
     worker = Worker(_Pipe(), DEFAULT_SOLVE)  # type: ignore[arg-type]
     worker.handle("put", 0, ("bench", body, 1))
     stored = worker.clusters.get("bench")
     assert stored is not None
-    names = [n.name for n in scenario.nodes]
     rng = random.Random(seed)
-    cache = SolveCache()
+    caches: dict[str, SolveCache | None] = {"cold": None, "answer": SolveCache(),
+                                            "models": SolveCache()}
+    answer_only = caches["answer"]
+    assert answer_only is not None
+    answer_only.models.max_models = 0  # keeps nothing: answer-level reuse only
+    limit = time_limit if deterministic_time is None else max(time_limit, 60.0)
     rows = []
     for session in range(1, sessions + 1):
         if session > 1:
-            delta = {"node-updates": [{"name": rng.choice(names),
-                                       "health": rng.choice(["healthy", "subhealthy"])}
-                                      for _ in range(changes)]}
+            delta = _delta(rng, stored.snapshot.problem, changes, free_changes)
             worker.handle("patch", session, ("bench", json.dumps(delta).encode()))
         problem = stored.snapshot.problem
-        warm = _timed_solve(problem, time_limit, cache)
-        cold = _timed_solve(problem, time_limit, None)
-        rows.append({"session": session, "warm": warm, "cold": cold,
-                     "warm-minus-cold": warm["objective"] - cold["objective"]})
-    return {"family": family, "nodes": nodes, "time-limit": time_limit, "sessions": rows}
+        row: dict[str, Any] = {"session": session}
+        for variant in VARIANTS:
+            row[variant] = _timed_solve(problem, limit, deterministic_time, caches[variant])
+        row["models-minus-cold"] = row["models"]["objective"] - row["cold"]["objective"]
+        rows.append(row)
+    return {"family": family, "nodes": stored.snapshot.problem.num_nodes, "jobs": jobs,
+            "time-limit": time_limit, "deterministic-time": deterministic_time,
+            "sessions": rows, "summary": _summary(rows)}
+
+
+def _mean(values: list[float]) -> float:
+    return round(sum(values) / len(values), 4) if values else float("nan")
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    later = rows[1:]
+    for variant in VARIANTS:
+        out[variant] = {
+            key: {"first": rows[0][variant][key],
+                  "following-mean": _mean([r[variant][key] for r in later])}
+            for key in ("build-s", "search-s", "search-share", "wall-s")}
+    if later:
+        def ratio(key: str) -> float | None:
+            a = sum(r["models"][key] for r in later)
+            b = sum(r["answer"][key] for r in later)
+            return round(a / b, 3) if b else None
+        out["following-models-over-answer"] = {key: ratio(key)
+                                               for key in ("build-s", "search-s", "wall-s")}
+        out["models-carried"] = sum(r["models"]["models-carried"] for r in later)
+        out["models-built"] = sum(r["models"]["models-built"] for r in later)
+        out["models-minus-cold"] = [r["models-minus-cold"] for r in rows]
+        out["models-minus-answer"] = [r["models"]["objective"] - r["answer"]["objective"]
+                                      for r in rows]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,9 +197,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=6)
     parser.add_argument("--time-limit", type=float, default=1.0, dest="time_limit")
     parser.add_argument("--changes", type=int, default=3)
+    parser.add_argument("--free-changes", type=int, default=0, dest="free_changes")
+    parser.add_argument("--jobs", type=int, default=4)
+    parser.add_argument("--deterministic-time", type=float, default=None,
+                        dest="deterministic_time")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
-    out = [measure(f, args.nodes, args.sessions, args.time_limit, args.changes, args.seed)
+    out = [measure(f, args.nodes, args.sessions, args.time_limit, args.changes, args.seed,
+                   args.jobs, args.free_changes, args.deterministic_time)
            for f in args.families.split(",")]
     print(json.dumps(out, indent=1))
     return 0

@@ -116,6 +116,7 @@ from solver.model.hints import HintError, plan_to_assignment
 from solver.model.objective import ObjectiveBuilder, ObjectiveTerms
 from solver.model.podscope import pod_scope
 from solver.model.recover import recover_plan
+from solver.model.reuse import ModelCache, plan_digest
 from solver.model.structure import Structure, build_structure
 from solver.model.variables import Lin, ModelVariables, create_variables
 
@@ -268,15 +269,49 @@ def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = 
                       focused=keep is not None or bool(fixed) or bool(skip))
 
 
+def cached_build(models: ModelCache | None, problem: Problem, weights: ResolvedWeights,
+                 hint: Plan | None = None, keep: np.ndarray | None = None,
+                 fixed: dict[int, np.ndarray] | None = None,
+                 skip: frozenset[int] = frozenset()) -> BuiltModel:
+    """:func:`build_model`, or the identical model ``models`` kept from an earlier build
+    (:mod:`solver.model.reuse`); its ``build_seconds`` is then the lookup's."""
+    if models is None:
+        return build_model(problem, weights, hint, keep, fixed, skip)
+    started = time.perf_counter()
+    key = models.digest(problem, hint, keep, fixed, skip)
+    found = None if key is None else models.get(key, problem, weights)
+    if found is not None:
+        found.build_seconds = time.perf_counter() - started
+        return found
+    built = build_model(problem, weights, hint, keep, fixed, skip)
+    if key is not None:
+        models.put(key, built, weights)
+    built.build_seconds = time.perf_counter() - started
+    return built
+
+
 def add_hint(built: BuiltModel, plan: Plan) -> int:
-    """Hint every variable with the values encoding ``plan``; return the hint's objective."""
+    """Hint every variable with the values encoding ``plan``; return the hint's objective.
+
+    A kept model (:mod:`solver.model.reuse`) that already holds the hints of the same
+    plan keeps them (the same values would be set again)."""
+    model = built.model
+    own = model if isinstance(model, CancellableModel) else None
+    key = None if own is None else plan_digest(plan)
+    if own is not None and own.hinted is not None and own.hinted[0] == key:
+        return own.hinted[1]
+    if own is not None:
+        own.hinted = None  # until every hint is set
     values = plan_to_assignment(built.problem, built.structure, built.variables, plan)
-    built.model.clear_hints()
+    model.clear_hints()
     for i, var in enumerate(built.variables.reg.variables):
         if i % 2048 == 0:
             checkpoint()
-        built.model.add_hint(var, values[var.index])
-    return built.objective.value(values)
+        model.add_hint(var, values[var.index])
+    value = built.objective.value(values)
+    if own is not None and key is not None:
+        own.hinted = (key, value)
+    return value
 
 
 def better_start(problem: Problem, hint: Plan, weights: ResolvedWeights) -> Plan:
@@ -322,6 +357,7 @@ def solve_cpsat(
     start: Plan | None = None,
     recover_reserve: float = 0.0,
     mode: str | None = None,
+    models: ModelCache | None = None,
 ) -> CpsatOutcome:
     """Run CP-SAT warm-started from ``hint`` within ``time_limit`` wall-clock seconds.
 
@@ -357,6 +393,9 @@ def solve_cpsat(
         ``"lns"`` (large neighbourhoods only, :mod:`solver.lns`), ``"full"`` (one model
         of the whole batch), ``"hybrid"`` (the first, then the second), or ``None``:
         decide with :func:`search_mode`.
+    models
+        Built models kept between solves of a stored cluster (:mod:`solver.model.reuse`):
+        a model whose build would be identical is taken from it, new ones are added.
 
     Returns
     -------
@@ -374,7 +413,7 @@ def solve_cpsat(
             vproblem, _to_view(hint, subs), weights, time_limit=time_limit, workers=workers,
             seed=seed, deterministic_time=deterministic_time, fix_to_hint=fix_to_hint,
             start=None if start is None else _to_view(start, subs),
-            recover_reserve=recover_reserve, mode=mode)
+            recover_reserve=recover_reserve, mode=mode, models=models)
         if viewed.plan is not None:
             viewed.plan = _from_view(viewed.plan, problem, subs)
         return viewed
@@ -398,7 +437,7 @@ def solve_cpsat(
             with cancellable(token):
                 box["outcome"] = _run(problem, hint, weights, started, search_end, workers,
                                       seed, deterministic_time, fix_to_hint, start, holder,
-                                      lock, stopped, mode, box)
+                                      lock, stopped, mode, box, models)
         except BuildCancelled as exc:
             retain(exc)  # its frames hold the half-built model: freed after the deadline
             box["outcome"] = CpsatOutcome(
@@ -438,6 +477,8 @@ def solve_cpsat(
                   "".join(traceback.format_list(stack[-3:])))
         note = ("CP-SAT did not stop within its budget (it was loading or presolving a "
                 "model); the call returned without waiting, and the search ends on its own")
+        if models is not None:  # no later session may hint a model that search still reads
+            models.clear()
         published = box.get("published")
         if isinstance(published, tuple):
             plan, objective = published
@@ -561,7 +602,7 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
          search_end: float, workers: int, seed: int, deterministic_time: float | None,
          fix_to_hint: bool, start: Plan | None, holder: dict[str, cp_model.CpSolver],
          lock: threading.Lock, stopped: threading.Event, mode: str,
-         box: dict[str, object]) -> CpsatOutcome:
+         box: dict[str, object], models: ModelCache | None = None) -> CpsatOutcome:
     """Build, hint, solve and recover; runs in the worker thread of :func:`solve_cpsat`."""
     notes: list[str] = []
     if start is None:
@@ -570,14 +611,16 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
             notes.append("warm start: the origin-first construction beat greedy")
     if mode == "full":
         return _run_full(problem, hint, weights, started, search_end, workers, seed,
-                         deterministic_time, fix_to_hint, start, holder, lock, stopped, notes)
+                         deterministic_time, fix_to_hint, start, holder, lock, stopped, notes,
+                         models)
     deterministic = deterministic_time is not None
     # under a wall-clock budget the neighbourhoods go on while they improve: a capped
     # phase handed a 10 s budget's rest to a whole-batch model that, under load, found
     # less than a 5 s budget's neighbourhoods did
     limit = LNS_LIMIT_DETERMINISTIC if mode == "hybrid" and deterministic else None
     first, searched = _run_lns(problem, start, weights, started, search_end, workers, seed,
-                               deterministic_time, holder, lock, stopped, notes, box, limit)
+                               deterministic_time, holder, lock, stopped, notes, box, limit,
+                               models)
     assert first.plan is not None
     if mode == "lns" or searched.stopped_by == "budget":
         return first
@@ -602,7 +645,7 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
     try:
         outcome = _run_full(problem, hint, weights, started, search_end, workers, seed,
                             left if deterministic else None, fix_to_hint, start, holder,
-                            lock, stopped, full_notes)
+                            lock, stopped, full_notes, models)
     except BuildCancelled as exc:
         retain(exc)
         first.notes = [*full_notes, "the whole-batch model was not ready within the budget; "
@@ -620,7 +663,7 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
         # when its safety net cut the model).  Not after neighbourhoods that converged
         # (every wall-clock run): they would repeat their last sweep, step for step.
         again, _ = _run_lns(problem, first.plan, weights, started, search_end, workers,
-                            seed, None, holder, lock, stopped, [], box, None)
+                            seed, None, holder, lock, stopped, [], box, None, models)
         again.notes = [*outcome.notes, *again.notes]
         again.phases = [*outcome.phases, *again.phases]
         again.steps = [*outcome.steps, *again.steps]
@@ -640,9 +683,9 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
               search_end: float, workers: int, seed: int, deterministic_time: float | None,
               fix_to_hint: bool, start: Plan, holder: dict[str, cp_model.CpSolver],
               lock: threading.Lock, stopped: threading.Event,
-              notes: list[str]) -> CpsatOutcome:
+              notes: list[str], models: ModelCache | None = None) -> CpsatOutcome:
     """One model of the whole batch, hinted with ``start``."""
-    built = build_model(problem, weights, hint)
+    built = cached_build(models, problem, weights, hint)
     retain(built)
     hint_objective: int | None = None
     try:
@@ -708,7 +751,8 @@ def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: f
              search_end: float, workers: int, seed: int, deterministic_time: float | None,
              holder: dict[str, cp_model.CpSolver], lock: threading.Lock,
              stopped: threading.Event, notes: list[str],
-             box: dict[str, object], limit: float | None) -> tuple[CpsatOutcome, LnsResult]:
+             box: dict[str, object], limit: float | None,
+             models: ModelCache | None = None) -> tuple[CpsatOutcome, LnsResult]:
     """Large-neighbourhood search (:mod:`solver.lns`) with CP-SAT solving each step.
 
     ``limit`` caps the search (see :func:`solver.lns.large_neighbourhood_search`); the
@@ -718,7 +762,7 @@ def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: f
     def solve_step(incumbent: Plan, keep: np.ndarray, fixed: dict[int, np.ndarray],
                    skip: frozenset[int], max_seconds: float,
                    deterministic: float | None) -> tuple[Plan | None, float]:
-        built = build_model(problem, weights, incumbent, keep, fixed, skip)
+        built = cached_build(models, problem, weights, incumbent, keep, fixed, skip)
         retain(built)
         try:
             add_hint(built, incumbent)

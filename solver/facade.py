@@ -234,7 +234,9 @@ def solve(
         completed with the fallback's placement and still valid, becomes the fallback and
         CP-SAT's warm start when it is at least as good (engine ``auto``/``cpsat``); the
         returned answer is remembered for the next call.  Answers then depend on the
-        history of calls, also under ``deterministic_time``.
+        history of calls, also under ``deterministic_time``.  Its built CP-SAT models are
+        reused when a build would give the same model (:mod:`solver.model.reuse`; a note
+        counts them): that changes no answer under ``deterministic_time``, only the time.
 
     Returns
     -------
@@ -390,10 +392,22 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
         return _stamp(fallback, started)
     from solver.cpsat import solve_cpsat  # loaded by solve() before the budget started
 
+    models = None if cache is None else cache.models
+    if models is not None:
+        why = models.new_session(problem)
+        if why is not None:
+            notes.append(why)
+    before = (0, 0, 0) if models is None else (models.hits, models.carried, models.builds)
     outcome = solve_cpsat(problem, greedy, resolved, time_limit=remaining, workers=workers,
                           seed=seed, deterministic_time=deterministic_time, start=best,
-                          recover_reserve=min(0.2 * remaining, 2 * finish_cost + 0.01))
+                          recover_reserve=min(0.2 * remaining, 2 * finish_cost + 0.01),
+                          models=models)
     notes.extend(outcome.notes)
+    if models is not None and (models.hits, models.builds) != (before[0], before[2]):
+        carried = models.carried - before[1]
+        notes.append(f"CP-SAT models: {carried} reused from earlier sessions, "
+                     f"{models.hits - before[0] - carried} within this one, "
+                     f"{models.builds - before[2]} built")
     solver_extra: dict[str, Any] = {"solver_wall": outcome.wall_seconds,
                                     "solver_status": outcome.solver_status}
 

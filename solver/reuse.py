@@ -8,7 +8,10 @@ it did not place with greedy's placement, keeps only what the independent valida
 accepts, and offers it as a candidate fallback and CP-SAT warm start: the search then
 continues from where the last session stopped instead of from greedy.
 
-Only the answer is reused; the CP-SAT model itself is rebuilt every session.
+The cache also keeps the built CP-SAT models of the cluster (:attr:`SolveCache.models`,
+:mod:`solver.model.reuse`): a step model whose build would give the same model is taken
+from there instead of being built again, so following sessions spend their budget
+searching rather than building.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from models.check import check
 from models.compiled import Problem
 from models.placement import PlacementFile, Status
 from models.plan import Plan, to_placement
+from solver.model.reuse import ModelCache
 
 
 @dataclass
@@ -37,12 +41,15 @@ class SolveCache:
         Solves that used this cache.
     reused
         Of those, the ones whose warm start came from the last answer.
+    models
+        The cluster's built CP-SAT models (bounded; :mod:`solver.model.reuse`).
     """
 
     placed: dict[str, tuple[str, ...]] = field(default_factory=dict)
     engine: str = "greedy"
     sessions: int = 0
     reused: int = 0
+    models: ModelCache = field(default_factory=ModelCache)
 
     def remember(self, placement: PlacementFile) -> None:
         """Keep an answer by names (job → node per rank, placed jobs only) and the

@@ -14,7 +14,13 @@ from solver.model.cancel import checkpoint
 
 
 class CancellableModel(cp_model.CpModel):
-    """A CP-SAT model whose constraint-adding calls are checkpoints."""
+    """A CP-SAT model whose constraint-adding calls are checkpoints.
+
+    ``hinted`` names the warm start its hints hold (a digest of the plan) and that
+    start's objective value, or is ``None``; :func:`solver.cpsat.add_hint` skips setting
+    the same hints again on a kept model (:mod:`solver.model.reuse`)."""
+
+    hinted: tuple[bytes, int] | None = None
 
     def add(self, ct: Any) -> cp_model.Constraint:
         """As :meth:`CpModel.add`, after a checkpoint."""

@@ -68,6 +68,19 @@ def _whole_members_by_path(problem: Problem, tree: int) -> Counter[tuple[int, ..
     return found
 
 
+def placed_term(mv: ModelVariables, weights: ResolvedWeights,
+                pinned: dict[int, np.ndarray]) -> Lin:
+    """The ``placed`` term: each job's weight when it is placed, pinned jobs as constants.
+
+    The only term whose coefficients are weights (:mod:`solver.model.reuse` re-weights a
+    kept model with it)."""
+    lin = Lin()
+    for j, var in mv.placed.items():
+        lin.add(var, weights.job_placed[j])
+    lin.const += sum(weights.job_placed[j] for j in pinned)
+    return lin
+
+
 class ObjectiveBuilder:
     """Builds every objective term from the model's variables and the pinned jobs."""
 
@@ -113,8 +126,7 @@ class ObjectiveBuilder:
     # ------------------------------------------------------------------ simple terms
     def _placed_hits_faults(self, terms: ObjectiveTerms) -> None:
         w = self.weights
-        for j, var in self.mv.placed.items():
-            terms.placed.add(var, w.job_placed[j])
+        terms.placed = placed_term(self.mv, w, self.pinned)
         for var in self.mv.hit.values():
             terms.hits.add(var)
         for var in self.mv.fault_return.values():
@@ -123,7 +135,6 @@ class ObjectiveBuilder:
             terms.fault_returns.add(var)
         for j, nodes in self.pinned.items():
             job = self.problem.jobs[j]
-            terms.placed.const += w.job_placed[j]
             arr = np.asarray(nodes)
             on = (arr == job.origin) & (job.origin >= 0)
             terms.hits.const += int((on & ~job.fault).sum())
@@ -138,11 +149,17 @@ class ObjectiveBuilder:
         for n, var in self.mv.touched.items():
             if problem.health[n] == SUBHEALTHY:
                 terms.subhealthy.add(var)
+        terms.subhealthy.const += self.pinned_subhealthy()
+
+    def pinned_subhealthy(self) -> int:
+        """Sub-healthy nodes that pinned jobs use: the constant of the sub-healthy term
+        (:mod:`solver.model.reuse` sets it again on a kept model)."""
+        problem = self.problem
         hosts = set(self.pinned_nodes)
         for j, nodes in self.own.items():
             if not problem.jobs[j].whole_node:
                 hosts.update(int(n) for n in nodes)
-        terms.subhealthy.const += sum(1 for n in hosts if problem.health[n] == SUBHEALTHY)
+        return sum(1 for n in hosts if problem.health[n] == SUBHEALTHY)
 
     # ------------------------------------------------------------------ reserve
     def _family_use_per_cell(self, family: Family) -> dict[int, Lin]:
