@@ -218,6 +218,25 @@ def test_cli_json_plot_and_save_state(tmp_path: Path) -> None:
     assert load_scenario(state).now == data["sessions"][-1]["now"]
 
 
+def test_cli_deterministic_time_reaches_every_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``simulate --deterministic-time D`` bounds each session's solve (it used to be
+    accepted and ignored: every session ran on the wall clock)."""
+    import solver.simulate.session as session
+
+    seen: list[float | None] = []
+    real = session.solve
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs.get("deterministic_time"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(session, "solve", spy)
+    code, _, err = run_cli("simulate", str(RFC), str(RFC_EVENTS), "--engine", "greedy",
+                           "--deterministic-time", "0.5")
+    assert code == 0, err
+    assert seen and all(d == 0.5 for d in seen)
+
+
 def test_cli_table(tmp_path: Path) -> None:
     code, out, _ = run_cli("simulate", str(RFC), str(RFC_EVENTS), "--engine", "greedy")
     assert code == 0
