@@ -739,19 +739,46 @@ def dask_client(scheduler: str | None = None, workers: int | None = None,
     # worker holds only the cell it runs, so no innocent cell dies with it
     with dask.config.set({"distributed.scheduler.allowed-failures": 1,
                           "distributed.scheduler.worker-saturation": 1.0}):
-        if scheduler == INPROCESS:
-            cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                   dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
-        else:
-            cluster = LocalCluster(n_workers=workers or cores,
-                                   threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
-        client = Client(cluster)
+        try:
+            if scheduler == INPROCESS:
+                cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                       dashboard_address="127.0.0.1:0",
+                                       silence_logs=logging.ERROR)
+            else:
+                cluster = LocalCluster(n_workers=workers or cores,
+                                       threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address="127.0.0.1:0",
+                                       silence_logs=logging.ERROR)
+            client = Client(cluster)
+        except KeyboardInterrupt:
+            _abandon_starting_clusters()
+            raise
     try:
         yield client
     finally:
         client.close()
         cluster.close()
+
+
+def _abandon_starting_clusters() -> None:
+    """Ctrl-C while a local cluster starts: stop what has started, quietly.
+
+    The interrupt leaves half-started nannies behind; distributed's own exit hook then
+    tries to close them and prints an ``AssertionError: Status.init`` traceback, and the
+    nannies' failed start tasks print "Nanny failed to start" tracebacks: noise that
+    looks like a crash after the CLI's one "interrupted" line.  The worker processes are
+    daemonic children and end with this process.
+    """
+    import atexit
+
+    from distributed.deploy.spec import SpecCluster, close_clusters
+
+    for name in ("distributed", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    for cluster in list(SpecCluster._instances):
+        with contextlib.suppress(Exception):  # a half-started cluster cannot close cleanly
+            cluster.close(timeout=5)
+    atexit.unregister(close_clusters)
 
 
 def describe_client(client: Any) -> str:
