@@ -338,7 +338,7 @@ class SimulatedCluster:
                     elif hit:
                         released = self._release(sim, sorted(sim.placed))
                         sim.fault = set(hit)
-                        parts.append(f"{sim.name} rescheduled (fault ranks {listing(hit)}, "
+                        parts.append(f"{sim.name} rescheduled (fault ranks {listing(hit)}; "
                                      f"{released} pods released)")
         return f"node {event.node}: " + "; ".join(parts)
 

@@ -190,7 +190,7 @@ def test_fault_eviction_and_unhealthy_node_mark_fault_ranks() -> None:
     report = simulate(small(jobs, nodes=3), events, engine="greedy")
     assert report.sessions[0].placed[0].nodes == ["n1", "n2"]
     s2 = report.sessions[1]
-    assert "fault ranks 0," in s2.events[0] and "[" not in s2.events[0]
+    assert "(fault ranks 0; 2 pods released)" in s2.events[0] and "[" not in s2.events[0]
     assert s2.placed[0].nodes == ["n3", "n2"] and s2.placed[0].hits == 1
     s3 = report.sessions[2].placed[0]
     assert s3.nodes == ["n3", "n1"] and s3.moved == 1 and s3.fault_returns == 0
