@@ -1440,7 +1440,14 @@ def run_sweep(grid_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
         ResultsFile(results, grid.fieldnames(), keep).close()
     else:
         progress = Progress(out, len(cells), tty and show_progress)
-        with dask_client(scheduler, workers, workers_option) as client:
+        with contextlib.ExitStack() as stack:
+            try:
+                client = stack.enter_context(dask_client(scheduler, workers, workers_option))
+            except KeyboardInterrupt:  # Ctrl-C while the cluster starts: one message
+                progress.close()
+                err.write(f"interrupted while the Dask cluster started: no cell was run "
+                          f"({count} of {len(cells)} cells were finished before)\n")
+                return 130
             where = describe_client(client)
             ready = time.perf_counter()
             writer = ResultsFile(results, grid.fieldnames(), keep)

@@ -9,12 +9,18 @@ traceback.  ``dask_client`` now closes what started before the interrupt goes on
 from __future__ import annotations
 
 import atexit
+import contextlib
+import io
 import logging
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmarks import sweep
+from solver.cli import main
+from tests.benchmarks.test_sweep import GRID, _write_grid
 
 
 def test_an_interrupt_while_the_cluster_starts_closes_it(
@@ -44,3 +50,22 @@ def test_an_interrupt_while_the_cluster_starts_closes_it(
             [c.status for c in started]
     finally:
         atexit.register(close_clusters)  # the handler unregisters distributed's hook
+
+
+def test_sweep_interrupted_while_its_cluster_starts_says_so_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One line that says what happened (it was a bare "interrupted"), exit 130."""
+
+    @contextlib.contextmanager
+    def starting(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        raise KeyboardInterrupt
+        yield  # pragma: no cover - a generator for contextmanager
+
+    monkeypatch.setattr(sweep, "dask_client", starting)
+    grid = _write_grid(tmp_path, GRID)
+    err = io.StringIO()
+    assert main(["sweep", str(grid), "--out", str(tmp_path / "out"), "--no-progress"],
+                err=err) == 130
+    assert err.getvalue().splitlines() == [
+        "interrupted while the Dask cluster started: no cell was run (0 of 8 cells were "
+        "finished before)"], err.getvalue()
