@@ -47,7 +47,6 @@ import csv
 import difflib
 import glob
 import hashlib
-import inspect
 import io
 import json
 import logging
@@ -593,12 +592,8 @@ def _simulate_columns(scenario: Any, events: Any, cell: Cell) -> dict[str, str]:
                               "workers": cell.cpsat_workers, "seed": cell.seed,
                               "scenario_source": cell.source.label,
                               "events_source": "events"}
-    note = ""
     if cell.deterministic_time is not None:
-        if "deterministic_time" in inspect.signature(simulate).parameters:
-            kwargs["deterministic_time"] = cell.deterministic_time
-        else:
-            note = "simulate has no deterministic time limit: only the wall-clock limit applied"
+        kwargs["deterministic_time"] = cell.deterministic_time
     report = simulate(scenario, events, **kwargs)
     totals = report.totals()
     placed = sum(len(s.placed) for s in report.sessions)
@@ -609,9 +604,8 @@ def _simulate_columns(scenario: Any, events: Any, cell: Cell) -> dict[str, str]:
         "achievable-origin-hits": str(totals["achievable"]),
         "hit-rate": _ratio(int(totals["hits"]), int(totals["candidates"])),
         "fault-returns": str(totals["fault-returns"]),
-        "note": "; ".join(x for x in (note, f"pending after the last session: "
-                                      f"{totals['pending-after-last']}, image pulls avoided: "
-                                      f"{totals['pulls-avoided-gb']} GB") if x),
+        "note": f"pending after the last session: {totals['pending-after-last']}, image "
+                f"pulls avoided: {totals['pulls-avoided-gb']} GB",
     }
 
 
@@ -745,19 +739,46 @@ def dask_client(scheduler: str | None = None, workers: int | None = None,
     # worker holds only the cell it runs, so no innocent cell dies with it
     with dask.config.set({"distributed.scheduler.allowed-failures": 1,
                           "distributed.scheduler.worker-saturation": 1.0}):
-        if scheduler == INPROCESS:
-            cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                   dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
-        else:
-            cluster = LocalCluster(n_workers=workers or cores,
-                                   threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
-        client = Client(cluster)
+        try:
+            if scheduler == INPROCESS:
+                cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                       dashboard_address="127.0.0.1:0",
+                                       silence_logs=logging.ERROR)
+            else:
+                cluster = LocalCluster(n_workers=workers or cores,
+                                       threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address="127.0.0.1:0",
+                                       silence_logs=logging.ERROR)
+            client = Client(cluster)
+        except KeyboardInterrupt:
+            _abandon_starting_clusters()
+            raise
     try:
         yield client
     finally:
         client.close()
         cluster.close()
+
+
+def _abandon_starting_clusters() -> None:
+    """Ctrl-C while a local cluster starts: stop what has started, quietly.
+
+    The interrupt leaves half-started nannies behind; distributed's own exit hook then
+    tries to close them and prints an ``AssertionError: Status.init`` traceback, and the
+    nannies' failed start tasks print "Nanny failed to start" tracebacks: noise that
+    looks like a crash after the CLI's one "interrupted" line.  The worker processes are
+    daemonic children and end with this process.
+    """
+    import atexit
+
+    from distributed.deploy.spec import SpecCluster, close_clusters
+
+    for name in ("distributed", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    for cluster in list(SpecCluster._instances):
+        with contextlib.suppress(Exception):  # a half-started cluster cannot close cleanly
+            cluster.close(timeout=5)
+    atexit.unregister(close_clusters)
 
 
 def describe_client(client: Any) -> str:
@@ -1419,7 +1440,14 @@ def run_sweep(grid_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
         ResultsFile(results, grid.fieldnames(), keep).close()
     else:
         progress = Progress(out, len(cells), tty and show_progress)
-        with dask_client(scheduler, workers, workers_option) as client:
+        with contextlib.ExitStack() as stack:
+            try:
+                client = stack.enter_context(dask_client(scheduler, workers, workers_option))
+            except KeyboardInterrupt:  # Ctrl-C while the cluster starts: one message
+                progress.close()
+                err.write(f"interrupted while the Dask cluster started: no cell was run "
+                          f"({count} of {len(cells)} cells were finished before)\n")
+                return 130
             where = describe_client(client)
             ready = time.perf_counter()
             writer = ResultsFile(results, grid.fieldnames(), keep)

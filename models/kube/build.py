@@ -98,7 +98,7 @@ from models.kube.nodes import (
 )
 from models.kube.source import Diagnostics, describe
 from models.kube.vnpu import VnpuGroup, vnpu_job, vnpu_node
-from models.limits import MAX_FILE_BYTES, escape_text
+from models.limits import MAX_FILE_BYTES, escape_text, listing
 from models.scenario import (
     DEFAULT_CACHE_TTL_SECONDS,
     Config,
@@ -606,8 +606,8 @@ class ClusterImport:
                         if health.get(node) is Health.UNHEALTHY
                         or set(spec.bound_chips.get(rank, ())) & bad_chips.get(node, set()))
         if faults:
-            diag.warn(spec.obj, f"running ranks {faults} sit on an unhealthy node or chip: "
-                      "upstream's rescheduler will restart the job; a running job has no "
+            diag.warn(spec.obj, f"running ranks {listing(faults)} sit on an unhealthy node or "
+                      "chip: upstream's rescheduler will restart the job; a running job has no "
                       "fault ranks in a scenario (simulate can evict it with fault: true)")
 
     def _pending(self, spec: JobSpec, cache: _Cache,
@@ -617,8 +617,8 @@ class ClusterImport:
         running = {r: n for r, n in sorted(spec.bound.items()) if n in health}
         lost = sorted(r for r in spec.bound if r not in running)
         if lost:
-            diag.warn(spec.obj, f"ranks {lost} run on nodes that are not imported: planned "
-                      "as pending ranks")
+            diag.warn(spec.obj, f"ranks {listing(lost)} run on nodes that are not imported: "
+                      "planned as pending ranks")
         if spec.owner is not None:
             for (owner, rank), entry in cache.items():
                 if (owner == spec.owner and rank < spec.tasks
@@ -642,7 +642,7 @@ class ClusterImport:
             item["running-ranks"] = running
             sick = sorted(r for r, n in running.items() if health.get(n) is Health.UNHEALTHY)
             if sick:
-                diag.warn(spec.obj, f"running ranks {sick} sit on an unhealthy node: kept "
+                diag.warn(spec.obj, f"running ranks {listing(sick)} sit on an unhealthy node: kept "
                           "where they are (the rescheduler has not deleted them yet)")
         job = _validated(Job, item, spec.obj, _JOB_FIELDS, diag)
         if job is None:

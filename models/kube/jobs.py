@@ -23,7 +23,14 @@ from typing import Any
 
 from models.kube.nodes import NPU_RESOURCES, OTHER_ASCEND_RESOURCES, parse_count
 from models.kube.source import Diagnostics, describe, parse_json_field, string_map
-from models.limits import MAX_ABS_INT, MAX_NAME_CHARS, MAX_PRIORITY, check_text, escape_text
+from models.limits import (
+    MAX_ABS_INT,
+    MAX_NAME_CHARS,
+    MAX_PRIORITY,
+    check_text,
+    escape_text,
+    listing,
+)
 from models.scenario import A3_SUPERPOD_POLICIES, Family, Policy, family_of
 
 #: What Go's ``strconv.Atoi`` accepts (digits with an optional sign).
@@ -554,8 +561,9 @@ def job_spec(group: JobGroup, classes: PriorityClasses, diag: Diagnostics) -> Jo
         counts = Counter(p.request for p in npu_pods)
         npu_per_task = max(counts)
         if len(counts) > 1:
-            diag.warn(group.obj, f"pods request different NPU counts {sorted(counts)}: the "
-                      f"scenario has one npu-per-task; {npu_per_task} used")
+            diag.warn(group.obj, f"pods request different NPU counts "
+                      f"{listing(sorted(counts))}: the scenario has one npu-per-task; "
+                      f"{npu_per_task} used")
         working = [p for p in npu_pods if p.phase != "Failed"]
         tasks = len(working) or len(npu_pods)  # failed pods stand in until recreated
     else:  # a PodGroup whose pods are not created yet: minMember and minResources

@@ -53,8 +53,11 @@ def register(sub: Any) -> None:
                    help="CP-SAT random seed (default 0)")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="--seeds: Dask scheduler address (default: a local cluster)")
-    p.add_argument("--workers", type=positive_int, metavar="N",
-                   help="--seeds: worker processes of the local cluster (default: the cores)")
+    p.add_argument("--dask-workers", type=positive_int, metavar="N", dest="dask_workers",
+                   help="--seeds: Dask worker processes of the local cluster (default: the "
+                        "cores), as in sweep and bench")
+    p.add_argument("--workers", type=positive_int, metavar="N", dest="legacy_workers",
+                   help="deprecated name of --dask-workers")
     p.add_argument("--no-plots", action="store_true", help="no PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
@@ -69,6 +72,18 @@ def _written(out: TextIO, title: str, rows: list[dict[str, Any]], outdir: Path,
               f"wrote {outdir}/summary.csv, sessions.csv, report.md"
               f"{', pulled-gb.png, hit-rate.png' if plots else ''}\n")
     return EXIT_OK
+
+
+def _dask_workers(args: argparse.Namespace, err: TextIO) -> tuple[int | None, str]:
+    """The local cluster's worker processes and the option that gave them (``--workers``
+    is the deprecated name: elsewhere it means CP-SAT search workers)."""
+    if args.legacy_workers is None:
+        return args.dask_workers, "--dask-workers"
+    if args.dask_workers is not None:
+        raise CliError("give --dask-workers only (--workers is its deprecated name)")
+    err.write("note: replay --workers is deprecated, use --dask-workers (Dask worker "
+              "processes; --workers of plan and compare is CP-SAT threads)\n")
+    return args.legacy_workers, "--workers"
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) -> int:
@@ -108,7 +123,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) -> int
         from benchmarks.sweep import dask_client, describe_client
 
         seeds = api.parse_seeds(args.seeds)
-        with dask_client(args.scheduler, args.workers) as client:
+        workers, option = _dask_workers(args, err)
+        with dask_client(args.scheduler, workers, option) as client:
             result = api.replay_many(spec, seeds, options, client, outdir, command=command,
                                      runner=describe_client(client), stream=err,
                                      progress=progress)

@@ -37,7 +37,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     scenario = scenario_from_data(read_document(args.scenario), scenario_source)
     events = read_document(args.events)
     report = simulate(scenario, events, engine=args.engine, time_limit=args.time_limit,
-                      workers=args.workers, seed=args.seed, scenario_source=scenario_source,
+                      workers=args.workers, seed=args.seed,
+                      deterministic_time=args.deterministic_time, scenario_source=scenario_source,
                       events_source=events_source)
     text = report.render_table() if fmt == "table" else dump_data(report.to_dict(), fmt)
     try:

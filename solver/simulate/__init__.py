@@ -114,6 +114,7 @@ def simulate(
     workers: int = 1,
     seed: int = 0,
     *,
+    deterministic_time: float | None = None,
     scenario_source: str = "<scenario>",
     events_source: str = "<events>",
     progress: Callable[[SessionReport], None] | None = None,
@@ -130,6 +131,9 @@ def simulate(
         ``greedy``, ``cpsat`` or ``auto`` (passed to :func:`solver.facade.solve`).
     time_limit, workers, seed
         Per-session solver settings.
+    deterministic_time
+        Per-session bound on CP-SAT's deterministic time (``None``: the wall-clock
+        ``time_limit`` only), as in :func:`solver.facade.solve`.
     scenario_source, events_source
         File names used in messages and in the report.
     progress
@@ -153,7 +157,7 @@ def simulate(
     sim = SimulatedCluster(scenario, scenario_source, events_source)
     reports = []
     for spec in sessions:
-        report = run_session(sim, spec, engine, time_limit, workers, seed)
+        report = run_session(sim, spec, engine, time_limit, workers, seed, deterministic_time)
         reports.append(report)
         if progress is not None:
             progress(report)

@@ -271,21 +271,21 @@ class SimulatedCluster:
                 event = event.model_copy(update={"ranks": [r for r in event.ranks
                                                            if r in sim.placed]})
                 if not event.ranks:
-                    return (f"evict {sim.name}: ranks {idle} are not running in this run; "
+                    return (f"evict {sim.name}: ranks {listing(idle)} are not running in this run; "
                             "nothing to evict")
         if event.fault and sim.pod_level:
             assert event.ranks
             self._release(sim, sorted(event.ranks))
             sim.fault |= set(event.ranks)
             sim.pending_sessions = 0
-            return (f"evict {sim.name}: ranks {event.ranks} failed; pod-level rescheduling: "
-                    f"only they are deleted, {len(sim.placed)} pods keep running")
+            return (f"evict {sim.name}: ranks {listing(event.ranks)} failed; pod-level "
+                    f"rescheduling: only they are deleted, {len(sim.placed)} pods keep running")
         if event.fault:
             assert event.ranks
             released = self._release(sim, sorted(sim.placed))
             sim.fault = set(event.ranks)
-            return (f"evict {sim.name}: ranks {event.ranks} failed; the job is rescheduled "
-                    f"(job level: {released} pods released, cache kept)")
+            return (f"evict {sim.name}: ranks {listing(event.ranks)} failed; the job is "
+                    f"rescheduled (job level: {released} pods released, cache kept)")
         if event.ranks and self._family(sim) is Family.ORDINARY:
             released = self._release(sim, sorted(event.ranks))
             return f"evict {sim.name}: ranks {span_text(sorted(event.ranks))} released, cache kept"
@@ -341,12 +341,13 @@ class SimulatedCluster:
                         self._release(sim, hit)
                         sim.fault |= set(hit)
                         sim.pending_sessions = 0
-                        parts.append(f"{sim.name}: pod-level rescheduling of fault ranks {hit}")
+                        parts.append(f"{sim.name}: pod-level rescheduling of fault ranks "
+                                     f"{listing(hit)}")
                     elif hit:
                         released = self._release(sim, sorted(sim.placed))
                         sim.fault = set(hit)
-                        parts.append(f"{sim.name} rescheduled (fault ranks {hit}, {released} "
-                                     "pods released)")
+                        parts.append(f"{sim.name} rescheduled (fault ranks {listing(hit)}; "
+                                     f"{released} pods released)")
         return f"node {event.node}: " + "; ".join(parts)
 
     def escalate(self, sim: SimJob) -> list[int]:

@@ -17,6 +17,7 @@ from models.limits import (
     Name,
     check_text,
     escape_text,
+    listing,
 )
 from models.scenario import MAX_NODE_NPUS, Health, Job, Scenario, VnpuJob
 from models.validation import InputError, derive_shape
@@ -49,14 +50,14 @@ class EvictEvent(EventBase):
             raise ValueError("ranks is empty: omit it to evict the whole job")
         bad = [r for r in value if r < 0]
         if bad:
-            raise ValueError(f"ranks {bad} are negative")
+            raise ValueError(f"ranks {listing(bad)} are negative")
         if len(set(value)) != len(value):
             raise ValueError("a rank is listed twice")
         return value
 
     def describe(self) -> str:
-        what = f"ranks {self.ranks}" if self.ranks else "all ranks"
-        return f"evict {self.job} ({what}{', fault' if self.fault else ''})"
+        what = f"ranks {listing(self.ranks)}" if self.ranks else "all ranks"
+        return f"evict {self.job} ({what}{'; fault' if self.fault else ''})"
 
 
 class DeleteJobEvent(EventBase):

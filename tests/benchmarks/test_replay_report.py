@@ -129,6 +129,23 @@ def test_cli_bad_options_exit_2(argv: list[str], tmp_path: Path) -> None:
     assert err.getvalue().startswith("error: ")
 
 
+def test_cli_dask_workers_is_the_local_cluster_and_workers_its_old_name(
+        tmp_path: Path) -> None:
+    """``--workers`` means CP-SAT threads in plan; replay's Dask processes are
+    ``--dask-workers`` (as in sweep and bench), ``--workers`` still works with a note."""
+    base = ["replay", "--example", "sharing-850", "--seeds", "0-1", "--out", str(tmp_path)]
+    out, err = io.StringIO(), io.StringIO()
+    assert main([*base, "--dask-workers", "100000"], out, err) == 2
+    assert "--dask-workers 100000: a local cluster takes 1 to" in err.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    assert main([*base, "--workers", "100000"], out, err) == 2
+    assert "replay --workers is deprecated, use --dask-workers" in err.getvalue()
+    assert "--workers 100000: a local cluster takes 1 to" in err.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    assert main([*base, "--workers", "2", "--dask-workers", "2"], out, err) == 2
+    assert "deprecated name" in err.getvalue()
+
+
 def test_examples_lists_the_days() -> None:
     out = io.StringIO()
     assert main(["examples"], out, io.StringIO()) == 0

@@ -68,7 +68,7 @@ def test_the_series_becomes_sessions(tmp_path: Path) -> None:
                         "node node-4: health healthy",
                         f"scale {serve} to 1", f"submit {batch} (1 x 8 NPUs)"]
     assert lines[2] == ["advance 600 s", f"delete-job {batch}", f"scale {serve} to 2",
-                        f"evict {train} (ranks [0, 1])"]
+                        f"evict {train} (ranks 0, 1)"]
     assert day.elapsed == [0, 600, 1200]
     assert day.jobs[serve].image == "registry/serve:1"
     assert day.jobs[train].image_size_gb == pytest.approx(30.0)

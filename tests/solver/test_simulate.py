@@ -164,6 +164,22 @@ def test_restart_rebuilds_the_cache_from_running_pods() -> None:
     assert s2.placed[0].ranks == [2]
 
 
+def test_event_lines_list_ranks_as_a_person_reads_them() -> None:
+    """Event lines name ranks as ``1, 2``, never as a Python list ``[1, 2]``."""
+    jobs = [{"name": "train", "owner-uid": "pt-1", "tasks": 2, "npu-per-task": 8}]
+    events: list[Any] = [
+        [],
+        [{"evict": "train", "ranks": [0, 1], "fault": True}],
+        [{"evict": "train", "ranks": [0, 1]}],
+    ]
+    report = simulate(small(jobs, nodes=3), events, engine="greedy")
+    lines = [line for s in report.sessions for line in s.events]
+    assert "evict train: ranks 0, 1 failed; the job is rescheduled" in lines[0]
+    assert all("[" not in line for line in lines), lines
+    text = report.render_table()
+    assert "ranks 0, 1 failed" in text and "ranks [" not in text
+
+
 def test_fault_eviction_and_unhealthy_node_mark_fault_ranks() -> None:
     jobs = [{"name": "train", "owner-uid": "pt-1", "tasks": 2, "npu-per-task": 8}]
     events: list[Any] = [
@@ -174,7 +190,7 @@ def test_fault_eviction_and_unhealthy_node_mark_fault_ranks() -> None:
     report = simulate(small(jobs, nodes=3), events, engine="greedy")
     assert report.sessions[0].placed[0].nodes == ["n1", "n2"]
     s2 = report.sessions[1]
-    assert "fault ranks [0]" in s2.events[0]
+    assert "(fault ranks 0; 2 pods released)" in s2.events[0] and "[" not in s2.events[0]
     assert s2.placed[0].nodes == ["n3", "n2"] and s2.placed[0].hits == 1
     s3 = report.sessions[2].placed[0]
     assert s3.nodes == ["n3", "n1"] and s3.moved == 1 and s3.fault_returns == 0
@@ -200,6 +216,25 @@ def test_cli_json_plot_and_save_state(tmp_path: Path) -> None:
     assert data["totals"]["hit-rate"] == pytest.approx(25 / 26, abs=1e-6)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert load_scenario(state).now == data["sessions"][-1]["now"]
+
+
+def test_cli_deterministic_time_reaches_every_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``simulate --deterministic-time D`` bounds each session's solve (it used to be
+    accepted and ignored: every session ran on the wall clock)."""
+    import solver.simulate.session as session
+
+    seen: list[float | None] = []
+    real = session.solve
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs.get("deterministic_time"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(session, "solve", spy)
+    code, _, err = run_cli("simulate", str(RFC), str(RFC_EVENTS), "--engine", "greedy",
+                           "--deterministic-time", "0.5")
+    assert code == 0, err
+    assert seen and all(d == 0.5 for d in seen)
 
 
 def test_cli_table(tmp_path: Path) -> None:

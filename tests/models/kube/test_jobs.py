@@ -252,7 +252,7 @@ def test_running_ranks_on_unhealthy_node_or_chip_are_warned() -> None:
     pod = find(objects, "Pod", "hurt-worker-1")
     pod["metadata"]["annotations"]["huawei.com/AscendReal"] = "npu-4,npu-5,npu-6,npu-7"
     warnings = run(objects).warnings
-    assert any("ml/hurt-" in w and "running ranks [0, 1]" in w for w in warnings)
+    assert any("ml/hurt-" in w and "running ranks 0, 1 sit" in w for w in warnings)
     assert not any("ml/fine-" in w for w in warnings)
 
 
