@@ -108,11 +108,11 @@ def parse_affinity_config(text: str | None) -> tuple[tuple[int, ...] | None, lis
 
 
 def sample(values: list[int] | list[str], limit: int = 10) -> str:
-    """``[a, b, c]``, or the first ``limit`` values and how many more."""
+    """``0, 1, 2`` (names quoted: ``'a', 'b'``), or the first ``limit`` values and how
+    many more; never a Python list."""
     if len(values) <= limit:
-        return str(list(values))
-    shown = ", ".join(str(v) for v in values[:limit])
-    return f"[{shown}, ... ({len(values) - limit} more)]"
+        return listing(values)
+    return f"{listing(values[:limit])}, ... ({len(values) - limit} more)"
 
 
 def _not_multiple_of_node(sp_npus: int, node_npus: int) -> str:
