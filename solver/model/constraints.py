@@ -20,6 +20,8 @@ from solver.model.variables import (
 
 #: Add :meth:`Constraints.aggregate_capacity` (switch kept for measurement).
 AGGREGATE_ROWS = True
+#: Add :meth:`Constraints.explicit_take_links` (switch kept for measurement).
+LINK_ROWS = True
 
 
 class Constraints:
@@ -54,6 +56,8 @@ class Constraints:
             self.leaf_cells(j, js)
             self.domain_capacity_cuts(j, js)
             self.ub_memory(j, js)
+            if LINK_ROWS:
+                self.explicit_take_links(j, js)
         self.cell_capacity()
         if AGGREGATE_ROWS:
             self.aggregate_capacity()
@@ -193,6 +197,33 @@ class Constraints:
                 count = group_count(self.mv, js, li, d)
                 if len(count.terms) > 1 or self.structure.domains[d].kind != js.kinds[-1]:
                     self.model.add(count.expr() <= js.max_groups[d])
+
+    def explicit_take_links(self, j: int, js: JobStructure) -> None:
+        """An explicit leaf group takes a small cell only when it sits in the cell's domain.
+
+        ``take[j, g, c] <= min(size, |c|) · x[j, g, d]`` for every cell ``c`` of a preferred
+        domain ``d`` of leaf group ``g`` with fewer nodes than the group (origin and fault
+        cells are single nodes).  Implied for integer solutions (``x = 0`` leaves the
+        domain's takes at 0, ``x = 1`` bounds a take by the cell); when the cell holds a
+        whole group it is implied by :meth:`leaf_cells` even in the LP.  Stated because
+        without it the LP spreads a group over its preferred domains (``x = 1/4`` in each
+        of four) and takes the origin node in every one of them, so every origin counts as
+        a hit in the bound (multilevel batches: hundreds of hits above any answer).
+        """
+        mv = self.mv
+        size = js.sizes[js.leaf_level]
+        eligible = set(js.eligible_cells)
+        cells = self.structure.cells
+        domains = self.structure.domains
+        for gid in js.by_level[js.leaf_level]:
+            for d in js.groups[gid].pref_domains:
+                x = mv.explicit[(j, gid, d)]
+                for c in domains[d].cells:
+                    if c not in eligible or cells[c].size >= size:
+                        continue
+                    take = mv.cell_take.get((j, gid, c))
+                    if take is not None:
+                        self.model.add(take <= cells[c].size * x)
 
     def ub_memory(self, j: int, js: JobStructure) -> None:
         """A UB-memory job sits in one UB-memory domain (16 consecutive racks)."""
