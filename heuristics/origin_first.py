@@ -26,7 +26,7 @@ import numpy as np
 from heuristics.state import ClusterState
 from models.check import check
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
-from models.objective import evaluate, resolve_weights
+from models.objective import ResolvedWeights, evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import Family
@@ -282,7 +282,8 @@ def _check_deadline(deadline: float | None) -> None:
         raise OutOfTime
 
 
-def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = None) -> Plan:
+def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = None,
+                      weights: ResolvedWeights | None = None) -> Plan:
     """Re-place the hard super-pod and 950 jobs and the ordinary jobs of ``base``
     origin-first.
 
@@ -297,7 +298,8 @@ def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = Non
     then in queue order: the sort is stable), and the better
     valid plan of the two by the objective is returned: a large job of low priority that
     needs whole racks (``950-n4096-batch10-s0``: 128 rack windows of 8) is otherwise left
-    out because earlier jobs' windows of one node break the racks it needs.
+    out because earlier jobs' windows of one node break the racks it needs.  ``weights``
+    score the two (default: the problem's automatic weights).
     """
     redo = [j for j in problem.queue
             if problem.jobs[j].family in (Family.SUPERPOD, Family.RACK)
@@ -307,19 +309,20 @@ def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = Non
     left_out = [j for j in redo if plan.nodes[j] is None]
     if not left_out:
         return plan
-    # second pass: the left-out jobs, then the largest windows (whole racks) first
+    # second pass: the left-out jobs, then the largest windows (whole racks) first; past
+    # the deadline the first pass's plan stands
     order = sorted(redo, key=lambda j: (j not in left_out, -_window(problem.jobs[j])))
-    again = _origin_first_pass(problem, base, order, deadline)
-    placements = [to_placement(problem, p, engine="origin-first", status=Status.GREEDY)
-                  for p in (plan, again)]
-    if check(problem, placements[1], include_vnpu=False):
+    try:
+        again = _origin_first_pass(problem, base, order, deadline)
+        _check_deadline(deadline)
+    except OutOfTime:
         return plan
-    if check(problem, placements[0], include_vnpu=False):
-        return again
-    weights = resolve_weights(problem)
-    first = evaluate(problem, plan.as_mapping(), weights).objective
-    second = evaluate(problem, again.as_mapping(), weights).objective
-    return again if second > first else plan
+    weights = weights or resolve_weights(problem)
+    if (evaluate(problem, again.as_mapping(), weights).objective
+            <= evaluate(problem, plan.as_mapping(), weights).objective):
+        return plan
+    placement = to_placement(problem, again, engine="origin-first", status=Status.GREEDY)
+    return plan if check(problem, placement, include_vnpu=False) else again
 
 
 def _window(job: JobView) -> int:

@@ -246,7 +246,7 @@ def better_start(problem: Problem, hint: Plan, weights: ResolvedWeights) -> Plan
     if check(problem, to_placement(problem, hint, engine="hint", status=Status.GREEDY),
              include_vnpu=False):
         return hint
-    candidate = origin_first_plan(problem, hint)
+    candidate = origin_first_plan(problem, hint, weights=weights)
     placement = to_placement(problem, candidate, engine="origin-first", status=Status.GREEDY)
     if check(problem, placement, include_vnpu=False):
         log.error("origin-first construction produced an invalid plan; ignored")
