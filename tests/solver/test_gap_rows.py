@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from ortools.linear_solver import pywraplp
+from ortools.sat.python import cp_model
 
 from models.check import check
 from models.compiled import Problem, compile_scenario
@@ -110,3 +111,34 @@ def test_link_rows_bound_the_hits_of_a_group_split_over_racks(
     problem = _split_origins()
     built = build_model(problem, resolve_weights(problem))
     assert lp_max_hits(built) == pytest.approx(hits)
+
+
+@pytest.mark.parametrize(("multilevel", "follows"), [(True, False), (False, True)])
+def test_whole_batch_search_follows_the_hint_except_on_multilevel_batches(
+    multilevel: bool, follows: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # multilevel batches take the warm start as the first solution only (CP-SAT's
+    # use_optimization_hints off); other families keep branching towards it
+    import solver.cpsat as engine
+
+    seen: list[bool] = []
+
+    class Spy(cp_model.CpSolver):
+        def solve(self, model: cp_model.CpModel, *args: Any, **kwargs: Any) -> Any:
+            seen.append(bool(self.parameters.use_optimization_hints))
+            return super().solve(model, *args, **kwargs)
+
+    monkeypatch.setattr(engine.cp_model, "CpSolver", Spy)
+    if multilevel:
+        problem = _split_origins()
+    else:
+        problem = compile_scenario(Scenario.model_validate({
+            "now": NOW, "config": {"super-pod-size": 8, "reserve-nodes": 0},
+            "nodes": [{"name": f"n{k}", "npus": 8, "free": 8, "super-pod-id": 0}
+                      for k in range(4)],
+            "jobs": [{"name": "A", "policy": "chip8-node8-sp", "tasks": 2, "npu-per-task": 8,
+                      "sp-block": 16}],
+        }))
+    result = solve(problem, engine="cpsat", time_limit=20.0, workers=1, seed=0)
+    assert result.status is Status.OPTIMAL
+    assert seen and all(flag is follows for flag in seen)
