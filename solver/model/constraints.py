@@ -59,8 +59,6 @@ class Constraints:
             if LINK_ROWS:
                 self.explicit_take_links(j, js)
         self.cell_capacity()
-        if LINK_ROWS:
-            self.filled_domains()
         if AGGREGATE_ROWS:
             self.aggregate_capacity()
         self.node_level_jobs()
@@ -226,54 +224,6 @@ class Constraints:
                     take = mv.cell_take.get((j, gid, c))
                     if take is not None:
                         self.model.add(take <= cells[c].size * x)
-
-    def filled_domains(self) -> None:
-        """A leaf domain that one leaf group fills exactly holds nothing else beside it.
-
-        When a leaf domain ``d`` (rack, multilevel level1 domain) has exactly as many free
-        nodes as a leaf group (block, rack window, level1 group) of some jobs, and all of
-        them are eligible for those jobs, a group of theirs in ``d`` takes every node of
-        ``d``: ``use(c) + |c| · Σ groups in d <= |c|`` for each cell ``c`` of ``d``, where
-        ``use(c)`` is every other job's use of ``c``.  Implied for integer solutions (the
-        groups are whole: at most one fits, and it leaves nothing); stated because the LP
-        otherwise puts half a window of 8 in a rack and gives its other half to another
-        job's cached nodes, so the bound counts both the window and those hits
-        (``950-n4096-batch10-s0``: 134 windows of 8 for 151 whole racks).
-        """
-        mv, structure = self.mv, self.structure
-        cells, domains = structure.cells, structure.domains
-        fillers: dict[int, list[tuple[int, Lin]]] = defaultdict(list)
-        for j, js in structure.jobs.items():
-            leaf = js.leaf_level
-            eligible = set(js.eligible_cells)
-            for d in js.candidates[leaf]:
-                inside = domains[d].cells
-                if (sum(cells[c].size for c in inside) == js.sizes[leaf]
-                        and all(c in eligible for c in inside)):
-                    fillers[d].append((j, group_count(mv, js, leaf, d)))
-        if not fillers:
-            return
-        use: dict[int, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
-        for (j, _, c), var in mv.cell_take.items():
-            use[c].append((j, var))
-        for (j, c), var in mv.pool_take.items():
-            use[c].append((j, var))
-        for n, var in mv.touched.items():
-            owner = structure.cell_of.get(n)
-            if owner is not None:
-                use[owner].append((-1, var))
-        for d, fill in sorted(fillers.items()):
-            jobs = {j for j, _ in fill}
-            for c in domains[d].cells:
-                others = [var for j, var in use.get(c, ()) if j not in jobs]
-                if not others:
-                    continue
-                row = Lin()
-                for var in others:
-                    row.add(var)
-                for _, count in fill:
-                    row.plus(count, cells[c].size)
-                self.model.add(row.expr() <= cells[c].size)
 
     def ub_memory(self, j: int, js: JobStructure) -> None:
         """A UB-memory job sits in one UB-memory domain (16 consecutive racks)."""
