@@ -39,10 +39,14 @@ class Constraints:
         The model's variables.
     pinned_use
         Chips per node already used by pinned jobs.
+    bound_rows
+        Add the rows that only tighten the LP bound (:meth:`explicit_take_links`); off
+        for focused models (large-neighbourhood steps), which report no bound.
     """
 
     def __init__(self, model: cp_model.CpModel, problem: Problem, structure: Structure,
-                 mv: ModelVariables, pinned_use: np.ndarray) -> None:
+                 mv: ModelVariables, pinned_use: np.ndarray, bound_rows: bool = True) -> None:
+        self.bound_rows = bound_rows
         self.model = model
         self.problem = problem
         self.structure = structure
@@ -56,7 +60,7 @@ class Constraints:
             self.leaf_cells(j, js)
             self.domain_capacity_cuts(j, js)
             self.ub_memory(j, js)
-            if LINK_ROWS:
+            if LINK_ROWS and self.bound_rows:
                 self.explicit_take_links(j, js)
         self.cell_capacity()
         if AGGREGATE_ROWS:
