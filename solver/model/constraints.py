@@ -210,9 +210,13 @@ class Constraints:
         cells are single nodes).  Implied for integer solutions (``x = 0`` leaves the
         domain's takes at 0, ``x = 1`` bounds a take by the cell); when the cell holds a
         whole group it is implied by :meth:`leaf_cells` even in the LP.  Stated because
-        without it the LP spreads a group over its preferred domains (``x = 1/4`` in each
-        of four) and takes the origin node in every one of them, so every origin counts as
-        a hit in the bound (multilevel batches: hundreds of hits above any answer).
+        without it the LP spreads a group over its preferred domains (``x = 1/2`` in each
+        of two) and takes the origin node in both, so both origins count as hits in the
+        bound.  Measured effect on the LP of the linear rows, most origin hits with every
+        job placed: multilevel-n1024-batch8-d3-s2 185 → 182.5 (best answer found 177),
+        950-n4096-batch10-s0 1022.3 → 1021.3: small on the suite, whose batch gaps came
+        mostly from weak answers (see ``FREE_SEARCH_FAMILIES`` in :mod:`solver.cpsat` and
+        the origin-first second pass).  Only in the whole-batch model (``bound_rows``).
         """
         mv = self.mv
         size = js.sizes[js.leaf_level]
