@@ -142,3 +142,19 @@ def test_whole_batch_search_follows_the_hint_except_on_multilevel_batches(
     result = solve(problem, engine="cpsat", time_limit=20.0, workers=1, seed=0)
     assert result.status is Status.OPTIMAL
     assert seen and all(flag is follows for flag in seen)
+
+
+def test_link_rows_are_left_out_of_focused_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a large-neighbourhood step reports no bound: the rows would only change its path
+    import solver.model.constraints as rules
+
+    problem = _split_origins()
+    weights = resolve_weights(problem)
+    everything = np.ones(problem.num_nodes, dtype=bool)
+    whole = len(build_model(problem, weights).model.proto.constraints)
+    focused = len(build_model(problem, weights, keep=everything).model.proto.constraints)
+    monkeypatch.setattr(rules, "LINK_ROWS", False)
+    without = len(build_model(problem, weights).model.proto.constraints)
+    # cells a0, a1 in rack r0 and b0, b1 in rack r1: one row each
+    assert whole - without == 4
+    assert focused == without
