@@ -24,8 +24,11 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from heuristics.state import ClusterState
+from models.check import check
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
-from models.plan import Plan
+from models.objective import ResolvedWeights, evaluate, resolve_weights
+from models.placement import Status
+from models.plan import Plan, to_placement
 from models.scenario import Family
 
 #: Families whose jobs the construction re-places.
@@ -279,7 +282,8 @@ def _check_deadline(deadline: float | None) -> None:
         raise OutOfTime
 
 
-def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = None) -> Plan:
+def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = None,
+                      weights: ResolvedWeights | None = None) -> Plan:
     """Re-place the hard super-pod and 950 jobs and the ordinary jobs of ``base``
     origin-first.
 
@@ -288,14 +292,50 @@ def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = Non
     ``deadline`` (``time.perf_counter()`` value) the construction raises
     :class:`OutOfTime` when it passes it (checked between jobs and between the steps of a
     job, so it overruns by one job's step at most).
+
+    The re-placed jobs go in queue order.  When that leaves one of them out, a second
+    pass places the left-out jobs first, then the others by window size (largest first,
+    then in queue order: the sort is stable), and the better
+    valid plan of the two by the objective is returned: a large job of low priority that
+    needs whole racks (``950-n4096-batch10-s0``: 128 rack windows of 8) is otherwise left
+    out because earlier jobs' windows of one node break the racks it needs.  ``weights``
+    score the two (default: the problem's automatic weights).
     """
-    plan = Plan([None if n is None else n.copy() for n in base.nodes], list(base.reasons))
-    state = ClusterState.initial(problem)
-    # node-level and other-family jobs keep their places
     redo = [j for j in problem.queue
             if problem.jobs[j].family in (Family.SUPERPOD, Family.RACK)
             and problem.jobs[j].whole_node and not problem.jobs[j].soft
             and not problem.jobs[j].ub_memory and not problem.jobs[j].partly_running]
+    plan = _origin_first_pass(problem, base, redo, deadline)
+    left_out = [j for j in redo if plan.nodes[j] is None]
+    if not left_out:
+        return plan
+    # second pass: the left-out jobs, then the largest windows (whole racks) first; past
+    # the deadline the first pass's plan stands
+    order = sorted(redo, key=lambda j: (j not in left_out, -_window(problem.jobs[j])))
+    try:
+        again = _origin_first_pass(problem, base, order, deadline)
+        _check_deadline(deadline)
+    except OutOfTime:
+        return plan
+    weights = weights or resolve_weights(problem)
+    if (evaluate(problem, again.as_mapping(), weights).objective
+            <= evaluate(problem, plan.as_mapping(), weights).objective):
+        return plan
+    placement = to_placement(problem, again, engine="origin-first", status=Status.GREEDY)
+    return plan if check(problem, placement, include_vnpu=False) else again
+
+
+def _window(job: JobView) -> int:
+    """Nodes of one rack window (950) or block (super pod) of a re-placed job."""
+    return job.tp_block if job.family is Family.RACK else job.sp_block
+
+
+def _origin_first_pass(problem: Problem, base: Plan, redo: list[int],
+                       deadline: float | None) -> Plan:
+    """One pass of :func:`origin_first_plan`, re-placing the jobs ``redo`` in that order."""
+    plan = Plan([None if n is None else n.copy() for n in base.nodes], list(base.reasons))
+    state = ClusterState.initial(problem)
+    # node-level and other-family jobs keep their places
     for j, nodes in enumerate(plan.nodes):
         if nodes is not None and j not in redo:
             state.commit(problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)

@@ -345,7 +345,7 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     if _has_origin_first(problem) and (construction_end is None
                                        or time.perf_counter() < construction_end):
         try:
-            candidate = origin_first_plan(problem, greedy, construction_end)
+            candidate = origin_first_plan(problem, greedy, construction_end, resolved)
         except OutOfTime:
             notes.append("no time to finish the origin-first construction after greedy")
     elif _has_origin_first(problem):

@@ -27,6 +27,8 @@ from solver.model.variables import (
 
 #: Add :meth:`Constraints.aggregate_capacity` (switch kept for measurement).
 AGGREGATE_ROWS = True
+#: Add :meth:`Constraints.explicit_take_links` (switch kept for measurement).
+LINK_ROWS = True
 
 
 class Constraints:
@@ -44,10 +46,14 @@ class Constraints:
         The model's variables.
     pinned_use
         Chips per node already used by pinned jobs.
+    bound_rows
+        Add the rows that only tighten the LP bound (:meth:`explicit_take_links`); off
+        for focused models (large-neighbourhood steps), which report no bound.
     """
 
     def __init__(self, model: cp_model.CpModel, problem: Problem, structure: Structure,
-                 mv: ModelVariables, pinned_use: np.ndarray) -> None:
+                 mv: ModelVariables, pinned_use: np.ndarray, bound_rows: bool = True) -> None:
+        self.bound_rows = bound_rows
         self.model = model
         self.problem = problem
         self.structure = structure
@@ -61,6 +67,8 @@ class Constraints:
             self.leaf_cells(j, js)
             self.domain_capacity_cuts(j, js)
             self.ub_memory(j, js)
+            if LINK_ROWS and self.bound_rows:
+                self.explicit_take_links(j, js)
         self.cell_capacity()
         if AGGREGATE_ROWS:
             self.aggregate_capacity()
@@ -201,6 +209,37 @@ class Constraints:
                 count = group_count(self.mv, js, li, d)
                 if len(count.terms) > 1 or self.structure.domains[d].kind != js.kinds[-1]:
                     self.model.add(count.expr() <= js.max_groups[d])
+
+    def explicit_take_links(self, j: int, js: JobStructure) -> None:
+        """An explicit leaf group takes a small cell only when it sits in the cell's domain.
+
+        ``take[j, g, c] <= min(size, |c|) · x[j, g, d]`` for every cell ``c`` of a preferred
+        domain ``d`` of leaf group ``g`` with fewer nodes than the group (origin and fault
+        cells are single nodes).  Implied for integer solutions (``x = 0`` leaves the
+        domain's takes at 0, ``x = 1`` bounds a take by the cell); when the cell holds a
+        whole group it is implied by :meth:`leaf_cells` even in the LP.  Stated because
+        without it the LP spreads a group over its preferred domains (``x = 1/2`` in each
+        of two) and takes the origin node in both, so both origins count as hits in the
+        bound.  Measured effect on the LP of the linear rows, most origin hits with every
+        job placed: multilevel-n1024-batch8-d3-s2 185 → 182.5 (best answer found 177),
+        950-n4096-batch10-s0 1022.3 → 1021.3: small on the suite, whose batch gaps came
+        mostly from weak answers (see ``FREE_SEARCH_FAMILIES`` in :mod:`solver.cpsat` and
+        the origin-first second pass).  Only in the whole-batch model (``bound_rows``).
+        """
+        mv = self.mv
+        size = js.sizes[js.leaf_level]
+        eligible = set(js.eligible_cells)
+        cells = self.structure.cells
+        domains = self.structure.domains
+        for gid in js.by_level[js.leaf_level]:
+            for d in js.groups[gid].pref_domains:
+                x = mv.explicit[(j, gid, d)]
+                for c in domains[d].cells:
+                    if c not in eligible or cells[c].size >= size:
+                        continue
+                    take = mv.cell_take.get((j, gid, c))
+                    if take is not None:
+                        self.model.add(take <= cells[c].size * x)
 
     def ub_memory(self, j: int, js: JobStructure) -> None:
         """A UB-memory job sits in one UB-memory domain (16 consecutive racks)."""

@@ -128,3 +128,32 @@ def test_windows_with_most_origins_go_home_first() -> None:
     assert evaluate(problem, plan.as_mapping()).origin_hits == 2
     names_of = [problem.node_names[int(n)] for n in plan.nodes[0]]  # type: ignore[union-attr]
     assert names_of[2:] == ["b0", "b1"]
+
+
+def test_a_left_out_job_gets_a_second_pass_that_places_it_first() -> None:
+    # Rack 0 (a0..a3) is the only whole rack; rack 1 has two free nodes (x0, x1).  Job A
+    # (queue first, windows of one node) ran on a0, a1 and goes home first, which breaks
+    # rack 0, so job B (one window of a whole rack) is left out.  The second pass places
+    # B first (rack 0) and A on rack 1: both placed, which scores better than A's hits.
+    names = ["a0", "a1", "a2", "a3", "x0", "x1", "x2", "x3"]
+    nodes: list[dict[str, Any]] = [
+        {"name": name, "npus": 8, "free": 0 if name in ("x2", "x3") else 8,
+         "super-pod-id": 0, "rack-id": 0 if k < 4 else 1} for k, name in enumerate(names)]
+    problem = compile_scenario(Scenario.model_validate({
+        "now": NOW, "config": {"super-pod-size": 16, "reserve-nodes": 0}, "nodes": nodes,
+        "affinity-cache": {"entries": [{"owner-uid": "a", "rank": r, "node": n,
+                                        "updated": NOW}
+                                       for r, n in enumerate(["a0", "a1"])]},
+        "jobs": [
+            {"name": "A", "owner-uid": "a", "policy": "chip8-node8-ra64-sp", "tasks": 2,
+             "npu-per-task": 8, "sp-block": 16, "ra-block": 8, "priority": 10},
+            {"name": "B", "owner-uid": "b", "policy": "chip8-node8-ra64-sp", "tasks": 4,
+             "npu-per-task": 8, "sp-block": 32, "ra-block": 32},
+        ],
+    }))
+    plan = origin_first_plan(problem, greedy_plan(problem))
+    assert check(problem, to_placement(problem, plan, engine="of", status=Status.GREEDY)) == []
+    a, b = problem.job_index["A"], problem.job_index["B"]
+    assert plan.nodes[a] is not None and plan.nodes[b] is not None
+    assert sorted(problem.node_names[int(n)] for n in plan.nodes[b]) == ["a0", "a1", "a2", "a3"]
+    assert sorted(problem.node_names[int(n)] for n in plan.nodes[a]) == ["x0", "x1"]
