@@ -5,6 +5,7 @@ CP-SAT: 1 worker, seed 0, deterministic budgets (the time limits are safety nets
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -108,3 +109,26 @@ def test_a_greedy_plan_has_no_models_header() -> None:
         assert "x-models-reused" not in response.headers
         text = client.metrics()
         assert "npu_place_cpsat_models_built_total{" not in text
+
+
+def test_a_solve_answered_without_its_counts_is_still_counted() -> None:
+    """The answer went out with greedy's plan at its deadline (no header); the solve's
+    final answer arrives later and its models are counted all the same."""
+    config = ServiceConfig(warmup=False, kill_grace=30.0,
+                           solve="tests.solver.service.faults:late_with_models")
+    with running_server(config) as (url, _), PlanClient(url) as client:
+        response = client.request("POST", "/v1/plan", params={"time-limit": "0.5"},
+                                  content=body(example("superpod-850")),
+                                  headers={"content-type": "application/json"})
+        assert response.headers["x-plan-source"] == "greedy-fallback"
+        assert "x-models-reused" not in response.headers
+        built = 0.0
+        for _ in range(200):  # until the late final answer has arrived (at most 20 s)
+            samples = _samples(client.metrics())
+            built = _metric(samples, "npu_place_cpsat_models_built_total", plan="stateless")
+            if built:
+                break
+            time.sleep(0.1)
+        assert built == 3
+        assert _metric(samples, "npu_place_cpsat_models_reused_total", plan="stateless",
+                       scope="this-solve") == 2
