@@ -24,6 +24,11 @@ run (so the check does not compete for CPU).
 started with its default flags (or ``--workers``/``--queue``) and reports how many were
 answered, how late, and how long they waited in the service's queue.
 
+``--token-file FILE`` (every mode) sends ``Authorization: Bearer <token>`` with every
+request, for a service started with ``npu-place serve --token-file``; a server this module
+starts itself gets the same ``--token-file``, so the protected path is what is measured.
+A token the service refuses (401) ends the run at its first request, with exit status 2.
+
 All print a table and can write JSON (``--out FILE``).  Every figure depends on the
 machine and its load; the README quotes runs on a shared 2-core machine.
 """
@@ -56,7 +61,8 @@ from models.io import load_scenario
 from models.placement import PlacementFile
 from models.scenario import Scenario
 from solver.doors import CliError, example_path
-from solver.service.client import AsyncPlanClient, PlanClient
+from solver.service.auth import AccessSetupError, load_token
+from solver.service.client import AsyncPlanClient, PlanClient, ServiceError
 
 DEFAULT_FAMILIES = ("850", "950", "a3", "multilevel", "ordinary")
 
@@ -268,12 +274,13 @@ class LoadReport:
 
 async def _client(idx: int, client: AsyncPlanClient, cases: list[Case], limits: list[float],
                   stop_at: float, budget: list[int], report: LoadReport, keep: list[Any],
-                  check_every: int, stateful: bool, rng: random.Random) -> None:
+                  check_every: int, stateful: bool, rng: random.Random,
+                  token: str | None = None) -> None:
     cluster = f"load-{idx}"
     names: list[str] = []
     if stateful:
         base = cases[rng.randrange(len(cases))]
-        await asyncio.to_thread(_put, client, cluster, base)
+        await asyncio.to_thread(_put, client, cluster, base, token)
         names = [n.name for n in base.scenario.nodes]
     while time.monotonic() < stop_at and budget[0] > 0:
         budget[0] -= 1
@@ -314,21 +321,23 @@ async def _client(idx: int, client: AsyncPlanClient, cases: list[Case], limits: 
             await asyncio.sleep(min(2.0, float(retry) if retry.isdigit() else 1.0) / 4)
 
 
-def _put(client: AsyncPlanClient, name: str, case: Case) -> None:
-    with PlanClient(client.base_url) as sync:
+def _put(client: AsyncPlanClient, name: str, case: Case, token: str | None = None) -> None:
+    with PlanClient(client.base_url, token=token) as sync:
         sync.put_cluster(name, case.body)
 
 
 async def run_load(url: str, cases: list[Case], *, clients: int, duration: float,
                    limits: list[float], max_requests: int, check_every: int,
                    stateful_share: float, seed: int, report: LoadReport,
-                   rss: Callable[[], float | None] | None = None) -> list[Any]:
+                   rss: Callable[[], float | None] | None = None,
+                   token: str | None = None) -> list[Any]:
     """Run the clients; returns the answers kept for validation.
 
-    ``rss`` (the server's RSS in MB) is sampled every 5 s into ``report.rss_timeline``.
+    ``rss`` (the server's RSS in MB) is sampled every 5 s into ``report.rss_timeline``;
+    ``token`` is sent as the bearer token of every request.
     """
     rng = random.Random(seed)
-    client = AsyncPlanClient(url, max_connections=clients + 2)
+    client = AsyncPlanClient(url, max_connections=clients + 2, token=token)
     keep: list[Any] = []
     budget = [max_requests]
     stop_at = time.monotonic() + duration
@@ -346,7 +355,8 @@ async def run_load(url: str, cases: list[Case], *, clients: int, duration: float
     try:
         await asyncio.gather(sample(), *[
             _client(i, client, cases, limits, stop_at, budget, report, keep, check_every,
-                    i < n_stateful, random.Random(rng.random())) for i in range(clients)])
+                    i < n_stateful, random.Random(rng.random()), token)
+            for i in range(clients)])
     finally:
         report.wall_seconds = time.perf_counter() - started
         await client.aclose()
@@ -361,12 +371,14 @@ def cmd_load(args: argparse.Namespace) -> dict[str, Any]:
     print(f"generating {len(families) * len(sizes)} scenarios ...", flush=True)
     cases = make_cases(families, sizes, args.seed)
     extra = [] if args.recycle_after is None else ["--recycle-after", str(args.recycle_after)]
-    served = Served(args.url) if args.url else start_server(args.workers, args.queue, extra)
-    report = LoadReport(args=vars(args))
+    token = args.token
+    served = Served(args.url) if args.url else start_server(args.workers, args.queue,
+                                                            extra + _token_flags(args))
+    report = LoadReport(args=_shown(args))
     try:
         # warm-up: every case once with greedy, then --warmup seconds of the same load
         # (not reported), so that "RSS before" is a loaded steady state
-        with PlanClient(served.url) as warm:
+        with PlanClient(served.url, token=token) as warm:
             for case in cases:
                 warm.plan(case.body, engine="greedy", time_limit=30)
         if args.warmup > 0:
@@ -374,13 +386,13 @@ def cmd_load(args: argparse.Namespace) -> dict[str, Any]:
                 served.url, cases, clients=args.clients, duration=args.warmup,
                 limits=limits, max_requests=args.max_requests, check_every=10**9,
                 stateful_share=args.stateful_share, seed=args.seed + 1,
-                report=LoadReport(args={})))
+                report=LoadReport(args={}), token=token))
         report.rss_before_mb = served.rss_mb()
         keep = asyncio.run(run_load(
             served.url, cases, clients=args.clients, duration=args.duration, limits=limits,
             max_requests=args.max_requests, check_every=args.check_every,
             stateful_share=args.stateful_share, seed=args.seed, report=report,
-            rss=served.rss_mb))
+            rss=served.rss_mb, token=token))
         time.sleep(2.0)  # let abandoned solves end before measuring
         report.rss_after_mb = served.rss_mb()
     finally:
@@ -397,8 +409,9 @@ def cmd_load(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _burst(url: str, body: bytes, requests: int, limit: float,
-                 report: LoadReport, refusals: list[str]) -> list[bytes]:
-    client = AsyncPlanClient(url, max_connections=requests + 2)
+                 report: LoadReport, refusals: list[str],
+                 token: str | None = None) -> list[bytes]:
+    client = AsyncPlanClient(url, max_connections=requests + 2, token=token)
     started = time.perf_counter()
 
     async def one() -> bytes | None:
@@ -434,16 +447,17 @@ def cmd_burst(args: argparse.Namespace) -> dict[str, Any]:
     except CliError as exc:
         raise SystemExit(f"--example: {exc}") from None
     body = json.dumps(scenario.to_dict()).encode()
-    served = Served(args.url) if args.url else start_server(args.workers, args.queue)
-    report = LoadReport(args=vars(args))
+    served = Served(args.url) if args.url else start_server(args.workers, args.queue,
+                                                            _token_flags(args))
+    report = LoadReport(args=_shown(args))
     answers: list[bytes] = []
     refusals: list[str] = []
     try:
-        with PlanClient(served.url) as warm:
+        with PlanClient(served.url, token=args.token) as warm:
             warm.plan(body, engine="greedy", time_limit=30)
         for _ in range(args.rounds):
             answers += asyncio.run(_burst(served.url, body, args.requests, args.time_limit,
-                                          report, refusals))
+                                          report, refusals, args.token))
             time.sleep(args.time_limit + 1.5)  # every abandoned solve has ended
     finally:
         report.server_exit = served.stop()
@@ -484,7 +498,7 @@ def cmd_stateful(args: argparse.Namespace) -> dict[str, Any]:
     scenario = generate_case(GenParams(args.family, nodes=args.nodes, seed=args.seed,
                                        jobs=4)).scenario
     body = json.dumps(scenario.to_dict()).encode()
-    served = Served(args.url) if args.url else start_server(1, 2)
+    served = Served(args.url) if args.url else start_server(1, 2, _token_flags(args))
     names = [n.name for n in scenario.nodes]
     rng = random.Random(args.seed)
     out: dict[str, Any] = {"nodes": len(scenario.nodes), "family": args.family,
@@ -493,7 +507,7 @@ def cmd_stateful(args: argparse.Namespace) -> dict[str, Any]:
     runs.append(("auto", args.auto_limit, "values"))
     step = 0
     try:
-        with PlanClient(served.url, timeout=120) as client:
+        with PlanClient(served.url, timeout=120, token=args.token) as client:
             put = time.perf_counter()
             client.put_cluster("bench", body)
             out["put-seconds"] = round(time.perf_counter() - put, 4)
@@ -538,6 +552,23 @@ def cmd_stateful(args: argparse.Namespace) -> dict[str, Any]:
 # --------------------------------------------------------------------------- main
 
 
+def _token_flags(args: argparse.Namespace) -> list[str]:
+    """The server flags of a token run (the server this module starts reads the same
+    file)."""
+    return [] if args.token_file is None else ["--token-file", str(args.token_file)]
+
+
+def _shown(args: argparse.Namespace) -> dict[str, Any]:
+    """The arguments as the report shows them: never the token itself."""
+    return {k: v for k, v in vars(args).items() if k != "token"}
+
+
+def _add_token(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--token-file", dest="token_file", default=None, metavar="FILE",
+                   help="bearer token of a service started with --token-file (a server "
+                        "started here gets the same file)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The load test's arguments."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.loadtest",
@@ -566,6 +597,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-on-late", type=float, default=None, dest="fail_on_late",
                    help="exit 1 when an answer is later than this many seconds past its "
                         "limit, or on any error or invalid answer")
+    _add_token(p)
     p = sub.add_parser("burst", help="N plans sent at the same moment")
     p.add_argument("--requests", type=int, default=8)
     p.add_argument("--rounds", type=int, default=1, help="bursts, one after another")
@@ -580,6 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-on-late", type=float, default=None, dest="fail_on_late",
                    help="exit 1 when an answer is later than this many seconds past its "
                         "limit, or on any error or invalid answer")
+    _add_token(p)
     p = sub.add_parser("stateful", help="full POST vs small delta + plan at N nodes")
     p.add_argument("--nodes", type=int, default=8192)
     p.add_argument("--family", default="850")
@@ -588,6 +621,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--url")
     p.add_argument("--out")
+    _add_token(p)
     return parser
 
 
@@ -595,7 +629,21 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point."""
     args = build_parser().parse_args(argv)
     run = {"load": cmd_load, "burst": cmd_burst, "stateful": cmd_stateful}[args.mode]
-    summary = run(args)
+    try:
+        args.token = None if args.token_file is None else load_token(args.token_file)
+    except AccessSetupError as exc:  # names the option and the file
+        print(f"loadtest: {exc}", file=sys.stderr)
+        return 2
+    try:
+        summary = run(args)
+    except ServiceError as exc:
+        if exc.status != 401:
+            raise
+        print("loadtest: the service refused the request (401): "
+              + ("no --token-file given" if args.token is None
+                 else f"--token-file {args.token_file}: not the service's token"),
+              file=sys.stderr)
+        return 2
     text = json.dumps(summary, indent=2)
     print(text)
     if args.out:

@@ -12,9 +12,11 @@ delta through the worker (``--changes`` nodes change health, ``--free-changes`` 
 used nodes change their free chips) and solves the stored problem three times with the
 same budget, each variant with its own history:
 
-* *cold*: no cache;
-* *answer*: ``solve(..., cache=)`` with model reuse off (the previous session's answer,
-  translated and still valid, is the fallback and CP-SAT's warm start; :mod:`solver.reuse`);
+* *cold*: no cache between sessions (a solve still keeps its own models for the steps it
+  repeats within itself, :func:`solver.cpsat.solve_cpsat`);
+* *answer*: ``solve(..., cache=)`` with model reuse off, also within a session (the
+  previous session's answer, translated and still valid, is the fallback and CP-SAT's
+  warm start; :mod:`solver.reuse`);
 * *models*: the same, and the cluster's built CP-SAT models are kept and handed back when
   a build would give the same model (:mod:`solver.model.reuse`).
 
@@ -82,8 +84,6 @@ def _timed_solve(problem: Any, time_limit: float, deterministic_time: float | No
     engine_log.addHandler(steps)
     level = engine_log.level
     engine_log.setLevel(logging.DEBUG)
-    before = (0, 0, 0) if cache is None else (cache.models.hits, cache.models.carried,
-                                              cache.models.builds)
     started = time.perf_counter()
     try:
         result = solve(problem, engine="auto", time_limit=time_limit, workers=1, seed=0,
@@ -100,12 +100,10 @@ def _timed_solve(problem: Any, time_limit: float, deterministic_time: float | No
            "search-share": round(steps.search / budget, 3), "lns-steps": steps.steps,
            "wall-s": round(wall, 3),
            "warm-start-reused": any("previous session" in n for n in result.notes)}
-    if cache is not None:
-        models = cache.models
-        carried = models.carried - before[1]
-        row["models-carried"] = carried
-        row["models-within"] = models.hits - before[0] - carried
-        row["models-built"] = models.builds - before[2]
+    counts = result.models  # the solve's own count (None: CP-SAT did not run)
+    row["models-carried"] = 0 if counts is None else counts.carried
+    row["models-within"] = 0 if counts is None else counts.within
+    row["models-built"] = 0 if counts is None else counts.built
     return row
 
 

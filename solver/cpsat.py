@@ -116,7 +116,7 @@ from solver.model.hints import HintError, plan_to_assignment
 from solver.model.objective import ObjectiveBuilder, ObjectiveTerms
 from solver.model.podscope import pod_scope
 from solver.model.recover import recover_plan
-from solver.model.reuse import ModelCache, plan_digest
+from solver.model.reuse import ModelCache, ModelCounts, plan_digest
 from solver.model.structure import Structure, build_structure
 from solver.model.variables import Lin, ModelVariables, create_variables
 
@@ -139,6 +139,8 @@ class CpsatOutcome:
     phases: list[str] = field(default_factory=list)
     #: every large-neighbourhood step started, in order
     steps: list[StepRecord] = field(default_factory=list)
+    #: the models this run took from its model cache or built (``None``: none counted)
+    models: ModelCounts | None = None
 
 
 @dataclass
@@ -400,6 +402,9 @@ def solve_cpsat(
     models
         Built models kept between solves of a stored cluster (:mod:`solver.model.reuse`):
         a model whose build would be identical is taken from it, new ones are added.
+        Without it the run keeps its models in a cache of its own, dropped at its end,
+        so a step the search repeats (its last sweep repeats the one before) is not
+        built twice.  The outcome counts them (``CpsatOutcome.models``).
 
     Returns
     -------
@@ -424,6 +429,11 @@ def solve_cpsat(
     started = time.perf_counter()
     deadline = started + time_limit
     search_end = deadline - recover_reserve
+    # a cache of this run's own when the caller keeps none: repeated steps are handed
+    # back, not built again (same proto; solver.model.reuse)
+    own_models = models is None
+    cache = ModelCache() if models is None else models
+    mark = cache.mark()
     if mode is None:
         mode = search_mode(problem)
     elif mode not in SEARCH_MODES:
@@ -441,7 +451,7 @@ def solve_cpsat(
             with cancellable(token):
                 box["outcome"] = _run(problem, hint, weights, started, search_end, workers,
                                       seed, deterministic_time, fix_to_hint, start, holder,
-                                      lock, stopped, mode, box, models)
+                                      lock, stopped, mode, box, cache)
         except BuildCancelled as exc:
             retain(exc)  # its frames hold the half-built model: freed after the deadline
             box["outcome"] = CpsatOutcome(
@@ -481,21 +491,28 @@ def solve_cpsat(
                   "".join(traceback.format_list(stack[-3:])))
         note = ("CP-SAT did not stop within its budget (it was loading or presolving a "
                 "model); the call returned without waiting, and the search ends on its own")
-        if models is not None:  # no later session may hint a model that search still reads
-            models.clear()
+        # counted before the models go: no later session may hint a model that the
+        # search still reads
+        counts = cache.counts_since(mark)
+        cache.clear()
         published = box.get("published")
         if isinstance(published, tuple):
             plan, objective = published
             return CpsatOutcome(fill_reasons(problem, plan), Status.FEASIBLE, objective, None,
-                                time.perf_counter() - started, [note], None, "LNS")
+                                time.perf_counter() - started, [note], None, "LNS",
+                                models=counts)
         return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
-                            [note], None, "OVERRAN")
+                            [note], None, "OVERRAN", models=counts)
     _LIVE.pop(thread, None)
+    counts = cache.counts_since(mark)
+    if own_models:
+        cache.clear()  # freed at a safe time (cancel.retain), never just before a deadline
     error = box.get("error")
     if isinstance(error, BaseException):
         raise error
     outcome = box["outcome"]
     assert isinstance(outcome, CpsatOutcome)
+    outcome.models = counts
     return outcome
 
 

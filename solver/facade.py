@@ -34,6 +34,7 @@ from models.vnpu import VnpuPlan, compile_vnpu, vnpu_job_placements, vnpu_object
 from solver.model.cancel import quiet
 
 if TYPE_CHECKING:  # imported when used: the greedy path loads neither
+    from solver.model.reuse import ModelCounts
     from solver.reuse import SolveCache
 
 log = logging.getLogger("npu_place")
@@ -88,6 +89,8 @@ class Result:
     solver_objective: int | None = None  # the objective CP-SAT reported for its plan
     solver_status: str | None = None  # CP-SAT's own status name
     origin_first_objective: int | None = None  # the origin-first construction's objective
+    #: the CP-SAT models the solve reused and built (``None``: CP-SAT did not run)
+    models: ModelCounts | None = None
 
 
 def _finish(
@@ -108,6 +111,7 @@ def _finish(
     origin_first_objective: int | None = None,
     metrics: Metrics | None = None,
     checked: PlacementFile | None = None,
+    models: ModelCounts | None = None,
 ) -> Result:
     if metrics is None:
         metrics = evaluate(problem, plan.as_mapping(), weights)
@@ -130,7 +134,7 @@ def _finish(
                   wall_seconds=wall, greedy_objective=greedy_objective,
                   solver_wall_seconds=solver_wall, notes=list(notes),
                   solver_objective=solver_objective, solver_status=solver_status,
-                  origin_first_objective=origin_first_objective)
+                  origin_first_objective=origin_first_objective, models=models)
 
 
 def validated(problem: Problem, plan: Plan, engine: str) -> Plan:
@@ -397,19 +401,18 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
         why = models.new_session(problem)
         if why is not None:
             notes.append(why)
-    before = (0, 0, 0) if models is None else (models.hits, models.carried, models.builds)
     outcome = solve_cpsat(problem, greedy, resolved, time_limit=remaining, workers=workers,
                           seed=seed, deterministic_time=deterministic_time, start=best,
                           recover_reserve=min(0.2 * remaining, 2 * finish_cost + 0.01),
                           models=models)
     notes.extend(outcome.notes)
-    if models is not None and (models.hits, models.builds) != (before[0], before[2]):
-        carried = models.carried - before[1]
-        notes.append(f"CP-SAT models: {carried} reused from earlier sessions, "
-                     f"{models.hits - before[0] - carried} within this one, "
-                     f"{models.builds - before[2]} built")
+    counts = outcome.models
+    if models is not None and counts is not None and counts.total:
+        notes.append(f"CP-SAT models: {counts.carried} reused from earlier sessions, "
+                     f"{counts.within} within this one, {counts.built} built")
     solver_extra: dict[str, Any] = {"solver_wall": outcome.wall_seconds,
-                                    "solver_status": outcome.solver_status}
+                                    "solver_status": outcome.solver_status,
+                                    "models": counts}
 
     def fall_back(bound: int | None) -> Result:
         # the fallback answer was assembled before the search: a copy with what the search
@@ -419,7 +422,7 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
         answer = replace(fallback, bound=bound, gap=gap, notes=list(notes),
                          solver_objective=outcome.objective,
                          solver_wall_seconds=outcome.wall_seconds,
-                         solver_status=outcome.solver_status)
+                         solver_status=outcome.solver_status, models=counts)
         answer.placement = fallback.placement.model_copy(
             update={"bound": bound, "gap": gap, "notes": list(notes)})
         return _stamp(answer, started)

@@ -338,6 +338,35 @@ def _reweighted(kept: _Kept, weights: ResolvedWeights, hosts_subhealthy: int) ->
     return dataclasses.replace(built, terms=terms, objective=objective, best_possible=best)
 
 
+@dataclass(frozen=True)
+class ModelCounts:
+    """The CP-SAT models of one solve: handed back from a cache or built.
+
+    Attributes
+    ----------
+    carried
+        Kept models built by an earlier solve (session) of the same stored cluster.
+    within
+        Kept models built earlier in the same solve (a step repeated by the search).
+    built
+        Models built.
+    """
+
+    carried: int = 0
+    within: int = 0
+    built: int = 0
+
+    @property
+    def reused(self) -> int:
+        """Models handed back instead of built (``carried + within``)."""
+        return self.carried + self.within
+
+    @property
+    def total(self) -> int:
+        """Models the solve used (``reused + built``)."""
+        return self.reused + self.built
+
+
 @dataclass
 class ModelCache:
     """Built models of one stored cluster by :func:`step_digest`, bounded in number and
@@ -453,6 +482,16 @@ class ModelCache:
             _, dropped = self._models.popitem(last=False)
             total -= len(dropped.built.variables.reg.variables)
             retain(dropped.built)  # freed at a safe time, never just before a deadline
+
+    def mark(self) -> tuple[int, int, int]:
+        """The counters now (``hits``, ``carried``, ``builds``), for :meth:`counts_since`."""
+        return self.hits, self.carried, self.builds
+
+    def counts_since(self, mark: tuple[int, int, int]) -> ModelCounts:
+        """The models handed back and built since :meth:`mark` returned ``mark``."""
+        carried = self.carried - mark[1]
+        return ModelCounts(carried=carried, within=self.hits - mark[0] - carried,
+                           built=self.builds - mark[2])
 
     def clear(self) -> None:
         """Drop every kept model."""

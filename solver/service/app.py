@@ -233,6 +233,7 @@ class PlanningService:
                                       lambda: len(self.runner.clusters),
                                       lambda: self.runner.killed,
                                       lambda: self.runner.restarts)
+        self.runner.on_models = self.metrics.count_models
         self.connections = ConnectionGuard(config.max_connections, config.header_timeout)
         self.metrics.watch_connections(self.connections.waiting_count,
                                        lambda: self.connections.evicted,
@@ -410,6 +411,8 @@ class PlanningService:
         if outcome.queued_seconds is not None:
             headers["X-Queue-Wait"] = f"{outcome.queued_seconds:.4f}"
             self.metrics.queue_wait.observe(outcome.queued_seconds)
+        if outcome.models is not None:
+            headers["X-Models-Reused"] = models_header(outcome.models)
         if cluster is not None:
             record = self.runner.clusters.get(cluster)
             if record is not None:
@@ -426,6 +429,13 @@ class PlanningService:
             self.metrics.gain.observe(max(0, gain) / max(1, abs(outcome.greedy_objective)))
             if gain > 0:
                 self.metrics.improved.inc()
+
+
+def models_header(models: dict[str, int]) -> str:
+    """``X-Models-Reused``: ``N/M``, the CP-SAT models the solve handed back (kept from
+    earlier plans of the cluster or repeated within the solve) of all it used."""
+    reused = int(models.get("carried", 0)) + int(models.get("within", 0))
+    return f"{reused}/{reused + int(models.get('built', 0))}"
 
 
 def _route(request: Request) -> str:

@@ -56,6 +56,15 @@ class ServiceMetrics:
         self.solve_errors = Counter("npu_place_solve_errors", "Solves that raised or whose "
                                     "worker process died (greedy's plan answered if it "
                                     "existed)", registry=r)
+        self.models_reused = Counter(
+            "npu_place_cpsat_models_reused",
+            "CP-SAT models handed back instead of built, by plan (cluster: a stored "
+            "cluster's, stateless: POST /v1/plan) and scope (earlier-session: kept from "
+            "an earlier plan of the cluster, this-solve: a step repeated within the solve)",
+            ["plan", "scope"], registry=r)
+        self.models_built = Counter(
+            "npu_place_cpsat_models_built", "CP-SAT models built, by plan (cluster, "
+            "stateless)", ["plan"], registry=r)
         self.delta_tier = Counter("npu_place_cluster_updates",
                                   "Cluster updates by the tier they paid for (values, jobs, "
                                   "structure, full, none)", ["tier"], registry=r)
@@ -89,6 +98,13 @@ class ServiceMetrics:
                  "Connections closed for not sending request headers in time (since start)",
                  timed_out)):
             Gauge(name, text, registry=self.registry).set_function(read)
+
+    def count_models(self, models: dict[str, int], stored: bool) -> None:
+        """Add one solve's CP-SAT model counts (``carried``, ``within``, ``built``)."""
+        plan = "cluster" if stored else "stateless"
+        self.models_reused.labels(plan, "earlier-session").inc(int(models.get("carried", 0)))
+        self.models_reused.labels(plan, "this-solve").inc(int(models.get("within", 0)))
+        self.models_built.labels(plan).inc(int(models.get("built", 0)))
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""

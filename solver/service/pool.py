@@ -196,6 +196,9 @@ class PlanOutcome:
     queued_seconds: float | None = None
     #: the full solve failed (raised, or its worker process died): greedy's plan stands
     solve_failed: bool = False
+    #: the answering solve's CP-SAT models (``carried``, ``within``, ``built``), when it
+    #: ran CP-SAT and its final answer arrived in time
+    models: dict[str, int] | None = None
 
 
 def _time_kind(req: _Request) -> str:
@@ -242,6 +245,9 @@ class WorkerPool:
         self.restarts = 0
         self.recycled = 0
         self.recycle_after = recycle_after
+        #: called with the model counts of every final answer of a plan and whether it
+        #: planned a stored cluster (metrics)
+        self.on_models: Callable[[dict[str, int], bool], None] | None = None
         self.clusters: dict[str, ClusterRecord] = {}
         self._workers: list[_Worker] = []
         self._ids = itertools.count(1)
@@ -317,6 +323,10 @@ class WorkerPool:
                 worker.times.record("first", time.monotonic() - req.started)
         elif kind == "final":
             req.final, req.final_info = message[2], message[3]
+            models = req.final_info.get("models")
+            if models is not None and self.on_models is not None:
+                # every solve's count, also one whose request was answered without it
+                self.on_models(models, req.kind == "plan" and req.args[1] is not None)
         elif kind == "reply":
             req.reply = message[2]
         elif kind == "error":
@@ -620,7 +630,8 @@ class WorkerPool:
     def _outcome(req: _Request) -> PlanOutcome:
         greedy_obj = req.greedy.get("objective") if req.greedy is not None else None
         if req.final is not None:
-            return PlanOutcome(req.final, SOURCE_SOLVE, greedy_obj, req.final.get("objective"))
+            return PlanOutcome(req.final, SOURCE_SOLVE, greedy_obj, req.final.get("objective"),
+                               models=req.final_info.get("models"))
         if req.greedy is not None:
             if req.terminal and not req.final_info and req.error is None:
                 return PlanOutcome(req.greedy, SOURCE_SOLVE, greedy_obj, greedy_obj)
@@ -630,8 +641,6 @@ class WorkerPool:
                 why = f"the full solve failed ({'; '.join(req.error[2]) or req.error[1]})"
             elif req.final_info.get("error"):
                 why = f"the solver failed ({req.final_info['error']})"
-            elif req.final_info.get("skipped"):
-                why = "no time was left for CP-SAT after greedy"
             else:
                 why = "the full solve did not finish within the request's time limit"
             placement["notes"] = [*placement.get("notes", []),

@@ -34,6 +34,13 @@ rolls a discarded allocation back, ``delete-owner`` forgets a deleted job's entr
 
 Every applied delta yields a new immutable :class:`ClusterSnapshot`; a plan that started on
 an older snapshot finishes on it, so deltas and plans never block each other for long.
+
+What a plan leaves for the next one (the last answer as a warm start, the built CP-SAT
+models: :class:`solver.reuse.SolveCache`) is not part of a snapshot: the worker process
+keeps one cache per stored cluster next to its :class:`ClusterStore`
+(``solver.service.worker.Worker.solve_caches``), hands it to ``solve(..., cache=)`` and
+drops it on a ``PUT`` or ``DELETE``.  A delta leaves it in place; the solve decides what
+still fits the new problem (:mod:`solver.reuse`, :mod:`solver.model.reuse`).
 """
 
 from __future__ import annotations
@@ -214,7 +221,6 @@ class ClusterSnapshot:
     name: str
     version: int
     problem: Problem
-    solver_cache: Any = None  # seam: whatever the CP-SAT layer reuses between calls
 
 
 def _shapes(problem: Problem) -> dict[str, JobShape]:
@@ -569,9 +575,8 @@ class Cluster:
             self.lifecycle = applied.lifecycle
             self.last_stamp = applied.stamp
             if applied.tier != "none":
-                # the seam: a solver cache would be updated (or dropped) here with the delta
                 self.snapshot = ClusterSnapshot(self.name, current.version + 1,
-                                                applied.problem, current.solver_cache)
+                                                applied.problem)
             self.last_update = applied.tier
             self.apply_seconds = time.perf_counter() - started
             self.notes = applied.notes

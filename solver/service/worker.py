@@ -12,7 +12,9 @@ Requests (tuples) and answers:
     cluster's snapshot taken), ``(id, "greedy", placement, info)`` as soon as the facade
     publishes a fallback answer (greedy's, then origin-first's if better: the
     ``on_fallback`` hook of :func:`solver.facade.solve`, so greedy runs once per plan),
-    then ``(id, "final", placement | None, info)`` (``None``: the fallback stands).
+    then ``(id, "final", placement | None, info)`` (``None``: the fallback stands);
+    ``info["models"]``, when CP-SAT ran, counts its models (``carried`` from earlier
+    sessions, ``within`` this solve, ``built``: :class:`solver.model.reuse.ModelCounts`).
     ``deadline`` is a ``time.monotonic()`` value (system-wide on Linux).
 ``("validate", id, body)``, ``("put", id, name, body, version[, states])``,
 ``("patch", id, name, body[, stamp])``, ``("dump", id, name)``, ``("export", id, name)``,
@@ -188,18 +190,14 @@ class Worker:
              deadline: float, seed: int, deterministic_time: float | None) -> None:
         """The facade with the whole budget; its fallback answers (greedy, then
         origin-first) are sent as soon as they exist, then its final answer."""
-        solver_cache = None
         if body is not None:
             problem = parse_problem(body)
         else:
             assert cluster is not None
-            snapshot = self._cluster(cluster).refresh_clock()
-            problem, solver_cache = snapshot.problem, snapshot.solver_cache
+            problem = self._cluster(cluster).refresh_clock().problem
         self.send(rid, "parsed", [job.name for job in problem.jobs])
         options: dict[str, Any] = {"seed": seed, "deterministic_time": deterministic_time}
-        if solver_cache is not None:  # the snapshot's seam, when a layer fills it
-            options["cache"] = solver_cache
-        elif cluster is not None:  # the last answer of a stored cluster: next warm start
+        if cluster is not None:  # the last answer and models of a stored cluster
             options["cache"] = self.solve_caches.setdefault(cluster, SolveCache())
         started = time.monotonic()
         if deadline <= started:
@@ -231,8 +229,13 @@ class Worker:
             log.exception("solve failed after its fallback answer")
             self.send(rid, "final", None, {"error": f"{type(exc).__name__}: {exc}"})
             return
-        self.send(rid, "final", result.placement.to_dict(),
-                  {"objective": result.objective, "greedy-objective": result.greedy_objective})
+        info: dict[str, Any] = {"objective": result.objective,
+                                "greedy-objective": result.greedy_objective}
+        counts = getattr(result, "models", None)  # a test's facade may return less
+        if counts is not None:  # the solve's own count, as data (never read from a note)
+            info["models"] = {"carried": counts.carried, "within": counts.within,
+                              "built": counts.built}
+        self.send(rid, "final", result.placement.to_dict(), info)
 
 
 def compact_delta(delta: ClusterDelta) -> bytes:
