@@ -119,7 +119,7 @@ FAULT_NPU_CM = "vcjob-fault-npu-cm"
 #: A reschedule record counts for fault ranks when not older than the job minus this.
 RESCHEDULE_SLACK_SECONDS = 600
 #: Job fields a running job does not carry (MindIE's own path).
-PENDING_ONLY_FIELDS = frozenset({"app", "jobID", "pod-affinity"})
+PENDING_ONLY_FIELDS = frozenset({"app", "jobID", "pod-affinity", "sp-fit"})
 #: ``PendingSessionNum`` stages of the rescheduler (reference §4.4).
 TP_STAGE_SESSIONS = 3
 SP_STAGE_SESSIONS = 6
