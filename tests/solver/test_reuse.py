@@ -4,6 +4,10 @@ used by the service for stored clusters (real server on loopback)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.io import load_scenario
@@ -181,3 +185,56 @@ def test_a_recalled_answer_that_breaks_the_jobs_stage_now_is_not_used() -> None:
     second = _solve(now, cache)
     assert second.plan.nodes[0] is None  # type: ignore[attr-defined]
     assert not any(NOTE in n for n in second.notes)  # type: ignore[attr-defined]
+
+
+def _partly_data(sessions: int) -> dict[str, Any]:
+    from tests.heuristics.test_podlevel import (
+        RACK_CONFIG,
+        _rack_cache,
+        _rack_job,
+        _rack_nodes,
+    )
+    from tests.models.builders import scenario
+
+    old = {r: f"r0n{r}" if r < 4 else f"r8n{r - 4}" for r in range(8)}
+    busy = {old[r] for r in range(4)} | {f"r8n{i}" for i in range(8)}
+    data = _rack_job(sessions, tasks=8, pending=(5, 4, 6, 7), old=old)
+    return scenario(_rack_nodes(busy), [data], RACK_CONFIG, cache=_rack_cache(old, tasks=8))
+
+
+def test_a_stored_clusters_job_whose_stage_dropped_is_not_given_its_last_answer() -> None:
+    """The same on a real server: the job is replaced by a PATCH (removed and submitted
+    again with 3 pending sessions); the cluster's next plan does not return the
+    remembered answer the validator would accept."""
+    data = _partly_data(6)
+    with running_server(ServiceConfig(warmup=False)) as (url, _), PlanClient(url) as client:
+        client.put_cluster("stage", data)
+        first = client.plan_cluster("stage", engine="cpsat", time_limit=10,
+                                    deterministic_time=0.5)
+        assert first.jobs[0].placed
+        again = dict(data["jobs"][0], **{"pending-sessions": 3})
+        client.patch_cluster("stage", {"jobs-removed": ["r"], "jobs-submitted": [again]})
+        second = client.plan_cluster("stage", engine="cpsat", time_limit=10,
+                                     deterministic_time=0.5)
+        assert not second.jobs[0].placed, second.jobs[0]
+        assert not any(NOTE in n for n in second.notes)
+        assert check(compile_scenario(client.cluster_scenario("stage")), second) == []
+
+
+def test_within_scope_keeps_running_ranks_and_refuses_unmodelled_jobs() -> None:
+    from tests.heuristics.test_podlevel import SP_CONFIG, _sp_nodes
+    from tests.models.builders import job, problem, scenario
+
+    p = _partly(6)
+    nodes = greedy_plan(p).nodes[0]
+    assert nodes is not None and within_scope(p, p.jobs[0], np.asarray(nodes))
+    moved = np.asarray(nodes, dtype=np.int64).copy()
+    moved[0] = p.node_index["r1n0"]  # a running rank elsewhere
+    assert not within_scope(p, p.jobs[0], moved)
+    # a block whose running ranks span two super pods: not modelled, never within
+    running = {0: "n0", 1: "n8"}
+    data = job("t", "chip8-node8-sp", tasks=4, npu=8, sp_block=32, pod_rescheduling=True,
+               running_ranks=running)
+    q = problem(scenario(_sp_nodes(set(running.values())), [data], SP_CONFIG))
+    full = np.asarray([q.node_index[n] for n in ("n0", "n8", "n1", "n9")])
+    assert not within_scope(q, q.jobs[0], full)
