@@ -29,8 +29,9 @@ MindIE, A3 only (§2.3.4, ``mindie_job.go``)
     ``matchLabels`` of the job's first preferred pod-affinity term (``pod-affinity``): per
     super pod, the nodes outside the candidates running a pod of a job whose labels hold
     all of them.  Blocks are taken one by one from the first super pod by (``n − reserve
-    >= spBlock`` first, more affinity, fewer free nodes, lower id); its affinity grows by
-    ``spBlock`` with each block.  ``sp-fit: idlest`` (more nodes first) is not read.
+    >= spBlock`` first, more affinity, fewer free nodes — more with the job annotation
+    ``sp-fit: idlest``, scenario field ``sp-fit``, upstream's ``isIdleResourceFit`` —, then
+    lower id); its affinity grows by ``spBlock`` with each block.
 
 "Other jobs of the same service" are the scenario's running jobs with that
 ``inferserviceid``, the running ranks of other pending jobs, and the jobs placed earlier
@@ -178,10 +179,12 @@ def place_mindie(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
             if not cand[n] and problem.super_pod[n] >= 0:
                 affinity[int(problem.super_pod[n])] += 1
     reserve = problem.reserve_nodes
+    idlest = job.sp_fit_idlest
     for b in range(sel.k):
         fits = [s for s in sel.pod_ids if len(sel.pods[s]) >= sp]
+        # sp-fit: idlest → more free nodes first (upstream's ``>=``), else fewer first
         s = min(fits, key=lambda s: (len(sel.pods[s]) - reserve < sp, -affinity[s],
-                                     len(sel.pods[s]), s))
+                                     -len(sel.pods[s]) if idlest else len(sel.pods[s]), s))
         sel.blocks[b] = sel.carve(s, range(b * sp, (b + 1) * sp))
         if match:
             affinity[s] += sp

@@ -146,6 +146,7 @@ class JobView:
     inferserviceid: str | None = None
     mindie: bool = False  # labels app and jobID both set (A3's MindIE path)
     pod_affinity: tuple[tuple[str, str], ...] = ()  # MindIE preferred matchLabels
+    sp_fit_idlest: bool = False  # MindIE: super pods with more free nodes first
 
     @property
     def partly_running(self) -> bool:
@@ -366,6 +367,7 @@ def compile_jobs(
                 inferserviceid=job.inferserviceid,
                 mindie=job.app is not None and job.job_id is not None,
                 pod_affinity=tuple(sorted(job.pod_affinity.items())),
+                sp_fit_idlest=job.sp_fit == "idlest",
             )
         )
     return tuple(jobs), live_all

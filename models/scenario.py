@@ -9,7 +9,7 @@ checked by :mod:`models.validation`, which reports every error of a file at once
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
@@ -372,6 +372,9 @@ class Job(_Model):
     job_id: Text | None = Field(None, alias="jobID")
     pod_affinity: dict[Text, Text] = Field(default_factory=dict, alias="pod-affinity",
                                            max_length=MAX_LABELS)
+    # MindIE's super-pod order (upstream's job annotation ``sp-fit``): ``idlest`` takes
+    # super pods with more free nodes first, else fewer first (reference §2.3.4)
+    sp_fit: Literal["idlest"] | None = Field(None, alias="sp-fit")
     labels: dict[Text, Text] = Field(default_factory=dict, max_length=MAX_LABELS)
 
 

@@ -258,6 +258,10 @@ def _check_pod_level(job: Job, family: Family, policy: Policy) -> list[tuple[str
     if mindie and policy not in A3_SUPERPOD_POLICIES:
         errors.append(("app", "app, jobID and pod-affinity (the MindIE path) are only used by "
                               "A3 super-pod jobs (chip2-node16-sp, chip2-node8-sp)"))
+    if job.sp_fit is not None and (policy not in A3_SUPERPOD_POLICIES or job.app is None
+                                   or job.job_id is None):
+        errors.append(("sp-fit", "sp-fit is only read on the MindIE path: an A3 super-pod job "
+                                 "(chip2-node16-sp, chip2-node8-sp) with app and jobID set"))
     return errors
 
 

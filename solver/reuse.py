@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.check import check
-from models.compiled import Problem
+from models.compiled import JobView, Problem
 from models.placement import PlacementFile, Status
 from models.plan import Plan, to_placement
+from models.scenario import Family
+from solver.model.podscope import within_scope
 from solver.model.reuse import ModelCache
 
 
@@ -34,7 +36,8 @@ class SolveCache:
     Attributes
     ----------
     placed
-        Job name → node name per rank of every job the last answer placed.
+        Job name → rank → node name of every job the last answer placed (the ranks it
+        placed: all of them, or a partly running job's pending ranks).
     engine
         The engine of the last answer (``cpsat``, ``origin-first``, ``greedy``).
     sessions
@@ -45,7 +48,7 @@ class SolveCache:
         The cluster's built CP-SAT models (bounded; :mod:`solver.model.reuse`).
     """
 
-    placed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    placed: dict[str, dict[int, str]] = field(default_factory=dict)
     engine: str = "greedy"
     sessions: int = 0
     reused: int = 0
@@ -54,30 +57,32 @@ class SolveCache:
     def remember(self, placement: PlacementFile) -> None:
         """Keep an answer by names (job → node per rank, placed jobs only) and the
         engine that produced it."""
-        self.placed = {job.name: tuple(job.ranks[str(r)] for r in range(len(job.ranks)))
+        # by rank id: a partly running job lists only the ranks it places (not 0..k-1)
+        self.placed = {job.name: {int(r): node for r, node in job.ranks.items()}
                        for job in placement.jobs if job.placed}
         self.engine = placement.engine
 
     def recall(self, problem: Problem, complete_with: Plan) -> Plan | None:
         """The last answer translated to ``problem`` and still valid there, else ``None``.
 
-        Jobs the last answer placed keep their nodes when the job still asks for as many
-        ranks and every node still exists; the other jobs take their ranks from
-        ``complete_with`` (greedy's plan).  If that union breaks a hard constraint, the
-        jobs named by the violations go back to ``complete_with``'s placement, once; a
+        Jobs the last answer placed keep their nodes when the job still asks for the same
+        ranks (a partly running job: the same pending ranks; its running ranks keep their
+        current nodes) and every node still exists; the other jobs take their ranks from
+        ``complete_with`` (greedy's plan).  A partly running A3/850, 950 or multilevel
+        job keeps its remembered nodes only where CP-SAT's model of it may put them
+        (:func:`solver.model.podscope.within_scope`: its running ranks' anchors and its
+        stage rules *now*, which the validator does not check: its ``pending-sessions`` or
+        cache entries may have changed since).  If that union breaks a hard constraint,
+        the jobs named by the violations go back to ``complete_with``'s placement, once; a
         plan still invalid after that is not used.
         """
         if not self.placed:
             return None
         remembered: dict[int, np.ndarray] = {}
         for job in problem.jobs:
-            nodes = self.placed.get(job.name)
-            if nodes is None or len(nodes) != job.tasks:
-                continue
-            index = [problem.node_index.get(name) for name in nodes]
-            if any(i is None for i in index):
-                continue
-            remembered[job.index] = np.asarray(index, dtype=np.int64)
+            nodes = self._nodes(problem, job)
+            if nodes is not None:
+                remembered[job.index] = nodes
         if not remembered:
             return None
         plan = _merged(problem, remembered, complete_with)
@@ -92,6 +97,27 @@ class SolveCache:
             return None
         plan = _merged(problem, remembered, complete_with)
         return plan if _violating_jobs(problem, plan) is None else None
+
+
+    def _nodes(self, problem: Problem, job: JobView) -> np.ndarray | None:
+        """The remembered node per rank of ``job`` in ``problem``, or ``None``."""
+        ranks = self.placed.get(job.name)
+        if ranks is None:
+            return None
+        pending = np.flatnonzero(job.to_place).tolist()
+        if sorted(ranks) != pending:
+            return None
+        nodes = np.asarray(job.running if job.partly_running
+                           else np.full(job.tasks, -1), dtype=np.int64).copy()
+        for r in pending:
+            n = problem.node_index.get(ranks[r])
+            if n is None:
+                return None
+            nodes[r] = n
+        if (job.partly_running and job.family is not Family.ORDINARY
+                and not within_scope(problem, job, nodes)):
+            return None
+        return nodes
 
 
 def _merged(problem: Problem, remembered: dict[int, np.ndarray], rest: Plan) -> Plan:

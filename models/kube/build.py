@@ -26,7 +26,8 @@ Decisions on the reference's inferences ([I] in cluster-integration.md), in one 
   ``pod-rescheduling`` / ``process-recover``; ``inferserviceid`` is read for super-pod and
   950 jobs (running ones too); MindIE's ``app`` and ``jobID`` become the job's ``labels``
   (and, on A3 jobs, ``app``/``jobID`` with the first preferred pod-affinity term's
-  ``matchLabels`` as ``pod-affinity``).
+  ``matchLabels`` as ``pod-affinity``, and the annotation ``sp-fit`` as ``sp-fit`` when it
+  is ``idlest`` and both labels are set: upstream's ``isIdleResourceFit``).
 * ``pending-sessions`` (upstream's in-memory ``PendingSessionNum``) is inferred from which
   pods are pending, as the lowest stage at which upstream's rescheduler deletes that set
   (§4.4): a pod-level job with a fully pending logical super pod (A3/850), block (950)
@@ -119,7 +120,7 @@ FAULT_NPU_CM = "vcjob-fault-npu-cm"
 #: A reschedule record counts for fault ranks when not older than the job minus this.
 RESCHEDULE_SLACK_SECONDS = 600
 #: Job fields a running job does not carry (MindIE's own path).
-PENDING_ONLY_FIELDS = frozenset({"app", "jobID", "pod-affinity"})
+PENDING_ONLY_FIELDS = frozenset({"app", "jobID", "pod-affinity", "sp-fit"})
 #: ``PendingSessionNum`` stages of the rescheduler (reference §4.4).
 TP_STAGE_SESSIONS = 3
 SP_STAGE_SESSIONS = 6

@@ -505,10 +505,11 @@ class JobSpec:
     pending_pods: int
 
 
-def _pod_level_fields(labels: dict[str, str], live: list[PodRecord], family: Family,
-                      policy: str, fields: dict[str, Any], who: str,
-                      diag: Diagnostics) -> None:
-    """Pod-level rescheduling switches and the inference labels (issue 24)."""
+def _pod_level_fields(labels: dict[str, str], annotations: dict[str, str],
+                      live: list[PodRecord], family: Family, policy: str,
+                      fields: dict[str, Any], who: str, diag: Diagnostics) -> None:
+    """Pod-level rescheduling switches, the inference labels and MindIE's ``sp-fit``
+    annotation (issue 24)."""
     if labels.get("pod-rescheduling") == "on":
         fields["pod-rescheduling"] = True
     if labels.get("process-recover-enable") == "on":
@@ -520,6 +521,19 @@ def _pod_level_fields(labels: dict[str, str], live: list[PodRecord], family: Fam
         else:
             diag.warn(who, f"label inferserviceid is not used by {policy} jobs: ignored")
     mindie = {k: labels[k] for k in MINDIE_LABELS if labels.get(k)}
+    fit = annotations.get(SP_FIT)
+    path = len(mindie) == len(MINDIE_LABELS) and Policy(policy) in A3_SUPERPOD_POLICIES
+    if fit is not None:
+        # upstream's isIdleResourceFit: the PodGroup annotation (else the first pod's)
+        # equal to "idlest", read on A3's MindIE path only
+        if not path:
+            diag.warn(who, f"annotation {SP_FIT} is read only on the MindIE path (A3 "
+                      "super-pod jobs with labels app and jobID): ignored")
+        elif fit == "idlest":
+            fields["sp-fit"] = "idlest"
+        else:
+            diag.warn(who, f"annotation {SP_FIT}={escape_text(fit, 40)!r} is not 'idlest': "
+                      "upstream's default order (fewer free nodes first)")
     if not mindie:
         return
     fields["labels"] = mindie  # other jobs' pod-affinity may match them
@@ -627,9 +641,6 @@ def job_spec(group: JobGroup, classes: PriorityClasses, diag: Diagnostics) -> Jo
                       "ignored")
     if "super-pod-affinity" in labels:
         fields["super-pod-affinity"] = "soft" if labels["super-pod-affinity"] == "soft" else "hard"
-    if SP_FIT in annotations:
-        diag.warn(who, f"annotation {SP_FIT}={annotations[SP_FIT]!r} cannot be expressed in a "
-                  "scenario: ignored")
     tor = labels.get("tor-affinity")
     if tor and tor != "null":
         diag.warn(who, f"label tor-affinity={tor} (switch affinity) cannot be expressed in a "
@@ -639,7 +650,7 @@ def job_spec(group: JobGroup, classes: PriorityClasses, diag: Diagnostics) -> Jo
         diag.warn(who, f"label subHealthyStrategy={strategy} cannot be expressed: the scenario "
                   "allows sub-healthy nodes with a penalty (upstream forbids them unless "
                   "'ignore')")
-    _pod_level_fields(labels, live, family, policy, fields, who, diag)
+    _pod_level_fields(labels, annotations, live, family, policy, fields, who, diag)
     priority = 0
     class_name = (pg.priority_class if pg else None) or (first.priority_class if first else None)
     if class_name and class_name in classes.values:

@@ -247,6 +247,31 @@ def _mask(problem: Problem, job: JobView, scope: PodScope) -> np.ndarray:
     return out
 
 
+def within_scope(problem: Problem, job: JobView, nodes: np.ndarray) -> bool:
+    """Whether ``nodes`` (a node per rank of partly running ``job``) keep its running
+    ranks and put every pending rank where CP-SAT's model of the job may put it: in a
+    leaf domain its group's anchors and stage rules allow (:func:`leaf_allows`).
+
+    The validator (:mod:`models.check`) checks the family's hard rules but not the
+    stage rules; an answer recalled from an earlier session (:mod:`solver.reuse`) is
+    checked here too.  A job without a scope (CP-SAT keeps greedy's answer for it) is
+    never within one.
+    """
+    scope = pod_scope(problem, job)
+    if scope is None:
+        return False
+    nodes = np.asarray(nodes, dtype=np.int64)
+    fixed = job.running >= 0
+    if len(nodes) != job.tasks or not np.array_equal(nodes[fixed], job.running[fixed]):
+        return False
+    size = scope.sizes[scope.leaf]
+    for r in np.flatnonzero(~fixed).tolist():
+        keys = node_keys(problem, scope.kinds, scope.tree, int(nodes[r]))
+        if keys is None or not leaf_allows(scope, r // size, keys):
+            return False
+    return True
+
+
 def leaf_allows(scope: PodScope, g: int, keys: tuple[DomainKey, ...]) -> bool:
     """Whether leaf group ``g`` may sit in the leaf domain with ancestor keys ``keys``
     (every level of the chain allowed for the group's ancestors)."""

@@ -23,6 +23,13 @@ through counts (audited in ``solver/model/``):
 * ``objective.py`` (reserve): whole free nodes per super pod, and per multilevel level
   path (``_whole_members_by_path``);
 * ``structure.py``: cells and ordinary candidates are taken from kept nodes only;
+* ``podscope.py`` / ``podlevel.py`` (partly running A3/850, 950 and multilevel jobs): a
+  job's scope (anchors, stage rules, UB-memory domain) is a function of its running
+  ranks' and cache entries' nodes (in ``R``), its fields (the jobs' part of the digest)
+  and the topology; the scope's node mask is read on the job's candidates only, which
+  are kept nodes, and a leaf domain exists in the model only when a kept node is in it
+  (``tests/solver/test_model_reuse.py`` changes nodes of the scope's domains outside
+  ``R`` and requires the fresh build's proto);
 * the health of a node outside ``R`` enters only as "unhealthy or not".
 
 Each of these is a function of how many nodes outside ``R`` of each *topology class*

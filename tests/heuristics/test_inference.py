@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from heuristics.greedy import greedy_plan
 from heuristics.inference import infer_service_blocks
 from heuristics.state import ClusterState
@@ -199,6 +201,35 @@ def test_mindie_affinity_super_pod_first() -> None:
 def test_mindie_without_affinity_fewer_nodes_first() -> None:
     p = _with_job(_mindie_cluster({0: 4, 1: 6}, labelled_on=1), _mindie(2, 2, affinity=False))
     assert _super_pods(p) == {0}
+
+
+@pytest.mark.parametrize(("fit", "expected"), [(None, {0}), ("idlest", {1})])
+def test_mindie_sp_fit(fit: str | None, expected: set[int]) -> None:
+    # upstream's mindie_job_test cases 02/03: super pod 0 has 4 free nodes, super pod 1
+    # has 5; without sp-fit the fewer, with sp-fit: idlest the more free nodes first
+    extra = {} if fit is None else {"sp-fit": fit}
+    p = _with_job(_mindie_cluster({0: 4, 1: 5}, labelled_on=None),
+                  _mindie(2, 2, affinity=False) | extra)
+    assert p.jobs[0].sp_fit_idlest is (fit == "idlest")
+    assert _super_pods(p) == expected
+    result = solve(p, engine="auto", time_limit=10, workers=1, seed=0,
+                   deterministic_time=0.5)
+    assert check(p, result.placement) == []
+
+
+def test_mindie_sp_fit_idlest_comes_after_affinity_and_reserve() -> None:
+    # upstream's case 04: the super pod with more affinity first, even with fewer nodes
+    p = _with_job(_mindie_cluster({0: 6, 1: 4}, labelled_on=1),
+                  _mindie(2, 2) | {"sp-fit": "idlest"})
+    assert _super_pods(p) == {1}
+    # reserve first: super pod 1 (3 free, 3 - 2 < 2) after super pod 0 (4 free)...
+    p = _with_job(_mindie_cluster({0: 4, 1: 3}, labelled_on=None),
+                  _mindie(2, 2, affinity=False) | {"sp-fit": "idlest"})
+    assert _super_pods(p) == {0}
+    # ... while both respect it: the idlest
+    p = _with_job(_mindie_cluster({0: 4, 1: 7}, labelled_on=None),
+                  _mindie(2, 2, affinity=False) | {"sp-fit": "idlest"})
+    assert _super_pods(p) == {1}
 
 
 def test_mindie_reserve_respecting_super_pods_first() -> None:

@@ -122,6 +122,24 @@ def test_inference_fields_belong_to_their_families() -> None:
     assert views[1].mindie and views[1].pod_affinity == (("app", "mindie"),)
 
 
+def test_sp_fit_belongs_to_the_mindie_path_and_is_idlest_only() -> None:
+    mindie = {"app": "mindie", "jobID": "j1"}
+    bad = scenario(_nodes(), [job("o", sp_fit="idlest"),
+                              job("a", "chip2-node8-sp", tasks=1, npu=8, sp_fit="idlest"),
+                              job("v", "chip2-node8-sp", tasks=1, npu=8, sp_fit="busiest",
+                                  **mindie)], CONFIG)
+    messages = _messages(bad)
+    assert sum("sp-fit is only read on the MindIE path" in m for m in messages) == 2
+    assert any("'v'" in m and "sp-fit" in m and "idlest" in m for m in messages)
+    good = scenario(_nodes(), [job("m", "chip2-node8-sp", tasks=1, npu=8, sp_fit="idlest",
+                                   **mindie),
+                               job("n", "chip2-node8-sp", tasks=1, npu=8, **mindie)], CONFIG)
+    views = problem(good).jobs
+    assert views[0].sp_fit_idlest and not views[1].sp_fit_idlest
+    dumped = scenario_from_data(good, "<t>").to_dict()
+    assert dumped["jobs"][0]["sp-fit"] == "idlest" and "sp-fit" not in dumped["jobs"][1]
+
+
 def test_pod_level_fields_round_trip_and_are_left_out_at_default() -> None:
     data = scenario(_nodes(), [_sp_job(pod_rescheduling=True, pending_sessions=4)], CONFIG)
     loaded = scenario_from_data(data, "<t>")

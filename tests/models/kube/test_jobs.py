@@ -348,3 +348,40 @@ def test_pending_sessions_are_inferred_from_the_pending_set() -> None:
                               "running-ranks": {0: "n0"}})
     shape, _ = derive_shape(job, base)
     assert shape is not None and inferred_pending_sessions(job, shape) == 0
+
+
+def _mindie_dump(annotations: dict[str, str], labels: dict[str, str] | None = None
+                 ) -> DumpBuilder:
+    """Two A3 super pods of 4 nodes; a pending MindIE job (one 2-node block)."""
+    b = cluster(nodes=0)
+    for i in range(8):
+        b.node(f"node-{i}", 16, super_pod=i // 4)
+    b.job("serving", "mi", 2, 16, policy="chip2-node16-sp",
+          annotations={"sp-block": "32", **annotations},
+          labels={"app": "mindie", "jobID": "j1"} if labels is None else labels)
+    return b
+
+
+@pytest.mark.parametrize("where", ["podgroup", "pod"])
+def test_mindie_sp_fit_idlest_is_imported(where: str) -> None:
+    # upstream's isIdleResourceFit reads the job annotation sp-fit, which the PodGroup
+    # takes from its first pod when it lacks it (annotationKeysForPodGroup)
+    objects = _mindie_dump({"sp-fit": "idlest"}).objects()
+    if where == "pod":
+        group = next(o for o in objects if o["kind"] == "PodGroup")
+        del group["metadata"]["annotations"]["sp-fit"]
+    result = run(objects)
+    job = job_of(result, "serving/mi-")
+    assert job["sp-fit"] == "idlest" and job["app"] == "mindie"
+    assert not any("sp-fit" in w for w in result.warnings)
+    assert result.scenario.jobs[0].sp_fit == "idlest"
+
+
+def test_mindie_sp_fit_other_values_and_other_jobs_are_warned() -> None:
+    result = run(_mindie_dump({"sp-fit": "busiest"}).objects())
+    assert "sp-fit" not in job_of(result, "serving/mi-")
+    assert any("serving/mi-" in w and "is not 'idlest'" in w for w in result.warnings)
+    result = run(_mindie_dump({"sp-fit": "idlest"}, labels={}).objects())
+    assert "sp-fit" not in job_of(result, "serving/mi-")
+    assert any("serving/mi-" in w and "read only on the MindIE path" in w
+               for w in result.warnings)
