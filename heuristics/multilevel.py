@@ -732,6 +732,14 @@ class _Run:
         with_prefs = np.zeros(n1, dtype=bool)
         with_prefs[[i for i, p in self.prefs[k1].items() if p]] = True
         order = np.concatenate([np.flatnonzero(with_prefs), np.flatnonzero(~with_prefs)])
+        # Every free leaf of a domain is pushed in some round (the domains and their
+        # pushes are independent); a domain whose free leaves, with what pass 1 left in
+        # its free list, cannot complete one level1 group changes nothing: skip it.
+        total = k + o
+        for i, dom in self.doms[k1].items():
+            if dom.free:
+                total[i] += len(dom.free)
+        order = order[total[order] >= self.m[k1]]
         k_o, o_o = k[order], o[order]
         split: dict[int, tuple[list[int], list[int]]] = {}
         node_arr = self.node_arr
