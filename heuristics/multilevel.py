@@ -1250,6 +1250,8 @@ class _Context:
                     return None if got is None else got[1]
                 nodes = self._repair_subtree(tix, req, d, start, pinned, avail)
                 if nodes is None:
+                    if max_escalation == 0:
+                        return None  # nothing escalates: the round's failure is final
                     failed.append((d, start))
                     continue
                 layout[start:start + req[d]] = nodes
