@@ -284,6 +284,9 @@ def _all_true(count: int) -> np.ndarray:
 
 _ALL_TRUE: dict[int, np.ndarray] = {}
 
+#: Up to this many children, :meth:`_Run._child_order` sorts in Python.
+_SMALL = 64
+
 
 class _Span:
     """The domains of one depth-``d0`` domain (positions ``[lo, hi)`` of a
@@ -623,6 +626,21 @@ class _Run:
             hi = int(owner.searchsorted(dom.index + 1))
             every = self.holders[d]
             holders = every[bisect_left(every, lo):bisect_left(every, hi)]
+            if hi - lo <= _SMALL:
+                # few children: the same stable sort in Python (numpy's per-call cost
+                # dominates here)
+                alloc_l = self.alloc[d][lo:hi].tolist()
+                frag_l = self.frag[d][lo:hi].tolist()
+                room_l = [a > 0 for a in alloc_l]
+                if d == self.k1 and self.reserve > 0:
+                    room_l = [r and s for r, s in
+                              zip(room_l, self.sufficient[lo:hi].tolist(), strict=True)]
+                marked = {i - lo for i in holders}
+                ranked_l = sorted(range(hi - lo),
+                                  key=lambda i: (frag_l[i], alloc_l[i], i not in marked))
+                found = dom.korder = _Kids(holders, [lo + i for i in ranked_l if room_l[i]],
+                                           lo, alloc_l, frag_l)
+                return found
             no_pref = np.ones(hi - lo, dtype=bool)
             no_pref[[i - lo for i in holders]] = False
             alloc = self.alloc[d][lo:hi]
