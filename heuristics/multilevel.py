@@ -600,9 +600,17 @@ class _Run:
         if order is None:
             leaves = self.leaves_of(dom)
             reserved = dom.reserved
-            usable = [x for x in leaves if x not in reserved]
-            key = self.ctx.leaf_key
-            order = dom.order = sorted(usable, key=lambda x: key(self.pref, reserved, x))
+            usable = [x for x in leaves if x not in reserved] if reserved else leaves
+            # leaf_key's order as one integer per leaf (no reserved leaf here)
+            rank = self.ctx.leaf_rank
+            pref = self.pref
+            if pref:
+                off = self.ctx.tasks
+                order = sorted(usable,
+                               key=lambda x: pref[x] - off if x in pref else rank[x])
+            else:
+                order = sorted(usable, key=rank.__getitem__)
+            dom.order = order
         used = self.used
         for x in order:
             if need <= 0 or self.done:
@@ -826,6 +834,7 @@ class _Context:
         self.fault_origin = {r: int(job.origin[r]) for r in np.flatnonzero(job.fault).tolist()
                              if job.origin[r] >= 0}
         self.fault_nodes = set(self.fault_origin.values())
+        self.leaf_rank = _leaf_rank(problem, self.fault_nodes)
         # Ranks still running (a partly running job, issue 24): fixed, never swapped.
         self.fixed = set(np.flatnonzero(~job.to_place).tolist())
         self.needed = self.tasks - len(self.fixed)  # nodes the job still needs
@@ -1453,6 +1462,26 @@ def place_multilevel(problem: Problem, j: int, state: ClusterState) -> JobOutcom
     if spare.nodes is None or _fault_key(job, full.nodes) > _fault_key(job, spare.nodes):
         return full
     return spare
+
+
+def _leaf_rank(problem: Problem, fault_nodes: set[int]) -> list[int]:
+    """:meth:`_Context.leaf_key` of every node that is not preferred nor reserved, as
+    one integer ``class * num_nodes + natural position`` (class 0 healthy, 1 sub-healthy,
+    2 a fault node); a preferred node's key is then ``rank - tasks`` (negative)."""
+    key = "multilevel-leaf-rank"
+    base: list[int] | None = problem.memo.get(key)
+    if base is None:
+        size = problem.num_nodes
+        ranks = problem.natural_pos.astype(np.int64) + size * (problem.health == SUBHEALTHY)
+        base = problem.memo[key] = ranks.tolist()
+    if not fault_nodes:
+        return base
+    out = base.copy()
+    size = problem.num_nodes
+    npos = problem.natural_pos_list
+    for x in fault_nodes:
+        out[x] = 2 * size + npos[x]
+    return out
 
 
 def _fault_key(job: JobView, nodes: np.ndarray) -> tuple[int, int]:
