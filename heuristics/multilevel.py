@@ -284,6 +284,9 @@ def _all_true(count: int) -> np.ndarray:
 
 _ALL_TRUE: dict[int, np.ndarray] = {}
 
+#: Up to this many changed leaves, :meth:`_Run._plain_counts` updates its last answer.
+_INCREMENTAL = 64
+
 #: Up to this many children, :meth:`_Run._child_order` sorts in Python.
 _SMALL = 64
 
@@ -439,10 +442,6 @@ class _Run:
         starts1 = self.starts[k1]
         n1 = len(starts1)
         offered = self.offered
-        # offered leaves per level1 domain (every domain of the span has a position)
-        leaves = (np.add.reduceat(offered, starts1, dtype=np.int64) if n1 and len(offered)
-                  else np.zeros(n1, dtype=np.int64))
-        self.leaf_count = leaves
         self.leaf_lo = starts1
         self.leaf_hi = self.shape.leaf_hi
         pos_dom = self.pos_dom
@@ -458,13 +457,17 @@ class _Run:
             rank_at = dict(zip(pref_pos.tolist(),
                                map(pref.__getitem__, self.node_arr[pref_pos].tolist()),
                                strict=True))
-        reserved = None
-        if reserve > 0 and not rank_at:
-            # Tie-break: reserve the first offered leaves in natural order (none preferred).
-            before = np.cumsum(offered) - offered
-            rank = before - before[starts1][pos_dom] if len(offered) else before
-            reserved = offered & (rank < reserve)
-        elif reserve > 0:
+        reserved: np.ndarray | None = None
+        if not rank_at:
+            # offered leaves per level1 domain, and the reserve: the first offered leaves
+            # of each domain in natural order (none preferred)
+            leaves, reserved = self._plain_counts()
+        else:
+            # (every domain of the span has a position)
+            leaves = (np.add.reduceat(offered, starts1, dtype=np.int64) if n1 and len(offered)
+                      else np.zeros(n1, dtype=np.int64))
+        self.leaf_count = leaves
+        if reserve > 0 and rank_at:
             # Tie-break: reserve the first non-preferred leaves in natural order.
             is_pref = np.zeros(len(offered), dtype=bool)
             is_pref[pref_pos] = True
@@ -518,6 +521,46 @@ class _Run:
             alloc, rest = _divmod(sub, m[d])
             self.alloc[d] = alloc
             frag = self.frag[d] = rest * req[d + 1] + _CHILD_FRAG_WEIGHT * acc
+
+    def _plain_counts(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """Offered leaves per level1 domain and (with a reserve) the reserved leaves,
+        when no preferred node is offered: the first ``reserve`` offered leaves of each
+        domain in natural order.
+
+        Successive runs over one span (the repairs of a job) offer nearly the same
+        leaves: the last answer per span is kept in the context and only the level1
+        domains whose offered leaves changed are counted again.  Arrays handed out are
+        never changed afterwards (an update works on copies).
+        """
+        shape, offered, reserve = self.shape, self.offered, self.reserve
+        starts1 = self.starts[self.k1]
+        cache = self.ctx.counts
+        found = cache.get(id(shape))
+        if found is not None and found[0] is shape:
+            diff = np.flatnonzero(found[1] != offered)
+            if len(diff) <= _INCREMENTAL:
+                leaves = found[2].copy()
+                reserved = None if found[3] is None else found[3].copy()
+                leaf_hi = self.shape.leaf_hi
+                for i in np.unique(self.pos_dom[diff]).tolist():
+                    lo, hi = int(starts1[i]), int(leaf_hi[i])
+                    seg = offered[lo:hi]
+                    leaves[i] = np.count_nonzero(seg)
+                    if reserved is not None:
+                        reserved[lo:hi] = seg & ((np.cumsum(seg) - seg) < reserve)
+                cache[id(shape)] = (shape, offered, leaves, reserved)
+                return leaves, reserved
+        n1 = len(starts1)
+        leaves = (np.add.reduceat(offered, starts1, dtype=np.int64) if n1 and len(offered)
+                  else np.zeros(n1, dtype=np.int64))
+        if reserve > 0:
+            before = np.cumsum(offered) - offered
+            rank = before - before[starts1][self.pos_dom] if len(offered) else before
+            reserved = offered & (rank < reserve)
+        else:
+            reserved = None
+        cache[id(shape)] = (shape, offered, leaves, reserved)
+        return leaves, reserved
 
     @cached_property
     def holders(self) -> dict[int, list[int]]:
@@ -822,6 +865,8 @@ class _Context:
                  repairs: dict[tuple[Any, ...], list[int] | None] | None = None) -> None:
         self.problem = problem
         self.repairs = {} if repairs is None else repairs  # _repair_subtree answers
+        # _Run._plain_counts: id(span) -> (span, offered, leaves per level1, reserved)
+        self.counts: dict[int, tuple[_Span, np.ndarray, np.ndarray, np.ndarray | None]] = {}
         self.job = job
         self.levels = job.levels
         self.tasks = job.tasks
