@@ -394,6 +394,7 @@ class _Run:
         idx: np.ndarray,
         pref: dict[int, int],
         span: tuple[int, int] | None = None,
+        offered: np.ndarray | None = None,
     ) -> None:
         self.ctx = ctx
         self.req = req
@@ -405,18 +406,20 @@ class _Run:
         self.used = bytearray(ctx.num_nodes)
         self.done = False
         self.result: list[Any] = []
-        self._build(tix, idx, span)
+        self._build(tix, idx, span, offered)
         self._init()
         self.root = self.dom(d0, 0)
 
     # ----------------------------------------------------------------- construction
-    def _build(self, tix: _TreeIndex, idx: np.ndarray, span: tuple[int, int] | None) -> None:
+    def _build(self, tix: _TreeIndex, idx: np.ndarray, span: tuple[int, int] | None,
+               offered: np.ndarray | None) -> None:
         """The run's domains (cached per domain of ``tix``) and the leaves it offers.
 
         ``span`` is the position range of the depth-``d0`` domain the run schedules in
         (default: the whole tree); ``idx`` the positions it offers, ascending.  Positions
         of the run are relative to the span; domains none of whose leaves are offered stay
-        in the arrays with no room (``alloc`` 0), which changes no choice.
+        in the arrays with no room (``alloc`` 0), which changes no choice.  ``offered``,
+        when given, is the same as a mask over the span (the caller's, never changed).
         """
         lo, hi = span if span is not None else (0, len(tix.order))
         shape = tix.span(self.d0, self.k1, lo, hi)
@@ -428,8 +431,9 @@ class _Run:
         self.size = shape.size
         self.seq_base = shape.seq_base
         self.span_lo = lo
-        offered = np.zeros(hi - lo, dtype=bool)
-        offered[idx - lo] = True
+        if offered is None:
+            offered = np.zeros(hi - lo, dtype=bool)
+            offered[idx - lo] = True
         self.offered = offered
         self.count = len(idx)
         self.tree_pos = tix.pos
@@ -655,6 +659,8 @@ class _Run:
                 order = sorted(usable, key=rank.__getitem__)
             dom.order = order
         used = self.used
+        free = dom.free
+        size = self.m[dom.depth]
         for x in order:
             if need <= 0 or self.done:
                 return
@@ -662,7 +668,10 @@ class _Run:
                 continue
             used[x] = 1
             need -= 1
-            self._push(dom, x)
+            if len(free) + 1 < size:  # _push's first step, inlined
+                free.append(x)
+            else:
+                self._push(dom, x)
 
     def _child_order(self, dom: _Dom) -> _Kids:
         """Children of ``dom`` (indices at the next depth): those holding preferred nodes,
@@ -1354,27 +1363,29 @@ class _Context:
         seg = pinned[plo:plo + psize]
         anchor = int(seg[seg >= 0][0])
         lo, hi = tix.run_of(d - 1, anchor)
-        idx = lo + np.flatnonzero(avail[tix.order[lo:hi]])
+        mask = avail[tix.order[lo:hi]]
+        idx = lo + np.flatnonzero(mask)
         if len(idx) < size:
             return None
         sub = list(req)
         sub[d - 1] = size
         pref = self._pref_map(avail, range(start, start + size))
-        # The answer depends only on the nodes offered and the preferred ones among them:
-        # a job scheduled again (fault nodes held back) reuses every repair they left alone.
-        nodes = tix.order[idx]
+        # The answer depends only on the nodes offered (the domain [lo, hi) and the mask
+        # of its offered positions) and the preferred ones among them: a job scheduled
+        # again (fault nodes held back) reuses every repair they left alone.
         position = tix.pos
         held = sorted((int(position[n]), n, r) for n, r in pref.items()
                       if lo <= position[n] < hi)
-        key = (tix.view.name, tix.depth, tuple(sub), d, start, nodes.tobytes(), tuple(held))
+        key = (tix.view.name, tix.depth, tuple(sub), d, start, lo, hi,
+               np.packbits(mask).tobytes(), tuple(held))
         if key in self.repairs:
             return self.repairs[key]
         found: list[int] | None = None
         if d - 1 == len(req) - 2:  # one pod inside its level1 domain
-            found = self._repair_pod(tix, nodes, pref)
+            found = self._repair_pod(tix, tix.order[idx], pref)
             self.repairs[key] = found
             return found
-        run = _Run(self, tix, sub, d - 1, idx, pref, span=(lo, hi))
+        run = _Run(self, tix, sub, d - 1, idx, pref, span=(lo, hi), offered=mask)
         if run.run():
             out: list[int] = [-1] * self.tasks
             self._write(run, start, out)
