@@ -476,8 +476,8 @@ class _Run:
             is_pref = np.zeros(len(offered), dtype=bool)
             is_pref[pref_pos] = True
             other = offered & ~is_pref
-            before = np.cumsum(other) - other
-            rank = before - before[starts1][pos_dom] if len(offered) else before
+            before: np.ndarray = np.cumsum(other) - other
+            rank: np.ndarray = before - before[starts1][pos_dom] if len(offered) else before
             reserved = other & (rank < reserve)
             others = np.bincount(pos_dom[other], minlength=n1)
             for i in np.flatnonzero((others < reserve) & (leaves > others)).tolist():
