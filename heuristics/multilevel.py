@@ -1145,7 +1145,12 @@ class _Context:
                 return found
         out: list[int] = []
         for child in task:
-            out.extend(_Context._prefs_of(child, pref, memo))
+            if isinstance(child, int):  # a leaf, inlined
+                r = pref.get(child)
+                if r is not None:
+                    out.append(r)
+            else:
+                out.extend(_Context._prefs_of(child, pref, memo))
         if memo is not None:
             memo[id(task)] = out
         return out
@@ -1209,15 +1214,25 @@ class _Context:
             out[:] = ranks_from_level1_groups(groups)
 
     def _leaf_order(self, leaves: list[int], start: int, pref: dict[int, int]) -> list[int]:
-        npos = self.npos
+        ordered = sorted(leaves, key=self.npos.__getitem__)
         if not pref:
-            return sorted(leaves, key=npos.__getitem__)
-        preferred = self.preferred
-        cached: list[int | None] = []
-        for q in range(len(leaves)):
-            n = preferred[start + q]
-            cached.append(n if n >= 0 and pref.get(n) == start + q else None)
-        return _order_by_cache(leaves, cached, npos.__getitem__)
+            return ordered
+        # _order_by_cache with the cached layout ``preferred[start:start + size]``: a leaf
+        # goes back to position q when it is the cached node of rank start + q and its
+        # preferred rank (``pref[n] == r`` implies ``preferred[r] == n``, one rank a node)
+        size = len(leaves)
+        slots: list[int | None] | None = None
+        for x in leaves:
+            r = pref.get(x)
+            if r is not None and 0 <= r - start < size:
+                if slots is None:
+                    slots = [None] * size
+                slots[r - start] = x
+        if slots is None:
+            return ordered
+        placed = {x for x in slots if x is not None}
+        rest = iter([x for x in ordered if x not in placed])
+        return [next(rest) if x is None else x for x in slots]
 
     # ----------------------------------------------------------------- history
     def _with_history(self) -> list[int] | None:
