@@ -273,6 +273,15 @@ def _divmod(values: np.ndarray, by: int) -> tuple[np.ndarray, np.ndarray]:
     return quotient, values - quotient * by
 
 
+def _group_runs(table: dict[int, list[int]], ids: np.ndarray, values: list[int]) -> None:
+    """``table[g]``: the ``values`` whose ``ids`` entry is ``g``, in order, for
+    non-decreasing ``ids`` (one slice per run of equal ids)."""
+    cut = (np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist()
+    bounds = [0, *cut, len(values)]
+    for g, a, b in zip(ids[bounds[:-1]].tolist(), bounds[:-1], bounds[1:], strict=True):
+        table[g] = values[a:b]
+
+
 def _all_true(count: int) -> np.ndarray:
     """A read-only all-true mask of ``count`` entries (shared, as it never changes)."""
     found = _ALL_TRUE.get(count)
@@ -502,17 +511,17 @@ class _Run:
         self.prefs: dict[int, dict[int, list[int]]] = {d: {} for d in self.doms}
         held = pref_pos if reserved is None else pref_pos[~reserved[pref_pos]]
         if len(held):
+            # ``held`` is ascending, so every domain's ranks are one contiguous run
             ranks = [rank_at[p] for p in held.tolist()]
-            doms1 = pos_dom[held].tolist()
-            for r, g in zip(ranks, doms1, strict=True):
-                self.prefs[k1].setdefault(g, []).append(r)
+            _group_runs(self.prefs[k1], pos_dom[held], ranks)
             keep = sufficient[pos_dom[held]]
-            for d in range(k1 - 1, self.d0 - 1, -1):
-                ids = (np.searchsorted(self.starts[d], held, side="right") - 1).tolist()
-                table = self.prefs[d]
-                for r, g, ok in zip(ranks, ids, keep.tolist(), strict=True):
-                    if ok:
-                        table.setdefault(g, []).append(r)
+            up = held[keep]
+            if len(up):
+                ranks_up = ranks if len(up) == len(held) else [
+                    r for r, ok in zip(ranks, keep.tolist(), strict=True) if ok]
+                for d in range(k1 - 1, self.d0 - 1, -1):
+                    ids = np.searchsorted(self.starts[d], up, side="right") - 1
+                    _group_runs(self.prefs[d], ids, ranks_up)
         # parents sum their children (contiguous runs; every domain of the span has one);
         # an insufficient level1 domain counts for nothing
         alloc, frag = self.alloc[k1], self.frag[k1]
