@@ -541,9 +541,10 @@ class _Run:
         domain in natural order.
 
         Successive runs over one span (the repairs of a job) offer nearly the same
-        leaves: the last answer per span is kept in the context and only the level1
-        domains whose offered leaves changed are counted again.  Arrays handed out are
-        never changed afterwards (an update works on copies).
+        leaves: the last answer per span is kept (in ``Problem.memo``, so the later jobs
+        of a batch start from it too) and only the level1 domains whose offered leaves
+        changed are counted again.  Arrays handed out are never changed
+        afterwards (an update works on copies).
         """
         shape, offered, reserve = self.shape, self.offered, self.reserve
         starts1 = self.starts[self.k1]
@@ -883,8 +884,11 @@ class _Context:
                  repairs: dict[tuple[Any, ...], list[int] | None] | None = None) -> None:
         self.problem = problem
         self.repairs = {} if repairs is None else repairs  # _repair_subtree answers
-        # _Run._plain_counts: id(span) -> (span, offered, leaves per level1, reserved)
-        self.counts: dict[int, tuple[_Span, np.ndarray, np.ndarray, np.ndarray | None]] = {}
+        # _Run._plain_counts: id(span) -> (span, offered, leaves per level1, reserved), the
+        # last answer per span, kept with the spans for every later run and job (an entry
+        # is replaced whole and never changed, so a stale one only costs a larger update)
+        self.counts: dict[int, tuple[_Span, np.ndarray, np.ndarray, np.ndarray | None]] = (
+            problem.memo.setdefault("multilevel-counts", {}))
         self.job = job
         self.levels = job.levels
         self.tasks = job.tasks
