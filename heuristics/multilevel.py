@@ -294,7 +294,7 @@ def _all_true(count: int) -> np.ndarray:
 _ALL_TRUE: dict[int, np.ndarray] = {}
 
 #: Up to this many changed leaves, :meth:`_Run._plain_counts` updates its last answer.
-_INCREMENTAL = 64
+_INCREMENTAL = 256
 
 #: Up to this many children, :meth:`_Run._child_order` sorts in Python.
 _SMALL = 64
@@ -555,13 +555,19 @@ class _Run:
             if len(diff) <= _INCREMENTAL:
                 leaves = found[2].copy()
                 reserved = None if found[3] is None else found[3].copy()
-                leaf_hi = self.shape.leaf_hi
-                for i in np.unique(self.pos_dom[diff]).tolist():
-                    lo, hi = int(starts1[i]), int(leaf_hi[i])
-                    seg = offered[lo:hi]
-                    leaves[i] = np.count_nonzero(seg)
+                if len(diff):
+                    # the changed domains' positions, one run per domain, counted again
+                    doms = np.unique(self.pos_dom[diff])
+                    lo = starts1[doms]
+                    lens = self.shape.leaf_hi[doms] - lo
+                    first = np.cumsum(lens) - lens
+                    pos = np.repeat(lo - first, lens) + np.arange(int(lens.sum()))
+                    seg = offered[pos]
+                    leaves[doms] = np.add.reduceat(seg, first, dtype=np.int64)
                     if reserved is not None:
-                        reserved[lo:hi] = seg & ((np.cumsum(seg) - seg) < reserve)
+                        before = np.cumsum(seg) - seg
+                        rank = before - np.repeat(before[first], lens)
+                        reserved[pos] = seg & (rank < reserve)
                 cache[id(shape)] = (shape, offered, leaves, reserved)
                 return leaves, reserved
         n1 = len(starts1)
