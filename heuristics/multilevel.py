@@ -1327,6 +1327,7 @@ class _Context:
         out: list[tuple[int, int]] = []
         leaf = len(req) - 1
         end = -1
+        flags = missing.tolist()
         for r in np.flatnonzero(missing).tolist():
             if r < end:
                 continue
@@ -1334,7 +1335,7 @@ class _Context:
             while d > 0:
                 size = req[d - 1]
                 lo = r - r % size
-                if missing[lo:lo + size].all():
+                if all(flags[lo:lo + size]):
                     d -= 1
                 else:
                     break
