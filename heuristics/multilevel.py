@@ -1357,6 +1357,7 @@ class _Context:
         while True:
             avail = self.cand[t].copy()
             avail[pinned[pinned >= 0]] = False
+            avail_pos = avail[tix.order]  # the same, per position of the tree index
             layout = pinned.tolist()
             failed: list[tuple[int, int]] = []
             for d, start in self._fault_subtrees(missing, req):
@@ -1364,7 +1365,7 @@ class _Context:
                     pref = self._pref_map(self.cand[t], range(self.tasks))
                     got, _why = self._schedule_tree(t, self.levels, pref)
                     return None if got is None else got[1]
-                nodes = self._repair_subtree(tix, req, d, start, pinned, avail)
+                nodes = self._repair_subtree(tix, req, d, start, pinned, avail, avail_pos)
                 if nodes is None:
                     if max_escalation == 0:
                         return None  # nothing escalates: the round's failure is final
@@ -1372,6 +1373,7 @@ class _Context:
                     continue
                 layout[start:start + req[d]] = nodes
                 avail[nodes] = False
+                avail_pos[tix.pos[nodes]] = False
             if not failed:
                 return layout
             grew = False
@@ -1389,16 +1391,20 @@ class _Context:
 
     def _repair_subtree(
         self, tix: _TreeIndex, req: list[int], d: int, start: int, pinned: np.ndarray,
-        avail: np.ndarray,
+        avail: np.ndarray, avail_pos: np.ndarray,
     ) -> list[int] | None:
-        """``rescheduleSubTask``: one group of depth ``d`` inside its parent's domain."""
+        """``rescheduleSubTask``: one group of depth ``d`` inside its parent's domain.
+
+        ``avail`` marks the nodes still free for the job, ``avail_pos`` the same per
+        position of ``tix``.
+        """
         size = req[d]
         psize = req[d - 1]
         plo = start - start % psize
         seg = pinned[plo:plo + psize]
         anchor = int(seg[seg >= 0][0])
         lo, hi = tix.run_of(d - 1, anchor)
-        mask = avail[tix.order[lo:hi]]
+        mask = avail_pos[lo:hi].copy()
         idx = lo + np.flatnonzero(mask)
         if len(idx) < size:
             return None
