@@ -273,6 +273,15 @@ def _divmod(values: np.ndarray, by: int) -> tuple[np.ndarray, np.ndarray]:
     return quotient, values - quotient * by
 
 
+def _group_runs(table: dict[int, list[int]], ids: np.ndarray, values: list[int]) -> None:
+    """``table[g]``: the ``values`` whose ``ids`` entry is ``g``, in order, for
+    non-decreasing ``ids`` (one slice per run of equal ids)."""
+    cut = (np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist()
+    bounds = [0, *cut, len(values)]
+    for g, a, b in zip(ids[bounds[:-1]].tolist(), bounds[:-1], bounds[1:], strict=True):
+        table[g] = values[a:b]
+
+
 def _all_true(count: int) -> np.ndarray:
     """A read-only all-true mask of ``count`` entries (shared, as it never changes)."""
     found = _ALL_TRUE.get(count)
@@ -283,6 +292,12 @@ def _all_true(count: int) -> np.ndarray:
 
 
 _ALL_TRUE: dict[int, np.ndarray] = {}
+
+#: Up to this many changed leaves, :meth:`_Run._plain_counts` updates its last answer.
+_INCREMENTAL = 256
+
+#: Up to this many children, :meth:`_Run._child_order` sorts in Python.
+_SMALL = 64
 
 
 class _Span:
@@ -388,6 +403,7 @@ class _Run:
         idx: np.ndarray,
         pref: dict[int, int],
         span: tuple[int, int] | None = None,
+        offered: np.ndarray | None = None,
     ) -> None:
         self.ctx = ctx
         self.req = req
@@ -399,18 +415,20 @@ class _Run:
         self.used = bytearray(ctx.num_nodes)
         self.done = False
         self.result: list[Any] = []
-        self._build(tix, idx, span)
+        self._build(tix, idx, span, offered)
         self._init()
         self.root = self.dom(d0, 0)
 
     # ----------------------------------------------------------------- construction
-    def _build(self, tix: _TreeIndex, idx: np.ndarray, span: tuple[int, int] | None) -> None:
+    def _build(self, tix: _TreeIndex, idx: np.ndarray, span: tuple[int, int] | None,
+               offered: np.ndarray | None) -> None:
         """The run's domains (cached per domain of ``tix``) and the leaves it offers.
 
         ``span`` is the position range of the depth-``d0`` domain the run schedules in
         (default: the whole tree); ``idx`` the positions it offers, ascending.  Positions
         of the run are relative to the span; domains none of whose leaves are offered stay
-        in the arrays with no room (``alloc`` 0), which changes no choice.
+        in the arrays with no room (``alloc`` 0), which changes no choice.  ``offered``,
+        when given, is the same as a mask over the span (the caller's, never changed).
         """
         lo, hi = span if span is not None else (0, len(tix.order))
         shape = tix.span(self.d0, self.k1, lo, hi)
@@ -422,8 +440,9 @@ class _Run:
         self.size = shape.size
         self.seq_base = shape.seq_base
         self.span_lo = lo
-        offered = np.zeros(hi - lo, dtype=bool)
-        offered[idx - lo] = True
+        if offered is None:
+            offered = np.zeros(hi - lo, dtype=bool)
+            offered[idx - lo] = True
         self.offered = offered
         self.count = len(idx)
         self.tree_pos = tix.pos
@@ -436,10 +455,6 @@ class _Run:
         starts1 = self.starts[k1]
         n1 = len(starts1)
         offered = self.offered
-        # offered leaves per level1 domain (every domain of the span has a position)
-        leaves = (np.add.reduceat(offered, starts1, dtype=np.int64) if n1 and len(offered)
-                  else np.zeros(n1, dtype=np.int64))
-        self.leaf_count = leaves
         self.leaf_lo = starts1
         self.leaf_hi = self.shape.leaf_hi
         pos_dom = self.pos_dom
@@ -455,19 +470,23 @@ class _Run:
             rank_at = dict(zip(pref_pos.tolist(),
                                map(pref.__getitem__, self.node_arr[pref_pos].tolist()),
                                strict=True))
-        reserved = None
-        if reserve > 0 and not rank_at:
-            # Tie-break: reserve the first offered leaves in natural order (none preferred).
-            before = np.cumsum(offered) - offered
-            rank = before - before[starts1][pos_dom] if len(offered) else before
-            reserved = offered & (rank < reserve)
-        elif reserve > 0:
+        reserved: np.ndarray | None = None
+        if not rank_at:
+            # offered leaves per level1 domain, and the reserve: the first offered leaves
+            # of each domain in natural order (none preferred)
+            leaves, reserved = self._plain_counts()
+        else:
+            # (every domain of the span has a position)
+            leaves = (np.add.reduceat(offered, starts1, dtype=np.int64) if n1 and len(offered)
+                      else np.zeros(n1, dtype=np.int64))
+        self.leaf_count = leaves
+        if reserve > 0 and rank_at:
             # Tie-break: reserve the first non-preferred leaves in natural order.
             is_pref = np.zeros(len(offered), dtype=bool)
             is_pref[pref_pos] = True
             other = offered & ~is_pref
-            before = np.cumsum(other) - other
-            rank = before - before[starts1][pos_dom] if len(offered) else before
+            before: np.ndarray = np.cumsum(other) - other
+            rank: np.ndarray = before - before[starts1][pos_dom] if len(offered) else before
             reserved = other & (rank < reserve)
             others = np.bincount(pos_dom[other], minlength=n1)
             for i in np.flatnonzero((others < reserve) & (leaves > others)).tolist():
@@ -492,17 +511,17 @@ class _Run:
         self.prefs: dict[int, dict[int, list[int]]] = {d: {} for d in self.doms}
         held = pref_pos if reserved is None else pref_pos[~reserved[pref_pos]]
         if len(held):
+            # ``held`` is ascending, so every domain's ranks are one contiguous run
             ranks = [rank_at[p] for p in held.tolist()]
-            doms1 = pos_dom[held].tolist()
-            for r, g in zip(ranks, doms1, strict=True):
-                self.prefs[k1].setdefault(g, []).append(r)
+            _group_runs(self.prefs[k1], pos_dom[held], ranks)
             keep = sufficient[pos_dom[held]]
-            for d in range(k1 - 1, self.d0 - 1, -1):
-                ids = (np.searchsorted(self.starts[d], held, side="right") - 1).tolist()
-                table = self.prefs[d]
-                for r, g, ok in zip(ranks, ids, keep.tolist(), strict=True):
-                    if ok:
-                        table.setdefault(g, []).append(r)
+            up = held[keep]
+            if len(up):
+                ranks_up = ranks if len(up) == len(held) else [
+                    r for r, ok in zip(ranks, keep.tolist(), strict=True) if ok]
+                for d in range(k1 - 1, self.d0 - 1, -1):
+                    ids = np.searchsorted(self.starts[d], up, side="right") - 1
+                    _group_runs(self.prefs[d], ids, ranks_up)
         # parents sum their children (contiguous runs; every domain of the span has one);
         # an insufficient level1 domain counts for nothing
         alloc, frag = self.alloc[k1], self.frag[k1]
@@ -515,6 +534,53 @@ class _Run:
             alloc, rest = _divmod(sub, m[d])
             self.alloc[d] = alloc
             frag = self.frag[d] = rest * req[d + 1] + _CHILD_FRAG_WEIGHT * acc
+
+    def _plain_counts(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """Offered leaves per level1 domain and (with a reserve) the reserved leaves,
+        when no preferred node is offered: the first ``reserve`` offered leaves of each
+        domain in natural order.
+
+        Successive runs over one span (the repairs of a job) offer nearly the same
+        leaves: the last answer per span is kept (in ``Problem.memo``, so the later jobs
+        of a batch start from it too) and only the level1 domains whose offered leaves
+        changed are counted again.  Arrays handed out are never changed
+        afterwards (an update works on copies).
+        """
+        shape, offered, reserve = self.shape, self.offered, self.reserve
+        starts1 = self.starts[self.k1]
+        cache = self.ctx.counts
+        found = cache.get(id(shape))
+        if found is not None and found[0] is shape:
+            diff = np.flatnonzero(found[1] != offered)
+            if len(diff) <= _INCREMENTAL:
+                leaves = found[2].copy()
+                reserved = None if found[3] is None else found[3].copy()
+                if len(diff):
+                    # the changed domains' positions, one run per domain, counted again
+                    doms = np.unique(self.pos_dom[diff])
+                    lo = starts1[doms]
+                    lens = self.shape.leaf_hi[doms] - lo
+                    first = np.cumsum(lens) - lens
+                    pos = np.repeat(lo - first, lens) + np.arange(int(lens.sum()))
+                    seg = offered[pos]
+                    leaves[doms] = np.add.reduceat(seg, first, dtype=np.int64)
+                    if reserved is not None:
+                        before = np.cumsum(seg) - seg
+                        rank = before - np.repeat(before[first], lens)
+                        reserved[pos] = seg & (rank < reserve)
+                cache[id(shape)] = (shape, offered, leaves, reserved)
+                return leaves, reserved
+        n1 = len(starts1)
+        leaves = (np.add.reduceat(offered, starts1, dtype=np.int64) if n1 and len(offered)
+                  else np.zeros(n1, dtype=np.int64))
+        if reserve > 0:
+            before = np.cumsum(offered) - offered
+            rank = before - before[starts1][self.pos_dom] if len(offered) else before
+            reserved = offered & (rank < reserve)
+        else:
+            reserved = None
+        cache[id(shape)] = (shape, offered, leaves, reserved)
+        return leaves, reserved
 
     @cached_property
     def holders(self) -> dict[int, list[int]]:
@@ -597,10 +663,20 @@ class _Run:
         if order is None:
             leaves = self.leaves_of(dom)
             reserved = dom.reserved
-            usable = [x for x in leaves if x not in reserved]
-            key = self.ctx.leaf_key
-            order = dom.order = sorted(usable, key=lambda x: key(self.pref, reserved, x))
+            usable = [x for x in leaves if x not in reserved] if reserved else leaves
+            # leaf_key's order as one integer per leaf (no reserved leaf here)
+            rank = self.ctx.leaf_rank
+            pref = self.pref
+            if pref:
+                off = self.ctx.tasks
+                order = sorted(usable,
+                               key=lambda x: pref[x] - off if x in pref else rank[x])
+            else:
+                order = sorted(usable, key=rank.__getitem__)
+            dom.order = order
         used = self.used
+        free = dom.free
+        size = self.m[dom.depth]
         for x in order:
             if need <= 0 or self.done:
                 return
@@ -608,7 +684,10 @@ class _Run:
                 continue
             used[x] = 1
             need -= 1
-            self._push(dom, x)
+            if len(free) + 1 < size:  # _push's first step, inlined
+                free.append(x)
+            else:
+                self._push(dom, x)
 
     def _child_order(self, dom: _Dom) -> _Kids:
         """Children of ``dom`` (indices at the next depth): those holding preferred nodes,
@@ -623,6 +702,21 @@ class _Run:
             hi = int(owner.searchsorted(dom.index + 1))
             every = self.holders[d]
             holders = every[bisect_left(every, lo):bisect_left(every, hi)]
+            if hi - lo <= _SMALL:
+                # few children: the same stable sort in Python (numpy's per-call cost
+                # dominates here)
+                alloc_l = self.alloc[d][lo:hi].tolist()
+                frag_l = self.frag[d][lo:hi].tolist()
+                room_l = [a > 0 for a in alloc_l]
+                if d == self.k1 and self.reserve > 0:
+                    room_l = [r and s for r, s in
+                              zip(room_l, self.sufficient[lo:hi].tolist(), strict=True)]
+                marked = {i - lo for i in holders}
+                ranked_l = sorted(range(hi - lo),
+                                  key=lambda i: (frag_l[i], alloc_l[i], i not in marked))
+                found = dom.korder = _Kids(holders, [lo + i for i in ranked_l if room_l[i]],
+                                           lo, alloc_l, frag_l)
+                return found
             no_pref = np.ones(hi - lo, dtype=bool)
             no_pref[[i - lo for i in holders]] = False
             alloc = self.alloc[d][lo:hi]
@@ -732,6 +826,14 @@ class _Run:
         with_prefs = np.zeros(n1, dtype=bool)
         with_prefs[[i for i, p in self.prefs[k1].items() if p]] = True
         order = np.concatenate([np.flatnonzero(with_prefs), np.flatnonzero(~with_prefs)])
+        # Every free leaf of a domain is pushed in some round (the domains and their
+        # pushes are independent); a domain whose free leaves, with what pass 1 left in
+        # its free list, cannot complete one level1 group changes nothing: skip it.
+        total = k + o
+        for i, dom in self.doms[k1].items():
+            if dom.free:
+                total[i] += len(dom.free)
+        order = order[total[order] >= self.m[k1]]
         k_o, o_o = k[order], o[order]
         split: dict[int, tuple[list[int], list[int]]] = {}
         node_arr = self.node_arr
@@ -788,6 +890,11 @@ class _Context:
                  repairs: dict[tuple[Any, ...], list[int] | None] | None = None) -> None:
         self.problem = problem
         self.repairs = {} if repairs is None else repairs  # _repair_subtree answers
+        # _Run._plain_counts: id(span) -> (span, offered, leaves per level1, reserved), the
+        # last answer per span, kept with the spans for every later run and job (an entry
+        # is replaced whole and never changed, so a stale one only costs a larger update)
+        self.counts: dict[int, tuple[_Span, np.ndarray, np.ndarray, np.ndarray | None]] = (
+            problem.memo.setdefault("multilevel-counts", {}))
         self.job = job
         self.levels = job.levels
         self.tasks = job.tasks
@@ -800,6 +907,7 @@ class _Context:
         self.fault_origin = {r: int(job.origin[r]) for r in np.flatnonzero(job.fault).tolist()
                              if job.origin[r] >= 0}
         self.fault_nodes = set(self.fault_origin.values())
+        self.leaf_rank = _leaf_rank(problem, self.fault_nodes)
         # Ranks still running (a partly running job, issue 24): fixed, never swapped.
         self.fixed = set(np.flatnonzero(~job.to_place).tolist())
         self.needed = self.tasks - len(self.fixed)  # nodes the job still needs
@@ -1056,7 +1164,12 @@ class _Context:
                 return found
         out: list[int] = []
         for child in task:
-            out.extend(_Context._prefs_of(child, pref, memo))
+            if isinstance(child, int):  # a leaf, inlined
+                r = pref.get(child)
+                if r is not None:
+                    out.append(r)
+            else:
+                out.extend(_Context._prefs_of(child, pref, memo))
         if memo is not None:
             memo[id(task)] = out
         return out
@@ -1120,15 +1233,25 @@ class _Context:
             out[:] = ranks_from_level1_groups(groups)
 
     def _leaf_order(self, leaves: list[int], start: int, pref: dict[int, int]) -> list[int]:
-        npos = self.npos
+        ordered = sorted(leaves, key=self.npos.__getitem__)
         if not pref:
-            return sorted(leaves, key=npos.__getitem__)
-        preferred = self.preferred
-        cached: list[int | None] = []
-        for q in range(len(leaves)):
-            n = preferred[start + q]
-            cached.append(n if n >= 0 and pref.get(n) == start + q else None)
-        return _order_by_cache(leaves, cached, npos.__getitem__)
+            return ordered
+        # _order_by_cache with the cached layout ``preferred[start:start + size]``: a leaf
+        # goes back to position q when it is the cached node of rank start + q and its
+        # preferred rank (``pref[n] == r`` implies ``preferred[r] == n``, one rank a node)
+        size = len(leaves)
+        slots: list[int | None] | None = None
+        for x in leaves:
+            r = pref.get(x)
+            if r is not None and 0 <= r - start < size:
+                if slots is None:
+                    slots = [None] * size
+                slots[r - start] = x
+        if slots is None:
+            return ordered
+        placed = {x for x in slots if x is not None}
+        rest = iter([x for x in ordered if x not in placed])
+        return [next(rest) if x is None else x for x in slots]
 
     # ----------------------------------------------------------------- history
     def _with_history(self) -> list[int] | None:
@@ -1204,6 +1327,7 @@ class _Context:
         out: list[tuple[int, int]] = []
         leaf = len(req) - 1
         end = -1
+        flags = missing.tolist()
         for r in np.flatnonzero(missing).tolist():
             if r < end:
                 continue
@@ -1211,7 +1335,7 @@ class _Context:
             while d > 0:
                 size = req[d - 1]
                 lo = r - r % size
-                if missing[lo:lo + size].all():
+                if all(flags[lo:lo + size]):
                     d -= 1
                 else:
                     break
@@ -1233,6 +1357,7 @@ class _Context:
         while True:
             avail = self.cand[t].copy()
             avail[pinned[pinned >= 0]] = False
+            avail_pos = avail[tix.order]  # the same, per position of the tree index
             layout = pinned.tolist()
             failed: list[tuple[int, int]] = []
             for d, start in self._fault_subtrees(missing, req):
@@ -1240,12 +1365,15 @@ class _Context:
                     pref = self._pref_map(self.cand[t], range(self.tasks))
                     got, _why = self._schedule_tree(t, self.levels, pref)
                     return None if got is None else got[1]
-                nodes = self._repair_subtree(tix, req, d, start, pinned, avail)
+                nodes = self._repair_subtree(tix, req, d, start, pinned, avail, avail_pos)
                 if nodes is None:
+                    if max_escalation == 0:
+                        return None  # nothing escalates: the round's failure is final
                     failed.append((d, start))
                     continue
                 layout[start:start + req[d]] = nodes
                 avail[nodes] = False
+                avail_pos[tix.pos[nodes]] = False
             if not failed:
                 return layout
             grew = False
@@ -1263,36 +1391,42 @@ class _Context:
 
     def _repair_subtree(
         self, tix: _TreeIndex, req: list[int], d: int, start: int, pinned: np.ndarray,
-        avail: np.ndarray,
+        avail: np.ndarray, avail_pos: np.ndarray,
     ) -> list[int] | None:
-        """``rescheduleSubTask``: one group of depth ``d`` inside its parent's domain."""
+        """``rescheduleSubTask``: one group of depth ``d`` inside its parent's domain.
+
+        ``avail`` marks the nodes still free for the job, ``avail_pos`` the same per
+        position of ``tix``.
+        """
         size = req[d]
         psize = req[d - 1]
         plo = start - start % psize
         seg = pinned[plo:plo + psize]
         anchor = int(seg[seg >= 0][0])
         lo, hi = tix.run_of(d - 1, anchor)
-        idx = lo + np.flatnonzero(avail[tix.order[lo:hi]])
+        mask = avail_pos[lo:hi].copy()
+        idx = lo + np.flatnonzero(mask)
         if len(idx) < size:
             return None
         sub = list(req)
         sub[d - 1] = size
         pref = self._pref_map(avail, range(start, start + size))
-        # The answer depends only on the nodes offered and the preferred ones among them:
-        # a job scheduled again (fault nodes held back) reuses every repair they left alone.
-        nodes = tix.order[idx]
+        # The answer depends only on the nodes offered (the domain [lo, hi) and the mask
+        # of its offered positions) and the preferred ones among them: a job scheduled
+        # again (fault nodes held back) reuses every repair they left alone.
         position = tix.pos
         held = sorted((int(position[n]), n, r) for n, r in pref.items()
                       if lo <= position[n] < hi)
-        key = (tix.view.name, tix.depth, tuple(sub), d, start, nodes.tobytes(), tuple(held))
+        key = (tix.view.name, tix.depth, tuple(sub), d, start, lo, hi,
+               np.packbits(mask).tobytes(), tuple(held))
         if key in self.repairs:
             return self.repairs[key]
         found: list[int] | None = None
         if d - 1 == len(req) - 2:  # one pod inside its level1 domain
-            found = self._repair_pod(tix, nodes, pref)
+            found = self._repair_pod(tix, tix.order[idx], pref)
             self.repairs[key] = found
             return found
-        run = _Run(self, tix, sub, d - 1, idx, pref, span=(lo, hi))
+        run = _Run(self, tix, sub, d - 1, idx, pref, span=(lo, hi), offered=mask)
         if run.run():
             out: list[int] = [-1] * self.tasks
             self._write(run, start, out)
@@ -1425,6 +1559,26 @@ def place_multilevel(problem: Problem, j: int, state: ClusterState) -> JobOutcom
     if spare.nodes is None or _fault_key(job, full.nodes) > _fault_key(job, spare.nodes):
         return full
     return spare
+
+
+def _leaf_rank(problem: Problem, fault_nodes: set[int]) -> list[int]:
+    """:meth:`_Context.leaf_key` of every node that is not preferred nor reserved, as
+    one integer ``class * num_nodes + natural position`` (class 0 healthy, 1 sub-healthy,
+    2 a fault node); a preferred node's key is then ``rank - tasks`` (negative)."""
+    key = "multilevel-leaf-rank"
+    base: list[int] | None = problem.memo.get(key)
+    if base is None:
+        size = problem.num_nodes
+        ranks = problem.natural_pos.astype(np.int64) + size * (problem.health == SUBHEALTHY)
+        base = problem.memo[key] = ranks.tolist()
+    if not fault_nodes:
+        return base
+    out = base.copy()
+    size = problem.num_nodes
+    npos = problem.natural_pos_list
+    for x in fault_nodes:
+        out[x] = 2 * size + npos[x]
+    return out
 
 
 def _fault_key(job: JobView, nodes: np.ndarray) -> tuple[int, int]:
