@@ -305,16 +305,24 @@ def _bound_row(built: BuiltModel) -> int | None:
     if not len(rows):
         return None
     last = len(rows) - 1
+    # ``has_linear`` first: reading ``.linear`` of another kind of constraint turns it
+    # into an empty linear one (an infeasible model: seen on a model whose objective is a
+    # constant, where the bound row is a constant constraint)
+    if not rows[last].has_linear():
+        return None
     expected = _bound_linear(built.objective, built.best_possible)
-    return last if str(rows[last].linear) == expected else None
+    return last if expected is not None and str(rows[last].linear) == expected else None
 
 
-def _bound_linear(objective: Lin, best: int) -> str:
+def _bound_linear(objective: Lin, best: int) -> str | None:
+    """The bound row ``objective <= best`` as text, or ``None`` when CP-SAT does not make
+    it a linear constraint (a constant objective)."""
     from ortools.sat.python import cp_model  # solver/ only, and not on the greedy path
 
     scratch = cp_model.CpModel()
     scratch.add(objective.expr() <= best)
-    return str(scratch.proto.constraints[0].linear)
+    row = scratch.proto.constraints[0]
+    return str(row.linear) if row.has_linear() else None
 
 
 def _reweighted(kept: _Kept, weights: ResolvedWeights, hosts_subhealthy: int) -> BuiltModel:
@@ -340,8 +348,9 @@ def _reweighted(kept: _Kept, weights: ResolvedWeights, hosts_subhealthy: int) ->
     _, best = built.variables.reg.range_of(objective)
     scratch = cp_model.CpModel()
     scratch.add(objective.expr() <= best)
-    built.model.proto.constraints[kept.bound].linear.copy_from(
-        scratch.proto.constraints[0].linear)
+    # the whole row, whatever kind CP-SAT made of it (never read ``.linear`` of a row
+    # that is not linear: that turns it into an empty linear one)
+    built.model.proto.constraints[kept.bound].copy_from(scratch.proto.constraints[0])
     return dataclasses.replace(built, terms=terms, objective=objective, best_possible=best)
 
 

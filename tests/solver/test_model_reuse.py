@@ -470,3 +470,19 @@ def test_a_kept_model_of_a_partly_running_job_is_a_fresh_builds(family: str,
     # kept models handed back after a change of a scope node the step does not read
     # one by one (the case this test is for)
     assert outside_hits > 0, (hits, misses)
+
+
+def test_keeping_a_model_whose_bound_row_is_not_linear_leaves_it_solvable() -> None:
+    # every job left out of the model: the objective is a constant, and CP-SAT makes the
+    # bound row "objective <= best" a constant constraint, not a linear one; reading its
+    # ``.linear`` (as the cache once did) turned it into an empty, infeasible linear row
+    problem = _problem("950", nodes=64, jobs=2)
+    weights = resolve_weights(problem)
+    skip = frozenset(range(len(problem.jobs)))
+    kept = ModelCache()
+    for models in (None, kept, kept):  # built, kept, handed back
+        built = cached_build(models, problem, weights, None, skip=skip)
+        assert not built.model.proto.constraints[-1].has_linear()
+        solver = cp_model.CpSolver()
+        assert solver.solve(built.model) == cp_model.OPTIMAL
+    assert kept.hits == 1
