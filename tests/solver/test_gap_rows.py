@@ -81,7 +81,11 @@ def lp_max_hits(built: BuiltModel) -> float:
     return float(goal.Value())
 
 
-def test_link_rows_admit_the_best_placement_and_it_is_exact() -> None:
+def test_link_rows_admit_the_best_placement_and_it_is_exact(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import solver.model.constraints as rules
+
+    monkeypatch.setattr(rules, "LINK_ROWS", True)  # off by default: they change the path
     problem = _split_origins()
     j = problem.job_index["B"]
     names = list(problem.node_names)
@@ -148,6 +152,7 @@ def test_link_rows_are_left_out_of_focused_models(monkeypatch: pytest.MonkeyPatc
     # a large-neighbourhood step reports no bound: the rows would only change its path
     import solver.model.constraints as rules
 
+    monkeypatch.setattr(rules, "LINK_ROWS", True)
     problem = _split_origins()
     weights = resolve_weights(problem)
     everything = np.ones(problem.num_nodes, dtype=bool)
