@@ -96,9 +96,7 @@ def to_placement(
             origin_hits=int((hits or {}).get(job.name, 0)),
             origin_candidates=int(candidates_j)))
     return PlacementFile.model_construct(
-        engine=engine, status=Status(status), wall_seconds=round(float(wall_seconds), 6),
-        objective=_int_or_none(objective), bound=_int_or_none(bound),
-        gap=None if gap is None else float(gap), seed=_int_or_none(seed), jobs=jobs)
+        **_header(engine, status, wall_seconds, objective, bound, gap, seed), jobs=jobs)
 
 
 def complete_placement(
@@ -124,9 +122,17 @@ def complete_placement(
             update["origin_hits"] = int((hits or {}).get(jp.name, 0))
         jobs.append(jp.model_copy(update=update))
     return placement.model_copy(update={
-        "engine": engine, "status": Status(status), "wall_seconds": round(float(wall_seconds), 6),
-        "objective": _int_or_none(objective), "bound": _int_or_none(bound),
-        "gap": None if gap is None else float(gap), "seed": _int_or_none(seed), "jobs": jobs})
+        **_header(engine, status, wall_seconds, objective, bound, gap, seed), "jobs": jobs})
+
+
+def _header(engine: str, status: Status, wall_seconds: float, objective: int | None,
+            bound: int | None, gap: float | None, seed: int | None) -> dict[str, Any]:
+    """A placement file's fields besides its jobs, as :func:`to_placement` and
+    :func:`complete_placement` both set them."""
+    return {"engine": engine, "status": Status(status),
+            "wall_seconds": round(float(wall_seconds), 6),
+            "objective": _int_or_none(objective), "bound": _int_or_none(bound),
+            "gap": None if gap is None else float(gap), "seed": _int_or_none(seed)}
 
 
 def _int_or_none(value: int | None) -> int | None:

@@ -116,9 +116,7 @@ def _finish(
     if metrics is None:
         metrics = evaluate(problem, plan.as_mapping(), weights)
     objective = metrics.objective
-    gap = None
-    if bound is not None:
-        gap = max(0.0, (bound - objective) / max(1, abs(bound)))
+    gap = _gap(objective, bound)
     wall = time.perf_counter() - started
     fields: dict[str, Any] = {
         "engine": engine, "status": status, "wall_seconds": wall, "objective": objective,
@@ -137,10 +135,9 @@ def _finish(
                   origin_first_objective=origin_first_objective, models=models)
 
 
-def validated(problem: Problem, plan: Plan, engine: str) -> Plan:
-    """Run the independent validator on ``plan``; raise :class:`InvalidAnswer` if broken."""
-    _checked(problem, plan, engine)
-    return plan
+def _gap(objective: int, bound: int | None) -> float | None:
+    """The relative gap between ``objective`` and ``bound`` (``None`` without a bound)."""
+    return None if bound is None else max(0.0, (bound - objective) / max(1, abs(bound)))
 
 
 def _checked(problem: Problem, plan: Plan, engine: str) -> PlacementFile:
@@ -272,12 +269,12 @@ def solve(
             # the fallback hook sees whole answers: each fallback of the other jobs joined
             # with greedy's vNPU answer (computed once, reused by the final join)
             vnpu_greedy = None
+            hook: Callable[[Result], None] | None = None
             if on_fallback is not None:
                 from heuristics.vnpu import greedy_vnpu
 
                 vnpu_greedy = greedy_vnpu(problem)
-            hook: Callable[[Result], None] | None = None
-            if on_fallback is not None:
+
                 def hook(main: Result) -> None:
                     _publish(on_fallback, with_vnpu(problem, replace(main), "greedy", end,
                                                     workers, seed, weights, None,
@@ -316,10 +313,9 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     resolved = resolve_weights(problem, weights)
     notes = list(resolved.notes)
     greedy_started = time.perf_counter()
-    greedy_raw = greedy_plan(problem)
+    greedy = greedy_plan(problem)
     greedy_seconds = time.perf_counter() - greedy_started
-    greedy_checked = _checked(problem, greedy_raw, "greedy")
-    greedy = greedy_raw
+    greedy_checked = _checked(problem, greedy, "greedy")
     greedy_metrics = evaluate(problem, greedy.as_mapping(), resolved)
     # what checking and scoring an answer costs; CP-SAT's answer must leave that much
     check_cost = time.perf_counter() - greedy_started - greedy_seconds
@@ -417,8 +413,7 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     def fall_back(bound: int | None) -> Result:
         # the fallback answer was assembled before the search: a copy with what the search
         # added (no placement file built again at the end of the budget)
-        gap = (None if bound is None
-               else max(0.0, (bound - best_metrics.objective) / max(1, abs(bound))))
+        gap = _gap(best_metrics.objective, bound)
         answer = replace(fallback, bound=bound, gap=gap, notes=list(notes),
                          solver_objective=outcome.objective,
                          solver_wall_seconds=outcome.wall_seconds,
@@ -538,7 +533,7 @@ def with_vnpu(problem: Problem, result: Result, engine: str, deadline: float, wo
              else main_bound + vnpu_bound)
     if bound is not None and bound < metrics.objective:
         bound = None
-    gap = None if bound is None else max(0.0, (bound - metrics.objective) / max(1, abs(bound)))
+    gap = _gap(metrics.objective, bound)
     notes.append(f"vNPU jobs: {'CP-SAT' if best is not greedy else 'greedy'} answer "
                  f"({sum(1 for n in best.nodes if n is not None)}/{len(best.nodes)} placed)")
     placement.engine = result.engine if problem.jobs else (
