@@ -107,6 +107,7 @@ from solver.model.cancel import (
     BuildCancelled,
     CancelToken,
     cancellable,
+    checked,
     checkpoint,
     retain,
 )
@@ -166,6 +167,7 @@ def pinned_jobs(problem: Problem, hint: Plan) -> dict[int, np.ndarray]:
     """
     out: dict[int, np.ndarray] = {}
     for job in problem.jobs:
+        checkpoint()
         nodes = hint.nodes[job.index]
         if nodes is None or not job.soft or job.family not in (Family.SUPERPOD, Family.RACK):
             continue
@@ -256,7 +258,7 @@ def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = 
     model = CancellableModel()
     mv = create_variables(model, problem, structure)
     pinned_use = np.zeros(problem.num_nodes, dtype=np.int64)
-    for j, nodes in pinned.items():
+    for j, nodes in checked(pinned.items(), 16):
         np.add.at(pinned_use, problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)
     focused = keep is not None or bool(fixed) or bool(skip)
     # the bound-only rows would change the steps' search paths for no use: a focused
@@ -310,9 +312,7 @@ def add_hint(built: BuiltModel, plan: Plan) -> int:
         own.hinted = None  # until every hint is set
     values = plan_to_assignment(built.problem, built.structure, built.variables, plan)
     model.clear_hints()
-    for i, var in enumerate(built.variables.reg.variables):
-        if i % 2048 == 0:
-            checkpoint()
+    for var in checked(built.variables.reg.variables, 512):
         model.add_hint(var, values[var.index])
     value = built.objective.value(values)
     if own is not None and key is not None:
@@ -762,9 +762,7 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
                          "feasible)")
         return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
                             notes, hint_objective, name, num_vars, [phase])
-    solution = solver.response_proto.solution
-    values = {var.index: int(solution[var.index]) for var in built.variables.reg.variables}
-    checkpoint()
+    values = _solution_values(solver, built)
     plan = fill_reasons(problem, recover_plan(problem, built.structure, built.variables, values,
                                               built.pinned))
     objective = round(solver.objective_value)
@@ -776,6 +774,18 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
         status, bound = Status.FEASIBLE, None
     return CpsatOutcome(plan, status, objective, bound, time.perf_counter() - started, notes,
                         hint_objective, name, num_vars, [phase])
+
+
+def _solution_values(solver: cp_model.CpSolver, built: BuiltModel) -> dict[int, int]:
+    """The solution's value of every variable of ``built`` (``value[var.index]``), with
+    checkpoints: a whole-batch model has tens of thousands of variables."""
+    checkpoint()
+    solution = solver.response_proto.solution
+    checkpoint()
+    values = {var.index: int(solution[var.index])
+              for var in checked(built.variables.reg.variables, 4096)}
+    checkpoint()
+    return values
 
 
 def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: float,
@@ -832,9 +842,7 @@ def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: f
                   solver.wall_time, used, max_seconds, deterministic)
         if _status(code) is None:
             return None, used
-        solution = solver.response_proto.solution
-        values = {var.index: int(solution[var.index]) for var in built.variables.reg.variables}
-        checkpoint()
+        values = _solution_values(solver, built)
         return recover_plan(problem, built.structure, built.variables, values,
                             built.pinned), used
 

@@ -234,11 +234,13 @@ def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, searc
                                     f"{result.improved_steps} improved (its share used up)")
                 return
             hood = [j, *_blockers(problem, incumbent, j)]
+            checkpoint()
             fixed = {k: np.asarray(nodes) for k, nodes in enumerate(incumbent.nodes)
                      if k not in hood and nodes is not None}
             skip = frozenset(k for k, nodes in enumerate(incumbent.nodes)
                              if k not in hood and nodes is None)
             keep = neighbourhood_mask(problem, incumbent, hood, units)
+            checkpoint()
             # the same deterministic time for every step under every budget: the wall
             # clock only cuts the plan (the step running at the end is stopped there)
             record = StepRecord(j, tuple(hood), STEP_DETERMINISTIC_SECONDS, "nothing", best)
@@ -251,11 +253,17 @@ def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, searc
             result.deterministic_time = det_used
             if candidate is None:
                 continue
+            # evaluate and check (models/, below the cancellation layer) are one stretch
+            # each: a checkpoint between them (none after the check: a validated
+            # improvement is always kept)
+            checkpoint()
             objective = evaluate(problem, candidate.as_mapping(), weights).objective
+            checkpoint()
             if objective <= best:
                 result.log[-1] = replace(record, outcome="not better")
                 continue
             placement = to_placement(problem, candidate, engine="cpsat", status=Status.FEASIBLE)
+            checkpoint()
             violations = check(problem, placement, include_vnpu=False)
             if violations:
                 result.log[-1] = replace(record, outcome="invalid")

@@ -20,6 +20,7 @@ import numpy as np
 from models.compiled import UNHEALTHY, JobView, Problem
 from models.plan import Plan
 from models.scenario import Family
+from solver.model.cancel import checked
 
 #: Roomiest extra units kept per step (slack for blocks that leave their domain).
 EXTRA_UNITS = 4
@@ -81,7 +82,7 @@ def neighbourhood_mask(problem: Problem, plan: Plan, hood: list[int],
     keep = np.zeros(problem.num_nodes, dtype=bool)
     keep_units: set[int] = set()
     used = np.zeros(problem.num_nodes, dtype=np.int64)
-    for k, nodes in enumerate(plan.nodes):
+    for k, nodes in checked(enumerate(plan.nodes), 16):
         if nodes is None or len(nodes) == 0:
             continue
         idx = np.asarray(nodes, dtype=np.int64)
@@ -112,7 +113,7 @@ def neighbourhood_mask(problem: Problem, plan: Plan, hood: list[int],
         order = loose[np.argsort(problem.natural_pos[loose], kind="stable")]
         classes: Counter[tuple[int, int, int]] = Counter()
         cap = max(SPARE_PER_CLASS, _movers(problem, plan, hood))
-        for n in order.tolist():
+        for n in checked(order.tolist(), 1024):
             key = (int(left[n]), int(problem.npus[n]), int(problem.health[n]))
             if classes[key] < cap:
                 classes[key] += 1

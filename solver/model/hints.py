@@ -8,6 +8,7 @@ from typing import Any
 from models.compiled import Problem
 from models.plan import Plan
 from models.validation import UB_MEM_RACKS
+from solver.model.cancel import checked, checkpoint
 from solver.model.podlevel import pod_hint
 from solver.model.structure import JobStructure, Structure, parent_at
 from solver.model.variables import Assignment, ModelVariables, leaf_domain_of
@@ -27,7 +28,7 @@ def plan_to_assignment(
     HintError
         When a placed job's layout has no counterpart in the model.
     """
-    values: Assignment = {var.index: 0 for var in mv.reg.variables}
+    values: Assignment = {var.index: 0 for var in checked(mv.reg.variables, 4096)}
 
     def put(key: object, table: dict[Any, Any], value: int) -> None:
         var = table.get(key)
@@ -38,25 +39,27 @@ def plan_to_assignment(
         values[var.index] = value
 
     for j, js in structure.jobs.items():
+        checkpoint()
         nodes = plan.nodes[j]
         if nodes is None:
             continue
         put(j, mv.placed, 1)
         _job_values(problem, structure, mv, js, [int(n) for n in nodes], values, put)
     for j in structure.ordinary:
+        checkpoint()
         nodes = plan.nodes[j]
         if nodes is None:
             continue
         job = problem.jobs[j]
         put(j, mv.placed, 1)
         counts = Counter(int(n) for n in job.placed_nodes(nodes))
-        for n, k in counts.items():
+        for n, k in checked(counts.items()):
             put((j, n), mv.node_ranks, k)
             put((j, n), mv.node_uses, 1)
             if n in mv.touched:
                 values[mv.touched[n].index] = 1
         returns: Counter[int] = Counter()
-        for r, n in enumerate(nodes):
+        for r, n in checked(enumerate(nodes), 1024):
             if int(job.origin[r]) != int(n):
                 continue
             if job.fault[r]:
@@ -69,7 +72,7 @@ def plan_to_assignment(
         pod_hint(problem, structure, mv, plan, values)
     except KeyError as exc:
         raise HintError(str(exc.args[0])) from None
-    for var in mv.reg.variables:
+    for var in checked(mv.reg.variables):
         rule = mv.reg.rules.get(var.index)
         if rule is not None:
             values[var.index] = rule(values)
@@ -84,7 +87,7 @@ def _job_values(problem: Problem, structure: Structure, mv: ModelVariables, js: 
     assert callable(setter)
     leaf = js.leaf_level
     domain_of: dict[int, int] = {}
-    for gid, group in enumerate(js.groups):
+    for gid, group in checked(enumerate(js.groups)):
         first = nodes[group.ranks[0]]
         cell = structure.cell_of.get(first)
         if cell is None:
@@ -107,7 +110,7 @@ def _job_values(problem: Problem, structure: Structure, mv: ModelVariables, js: 
     anon_counts: Counter[tuple[int, int]] = Counter()
     child_counts: Counter[tuple[int, int]] = Counter()
     for li in range(len(js.sizes)):
-        for gid in js.by_level[li]:
+        for gid in checked(js.by_level[li]):
             group = js.groups[gid]
             d = domain_of[gid]
             parent_ok = group.parent < 0 or group.parent in explicit
@@ -123,7 +126,7 @@ def _job_values(problem: Problem, structure: Structure, mv: ModelVariables, js: 
     for (pid, d), k in child_counts.items():
         setter((j, pid, d), mv.child_count, k)
     pool: Counter[int] = Counter()
-    for gid in js.by_level[leaf]:
+    for gid in checked(js.by_level[leaf], 64):
         group = js.groups[gid]
         cells = Counter(structure.cell_of[nodes[r]] for r in group.ranks)
         if gid in explicit:

@@ -16,7 +16,7 @@ import numpy as np
 from models.compiled import SUBHEALTHY, JobView, Problem
 from models.objective import ResolvedWeights, block_spill
 from models.scenario import Family
-from solver.model.cancel import checkpoint
+from solver.model.cancel import checked, checkpoint
 from solver.model.structure import JobStructure, Structure, ml_domain_at
 from solver.model.variables import (
     Lin,
@@ -98,7 +98,7 @@ class ObjectiveBuilder:
         self.pinned_partial: set[int] = set()
         # a partly running job's running ranks take no chips and host no counted node
         self.own = {j: problem.jobs[j].placed_nodes(nodes) for j, nodes in pinned.items()}
-        for j, nodes in self.own.items():
+        for j, nodes in checked(self.own.items(), 16):
             if problem.jobs[j].whole_node:
                 self.pinned_nodes.update(int(n) for n in nodes)
             else:
@@ -127,13 +127,14 @@ class ObjectiveBuilder:
     def _placed_hits_faults(self, terms: ObjectiveTerms) -> None:
         w = self.weights
         terms.placed = placed_term(self.mv, w, self.pinned)
-        for var in self.mv.hit.values():
+        for var in checked(self.mv.hit.values(), 4096):
             terms.hits.add(var)
-        for var in self.mv.fault_return.values():
+        for var in checked(self.mv.fault_return.values(), 4096):
             terms.fault_returns.add(var)
-        for var in self.mv.node_fault_return.values():
+        for var in checked(self.mv.node_fault_return.values(), 4096):
             terms.fault_returns.add(var)
         for j, nodes in self.pinned.items():
+            checkpoint()
             job = self.problem.jobs[j]
             arr = np.asarray(nodes)
             on = (arr == job.origin) & (job.origin >= 0)
@@ -143,10 +144,11 @@ class ObjectiveBuilder:
 
     def _subhealthy(self, terms: ObjectiveTerms) -> None:
         problem = self.problem
-        for c, lin in self.cell_usage().items():
+        touched = {var.index for var in checked(self.mv.touched.values(), 4096)}
+        for c, lin in checked(self.cell_usage().items(), 16):
             if self.structure.cells[c].health == SUBHEALTHY:
-                terms.subhealthy.plus(_without_touches(lin, self.mv))
-        for n, var in self.mv.touched.items():
+                terms.subhealthy.plus(_without_touches(lin, touched))
+        for n, var in checked(self.mv.touched.items(), 4096):
             if problem.health[n] == SUBHEALTHY:
                 terms.subhealthy.add(var)
         terms.subhealthy.const += self.pinned_subhealthy()
@@ -156,18 +158,18 @@ class ObjectiveBuilder:
         (:mod:`solver.model.reuse` sets it again on a kept model)."""
         problem = self.problem
         hosts = set(self.pinned_nodes)
-        for j, nodes in self.own.items():
+        for j, nodes in checked(self.own.items(), 16):
             if not problem.jobs[j].whole_node:
                 hosts.update(int(n) for n in nodes)
-        return sum(1 for n in hosts if problem.health[n] == SUBHEALTHY)
+        return sum(1 for n in checked(hosts, 4096) if problem.health[n] == SUBHEALTHY)
 
     # ------------------------------------------------------------------ reserve
     def _family_use_per_cell(self, family: Family) -> dict[int, Lin]:
         use: dict[int, Lin] = defaultdict(Lin)
-        for (j, _, c), var in self.mv.cell_take.items():
+        for (j, _, c), var in checked(self.mv.cell_take.items(), 1024):
             if self.problem.jobs[j].family is family:
                 use[c].add(var)
-        for (j, c), var in self.mv.pool_take.items():
+        for (j, c), var in checked(self.mv.pool_take.items(), 1024):
             if self.problem.jobs[j].family is family:
                 use[c].add(var)
         return use
@@ -183,14 +185,14 @@ class ObjectiveBuilder:
                 per_pod[self.structure.cells[c].super_pod].plus(lin)
             # node-level super-pod jobs touching completely free nodes
             touches: dict[int, list] = defaultdict(list)
-            for (j, n), var in self.mv.node_uses.items():
+            for (j, n), var in checked(self.mv.node_uses.items(), 1024):
                 if problem.jobs[j].family is Family.SUPERPOD and whole[n]:
                     touches[n].append(var)
             for n, lits in touches.items():
                 per_pod[int(problem.super_pod[n])].add(
                     self.reg.any_of(lits, f"sptouch[{n}]"))
             pinned_hosts: set[int] = set()
-            for j, nodes in self.own.items():
+            for j, nodes in checked(self.own.items(), 16):
                 if problem.jobs[j].family is Family.SUPERPOD:
                     pinned_hosts.update(int(n) for n in nodes if whole[n])
             for n in pinned_hosts:
@@ -203,11 +205,11 @@ class ObjectiveBuilder:
         if Family.MULTILEVEL in families:
             use = self._family_use_per_cell(Family.MULTILEVEL)
             # modelled partly running multilevel jobs take whole nodes one by one
-            for (j, n), var in self.mv.node_uses.items():
+            for (j, n), var in checked(self.mv.node_uses.items(), 1024):
                 if j in self.structure.pod and problem.jobs[j].family is Family.MULTILEVEL:
                     use[self.structure.cell_of[n]].add(var)
             per_domain: dict[int, Lin] = defaultdict(Lin)
-            for c, lin in use.items():
+            for c, lin in checked(use.items(), 64):
                 cell = self.structure.cells[c]
                 if cell.tree < 0:
                     continue
@@ -216,7 +218,7 @@ class ObjectiveBuilder:
                     continue
                 per_domain[ml_domain_at(self.structure, cell, 1)].plus(lin)
             self._pinned_multilevel_reserve(per_domain, terms)
-            for d in sorted(per_domain):
+            for d in checked(sorted(per_domain), 1):
                 dom = self.structure.domains[d]
                 tree = int(str(dom.key[1]))
                 view = problem.trees[problem.tree_names[tree]]
@@ -239,7 +241,8 @@ class ObjectiveBuilder:
         for j, nodes in self.own.items():
             if problem.jobs[j].family is not Family.MULTILEVEL:
                 continue
-            for n in sorted({int(x) for x in nodes}):
+            checkpoint()
+            for n in checked(sorted({int(x) for x in nodes}), 1024):
                 t = int(problem.node_tree[n])
                 if not whole[n] or t < 0:
                     continue
@@ -293,7 +296,7 @@ class ObjectiveBuilder:
         reg = self.reg
         problem = self.problem
         by_node: dict[int, list[tuple[int, Var]]] = defaultdict(list)
-        for (j, n), var in self.mv.node_ranks.items():
+        for (j, n), var in checked(self.mv.node_ranks.items(), 1024):
             by_node[n].append((j, var))
         left_flag: dict[int, Var] = {}
 
@@ -346,7 +349,7 @@ class ObjectiveBuilder:
         mv = self.mv
         out: dict[int, Counted] = {}
         take_by_job_cell: dict[tuple[int, int], list[Var]] = defaultdict(list)
-        for (jj, _, c), var in mv.cell_take.items():
+        for (jj, _, c), var in checked(mv.cell_take.items(), 1024):
             take_by_job_cell[(jj, c)].append(var)
         for dom in structure.domains:
             checkpoint()
@@ -525,8 +528,8 @@ def _matching_level(kinds: list[str], kind: str, ml_level: int) -> int | None:
     return None
 
 
-def _without_touches(lin: Lin, mv: ModelVariables) -> Lin:
-    touched = {var.index for var in mv.touched.values()}
+def _without_touches(lin: Lin, touched: set[int]) -> Lin:
+    """``lin`` without the terms of the ``touched`` variables (their indices)."""
     return Lin([(v, c) for v, c in lin.terms if v.index not in touched], lin.const)
 
 
@@ -534,7 +537,8 @@ def _whole_free_in_domain(problem: Problem, structure: Structure, d: int,
                           pinned_nodes: set[int]) -> int:
     """Completely free usable nodes of a multilevel level1 domain, pinned ones included."""
     count = sum(structure.cells[c].size for c in structure.domains[d].cells)
-    return count + sum(1 for n in pinned_nodes if _node_in_domain(problem, structure, n, d))
+    return count + sum(1 for n in checked(pinned_nodes, 1024)
+                       if _node_in_domain(problem, structure, n, d))
 
 
 def _node_in_domain(problem: Problem, structure: Structure, n: int, d: int) -> bool:

@@ -16,6 +16,7 @@ import numpy as np
 
 from models.compiled import JobView, Problem
 from models.plan import Plan
+from solver.model.cancel import checked, checkpoint
 from solver.model.structure import JobStructure, Structure
 from solver.model.variables import ModelVariables, leaf_domain_of
 
@@ -33,23 +34,24 @@ def recover_plan(problem: Problem, structure: Structure, mv: ModelVariables,
     # node-level jobs first: they use specific nodes (some inside whole-node cells)
     taken_in_cell: dict[int, set[int]] = defaultdict(set)
     for j in structure.ordinary:
+        checkpoint()
         if not value[mv.placed[j].index]:
             continue
         if j in structure.pod:
             plan.nodes[j] = recover_pod_job(problem, structure, mv, value, j)
             continue
         slots: list[int] = []
-        for (jj, n), var in mv.node_ranks.items():
+        for (jj, n), var in checked(mv.node_ranks.items(), 2048):
             if jj == j:
                 slots.extend([n] * value[var.index])
         plan.nodes[j] = _match_node_job(problem, j, slots)
-    for n, var in mv.touched.items():
+    for n, var in checked(mv.touched.items(), 2048):
         if value[var.index]:
             c = structure.cell_of.get(n)
             if c is not None:
                 taken_in_cell[c].add(n)
     cursor: dict[int, list[int]] = {}
-    for cell in structure.cells:
+    for cell in checked(structure.cells, 64):
         cursor[cell.id] = [n for n in cell.nodes if n not in taken_in_cell[cell.id]]
 
     def take(c: int, k: int) -> list[int]:
@@ -60,6 +62,7 @@ def recover_plan(problem: Problem, structure: Structure, mv: ModelVariables,
         return got
 
     for j, js in structure.jobs.items():
+        checkpoint()
         if not value[mv.placed[j].index]:
             continue
         plan.nodes[j] = _recover_job(problem, structure, mv, js, value, take)
@@ -81,11 +84,11 @@ def _recover_job(problem: Problem, structure: Structure, mv: ModelVariables, js:
     domain_of: dict[int, int] = {}
     explicit: set[int] = set()
     child_counts: dict[int, list[tuple[int, Any]]] = defaultdict(list)
-    for (jj, pid, d), var in mv.child_count.items():
+    for (jj, pid, d), var in checked(mv.child_count.items(), 2048):
         if jj == j:
             child_counts[pid].append((d, var))
     cell_takes: dict[int, list[tuple[int, Any]]] = defaultdict(list)
-    for (jj, gid, c), var in mv.cell_take.items():
+    for (jj, gid, c), var in checked(mv.cell_take.items(), 2048):
         if jj == j:
             cell_takes[gid].append((c, var))
     # top level
@@ -107,7 +110,7 @@ def _recover_job(problem: Problem, structure: Structure, mv: ModelVariables, js:
             if k:
                 parent_dom = structure.domains[d].parent
                 anon_by_parent_domain[parent_dom].extend([d] * k)
-        for gid in js.by_level[li - 1]:
+        for gid in checked(js.by_level[li - 1], 64):
             parent = js.groups[gid]
             D = domain_of[gid]
             if gid in explicit:
@@ -132,7 +135,7 @@ def _recover_job(problem: Problem, structure: Structure, mv: ModelVariables, js:
     size = js.sizes[leaf]
     nodes = np.full(job.tasks, -1, dtype=np.int32)
     pooled: dict[int, list[int]] = defaultdict(list)
-    for (jj, c), var in mv.pool_take.items():
+    for (jj, c), var in checked(mv.pool_take.items(), 2048):
         if jj != j or not value[var.index]:
             continue
         d = leaf_domain_of(structure, js.kinds[leaf], c, structure.cells[c].tree)
@@ -146,7 +149,7 @@ def _recover_job(problem: Problem, structure: Structure, mv: ModelVariables, js:
 
     order = [gid for gid in js.by_level[leaf] if gid in explicit]
     order += sorted(anonymous, key=lambda gid: (pressure(gid), gid))
-    for gid in order:
+    for gid in checked(order, 16):
         group = js.groups[gid]
         if gid in explicit:
             got: list[int] = []
@@ -202,7 +205,8 @@ def _assign(ranks: list[int], slots: list[int], origin: np.ndarray,
     left = list(slots)
     out: dict[int, int] = {}
     pending: list[int] = []
-    for r in ranks:
+    # quadratic in the ranks (list look-ups): a checkpoint every 256 of a large job's
+    for r in checked(ranks):
         o = int(origin[r])
         if not fault[r] and o >= 0 and o in left:
             out[r] = o
@@ -210,12 +214,12 @@ def _assign(ranks: list[int], slots: list[int], origin: np.ndarray,
         else:
             pending.append(r)
     pending.sort(key=lambda r: (0 if fault[r] else 1, r))
-    for r in pending:
+    for r in checked(pending):
         avoid = int(origin[r]) if fault[r] else -1
         choice = next((n for n in left if n != avoid), left[0])
         out[r] = choice
         left.remove(choice)
-    for r in pending:
+    for r in checked(pending):
         if not fault[r] or out[r] != int(origin[r]):
             continue
         bad = out[r]

@@ -26,7 +26,7 @@ import numpy as np
 
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
 from models.scenario import Family
-from solver.model.cancel import checkpoint
+from solver.model.cancel import checked, checkpoint
 from solver.model.podscope import PodChoices, PodScope, pod_choices, pod_scope
 
 DomainKey = tuple[object, ...]
@@ -175,7 +175,7 @@ def build_structure(
     """
     pinned = pinned or {}
     pinned_nodes: set[int] = set()
-    for nodes in pinned.values():
+    for nodes in checked(pinned.values(), 16):
         # a node a pinned job uses, even in part, is no longer completely free
         pinned_nodes.update(int(n) for n in nodes)
     whole = problem.whole_free.copy()
@@ -187,7 +187,7 @@ def build_structure(
     for job in problem.jobs:
         if job.index in pinned or job.index in skip:
             continue
-        for r in range(job.tasks):
+        for r in checked(range(job.tasks), 1024):
             n = int(job.origin[r])
             if n < 0:
                 continue
@@ -195,7 +195,7 @@ def build_structure(
                 special.add(n)
     # multilevel level paths per node
     paths: dict[int, tuple[int, ...]] = {}
-    for n in np.flatnonzero(whole & (problem.node_tree >= 0)).tolist():
+    for n in checked(np.flatnonzero(whole & (problem.node_tree >= 0)).tolist(), 512):
         t = int(problem.node_tree[n])
         view = problem.trees[problem.tree_names[t]]
         if view.member[n]:
@@ -209,7 +209,7 @@ def build_structure(
     need_pod = bool(families & {Family.SUPERPOD, Family.RACK})
     need_rack = Family.RACK in families
     need_tree = Family.MULTILEVEL in families
-    for n in problem.natural_order.tolist():
+    for n in checked(problem.natural_order.tolist(), 1024):
         if not whole[n]:
             continue
         tree = int(problem.node_tree[n]) if need_tree and n in paths else -1
@@ -222,7 +222,7 @@ def build_structure(
         if n in special:
             key = (*key, "node", n)
         by_key[key].append(n)
-    for key, members in by_key.items():
+    for key, members in checked(by_key.items(), 64):
         cid = len(cells)
         npus, health, sp, rack_id, cell_tree, path = key[:6]
         assert isinstance(npus, int) and isinstance(health, int)
@@ -248,7 +248,7 @@ def build_structure(
         return did
 
     leaf_domain: dict[tuple[int, str, int], int] = {}
-    for cell in cells:
+    for cell in checked(cells, 64):
         if cell.super_pod >= 0:
             sp = domain(_sp_key(cell.super_pod), "sp", 2, -1)
             domains[sp].cells.append(cell.id)
@@ -285,6 +285,7 @@ def build_structure(
         structure.jobs[job.index] = _job_structure(problem, structure, job)
     _ordinary_candidates(problem, structure, pinned, extra_nodes or {}, keep, skip)
     for j, scope in structure.pod.items():
+        checkpoint()
         structure.pod_choices[j] = pod_choices(problem, scope, structure.ordinary[j].nodes,
                                                domain_of_key)
     return structure
@@ -353,7 +354,7 @@ def _job_structure(problem: Problem, structure: Structure, job: JobView) -> JobS
     by_level: list[list[int]] = []
     for li, size in enumerate(sizes):
         ids = []
-        for g in range(job.tasks // size):
+        for g in checked(range(job.tasks // size), 1024):
             gid = len(groups)
             parent = -1
             if li > 0:
@@ -372,7 +373,7 @@ def _job_structure(problem: Problem, structure: Structure, job: JobView) -> JobS
     # group taking it is explicit and its fault return, if any, is counted exactly.
     avoided = avoided_cells(structure, job) & eligible_set
     fault_leaves = {_leaf_of(structure, leaf_kind, cid) for cid in avoided}
-    for gid in leaf_ids:
+    for gid in checked(leaf_ids, 32):
         group = groups[gid]
         marks: set[int] = set(fault_leaves)
         for r in group.ranks:
@@ -398,7 +399,7 @@ def _job_structure(problem: Problem, structure: Structure, job: JobView) -> JobS
             ancestor = groups[ancestor].parent
     # a child may only be explicit inside a domain its parent can be explicit in
     for li in range(1, levels):
-        for gid in by_level[li]:
+        for gid in checked(by_level[li], 256):
             group = groups[gid]
             parent_doms = set(groups[group.parent].pref_domains)
             group.pref_domains = [d for d in group.pref_domains
@@ -473,14 +474,14 @@ def _ordinary_candidates(
     reps: set[int] = set()
     pod_reps: set[int] = set()
     # whole-free cells: the first `demand` nodes of each cell (the last `pod_demand`)
-    for cell in structure.cells:
+    for cell in checked(structure.cells, 256):
         reps.update(cell.nodes[:demand])
         if pod_demand:
             pod_reps.update(cell.nodes[-pod_demand:])
     # partly used nodes: classes of interchangeable nodes
     classes: dict[tuple[int, ...], list[int]] = defaultdict(list)
     key: tuple[int, ...]
-    for n in problem.natural_order.tolist():
+    for n in checked(problem.natural_order.tolist(), 1024):
         if not usable[n] or n in structure.cell_of:
             continue
         key = (int(free[n]), int(problem.npus[n]), int(problem.health[n]),
@@ -496,7 +497,7 @@ def _ordinary_candidates(
         pool = (pod_reps if job.index in structure.pod else reps) | set(
             extra_nodes.get(job.index, []))
         pool |= {int(n) for n in job.origin if n >= 0}
-        for n in sorted(pool, key=lambda x: int(problem.natural_pos[x])):
+        for n in checked(sorted(pool, key=lambda x: int(problem.natural_pos[x])), 1024):
             if free[n] < job.npu_per_task or not usable[n]:
                 continue
             if job.family in (Family.SUPERPOD, Family.RACK) and problem.super_pod[n] < 0:

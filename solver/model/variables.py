@@ -17,12 +17,16 @@ from ortools.sat.python import cp_model
 
 from models.compiled import Problem
 from models.validation import UB_MEM_RACKS
-from solver.model.cancel import checkpoint
+from solver.model.cancel import checked, checkpoint
 from solver.model.structure import JobStructure, Structure, avoided_cells
 
 Var = cp_model.IntVar
 Assignment = dict[int, int]  # variable index → value
 Rule = Callable[[Assignment], int]
+#: Terms of a linear expression handled between two cancellation checkpoints (the
+#: objective of an 8,192-node batch has tens of thousands: summed, bounded or copied in
+#: one go they hold the worker past its deadline).
+CHUNK_TERMS = 4096
 
 
 class Lin:
@@ -42,7 +46,13 @@ class Lin:
 
     def plus(self, other: Lin, factor: int = 1) -> Lin:
         """Add ``factor·other`` in place."""
-        self.terms.extend((v, c * factor) for v, c in other.terms)
+        terms = other.terms
+        if len(terms) <= CHUNK_TERMS:
+            self.terms.extend((v, c * factor) for v, c in terms)
+        else:
+            for start in range(0, len(terms), CHUNK_TERMS):
+                checkpoint()
+                self.terms.extend((v, c * factor) for v, c in terms[start:start + CHUNK_TERMS])
         self.const += factor * other.const
         return self
 
@@ -93,7 +103,7 @@ class Registry:
     def range_of(self, lin: Lin) -> tuple[int, int]:
         """Bounds of a linear expression from its variables' bounds."""
         lo = hi = lin.const
-        for var, coef in lin.terms:
+        for var, coef in checked(lin.terms, CHUNK_TERMS):
             vlo, vhi = self.bounds[var.index]
             if coef >= 0:
                 lo += coef * vlo
@@ -219,7 +229,13 @@ def product_rule(a: int, b: int, vals: Assignment) -> int:
 
 def lin_value(terms: list[tuple[Var, int]], const: int, values: Assignment) -> int:
     """Value of ``Σ coef·var + const`` under ``values``."""
-    return const + sum(coef * values[var.index] for var, coef in terms)
+    if len(terms) <= CHUNK_TERMS:
+        return const + sum(coef * values[var.index] for var, coef in terms)
+    total = const
+    for start in range(0, len(terms), CHUNK_TERMS):
+        checkpoint()
+        total += sum(coef * values[var.index] for var, coef in terms[start:start + CHUNK_TERMS])
+    return total
 
 
 def lin_expr(terms: list[tuple[Var, int]], const: int = 0) -> Any:
@@ -230,7 +246,19 @@ def lin_expr(terms: list[tuple[Var, int]], const: int = 0) -> Any:
     if len(terms) == 1 and const == 0:
         var, coef = terms[0]
         return var if coef == 1 else coef * var
-    expr = cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms])
+    if len(terms) <= CHUNK_TERMS:
+        variables = [v for v, _ in terms]
+        coefs = [c for _, c in terms]
+    else:
+        variables, coefs = [], []
+        for start in range(0, len(terms), CHUNK_TERMS):
+            checkpoint()
+            part = terms[start:start + CHUNK_TERMS]
+            variables.extend(v for v, _ in part)
+            coefs.extend(c for _, c in part)
+        checkpoint()
+    # one call, so that the model is the same however long the sum is
+    expr = cp_model.LinearExpr.weighted_sum(variables, coefs)
     return expr + const if const else expr
 
 
@@ -285,12 +313,12 @@ def _group_index(mv: ModelVariables) -> dict[tuple[int, int, int], list[Var]]:
     index: dict[tuple[int, int, int], list[Var]] = {}
     explicit: dict[tuple[int, int, int], list[Var]] = {}
     child: dict[tuple[int, int, int], list[Var]] = {}
-    for (j, gid, d), var in mv.explicit.items():
+    for (j, gid, d), var in checked(mv.explicit.items()):
         explicit.setdefault((j, mv.group_level[(j, gid)], d), []).append(var)
-    for (j, pid, d), var in mv.child_count.items():
+    for (j, pid, d), var in checked(mv.child_count.items()):
         child.setdefault((j, mv.group_level[(j, pid)] + 1, d), []).append(var)
     keys = set(explicit) | set(child) | set(mv.anon_count)
-    for key in keys:
+    for key in checked(keys):
         terms = list(explicit.get(key, ()))
         anon = mv.anon_count.get(key)
         if anon is not None:
@@ -303,11 +331,11 @@ def _group_index(mv: ModelVariables) -> dict[tuple[int, int, int], list[Var]]:
 def cell_usage(mv: ModelVariables, structure: Structure) -> dict[int, Lin]:
     """Whole nodes used per cell by every job (node-level touches included)."""
     usage: dict[int, Lin] = {}
-    for (_, _, c), var in mv.cell_take.items():
+    for (_, _, c), var in checked(mv.cell_take.items(), 1024):
         usage.setdefault(c, Lin()).add(var)
-    for (_, c), var in mv.pool_take.items():
+    for (_, c), var in checked(mv.pool_take.items(), 1024):
         usage.setdefault(c, Lin()).add(var)
-    for n, var in mv.touched.items():
+    for n, var in checked(mv.touched.items(), 1024):
         owner = structure.cell_of.get(n)
         if owner is not None:
             usage.setdefault(owner, Lin()).add(var)
@@ -373,7 +401,7 @@ def create_variables(
                              for d in js.candidates[leaf]}):
                 mv.ub_domain[(j, u)] = reg.bool_var(f"ub[{j},{u}]")
         # hits and fault returns of explicit leaf groups
-        for gid in js.by_level[leaf]:
+        for gid in checked(js.by_level[leaf], 64):
             group = js.groups[gid]
             for r in group.ranks:
                 n = int(job.origin[r])
@@ -398,7 +426,7 @@ def create_variables(
             per_node_ranks[n] = cap
             mv.node_ranks[(j, n)] = reg.int_var(0, cap, f"nr[{j},{n}]")
             mv.node_uses[(j, n)] = reg.bool_var(f"nu[{j},{n}]")
-        for r in range(job.tasks):
+        for r in checked(range(job.tasks), 1024):
             n = int(job.origin[r])
             if n < 0 or n not in per_node_ranks:
                 continue
@@ -412,7 +440,7 @@ def create_variables(
         for (li, g), domains in sorted(choices.choices.items()):
             for d in sorted(domains):
                 mv.pod_dom[(j, li, g, d)] = reg.bool_var(f"pd[{j},{li},{g},{d}]")
-    for n in structure.ordinary_nodes:
+    for n in checked(structure.ordinary_nodes):
         if any((j, n) in mv.node_ranks for j in structure.ordinary):
             mv.touched[n] = reg.bool_var(f"t[{n}]")
     return mv
