@@ -9,6 +9,7 @@ from ortools.sat.python import cp_model
 
 from models.compiled import UNHEALTHY, Problem
 from models.validation import UB_MEM_RACKS
+from solver.model.cancel import checked, checkpoint
 from solver.model.podlevel import add_pod_constraints
 from solver.model.structure import (
     JobStructure,
@@ -181,16 +182,17 @@ class Constraints:
                 model.add(take.expr() == size * mv.explicit[(j, gid, d)])
         # anonymous leaf groups in each leaf domain draw from the job's pool
         groups_in: dict[int, Lin] = defaultdict(Lin)
-        for d in js.candidates[leaf]:
+        for d in checked(js.candidates[leaf], 1024):
             groups_in[d].add(mv.anon_count[(j, leaf, d)])
         if leaf > 0:
             for pid in js.by_level[leaf - 1]:
+                checkpoint()
                 for d in js.candidates[leaf]:
                     var = mv.child_count.get((j, pid, d))
                     if var is not None:
                         groups_in[d].add(var)
         pool_in: dict[int, Lin] = defaultdict(Lin)
-        for c in js.eligible_cells:
+        for c in checked(js.eligible_cells, 512):
             var = mv.pool_take.get((j, c))
             if var is None:
                 continue
