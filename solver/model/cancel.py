@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from itertools import islice
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -71,20 +72,26 @@ def checkpoint() -> None:
 CHECK_EVERY = 256
 
 
-def checked(items: Iterable[T], every: int = CHECK_EVERY) -> Iterator[T]:
+def checked(items: Iterable[T], every: int = CHECK_EVERY) -> Iterable[T]:
     """``items``, with a :func:`checkpoint` before the first and after every ``every``-th.
 
     For loops over nodes, ranks, variables or terms whose single items are too cheap for
-    a checkpoint each (outside :func:`cancellable` it costs one look-up per loop).
+    a checkpoint each.  Outside :func:`cancellable` it returns ``items`` itself; inside,
+    items are taken ``every`` at a time (so the loop's body must not change ``items``).
     """
     token = _current.get()
     if token is None:
-        yield from items
-        return
-    for i, item in enumerate(items):
-        if not i % every:
-            token.check()
-        yield item
+        return items
+    return _checked(iter(items), every, token)
+
+
+def _checked(items: Iterator[T], every: int, token: CancelToken) -> Iterator[T]:
+    while True:
+        token.check()
+        chunk = list(islice(items, every))
+        if not chunk:
+            return
+        yield from chunk
 
 
 @contextmanager

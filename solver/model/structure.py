@@ -209,9 +209,8 @@ def build_structure(
     need_pod = bool(families & {Family.SUPERPOD, Family.RACK})
     need_rack = Family.RACK in families
     need_tree = Family.MULTILEVEL in families
-    for n in checked(problem.natural_order.tolist(), 1024):
-        if not whole[n]:
-            continue
+    order = problem.natural_order
+    for n in checked(order[whole[order]].tolist(), 1024):
         tree = int(problem.node_tree[n]) if need_tree and n in paths else -1
         pod = int(problem.super_pod[n]) if need_pod else -1
         rack = int(problem.rack[n]) if need_rack and pod >= 0 else -1
@@ -481,8 +480,9 @@ def _ordinary_candidates(
     # partly used nodes: classes of interchangeable nodes
     classes: dict[tuple[int, ...], list[int]] = defaultdict(list)
     key: tuple[int, ...]
-    for n in checked(problem.natural_order.tolist(), 1024):
-        if not usable[n] or n in structure.cell_of:
+    order = problem.natural_order
+    for n in checked(order[usable[order]].tolist(), 1024):
+        if n in structure.cell_of:
             continue
         key = (int(free[n]), int(problem.npus[n]), int(problem.health[n]),
                int(problem.super_pod[n] >= 0), int(problem.rack[n] >= 0))

@@ -103,7 +103,8 @@ class Registry:
     def range_of(self, lin: Lin) -> tuple[int, int]:
         """Bounds of a linear expression from its variables' bounds."""
         lo = hi = lin.const
-        for var, coef in checked(lin.terms, CHUNK_TERMS):
+        terms = lin.terms if len(lin.terms) <= CHUNK_TERMS else checked(lin.terms, CHUNK_TERMS)
+        for var, coef in terms:
             vlo, vhi = self.bounds[var.index]
             if coef >= 0:
                 lo += coef * vlo
