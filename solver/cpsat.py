@@ -142,6 +142,9 @@ class CpsatOutcome:
     steps: list[StepRecord] = field(default_factory=list)
     #: the models this run took from its model cache or built (``None``: none counted)
     models: ModelCounts | None = None
+    #: :func:`solver.hitbound.objective_bound` when it was computed (``bound`` is the
+    #: smaller of it and the search's own)
+    lp_bound: int | None = None
 
 
 @dataclass
@@ -521,23 +524,26 @@ def solve_cpsat(
 
 def _tighten_bound(problem: Problem, weights: ResolvedWeights, outcome: CpsatOutcome,
                    search_end: float) -> None:
-    """Lower ``outcome.bound`` to :func:`solver.hitbound.objective_bound` when smaller
-    (or set it when the search had none), once the search is over.
+    """Lower the search's bound to :func:`solver.hitbound.objective_bound` when that is
+    smaller, once the search is over (recorded in :attr:`CpsatOutcome.lp_bound`).
 
-    Runs only for batches with a super-pod-family job and with at least
+    Only a bound the search proved is lowered (a run without one keeps none), only for
+    batches with a super-pod-family job, and only with at least
     :data:`BOUND_MIN_SECONDS` of the budget left (always under a deterministic budget,
     whose wall clock is a safety net; a wall-clock search uses its budget to the end).
-    Nothing the search does depends on it.  The phase log records both bounds.
+    Nothing the search does depends on it.
     """
-    if outcome.plan is None or not any(job.family in POD_FAMILIES for job in problem.jobs):
+    if outcome.bound is None or outcome.status is Status.OPTIMAL:
+        return
+    if not any(job.family in POD_FAMILIES for job in problem.jobs):
         return
     left = search_end - time.perf_counter()
     if left < BOUND_MIN_SECONDS:
         return
     found = objective_bound(problem, weights, time_limit=min(BOUND_MAX_SECONDS, left / 2))
-    outcome.phases.append(f"origin-hit LP bound: {found} (the search's: {outcome.bound})")
-    log.debug("phase %s", outcome.phases[-1])
-    if found is not None and (outcome.bound is None or found < outcome.bound):
+    outcome.lp_bound = found
+    log.debug("origin-hit LP bound %s, the search's %s", found, outcome.bound)
+    if found is not None and found < outcome.bound:
         outcome.bound = found
 
 
