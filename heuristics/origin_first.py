@@ -51,8 +51,13 @@ def _order_nodes(problem: Problem, nodes: list[int], wanted: set[int]) -> list[i
 
 
 def _place_job(problem: Problem, job: JobView, free: np.ndarray,
-               wanted: set[int]) -> np.ndarray | None:
-    """Blocks to super pods by reachable origins, then windows to racks, then nodes."""
+               wanted: set[int], spare: bool = False) -> np.ndarray | None:
+    """Blocks to super pods by reachable origins, then windows to racks, then nodes.
+
+    Windows without an origin go to the fullest rack (super pod) that fits them; with
+    ``spare``, first to those where they must take the fewest nodes that ranks of other
+    jobs prefer (nodes nobody else wants are taken first inside a rack).
+    """
     usable = _usable(problem, job, free)
     block = job.sp_block
     window = job.tp_block if job.family is Family.RACK else block
@@ -66,6 +71,10 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
         bins[key].append(n)
         pod_of_bin[key] = int(problem.super_pod[n])
     bin_of_node = {n: k for k, nodes in bins.items() for n in nodes}
+    # free nodes per bin that no other job's rank prefers (only counted with ``spare``)
+    own = {int(o) for o in job.preferred if o >= 0}
+    clean = {k: sum(1 for n in v if n not in wanted or n in own) if spare else window
+             for k, v in bins.items()}
     room = {k: len(v) for k, v in bins.items()}
     capacity: dict[int, int] = defaultdict(int)  # windows each pod can still take
     for k, left in room.items():
@@ -127,7 +136,9 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
         fits = [k for k, left in room.items() if pod_of_bin[k] == pod and left >= window]
         if not fits:
             return None
-        k = min(fits, key=lambda k: (wanted_bins[k] > 0, room[k], k))
+        k = min(fits, key=lambda k: (wanted_bins[k] > 0, max(0, window - clean[k]), room[k], k))
+        if spare:
+            clean[k] = max(0, clean[k] - window)
         bin_of_window[w] = k
         room[k] -= window
     # nodes: every window first takes its own origins in its bin, then the rest
@@ -298,31 +309,50 @@ def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = Non
     then in queue order: the sort is stable), and the better
     valid plan of the two by the objective is returned: a large job of low priority that
     needs whole racks (``950-n4096-batch10-s0``: 128 rack windows of 8) is otherwise left
-    out because earlier jobs' windows of one node break the racks it needs.  ``weights``
-    score the two (default: the problem's automatic weights).
+    out because earlier jobs' windows of one node break the racks it needs.  Batches with
+    a re-placed 950 job get one more pass in queue order whose windows without an origin
+    go first to the racks where they take the fewest nodes other jobs' ranks prefer
+    (``spare``), and the better valid plan is kept again.  ``weights`` score the plans
+    (default: the problem's automatic weights).
     """
     redo = [j for j in problem.queue
             if problem.jobs[j].family in (Family.SUPERPOD, Family.RACK)
             and problem.jobs[j].whole_node and not problem.jobs[j].soft
             and not problem.jobs[j].ub_memory and not problem.jobs[j].partly_running]
     plan = _origin_first_pass(problem, base, redo, deadline)
+    weights = weights or resolve_weights(problem)
     left_out = [j for j in redo if plan.nodes[j] is None]
-    if not left_out:
+    if left_out:
+        # second pass: the left-out jobs, then the largest windows (whole racks) first;
+        # past the deadline the first pass's plan stands
+        order = sorted(redo, key=lambda j: (j not in left_out, -_window(problem.jobs[j])))
+        try:
+            again = _origin_first_pass(problem, base, order, deadline)
+            _check_deadline(deadline)
+        except OutOfTime:
+            return plan
+        plan = _better(problem, plan, again, weights)
+    if not any(problem.jobs[j].family is Family.RACK for j in redo):
         return plan
-    # second pass: the left-out jobs, then the largest windows (whole racks) first; past
-    # the deadline the first pass's plan stands
-    order = sorted(redo, key=lambda j: (j not in left_out, -_window(problem.jobs[j])))
+    # 950 batches: a pass in queue order whose windows without an origin spare the nodes
+    # other jobs' ranks prefer (950-n8192-batch11-s0: 768 origin hits against 710, as a
+    # job of 512 ranks in windows of 4 no longer fills its windows with the cached nodes
+    # of a job of 256 ranks in windows of 1)
     try:
-        again = _origin_first_pass(problem, base, order, deadline)
+        spared = _origin_first_pass(problem, base, redo, deadline, spare=True)
         _check_deadline(deadline)
     except OutOfTime:
         return plan
-    weights = weights or resolve_weights(problem)
-    if (evaluate(problem, again.as_mapping(), weights).objective
+    return _better(problem, plan, spared, weights)
+
+
+def _better(problem: Problem, plan: Plan, other: Plan, weights: ResolvedWeights) -> Plan:
+    """``other`` when it is valid and scores above ``plan``; else ``plan``."""
+    if (evaluate(problem, other.as_mapping(), weights).objective
             <= evaluate(problem, plan.as_mapping(), weights).objective):
         return plan
-    placement = to_placement(problem, again, engine="origin-first", status=Status.GREEDY)
-    return plan if check(problem, placement, include_vnpu=False) else again
+    placement = to_placement(problem, other, engine="origin-first", status=Status.GREEDY)
+    return plan if check(problem, placement, include_vnpu=False) else other
 
 
 def _window(job: JobView) -> int:
@@ -331,8 +361,9 @@ def _window(job: JobView) -> int:
 
 
 def _origin_first_pass(problem: Problem, base: Plan, redo: list[int],
-                       deadline: float | None) -> Plan:
-    """One pass of :func:`origin_first_plan`, re-placing the jobs ``redo`` in that order."""
+                       deadline: float | None, spare: bool = False) -> Plan:
+    """One pass of :func:`origin_first_plan`, re-placing the jobs ``redo`` in that order
+    (``spare``: see :func:`_place_job`)."""
     plan = Plan([None if n is None else n.copy() for n in base.nodes], list(base.reasons))
     state = ClusterState.initial(problem)
     # node-level and other-family jobs keep their places
@@ -343,7 +374,7 @@ def _origin_first_pass(problem: Problem, base: Plan, redo: list[int],
     for j in redo:
         _check_deadline(deadline)
         job = problem.jobs[j]
-        placed = _place_job(problem, job, state.free, wanted)
+        placed = _place_job(problem, job, state.free, wanted, spare)
         previous = plan.nodes[j]
         if placed is None:
             if previous is not None and (state.free[previous] == problem.npus[previous]).all():

@@ -157,3 +157,34 @@ def test_a_left_out_job_gets_a_second_pass_that_places_it_first() -> None:
     assert plan.nodes[a] is not None and plan.nodes[b] is not None
     assert sorted(problem.node_names[int(n)] for n in plan.nodes[b]) == ["a0", "a1", "a2", "a3"]
     assert sorted(problem.node_names[int(n)] for n in plan.nodes[a]) == ["x0", "x1"]
+
+
+def test_950_windows_without_origins_spare_the_nodes_other_jobs_prefer() -> None:
+    # Rack 0 has three free nodes nobody prefers (c0..c2), rack 1 two (d0, d1), on which
+    # job B's two ranks (windows of one node) ran.  Job A (queue first, one window of two
+    # nodes, no cache) fits rack 1 best and took both of B's nodes (0 hits); the spare
+    # pass sends it to rack 0 and B goes home (2 hits).
+    names = ["c0", "c1", "c2", "c3", "d0", "d1", "d2", "d3"]
+    nodes: list[dict[str, Any]] = [
+        {"name": name, "npus": 8, "free": 0 if name in ("c3", "d2", "d3") else 8,
+         "super-pod-id": 0, "rack-id": 0 if k < 4 else 1} for k, name in enumerate(names)]
+    problem = compile_scenario(Scenario.model_validate({
+        "now": NOW, "config": {"super-pod-size": 16, "reserve-nodes": 0}, "nodes": nodes,
+        "affinity-cache": {"entries": [{"owner-uid": "b", "rank": r, "node": n,
+                                        "updated": NOW}
+                                       for r, n in enumerate(["d0", "d1"])]},
+        "jobs": [
+            {"name": "A", "owner-uid": "a", "policy": "chip8-node8-ra64-sp", "tasks": 2,
+             "npu-per-task": 8, "sp-block": 16, "ra-block": 16, "priority": 10},
+            {"name": "B", "owner-uid": "b", "policy": "chip8-node8-ra64-sp", "tasks": 2,
+             "npu-per-task": 8, "sp-block": 16, "ra-block": 8},
+        ],
+    }))
+    base = greedy_plan(problem)
+    plan = origin_first_plan(problem, base)
+    assert check(problem, to_placement(problem, plan, engine="of", status=Status.GREEDY)) == []
+    a, b = problem.job_index["A"], problem.job_index["B"]
+    assert evaluate(problem, plan.as_mapping()).origin_hits == 2
+    assert sorted(problem.node_names[int(n)] for n in plan.nodes[b]) == ["d0", "d1"]
+    assert {problem.node_names[int(n)] for n in plan.nodes[a]} <= {"c0", "c1", "c2"}
+    assert evaluate(problem, base.as_mapping()).origin_hits < 2
