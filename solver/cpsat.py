@@ -113,6 +113,7 @@ from solver.model.cancel import (
 from solver.model.cancellable import CancellableModel
 from solver.model.constraints import Constraints
 from solver.model.hints import HintError, plan_to_assignment
+from solver.model.hitbound import hit_bound_reduction
 from solver.model.objective import ObjectiveBuilder, ObjectiveTerms
 from solver.model.podscope import pod_scope
 from solver.model.recover import recover_plan
@@ -340,6 +341,16 @@ def better_start(problem: Problem, hint: Plan, weights: ResolvedWeights) -> Plan
             problem, hint.as_mapping(), weights).objective:
         return candidate
     return hint
+
+
+def combinatorial_bound(built: BuiltModel, weights: ResolvedWeights) -> int:
+    """``best_possible`` less the origin hits no solution of the model reaches
+    (:mod:`solver.model.hitbound`); adds nothing to the model, so it cannot change the
+    search.  Focused models report no bound: their ``best_possible`` is returned."""
+    if built.focused or weights.origin_hit <= 0:
+        return built.best_possible
+    missed = hit_bound_reduction(built.problem, built.structure, built.variables)
+    return built.best_possible - weights.origin_hit * missed
 
 
 def _status(code: cp_model.CpSolverStatus) -> Status | None:
@@ -769,7 +780,7 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
                                               built.pinned))
     objective = round(solver.objective_value)
     bound: int | None = min(int(np.floor(solver.best_objective_bound + 1e-6)),
-                            built.best_possible)
+                            built.best_possible, combinatorial_bound(built, weights))
     if status is Status.OPTIMAL:
         bound = objective
     if built.focused:  # optimal for the focused model only
