@@ -25,7 +25,6 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from heuristics.multilevel_first import MultilevelOutOfTime, multilevel_pass
 from heuristics.state import ClusterState
 from models.check import check
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
@@ -308,6 +307,9 @@ def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
     if not any(job.family is Family.MULTILEVEL and not job.partly_running
                for job in problem.jobs):
         return base
+    # loaded here: a batch without multilevel jobs does not load the multilevel strategy
+    from heuristics.multilevel_first import MultilevelOutOfTime, multilevel_pass
+
     weights = weights or resolve_weights(problem)
     best, best_objective = base, evaluate(problem, base.as_mapping(), weights).objective
     for hold_back in (False, True):
