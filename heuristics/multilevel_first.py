@@ -9,7 +9,10 @@ This pass re-places every multilevel job with upstream's own strategy
 reachable origins first, jobs without any last (queue order among equals).  While a job is
 placed, the cached nodes that jobs still to come want are held back (the job is placed on
 the nodes without them when that fails).  Two passes are built, with and without holding
-back, and the caller keeps the best by the objective of these and its base plan.
+back, and the caller keeps the best by the objective of these and its base plan.  Every
+job placed by a pass gets its ranks reordered within its layout
+(:mod:`heuristics.multilevel_ranks`) when that returns more ranks to their cached node;
+:func:`relabel_plan` does only that to a plan's multilevel jobs.
 
 Jobs of other families and partly running jobs keep their base answer.  Deterministic: no
 randomness, every order has a total tie-break.
@@ -22,8 +25,9 @@ import time
 import numpy as np
 
 from heuristics.multilevel import place_multilevel
+from heuristics.multilevel_ranks import relabel_ranks
 from heuristics.state import ClusterState
-from models.compiled import Problem
+from models.compiled import JobView, Problem
 from models.plan import Plan
 from models.scenario import Family
 
@@ -46,9 +50,39 @@ def multilevel_order(problem: Problem, redo: list[int], free: np.ndarray) -> lis
     return sorted(redo, key=lambda j: (-_reachable(problem, j, free), position[j]))
 
 
+def _hits_and_returns(job: JobView, nodes: np.ndarray) -> tuple[int, int]:
+    on = (np.asarray(nodes) == job.origin) & (job.origin >= 0)
+    return int((on & ~job.fault).sum()) if job.prefer_previous else 0, int((on & job.fault).sum())
+
+
+def better_ranks(job: JobView, nodes: np.ndarray) -> np.ndarray:
+    """``nodes`` in :func:`heuristics.multilevel_ranks.relabel_ranks`' order when that
+    gives more hits and no more fault returns (or as many hits and fewer returns)."""
+    other = relabel_ranks(job, nodes)
+    if other is nodes:
+        return nodes
+    hits, returns = _hits_and_returns(job, nodes)
+    hits2, returns2 = _hits_and_returns(job, other)
+    if (hits2 >= hits and returns2 <= returns) and (hits2, -returns2) != (hits, -returns):
+        return other
+    return nodes
+
+
+def relabel_plan(problem: Problem, base: Plan) -> Plan:
+    """``base`` with every placed multilevel job's ranks reordered by :func:`better_ranks`
+    (the same nodes)."""
+    plan = Plan([None if n is None else n.copy() for n in base.nodes], list(base.reasons))
+    for j, nodes in enumerate(plan.nodes):
+        job = problem.jobs[j]
+        if nodes is not None and job.family is Family.MULTILEVEL and not job.partly_running:
+            plan.nodes[j] = better_ranks(job, nodes)
+    return plan
+
+
 def multilevel_pass(problem: Problem, base: Plan, hold_back: bool,
-                    deadline: float | None = None) -> Plan:
-    """Re-place the multilevel jobs of ``base`` origin-first (see the module docstring)."""
+                    deadline: float | None = None, relabel: bool = True) -> Plan:
+    """Re-place the multilevel jobs of ``base`` origin-first (see the module docstring),
+    each job's ranks reordered by :func:`better_ranks` unless ``relabel`` is off."""
     redo = [j for j in problem.queue
             if problem.jobs[j].family is Family.MULTILEVEL and not problem.jobs[j].partly_running]
     plan = Plan([None if n is None else n.copy() for n in base.nodes], list(base.reasons))
@@ -80,7 +114,7 @@ def multilevel_pass(problem: Problem, base: Plan, hold_back: bool,
             plan.nodes[j] = None
             plan.reasons[j] = outcome.reason or "not placed by the multilevel origin-first pass"
             continue
-        plan.nodes[j] = outcome.nodes
+        plan.nodes[j] = better_ranks(problem.jobs[j], outcome.nodes) if relabel else outcome.nodes
         plan.reasons[j] = None
         state.commit(problem.jobs[j].placed_nodes(outcome.nodes), problem.jobs[j].npu_per_task)
         state.placed[j] = outcome.nodes

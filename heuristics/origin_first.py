@@ -301,20 +301,25 @@ def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = Non
 
 def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
                      weights: ResolvedWeights | None) -> Plan:
-    """The best by the objective of ``base`` and its two multilevel origin-first passes
-    (:mod:`heuristics.multilevel_first`, with and without holding back later jobs'
-    cached nodes) that pass the validator."""
+    """The best by the objective of ``base``, ``base`` with its multilevel jobs' ranks
+    reordered, and its two multilevel origin-first passes (:mod:`heuristics.multilevel_first`,
+    with and without holding back later jobs' cached nodes) that pass the validator."""
     if not any(job.family is Family.MULTILEVEL and not job.partly_running
                for job in problem.jobs):
         return base
     # loaded here: a batch without multilevel jobs does not load the multilevel strategy
-    from heuristics.multilevel_first import MultilevelOutOfTime, multilevel_pass
+    from heuristics.multilevel_first import (
+        MultilevelOutOfTime,
+        multilevel_pass,
+        relabel_plan,
+    )
 
     weights = weights or resolve_weights(problem)
     best, best_objective = base, evaluate(problem, base.as_mapping(), weights).objective
-    for hold_back in (False, True):
+    for hold_back in (None, False, True):
         try:
-            candidate = multilevel_pass(problem, base, hold_back, deadline)
+            candidate = (relabel_plan(problem, base) if hold_back is None
+                         else multilevel_pass(problem, base, hold_back, deadline))
         except MultilevelOutOfTime:
             return best
         objective = evaluate(problem, candidate.as_mapping(), weights).objective

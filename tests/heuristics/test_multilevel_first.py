@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from benchmarks.generators import GenParams, generate
 from heuristics.greedy import greedy_plan
-from heuristics.multilevel_first import multilevel_pass
+from heuristics.multilevel_first import better_ranks, multilevel_pass
+from heuristics.multilevel_ranks import relabel_ranks
 from heuristics.origin_first import origin_first_plan
 from models.check import check
 from models.compiled import Problem, compile_scenario
@@ -94,3 +96,43 @@ def test_generated_batches_valid_deterministic_and_never_worse(seed: int, nodes:
     assert (evaluate(problem, plan.as_mapping()).objective
             >= evaluate(problem, base.as_mapping()).objective)
     assert _names(problem, plan) == _names(problem, origin_first_plan(problem, base))
+
+
+def test_relabelling_swaps_whole_groups_and_ranks_inside_a_group() -> None:
+    # greedy's order puts group 0 on r0 and group 1 on r1; the ranks ran the other way
+    # round (rank 0 on b1, rank 1 on b0, rank 2 on a0, rank 3 on a1): swapping the two
+    # level1 groups and the two ranks of group 0 returns all four
+    problem = _problem([("u", 0, "b1"), ("u", 1, "b0"), ("u", 2, "a0"), ("u", 3, "a1")], [
+        {"name": "J", "owner-uid": "u", "tasks": 4, "affinity-config": "level1=2"}])
+    job = problem.jobs[0]
+    names = list(problem.node_names)
+    nodes = np.array([names.index(n) for n in ["a0", "a1", "b0", "b1"]], dtype=np.int32)
+    plan = Plan.empty(problem)
+    plan.nodes[0] = relabel_ranks(job, nodes)
+    assert _valid(problem, plan)
+    assert _names(problem, plan) == [["b1", "b0", "a0", "a1"]]
+    assert evaluate(problem, plan.as_mapping()).origin_hits == 4
+    assert (better_ranks(job, nodes) == plan.nodes[0]).all()
+
+
+def test_relabelling_moves_a_fault_rank_off_its_old_node() -> None:
+    # rank 0 is a fault rank that ran on a0, rank 3 ran on a1: greedy's order returns
+    # rank 0 to a0 and misses rank 3; exchanging the two groups fixes both
+    problem = compile_scenario(Scenario.model_validate({
+        "now": NOW, "config": CONFIG,
+        "nodes": [_node("a0", "r0"), _node("a1", "r0"), _node("b0", "r1"), _node("b1", "r1")],
+        "affinity-cache": {"entries": [
+            {"owner-uid": "u", "rank": 0, "node": "a0", "updated": NOW},
+            {"owner-uid": "u", "rank": 3, "node": "a1", "updated": NOW}]},
+        "jobs": [{"name": "J", "owner-uid": "u", "policy": "multilevel", "tasks": 4,
+                  "npu-per-task": 16, "affinity-config": "level1=2", "fault-ranks": [0]}],
+    }))
+    job = problem.jobs[0]
+    names = list(problem.node_names)
+    nodes = np.array([names.index(n) for n in ["a0", "a1", "b0", "b1"]], dtype=np.int32)
+    plan = Plan.empty(problem)
+    plan.nodes[0] = better_ranks(job, nodes)
+    assert _valid(problem, plan)
+    assert _names(problem, plan) == [["b0", "b1", "a0", "a1"]]
+    metrics = evaluate(problem, plan.as_mapping())
+    assert (metrics.origin_hits, metrics.fault_returns) == (1, 0)
