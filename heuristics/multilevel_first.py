@@ -12,7 +12,9 @@ the nodes without them when that fails).  Two passes are built, with and without
 back, and the caller keeps the best by the objective of these and its base plan.  Every
 job placed by a pass gets its ranks reordered within its layout
 (:mod:`heuristics.multilevel_ranks`) when that returns more ranks to their cached node;
-:func:`relabel_plan` does only that to a plan's multilevel jobs.
+:func:`relabel_plan` does only that to a plan's multilevel jobs.  A job with cached
+nodes also gets an origin-guided layout (:mod:`heuristics.multilevel_guided`: every group
+to the domain holding most of its cached nodes), kept when it has more hits.
 
 Jobs of other families and partly running jobs keep their base answer.  Deterministic: no
 randomness, every order has a total tie-break.
@@ -25,6 +27,7 @@ import time
 import numpy as np
 
 from heuristics.multilevel import place_multilevel
+from heuristics.multilevel_guided import guided_layout
 from heuristics.multilevel_ranks import relabel_ranks
 from heuristics.state import ClusterState
 from models.compiled import JobView, Problem
@@ -55,6 +58,11 @@ def _hits_and_returns(job: JobView, nodes: np.ndarray) -> tuple[int, int]:
     return int((on & ~job.fault).sum()) if job.prefer_previous else 0, int((on & job.fault).sum())
 
 
+def _score(job: JobView, nodes: np.ndarray) -> tuple[int, int]:
+    hits, returns = _hits_and_returns(job, nodes)
+    return hits, -returns
+
+
 def better_ranks(job: JobView, nodes: np.ndarray) -> np.ndarray:
     """``nodes`` in :func:`heuristics.multilevel_ranks.relabel_ranks`' order when that
     gives more hits and no more fault returns (or as many hits and fewer returns)."""
@@ -80,9 +88,12 @@ def relabel_plan(problem: Problem, base: Plan) -> Plan:
 
 
 def multilevel_pass(problem: Problem, base: Plan, hold_back: bool,
-                    deadline: float | None = None, relabel: bool = True) -> Plan:
+                    deadline: float | None = None, relabel: bool = True,
+                    guided: bool = True) -> Plan:
     """Re-place the multilevel jobs of ``base`` origin-first (see the module docstring),
-    each job's ranks reordered by :func:`better_ranks` unless ``relabel`` is off."""
+    each job's ranks reordered by :func:`better_ranks` unless ``relabel`` is off; with
+    ``guided`` a job takes :func:`heuristics.multilevel_guided.guided_layout` instead of
+    upstream's layout when that has more hits (or as many and fewer fault returns)."""
     redo = [j for j in problem.queue
             if problem.jobs[j].family is Family.MULTILEVEL and not problem.jobs[j].partly_running]
     plan = Plan([None if n is None else n.copy() for n in base.nodes], list(base.reasons))
@@ -99,8 +110,10 @@ def multilevel_pass(problem: Problem, base: Plan, hold_back: bool,
     for k, j in enumerate(order):
         if deadline is not None and time.perf_counter() > deadline:
             raise MultilevelOutOfTime
+        job = problem.jobs[j]
         outcome = None
         later = [wants[i] for i in order[k + 1:] if len(wants[i])]
+        trial = state
         if hold_back and later:
             held = np.setdiff1d(np.concatenate(later), wants[j])
             trial = state.copy()
@@ -110,12 +123,23 @@ def multilevel_pass(problem: Problem, base: Plan, hold_back: bool,
                 outcome = None
         if outcome is None:
             outcome = place_multilevel(problem, j, state)
-        if outcome.nodes is None:
+        chosen = outcome.nodes
+        if chosen is not None and relabel:
+            chosen = better_ranks(job, chosen)
+        if guided:
+            other = None
+            if hold_back and later:
+                other = guided_layout(problem, job, trial)
+            if other is None:
+                other = guided_layout(problem, job, state)
+            if other is not None and (chosen is None or _score(job, other) > _score(job, chosen)):
+                chosen = other
+        if chosen is None:
             plan.nodes[j] = None
             plan.reasons[j] = outcome.reason or "not placed by the multilevel origin-first pass"
             continue
-        plan.nodes[j] = better_ranks(problem.jobs[j], outcome.nodes) if relabel else outcome.nodes
+        plan.nodes[j] = chosen
         plan.reasons[j] = None
-        state.commit(problem.jobs[j].placed_nodes(outcome.nodes), problem.jobs[j].npu_per_task)
-        state.placed[j] = outcome.nodes
+        state.commit(job.placed_nodes(chosen), job.npu_per_task)
+        state.placed[j] = chosen
     return plan

@@ -302,8 +302,9 @@ def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = Non
 def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
                      weights: ResolvedWeights | None) -> Plan:
     """The best by the objective of ``base``, ``base`` with its multilevel jobs' ranks
-    reordered, and its two multilevel origin-first passes (:mod:`heuristics.multilevel_first`,
-    with and without holding back later jobs' cached nodes) that pass the validator."""
+    reordered, and its four multilevel origin-first passes (:mod:`heuristics.multilevel_first`,
+    with and without holding back later jobs' cached nodes, with and without the
+    origin-guided layouts) that pass the validator."""
     if not any(job.family is Family.MULTILEVEL and not job.partly_running
                for job in problem.jobs):
         return base
@@ -316,10 +317,12 @@ def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
 
     weights = weights or resolve_weights(problem)
     best, best_objective = base, evaluate(problem, base.as_mapping(), weights).objective
-    for hold_back in (None, False, True):
+    for hold_back, guided in ((None, False), (False, False), (True, False), (False, True),
+                              (True, True)):
         try:
             candidate = (relabel_plan(problem, base) if hold_back is None
-                         else multilevel_pass(problem, base, hold_back, deadline))
+                         else multilevel_pass(problem, base, hold_back, deadline,
+                                              guided=guided))
         except MultilevelOutOfTime:
             return best
         objective = evaluate(problem, candidate.as_mapping(), weights).objective

@@ -10,8 +10,10 @@ import pytest
 from benchmarks.generators import GenParams, generate
 from heuristics.greedy import greedy_plan
 from heuristics.multilevel_first import better_ranks, multilevel_pass
+from heuristics.multilevel_guided import guided_layout
 from heuristics.multilevel_ranks import relabel_ranks
 from heuristics.origin_first import origin_first_plan
+from heuristics.state import ClusterState
 from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.objective import evaluate
@@ -136,3 +138,33 @@ def test_relabelling_moves_a_fault_rank_off_its_old_node() -> None:
     assert _names(problem, plan) == [["b0", "b1", "a0", "a1"]]
     metrics = evaluate(problem, plan.as_mapping())
     assert (metrics.origin_hits, metrics.fault_returns) == (1, 0)
+
+
+def test_guided_layout_sends_each_group_to_its_cached_nodes() -> None:
+    # group 0 ran on r1, group 1 on r0: each group returns to its rack, every rank to its
+    # node; with a1 busy r0 holds no group of 2 and the layout is refused
+    problem = _problem([("u", 0, "b1"), ("u", 1, "b0"), ("u", 2, "a0"), ("u", 3, "a1")], [
+        {"name": "J", "owner-uid": "u", "tasks": 4, "affinity-config": "level1=2"}])
+    job = problem.jobs[0]
+    layout = guided_layout(problem, job, ClusterState.initial(problem))
+    assert layout is not None
+    plan = Plan.empty(problem)
+    plan.nodes[0] = layout
+    assert _valid(problem, plan)
+    assert _names(problem, plan) == [["b1", "b0", "a0", "a1"]]
+    busy = ClusterState.initial(problem)
+    busy.free[list(problem.node_names).index("a1")] = 0
+    assert guided_layout(problem, job, busy) is None  # r0 holds no group of 2 any more
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_guided_passes_are_valid_and_deterministic(seed: int) -> None:
+    problem = compile_scenario(generate(GenParams(family="multilevel", nodes=256, seed=seed,
+                                                  jobs=6)))
+    base = greedy_plan(problem)
+    for hold_back in (False, True):
+        for guided in (False, True):
+            one = multilevel_pass(problem, base, hold_back, guided=guided)
+            assert _valid(problem, one)
+            assert _names(problem, one) == _names(
+                problem, multilevel_pass(problem, base, hold_back, guided=guided))
