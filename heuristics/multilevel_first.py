@@ -127,11 +127,13 @@ def multilevel_pass(problem: Problem, base: Plan, hold_back: bool,
         if chosen is not None and relabel:
             chosen = better_ranks(job, chosen)
         if guided:
+            if deadline is not None and time.perf_counter() > deadline:
+                raise MultilevelOutOfTime
             other = None
             if hold_back and later:
-                other = guided_layout(problem, job, trial)
+                other = guided_layout(problem, job, trial, deadline)
             if other is None:
-                other = guided_layout(problem, job, state)
+                other = guided_layout(problem, job, state, deadline)
             if other is not None and (chosen is None or _score(job, other) > _score(job, chosen)):
                 chosen = other
         if chosen is None:

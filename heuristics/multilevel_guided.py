@@ -12,6 +12,7 @@ domain is chosen.  Used by :mod:`heuristics.multilevel_first` next to upstream's
 from __future__ import annotations
 
 import itertools
+import time
 from collections import Counter, defaultdict
 
 import numpy as np
@@ -22,8 +23,10 @@ from models.compiled import JobView, Problem
 Key = tuple[int, ...]
 
 
-def guided_layout(problem: Problem, job: JobView, state: ClusterState) -> np.ndarray | None:
-    """Node per rank of ``job`` on the nodes ``state`` offers, or ``None``."""
+def guided_layout(problem: Problem, job: JobView, state: ClusterState,
+                  deadline: float | None = None) -> np.ndarray | None:
+    """Node per rank of ``job`` on the nodes ``state`` offers, or ``None`` (also when the
+    ``time.perf_counter()`` value ``deadline`` passes between two top-level groups)."""
     levels = list(job.levels)
     n = job.tasks
     if (not levels or not job.whole_node or job.partly_running or not job.prefer_previous
@@ -133,6 +136,8 @@ def guided_layout(problem: Problem, job: JobView, state: ClusterState) -> np.nda
     groups = sorted(range(n // top_size), key=lambda g: (
         -max(votes(range(g * top_size, (g + 1) * top_size), k).values(), default=0), g))
     for g in groups:
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
         if not place(k, g, tops):
             return None
     if (out < 0).any() or len(set(out.tolist())) != n:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 from benchmarks.generators import GenParams, generate
 from heuristics.greedy import greedy_plan
-from heuristics.multilevel_first import better_ranks, multilevel_pass
+from heuristics.multilevel_first import MultilevelOutOfTime, better_ranks, multilevel_pass
 from heuristics.multilevel_guided import guided_layout
 from heuristics.multilevel_ranks import relabel_ranks
 from heuristics.origin_first import origin_first_plan
@@ -168,3 +169,15 @@ def test_guided_passes_are_valid_and_deterministic(seed: int) -> None:
             assert _valid(problem, one)
             assert _names(problem, one) == _names(
                 problem, multilevel_pass(problem, base, hold_back, guided=guided))
+
+
+def test_a_passed_deadline_stops_the_passes_and_keeps_the_base() -> None:
+    problem = compile_scenario(generate(GenParams(family="multilevel", nodes=256, seed=1,
+                                                  jobs=6)))
+    base = greedy_plan(problem)
+    with pytest.raises(MultilevelOutOfTime):
+        multilevel_pass(problem, base, False, deadline=time.perf_counter() - 1.0)
+    job = next(job for job in problem.jobs
+               if guided_layout(problem, job, ClusterState.initial(problem)) is not None)
+    assert guided_layout(problem, job, ClusterState.initial(problem),
+                         deadline=time.perf_counter() - 1.0) is None
