@@ -286,17 +286,18 @@ def _check_deadline(deadline: float | None) -> None:
 
 
 def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = None,
-                      weights: ResolvedWeights | None = None) -> Plan:
+                      weights: ResolvedWeights | None = None, multilevel: bool = True) -> Plan:
     """Re-place the hard super-pod, 950 and ordinary jobs of ``base`` origin-first
     (:func:`_block_plan`), then the multilevel jobs (:func:`_multilevel_plan`).
 
     The result is checked by the caller before use.  With a ``deadline``
     (``time.perf_counter()`` value) the construction raises :class:`OutOfTime` when the
     first part passes it; when the multilevel part does, the first part's plan stands.
-    ``weights`` score alternatives (default: the problem's automatic weights).
+    ``weights`` score alternatives (default: the problem's automatic weights).  With
+    ``multilevel`` off the multilevel jobs keep their ``base`` answer.
     """
     plan = _block_plan(problem, base, deadline, weights)
-    return _multilevel_plan(problem, plan, deadline, weights)
+    return _multilevel_plan(problem, plan, deadline, weights) if multilevel else plan
 
 
 def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
