@@ -12,8 +12,10 @@ Ordinary jobs are re-placed together: first every rank whose cached node still h
 goes back to it, for all ordinary jobs of the batch (greedy places job after job, so an
 early job's uncached ranks can take a later job's cached nodes), then each job's other
 ranks fill the fullest nodes first (upstream's best fit), keeping off nodes other ranks
-still want and fault ranks off their old node.  Every other job keeps greedy's answer,
-and so does every partly running job (``running-ranks``).
+still want and fault ranks off their old node.  Multilevel jobs are re-placed last, by
+upstream's own strategy in an origin-first order (:mod:`heuristics.multilevel_first`).
+Every other job keeps greedy's answer, and so does every partly running job
+(``running-ranks``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from models.plan import Plan, to_placement
 from models.scenario import Family
 
 #: Families whose jobs the construction re-places.
-ORIGIN_FIRST_FAMILIES = frozenset({Family.SUPERPOD, Family.RACK, Family.ORDINARY})
+ORIGIN_FIRST_FAMILIES = frozenset({Family.SUPERPOD, Family.RACK, Family.ORDINARY,
+                                   Family.MULTILEVEL})
 
 
 def _usable(problem: Problem, job: JobView, free: np.ndarray) -> np.ndarray:
@@ -294,7 +297,58 @@ def _check_deadline(deadline: float | None) -> None:
 
 
 def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = None,
-                      weights: ResolvedWeights | None = None) -> Plan:
+                      weights: ResolvedWeights | None = None, multilevel: bool = True) -> Plan:
+    """Re-place the hard super-pod, 950 and ordinary jobs of ``base`` origin-first
+    (:func:`_block_plan`), then the multilevel jobs (:func:`_multilevel_plan`).
+
+    The result is checked by the caller before use.  With a ``deadline``
+    (``time.perf_counter()`` value) the construction raises :class:`OutOfTime` when the
+    first part passes it; when the multilevel part does, the first part's plan stands.
+    ``weights`` score alternatives (default: the problem's automatic weights).  With
+    ``multilevel`` off the multilevel jobs keep their ``base`` answer.
+    """
+    plan = _block_plan(problem, base, deadline, weights)
+    return _multilevel_plan(problem, plan, deadline, weights) if multilevel else plan
+
+
+def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
+                     weights: ResolvedWeights | None) -> Plan:
+    """The best by the objective of ``base``, ``base`` with its multilevel jobs' ranks
+    reordered, and its four multilevel origin-first passes (:mod:`heuristics.multilevel_first`,
+    with and without holding back later jobs' cached nodes, with and without the
+    origin-guided layouts) that pass the validator."""
+    if not any(job.family is Family.MULTILEVEL and not job.partly_running
+               for job in problem.jobs):
+        return base
+    # loaded here: a batch without multilevel jobs does not load the multilevel strategy
+    from heuristics.multilevel_first import (
+        MultilevelOutOfTime,
+        multilevel_pass,
+        relabel_plan,
+    )
+
+    weights = weights or resolve_weights(problem)
+    best, best_objective = base, evaluate(problem, base.as_mapping(), weights).objective
+    for hold_back, guided in ((None, False), (False, False), (True, False), (False, True),
+                              (True, True)):
+        try:
+            candidate = (relabel_plan(problem, base) if hold_back is None
+                         else multilevel_pass(problem, base, hold_back, deadline,
+                                              guided=guided))
+        except MultilevelOutOfTime:
+            return best
+        objective = evaluate(problem, candidate.as_mapping(), weights).objective
+        if objective <= best_objective:
+            continue
+        placement = to_placement(problem, candidate, engine="origin-first", status=Status.GREEDY)
+        if check(problem, placement, include_vnpu=False):
+            continue
+        best, best_objective = candidate, objective
+    return best
+
+
+def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
+                weights: ResolvedWeights | None = None) -> Plan:
     """Re-place the hard super-pod and 950 jobs and the ordinary jobs of ``base``
     origin-first.
 

@@ -29,7 +29,7 @@ from models.limits import check_deterministic_time, check_seed, check_time_limit
 from models.objective import Metrics, ResolvedWeights, Weights, evaluate, resolve_weights
 from models.placement import PlacementFile, Status
 from models.plan import Plan, complete_placement, to_placement
-from models.scenario import Scenario
+from models.scenario import Family, Scenario
 from models.vnpu import VnpuPlan, compile_vnpu, vnpu_job_placements, vnpu_objective
 from solver.model.cancel import quiet
 
@@ -164,6 +164,15 @@ def check_solve_options(time_limit: float, workers: int, seed: int,
     check_seed(seed, "seed")
     if deterministic_time is not None:
         check_deterministic_time(deterministic_time, "deterministic-time")
+
+
+def _full_model_old_start(problem: Problem) -> bool:
+    """Whether CP-SAT's search of ``problem`` starts from the origin-first construction
+    without its multilevel part (``solver.cpsat.FULL_MODEL_OLD_START``)."""
+    from solver.cpsat import FULL_MODEL_OLD_START, search_mode
+
+    return (FULL_MODEL_OLD_START and search_mode(problem) == "full"
+            and any(job.family is Family.MULTILEVEL for job in problem.jobs))
 
 
 def _has_origin_first(problem: Problem) -> bool:
@@ -397,8 +406,11 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
         why = models.new_session(problem)
         if why is not None:
             notes.append(why)
+    start: Plan | None = best
+    if best_engine == "origin-first" and _full_model_old_start(problem):
+        start = None  # the whole-batch model starts from the older construction
     outcome = solve_cpsat(problem, greedy, resolved, time_limit=remaining, workers=workers,
-                          seed=seed, deterministic_time=deterministic_time, start=best,
+                          seed=seed, deterministic_time=deterministic_time, start=start,
                           recover_reserve=min(0.2 * remaining, 2 * finish_cost + 0.01),
                           models=models)
     notes.extend(outcome.notes)

@@ -32,7 +32,7 @@ def test_plans_are_valid_and_keep_other_jobs(family: str, seed: int) -> None:
     plan = origin_first_plan(problem, base)
     assert check(problem, to_placement(problem, plan, engine="of", status=Status.GREEDY)) == []
     for job in problem.jobs:
-        redone = job.family is Family.ORDINARY or (
+        redone = job.family in (Family.ORDINARY, Family.MULTILEVEL) or (
             job.family in (Family.SUPERPOD, Family.RACK) and job.whole_node and not job.soft
             and not job.ub_memory)
         if not redone and base.nodes[job.index] is not None:

@@ -1,0 +1,145 @@
+"""Origin-guided layout of one multilevel job (a warm-start candidate, not upstream's).
+
+Every group goes, top level first, to the domain of its level holding most of its ranks'
+cached nodes among the domains that can still hold it, inside its parent's domain; a
+level1 group takes its ranks' cached nodes there and fills up with other free nodes
+(fault ranks' old nodes last).  A level ``i`` domain can hold ``cap_i`` groups:
+``free // a1`` for level1, ``⌊Σ children's cap / (a_i / a_(i-1))⌋`` above; taking a group
+lowers its domain's ``cap`` by exactly one, so a group never runs out of room once its
+domain is chosen.  Used by :mod:`heuristics.multilevel_first` next to upstream's layout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from heuristics.state import ClusterState
+from models.compiled import JobView, Problem
+
+Key = tuple[int, ...]
+
+
+def guided_layout(problem: Problem, job: JobView, state: ClusterState,
+                  deadline: float | None = None) -> np.ndarray | None:
+    """Node per rank of ``job`` on the nodes ``state`` offers, or ``None`` (also when the
+    ``time.perf_counter()`` value ``deadline`` passes between two top-level groups)."""
+    levels = list(job.levels)
+    n = job.tasks
+    if (not levels or not job.whole_node or job.partly_running or not job.prefer_previous
+            or any(n % a for a in levels)
+            or any(b % a for a, b in itertools.pairwise(levels))):
+        return None
+    k = len(levels)
+    whole = state.whole_free(problem) & (problem.npus == job.npu_per_task)
+    wants = (job.origin >= 0) & ~job.fault
+    best_tree, best_count = -1, 0
+    for t, name in enumerate(problem.tree_names):
+        view = problem.trees[name]
+        if view.depth < k:
+            continue
+        ok = whole & (problem.node_tree == t)
+        for i in range(k):
+            ok = ok & (view.level_value[i] >= 0)
+        count = int(ok[job.origin[wants]].sum()) if wants.any() else 0
+        if count > best_count:
+            best_tree, best_count = t, count
+    if best_tree < 0:
+        return None
+    view = problem.trees[problem.tree_names[best_tree]]
+    ok = whole & (problem.node_tree == best_tree)
+    for i in range(k):
+        ok = ok & (view.level_value[i] >= 0)
+    nodes = np.flatnonzero(ok)
+    columns = [view.level_value[i] for i in range(k)]
+
+    def key(node: int, level: int) -> Key:  # level 1..k
+        return tuple(int(columns[i][node]) for i in range(level - 1, k))
+
+    leaf_nodes: dict[Key, list[int]] = defaultdict(list)
+    for node in nodes[np.argsort(problem.natural_pos[nodes], kind="stable")].tolist():
+        leaf_nodes[key(node, 1)].append(node)
+    children: dict[Key, set[Key]] = defaultdict(set)
+    for leaf in leaf_nodes:
+        for level in range(1, k):
+            children[leaf[level:]].add(leaf[level - 1:])
+    # cap[(level, domain key)]: groups of that level the domain can still hold
+    cap: dict[Key, int] = {}
+    for leaf, members in leaf_nodes.items():
+        cap[leaf] = len(members) // levels[0]
+    for level in range(2, k + 1):
+        m = levels[level - 1] // levels[level - 2]
+        for dom in {leaf[level - 1:] for leaf in leaf_nodes}:
+            cap[dom] = sum(cap[c] for c in children[dom]) // m
+    tops = {leaf[k - 1:] for leaf in leaf_nodes}
+    origin_ok = set(nodes.tolist())
+    fault_nodes = {int(o) for o in job.origin[(job.origin >= 0) & job.fault]}
+    out = np.full(n, -1, dtype=np.int64)
+
+    def recompute(leaf: Key) -> None:
+        cap[leaf] = len(leaf_nodes[leaf]) // levels[0]
+        for level in range(2, k + 1):
+            dom = leaf[level - 1:]
+            m = levels[level - 1] // levels[level - 2]
+            cap[dom] = sum(cap[c] for c in children[dom]) // m
+
+    def votes(ranks: range, level: int) -> Counter[Key]:
+        out_votes: Counter[Key] = Counter()
+        for r in ranks:
+            if wants[r] and int(job.origin[r]) in origin_ok:
+                out_votes[key(int(job.origin[r]), level)] += 1
+        return out_votes
+
+    def place(level: int, group: int, inside: set[Key]) -> bool:
+        size = levels[level - 1]
+        ranks = range(group * size, (group + 1) * size)
+        options = [d for d in inside if cap.get(d, 0) >= 1]
+        if not options:
+            return False
+        vote = votes(ranks, level)
+        dom = min(options, key=lambda d: (-vote.get(d, 0), d))
+        if level == 1:
+            free = leaf_nodes[dom]
+            taken: dict[int, int] = {}
+            for r in ranks:
+                o = int(job.origin[r])
+                if wants[r] and o in free and o not in taken.values():
+                    taken[r] = o
+            rest = [x for x in free if x not in set(taken.values())]
+            rest.sort(key=lambda x: x in fault_nodes)
+            for r in ranks:
+                if r in taken:
+                    continue
+                # a fault rank takes another node than its old one when one is left
+                pick = next((x for x in rest if not (job.fault[r] and int(job.origin[r]) == x)),
+                            rest[0])
+                rest.remove(pick)
+                taken[r] = pick
+            for r, node in taken.items():
+                out[r] = node
+            used = set(taken.values())
+            leaf_nodes[dom] = [x for x in free if x not in used]
+            recompute(dom)
+            return True
+        m = size // levels[level - 2]
+        inner = children[dom]
+        sub = sorted(range(group * m, (group + 1) * m),
+                     key=lambda g: (-max(votes(range(g * levels[level - 2],
+                                                     (g + 1) * levels[level - 2]),
+                                               level - 1).values(), default=0), g))
+        return all(place(level - 1, g, inner) for g in sub)
+
+    top_size = levels[-1]
+    groups = sorted(range(n // top_size), key=lambda g: (
+        -max(votes(range(g * top_size, (g + 1) * top_size), k).values(), default=0), g))
+    for g in groups:
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
+        if not place(k, g, tops):
+            return None
+    if (out < 0).any() or len(set(out.tolist())) != n:
+        return None
+    return out.astype(np.int32)
