@@ -102,7 +102,7 @@ from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import Family
 from solver.explain import fill_reasons
-from solver.hitbound import POD_FAMILIES, objective_bound
+from solver.hit_lp_bound import POD_FAMILIES, objective_bound
 from solver.lns import LnsResult, StepNotStarted, StepRecord, large_neighbourhood_search
 from solver.model.cancel import (
     BuildCancelled,
@@ -114,8 +114,8 @@ from solver.model.cancel import (
 )
 from solver.model.cancellable import CancellableModel
 from solver.model.constraints import Constraints
+from solver.model.group_hit_bound import hit_bound_reduction
 from solver.model.hints import HintError, plan_to_assignment
-from solver.model.hitbound import hit_bound_reduction
 from solver.model.objective import ObjectiveBuilder, ObjectiveTerms
 from solver.model.podscope import pod_scope
 from solver.model.recover import recover_plan
@@ -144,7 +144,7 @@ class CpsatOutcome:
     steps: list[StepRecord] = field(default_factory=list)
     #: the models this run took from its model cache or built (``None``: none counted)
     models: ModelCounts | None = None
-    #: :func:`solver.hitbound.objective_bound` when it was computed (``bound`` is the
+    #: :func:`solver.hit_lp_bound.objective_bound` when it was computed (``bound`` is the
     #: smaller of it and the search's own)
     lp_bound: int | None = None
 
@@ -351,7 +351,7 @@ def better_start(problem: Problem, hint: Plan, weights: ResolvedWeights,
 
 def combinatorial_bound(built: BuiltModel, weights: ResolvedWeights) -> int:
     """``best_possible`` less the origin hits no solution of the model reaches
-    (:mod:`solver.model.hitbound`); adds nothing to the model, so it cannot change the
+    (:mod:`solver.model.group_hit_bound`); adds nothing to the model, so it cannot change the
     search.  Focused models report no bound: their ``best_possible`` is returned."""
     if built.focused or weights.origin_hit <= 0:
         return built.best_possible
@@ -537,7 +537,7 @@ def solve_cpsat(
 
 def _tighten_bound(problem: Problem, weights: ResolvedWeights, outcome: CpsatOutcome,
                    search_end: float) -> None:
-    """Lower the search's bound to :func:`solver.hitbound.objective_bound` when that is
+    """Lower the search's bound to :func:`solver.hit_lp_bound.objective_bound` when that is
     smaller, once the search is over (recorded in :attr:`CpsatOutcome.lp_bound`).
 
     Only a bound the search proved is lowered (a run without one keeps none), only for

@@ -1,4 +1,4 @@
-"""The origin-hit LP bound (:mod:`solver.hitbound`, issue 20's 950 batch gaps).
+"""The origin-hit LP bound (:mod:`solver.hit_lp_bound`, issue 20's 950 batch gaps).
 
 Valid: never below the optimum CP-SAT proves on small generated super-pod-family
 batches (950, 850, A3, soft jobs included).  Useful: strictly below "every reachable
@@ -18,7 +18,7 @@ from models.objective import achievable_hits, evaluate, resolve_weights
 from models.placement import Status
 from solver import cpsat
 from solver.facade import solve
-from solver.hitbound import objective_bound, origin_hit_lp
+from solver.hit_lp_bound import objective_bound, origin_hit_lp
 
 #: (family, nodes, jobs, seed, soft_prob): CP-SAT proves each within 5 deterministic s
 CASES = [("950", 64, 4, 0, 0.1), ("950", 64, 4, 3, 0.1), ("950", 64, 4, 5, 0.1),
