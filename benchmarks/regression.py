@@ -218,7 +218,8 @@ def read_baseline_file(path: Path) -> str:
         with open(path, "rb") as handle, gzip.GzipFile(fileobj=handle, mode="rb") as stream:
             raw = stream.read(BASELINE_MAX_BYTES + 1)
     except FileNotFoundError:
-        raise InputError([f"{path}: no such file (write a baseline with --write-baseline)"]
+        raise InputError([f"{path}: cannot read: no such file (write a baseline with "
+                          "--write-baseline)"]
                          ) from None
     except IsADirectoryError:
         raise InputError([f"{path}: is a directory, not a baseline file"]) from None

@@ -97,8 +97,9 @@ TAIL_FIELDS: tuple[str, ...] = (
     "answer-engine", "valid", "jobs", "placed-jobs", "origin-hits", "origin-candidates",
     "achievable-origin-hits", "hit-rate", "fault-returns", "subhealthy-nodes", "reserve-used",
     "fragment-score", "affinity-spill", "objective", "bound", "gap", "wall-seconds",
-    "solver-wall-seconds", "solver-deterministic-seconds", "peak-rss-mb", "peak-delta-mb", "nodes", "family", "scale", "mix",
-    "gen-seed", "depth", "history", "sessions", "worker", "error", "note",
+    "solver-wall-seconds", "solver-deterministic-seconds", "peak-rss-mb", "peak-delta-mb",
+    "nodes", "family", "scale", "mix", "gen-seed", "depth", "history", "sessions", "worker",
+    "error", "note",
 )
 #: Statuses of rows that carry no placement.
 NO_RESULT = ("skipped", "error", "invalid")
