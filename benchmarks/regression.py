@@ -15,16 +15,24 @@ The comparison fails (exit 1) when
   fewer origin hits with no more placed jobs (placing one more job may cost hits: the
   objective is lexicographic);
 * CP-SAT's objective is below greedy's on an instance;
-* an instance the baseline ran can no longer be run (``EngineNotAvailable``).
+* an instance the baseline ran can no longer be run (``EngineNotAvailable``);
+* a run the baseline proved optimal is not proved now, or its proof needs more than
+  :data:`SLOWER_PROOF_FACTOR` × the baseline's deterministic time +
+  :data:`SLOWER_PROOF_SLACK` (:func:`compare_proofs`).
 
 The stored scenarios run as a grid on the sweep's Dask runner and are compared by the same
 function as ``npu-place sweep --baseline`` (:func:`benchmarks.sweep.compare_rows`).
 
-Only quality is compared, never time.  CP-SAT runs with one worker, a fixed seed and a
-*deterministic* time limit (``max_deterministic_time``), which makes its answer the same
-on every machine whatever the load; the wall-clock limit is only a generous guard, and a
-run that reaches it is reported as possibly noisy.  The settings are stored in the
-baseline and reused by the comparison.
+Only quality and CP-SAT's deterministic time are compared, never wall time.  CP-SAT runs
+with one worker, a fixed seed and a *deterministic* time limit (``max_deterministic_time``),
+which makes its answer (and the deterministic time it used) the same on every machine
+whatever the load; the wall-clock limit is only a generous guard, and a run that reaches
+it is reported as possibly noisy.  The settings are stored in the baseline and reused by
+the comparison.
+
+A baseline named ``*.gz`` is gzip-compressed (deterministic bytes); the full suite's is
+built from a bench run (:func:`baseline_from_bench`, ``--write-baseline --from-bench DIR``)
+rather than by running the suite again.
 """
 
 from __future__ import annotations
