@@ -249,3 +249,25 @@ def test_slower_proof_fails_the_comparison(gz_baseline: Path, tmp_path: Path) ->
     assert compare_baseline(path, out, scheduler=HERE) == 1
     assert f"REGRESSION: {TINY[1].name}" in out.getvalue()
     assert "slower proof" in out.getvalue()
+
+
+def test_instance_cut_by_the_time_budget_is_refused(bench_dir: Path, tmp_path: Path) -> None:
+    run = _copy(bench_dir, tmp_path / "run")
+    rows = read_csv(run / "results.csv")
+    for row in rows:
+        if row["instance"] == TINY[0].name and row["engine"] == "cpsat":
+            row.update(status="skipped", valid="",
+                       note="skipped: the time budget of the run was used up")
+    with open(run / "results.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(InputError, match="time budget was used up"):
+        baseline_from_bench("quick", run, tmp_path / "b.json", io.StringIO(), TINY)
+
+
+def test_from_bench_needs_write_baseline(bench_dir: Path, tmp_path: Path) -> None:
+    err = io.StringIO()
+    assert main(["compare", "--suite", "quick", "--baseline", str(tmp_path / "b.json"),
+                 "--from-bench", str(bench_dir)], err=err) == 2
+    assert "--from-bench DIR needs --write-baseline" in err.getvalue()
