@@ -83,6 +83,10 @@ from models.validation import InputError
 BASELINE_VERSION = 1
 #: The committed baseline of the quick suite (used when ``--baseline`` is not given).
 DEFAULT_BASELINE = Path(__file__).resolve().parent / "baseline" / "quick.json"
+#: Where the full suite's baseline is stored (gzip-compressed; built from a bench run with
+#: ``compare --suite full --write-baseline --from-bench DIR``), used when ``--baseline`` is
+#: not given.
+FULL_BASELINE = DEFAULT_BASELINE.with_name("full.json.gz")
 #: CP-SAT deterministic time limit of the regression runs (solver "deterministic seconds").
 DETERMINISTIC_LIMIT = 5.0
 #: Wall-clock guard of one regression CP-SAT run, far above the deterministic limit.
@@ -105,9 +109,9 @@ BASELINE_MAX_BYTES = 256 * 1024 * 1024
 #: Most values (scalars, mappings, lists and keys) a baseline may hold.
 BASELINE_MAX_VALUES = 40_000_000
 
-__all__ = ["DEFAULT_BASELINE", "Finding", "baseline_from_bench", "compare_baseline",
-           "compare_proofs", "compare_runs", "load_baseline", "read_baseline_file",
-           "scenario_digest", "write_baseline", "write_baseline_file"]
+__all__ = ["DEFAULT_BASELINE", "FULL_BASELINE", "Finding", "baseline_from_bench",
+           "compare_baseline", "compare_proofs", "compare_runs", "load_baseline",
+           "read_baseline_file", "scenario_digest", "write_baseline", "write_baseline_file"]
 
 
 def scenario_digest(scenario: Scenario) -> str:
@@ -703,8 +707,11 @@ def run_regression(args: argparse.Namespace, out: TextIO) -> int:
         path = Path(baseline)
     elif suite == "quick":
         path = DEFAULT_BASELINE
+    elif suite == "full" and FULL_BASELINE.is_file():
+        path = FULL_BASELINE
     else:
-        raise InputError([f"no committed baseline for suite '{suite}': give --baseline FILE "
-                          "(write one with --write-baseline)"])
+        raise InputError([f"no committed baseline for suite '{suite}' ({FULL_BASELINE} "
+                          "does not exist): give --baseline FILE (write one from a bench run "
+                          "with --write-baseline --from-bench DIR)"])
     out_dir = Path(args.out) if getattr(args, "out", None) else None
     return compare_baseline(path, out, out_dir, suite, scheduler)

@@ -271,3 +271,14 @@ def test_from_bench_needs_write_baseline(bench_dir: Path, tmp_path: Path) -> Non
     assert main(["compare", "--suite", "quick", "--baseline", str(tmp_path / "b.json"),
                  "--from-bench", str(bench_dir)], err=err) == 2
     assert "--from-bench DIR needs --write-baseline" in err.getvalue()
+
+
+def test_full_suite_without_a_stored_baseline_is_an_input_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import benchmarks.regression as regression
+
+    monkeypatch.setattr(regression, "FULL_BASELINE", tmp_path / "full.json.gz")
+    err = io.StringIO()
+    assert main(["compare", "--suite", "full"], err=err) == 2
+    assert f"no committed baseline for suite 'full' ({tmp_path / 'full.json.gz'}" in \
+        err.getvalue()
