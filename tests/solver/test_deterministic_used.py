@@ -4,6 +4,7 @@ compared by it, never by the clock)."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from benchmarks.generators import GenParams, generate_case
 from benchmarks.sweep import Cell, Source, run_cell
@@ -47,3 +48,32 @@ def test_solve_result_and_sweep_row_carry_it() -> None:
     row = run_cell(Cell(source, (), "cpsat", 30.0, 0, deterministic_time=1.0))
     assert float(row["solver-deterministic-seconds"]) == round(
         result.solver_deterministic_seconds, 6)
+
+
+
+def test_vnpu_model_is_counted(monkeypatch: Any) -> None:
+    """The vNPU model's deterministic time is added to the other jobs' search."""
+    import solver.cpsat as cpsat
+    import solver.model.vnpu as vnpu
+    from solver.doors import example_path, load_problem
+
+    used: dict[str, float] = {}
+    real_main, real_vnpu = cpsat.solve_cpsat, vnpu.solve_vnpu_cpsat
+
+    def main(*args: Any, **kwargs: Any) -> Any:
+        outcome = real_main(*args, **kwargs)
+        used["main"] = outcome.deterministic_seconds
+        return outcome
+
+    def chips(*args: Any, **kwargs: Any) -> Any:
+        outcome = real_vnpu(*args, **kwargs)
+        used["vnpu"] = outcome.deterministic_seconds
+        return outcome
+
+    monkeypatch.setattr(cpsat, "solve_cpsat", main)
+    monkeypatch.setattr(vnpu, "solve_vnpu_cpsat", chips)
+    problem = load_problem(str(example_path("vnpu-inference")))
+    result = solve(problem, engine="cpsat", time_limit=30.0, workers=1, seed=0,
+                   deterministic_time=2.0)
+    assert used["main"] > 0 and used["vnpu"] > 0
+    assert result.solver_deterministic_seconds == used["main"] + used["vnpu"]
