@@ -110,6 +110,8 @@ def test_baseline_from_bench_compares_ok(gz_baseline: Path, tmp_path: Path) -> N
     (None, "cannot read"),
     (b"{}", "not a gzip-compressed file"),
     ("truncated", "truncated"),
+    (gzip.compress(b'{"version": 1, '), "malformed JSON"),
+    (gzip.compress(b'{"version": 1, "suite": "quick", "instances": 3}'), "must be a list"),
 ])
 def test_bad_gzip_baselines_are_input_errors(gz_baseline: Path, tmp_path: Path,
                                              content: bytes | str | None,
@@ -120,7 +122,7 @@ def test_bad_gzip_baselines_are_input_errors(gz_baseline: Path, tmp_path: Path,
     elif isinstance(content, bytes):
         path.write_bytes(content)
     with pytest.raises(InputError, match=message):
-        read_baseline_file(path)
+        load_baseline(path)
     err = io.StringIO()
     assert main(["compare", "--suite", "quick", "--baseline", str(path)], err=err) == 2
     assert str(path) in err.getvalue() and message in err.getvalue()
