@@ -15,30 +15,53 @@ The comparison fails (exit 1) when
   fewer origin hits with no more placed jobs (placing one more job may cost hits: the
   objective is lexicographic);
 * CP-SAT's objective is below greedy's on an instance;
-* an instance the baseline ran can no longer be run (``EngineNotAvailable``).
+* an instance the baseline ran can no longer be run (``EngineNotAvailable``);
+* a run the baseline proved optimal is not proved now, or its proof needs more than
+  :data:`SLOWER_PROOF_FACTOR` × the baseline's deterministic time +
+  :data:`SLOWER_PROOF_SLACK` (:func:`compare_proofs`).
 
 The stored scenarios run as a grid on the sweep's Dask runner and are compared by the same
 function as ``npu-place sweep --baseline`` (:func:`benchmarks.sweep.compare_rows`).
 
-Only quality is compared, never time.  CP-SAT runs with one worker, a fixed seed and a
-*deterministic* time limit (``max_deterministic_time``), which makes its answer the same
-on every machine whatever the load; the wall-clock limit is only a generous guard, and a
-run that reaches it is reported as possibly noisy.  The settings are stored in the
-baseline and reused by the comparison.
+Only quality and CP-SAT's deterministic time are compared, never wall time.  CP-SAT runs
+with one worker, a fixed seed and a *deterministic* time limit (``max_deterministic_time``),
+which makes its answer (and the deterministic time it used) the same on every machine
+whatever the load; the wall-clock limit is only a generous guard, and a run that reaches
+it is reported as possibly noisy.  The settings are stored in the baseline and reused by
+the comparison.
+
+A baseline named ``*.gz`` is gzip-compressed (deterministic bytes); the full suite's is
+built from a bench run (:func:`baseline_from_bench`, ``--write-baseline --from-bench DIR``)
+rather than by running the suite again.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
+import math
+import os
+import re
 import time
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from benchmarks.generators import GenParams, generate_case
-from benchmarks.suite import ENGINES, Instance, Settings, bench_row, suite_instances, write_csv
+from benchmarks.suite import (
+    ENGINES,
+    NO_RESULT,
+    Instance,
+    Settings,
+    bench_row,
+    machine_description,
+    read_csv,
+    suite_instances,
+    write_outputs,
+)
 from benchmarks.sweep import (
     Cell,
     Finding,
@@ -52,7 +75,7 @@ from benchmarks.sweep import (
     run_cells,
 )
 from heuristics.greedy import EngineNotAvailable
-from models.documents import parse_text, read_text
+from models.documents import DocumentError, load_json, read_document, read_text
 from models.io import scenario_from_data
 from models.scenario import Scenario
 from models.validation import InputError
@@ -60,6 +83,10 @@ from models.validation import InputError
 BASELINE_VERSION = 1
 #: The committed baseline of the quick suite (used when ``--baseline`` is not given).
 DEFAULT_BASELINE = Path(__file__).resolve().parent / "baseline" / "quick.json"
+#: Where the full suite's baseline is stored (gzip-compressed; built from a bench run with
+#: ``compare --suite full --write-baseline --from-bench DIR``), used when ``--baseline`` is
+#: not given.
+FULL_BASELINE = DEFAULT_BASELINE.with_name("full.json.gz")
 #: CP-SAT deterministic time limit of the regression runs (solver "deterministic seconds").
 DETERMINISTIC_LIMIT = 5.0
 #: Wall-clock guard of one regression CP-SAT run, far above the deterministic limit.
@@ -69,9 +96,22 @@ STORED = ("status", "placed-jobs", "origin-hits", "origin-candidates",
           "achievable-origin-hits", "fault-returns", "subhealthy-nodes", "reserve-used",
           "fragment-score", "affinity-spill", "objective")
 _INTS = tuple(k for k in STORED if k != "status")
+#: CP-SAT's deterministic time used by a run (seconds), stored when the run recorded it.
+DET_USED = "solver-deterministic-seconds"
+#: A proof the baseline made is *slower* when it now needs more than this many times the
+#: baseline's deterministic time ...
+SLOWER_PROOF_FACTOR = 1.25
+#: ... plus this many deterministic seconds (tiny proofs vary by a few hundredths).
+SLOWER_PROOF_SLACK = 0.05
+#: Largest baseline read, in bytes of (decompressed) JSON: a full-suite baseline is about
+#: 54 MB (1.8 MB gzip-compressed), above the 32 MiB of a scenario file.
+BASELINE_MAX_BYTES = 256 * 1024 * 1024
+#: Most values (scalars, mappings, lists and keys) a baseline may hold.
+BASELINE_MAX_VALUES = 40_000_000
 
-__all__ = ["DEFAULT_BASELINE", "Finding", "compare_baseline", "compare_runs", "load_baseline",
-           "scenario_digest", "write_baseline"]
+__all__ = ["DEFAULT_BASELINE", "FULL_BASELINE", "Finding", "baseline_from_bench",
+           "compare_baseline", "compare_proofs", "compare_runs", "load_baseline",
+           "read_baseline_file", "scenario_digest", "write_baseline", "write_baseline_file"]
 
 
 def scenario_digest(scenario: Scenario) -> str:
@@ -145,7 +185,70 @@ def _quality(cols: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {"status": cols.get("status", "")}
     for key in _INTS:
         out[key] = int(cols[key]) if cols.get(key, "") != "" else None
+    used = cols.get(DET_USED, "")
+    if used != "":  # CP-SAT runs only, and only rows that recorded it
+        out[DET_USED] = round(float(used), 6)
     return out
+
+
+def is_compressed(path: Path) -> bool:
+    """A baseline written and read gzip-compressed (its name ends in ``.gz``)."""
+    return path.name.endswith(".gz")
+
+
+def write_baseline_file(path: Path, data: dict[str, Any]) -> None:
+    """Write baseline ``data`` to ``path``: JSON text, gzip-compressed when ``path`` ends
+    in ``.gz``.
+
+    The compressed bytes are deterministic: no file name and modification time 0 in the
+    gzip header, compression level 9, so the same data gives the same file.  The file is
+    written next to its place and renamed over it, so a failed write leaves the old one.
+    """
+    raw = (dump_baseline(data) + "\n").encode("utf-8")
+    if is_compressed(path):
+        raw = gzip.compress(raw, compresslevel=9, mtime=0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(raw)
+    os.replace(tmp, path)
+
+
+def read_baseline_file(path: Path) -> str:
+    """The JSON text of baseline ``path`` (decompressed when it ends in ``.gz``).
+
+    At most :data:`BASELINE_MAX_BYTES` bytes of text are read (of decompressed text for a
+    compressed file: a small file that expands past the limit is refused there).
+
+    Raises
+    ------
+    InputError
+        Naming the file: missing, unreadable, not gzip, truncated, too large, not UTF-8.
+    """
+    if not is_compressed(path):
+        return read_text(path, BASELINE_MAX_BYTES)
+    try:
+        with open(path, "rb") as handle, gzip.GzipFile(fileobj=handle, mode="rb") as stream:
+            raw = stream.read(BASELINE_MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError([f"{path}: cannot read: no such file (write a baseline with "
+                          "--write-baseline)"]
+                         ) from None
+    except IsADirectoryError:
+        raise InputError([f"{path}: is a directory, not a baseline file"]) from None
+    except (gzip.BadGzipFile, zlib.error):
+        raise InputError([f"{path}: not a gzip-compressed file (a name ending in .gz is read "
+                          "as gzip)"]) from None
+    except EOFError:
+        raise InputError([f"{path}: the compressed file is truncated"]) from None
+    except OSError as exc:
+        raise InputError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    if len(raw) > BASELINE_MAX_BYTES:
+        raise InputError([f"{path}: more than {BASELINE_MAX_BYTES} bytes once decompressed"])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError([f"{path}: not UTF-8 text once decompressed (byte {exc.start})"]
+                         ) from None
 
 
 def baseline_rows(data: dict[str, Any], cells: Sequence[Cell]) -> list[dict[str, str]]:
@@ -220,10 +323,179 @@ def write_baseline(suite: str, path: Path, out: TextIO, settings: Settings | Non
                      "seed": settings.seed},
         "instances": records,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dump_baseline(data) + "\n", encoding="utf-8")
+    write_baseline_file(path, data)
     ran = sum(1 for r in records if r["results"] is not None)
     out.write(f"wrote baseline {path}: {len(records)} instances ({ran} with results)\n")
+    return 0
+
+
+#: The note of a bench row skipped because the run's time budget was used up.
+_BUDGET_SKIP = "time budget"
+
+
+def _bench_settings(bench_dir: Path, rows: Sequence[dict[str, str]]) -> dict[str, Any]:
+    """The CP-SAT settings a bench run recorded: deterministic time, time limit, workers and
+    seed, each the same on every CP-SAT row (``deterministic-time`` from the column, or,
+    for a run made before the column existed, from ``report.md``'s settings line)."""
+    csv_name = bench_dir / "results.csv"
+    runs = [r for r in rows if r.get("engine") == "cpsat" and r.get("status") not in NO_RESULT]
+    if not runs:
+        raise InputError([f"{csv_name}: no CP-SAT run with a result"])
+
+    def one(column: str) -> str | None:
+        values = {r.get(column) or "" for r in runs}
+        if len(values) > 1:
+            raise InputError([f"{csv_name}: column '{column}' differs between CP-SAT runs "
+                              f"({', '.join(sorted(values))}): not one bench run"])
+        value = values.pop()
+        return value or None
+
+    report = bench_dir / "report.md"
+    line = ""
+    if report.is_file():
+        line = next((x for x in read_text(report).splitlines()
+                     if x.startswith("- settings:")), "")
+    det = one("deterministic-time")
+    if det is None:
+        match = re.search(r"deterministic time ([0-9.eE+-]+)", line)
+        det = match.group(1) if match else None
+    if det is None:
+        raise InputError([f"{bench_dir}: the run's deterministic time is not recorded (no "
+                          f"'deterministic-time' column in results.csv and none in "
+                          f"{report.name}'s settings line); a baseline needs a run made with "
+                          "bench --deterministic-time D"])
+    values: dict[str, Any] = {}
+    for key, column, kind in (("time-limit", "time-limit", float), ("workers", "workers", int),
+                              ("seed", "seed", int)):
+        text = one(column)
+        if text is None:
+            raise InputError([f"{csv_name}: column '{column}' is empty: the run's {key} is "
+                              "not recorded"])
+        try:
+            values[key] = kind(text)
+        except ValueError:
+            raise InputError([f"{csv_name}: column '{column}': not a number: {text!r}"]
+                             ) from None
+    try:
+        limit = float(det)
+    except ValueError:
+        raise InputError([f"{bench_dir}: deterministic time {det!r} is not a number"]) from None
+    return {"deterministic-limit": limit, **values}
+
+
+def _bench_suite(bench_dir: Path) -> str | None:
+    """The suite named in a bench run's ``report.md`` title (``None``: no report)."""
+    report = bench_dir / "report.md"
+    if not report.is_file():
+        return None
+    match = re.search(r"suite `([^`]+)`", read_text(report).split("\n", 1)[0])
+    return match.group(1) if match else None
+
+
+def baseline_from_bench(suite: str, bench_dir: Path, path: Path, out: TextIO,
+                        instances: Sequence[Instance] | None = None) -> int:
+    """Write baseline ``path`` of ``suite`` from an ``npu-place bench`` run, running nothing.
+
+    Reads ``bench_dir/results.csv`` (the quality and status of every run) and the
+    scenarios the run wrote (``bench_dir/scenarios/<instance>.json``, stored as they ran).
+    The run's settings must be recorded (:func:`_bench_settings`) and every instance of
+    the suite present with both engines and its scenario; a run with an invalid placement
+    or a failed engine writes nothing (exit 1), as :func:`write_baseline`; ``instances``
+    default to the suite's.  Rows without a
+    ``solver-deterministic-seconds`` column (runs made before it existed) store the status
+    only: :func:`compare_proofs` then checks that a proof is still made, not its cost.
+
+    Raises
+    ------
+    InputError
+        Naming the folder or file: no results, settings not recorded, another suite,
+        instances missing or cut by the run's time budget, a scenario file unreadable.
+    """
+    csv_path = bench_dir / "results.csv"
+    if not csv_path.is_file():
+        raise InputError([f"{csv_path}: no such file (give the --out folder of an "
+                          "npu-place bench run)"])
+    try:
+        rows = read_csv(csv_path)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError([f"{csv_path}: cannot read: {exc}"]) from None
+    if not rows or not {"instance", "engine", "status"} <= set(rows[0]):
+        raise InputError([f"{csv_path}: not a bench results.csv (needs the columns instance, "
+                          "engine and status, and rows)"])
+    named = _bench_suite(bench_dir)
+    if named is not None and named != suite:
+        raise InputError([f"{bench_dir / 'report.md'}: a run of suite '{named}', not '{suite}'"])
+    settings = _bench_settings(bench_dir, rows)
+    by = {(r["instance"], r["engine"]): r for r in rows}
+    if instances is None:
+        instances = suite_instances(suite)
+    names = {inst.name for inst in instances}
+    foreign = sorted({r["instance"] for r in rows} - names)
+    if foreign:
+        raise InputError([f"{csv_path}: {len(foreign)} instance(s) not in suite '{suite}' "
+                          f"(first: {foreign[0]}): a run of another suite?"])
+    missing: list[str] = []
+    records: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for inst in instances:
+        runs = {e: by[(inst.name, e)] for e in ENGINES if (inst.name, e) in by}
+        budget = [r for r in runs.values()
+                  if r.get("status") == "skipped" and _BUDGET_SKIP in r.get("note", "")]
+        if len(runs) != len(ENGINES) or budget:
+            missing.append(inst.name + (" (skipped: the run's time budget was used up)"
+                                        if budget else ""))
+            continue
+        file = bench_dir / "scenarios" / f"{inst.name}.json"
+        skipped = [r.get("note", "") for r in runs.values() if r.get("status") == "skipped"]
+        if file.is_file():
+            scenario = scenario_from_data(read_document(file), str(file))
+        elif skipped:  # an engine not available: no scenario was written
+            scenario = generate_case(inst.params).scenario
+        else:
+            missing.append(f"{inst.name} (no scenarios/{inst.name}.json)")
+            continue
+        record: dict[str, Any] = {
+            "name": inst.name, "params": inst.params.to_dict(),
+            "history": runs["greedy"].get("history", ""),
+            "scenario-sha256": scenario_digest(scenario),
+        }
+        if skipped:
+            record["results"] = None
+            record["skipped"] = skipped[0]
+        else:
+            for engine, cols in runs.items():
+                if cols.get("valid") != "yes":
+                    problems.append(f"{inst.name} [{engine}]: {cols.get('status')} "
+                                    f"{cols.get('note', '')}")
+            record["results"] = {engine: _quality(cols) for engine, cols in runs.items()}
+        record["scenario"] = scenario.model_dump(by_alias=True, mode="json",
+                                                 exclude_defaults=True)
+        records.append(record)
+    if missing:
+        raise InputError([f"{bench_dir}: {len(missing)} instance(s) of suite '{suite}' are "
+                          f"missing or incomplete: " + ", ".join(missing[:5])
+                          + (" ..." if len(missing) > 5 else "")])
+    if problems:
+        out.write("not writing a baseline: some placements are invalid or failed:\n")
+        out.write("".join(f"  {p}\n" for p in problems))
+        return 1
+    timed = sum(1 for r in records for q in (r["results"] or {}).values() if DET_USED in q)
+    data = {
+        "version": BASELINE_VERSION,
+        "suite": suite,
+        "written": time.strftime("%Y-%m-%d"),
+        "settings": settings,
+        "from-bench": {"dir": str(bench_dir), "runs with deterministic time used": timed},
+        "instances": records,
+    }
+    write_baseline_file(path, data)
+    proved = sum(1 for r in records if (r["results"] or {}).get("cpsat", {}).get("status")
+                 == "optimal")
+    out.write(f"wrote baseline {path} from {bench_dir}: {len(records)} instances, "
+              f"{proved} proved optimal, deterministic time used recorded for {timed} "
+              f"CP-SAT run(s) (deterministic limit {settings['deterministic-limit']:g}, time "
+              f"limit {settings['time-limit']:g} s, {settings['workers']} worker(s), seed "
+              f"{settings['seed']})\n")
     return 0
 
 
@@ -236,8 +508,15 @@ def load_baseline(path: Path) -> dict[str, Any]:
         When the file is missing or not a baseline.
     """
     # the bounded readers of scenario files: size (/dev/zero is refused one byte past the
-    # limit), depth, values, integer range, duplicate keys
-    data = parse_text(read_text(path), str(path), "json")
+    # limit), depth, values, integer range, duplicate keys; a baseline's own size limits
+    text = read_baseline_file(path)
+    try:
+        data = load_json(text, max_values=BASELINE_MAX_VALUES)
+    except DocumentError as exc:
+        raise InputError([f"{path}: {exc}"]) from None
+    except json.JSONDecodeError as exc:
+        raise InputError([f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: "
+                          f"{exc.msg}"]) from None
     if not isinstance(data, dict) or data.get("version") != BASELINE_VERSION:
         raise InputError([f"{path}: not a version-{BASELINE_VERSION} baseline file "
                           "(write one with --write-baseline)"])
@@ -267,6 +546,64 @@ def compare_runs(name: str, runs: dict[str, dict[str, str]],
     for f in found:
         f.cell = name
     return found
+
+
+def compare_proofs(old_rows: Sequence[dict[str, str]], new_rows: Sequence[dict[str, str]],
+                   limit: float) -> list[Finding]:
+    """Proofs the baseline made that this run lost or made slower (cells matched by name).
+
+    Both fail the comparison; only deterministic time is measured, never the clock:
+
+    * a run the baseline proved optimal that is not proved now, at the same deterministic
+      budget ``limit``;
+    * a proof that needs more than :data:`SLOWER_PROOF_FACTOR` × the baseline's
+      deterministic time + :data:`SLOWER_PROOF_SLACK`, when both rows recorded it (a
+      baseline made from a bench run without the column holds the status only).
+
+    Failed, skipped and invalid runs are left to :func:`benchmarks.sweep.compare_rows`.
+    """
+    old = {r["cell"]: r for r in old_rows if r.get("cell")}
+    found: list[Finding] = []
+    for row in new_rows:
+        cell, engine = row.get("cell", ""), row.get("engine", "")
+        base = old.get(cell)
+        if (base is None or base.get("status") != "optimal" or row.get("status") in NO_RESULT
+                or row.get("valid") == "no"):
+            continue
+        if row.get("status") != "optimal":
+            found.append(Finding(cell, engine, f"the baseline proved it optimal at "
+                                 f"deterministic time {limit:g}; not proved now (status "
+                                 f"{row.get('status')})", True))
+            continue
+        then, now = _seconds(base.get(DET_USED)), _seconds(row.get(DET_USED))
+        if then is None or now is None:
+            continue
+        allowed = SLOWER_PROOF_FACTOR * then + SLOWER_PROOF_SLACK
+        if now > allowed:
+            found.append(Finding(cell, engine, f"slower proof: {now:.3f} deterministic s, "
+                                 f"baseline {then:.3f} (allowed {SLOWER_PROOF_FACTOR:g} x "
+                                 f"{then:.3f} + {SLOWER_PROOF_SLACK:g} = {allowed:.3f})",
+                                 True))
+    return found
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        seconds = float(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and math.isfinite(seconds) else None
+
+
+def _suite_columns(record: dict[str, Any]) -> dict[str, str]:
+    """The bench columns of a stored instance (family, scale, mix, seed, depth, history)."""
+    params = record.get("params")
+    if not isinstance(params, dict):
+        return {}
+    jobs = params.get("jobs", 1)
+    return {"family": str(params.get("family", "")), "scale": str(params.get("nodes", "")),
+            "mix": "single" if jobs == 1 else "batch", "gen-seed": str(params.get("seed", "")),
+            "depth": str(params.get("depth") or ""), "history": str(record.get("history", ""))}
 
 
 def compare_baseline(path: Path, out: TextIO, out_dir: Path | None = None,
@@ -300,6 +637,8 @@ def compare_baseline(path: Path, out: TextIO, out_dir: Path | None = None,
     cells, rows, where = _run_grid(stored_grid(stored, settings), scheduler, workers)
     old = baseline_rows(data, cells)
     findings += compare_rows(old, rows)
+    findings += compare_proofs(old, rows, settings.deterministic_time
+                               or DETERMINISTIC_LIMIT)
     for row in rows:
         if (row.get("engine") == "cpsat" and row.get("solver-wall-seconds")
                 and float(row["solver-wall-seconds"]) >= 0.95 * settings.time_limit):
@@ -312,9 +651,23 @@ def compare_baseline(path: Path, out: TextIO, out_dir: Path | None = None,
     report = regression_text(title, rows, old, findings)
     out.write(report)
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        # the bench's results.csv, report.md and plots from the same rows, so that the gap
+        # table and the figures come from the run that was compared
+        columns = {str(r["name"]): _suite_columns(r) for r in data["instances"]}
+        bench = [{**bench_row(r), **columns.get(r.get("scenario", ""), {})} for r in rows]
+        meta = {
+            "suite": str(data.get("suite")),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "machine": machine_description(),
+            "settings": (f"time limit {settings.time_limit:g} s per CP-SAT run, "
+                         f"{settings.workers} worker(s), CP-SAT seed {settings.seed}, "
+                         f"deterministic time {settings.deterministic_time:g}"),
+            "runner": where,
+            "scenarios": f"stored in the baseline {path}",
+            "suite wall time": f"{elapsed:.0f} s",
+        }
+        write_outputs(bench, out_dir, meta)
         (out_dir / "regression.md").write_text(report, encoding="utf-8")
-        write_csv([bench_row(r) for r in rows], out_dir / "results.csv")
     return 1 if any(f.failure for f in findings) else 0
 
 
@@ -336,21 +689,29 @@ def _generator_note(record: dict[str, Any], scenario: Scenario, name: str,
 
 
 def run_regression(args: argparse.Namespace, out: TextIO) -> int:
-    """``npu-place compare --suite S --baseline FILE [--write-baseline] [--out DIR]
-    [--scheduler ADDRESS]``."""
+    """``npu-place compare --suite S --baseline FILE [--write-baseline [--from-bench DIR]]
+    [--out DIR] [--scheduler ADDRESS]``."""
     suite = str(args.suite)
     baseline = getattr(args, "baseline", None)
     scheduler = getattr(args, "scheduler", None)
+    from_bench = getattr(args, "from_bench", None)
+    if from_bench and not getattr(args, "write_baseline", False):
+        raise InputError(["--from-bench DIR needs --write-baseline (it writes a baseline)"])
     if getattr(args, "write_baseline", False):
         if not baseline:
             raise InputError(["--write-baseline needs --baseline FILE (where to write it)"])
+        if from_bench:
+            return baseline_from_bench(suite, Path(from_bench), Path(baseline), out)
         return write_baseline(suite, Path(baseline), out, scheduler=scheduler)
     if baseline:
         path = Path(baseline)
     elif suite == "quick":
         path = DEFAULT_BASELINE
+    elif suite == "full" and FULL_BASELINE.is_file():
+        path = FULL_BASELINE
     else:
-        raise InputError([f"no committed baseline for suite '{suite}': give --baseline FILE "
-                          "(write one with --write-baseline)"])
+        raise InputError([f"no committed baseline for suite '{suite}' ({FULL_BASELINE} "
+                          "does not exist): give --baseline FILE (write one from a bench run "
+                          "with --write-baseline --from-bench DIR)"])
     out_dir = Path(args.out) if getattr(args, "out", None) else None
     return compare_baseline(path, out, out_dir, suite, scheduler)

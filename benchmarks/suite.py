@@ -68,7 +68,7 @@ FIELDS: tuple[str, ...] = (
     "hits-of-achievable", "fault-returns", "subhealthy-nodes", "reserve-used",
     "fragment-score", "affinity-spill", "objective", "bound", "gap", "wall-seconds",
     "solver-wall-seconds", "peak-mb", "peak-delta-mb", "time-limit", "workers", "seed",
-    "scenario-file", "note",
+    "scenario-file", "note", "deterministic-time", "solver-deterministic-seconds",
 )
 
 #: Statuses of rows that carry no result.

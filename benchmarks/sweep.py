@@ -97,8 +97,9 @@ TAIL_FIELDS: tuple[str, ...] = (
     "answer-engine", "valid", "jobs", "placed-jobs", "origin-hits", "origin-candidates",
     "achievable-origin-hits", "hit-rate", "fault-returns", "subhealthy-nodes", "reserve-used",
     "fragment-score", "affinity-spill", "objective", "bound", "gap", "wall-seconds",
-    "solver-wall-seconds", "peak-rss-mb", "peak-delta-mb", "nodes", "family", "scale", "mix",
-    "gen-seed", "depth", "history", "sessions", "worker", "error", "note",
+    "solver-wall-seconds", "solver-deterministic-seconds", "peak-rss-mb", "peak-delta-mb",
+    "nodes", "family", "scale", "mix", "gen-seed", "depth", "history", "sessions", "worker",
+    "error", "note",
 )
 #: Statuses of rows that carry no placement.
 NO_RESULT = ("skipped", "error", "invalid")
@@ -581,6 +582,7 @@ def _result_columns(problem: Any, result: Result) -> dict[str, str]:
         "affinity-spill": str(m.affinity_spill), "objective": str(result.objective),
         "bound": "" if result.bound is None else str(result.bound), "gap": _fmt(result.gap),
         "solver-wall-seconds": _fmt(result.solver_wall_seconds),
+        "solver-deterministic-seconds": _fmt(result.solver_deterministic_seconds),
         "note": "; ".join([str(v) for v in violations[:3]] + bug)[:500],
     }
 

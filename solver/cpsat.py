@@ -147,6 +147,9 @@ class CpsatOutcome:
     #: :func:`solver.hit_lp_bound.objective_bound` when it was computed (``bound`` is the
     #: smaller of it and the search's own)
     lp_bound: int | None = None
+    #: CP-SAT's deterministic time used, summed over every phase and step (``None``: not
+    #: known, e.g. a run abandoned at its deadline); reproducible with one worker and a seed
+    deterministic_seconds: float | None = None
 
 
 @dataclass
@@ -746,6 +749,8 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
         return first
     outcome.phases = [*first.phases, *outcome.phases]
     outcome.steps = first.steps
+    outcome.deterministic_seconds = _det_sum(first.deterministic_seconds,
+                                             outcome.deterministic_seconds)
     if (outcome.plan is None and searched.stopped_by == "capped"
             and time.perf_counter() + RESUME_LNS_SECONDS < search_end):
         # the whole-batch model could not search: the rest of the budget goes back to
@@ -757,16 +762,24 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
         again.notes = [*outcome.notes, *again.notes]
         again.phases = [*outcome.phases, *again.phases]
         again.steps = [*outcome.steps, *again.steps]
+        again.deterministic_seconds = _det_sum(outcome.deterministic_seconds,
+                                               again.deterministic_seconds)
         return again
     if outcome.plan is None or (first.objective is not None and evaluate(
             problem, outcome.plan.as_mapping(), weights).objective < first.objective):
         first.notes = outcome.notes
         first.phases = [*outcome.phases[:-1], outcome.phases[-1]
                         + ", the neighbourhoods' answer kept"]
+        first.deterministic_seconds = outcome.deterministic_seconds
         log.debug("phase %s", first.phases[-1])
         first.wall_seconds = time.perf_counter() - started
         return first
     return outcome
+
+
+def _det_sum(a: float | None, b: float | None) -> float | None:
+    """The deterministic time of two phases run one after the other (``None``: unknown)."""
+    return None if a is None or b is None else a + b
 
 
 def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
@@ -799,13 +812,15 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
             return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
                                 [*notes, "no time left to search after building the CP-SAT "
                                  "model"], hint_objective, "NOT_RUN", num_vars,
-                                ["whole batch: no time left to search after building"])
+                                ["whole batch: no time left to search after building"],
+                                deterministic_seconds=0.0)
         holder["solver"] = solver
     code = solver.solve(built.model)
     status = _status(code)
     name = solver.status_name(code)
     log.debug("full model: %d vars, built in %.3f s, %s in %.3f s / %.3f det", num_vars,
               built.build_seconds, name, solver.wall_time, solver.deterministic_time)
+    used = float(solver.deterministic_time)
     phase = (f"whole batch: {name}, {solver.deterministic_time:.3f} deterministic s, "
              f"limit {'-' if deterministic_time is None else f'{deterministic_time:g}'}")
     if (deterministic_time is not None and status is not Status.OPTIMAL
@@ -822,7 +837,8 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
             notes.append("BUG: the CP-SAT model is infeasible (placing nothing is always "
                          "feasible)")
         return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - started,
-                            notes, hint_objective, name, num_vars, [phase])
+                            notes, hint_objective, name, num_vars, [phase],
+                            deterministic_seconds=used)
     values = _solution_values(solver, built)
     plan = fill_reasons(problem, recover_plan(problem, built.structure, built.variables, values,
                                               built.pinned))
@@ -834,7 +850,7 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
     if built.focused:  # optimal for the focused model only
         status, bound = Status.FEASIBLE, None
     return CpsatOutcome(plan, status, objective, bound, time.perf_counter() - started, notes,
-                        hint_objective, name, num_vars, [phase])
+                        hint_objective, name, num_vars, [phase], deterministic_seconds=used)
 
 
 def _solution_values(solver: cp_model.CpSolver, built: BuiltModel) -> dict[int, int]:
@@ -926,4 +942,5 @@ def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: f
     log.debug("phase %s", phase)
     return CpsatOutcome(plan, Status.FEASIBLE, result.objective, None,
                         time.perf_counter() - started, notes, None, "LNS", phases=[phase],
-                        steps=list(result.log)), result
+                        steps=list(result.log),
+                        deterministic_seconds=result.deterministic_time), result

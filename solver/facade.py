@@ -91,6 +91,9 @@ class Result:
     origin_first_objective: int | None = None  # the origin-first construction's objective
     #: the CP-SAT models the solve reused and built (``None``: CP-SAT did not run)
     models: ModelCounts | None = None
+    #: CP-SAT's deterministic time used by the solve, summed over its phases (and the vNPU
+    #: model's); ``None`` when CP-SAT did not run or the amount is not known
+    solver_deterministic_seconds: float | None = None
 
 
 def _finish(
@@ -112,6 +115,7 @@ def _finish(
     metrics: Metrics | None = None,
     checked: PlacementFile | None = None,
     models: ModelCounts | None = None,
+    solver_deterministic: float | None = None,
 ) -> Result:
     if metrics is None:
         metrics = evaluate(problem, plan.as_mapping(), weights)
@@ -132,7 +136,8 @@ def _finish(
                   wall_seconds=wall, greedy_objective=greedy_objective,
                   solver_wall_seconds=solver_wall, notes=list(notes),
                   solver_objective=solver_objective, solver_status=solver_status,
-                  origin_first_objective=origin_first_objective, models=models)
+                  origin_first_objective=origin_first_objective, models=models,
+                  solver_deterministic_seconds=solver_deterministic)
 
 
 def _gap(objective: int, bound: int | None) -> float | None:
@@ -420,7 +425,8 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
                      f"{counts.within} within this one, {counts.built} built")
     solver_extra: dict[str, Any] = {"solver_wall": outcome.wall_seconds,
                                     "solver_status": outcome.solver_status,
-                                    "models": counts}
+                                    "models": counts,
+                                    "solver_deterministic": outcome.deterministic_seconds}
 
     def fall_back(bound: int | None) -> Result:
         # the fallback answer was assembled before the search: a copy with what the search
@@ -429,7 +435,8 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
         answer = replace(fallback, bound=bound, gap=gap, notes=list(notes),
                          solver_objective=outcome.objective,
                          solver_wall_seconds=outcome.wall_seconds,
-                         solver_status=outcome.solver_status, models=counts)
+                         solver_status=outcome.solver_status, models=counts,
+                         solver_deterministic_seconds=outcome.deterministic_seconds)
         answer.placement = fallback.placement.model_copy(
             update={"bound": bound, "gap": gap, "notes": list(notes)})
         return _stamp(answer, started)
@@ -514,6 +521,9 @@ def with_vnpu(problem: Problem, result: Result, engine: str, deadline: float, wo
                                    deterministic_time=deterministic_time)
         notes.extend(outcome.notes)
         vnpu_bound = outcome.bound
+        if result.solver_deterministic_seconds is not None or not problem.jobs:
+            result.solver_deterministic_seconds = ((result.solver_deterministic_seconds or 0.0)
+                                                   + outcome.deterministic_seconds)
         if outcome.plan is not None and outcome.objective is not None:
             solver_score = score(outcome.plan)
             if solver_score != outcome.objective:

@@ -22,10 +22,17 @@ def register(sub: Any) -> None:
     p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
     p.add_argument("--suite", choices=("quick", "full"),
                    help="re-run a stored benchmark suite (regression mode)")
-    p.add_argument("--baseline", metavar="FILE", help="baseline file of the regression mode")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="baseline file of the regression mode (gzip-compressed when its name "
+                        "ends in .gz)")
     p.add_argument("--write-baseline", action="store_true",
                    help="write the baseline instead of comparing against it")
-    p.add_argument("--out", metavar="DIR", help="where the regression mode writes its report")
+    p.add_argument("--from-bench", metavar="DIR", dest="from_bench",
+                   help="with --write-baseline: build the baseline from the --out folder of "
+                        "an npu-place bench run (results.csv and scenarios/), running nothing")
+    p.add_argument("--out", metavar="DIR",
+                   help="where the regression mode writes regression.md and the bench's "
+                        "results.csv, report.md and plots")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="regression mode: Dask scheduler to run on (default: a local cluster)")
     p.set_defaults(run=run)

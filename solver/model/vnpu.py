@@ -307,6 +307,8 @@ class VnpuOutcome:
     status: Status | None
     wall_seconds: float
     notes: list[str] = field(default_factory=list)
+    #: CP-SAT's deterministic time used (0 when the model was not searched)
+    deterministic_seconds: float = 0.0
 
 
 def solve_vnpu_cpsat(problem: Problem, weights: ResolvedWeights, hint: VnpuPlan, *,
@@ -337,8 +339,11 @@ def solve_vnpu_cpsat(problem: Problem, weights: ResolvedWeights, hint: VnpuPlan,
         params.max_deterministic_time = deterministic_time
     code = solver.solve(built.model)
     wall = time.perf_counter() - started
+    used = float(solver.deterministic_time)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return VnpuOutcome(None, None, None, None, wall, ["vNPU model: no solution in time"])
+        return VnpuOutcome(None, None, None, None, wall, ["vNPU model: no solution in time"],
+                           used)
     status = Status.OPTIMAL if code == cp_model.OPTIMAL else Status.FEASIBLE
     return VnpuOutcome(builder.read(solver), round(solver.objective_value),
-                       round(solver.best_objective_bound), status, wall)
+                       round(solver.best_objective_bound), status, wall,
+                       deterministic_seconds=used)
