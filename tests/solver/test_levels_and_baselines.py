@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+import benchmarks.regression as regression
 import models.documents as documents
 from models.limits import MAX_LEVELS
 from solver.cli import main
@@ -112,7 +113,8 @@ def test_a_deep_tree_with_shallow_jobs_is_still_refused(tmp_path: Path,
 
 def test_compare_suite_baseline_dev_zero(monkeypatch: pytest.MonkeyPatch,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(documents, "MAX_FILE_BYTES", 4096)
+    # a baseline has its own size limit (a full-suite baseline is ~40 MB of JSON)
+    monkeypatch.setattr(regression, "BASELINE_MAX_BYTES", 4096)
     code = main(["compare", "--suite", "quick", "--baseline", "/dev/zero"], out=io.StringIO())
     err = capsys.readouterr().err
     assert code == EXIT_INVALID, err
