@@ -264,6 +264,32 @@ def baseline_rows(data: dict[str, Any], cells: Sequence[Cell]) -> list[dict[str,
     return rows
 
 
+def _stored_results(name: str, runs: dict[str, dict[str, str]],
+                    problems: list[str]) -> dict[str, Any]:
+    """Each engine's stored quality of instance ``name``; a run that is not valid is
+    added to ``problems`` (then no baseline is written)."""
+    for engine, cols in runs.items():
+        if cols.get("valid") != "yes":
+            problems.append(f"{name} [{engine}]: {cols.get('status')} "
+                            f"{cols.get('error') or cols.get('note', '')}")
+    return {engine: _quality(cols) for engine, cols in runs.items()}
+
+
+def _store_baseline(path: Path, suite: str, settings: dict[str, Any],
+                    records: list[dict[str, Any]], problems: Sequence[str], out: TextIO,
+                    extra: dict[str, Any] | None = None) -> bool:
+    """Write the baseline of ``records`` to ``path`` (``extra`` fields before the
+    instances); with ``problems`` write nothing, list them on ``out`` and return False."""
+    if problems:
+        out.write("not writing a baseline: some placements are invalid or failed:\n")
+        out.write("".join(f"  {p}\n" for p in problems))
+        return False
+    data = {"version": BASELINE_VERSION, "suite": suite, "written": time.strftime("%Y-%m-%d"),
+            "settings": settings, **(extra or {}), "instances": records}
+    write_baseline_file(path, data)
+    return True
+
+
 def write_baseline(suite: str, path: Path, out: TextIO, settings: Settings | None = None,
                    instances: Sequence[Instance] | None = None,
                    scheduler: str | None = None, workers: int | None = None) -> int:
@@ -292,7 +318,7 @@ def write_baseline(suite: str, path: Path, out: TextIO, settings: Settings | Non
         stored.append((inst.name, case.scenario, dumped))
     _, rows, _ = _run_grid(stored_grid(stored, settings), scheduler, workers)
     by = {(r["scenario"], r["engine"]): r for r in rows}
-    problems = []
+    problems: list[str] = []
     for record in records:
         runs = {e: by[(record["name"], e)] for e in ENGINES if (record["name"], e) in by}
         skipped = [r.get("note", "") for r in runs.values() if r.get("status") == "skipped"]
@@ -301,29 +327,16 @@ def write_baseline(suite: str, path: Path, out: TextIO, settings: Settings | Non
             record["skipped"] = skipped[0] if skipped else "not run"
             out.write(f"{record['name']}: skipped ({record['skipped']})\n")
         else:
-            for engine, cols in runs.items():
-                if cols.get("valid") != "yes":
-                    problems.append(f"{record['name']} [{engine}]: {cols.get('status')} "
-                                    f"{cols.get('error') or cols.get('note', '')}")
-            record["results"] = {engine: _quality(cols) for engine, cols in runs.items()}
+            record["results"] = _stored_results(record["name"], runs, problems)
             g, c = runs["greedy"], runs["cpsat"]
             out.write(f"{record['name']}: greedy objective {g.get('objective')}, "
                       f"CP-SAT objective {c.get('objective')} ({c.get('status')})\n")
         record["scenario"] = record.pop("scenario")  # keep the scenario last in the file
-    if problems:
-        out.write("not writing a baseline: some placements are invalid or failed:\n")
-        out.write("".join(f"  {p}\n" for p in problems))
+    recorded = {"deterministic-limit": settings.deterministic_time or DETERMINISTIC_LIMIT,
+                "time-limit": settings.time_limit, "workers": settings.workers,
+                "seed": settings.seed}
+    if not _store_baseline(path, suite, recorded, records, problems, out):
         return 1
-    data = {
-        "version": BASELINE_VERSION,
-        "suite": suite,
-        "written": time.strftime("%Y-%m-%d"),
-        "settings": {"deterministic-limit": settings.deterministic_time or DETERMINISTIC_LIMIT,
-                     "time-limit": settings.time_limit, "workers": settings.workers,
-                     "seed": settings.seed},
-        "instances": records,
-    }
-    write_baseline_file(path, data)
     ran = sum(1 for r in records if r["results"] is not None)
     out.write(f"wrote baseline {path}: {len(records)} instances ({ran} with results)\n")
     return 0
@@ -463,11 +476,7 @@ def baseline_from_bench(suite: str, bench_dir: Path, path: Path, out: TextIO,
             record["results"] = None
             record["skipped"] = skipped[0]
         else:
-            for engine, cols in runs.items():
-                if cols.get("valid") != "yes":
-                    problems.append(f"{inst.name} [{engine}]: {cols.get('status')} "
-                                    f"{cols.get('note', '')}")
-            record["results"] = {engine: _quality(cols) for engine, cols in runs.items()}
+            record["results"] = _stored_results(inst.name, runs, problems)
         record["scenario"] = scenario.model_dump(by_alias=True, mode="json",
                                                  exclude_defaults=True)
         records.append(record)
@@ -475,20 +484,10 @@ def baseline_from_bench(suite: str, bench_dir: Path, path: Path, out: TextIO,
         raise InputError([f"{bench_dir}: {len(missing)} instance(s) of suite '{suite}' are "
                           f"missing or incomplete: " + ", ".join(missing[:5])
                           + (" ..." if len(missing) > 5 else "")])
-    if problems:
-        out.write("not writing a baseline: some placements are invalid or failed:\n")
-        out.write("".join(f"  {p}\n" for p in problems))
-        return 1
     timed = sum(1 for r in records for q in (r["results"] or {}).values() if DET_USED in q)
-    data = {
-        "version": BASELINE_VERSION,
-        "suite": suite,
-        "written": time.strftime("%Y-%m-%d"),
-        "settings": settings,
-        "from-bench": {"dir": str(bench_dir), "runs with deterministic time used": timed},
-        "instances": records,
-    }
-    write_baseline_file(path, data)
+    if not _store_baseline(path, suite, settings, records, problems, out, {
+            "from-bench": {"dir": str(bench_dir), "runs with deterministic time used": timed}}):
+        return 1
     proved = sum(1 for r in records if (r["results"] or {}).get("cpsat", {}).get("status")
                  == "optimal")
     out.write(f"wrote baseline {path} from {bench_dir}: {len(records)} instances, "
