@@ -79,7 +79,7 @@ def better_ranks(job: JobView, nodes: np.ndarray) -> np.ndarray:
 def relabel_plan(problem: Problem, base: Plan) -> Plan:
     """``base`` with every placed multilevel job's ranks reordered by :func:`better_ranks`
     (the same nodes)."""
-    plan = Plan([None if n is None else n.copy() for n in base.nodes], list(base.reasons))
+    plan = base.copy()
     for j, nodes in enumerate(plan.nodes):
         job = problem.jobs[j]
         if nodes is not None and job.family is Family.MULTILEVEL and not job.partly_running:
@@ -96,7 +96,7 @@ def multilevel_pass(problem: Problem, base: Plan, hold_back: bool,
     upstream's layout when that has more hits (or as many and fewer fault returns)."""
     redo = [j for j in problem.queue
             if problem.jobs[j].family is Family.MULTILEVEL and not problem.jobs[j].partly_running]
-    plan = Plan([None if n is None else n.copy() for n in base.nodes], list(base.reasons))
+    plan = base.copy()
     state = ClusterState.initial(problem)
     for j, nodes in enumerate(plan.nodes):
         if nodes is not None and j not in redo:

@@ -36,7 +36,9 @@ def guided_layout(problem: Problem, job: JobView, state: ClusterState,
     k = len(levels)
     whole = state.whole_free(problem) & (problem.npus == job.npu_per_task)
     wants = (job.origin >= 0) & ~job.fault
-    best_tree, best_count = -1, 0
+    # the tree holding most of the job's cached nodes among its usable ones
+    best: tuple[int, np.ndarray] | None = None
+    best_count = 0
     for t, name in enumerate(problem.tree_names):
         view = problem.trees[name]
         if view.depth < k:
@@ -46,14 +48,11 @@ def guided_layout(problem: Problem, job: JobView, state: ClusterState,
             ok = ok & (view.level_value[i] >= 0)
         count = int(ok[job.origin[wants]].sum()) if wants.any() else 0
         if count > best_count:
-            best_tree, best_count = t, count
-    if best_tree < 0:
+            best, best_count = (t, ok), count
+    if best is None:
         return None
-    view = problem.trees[problem.tree_names[best_tree]]
-    ok = whole & (problem.node_tree == best_tree)
-    for i in range(k):
-        ok = ok & (view.level_value[i] >= 0)
-    nodes = np.flatnonzero(ok)
+    view = problem.trees[problem.tree_names[best[0]]]
+    nodes = np.flatnonzero(best[1])
     columns = [view.level_value[i] for i in range(k)]
 
     def key(node: int, level: int) -> Key:  # level 1..k

@@ -337,13 +337,9 @@ def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
                                               guided=guided))
         except MultilevelOutOfTime:
             return best
-        objective = evaluate(problem, candidate.as_mapping(), weights).objective
-        if objective <= best_objective:
-            continue
-        placement = to_placement(problem, candidate, engine="origin-first", status=Status.GREEDY)
-        if check(problem, placement, include_vnpu=False):
-            continue
-        best, best_objective = candidate, objective
+        objective = _improves(problem, candidate, best_objective, weights)
+        if objective is not None:
+            best, best_objective = candidate, objective
     return best
 
 
@@ -402,11 +398,19 @@ def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
 
 def _better(problem: Problem, plan: Plan, other: Plan, weights: ResolvedWeights) -> Plan:
     """``other`` when it is valid and scores above ``plan``; else ``plan``."""
-    if (evaluate(problem, other.as_mapping(), weights).objective
-            <= evaluate(problem, plan.as_mapping(), weights).objective):
-        return plan
-    placement = to_placement(problem, other, engine="origin-first", status=Status.GREEDY)
-    return plan if check(problem, placement, include_vnpu=False) else other
+    to_beat = evaluate(problem, plan.as_mapping(), weights).objective
+    return plan if _improves(problem, other, to_beat, weights) is None else other
+
+
+def _improves(problem: Problem, candidate: Plan, to_beat: int,
+              weights: ResolvedWeights) -> int | None:
+    """``candidate``'s objective when it scores above ``to_beat`` and passes the validator
+    (scored first: the validator is the dearer of the two); else ``None``."""
+    objective = evaluate(problem, candidate.as_mapping(), weights).objective
+    if objective <= to_beat:
+        return None
+    placement = to_placement(problem, candidate, engine="origin-first", status=Status.GREEDY)
+    return None if check(problem, placement, include_vnpu=False) else objective
 
 
 def _window(job: JobView) -> int:
@@ -418,7 +422,7 @@ def _origin_first_pass(problem: Problem, base: Plan, redo: list[int],
                        deadline: float | None, spare: bool = False) -> Plan:
     """One pass of :func:`origin_first_plan`, re-placing the jobs ``redo`` in that order
     (``spare``: see :func:`_place_job`)."""
-    plan = Plan([None if n is None else n.copy() for n in base.nodes], list(base.reasons))
+    plan = base.copy()
     state = ClusterState.initial(problem)
     # node-level and other-family jobs keep their places
     for j, nodes in enumerate(plan.nodes):

@@ -191,7 +191,7 @@ def node_usable_for(problem: Problem, job: JobView, n: int) -> bool:
     return True
 
 
-def _usable_mask(problem: Problem, job: JobView) -> np.ndarray:
+def usable_mask(problem: Problem, job: JobView) -> np.ndarray:
     """:func:`node_usable_for` of every node at once."""
     mask = problem.health != UNHEALTHY
     if job.whole_node:
@@ -220,7 +220,7 @@ def achievable_hits(problem: Problem, job: JobView) -> int:
     nodes = job.origin[(job.origin >= 0) & ~job.fault].astype(np.int64)
     if len(nodes) == 0:
         return 0
-    usable = nodes[_usable_mask(problem, job)[nodes]]
+    usable = nodes[usable_mask(problem, job)[nodes]]
     if job.whole_node:
         return len(distinct(usable))
     hosts, counts = np.unique(usable, return_counts=True)

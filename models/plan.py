@@ -29,6 +29,10 @@ class Plan:
         count = len(problem.jobs)
         return cls([None] * count, [None] * count)
 
+    def copy(self) -> Plan:
+        """A copy whose node arrays can be changed without touching this plan's."""
+        return Plan([None if n is None else n.copy() for n in self.nodes], list(self.reasons))
+
     def as_mapping(self) -> dict[int, list[int]]:
         """Job index → node index per rank, placed jobs only."""
         return {j: [int(n) for n in nodes] for j, nodes in enumerate(self.nodes)

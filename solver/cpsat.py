@@ -699,7 +699,8 @@ def _run(problem: Problem, hint: Plan, weights: ResolvedWeights, started: float,
     """Build, hint, solve and recover; runs in the worker thread of :func:`solve_cpsat`."""
     notes: list[str] = []
     if start is None:
-        start = better_start(problem, hint, weights, multilevel=mode != "full")
+        start = better_start(problem, hint, weights,
+                             multilevel=not (FULL_MODEL_OLD_START and mode == "full"))
         if start is not hint:
             notes.append("warm start: the origin-first construction beat greedy")
     if mode == "full":

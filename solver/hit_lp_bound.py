@@ -44,7 +44,7 @@ import numpy as np
 from ortools.linear_solver import pywraplp
 
 from models.compiled import JobView, Problem
-from models.objective import ResolvedWeights, _usable_mask, achievable_hits
+from models.objective import ResolvedWeights, achievable_hits, usable_mask
 from models.scenario import Family
 
 #: Families whose hard whole-node jobs get window and block variables.
@@ -81,7 +81,7 @@ def origin_hit_lp(problem: Problem, time_limit: float = 5.0) -> float | None:
                 or job.partly_running):
             constant += achievable_hits(problem, job)
             continue
-        usable = _usable_mask(problem, job)
+        usable = usable_mask(problem, job)
         block, window = _windows(job)
         by_rack = job.family is Family.RACK  # windows (and single ranks) sit in one rack
         for b in range(job.tasks // block):

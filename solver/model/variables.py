@@ -8,7 +8,7 @@ value from the others, so a complete hint is derived mechanically from a placeme
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -29,6 +29,14 @@ Rule = Callable[[Assignment], int]
 CHUNK_TERMS = 4096
 
 
+def term_chunks(terms: list[tuple[Var, int]]) -> Iterator[list[tuple[Var, int]]]:
+    """``terms`` in slices of :data:`CHUNK_TERMS` with a cancellation checkpoint before
+    each (for sums longer than that; shorter ones are handled in one go)."""
+    for start in range(0, len(terms), CHUNK_TERMS):
+        checkpoint()
+        yield terms[start:start + CHUNK_TERMS]
+
+
 class Lin:
     """A linear expression ``Σ coef·var + const`` that can also be evaluated in Python."""
 
@@ -47,12 +55,11 @@ class Lin:
     def plus(self, other: Lin, factor: int = 1) -> Lin:
         """Add ``factor·other`` in place."""
         terms = other.terms
-        if len(terms) <= CHUNK_TERMS:
+        if len(terms) <= CHUNK_TERMS:  # the common case, without a generator
             self.terms.extend((v, c * factor) for v, c in terms)
         else:
-            for start in range(0, len(terms), CHUNK_TERMS):
-                checkpoint()
-                self.terms.extend((v, c * factor) for v, c in terms[start:start + CHUNK_TERMS])
+            for part in term_chunks(terms):
+                self.terms.extend((v, c * factor) for v, c in part)
         self.const += factor * other.const
         return self
 
@@ -230,13 +237,10 @@ def product_rule(a: int, b: int, vals: Assignment) -> int:
 
 def lin_value(terms: list[tuple[Var, int]], const: int, values: Assignment) -> int:
     """Value of ``Σ coef·var + const`` under ``values``."""
-    if len(terms) <= CHUNK_TERMS:
+    if len(terms) <= CHUNK_TERMS:  # the common case, without a generator
         return const + sum(coef * values[var.index] for var, coef in terms)
-    total = const
-    for start in range(0, len(terms), CHUNK_TERMS):
-        checkpoint()
-        total += sum(coef * values[var.index] for var, coef in terms[start:start + CHUNK_TERMS])
-    return total
+    return const + sum(sum(coef * values[var.index] for var, coef in part)
+                       for part in term_chunks(terms))
 
 
 def lin_expr(terms: list[tuple[Var, int]], const: int = 0) -> Any:
@@ -247,14 +251,12 @@ def lin_expr(terms: list[tuple[Var, int]], const: int = 0) -> Any:
     if len(terms) == 1 and const == 0:
         var, coef = terms[0]
         return var if coef == 1 else coef * var
-    if len(terms) <= CHUNK_TERMS:
+    if len(terms) <= CHUNK_TERMS:  # the common case, without a generator
         variables = [v for v, _ in terms]
         coefs = [c for _, c in terms]
     else:
         variables, coefs = [], []
-        for start in range(0, len(terms), CHUNK_TERMS):
-            checkpoint()
-            part = terms[start:start + CHUNK_TERMS]
+        for part in term_chunks(terms):
             variables.extend(v for v, _ in part)
             coefs.extend(c for _, c in part)
         checkpoint()
