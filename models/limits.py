@@ -3,7 +3,7 @@
 A placement tool running next to a scheduler must not be taken down by a file or an
 argument: every document, section, name and number it accepts is bounded, and anything
 outside the bounds is refused with a message (exit code 2 on the command line) in bounded
-time and memory.  The values are listed in the README's "Limits" section; this module is
+time and memory.  The values are listed in docs/limits.md; this module is
 the one place that defines them, for the file loaders (:mod:`models.io`), the models
 (:mod:`models.scenario`), the command line and any service built on the library.
 

@@ -604,7 +604,7 @@ def min_search_seconds(num_variables: int) -> float:
 
 SEARCH_MODES = ("lns", "hybrid", "full")
 #: Name of the thread a :func:`solve_cpsat` call searches in (it is joined before the call
-#: returns unless CP-SAT ignores a stop inside one presolve step; see the README).
+#: returns unless CP-SAT ignores a stop inside one presolve step; see docs/cpsat.md).
 WORKER_THREAD_NAME = "npu-place-cpsat"
 
 
@@ -673,7 +673,7 @@ GIVE_UP_SECONDS = 0.02
 
 def search_parameters(solver: cp_model.CpSolver, *, max_time: float, workers: int, seed: int,
                       deterministic_time: float | None) -> None:
-    """Set the CP-SAT parameters of a run (see the README's "CP-SAT parameters")."""
+    """Set the CP-SAT parameters of a run (see docs/cpsat.md, *Parameters*)."""
     params = solver.parameters
     params.max_time_in_seconds = max(0.001, max_time)
     params.num_workers = max(1, workers)

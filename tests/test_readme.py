@@ -1,8 +1,11 @@
-"""The README's command list is the command line: every subcommand and every option.
+"""The front page and the manual: the two commands first, the command line complete, no
+link that leads nowhere.
 
-A newcomer reads the list at the top of "Command line" before anything else; an option
-that exists only in ``--help`` (``plan --deterministic-time``, ``replay --wall-clock``)
-or a subcommand missing from it sends them to the wrong place.
+The README is a front page: its first lines are the two set-up commands a newcomer copies
+(install and plan; install and test).  The manual is ``docs/`` (MkDocs); its command list
+and option tables are generated from the parser (:mod:`solver.cli.reference`), so an
+option that exists only in ``--help`` (``plan --deterministic-time``, ``replay
+--wall-clock``) or a subcommand missing from the list fails here.
 """
 
 from __future__ import annotations
@@ -13,14 +16,24 @@ from pathlib import Path
 
 import pytest
 
+from solver.cli import reference
 from solver.cli.main import build_parser
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+CLI_PAGE = DOCS / "cli.md"
+#: The README's first lines: the two set-up commands in one code block.
+SETUP_COMMANDS = (
+    "python3 -m venv .venv && . .venv/bin/activate && pip install . && npu-place plan",
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' "
+    "&& python -m pytest -q",
+)
 
 
 def _synopses(text: str) -> dict[str, str]:
-    """Each subcommand's lines of the README's command list (its first code block)."""
-    block = text.split("## Command line", 1)[1].split("```", 2)[1]
+    """Each subcommand's lines of the page's command list (its first code block)."""
+    block = text.split("```", 2)[1]
     synopses: dict[str, str] = {}
     name = None
     for line in block.splitlines():
@@ -48,26 +61,70 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
             and not (a.help or "").startswith("deprecated")]
 
 
+def _pages() -> list[Path]:
+    return [README, *sorted(DOCS.glob("**/*.md"))]
+
+
 def test_the_synopsis_parser_reads_the_list() -> None:
-    synopses = _synopses("## Command line\n\n```\nnpu-place plan [--a]\n"
+    synopses = _synopses("# Command line\n\n```\nnpu-place plan [--a]\n"
                          "               [--b]\nnpu-place serve [--c]\n```\n")
     assert synopses == {"plan": "npu-place plan [--a]\n               [--b]\n",
                         "serve": "npu-place serve [--c]\n"}
 
 
 @pytest.mark.parametrize("name", sorted(_subcommands()))
-def test_every_subcommand_and_option_is_in_the_readme_command_list(name: str) -> None:
-    synopses = _synopses(README.read_text(encoding="utf-8"))
-    assert name in synopses, f"npu-place {name} is not in the README's command list"
+def test_every_subcommand_and_option_is_in_the_command_list(name: str) -> None:
+    synopses = _synopses(CLI_PAGE.read_text(encoding="utf-8"))
+    assert name in synopses, f"npu-place {name} is not in docs/cli.md's command list"
     missing = [o for o in _options(_subcommands()[name])
                if not re.search(re.escape(o) + r"(?![\w-])", synopses[name])]
-    assert not missing, f"npu-place {name}: {missing} not in the README's command list"
+    assert not missing, f"npu-place {name}: {missing} not in docs/cli.md's command list"
 
 
-def test_the_readme_sends_nobody_outside_the_repository() -> None:
+def test_the_committed_cli_reference_is_what_the_parser_generates() -> None:
+    page = CLI_PAGE.read_text(encoding="utf-8")
+    assert reference.render(page) == page, (
+        "docs/cli.md differs from the parser: run python -m solver.cli.reference")
+
+
+def test_the_generator_sees_a_new_option(tmp_path: Path) -> None:
+    page = CLI_PAGE.read_text(encoding="utf-8")
+    stale = page.replace("[--time-limit S]", "", 1)
+    assert stale != page
+    assert reference.render(stale) == page
+    path = tmp_path / "cli.md"
+    path.write_text(stale, encoding="utf-8")
+    assert reference.main([str(path), "--check"]) == 1
+    assert reference.main([str(path)]) == 0
+    assert path.read_text(encoding="utf-8") == page
+    assert reference.main([str(path), "--check"]) == 0
+
+
+def test_the_generator_refuses_a_page_without_markers() -> None:
+    with pytest.raises(ValueError, match="markers"):
+        reference.render("# Command line\n")
+
+
+def test_the_readme_starts_with_the_two_setup_commands() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert lines[:4] == ["```", *SETUP_COMMANDS, "```"]
+
+
+def test_the_readme_is_a_front_page() -> None:
     text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 150
+    headings = re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
+    assert headings[:3] == ["What-if planning", "Regression suite", "In a scheduler daemon"]
+    linked = set(re.findall(r"\]\(docs/([\w-]+\.md)", text))
+    manual = {p.name for p in DOCS.glob("*.md")} - {"index.md"}
+    assert manual <= linked, f"pages the README does not link: {sorted(manual - linked)}"
+
+
+@pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_page_sends_anybody_outside_the_repository(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
     assert "../shared" not in text and "shared/reference" not in text
-    root = README.parent
-    for target in re.findall(r"\]\(([^)#][^)]*)\)", text):
-        if not target.startswith("http"):
-            assert (root / target).exists(), target
+    for target in re.findall(r"\]\(([^)#\s][^)\s]*)\)", text):
+        if not target.startswith(("http://", "https://")):
+            path = target.split("#", 1)[0]
+            assert (page.parent / path).exists(), f"{page.name}: {target}"

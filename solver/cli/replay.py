@@ -22,7 +22,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("replay", help="replay a generated day with upstream, rfc and cpsat: "
                                       "image pulls, GB, minutes, hit rate, waits")
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--workload", metavar="SPEC.yaml", help="workload spec (see README)")
+    source.add_argument("--workload", metavar="SPEC.yaml",
+                        help="workload spec (see docs/replay.md)")
     source.add_argument("--example", metavar="NAME",
                         help="a bundled day (npu-place examples lists them)")
     source.add_argument("--snapshots", metavar="DIR",

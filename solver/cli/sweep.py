@@ -18,7 +18,7 @@ from solver.doors import CliError
 def register(sub: Any) -> None:
     """Add the ``sweep`` subcommand to ``sub``."""
     p = sub.add_parser("sweep", help="what-if grid of scenarios x overrides x engines on Dask")
-    p.add_argument("grid", metavar="GRID", help="grid file (YAML or JSON; see README)")
+    p.add_argument("grid", metavar="GRID", help="grid file (YAML or JSON; see docs/sweeps.md)")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="Dask scheduler address (default: a local cluster, one worker per core)")
     p.add_argument("--dask-workers", type=positive_int, metavar="N", dest="dask_workers",

@@ -1,7 +1,7 @@
 """Solver worker processes seen from the serving process: dispatch, deadlines, admission,
 killing overrunning work, and rebuilding stored clusters after a restart.
 
-Why processes, not threads (measured; README, section "Planning service"): in threads of
+Why processes, not threads (measured; docs/service.md): in threads of
 the serving process, parsing an 8,000-node body (pydantic holds the GIL for 0.1–0.3 s),
 compiling, greedy and building the CP-SAT model all take the GIL from the event loop (a
 thread sleeping 1 ms in a loop saw gaps of up to 0.155 s while one solve ran); in the
