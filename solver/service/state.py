@@ -10,14 +10,19 @@ stored cluster, so a refused delta leaves it byte-identical.  It is applied in t
 each paying only for what changed:
 
 ``values``
-    Only ``free`` and ``health`` of existing nodes changed: the node arrays are copied and
-    patched (``O(nodes)`` memory copy); the rules those two fields take part in are checked
-    on the changed nodes (:func:`models.validation.node_value_problems`: ``free`` within
-    ``0..npus`` and, with the running jobs' chips, not above ``npus``).
+    Only ``free`` and ``health`` of existing nodes and ``now`` changed, and ``now`` expires
+    or revives no cache owner: the node arrays are copied and patched (``O(nodes)`` memory
+    copy); the rules those two fields take part in are checked on the changed nodes
+    (:func:`models.validation.node_value_problems`: ``free`` within ``0..npus`` and, with
+    the running jobs' chips, not above ``npus``).  ``now`` is read by nothing but the live
+    cache (an owner is live while its newest entry is not older than ``now -
+    ttl-seconds``), so a ``now`` under which the same owners are live leaves the compiled
+    jobs as they are: :func:`same_live_owners` decides it from the owners' sorted newest
+    times (:func:`owner_times`, computed once per cache) by two binary searches.
 ``jobs``
-    Jobs or vNPU jobs were submitted or removed, cache events arrived, ``now`` moved, or a
-    vNPU node's chips (``vnpu-chips``, ``unfinished-templates``) changed: the cross-field
-    rules run again (they are cheap; the vNPU rules of
+    Jobs or vNPU jobs were submitted or removed, cache events arrived, ``now`` moved across
+    an owner's expiry, or a vNPU node's chips (``vnpu-chips``, ``unfinished-templates``)
+    changed: the cross-field rules run again (they are cheap; the vNPU rules of
     :func:`models.vnpu_rules.validate_vnpu` among them) and only the jobs and the live
     cache are recompiled (:func:`models.compiled.compile_jobs`); node arrays and
     multilevel trees are reused (a vNPU node offers no free chip to the other jobs, so
@@ -47,10 +52,12 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from heuristics.lifecycle import CacheLifecycle
@@ -223,6 +230,44 @@ class ClusterSnapshot:
     problem: Problem
 
 
+#: Per compiled problem, the sorted newest ``updated`` time of each cache owner
+#: (:func:`owner_times`); a problem made from another with the same cache shares the array.
+_OWNER_TIMES: weakref.WeakKeyDictionary[Problem, np.ndarray] = weakref.WeakKeyDictionary()
+
+
+def owner_times(problem: Problem) -> np.ndarray:
+    """The newest ``updated`` time of every cache owner of ``problem``, sorted (int64).
+
+    Computed once per problem (one pass over the cache entries) and kept while the
+    problem lives.
+    """
+    times = _OWNER_TIMES.get(problem)
+    if times is None:
+        newest: dict[str, int] = {}
+        for entry in problem.scenario.affinity_cache.entries:
+            old = newest.get(entry.owner_uid)
+            if old is None or entry.updated > old:
+                newest[entry.owner_uid] = entry.updated
+        times = np.sort(np.fromiter(newest.values(), dtype=np.int64, count=len(newest)))
+        _OWNER_TIMES[problem] = times
+    return times
+
+
+def same_live_owners(problem: Problem, now: int) -> bool:
+    """Whether the same cache owners are live at ``now`` as at ``problem.now``.
+
+    An owner is live at ``t`` while its newest entry time is at least ``t - ttl``
+    (:func:`models.compiled.live_cache`); between the two times an owner changes exactly
+    when its newest time lies in ``[min - ttl, max - ttl)``.
+    """
+    if now == problem.now:
+        return True
+    ttl = problem.scenario.affinity_cache.ttl_seconds
+    low, high = sorted((problem.now, now))
+    times = owner_times(problem)
+    return bool(np.searchsorted(times, low - ttl) == np.searchsorted(times, high - ttl))
+
+
 def _shapes(problem: Problem) -> dict[str, JobShape]:
     return {job.name: JobShape(policy=job.policy, family=job.family, whole_node=job.whole_node,
                                node_npus=job.node_npus, sp_block=job.sp_block,
@@ -323,7 +368,8 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
         errors.append(escape_text(f"<delta>: {where}: {text}", 2000))
 
     structural = False
-    jobs_changed = delta.now is not None and delta.now != scenario.now
+    now_moved = delta.now is not None and delta.now != scenario.now
+    jobs_changed = False
     now = delta.now if delta.now is not None else scenario.now
     nodes = list(scenario.nodes)
 
@@ -477,12 +523,18 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
             new_lifecycle.restore_states(states)
         jobs_changed = True
 
+    if now_moved and not jobs_changed and not structural:
+        # now alone: the jobs tier only when an owner expires or revives (values otherwise)
+        assert now is not None
+        jobs_changed = not same_live_owners(problem, now)
     update: dict[str, Any] = {}
     if structural or changed or vnpu_changed:
         update["nodes"] = nodes
     if jobs_changed:
         update.update(jobs=jobs, affinity_cache=cache_model, now=now, running=running,
                       vnpu_jobs=vnpu_jobs)
+    elif now_moved:
+        update["now"] = now
     if not update:
         return _Applied(scenario, problem, lifecycle, "none", notes)
     # the scenario's own bounds (now, section sizes); the items are validated already
@@ -512,7 +564,11 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     if jobs_changed:
         return _Applied(new, recompile_jobs(out, new), new_lifecycle, "jobs", notes,
                         used_stamp)
-    return _Applied(new, replace(out, scenario=new), new_lifecycle, "values", notes)
+    patched = replace(out, scenario=new, now=problem.now if now is None else int(now))
+    times = _OWNER_TIMES.get(problem)
+    if times is not None:  # the same cache entries: the same owners' times
+        _OWNER_TIMES[patched] = times
+    return _Applied(new, patched, new_lifecycle, "values", notes)
 
 
 def _drop_removed(model: AffinityCacheModel, removed: set[str]

@@ -74,6 +74,70 @@ def test_jobs_tier_recompiles_jobs_and_cache_only() -> None:
     assert problem.live["new-owner"] == {0: scenario.nodes[5].name}
 
 
+def _newest_times(scenario: Scenario) -> list[int]:
+    newest: dict[str, int] = {}
+    for entry in scenario.affinity_cache.entries:
+        newest[entry.owner_uid] = max(newest.get(entry.owner_uid, entry.updated), entry.updated)
+    return sorted(newest.values())
+
+
+def test_now_alone_is_a_values_change_while_no_owner_expires() -> None:
+    scenario = generated("850", 256, 4)
+    ttl = scenario.affinity_cache.ttl_seconds
+    oldest = _newest_times(scenario)[0]
+    assert scenario.now is not None and oldest >= scenario.now - ttl
+    names = [n.name for n in scenario.nodes]
+    # the daemon's session: now moves on, a node's health changes; no owner expires
+    later = oldest + ttl - 1 - ((oldest + ttl - 1 - scenario.now) // 2)
+    delta = {"now": later, "node-updates": [{"name": names[4], "health": "unhealthy"}]}
+    problem, tier = _apply(scenario, delta)
+    assert tier == "values"
+    assert problem.now == later and problem.scenario.now == later
+    _same_problem(problem, compile_scenario(problem.scenario))
+    problem, tier = _apply(scenario, {"now": oldest + ttl})  # the last second it is live
+    assert tier == "values"
+    _same_problem(problem, compile_scenario(problem.scenario))
+
+
+def test_now_past_an_owners_expiry_recompiles_the_jobs() -> None:
+    scenario = generated("850", 256, 4)
+    ttl = scenario.affinity_cache.ttl_seconds
+    oldest = _newest_times(scenario)[0]
+    problem, tier = _apply(scenario, {"now": oldest + ttl + 1})  # the oldest owner expires
+    assert tier == "jobs"
+    _same_problem(problem, compile_scenario(problem.scenario))
+    assert len(problem.live) == len(compile_scenario(scenario).live) - 1
+    # and back: a now before the expiry revives it
+    lifecycle = CacheLifecycle.from_model(problem.scenario.affinity_cache)
+    back = apply_delta(problem, lifecycle, ClusterDelta.model_validate({"now": oldest + ttl}))
+    assert back.tier == "jobs"
+    _same_problem(back.problem, compile_scenario(scenario.model_copy(
+        update={"now": oldest + ttl})))
+
+
+def test_a_sequence_of_nows_always_gives_a_fresh_compiles_problem() -> None:
+    scenario = generated("multilevel", 128, 3)
+    ttl = scenario.affinity_cache.ttl_seconds
+    edges = [t + ttl for t in _newest_times(scenario)]
+    assert scenario.now is not None
+    rng = np.random.default_rng(3)
+    nows = [int(x) for x in rng.integers(scenario.now, edges[-1] + 600, 12)]
+    nows += [edges[0], edges[0] + 1, edges[0], scenario.now]
+    problem = compile_scenario(scenario)
+    lifecycle = CacheLifecycle.from_model(scenario.affinity_cache)
+    tiers = set()
+    for now in nows:
+        applied = apply_delta(problem, lifecycle, ClusterDelta.model_validate({"now": now}))
+        fresh = compile_scenario(applied.scenario)
+        _same_problem(applied.problem, fresh)
+        expected = "jobs" if problem.live.keys() != fresh.live.keys() else (
+            "none" if now == problem.scenario.now else "values")
+        assert applied.tier == expected, now
+        tiers.add(applied.tier)
+        problem, lifecycle = applied.problem, applied.lifecycle
+    assert tiers == {"values", "jobs"}
+
+
 def test_structure_tier_recompiles() -> None:
     scenario = generated("950", 128, 2)
     first = scenario.nodes[0]
