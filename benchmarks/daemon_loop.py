@@ -66,7 +66,7 @@ def run_loop(body: bytes, names: list[str], npus: dict[str, int], owner: str | N
     cpu: list[float] = []
     tiers: dict[str, int] = {}
     for session in range(1, sessions + 1):
-        updates = []
+        updates: list[dict[str, Any]] = []
         for name in rng.sample(names, changes):
             if rng.random() < 0.5:
                 updates.append({"name": name, "health": rng.choice(["healthy", "subhealthy"])})
