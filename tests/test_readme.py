@@ -31,6 +31,12 @@ SETUP_COMMANDS = (
 )
 
 
+#: The manual's topic pages the front page links (other pages are reached from the site).
+TOPICS = {"cli.md", "limits.md", "import.md", "library.md", "scenario.md", "objective.md",
+          "greedy.md", "cpsat.md", "benchmarks.md", "sweeps.md", "replay.md", "service.md",
+          "development.md"}
+
+
 def _synopses(text: str) -> dict[str, str]:
     """Each subcommand's lines of the page's command list (its first code block)."""
     block = text.split("```", 2)[1]
@@ -116,8 +122,7 @@ def test_the_readme_is_a_front_page() -> None:
     headings = re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
     assert headings[:3] == ["What-if planning", "Regression suite", "In a scheduler daemon"]
     linked = set(re.findall(r"\]\(docs/([\w-]+\.md)", text))
-    manual = {p.name for p in DOCS.glob("*.md")} - {"index.md"}
-    assert manual <= linked, f"pages the README does not link: {sorted(manual - linked)}"
+    assert linked >= TOPICS, f"pages the README does not link: {sorted(TOPICS - linked)}"
 
 
 @pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(ROOT)))

@@ -1,0 +1,370 @@
+"""The deterministic figures of the manual, each made by a named command.
+
+::
+
+    python -m benchmarks.doc_figures [NAME ...] [--check] [--fast] [--list] [--docs DIR]
+
+A figure is a block of a page of ``docs/`` between two marker comments::
+
+    <!-- figure NAME: python -m benchmarks.doc_figures NAME -->
+    ...
+    <!-- end of figure NAME -->
+
+and :data:`FIGURES` says how each is made: the replay tables of the bundled days (every
+engine's day replayed under the default deterministic budget), the recorded-day table, the
+bundled example scenarios planned by greedy and CP-SAT under a deterministic budget, the
+quick regression suite's stored results, and the transcript of the import walkthrough
+(the commands run as a user runs them, wall times elided).  Without ``--check`` the
+blocks are rewritten; with it nothing is written and the exit code is 1 when a block
+differs from what its command gives now (``tests/benchmarks/test_doc_figures.py`` runs
+the same comparison).  Every figure is a function of the code and the bundled inputs:
+none depends on the machine or its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+from typing import Any
+
+#: The repository root (the parent of this package).
+ROOT = Path(__file__).resolve().parent.parent
+#: The manual's pages.
+DOCS = ROOT / "docs"
+#: The bundled kubectl dumps of the import walkthrough.
+KUBE_EXAMPLES = ROOT / "models" / "kube" / "examples"
+#: Deterministic time of the bundled examples' CP-SAT runs (1 worker, seed 0).
+EXAMPLE_DETERMINISTIC_TIME = 5.0
+
+_BEGIN = "<!-- figure {name}: python -m benchmarks.doc_figures {name} -->"
+_END = "<!-- end of figure {name} -->"
+_BLOCK = re.compile(r"<!-- figure ([\w-]+): [^\n]*-->\n(.*?)<!-- end of figure \1 -->",
+                    re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One generated block: its page, whether it is slow to make, and how it is made."""
+
+    name: str
+    page: str
+    slow: bool
+    make: Callable[[], str]
+    about: str
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A markdown table, ``|---|`` separators."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def _replay_rows(example: str | None = None, snapshots: Path | None = None
+                 ) -> list[dict[str, Any]]:
+    """The summary rows of ``npu-place replay --example NAME`` (or ``--snapshots DIR``)
+    with the default options: every engine, deterministic time 1 per session, seed 0."""
+    from benchmarks.replay.api import example_path, read_spec
+    from benchmarks.replay.generate import generate_day
+    from benchmarks.replay.report import summary_row
+    from benchmarks.replay.run import ReplayOptions, replay_day
+
+    if snapshots is not None:
+        from benchmarks.replay.snapshots import series_day
+
+        day = series_day(snapshots, interval=300)
+        seed = 0
+    else:
+        assert example is not None
+        seed = 0
+        day = generate_day(read_spec(example_path(example)), seed)
+    replay = replay_day(day, ReplayOptions())
+    return [summary_row(run, seed) for run in replay.runs]
+
+
+def _fixed(value: Any, digits: int) -> str:
+    """``value`` with ``digits`` decimals, halves rounded up (2140.5 -> 2141), as a reader
+    rounds; ``-`` for an empty value (a rate without candidates)."""
+    if value == "":
+        return "-"
+    exact = value if isinstance(value, Decimal) else Decimal(str(value))
+    return str(exact.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
+def _rate(value: Any) -> str:
+    return _fixed(value, 3)
+
+
+def _ratio(hits: int, candidates: int) -> str:
+    """``hits / candidates`` with 3 decimals, from the counts (not the CSV's rounded rate)."""
+    return "-" if not candidates else _fixed(Decimal(hits) / Decimal(candidates), 3)
+
+
+def _day_table(example: str) -> str:
+    rows = _replay_rows(example)
+    header = ("engine", "pods-placed", "pulls", "pulled-gb", "pull-minutes", "image-hit-rate",
+              "origin-hits / candidates (achievable)", "origin-hit-rate", "rfc-target-met",
+              "pending-p99", "wait-mean", "evicted-pods", "fragmentation-end")
+    return markdown_table(header, [[
+        r["engine"], r["pods-placed"], r["pulls"], _fixed(r["pulled-gb"], 0),
+        _fixed(r["pull-minutes"], 0), _rate(r["image-hit-rate"]),
+        f"{r['origin-hits']} / {r['origin-candidates']} ({r['origin-achievable']})",
+        _ratio(r["origin-hits"], r["origin-candidates"]), r["rfc-target-met"] or "-",
+        f"{r['pending-p99']:g}", _fixed(r["wait-mean"], 2), r["evicted-pods"],
+        _rate(r["fragmentation-end"])]
+        for r in rows])
+
+
+def _vnpu_day_table() -> str:
+    rows = _replay_rows("vnpu-inference-day")
+    header = ("engine", "pods-placed", "pulls", "pulled-gb", "pull-minutes", "image-hit-rate",
+              "origin-hit-rate", "vnpu-pods", "vnpu-pulls", "vnpu-pulled-gb",
+              "vnpu-origin-hit-rate")
+    return markdown_table(header, [[
+        r["engine"], r["pods-placed"], r["pulls"], _fixed(r["pulled-gb"], 0),
+        _fixed(r["pull-minutes"], 0), _rate(r["image-hit-rate"]),
+        _ratio(r["origin-hits"], r["origin-candidates"]), r["vnpu-pods"], r["vnpu-pulls"],
+        _fixed(r["vnpu-pulled-gb"], 0), _rate(r["vnpu-origin-hit-rate"])] for r in rows])
+
+
+def _recorded_day_table() -> str:
+    rows = _replay_rows(snapshots=KUBE_EXAMPLES / "superpod-850")
+    header = ("engine", "pods-placed", "pulls", "pulled-gb", "image-hit-rate",
+              "origin-hit-rate", "evicted-pods")
+    return markdown_table(header, [[
+        r["engine"], r["pods-placed"], r["pulls"], _fixed(r["pulled-gb"], 0),
+        _rate(r["image-hit-rate"]), _ratio(r["origin-hits"], r["origin-candidates"]),
+        r["evicted-pods"]]
+        for r in rows])
+
+
+# --------------------------------------------------------------------------- examples
+
+
+def _examples_table() -> str:
+    """Every bundled example scenario planned by greedy and by CP-SAT (``npu-place compare
+    --example NAME --deterministic-time 5``: 1 worker, seed 0)."""
+    from solver.doors import example_names, example_path, load_problem
+    from solver.facade import solve
+
+    rows = []
+    for name in example_names():
+        problem = load_problem(example_path(name))
+        jobs = len(problem.scenario.jobs) + len(problem.scenario.vnpu_jobs)
+        greedy = solve(problem, engine="greedy", time_limit=60.0, workers=1, seed=0)
+        cpsat = solve(problem, engine="cpsat", time_limit=120.0, workers=1, seed=0,
+                      deterministic_time=EXAMPLE_DETERMINISTIC_TIME)
+        cells: list[Any] = [f"`{name}`", problem.num_nodes, jobs]
+        for result in (greedy, cpsat):
+            metrics = result.placement.metrics
+            assert metrics is not None  # solve() always scores its answer
+            cells += [f"{metrics.placed_jobs} / {jobs}",
+                      f"{metrics.origin_hits} / {metrics.origin_candidates}",
+                      result.objective]
+        cells.insert(6, cpsat.status)
+        rows.append(cells)
+    header = ("example", "nodes", "jobs", "greedy placed", "greedy hits", "greedy objective",
+              "CP-SAT status", "CP-SAT placed", "CP-SAT hits", "CP-SAT objective")
+    return markdown_table(header, rows)
+
+
+# --------------------------------------------------------------------------- quick suite
+
+
+def _quick_suite_table() -> str:
+    """The stored results of the quick regression suite (``benchmarks/baseline/quick.json``,
+    which ``npu-place compare --suite quick`` re-runs and CI checks)."""
+    data = json.loads((ROOT / "benchmarks" / "baseline" / "quick.json").read_text("utf-8"))
+    settings = data["settings"]
+    rows = []
+    for instance in data["instances"]:
+        greedy = instance["results"]["greedy"]
+        cpsat = instance["results"]["cpsat"]
+        rows.append([f"`{instance['name']}`", greedy["objective"],
+                     f"{greedy['origin-hits']} / {greedy['origin-candidates']}",
+                     cpsat["status"], cpsat["objective"],
+                     f"{cpsat['origin-hits']} / {cpsat['origin-candidates']}"])
+    header = ("instance", "greedy objective", "greedy hits", "CP-SAT status",
+              "CP-SAT objective", "CP-SAT hits")
+    note = (f"Deterministic time {settings['deterministic-limit']:g} per instance, "
+            f"{settings['workers']} worker, seed {settings['seed']}.")
+    return markdown_table(header, rows) + "\n\n" + note
+
+
+# --------------------------------------------------------------------------- import walkthrough
+
+#: The walkthrough's commands, by block: each a shell line as the page shows it.
+WALKTHROUGH: dict[str, tuple[str, ...]] = {
+    "import": (
+        "npu-place import $E/superpod-850/t0 --now 1764400000 --output s0.yaml",
+        "npu-place import $E/superpod-850/t1 --now 1764401800 --previous s0.yaml "
+        "--output s1.yaml",
+        "sed -n '/^jobs:/,/^running:/p' s1.yaml",
+    ),
+    "plan": (
+        "npu-place validate s1.yaml",
+        "npu-place plan s1.yaml --deterministic-time 5",
+        "npu-place compare s1.yaml --deterministic-time 5",
+    ),
+    "simulate": (
+        "npu-place simulate s1.yaml $E/superpod-850/events.yaml --engine greedy",
+    ),
+}
+#: Lines of a command's output kept in the page (the rest is cut with ``...``).
+_KEEP_LINES = {"simulate": 8}
+_WALL = re.compile(r"^(wall-seconds\s+)\S+$", re.MULTILINE)
+_WALL_COLUMN = re.compile(r"(\s)\d+\.\d+$", re.MULTILINE)
+
+
+def _run_line(line: str, cwd: Path) -> str:
+    """Run one walkthrough line in ``cwd`` as a user would (``npu-place`` is this code's
+    command line in a subprocess; ``sed -n '/a/,/b/p'`` is done here)."""
+    words = shlex.split(line.replace("$E", str(KUBE_EXAMPLES)))
+    if words[0] == "sed":
+        start, stop = re.fullmatch(r"/\^(\w+):/,/\^(\w+):/p", words[2]).groups()  # type: ignore[union-attr]
+        lines = (cwd / words[3]).read_text("utf-8").splitlines()
+        first = next(i for i, t in enumerate(lines) if t.startswith(f"{start}:"))
+        last = next(i for i, t in enumerate(lines) if i > first and t.startswith(f"{stop}:"))
+        return "\n".join(lines[first:last + 1]) + "\n"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    done = subprocess.run([sys.executable, "-m", "solver.cli", *words[1:]], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{line}: exit {done.returncode}: {done.stderr.strip()}")
+    return done.stderr + done.stdout
+
+
+def _walkthrough(block: str) -> str:
+    """One block of the import walkthrough: ``$ command`` lines and their output, paths
+    shown relative to the repository and wall times elided (``…``)."""
+    with tempfile.TemporaryDirectory(prefix="npu-place-figures-") as tmp:
+        cwd = Path(tmp)
+        for earlier in WALKTHROUGH:  # the files the block's commands read
+            if earlier == block:
+                break
+            for line in WALKTHROUGH[earlier]:
+                if line.startswith("npu-place import"):
+                    _run_line(line, cwd)
+        out = ["```"] + (["$ E=models/kube/examples"] if block == "import" else [])
+        for line in WALKTHROUGH[block]:
+            text = _run_line(line, cwd).replace(str(KUBE_EXAMPLES), "models/kube/examples")
+            if line.startswith(("npu-place plan", "npu-place compare")):
+                text = _WALL.sub(r"\1…", text)
+                if line.startswith("npu-place compare"):
+                    head, _sep, rows = text.partition("\n")
+                    text = head + "\n" + _WALL_COLUMN.sub(r"\1…", rows)
+            lines = text.rstrip("\n").splitlines()
+            keep = _KEEP_LINES.get(block)
+            if keep is not None and len(lines) > keep:
+                lines = [*lines[:keep], "..."]
+            out += [f"$ {line}", *lines]
+    return "\n".join([*out, "```"])
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def _figures() -> dict[str, Figure]:
+    figures = [
+        Figure("replay-sharing-850", "replay.md", True, lambda: _day_table("sharing-850"),
+               "npu-place replay --example sharing-850 (summary table)"),
+        Figure("replay-faults-950-multilevel", "replay.md", True,
+               lambda: _day_table("faults-950-multilevel"),
+               "npu-place replay --example faults-950-multilevel (summary table)"),
+        Figure("replay-vnpu-inference-day", "replay.md", True, _vnpu_day_table,
+               "npu-place replay --example vnpu-inference-day (summary table)"),
+        Figure("replay-recorded-850", "replay.md", False, _recorded_day_table,
+               "npu-place replay --snapshots models/kube/examples/superpod-850"),
+        Figure("examples", "examples.md", False, _examples_table,
+               "every bundled example: npu-place compare --example NAME "
+               "--deterministic-time 5"),
+        Figure("quick-suite", "benchmarks.md", False, _quick_suite_table,
+               "the quick suite's stored results (benchmarks/baseline/quick.json)"),
+        *(Figure(f"import-walkthrough-{block}", "import.md", True,  # subprocesses
+                 lambda block=block: _walkthrough(block),  # type: ignore[misc]
+                 f"the import walkthrough: {'; '.join(WALKTHROUGH[block])}")
+          for block in WALKTHROUGH),
+    ]
+    return {f.name: f for f in figures}
+
+
+#: Every figure of the manual, by name.
+FIGURES: dict[str, Figure] = _figures()
+
+
+def blocks(text: str) -> dict[str, str]:
+    """The figure blocks of a page: name -> content (between the markers, stripped)."""
+    return {m.group(1): m.group(2).strip("\n") for m in _BLOCK.finditer(text)}
+
+
+def replace_block(text: str, name: str, content: str) -> str:
+    """``text`` with the block ``name`` holding ``content``.
+
+    Raises
+    ------
+    KeyError
+        When the page has no block of that name.
+    """
+    begin, end = _BEGIN.format(name=name), _END.format(name=name)
+    pattern = re.compile(re.escape(begin) + r"\n.*?" + re.escape(end), re.DOTALL)
+    if not pattern.search(text):
+        raise KeyError(f"no figure block '{name}' ({begin})")
+    return pattern.sub(lambda _m: f"{begin}\n\n{content}\n\n{end}", text, count=1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Rewrite (or check) the figure blocks of the manual."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.doc_figures",
+                                     description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help="figures to make (default: all)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 when a block differs from its command")
+    parser.add_argument("--fast", action="store_true", help="skip the slow figures")
+    parser.add_argument("--list", action="store_true", help="list the figures and exit")
+    parser.add_argument("--docs", type=Path, default=DOCS, help="the manual's folder")
+    args = parser.parse_args(argv)
+    if args.list:
+        for figure in FIGURES.values():
+            print(f"{figure.name:32} docs/{figure.page:14} {'slow' if figure.slow else 'fast'}"
+                  f"  {figure.about}")
+        return 0
+    unknown = [n for n in args.names if n not in FIGURES]
+    if unknown:
+        parser.error(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(FIGURES)}")
+    chosen = [FIGURES[n] for n in args.names] if args.names else [
+        f for f in FIGURES.values() if not (args.fast and f.slow)]
+    differ = 0
+    for figure in chosen:
+        page = args.docs / figure.page
+        made = figure.make()
+        text = page.read_text("utf-8")  # after the (slow) make: edits meanwhile are kept
+        new = replace_block(text, figure.name, made)
+        if new == text:
+            print(f"{figure.name}: unchanged")
+            continue
+        differ += 1
+        if args.check:
+            print(f"{figure.name}: docs/{figure.page} differs from what the code gives now:\n"
+                  f"{made}")
+        else:
+            page.write_text(new, "utf-8")
+            print(f"{figure.name}: docs/{figure.page} rewritten")
+    return 1 if args.check and differ else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
