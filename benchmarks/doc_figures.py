@@ -204,6 +204,57 @@ def _quick_suite_table() -> str:
     return markdown_table(header, rows) + "\n\n" + note
 
 
+def _percent(part: int, whole: int) -> str:
+    return _fixed(Decimal(100 * part) / Decimal(whole), 1) + " %"
+
+
+def _full_suite_table() -> str:
+    """The quality figures of the full suite's stored answers
+    (``benchmarks/baseline/full.json.gz``: the run ``npu-place compare --suite full``
+    re-runs and compares)."""
+    import gzip
+
+    path = ROOT / "benchmarks" / "baseline" / "full.json.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        data = json.load(handle)
+    pairs = [(i["results"]["greedy"], i["results"]["cpsat"], i["params"]["jobs"] == 1)
+             for i in data["instances"]]
+
+    def versus(key: str) -> str:
+        win = sum(c[key] > g[key] for g, c, _s in pairs)
+        tie = sum(c[key] == g[key] for g, c, _s in pairs)
+        return f"{win} / {tie} / {len(pairs) - win - tie}"
+
+    def rates(chosen: list[tuple[dict[str, Any], dict[str, Any], bool]]) -> str:
+        candidates = sum(g["origin-candidates"] for g, _c, _s in chosen)
+        return " / ".join(_percent(sum(r[key] for r in rows), candidates) for key, rows in (
+            ("origin-hits", [g for g, _c, _s in chosen]),
+            ("origin-hits", [c for _g, c, _s in chosen]),
+            ("achievable-origin-hits", [g for g, _c, _s in chosen])))
+
+    proved = [x for x in pairs if x[1]["status"] == "optimal"]
+    singles = [x for x in pairs if x[2]]
+    batches = [x for x in pairs if not x[2]]
+    most = max(c.get("solver-deterministic-seconds") or 0.0 for _g, c, _s in singles)
+    rows = [
+        ["CP-SAT vs greedy, objective (win / tie / loss)", versus("objective")],
+        ["CP-SAT vs greedy, origin hits (win / tie / loss)", versus("origin-hits")],
+        ["origin hit rate: greedy / CP-SAT / achievable bound", rates(pairs)],
+        [f"on the {len(proved)} instances CP-SAT proved optimal: greedy / proven optimum / "
+         "achievable bound", rates(proved)],
+        ["single jobs proven optimal (64–8,192 nodes)",
+         f"{sum(c['status'] == 'optimal' for _g, c, _s in singles)} / {len(singles)}, at most "
+         f"{_fixed(most, 1)} deterministic s"],
+        ["batches proven optimal",
+         f"{sum(c['status'] == 'optimal' for _g, c, _s in batches)} / {len(batches)}"],
+    ]
+    settings = data["settings"]
+    note = (f"{len(pairs)} instances, deterministic time {settings['deterministic-limit']:g}, "
+            f"{settings['workers']} worker, seed {settings['seed']}; baseline written "
+            f"{data['written']}.")
+    return markdown_table(("measure", "value"), rows) + "\n\n" + note
+
+
 # --------------------------------------------------------------------------- import walkthrough
 
 #: The walkthrough's commands, by block: each a shell line as the page shows it.
@@ -291,6 +342,8 @@ def _figures() -> dict[str, Figure]:
         Figure("examples", "examples.md", False, _examples_table,
                "every bundled example: npu-place compare --example NAME "
                "--deterministic-time 5"),
+        Figure("full-suite", "benchmarks.md", False, _full_suite_table,
+               "the full suite's stored answers (benchmarks/baseline/full.json.gz)"),
         Figure("quick-suite", "benchmarks.md", False, _quick_suite_table,
                "the quick suite's stored results (benchmarks/baseline/quick.json)"),
         *(Figure(f"import-walkthrough-{block}", "import.md", True,  # subprocesses
