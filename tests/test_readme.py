@@ -11,7 +11,10 @@ option that exists only in ``--help`` (``plan --deterministic-time``, ``replay
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -133,3 +136,30 @@ def test_no_page_sends_anybody_outside_the_repository(page: Path) -> None:
         if not target.startswith(("http://", "https://")):
             path = target.split("#", 1)[0]
             assert (page.parent / path).exists(), f"{page.name}: {target}"
+
+
+def _command_lines() -> list[tuple[str, str]]:
+    """Every ``npu-place ...`` line of a code block of the README and the manual (not the
+    synopses, whose ``[--option VALUE]`` brackets are notation)."""
+    lines = []
+    for page in _pages():
+        if page == CLI_PAGE:
+            continue
+        for block in re.findall(r"```[a-z]*\n(.*?)```", page.read_text(encoding="utf-8"),
+                                re.DOTALL):
+            for line in block.splitlines():
+                line = line.strip().removeprefix("$ ")
+                if line.startswith("npu-place ") and " [--" not in line:
+                    line = re.sub(r"\s+#.*$", "", line).rstrip("&").strip()
+                    lines.append((str(page.relative_to(ROOT)), line))
+    return lines
+
+
+@pytest.mark.parametrize(("page", "line"), _command_lines())
+def test_every_command_the_pages_show_parses(page: str, line: str) -> None:
+    parser = build_parser()
+    try:
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            parser.parse_args(shlex.split(line)[1:])
+    except SystemExit:
+        pytest.fail(f"{page}: {line}: {err.getvalue().strip().splitlines()[-1]}")
