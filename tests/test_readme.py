@@ -163,3 +163,9 @@ def test_every_command_the_pages_show_parses(page: str, line: str) -> None:
             parser.parse_args(shlex.split(line)[1:])
     except SystemExit:
         pytest.fail(f"{page}: {line}: {err.getvalue().strip().splitlines()[-1]}")
+
+
+def test_the_manuals_home_shows_the_readmes_two_commands() -> None:
+    readme = README.read_text(encoding="utf-8").split("```", 2)[1]
+    home = (DOCS / "index.md").read_text(encoding="utf-8")
+    assert "```" + readme + "```" in home, "docs/index.md: copy the README's two commands"
