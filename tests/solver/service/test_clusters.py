@@ -9,14 +9,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from heuristics.lifecycle import CacheLifecycle
 from models.check import check
-from models.compiled import Problem, compile_scenario
+from models.compiled import Problem, compile_scenario, live_cache
 from models.scenario import Scenario
 from solver.service.app import ServiceConfig
 from solver.service.client import PlanClient, ServiceError
-from solver.service.state import ClusterDelta, apply_delta
+from solver.service.state import ClusterDelta, apply_delta, same_live_owners
 from tests.solver.service.conftest import example, generated, running_server
 
 
@@ -136,6 +138,23 @@ def test_a_sequence_of_nows_always_gives_a_fresh_compiles_problem() -> None:
         tiers.add(applied.tier)
         problem, lifecycle = applied.problem, applied.lifecycle
     assert tiers == {"values", "jobs"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(times=st.lists(st.integers(0, 2_000), min_size=0, max_size=12),
+       ttl=st.integers(1, 1_000), start=st.integers(0, 3_000), now=st.integers(0, 3_000))
+def test_same_live_owners_agrees_with_the_live_cache(times: list[int], ttl: int, start: int,
+                                                    now: int) -> None:
+    base = example("superpod-850").to_dict()
+    node = base["nodes"][0]["name"]
+    base["now"] = start
+    base["affinity-cache"] = {"ttl-seconds": ttl, "entries": [
+        {"owner-uid": f"o{k // 2}", "rank": k % 2, "node": node, "updated": when}
+        for k, when in enumerate(times)]}
+    scenario = Scenario.model_validate(base)
+    problem = compile_scenario(scenario)
+    expected = live_cache(scenario, start).keys() == live_cache(scenario, now).keys()
+    assert same_live_owners(problem, now) == expected
 
 
 def test_structure_tier_recompiles() -> None:
