@@ -151,6 +151,7 @@ def _command_lines() -> list[tuple[str, str]]:
                 line = line.strip().removeprefix("$ ")
                 if line.startswith("npu-place ") and " [--" not in line:
                     line = re.sub(r"\s+#.*$", "", line).rstrip("&").strip()
+                    line = re.split(r"\s[>|]\s", line)[0]  # a redirection or a pipe
                     lines.append((str(page.relative_to(ROOT)), line))
     return lines
 
