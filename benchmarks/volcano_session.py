@@ -74,7 +74,7 @@ FAMILY_NODES = {
 def _npu_request(pod: dict[str, Any]) -> tuple[str | None, int]:
     for container in pod["spec"].get("containers", []):
         for res, value in (container.get("resources", {}).get("requests") or {}).items():
-            if res in ("huawei.com/npu", "huawei.com/Ascend910"):
+            if res in ("huawei.com/npu", "huawei.com/Ascend910", "huawei.com/npu-core"):
                 return res, int(value)
     return None, 0
 
@@ -104,6 +104,8 @@ class VolcanoCluster:
     builder: DumpBuilder
     now: int
     generation: int = 0
+    #: device objects the builder does not make (e.g. vNPU nodes' device-info ConfigMaps)
+    extra_devices: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def nodes(self) -> list[dict[str, Any]]:
@@ -118,7 +120,7 @@ class VolcanoCluster:
     def device_objects(self) -> list[dict[str, Any]]:
         """What Volcano does not send: device ConfigMaps, scheduler ConfigMap, classes."""
         return [*self.builder.device_configmaps(), self.builder.scheduler_configmap(),
-                *self.builder.classes]
+                *self.builder.classes, *self.extra_devices]
 
     def write_device_dump(self, folder: Path) -> Path:
         """Write :meth:`device_objects` as a kubectl List file (the extender's source)."""
@@ -298,8 +300,9 @@ def task_info(pod: dict[str, Any], job_id: str, status: int,
 
 def _node_info(node: dict[str, Any], tasks: dict[str, Any], used: int) -> dict[str, Any]:
     cap = node["status"]["capacity"]
-    resource = next(r for r in ("huawei.com/npu", "huawei.com/Ascend910") if r in cap)
-    total = float(cap[resource]) * 1000
+    resource = next((r for r in ("huawei.com/npu", "huawei.com/Ascend910",
+                                 "huawei.com/npu-core") if r in cap), "huawei.com/npu")
+    total = float(cap.get(resource, 0)) * 1000
     alloc = _resource(190000.0, 1584 * 2**30, {resource: total}, 110)
     idle = _resource(190000.0 - 32000.0 * len(tasks), 1584 * 2**30,
                      {resource: total - used * 1000.0}, 110)

@@ -259,7 +259,8 @@ class DeviceSource:
             objects: list[tuple[dict[str, Any], str]] = []
             try:
                 read_live(functools.partial(self._keep, objects), Diagnostics(),
-                          kubeconfig=self.config.kubeconfig, in_cluster=self.config.in_cluster)
+                          kubeconfig=self.config.kubeconfig, in_cluster=self.config.in_cluster,
+                          kinds=self.KINDS)
             except InputError as exc:
                 self.error = "; ".join(exc.messages[:3])
                 log.warning("extender device source: %s", self.error)
@@ -393,6 +394,25 @@ class JobPlan:
     nodes: frozenset[str]
     steer: bool
     reason: str = ""
+    #: the tasks are interchangeable replicas (vNPU jobs): a task takes the next planned
+    #: node not yet given to another task, whatever its rank
+    replicas: bool = False
+    slots: dict[str, str] = field(default_factory=dict)  # task uid -> planned node
+
+    def node_for(self, uid: str, rank: int | None, offered: set[str]) -> str | None:
+        """The planned node of a task (``None``: the plan has none for it)."""
+        if not self.replicas:
+            return self.ranks.get(rank) if rank is not None else None
+        if uid in self.slots:
+            return self.slots[uid]
+        left = list(self.ranks.values())
+        for taken in self.slots.values():
+            left.remove(taken)
+        if not left:
+            return None
+        node = next((n for n in left if n in offered), left[0])
+        self.slots[uid] = node
+        return node
 
 
 @dataclass
@@ -644,14 +664,24 @@ class ExtenderCore:
             ranks = planned.get(vjob.name)
             if ranks is not None:
                 session.jobs[vjob.name] = JobPlan(Family.ORDINARY, vjob.owner_uid, ranks,
-                                                  frozenset(ranks.values()), True)
+                                                  frozenset(ranks.values()), True,
+                                                  replicas=True)
         session.counts["planned-jobs"] = len(session.jobs)
         session.counts["steered-jobs"] = sum(1 for j in session.jobs.values() if j.steer)
 
     # ------------------------------------------------------------------ per-task verbs
-    def _current(self) -> Session | None:
+    def _current(self, job: str | None = None) -> Session | None:
+        """The open session whose plan is ready, else ``None`` (abstain).  A job asked
+        about before the plan was ready abstains for the whole session: its gang is not
+        steered half-way."""
         session = self.session
-        if session is None or session.closed or not session.ready.is_set():
+        if session is None or session.closed:
+            return None
+        if not session.ready.is_set():
+            if job:
+                with self._lock:
+                    session.decided.setdefault(job, False)
+            session.count("asked-before-plan")
             return None
         return session
 
@@ -667,19 +697,20 @@ class ExtenderCore:
 
     def prioritize(self, body: dict[str, Any]) -> bytes:
         """``prioritize``: the planned node of the task gets :data:`PLANNED_SCORE`."""
-        session = self._current()
+        job, rank, uid = task_identity(body.get("task"))
+        session = self._current(job)
         if session is None:
             return _ABSTAIN
-        job, rank, _ = task_identity(body.get("task"))
         plan = self._steered(session, job)
-        if plan is None or rank is None or rank not in plan.ranks:
+        nodes = body.get("nodes")
+        offered = {str(n.get("Name")) for n in nodes if isinstance(n, dict)} \
+            if isinstance(nodes, list) else set()
+        with self._lock:
+            node = plan.node_for(uid, rank, offered) if plan is not None else None
+        if node is None:
             session.count("prioritize-abstained")
             return _ABSTAIN
-        node = plan.ranks[rank]
-        nodes = body.get("nodes")
-        offered = isinstance(nodes, list) and any(
-            isinstance(n, dict) and n.get("Name") == node for n in nodes)
-        if not offered:
+        if node not in offered:
             session.count("planned-node-not-offered")
             return _ABSTAIN
         session.count("prioritize-steered")
@@ -687,11 +718,11 @@ class ExtenderCore:
 
     def predicate(self, body: dict[str, Any]) -> bytes:
         """``predicate``: refuse a node outside the job's planned node set (job level)."""
-        session = self._current()
-        if session is None:
-            return _FITS
         task = body.get("task")
         job = task.get("Job") if isinstance(task, dict) else None
+        session = self._current(job if isinstance(job, str) else None)
+        if session is None:
+            return _FITS
         node = body.get("node")
         name = node.get("Name") if isinstance(node, dict) else None
         if not isinstance(job, str) or not isinstance(name, str):
@@ -720,7 +751,8 @@ class ExtenderCore:
                 self.lifecycle.allocate(owner, rank, node, session.now)
             plan = session.jobs.get(job)
             if plan is not None and session.decided.get(job):
-                session.count("allocated-as-planned" if plan.ranks.get(rank) == node
+                wanted = plan.slots.get(uid) if plan.replicas else plan.ranks.get(rank)
+                session.count("allocated-as-planned" if wanted == node
                               else "allocated-off-plan")
         return _EVENT_OK
 
