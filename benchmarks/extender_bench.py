@@ -74,11 +74,13 @@ class Server:
 
     def __init__(self, devices: Path, engine: str, timeout: float) -> None:
         self.port = _free_port()
+        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - open while the server runs
+            prefix="extender-bench-", suffix=".log", delete=False)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "solver.cli", "serve", "--port", str(self.port),
              "--extender", "--extender-configmaps", str(devices), "--extender-engine", engine,
              "--extender-http-timeout", str(timeout), "--log-level", "warning"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            stdout=subprocess.DEVNULL, stderr=self.log)
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -173,7 +175,8 @@ def measure(nodes: int, sessions: int, prioritize_calls: int, engine: str,
                     started = time.perf_counter()
                     answer = client.post(f"{url}/prioritize", content=prioritize_body)
                     prioritize_seconds.append(time.perf_counter() - started)
-                    answers.add(json.dumps(answer.json()["nodeScore"]))
+                    answers.add(json.dumps(answer.json().get("nodeScore"))
+                                if answer.status_code == 200 else str(answer.status_code))
                 allocate_seconds = []
                 for _ in range(20):
                     started = time.perf_counter()
@@ -187,7 +190,7 @@ def measure(nodes: int, sessions: int, prioritize_calls: int, engine: str,
                     "prioritize": {"bytes": len(prioritize_body), "calls": prioritize_calls,
                                    "p50": _percentile(prioritize_seconds, 0.5),
                                    "p99": _percentile(prioritize_seconds, 0.99),
-                                   "steered": any(a != "{}" for a in answers)},
+                                   "answers": sorted(answers)[:3]},
                     "predicate": {"bytes": len(predicate_body), "calls": len(predicate_seconds),
                                   "p50": _percentile(predicate_seconds, 0.5),
                                   "p99": _percentile(predicate_seconds, 0.99)},
@@ -207,6 +210,58 @@ def _pending_pods(cluster: VolcanoCluster) -> list[tuple[str, dict[str, Any]]]:
         group = pod["metadata"]["annotations"].get("scheduling.k8s.io/group-name")
         if group and not pod["spec"].get("nodeName"):
             out.append((f"{pod['metadata']['namespace']}/{group}", pod))
+    return out
+
+
+def cpu_profile(nodes: int, engine: str, sessions: int, calls: int) -> dict[str, Any]:
+    """The extender's own CPU per verb, in this process without HTTP (``thread_time``):
+    what a session costs on an idle core, whatever the machine's load."""
+    from solver.service.extender import ExtenderConfig, ExtenderCore
+
+    builder = synthetic(nodes, mode="device-plugin")
+    cluster = VolcanoCluster(builder, builder.now)
+    out: dict[str, Any] = {"nodes": nodes, "load": os.getloadavg(), "sessions": []}
+    with tempfile.TemporaryDirectory() as folder:
+        cluster.write_device_dump(Path(folder))
+        core = ExtenderCore(ExtenderConfig(configmaps=(folder,), engine=engine,
+                                           http_timeout=1.0), clock=lambda: cluster.now)
+        from solver.facade import preload
+
+        preload(engine)
+        snapshot = volcano_snapshot(cluster)
+        body = json.dumps(snapshot, separators=_SEP).encode()
+        for _ in range(sessions):
+            session = core.begin()
+            started = time.thread_time()
+            core.open_session(session, body, time.monotonic() + 30)
+            out["sessions"].append({"cpu": time.thread_time() - started,
+                                    **{k: v for k, v in session.timings.items()
+                                       if k.endswith("_cpu")},
+                                    "engine": session.engine, "error": session.error,
+                                    "steered": session.counts.get("steered-jobs", 0)})
+            cluster.now += 60
+        job, pod = _pending_pods(cluster)[0]
+        task = task_info(pod, job, STATUS["Pending"])
+        nodes_info = list(snapshot["Nodes"].values())
+        prioritize_body = json.dumps({"task": task, "nodes": nodes_info},
+                                     separators=_SEP).encode()
+        predicate_body = json.dumps({"task": task, "node": nodes_info[0]},
+                                    separators=_SEP).encode()
+        del snapshot, nodes_info
+        import orjson
+
+        started = time.thread_time()
+        for _ in range(calls):
+            answer = core.prioritize(orjson.loads(prioritize_body))
+        out["prioritize_cpu"] = (time.thread_time() - started) / calls
+        out["prioritize_answer"] = answer.decode()
+        started = time.thread_time()
+        for _ in range(calls * 20):
+            core.predicate(orjson.loads(predicate_body))
+        out["predicate_cpu"] = (time.thread_time() - started) / (calls * 20)
+        out["bytes"] = {"onSessionOpen": len(body), "prioritize": len(prioritize_body),
+                        "predicate": len(predicate_body)}
+        core.close()
     return out
 
 
@@ -241,10 +296,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--http-timeout", type=float, default=1.0, dest="timeout")
     parser.add_argument("--full-session", type=int, default=256, dest="full_session",
                         help="nodes of the one full allocate-action session (0: none)")
+    parser.add_argument("--cpu-only", action="store_true", dest="cpu_only",
+                        help="only the in-process CPU profile (no server, no HTTP)")
     parser.add_argument("--out", help="write the figures as JSON here")
     args = parser.parse_args(argv)
     results: dict[str, Any] = {"sizes": [], "load_start": os.getloadavg(),
                                "cpus": os.cpu_count()}
+    if args.cpu_only:
+        results["cpu"] = []
+        for nodes in args.nodes:
+            figures = cpu_profile(nodes, args.engine, args.sessions, args.prioritize)
+            results["cpu"].append(figures)
+            print(json.dumps(figures), flush=True)
+        if args.out:
+            Path(args.out).write_text(json.dumps(results, indent=1))
+        return 0
     for nodes in args.nodes:
         figures = measure(nodes, args.sessions, args.prioritize, args.engine, args.timeout)
         results["sizes"].append(figures)

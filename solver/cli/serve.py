@@ -7,6 +7,7 @@ commands start without it.
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any, TextIO
 
 from models.limits import MAX_WORKERS, check_time_limit
@@ -75,6 +76,10 @@ def register(sub: Any) -> None:
     ext.add_argument("--extender-refresh", type=in_range(float, 1.0, 3600.0), default=30.0,
                      metavar="S", dest="extender_refresh",
                      help="seconds between background listings (default 30)")
+    ext.add_argument("--extender-cluster", metavar="NAME", dest="extender_cluster",
+                     help="the service's own view: plan the stored cluster NAME (PUT/PATCH "
+                          "/v1/clusters/NAME, kept current by a watcher) instead of parsing "
+                          "Volcano's snapshot; allocate/deallocate become its cache events")
     ext.add_argument("--extender-max-snapshot-mb", type=in_range(float, 0.001, 4096),
                      default=256.0, metavar="M", dest="extender_max_snapshot_mb",
                      help="largest onSessionOpen body in MB (default 256; 413 above it)")
@@ -94,6 +99,7 @@ def extender_settings(args: argparse.Namespace) -> Any:
     """
     if not args.extender:
         return None
+    from solver.service.app import CLUSTER_NAME
     from solver.service.auth import is_loopback
     from solver.service.extender import ExtenderConfig
 
@@ -108,6 +114,10 @@ def extender_settings(args: argparse.Namespace) -> Any:
                        "--ssl-keyfile; the --token-file token then rides in urlPrefix), or "
                        "--insecure if the network is protected otherwise; the default is a "
                        "loopback sidecar in the scheduler's pod")
+    if args.extender_cluster is not None and not re.fullmatch(CLUSTER_NAME,
+                                                              args.extender_cluster):
+        raise CliError(f"--extender-cluster {args.extender_cluster}: not a cluster name "
+                       "(letters, digits, '.', '_', '-'; at most 63)")
     live = bool(args.extender_kubeconfig or args.extender_in_cluster)
     if live and args.extender_configmaps:
         raise CliError("--extender-configmaps and --extender-kubeconfig/--extender-in-cluster "
@@ -118,7 +128,8 @@ def extender_settings(args: argparse.Namespace) -> Any:
                           kubeconfig=args.extender_kubeconfig,
                           in_cluster=args.extender_in_cluster,
                           refresh_seconds=args.extender_refresh,
-                          max_snapshot_mb=args.extender_max_snapshot_mb)
+                          max_snapshot_mb=args.extender_max_snapshot_mb,
+                          cluster=args.extender_cluster)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:

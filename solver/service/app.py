@@ -504,7 +504,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     if config.token is not None:  # inside the timing middleware: 401s are counted too
         app.add_middleware(BearerAuth, token=HiddenToken(config.token))
     if extender is not None:
-        app.include_router(extender_router(extender))
+        app.include_router(extender_router(extender, service.runner))
         if extender.config.path_token is not None:  # outside the bearer check
             app.add_middleware(PathToken, prefix=extender.config.prefix,
                                token=extender.config.path_token)

@@ -63,6 +63,7 @@ from fastapi.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from heuristics.lifecycle import CacheLifecycle, RunningPods, TaskStatus
+from models.io import scenario_from_data
 from models.kube.build import ClusterImport
 from models.kube.jobs import GROUP_ANNOTATION, pod_record
 from models.kube.source import Diagnostics, read_dumps
@@ -145,6 +146,11 @@ class ExtenderConfig:
     path_token
         When set, the verbs are served only under ``<prefix>/<token>/<verb>`` (Volcano
         sends no headers of its own; the token rides in ``urlPrefix``).
+    cluster
+        The service's own view: plan this stored cluster (``PUT``/``PATCH
+        /v1/clusters/{name}``, kept current by whoever watches the cluster) instead of
+        Volcano's snapshot, whose body is then read and dropped unparsed; Volcano's
+        allocate/deallocate events become the cluster's cache events.
     """
 
     prefix: str = DEFAULT_PREFIX
@@ -164,6 +170,7 @@ class ExtenderConfig:
     in_cluster: bool = False
     refresh_seconds: float = 30.0
     path_token: str | None = field(default=None, repr=False)
+    cluster: str | None = None
 
     @property
     def answer_seconds(self) -> float:
@@ -543,14 +550,19 @@ class ExtenderCore:
             except orjson.JSONDecodeError as exc:
                 raise SnapshotError(400, [f"onSessionOpen body: not JSON: {exc}"]) from None
             del body
-            t1 = time.perf_counter()
-            objects = snapshot_objects(data, self.config.max_nodes, self.config.max_tasks)
-            del data
-            scenario = self._import(session, objects)
-            t2 = time.perf_counter()
-            session.timings.update(parse=t1 - t0, import_=t2 - t1)
+            t1, c1 = time.perf_counter(), time.thread_time()
+            if self.config.cluster is not None:  # a stored cluster's scenario
+                scenario = self._stored(session, data)
+            else:
+                objects = snapshot_objects(data, self.config.max_nodes, self.config.max_tasks)
+                del data
+                scenario = self._import(session, objects)
+            t2, c2 = time.perf_counter(), time.thread_time()
+            session.timings.update(parse=t1 - t0, import_=t2 - t1, parse_cpu=c1 - started,
+                                   import_cpu=c2 - c1)
             self._plan(session, scenario, deadline)
             session.timings["plan"] = time.perf_counter() - t2
+            session.timings["plan_cpu"] = time.thread_time() - c2
         except SnapshotError as exc:
             session.error = "; ".join(exc.messages[:3])
             raise
@@ -561,6 +573,41 @@ class ExtenderCore:
             session.timings["cpu"] = time.thread_time() - started  # this thread's CPU
             session.ready.set()
         return session
+
+    def _stored(self, session: Session, data: Any) -> Scenario:
+        """The stored cluster's scenario (own-view mode); its cache is the cluster's."""
+        try:
+            scenario = scenario_from_data(data, f"stored cluster {self.config.cluster}")
+        except InputError as exc:
+            raise SnapshotError(422, exc.messages[:20]) from None
+        for job in scenario.jobs:
+            if job.owner_uid:
+                session.owners[job.name] = job.owner_uid
+        for vjob in scenario.vnpu_jobs:
+            if vjob.owner_uid:
+                session.owners[vjob.name] = vjob.owner_uid
+        session.counts["nodes"] = len(scenario.nodes)
+        session.counts["pending-jobs"] = len(scenario.jobs) + len(scenario.vnpu_jobs)
+        return scenario
+
+    def cache_event(self, body: dict[str, Any], status: int | None) -> dict[str, Any] | None:
+        """The stored cluster's cache event of an allocate (``status`` ``None``) or
+        deallocate event (own-view mode); ``None`` when it concerns no cached job."""
+        session = self.session
+        task = body.get("task")
+        if session is None or not isinstance(task, dict):
+            return None
+        job, rank, _ = task_identity(task)
+        owner = session.owners.get(job)
+        node = task.get("NodeName")
+        if owner is None or rank is None:
+            return None
+        if status is None:
+            if not isinstance(node, str) or not node:
+                return None
+            return {"event": "bind", "owner-uid": owner, "rank": rank, "node": node}
+        kind = "evict" if status == STATUS_RELEASING else "discard"
+        return {"event": kind, "owner-uid": owner, "rank": rank}
 
     def _import(self, session: Session, objects: Iterable[tuple[dict[str, Any], str]]
                 ) -> Scenario:
@@ -857,10 +904,66 @@ async def _read(request: Request, limit_mb: float, timeout: float) -> bytes:
     return b"".join(chunks)
 
 
-def extender_router(core: ExtenderCore) -> APIRouter:
-    """The verbs as routes under ``core.config.prefix``."""
+async def _drain(request: Request, limit_mb: float, timeout: float) -> int:
+    """Read the body and drop it (own-view mode): memory of one chunk; 413/408 as
+    :func:`_read`.  Returns its size."""
+    limit = int(limit_mb * 1024 * 1024)
+    size = 0
+    try:
+        async with asyncio.timeout(max(0.0, timeout)):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise BadRequest(413, "body too large", [
+                        f"request body: more than {limit} bytes (the extender's limit)"],
+                        {"Connection": "close"})
+    except TimeoutError:
+        raise BadRequest(408, "body too slow", [
+            f"request body: {size} bytes had arrived when the verb's time ran out"],
+            {"Connection": "close"}) from None
+    return size
+
+
+def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
+    """The verbs as routes under ``core.config.prefix``.
+
+    ``pool`` is the service's :class:`~solver.service.pool.WorkerPool`, which holds the
+    stored clusters (own-view mode, :attr:`ExtenderConfig.cluster`).
+    """
     config = core.config
     router = APIRouter(prefix=config.prefix.rstrip("/"), tags=["volcano extender"])
+    forwarding: set[asyncio.Task[Any]] = set()
+
+    async def stored_scenario(deadline: float) -> bytes:
+        name = config.cluster
+        record = pool.clusters.get(name) if pool is not None else None
+        if record is None:
+            raise SnapshotError(422, [f"stored cluster '{name}' does not exist (PUT "
+                                      f"/v1/clusters/{name} first)"])
+        try:
+            reply = await pool.call("dump", (name,), home=record.home, deadline=deadline)
+        except BadRequest as exc:
+            raise SnapshotError(exc.status, exc.messages) from None
+        return bytes(reply["scenario"])
+
+    def forward(event: dict[str, Any] | None) -> None:
+        """Send a cache event to the stored cluster (in order, without waiting)."""
+        name = config.cluster
+        record = pool.clusters.get(name) if pool is not None and name else None
+        if event is None or record is None:
+            return
+        body = orjson.dumps({"cache-events": [event]})
+
+        async def send() -> None:
+            try:
+                await pool.call("patch", (name, body), home=record.home,
+                                on_reply=lambda r: pool.record_patch(name, r))
+            except BadRequest as exc:
+                log.warning("extender: cache event %s not applied: %s", event, exc.messages)
+
+        task = asyncio.ensure_future(send())
+        forwarding.add(task)
+        task.add_done_callback(forwarding.discard)
 
     async def small_body(request: Request) -> dict[str, Any]:
         body = await _read(request, config.max_verb_mb, config.http_timeout)
@@ -879,12 +982,21 @@ def extender_router(core: ExtenderCore) -> APIRouter:
         answer_by = received + config.answer_seconds
         session = core.begin()
         try:
-            body = await _read(request, config.max_snapshot_mb,
-                               answer_by - time.monotonic())
+            if config.cluster is None:
+                body = await _read(request, config.max_snapshot_mb,
+                                   answer_by - time.monotonic())
+            else:  # the service's own view: Volcano's snapshot is not parsed
+                session.counts["snapshot-bytes-dropped"] = await _drain(
+                    request, config.max_snapshot_mb, answer_by - time.monotonic())
+                body = await stored_scenario(answer_by)
         except BadRequest as exc:
             session.error = exc.error
             session.ready.set()
             raise
+        except SnapshotError as exc:
+            session.error = "; ".join(exc.messages[:3])
+            session.ready.set()
+            raise BadRequest(exc.status, "no stored cluster", exc.messages) from None
         future: Future[Session] = core.executor.submit(core.open_session, session, body,
                                                         answer_by - 0.02)
         del body
@@ -917,11 +1029,19 @@ def extender_router(core: ExtenderCore) -> APIRouter:
 
     @router.post("/allocateFunc", summary="Volcano allocated a task")
     async def allocate(request: Request) -> Response:
-        return _json(core.allocate(await small_body(request)))
+        body = await small_body(request)
+        if config.cluster is not None:
+            forward(core.cache_event(body, None))
+        return _json(core.allocate(body))
 
     @router.post("/deallocateFunc", summary="Volcano discarded or evicted a task")
     async def deallocate(request: Request) -> Response:
-        return _json(core.deallocate(await small_body(request)))
+        body = await small_body(request)
+        if config.cluster is not None:
+            task = body.get("task")
+            forward(core.cache_event(body, task.get("Status") if isinstance(task, dict)
+                                     else None) if isinstance(task, dict) else None)
+        return _json(core.deallocate(body))
 
     @router.get("/sessions", summary="The last sessions: timings, counts, errors")
     async def sessions() -> Response:

@@ -17,8 +17,10 @@ from benchmarks.kube_dump import DumpBuilder
 from benchmarks.kube_dump_vnpu import example_vnpu
 from benchmarks.volcano_session import (
     STATUS,
+    AscendStandIn,
     VolcanoCluster,
     cluster_from_scenario,
+    run_session,
     task_info,
     volcano_snapshot,
 )
@@ -273,3 +275,37 @@ def test_serve_refuses_extender_beyond_loopback_without_tls(capsys: Any,
     code = main(["serve", "--extender", "--extender-prefix", "volcano", "--port", "0"])
     assert code == 2
     assert "--extender-prefix volcano: expected a path" in capsys.readouterr().err
+
+
+def test_own_view_plans_the_stored_cluster_and_feeds_its_cache(tmp_path: Path) -> None:
+    case = generate_case(GenParams("ordinary", nodes=8, seed=2, jobs=2, occupancy=0.2,
+                                   unhealthy=0.0, subhealthy=0.0))
+    cluster = cluster_from_scenario(case.scenario, "ordinary")
+    stored = cluster.scenario()
+    config = ServiceConfig(warmup=False, extender=ExtenderConfig(cluster="c1", **SETTINGS))
+    with running_server(config) as (url, service), httpx.Client(timeout=60) as client:
+        core = service.extender
+        assert core is not None
+        # no stored cluster yet: the session is refused (Volcano's stock behaviour)
+        refused = client.post(f"{url}/volcano/onSessionOpen", content=b"{}")
+        assert refused.status_code == 422 and "does not exist" in refused.text
+        put = client.put(f"{url}/v1/clusters/c1", content=orjson.dumps(stored.to_dict()))
+        assert put.status_code == 201
+        report = run_session(client, f"{url}/volcano", cluster, AscendStandIn(), seed=1)
+        session = core.session
+        assert session is not None and session.error is None
+        assert session.counts["snapshot-bytes-dropped"] > 0  # read, not parsed
+        steered = [job for job, yes in session.decided.items() if yes]
+        assert steered
+        for job in steered:
+            assert report.bindings[job] == session.jobs[job].ranks
+        # Volcano's allocations reached the stored cluster's cache as bind events
+        for _ in range(100):
+            cache = client.get(f"{url}/v1/clusters/c1/scenario").json()["affinity-cache"]
+            entries = {(e["owner-uid"], e["rank"]): e["node"] for e in cache["entries"]}
+            wanted = {(session.owners[job], rank): node for job in steered
+                      for rank, node in report.bindings[job].items()}
+            if all(entries.get(key) == node for key, node in wanted.items()):
+                break
+            threading.Event().wait(0.05)
+        assert all(entries.get(key) == node for key, node in wanted.items())
