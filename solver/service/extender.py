@@ -406,8 +406,10 @@ class JobPlan:
     replicas: bool = False
     slots: dict[str, str] = field(default_factory=dict)  # task uid -> planned node
 
-    def node_for(self, uid: str, rank: int | None, offered: set[str]) -> str | None:
-        """The planned node of a task (``None``: the plan has none for it)."""
+    def node_for(self, uid: str, rank: int | None,
+                 is_offered: Callable[[str], bool]) -> str | None:
+        """The planned node of a task (``None``: the plan has none for it); a replica
+        prefers a planned node among the candidates."""
         if not self.replicas:
             return self.ranks.get(rank) if rank is not None else None
         if uid in self.slots:
@@ -417,7 +419,7 @@ class JobPlan:
             left.remove(taken)
         if not left:
             return None
-        node = next((n for n in left if n in offered), left[0])
+        node = next((n for n in left if is_offered(n)), left[0])
         self.slots[uid] = node
         return node
 
@@ -742,22 +744,51 @@ class ExtenderCore:
                 session.decided[job] = steered
         return plan if steered else None
 
+    def prioritize_raw(self, raw: bytes) -> bytes:
+        """``prioritize`` from the request's bytes, parsing only the task.
+
+        Go's encoder writes ``{"task":<TaskInfo>,"nodes":[<NodeInfo>,...]}`` in this order,
+        and every ``NodeInfo`` opens with ``{"Name":<name>,"Node":``; so the task is the
+        bytes before ``,"nodes":[`` and a node is a candidate when that opening is in the
+        rest.  Any other layout is parsed whole (:meth:`prioritize`).
+
+        Raises
+        ------
+        orjson.JSONDecodeError
+            When the body is not JSON.
+        """
+        cut = raw.find(b',"nodes":[')
+        if not raw.startswith(b'{"task":') or cut < 0:
+            data = orjson.loads(raw)
+            if not isinstance(data, dict):
+                return _ABSTAIN
+            return self.prioritize(data)
+        try:
+            task = orjson.loads(raw[8:cut])
+        except orjson.JSONDecodeError:
+            return self.prioritize(orjson.loads(raw))
+        return self._prioritize(task, lambda name: raw.find(
+            b'{"Name":' + orjson.dumps(name) + b',"Node":', cut) >= 0)
+
     def prioritize(self, body: dict[str, Any]) -> bytes:
         """``prioritize``: the planned node of the task gets :data:`PLANNED_SCORE`."""
-        job, rank, uid = task_identity(body.get("task"))
+        nodes = body.get("nodes")
+        offered = {str(n.get("Name")) for n in nodes if isinstance(n, dict)} \
+            if isinstance(nodes, list) else set()
+        return self._prioritize(body.get("task"), offered.__contains__)
+
+    def _prioritize(self, task: Any, is_offered: Callable[[str], bool]) -> bytes:
+        job, rank, uid = task_identity(task)
         session = self._current(job)
         if session is None:
             return _ABSTAIN
         plan = self._steered(session, job)
-        nodes = body.get("nodes")
-        offered = {str(n.get("Name")) for n in nodes if isinstance(n, dict)} \
-            if isinstance(nodes, list) else set()
         with self._lock:
-            node = plan.node_for(uid, rank, offered) if plan is not None else None
+            node = plan.node_for(uid, rank, is_offered) if plan is not None else None
         if node is None:
             session.count("prioritize-abstained")
             return _ABSTAIN
-        if node not in offered:
+        if not is_offered(node):
             session.count("planned-node-not-offered")
             return _ABSTAIN
         session.count("prioritize-steered")
@@ -1021,7 +1052,12 @@ def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
 
     @router.post("/prioritize", summary="Scores: the planned node wins")
     async def prioritize(request: Request) -> Response:
-        return _json(core.prioritize(await small_body(request)))
+        raw = await _read(request, config.max_verb_mb, config.http_timeout)
+        try:
+            return _json(core.prioritize_raw(raw))
+        except orjson.JSONDecodeError as exc:
+            raise BadRequest(400, "malformed JSON", [f"request body: not JSON: {exc}"]) \
+                from None
 
     @router.post("/predicate", summary="Job-level filter: nodes outside the planned set")
     async def predicate(request: Request) -> Response:

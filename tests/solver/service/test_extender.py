@@ -309,3 +309,25 @@ def test_own_view_plans_the_stored_cluster_and_feeds_its_cache(tmp_path: Path) -
                 break
             threading.Event().wait(0.05)
         assert all(entries.get(key) == node for key, node in wanted.items())
+
+
+def test_prioritize_from_bytes_answers_as_the_full_parse(
+        small: tuple[VolcanoCluster, ExtenderCore]) -> None:
+    cluster, core = small
+    _open(core, cluster)
+    nodes = _nodes(cluster)
+    seen = set()
+    for job, pod in _pending(cluster):
+        task = task_info(pod, job, STATUS["Pending"])
+        for candidates in (nodes, nodes[::2], nodes[1::2], []):
+            body = {"task": task, "nodes": candidates}
+            full = core.prioritize(body)
+            # Go's layout: parsed up to the task, the candidates found by their opening
+            assert core.prioritize_raw(orjson.dumps(body)) == full
+            # another key order or spacing: parsed whole, same answer
+            assert core.prioritize_raw(json.dumps(
+                {"nodes": candidates, "task": task}, indent=1).encode()) == full
+            seen.add(full != orjson.dumps(ABSTAIN))
+    assert seen == {True, False}  # steered and abstaining answers both compared
+    with pytest.raises(orjson.JSONDecodeError):
+        core.prioritize_raw(b'{"task": ')

@@ -116,3 +116,26 @@ def test_sessions_bind_the_plan_and_origins_return(family: str, tmp_path: Path) 
         assert missed == 0  # every rank whose origin node is alive came back
         assert back == sum(1 for j in steered for n in origins[j].values() if n != lost)
         assert [h["session"] for h in core.history] == [1, 2, 3]
+
+
+def test_a_gang_that_does_not_fit_is_discarded_and_rolled_back(tmp_path: Path) -> None:
+    case = generate_case(GenParams("ordinary", nodes=8, seed=2, jobs=1, occupancy=0.0,
+                                   unhealthy=0.0, subhealthy=0.0))
+    cluster = cluster_from_scenario(case.scenario, "ordinary")
+    # a job of more whole-node tasks than there are nodes: the plan leaves it out (the
+    # extender abstains), Volcano allocates task after task, then discards the gang
+    cluster.add_job("train", "too-big", len(cluster.nodes) + 2, 8, policy="chip8-node8",
+                    priority_class="training", priority=1000)
+    plugin = AscendStandIn()
+    with extender_server(cluster, tmp_path) as (url, core), httpx.Client(timeout=60) as client:
+        report = run_session(client, url, cluster, plugin, seed=1)
+        session = core.session
+        assert session is not None
+        job = next(j for j in report.discarded if "too-big" in j)
+        assert job not in session.jobs and not session.decided.get(job, False)
+        owner = session.owners[job]
+        allocated = report.calls["deallocateFunc"]
+        assert allocated > 0 and session.counts["discarded"] == allocated
+        # every record of the discarded gang was rolled back
+        assert all(core.lifecycle.state(owner, rank) is None for rank in range(allocated))
+        assert job not in cluster.bound()
