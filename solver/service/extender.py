@@ -359,6 +359,8 @@ def snapshot_objects(data: Any, max_nodes: int, max_tasks: int
         where = f"Nodes[{escape_text(str(name), 80)}]"
         record = _mapping(info, where, errors)
         node = record.get("Node")
+        if node is None and "Node" in record:
+            continue  # a node Volcano knows by name only (being added or removed)
         if not isinstance(node, dict):
             errors.append(f"{where}.Node: expected a v1.Node object")
             continue
@@ -1050,25 +1052,36 @@ def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
         await _read(request, config.max_verb_mb, config.http_timeout)
         return _json(core.close_session())
 
+    def guarded(verb: str, answer: Callable[[], bytes], abstain: bytes) -> Response:
+        """The verb's answer; a failure of the service's own code abstains (logged)."""
+        try:
+            return _json(answer())
+        except (BadRequest, orjson.JSONDecodeError):
+            raise
+        except Exception:
+            log.exception("extender %s failed: abstaining", verb)
+            return _json(abstain)
+
     @router.post("/prioritize", summary="Scores: the planned node wins")
     async def prioritize(request: Request) -> Response:
         raw = await _read(request, config.max_verb_mb, config.http_timeout)
         try:
-            return _json(core.prioritize_raw(raw))
+            return guarded("prioritize", lambda: core.prioritize_raw(raw), _ABSTAIN)
         except orjson.JSONDecodeError as exc:
             raise BadRequest(400, "malformed JSON", [f"request body: not JSON: {exc}"]) \
                 from None
 
     @router.post("/predicate", summary="Job-level filter: nodes outside the planned set")
     async def predicate(request: Request) -> Response:
-        return _json(core.predicate(await small_body(request)))
+        body = await small_body(request)
+        return guarded("predicate", lambda: core.predicate(body), _FITS)
 
     @router.post("/allocateFunc", summary="Volcano allocated a task")
     async def allocate(request: Request) -> Response:
         body = await small_body(request)
         if config.cluster is not None:
             forward(core.cache_event(body, None))
-        return _json(core.allocate(body))
+        return guarded("allocateFunc", lambda: core.allocate(body), _EVENT_OK)
 
     @router.post("/deallocateFunc", summary="Volcano discarded or evicted a task")
     async def deallocate(request: Request) -> Response:
@@ -1077,7 +1090,7 @@ def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
             task = body.get("task")
             forward(core.cache_event(body, task.get("Status") if isinstance(task, dict)
                                      else None) if isinstance(task, dict) else None)
-        return _json(core.deallocate(body))
+        return guarded("deallocateFunc", lambda: core.deallocate(body), _EVENT_OK)
 
     @router.get("/sessions", summary="The last sessions: timings, counts, errors")
     async def sessions() -> Response:

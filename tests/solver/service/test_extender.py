@@ -191,6 +191,11 @@ def test_hostile_snapshots_are_refused(small: tuple[VolcanoCluster, ExtenderCore
             core.open_session(session, body, float("inf"))
         assert caught.value.status == status and text in " ".join(caught.value.messages)
         assert session.ready.is_set() and session.error
+    # a node Volcano knows by name only is skipped, not a refusal
+    session = core.begin()
+    core.open_session(session, b'{"Nodes": {"n1": {"Name": "n1", "Node": null}}, "Jobs": {}}',
+                      float("inf"))
+    assert session.error is None and session.counts["nodes"] == 0
     crowded = {"Nodes": {f"n{i}": {"Node": {"metadata": {"name": f"n{i}"}}}
                          for i in range(5)}}
     tight = ExtenderCore(ExtenderConfig(max_nodes=4))
@@ -263,6 +268,19 @@ def test_plan_late_session_answers_on_time(small: tuple[VolcanoCluster, Extender
         again = client.post(f"{url}/volcano/prioritize",
                             content=orjson.dumps({"task": task, "nodes": _nodes(cluster)}))
         assert again.json() == ABSTAIN  # asked before the plan: abstains all session
+
+        def broken(*args: Any) -> bytes:
+            raise RuntimeError("a bug in the service")
+
+        # a failure of the service's own code abstains (200), it never drops the task
+        core.prioritize_raw = broken  # type: ignore[method-assign]
+        core.predicate = broken  # type: ignore[method-assign]
+        body = orjson.dumps({"task": task, "nodes": _nodes(cluster)})
+        failed = client.post(f"{url}/volcano/prioritize", content=body)
+        assert failed.status_code == 200 and failed.json() == ABSTAIN
+        body = orjson.dumps({"task": task, "node": _nodes(cluster)[0]})
+        failed = client.post(f"{url}/volcano/predicate", content=body)
+        assert failed.status_code == 200 and failed.json() == {"status": "", "code": 0}
 
 
 def test_serve_refuses_extender_beyond_loopback_without_tls(capsys: Any,
