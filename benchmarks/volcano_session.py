@@ -474,8 +474,14 @@ def _post(client: httpx.Client, url: str, verb: str, body: Any, report: SessionR
 
 def run_session(client: httpx.Client, url: str, cluster: VolcanoCluster,
                 plugin: AscendStandIn, *, seed: int = 0, percentage_nodes_to_find: int = 100,
-                predicate: bool = True, cache_errors: bool = True) -> SessionReport:
-    """Play one Volcano session against the extender at ``url`` (its prefix)."""
+                predicate: bool = True, cache_errors: bool = True,
+                min_nodes_to_find: int = MIN_NODES_TO_FIND) -> SessionReport:
+    """Play one Volcano session against the extender at ``url`` (its prefix).
+
+    ``percentage_nodes_to_find`` below 100 makes the predicate phase stop once that share
+    of the nodes (at least ``min_nodes_to_find``, Volcano's 100) fit; tests lower the
+    minimum to see the early stop on small clusters.
+    """
     report = SessionReport()
     rng = random.Random(seed)
     snapshot = volcano_snapshot(cluster)
@@ -511,9 +517,9 @@ def run_session(client: httpx.Client, url: str, cluster: VolcanoCluster,
                        and not node_objects[n]["spec"].get("unschedulable")
                        and n not in error_cache]
                 info = task_info(pod, job.name, STATUS["Pending"])
-                to_find = len(order) if (len(order) <= MIN_NODES_TO_FIND
+                to_find = len(order) if (len(order) <= min_nodes_to_find
                                          or percentage_nodes_to_find >= 100) else max(
-                    MIN_NODES_TO_FIND, len(order) * percentage_nodes_to_find // 100)
+                    min_nodes_to_find, len(order) * percentage_nodes_to_find // 100)
                 rotated = fit[start_index % max(1, len(fit)):] + fit[:start_index % max(1,
                                                                                      len(fit))]
                 candidates: list[str] = []

@@ -139,3 +139,33 @@ def test_a_gang_that_does_not_fit_is_discarded_and_rolled_back(tmp_path: Path) -
         # every record of the discarded gang was rolled back
         assert all(core.lifecycle.state(owner, rank) is None for rank in range(allocated))
         assert job not in cluster.bound()
+
+
+def test_early_stopped_predicates_lose_the_planned_node_unless_filtered(
+        tmp_path: Path) -> None:
+    """Volcano stops the predicate phase once enough nodes fit (``percentageNodesToFind``
+    below 100); the job-level predicate's refusals do not count as fitting nodes, so with
+    it every planned node is still found; without it a task whose planned node was not
+    among the first nodes found is left to the other plugins."""
+    case = generate_case(GenParams("ordinary", nodes=24, seed=3, jobs=3, occupancy=0.3,
+                                   unhealthy=0.0, subhealthy=0.0))
+    early = dict(percentage_nodes_to_find=10, min_nodes_to_find=3)
+    for predicate in (True, False):
+        cluster = cluster_from_scenario(case.scenario, "ordinary")
+        folder = tmp_path / str(predicate)
+        with extender_server(cluster, folder) as (url, core), \
+                httpx.Client(timeout=60) as client:
+            report = run_session(client, url, cluster, AscendStandIn(), seed=1,
+                                 predicate=predicate, **early)  # type: ignore[arg-type]
+            session = core.session
+            assert session is not None
+            if predicate:
+                assert check_steered(core, report)
+                assert "planned-node-not-offered" not in session.counts
+                continue
+            steered = [job for job, yes in session.decided.items() if yes]
+            off_plan = sum(1 for job in steered for rank, node in report.bindings.get(
+                job, {}).items() if session.jobs[job].ranks[rank] != node)
+            missing = session.counts.get("planned-node-not-offered", 0)
+            assert missing > 0  # the early stop did hide planned nodes
+            assert off_plan <= missing  # only a task without its planned node went astray
