@@ -122,6 +122,11 @@ def extender_settings(args: argparse.Namespace) -> Any:
     if live and args.extender_configmaps:
         raise CliError("--extender-configmaps and --extender-kubeconfig/--extender-in-cluster "
                        "are alternatives: give one")
+    if not live and not args.extender_configmaps and args.extender_cluster is None:
+        raise CliError("--extender needs the device state Volcano's snapshot lacks (device-"
+                       "info ConfigMaps, super pod and rack IDs): give --extender-in-cluster, "
+                       "--extender-kubeconfig FILE or --extender-configmaps PATH (or plan a "
+                       "stored cluster with --extender-cluster NAME)")
     return ExtenderConfig(prefix=prefix, http_timeout=args.extender_http_timeout,
                           engine=args.extender_engine,
                           configmaps=tuple(args.extender_configmaps), live=live,

@@ -293,6 +293,9 @@ def test_serve_refuses_extender_beyond_loopback_without_tls(capsys: Any,
     code = main(["serve", "--extender", "--extender-prefix", "volcano", "--port", "0"])
     assert code == 2
     assert "--extender-prefix volcano: expected a path" in capsys.readouterr().err
+    code = main(["serve", "--extender", "--port", "0"])
+    assert code == 2
+    assert "--extender needs the device state" in capsys.readouterr().err
 
 
 def test_own_view_plans_the_stored_cluster_and_feeds_its_cache(tmp_path: Path) -> None:
@@ -349,3 +352,50 @@ def test_prioritize_from_bytes_answers_as_the_full_parse(
     assert seen == {True, False}  # steered and abstaining answers both compared
     with pytest.raises(orjson.JSONDecodeError):
         core.prioritize_raw(b'{"task": ')
+
+
+def test_serve_extender_end_to_end(small: tuple[VolcanoCluster, ExtenderCore],
+                                   tmp_path: Path) -> None:
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    cluster, _ = small
+    cluster.write_device_dump(tmp_path / "devices")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "solver.cli", "serve", "--port", str(port), "--extender",
+         "--extender-configmaps", str(tmp_path / "devices"), "--extender-engine", "greedy",
+         "--extender-http-timeout", "20", "--log-level", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        with httpx.Client(timeout=30) as client:
+            while True:
+                try:
+                    if client.get(f"{url}/healthz").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.monotonic() < deadline and server.poll() is None
+                time.sleep(0.1)
+            opened = client.post(f"{url}/volcano/onSessionOpen",
+                                 content=orjson.dumps(volcano_snapshot(cluster)))
+            assert opened.status_code == 200
+            job, pod = _pending(cluster)[0]
+            body = orjson.dumps({"task": task_info(pod, job, STATUS["Pending"]),
+                                 "nodes": _nodes(cluster)})
+            scores = client.post(f"{url}/volcano/prioritize", content=body).json()
+            assert list(scores["nodeScore"].values()) == [PLANNED_SCORE]
+            sessions = client.get(f"{url}/volcano/sessions").json()
+            assert client.post(f"{url}/volcano/onSessionClose", content=b"{}").json() == {}
+            assert sessions == [] and client.get(f"{url}/volcano/sessions").json()[0][
+                "counts"]["prioritize-steered"] == 1
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(60) == 0
