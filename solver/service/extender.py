@@ -82,8 +82,9 @@ VERBS = ("onSessionOpen", "onSessionClose", "predicate", "prioritize", "allocate
          "deallocateFunc")
 #: The planned node's score.  Volcano adds every plugin's score (``BatchNodeOrderFn``):
 #: the Ascend plugin adds up to 1e10 for the nodes of its own super-pod / multilevel
-#: choice, the stock node-order plugins at most 100 × their weight each.  1e12 is 100 times
-#: the largest sum the others reach with weights below 1e6, and exact in a float64.
+#: choice, the stock node-order plugins at most 100 × their weight each.  1e12 is about 90
+#: times the most the others reach together (1e10 plus ten plugins at 100 × a weight below
+#: 1e6), and exact in a float64.
 PLANNED_SCORE = 1.0e12
 #: Predicate codes (Volcano ``api.Status`` codes).
 CODE_SUCCESS = 0
