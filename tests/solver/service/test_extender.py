@@ -321,11 +321,11 @@ def test_own_view_plans_the_stored_cluster_and_feeds_its_cache(tmp_path: Path) -
         for job in steered:
             assert report.bindings[job] == session.jobs[job].ranks
         # Volcano's allocations reached the stored cluster's cache as bind events
-        for _ in range(100):
+        wanted = {(session.owners[job], rank): node for job in steered
+                  for rank, node in report.bindings[job].items()}
+        for _ in range(600):  # the events are forwarded without waiting: at most 30 s
             cache = client.get(f"{url}/v1/clusters/c1/scenario").json()["affinity-cache"]
             entries = {(e["owner-uid"], e["rank"]): e["node"] for e in cache["entries"]}
-            wanted = {(session.owners[job], rank): node for job in steered
-                      for rank, node in report.bindings[job].items()}
             if all(entries.get(key) == node for key, node in wanted.items()):
                 break
             threading.Event().wait(0.05)
