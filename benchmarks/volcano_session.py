@@ -175,6 +175,13 @@ class VolcanoCluster:
         self.generation += 1
         return count
 
+    def delete_job(self, job_id: str) -> None:
+        """The job is deleted: its PodGroup and pods go."""
+        self.builder.pods[:] = [p for p in self.pods if _job_id(p) != job_id]
+        self.builder.podgroups[:] = [
+            pg for pg in self.builder.podgroups
+            if f"{pg['metadata']['namespace']}/{pg['metadata']['name']}" != job_id]
+
     def fault(self, node_name: str) -> None:
         """The node turns NotReady (the kubelet stops reporting)."""
         for node in self.nodes:

@@ -65,7 +65,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from heuristics.lifecycle import CacheLifecycle, RunningPods, TaskStatus
 from models.io import scenario_from_data
 from models.kube.build import ClusterImport
-from models.kube.jobs import GROUP_ANNOTATION, pod_record
+from models.kube.jobs import GROUP_ANNOTATION, controller_uid, pod_record
 from models.kube.source import Diagnostics, read_dumps
 from models.limits import escape_text
 from models.scenario import AffinityCacheModel, Family, Policy, Scenario, family_of
@@ -619,7 +619,15 @@ class ExtenderCore:
         importer = ClusterImport(Diagnostics())
         for obj, source in self.devices.objects():
             importer.add(obj, source)
+        seen_owners: set[str] = set()  # every job's owner in the snapshot, imported or not
         for obj, source in objects:
+            if obj.get("kind") in ("PodGroup", "Pod"):
+                try:
+                    owner = controller_uid(obj.get("metadata") or {})
+                except ValueError:
+                    owner = None  # the importer reports it
+                if owner:
+                    seen_owners.add(owner)
             importer.add(obj, f"snapshot {source}")
         with self._lock:
             cache_model = (self.lifecycle.to_model() if self.lifecycle.cache is not None
@@ -641,6 +649,13 @@ class ExtenderCore:
         nodes = {n.name for n in scenario.nodes}
         with self._lock:
             self.lifecycle.start_session(session.now, owners, running)
+            # the RFC's "job deleted: its entries cleared": an owner whose PodGroup and
+            # pods are all gone from the snapshot (an evicted job keeps its PodGroup)
+            gone = [o for o in (self.lifecycle.cache.owners() if self.lifecycle.cache
+                                else []) if o not in seen_owners]
+            for owner in gone:
+                self.lifecycle.delete_owner(owner)
+            session.counts["owners-deleted"] = len(gone)
             for pods in running:  # what the snapshot shows bound, recorded where new
                 for rank, node in pods.ranks.items():
                     if pods.owner and self.lifecycle.node(pods.owner, rank) != node:

@@ -399,3 +399,27 @@ def test_serve_extender_end_to_end(small: tuple[VolcanoCluster, ExtenderCore],
     finally:
         server.send_signal(signal.SIGTERM)
         assert server.wait(60) == 0
+
+
+def test_a_deleted_job_leaves_the_cache_an_evicted_one_stays(
+        small: tuple[VolcanoCluster, ExtenderCore]) -> None:
+    cluster, core = small
+    _open(core, cluster)
+    session = core.session
+    assert session is not None
+    jobs = sorted(j for j, plan in session.jobs.items() if plan.steer)
+    assert len(jobs) >= 2
+    for job, pod in _pending(cluster):  # Volcano allocates and binds as planned
+        rank = int(pod["spec"]["containers"][0]["env"][0]["value"])
+        node = session.jobs[job].ranks[rank]
+        core.allocate({"task": task_info(pod, job, STATUS["Allocated"], node)})
+        cluster.bind(pod, node, [], None)
+    owners = {job: session.owners[job] for job in jobs}
+    core.close_session()
+    cluster.evict(jobs[0])  # pods deleted, PodGroup kept: the job comes back
+    cluster.delete_job(jobs[1])  # PodGroup and pods deleted
+    cluster.now += 60
+    _open(core, cluster)
+    assert core.lifecycle.state(owners[jobs[0]], 0) is not None
+    assert core.lifecycle.state(owners[jobs[1]], 0) is None
+    assert core.session is not None and core.session.counts["owners-deleted"] == 1
