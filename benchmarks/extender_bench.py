@@ -285,6 +285,42 @@ def cpu_profile(nodes: int, engine: str, sessions: int, calls: int) -> dict[str,
     return out
 
 
+def hostile_profile() -> dict[str, Any]:
+    """CPU (``thread_time``) and peak memory the extender spends refusing hostile
+    snapshots, in this process: a 100,000-deep nesting, 64 MB of junk that is not JSON,
+    an object of the wrong shape holding 64 MB of strings, 70,000 nodes, and 16 / 64 MB
+    of empty objects (the densest JSON: one value per 3 bytes)."""
+    import resource
+
+    from solver.service.extender import ExtenderConfig, ExtenderCore, SnapshotError
+
+    core = ExtenderCore(ExtenderConfig())
+    cases = {
+        "deep nesting (200 kB)": b"[" * 100_000 + b"]" * 100_000,
+        "not JSON (64 MB)": b'{"Jobs": ' + b"x" * (64 << 20),
+        "wrong shape (64 MB of strings)": json.dumps(
+            {"Queues": ["x" * 1024] * (64 << 10)}).encode(),
+        "70,000 nodes": json.dumps({"Nodes": {f"n{i}": {} for i in range(70_000)}}).encode(),
+        "16 MB of empty objects": b'{"Queues":[' + b"{}," * ((16 << 20) // 3) + b"{}]}",
+        "64 MB of empty objects": b'{"Queues":[' + b"{}," * ((64 << 20) // 3) + b"{}]}",
+    }
+    out: dict[str, Any] = {"load": os.getloadavg()}
+    for name, body in cases.items():
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        started = time.thread_time()
+        try:
+            core.open_session(core.begin(), body, time.monotonic() + 30)
+            status = 200
+        except SnapshotError as exc:
+            status = exc.status
+        out[name] = {"status": status, "cpu": time.thread_time() - started,
+                     "bytes": len(body),
+                     "maxrss_growth_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                                          - before) / 1024}
+    core.close()
+    return out
+
+
 def full_session(nodes: int, engine: str, timeout: float) -> dict[str, Any]:
     """One session of the allocate-action re-creation: calls and bytes per verb."""
     builder = synthetic(nodes, mode="device-plugin")
@@ -318,10 +354,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="nodes of the one full allocate-action session (0: none)")
     parser.add_argument("--cpu-only", action="store_true", dest="cpu_only",
                         help="only the in-process CPU profile (no server, no HTTP)")
+    parser.add_argument("--hostile", action="store_true",
+                        help="only the cost of refusing hostile snapshots (in-process)")
     parser.add_argument("--out", help="write the figures as JSON here")
     args = parser.parse_args(argv)
     results: dict[str, Any] = {"sizes": [], "load_start": os.getloadavg(),
                                "cpus": os.cpu_count()}
+    if args.hostile:
+        print(json.dumps(hostile_profile(), indent=1), flush=True)
+        return 0
     if args.cpu_only:
         results["cpu"] = []
         for nodes in args.nodes:

@@ -136,6 +136,11 @@ class ExtenderConfig:
         Largest body of the other verbs.
     max_nodes, max_tasks
         Most nodes and tasks in a snapshot (422 above them).
+    max_values
+        Most JSON values (counted as the body's ``,`` and ``:`` before parsing, 413 above
+        it): what bounds the parse's memory, about 85 bytes a value, whatever the body is
+        made of (a Kubernetes snapshot has one value per 11 bytes, a hostile ``[{},{},…]``
+        one per 3).
     configmaps
         Dump files or directories (``kubectl get -o json``) holding the device-info,
         NodeD, switch and scheduler ConfigMaps and the PriorityClasses: read at start and
@@ -165,6 +170,7 @@ class ExtenderConfig:
     max_verb_mb: float = 64.0
     max_nodes: int = 65536
     max_tasks: int = 1_000_000
+    max_values: int = 16_000_000
     configmaps: tuple[str, ...] = ()
     live: bool = False
     kubeconfig: str | None = None
@@ -550,6 +556,12 @@ class ExtenderCore:
         started = time.thread_time()
         t0 = time.perf_counter()
         try:
+            values = body.count(b",") + body.count(b":")
+            if values > self.config.max_values:
+                raise SnapshotError(413, [
+                    f"onSessionOpen body: about {values} JSON values; the extender parses at "
+                    f"most {self.config.max_values} (ExtenderConfig.max_values: about "
+                    f"{self.config.max_values * 85 >> 20} MB once parsed)"])
             try:
                 data = orjson.loads(body)
             except orjson.JSONDecodeError as exc:

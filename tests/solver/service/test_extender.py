@@ -196,6 +196,12 @@ def test_hostile_snapshots_are_refused(small: tuple[VolcanoCluster, ExtenderCore
     core.open_session(session, b'{"Nodes": {"n1": {"Name": "n1", "Node": null}}, "Jobs": {}}',
                       float("inf"))
     assert session.error is None and session.counts["nodes"] == 0
+    # a body whose values would take far more memory than its bytes: refused unparsed
+    dense = b'{"Queues": [' + b"{}," * 400_000 + b"{}]}"
+    bounded = ExtenderCore(ExtenderConfig(max_values=300_000))
+    with pytest.raises(SnapshotError) as caught:
+        bounded.open_session(bounded.begin(), dense, float("inf"))
+    assert caught.value.status == 413 and "JSON values" in caught.value.messages[0]
     crowded = {"Nodes": {f"n{i}": {"Node": {"metadata": {"name": f"n{i}"}}}
                          for i in range(5)}}
     tight = ExtenderCore(ExtenderConfig(max_nodes=4))
