@@ -20,7 +20,8 @@ documentation as route names:
     ready or not (a plan that is not ready makes the session abstain, never answer late).
 ``prioritize``
     ``{"task": TaskInfo, "nodes": [NodeInfo]}`` → ``{"nodeScore": {planned node:
-    PLANNED_SCORE}, "errorMessage": ""}``; an empty ``nodeScore`` map abstains.
+    PLANNED_SCORE}, "errorMessage": ""}``; an empty ``nodeScore`` map abstains.  Only the
+    task is parsed (:meth:`ExtenderCore.prioritize_raw`).
 ``predicate`` (optional)
     Job level only: a node outside the job's planned node set is refused (code 2,
     Unschedulable).  Never per rank: Volcano caches a refusal per job and task role.
@@ -29,6 +30,10 @@ documentation as route names:
     session: recorded in the cache lifecycle.
 ``onSessionClose``
     Ends the session: later verbs abstain until the next ``onSessionOpen``.
+
+The service's own view (:attr:`ExtenderConfig.cluster`): the session is planned from a
+stored cluster of the service instead; Volcano's snapshot is read and dropped unparsed, and
+its allocate/deallocate events become the stored cluster's cache events.
 
 Safety: an unknown task or job abstains; every answer is a 200 with an abstaining body
 except a snapshot that is too large (413), malformed or of an unknown shape (400/422);
