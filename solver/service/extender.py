@@ -106,6 +106,10 @@ _EVENT_OK = b'{"errorMessage":""}'
 _EMPTY = b"{}"
 
 
+class _Superseded(Exception):
+    """A newer session opened while this one was being read or imported."""
+
+
 class SnapshotError(Exception):
     """A session snapshot the extender refuses: HTTP status and one message per problem."""
 
@@ -572,6 +576,7 @@ class ExtenderCore:
             except orjson.JSONDecodeError as exc:
                 raise SnapshotError(400, [f"onSessionOpen body: not JSON: {exc}"]) from None
             del body
+            self._check_current(session)
             t1, c1 = time.perf_counter(), time.thread_time()
             if self.config.cluster is not None:  # a stored cluster's scenario
                 scenario = self._stored(session, data)
@@ -582,12 +587,15 @@ class ExtenderCore:
             t2, c2 = time.perf_counter(), time.thread_time()
             session.timings.update(parse=t1 - t0, import_=t2 - t1, parse_cpu=c1 - started,
                                    import_cpu=c2 - c1)
+            self._check_current(session)
             self._plan(session, scenario, deadline)
             session.timings["plan"] = time.perf_counter() - t2
             session.timings["plan_cpu"] = time.thread_time() - c2
         except SnapshotError as exc:
             session.error = "; ".join(exc.messages[:3])
             raise
+        except _Superseded:
+            session.error = "superseded: a newer session opened before this one was planned"
         except Exception as exc:  # every failure leaves Volcano's stock behaviour
             log.exception("extender session %d: planning failed", session.number)
             session.error = f"{type(exc).__name__}: {exc}"
@@ -595,6 +603,12 @@ class ExtenderCore:
             session.timings["cpu"] = time.thread_time() - started  # this thread's CPU
             session.ready.set()
         return session
+
+    def _check_current(self, session: Session) -> None:
+        """Stop working on a session a newer one replaced (a late plan must not delay
+        the next session's)."""
+        if self.session is not session:
+            raise _Superseded
 
     def _stored(self, session: Session, data: Any) -> Scenario:
         """The stored cluster's scenario (own-view mode); its cache is the cluster's."""

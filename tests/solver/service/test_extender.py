@@ -429,3 +429,16 @@ def test_a_deleted_job_leaves_the_cache_an_evicted_one_stays(
     assert core.lifecycle.state(owners[jobs[0]], 0) is not None
     assert core.lifecycle.state(owners[jobs[1]], 0) is None
     assert core.session is not None and core.session.counts["owners-deleted"] == 1
+
+
+def test_a_superseded_session_is_not_planned(small: tuple[VolcanoCluster,
+                                                        ExtenderCore]) -> None:
+    cluster, core = small
+    body = orjson.dumps(volcano_snapshot(cluster))
+    late = core.begin()
+    current = core.begin()  # Volcano opened the next session before the first was read
+    core.open_session(late, body, float("inf"))
+    assert late.ready.is_set() and late.error is not None and "superseded" in late.error
+    assert not late.jobs
+    core.open_session(current, body, float("inf"))
+    assert current.error is None and current.jobs
