@@ -121,8 +121,11 @@ def _pages(call: ListCall, page_size: int) -> Iterator[dict[str, Any]]:
 
 def read_live(sink: Sink, diagnostics: Diagnostics, *, kubeconfig: str | None = None,
               context: str | None = None, in_cluster: bool = False,
-              page_size: int | None = None) -> None:
+              page_size: int | None = None, kinds: frozenset[str] | None = None) -> None:
     """List the cluster's objects and feed each one to ``sink(obj, source)``.
+
+    ``kinds`` limits the list calls to those kinds (e.g. ``ConfigMap`` and
+    ``PriorityClass`` for the extender, which gets nodes and pods from Volcano).
 
     Raises
     ------
@@ -135,6 +138,8 @@ def read_live(sink: Sink, diagnostics: Diagnostics, *, kubeconfig: str | None = 
     api = api_client(kubeconfig, context, in_cluster)
     try:
         for call in list_calls(api):
+            if kinds is not None and call.kind not in kinds:
+                continue
             source = f"API list of {call.what}"
             try:
                 for page in _pages(call, page_size or PAGE_SIZE):

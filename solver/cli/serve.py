@@ -7,6 +7,7 @@ commands start without it.
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any, TextIO
 
 from models.limits import MAX_WORKERS, check_time_limit
@@ -47,8 +48,93 @@ def register(sub: Any) -> None:
     p.add_argument("--ssl-keyfile", metavar="FILE", dest="ssl_keyfile",
                    help="the PEM private key of --ssl-certfile")
     p.add_argument("--insecure", action="store_true",
-                   help="allow a non-loopback --host without --token-file")
+                   help="allow a non-loopback --host without --token-file (and the "
+                        "extender's verbs without TLS)")
+    ext = p.add_argument_group("Volcano extender (docs/extender.md)")
+    ext.add_argument("--extender", action="store_true",
+                     help="answer Volcano's extender verbs (onSessionOpen, prioritize, "
+                          "predicate, allocateFunc, deallocateFunc, onSessionClose) under "
+                          "--extender-prefix")
+    ext.add_argument("--extender-prefix", default="/volcano", metavar="PATH",
+                     dest="extender_prefix", help="route prefix of the verbs (default /volcano)")
+    ext.add_argument("--extender-http-timeout", type=in_range(float, 0.05, 300.0),
+                     default=1.0, metavar="S", dest="extender_http_timeout",
+                     help="Volcano's extender.httpTimeout in seconds (default 1); the session "
+                          "open answers within 0.8 of it, the plan takes at most 0.5 of it")
+    ext.add_argument("--extender-engine", choices=("auto", "greedy", "cpsat"), default="auto",
+                     dest="extender_engine", help="the plan's engine (default auto)")
+    ext.add_argument("--extender-configmaps", action="append", default=[], metavar="PATH",
+                     dest="extender_configmaps",
+                     help="kubectl dump files/directories with the device-info, NodeD, switch "
+                          "and scheduler ConfigMaps and PriorityClasses (re-read when changed; "
+                          "repeatable)")
+    ext.add_argument("--extender-kubeconfig", metavar="FILE", dest="extender_kubeconfig",
+                     help="list those objects from the cluster of this kubeconfig instead, "
+                          "in the background every --extender-refresh seconds")
+    ext.add_argument("--extender-in-cluster", action="store_true", dest="extender_in_cluster",
+                     help="list them with the pod's service account instead")
+    ext.add_argument("--extender-refresh", type=in_range(float, 1.0, 3600.0), default=30.0,
+                     metavar="S", dest="extender_refresh",
+                     help="seconds between background listings (default 30)")
+    ext.add_argument("--extender-cluster", metavar="NAME", dest="extender_cluster",
+                     help="the service's own view: plan the stored cluster NAME (PUT/PATCH "
+                          "/v1/clusters/NAME, kept current by a watcher) instead of parsing "
+                          "Volcano's snapshot; allocate/deallocate become its cache events")
+    ext.add_argument("--extender-max-snapshot-mb", type=in_range(float, 0.001, 4096),
+                     default=256.0, metavar="M", dest="extender_max_snapshot_mb",
+                     help="largest onSessionOpen body in MB (default 256; 413 above it)")
     p.set_defaults(run=run)
+
+
+def extender_settings(args: argparse.Namespace) -> Any:
+    """The :class:`~solver.service.extender.ExtenderConfig` of the options (``None``
+    without ``--extender``).
+
+    Raises
+    ------
+    CliError
+        A prefix that is not a path; the verbs beyond loopback without TLS (Volcano's
+        extender sends no credentials: the path token and the traffic need TLS) unless
+        ``--insecure``.
+    """
+    if not args.extender:
+        return None
+    from solver.service.app import CLUSTER_NAME
+    from solver.service.auth import is_loopback
+    from solver.service.extender import ExtenderConfig
+
+    prefix = args.extender_prefix.rstrip("/")
+    if not prefix.startswith("/") or any(not part for part in prefix[1:].split("/")) or (
+            not all(ch.isalnum() or ch in "/-_." for ch in prefix)):
+        raise CliError(f"--extender-prefix {args.extender_prefix}: expected a path such as "
+                       "/volcano (letters, digits, '-', '_', '.', '/')")
+    if not is_loopback(args.host) and args.ssl_certfile is None and not args.insecure:
+        raise CliError(f"--extender with --host {args.host}: Volcano's extender sends no "
+                       "credentials, so beyond loopback the verbs need TLS (--ssl-certfile/"
+                       "--ssl-keyfile; the --token-file token then rides in urlPrefix), or "
+                       "--insecure if the network is protected otherwise; the default is a "
+                       "loopback sidecar in the scheduler's pod")
+    if args.extender_cluster is not None and not re.fullmatch(CLUSTER_NAME,
+                                                              args.extender_cluster):
+        raise CliError(f"--extender-cluster {args.extender_cluster}: not a cluster name "
+                       "(letters, digits, '.', '_', '-'; at most 63)")
+    live = bool(args.extender_kubeconfig or args.extender_in_cluster)
+    if live and args.extender_configmaps:
+        raise CliError("--extender-configmaps and --extender-kubeconfig/--extender-in-cluster "
+                       "are alternatives: give one")
+    if not live and not args.extender_configmaps and args.extender_cluster is None:
+        raise CliError("--extender needs the device state Volcano's snapshot lacks (device-"
+                       "info ConfigMaps, super pod and rack IDs): give --extender-in-cluster, "
+                       "--extender-kubeconfig FILE or --extender-configmaps PATH (or plan a "
+                       "stored cluster with --extender-cluster NAME)")
+    return ExtenderConfig(prefix=prefix, http_timeout=args.extender_http_timeout,
+                          engine=args.extender_engine,
+                          configmaps=tuple(args.extender_configmaps), live=live,
+                          kubeconfig=args.extender_kubeconfig,
+                          in_cluster=args.extender_in_cluster,
+                          refresh_seconds=args.extender_refresh,
+                          max_snapshot_mb=args.extender_max_snapshot_mb,
+                          cluster=args.extender_cluster)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
@@ -65,6 +151,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         check_tls(args.ssl_certfile, args.ssl_keyfile)
     except AccessSetupError as exc:
         raise CliError(str(exc)) from None
+    extender = extender_settings(args)
     try:
         sock = listen_socket(args.host, args.port)
     except OSError as exc:
@@ -76,7 +163,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                            default_time_limit=args.default_time_limit,
                            max_clusters=args.max_clusters,
                            recycle_after=args.recycle_after, token=token,
-                           ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile)
+                           ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
+                           extender=extender)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return run_server(build_server(config, args.log_level), sock)

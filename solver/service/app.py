@@ -28,7 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, Path, Query, Request
@@ -49,6 +49,7 @@ from models.placement import PlacementFile
 from models.scenario import Scenario
 from solver.service.auth import BearerAuth, HiddenToken
 from solver.service.connections import ConnectionGuard
+from solver.service.extender import ExtenderConfig, ExtenderCore, PathToken, extender_router
 from solver.service.metrics import PROMETHEUS_CONTENT_TYPE, ServiceMetrics
 from solver.service.parsing import BadRequest, ValidateRequest, ValidateResponse
 from solver.service.pool import SOURCE_SOLVE, PlanOutcome, Saturated, WorkerPool
@@ -137,6 +138,8 @@ class ServiceConfig:
     token: str | None = field(default=None, repr=False)
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
+    #: Volcano's extender verbs (:mod:`solver.service.extender`); ``None``: not served
+    extender: ExtenderConfig | None = None
 
 
 # --------------------------------------------------------------------------- bodies
@@ -239,6 +242,8 @@ class PlanningService:
                                        lambda: self.connections.evicted,
                                        lambda: self.connections.timed_out)
         self.draining = False
+        #: the Volcano extender's state when ``config.extender`` is set
+        self.extender: ExtenderCore | None = None
         self._storing: dict[str, int] = {}  # names with a PUT in progress -> how many
         # last versions of deleted clusters, so a name's versions never go backwards
         self._retired: OrderedDict[str, int] = OrderedDict()
@@ -470,11 +475,23 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     config = config or ServiceConfig()
     service = PlanningService(config)
 
+    extender = None
+    if config.extender is not None:
+        ext = config.extender
+        if config.token is not None and ext.path_token is None:
+            ext = replace(ext, path_token=config.token)  # Volcano sends no header
+        extender = ExtenderCore(ext)
+        service.extender = extender
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.start()
+        if extender is not None:
+            extender.start()
         yield
         service.begin_drain()
+        if extender is not None:
+            extender.close()
         await service.runner.close()
 
     app = FastAPI(title="npu-place planning service", version=API_VERSION,
@@ -483,8 +500,14 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                               "answering within the request's time limit.",
                   lifespan=lifespan, dependencies=[Depends(_known_query)])
     app.state.service = service
+    app.state.extender = extender
     if config.token is not None:  # inside the timing middleware: 401s are counted too
         app.add_middleware(BearerAuth, token=HiddenToken(config.token))
+    if extender is not None:
+        app.include_router(extender_router(extender, service.runner))
+        if extender.config.path_token is not None:  # outside the bearer check
+            app.add_middleware(PathToken, prefix=extender.config.prefix,
+                               token=extender.config.path_token)
     app.add_middleware(_Timing, metrics=service.metrics)
 
     @app.exception_handler(BadRequest)

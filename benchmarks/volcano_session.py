@@ -1,0 +1,596 @@
+"""A re-creation of Volcano's allocate action driving the extender verbs over HTTP.
+
+Used by the harness tests (``tests/solver/service/test_extender_sessions.py``) and by
+``benchmarks/extender_bench.py``.  One :class:`VolcanoCluster` holds the cluster as
+Kubernetes objects (built with :class:`benchmarks.kube_dump.DumpBuilder`, from a generated
+scenario of any family by :func:`cluster_from_scenario`); :func:`run_session` plays one
+scheduling session the way Volcano does it (``framework.OpenSession`` → ``allocate`` →
+``CloseSession``):
+
+* ``onSessionOpen`` with the snapshot in Volcano's JSON shape (:func:`volcano_snapshot`:
+  Go field names and order, zero values, ``TaskStatusIndex`` keys, ``Resource`` in milli
+  units, the ``PodGroup`` wrapper with ``Version``);
+* jobs in queue order (priority, creation), tasks in task order (priority, name);
+* per task: Volcano's own predicates (ready, schedulable, enough free NPUs), then the
+  extender's ``predicate`` per (task, node) from 16 parallel callers, stopping once
+  ``percentageNodesToFind`` of the nodes fit (from a rotating start node), skipping nodes
+  the error cache holds for the job and task role;
+* ``prioritize`` with the candidate nodes, summed with a stand-in for the Ascend plugin
+  (:class:`AscendStandIn`: up to 1e10 on the nodes of its own super-pod / 950 /
+  multilevel selection, which it computes with the greedy port on the session's state
+  and its own previous-node cache; a best-fit score below 100 otherwise) and a binpack
+  score below 100; the highest sum wins (ties: a seeded random pick, as Volcano picks one
+  at random);
+* ``allocateFunc`` per allocated task; a job that does not get all its tasks is discarded
+  (``deallocateFunc`` with status Pending, last first), else bound: the pod gets the node,
+  its chips, ``hccl/rankIndex`` and the plugin's ``super-pod-rank`` (empty when the node is
+  not in the plugin's selection);
+* ``onSessionClose``.
+
+Between sessions :meth:`VolcanoCluster.evict` deletes a running job's pods (the job's
+controller recreates them pending) and :meth:`VolcanoCluster.fault` makes a node NotReady.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks.kube_dump import DumpBuilder
+from heuristics.lifecycle import CacheLifecycle, RunningPods
+from models.compiled import natural_key
+from models.kube.build import ClusterImport
+from models.kube.source import Diagnostics
+from models.scenario import Family, Job, Policy, Scenario, family_of
+
+PLUGIN_SELECTION_SCORE = 1.0e10
+PREDICATE_WORKERS = 16
+MIN_NODES_TO_FIND = 100
+STATUS = {"Pending": 1, "Allocated": 2, "Bound": 16, "Running": 32, "Releasing": 64,
+          "Failed": 256}
+_SEP = (",", ":")
+
+#: Per family: node resource, accelerator-type label, chip type.
+FAMILY_NODES = {
+    "a3": ("huawei.com/Ascend910", "module-a3-16-super-pod", "Ascend910_9392"),
+    "850": ("huawei.com/npu", "850-SuperPod-Atlas-8", "Ascend850"),
+    "950": ("huawei.com/npu", "950-SuperPod-Atlas-8", "Ascend950PR"),
+    "multilevel": ("huawei.com/Ascend910", "module-a3-16", "Ascend910_9392"),
+    "ordinary": ("huawei.com/Ascend910", "", "910B3"),
+}
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+def _npu_request(pod: dict[str, Any]) -> tuple[str | None, int]:
+    for container in pod["spec"].get("containers", []):
+        for res, value in (container.get("resources", {}).get("requests") or {}).items():
+            if res in ("huawei.com/npu", "huawei.com/Ascend910", "huawei.com/npu-core"):
+                return res, int(value)
+    return None, 0
+
+
+def _rank(pod: dict[str, Any]) -> int:
+    for container in pod["spec"].get("containers", []):
+        for env in container.get("env", []):
+            if env.get("name") == "VC_TASK_INDEX":
+                return int(env["value"])
+    return 0
+
+
+def _job_id(pod: dict[str, Any]) -> str | None:
+    group = pod["metadata"].get("annotations", {}).get("scheduling.k8s.io/group-name")
+    return f"{pod['metadata']['namespace']}/{group}" if group else None
+
+
+def _active(pod: dict[str, Any]) -> bool:
+    return bool(pod["spec"].get("nodeName")) and pod["status"].get("phase") not in (
+        "Failed", "Succeeded")
+
+
+@dataclass
+class VolcanoCluster:
+    """A cluster as Kubernetes objects, changed by bindings, evictions and faults."""
+
+    builder: DumpBuilder
+    now: int
+    generation: int = 0
+    #: device objects the builder does not make (e.g. vNPU nodes' device-info ConfigMaps)
+    extra_devices: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        """The Node objects."""
+        return self.builder.nodes
+
+    @property
+    def pods(self) -> list[dict[str, Any]]:
+        """The Pod objects."""
+        return self.builder.pods
+
+    def device_objects(self) -> list[dict[str, Any]]:
+        """What Volcano does not send: device ConfigMaps, scheduler ConfigMap, classes."""
+        return [*self.builder.device_configmaps(), self.builder.scheduler_configmap(),
+                *self.builder.classes, *self.extra_devices]
+
+    def write_device_dump(self, folder: Path) -> Path:
+        """Write :meth:`device_objects` as a kubectl List file (the extender's source)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "devices.json"
+        path.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                    "items": self.device_objects()}, separators=_SEP))
+        return path
+
+    def used_chips(self) -> dict[str, set[str]]:
+        """Chips held by active pods, per node."""
+        used: dict[str, set[str]] = {}
+        for pod in self.pods:
+            if _active(pod):
+                chips = pod["metadata"]["annotations"].get("huawei.com/AscendReal", "")
+                used.setdefault(pod["spec"]["nodeName"], set()).update(
+                    c for c in chips.split(",") if c)
+        return used
+
+    def node_chips(self, node: dict[str, Any]) -> list[str]:
+        """The node's chips (``baseDeviceInfos``)."""
+        return list(json.loads(node["metadata"]["annotations"]["baseDeviceInfos"]))
+
+    def bind(self, pod: dict[str, Any], node: str, chips: list[str],
+             super_pod_rank: str | None) -> None:
+        """Bind a pod as Volcano + the Ascend plugin do (node, chips, rank annotations)."""
+        ann = pod["metadata"]["annotations"]
+        text = ",".join(chips)
+        resource, _ = _npu_request(pod)
+        ann.update({"hccl/rankIndex": str(_rank(pod)), "huawei.com/AscendReal": text,
+                    str(resource): text, "predicate-time": str(self.now)})
+        if super_pod_rank is not None:
+            ann["super-pod-rank"] = super_pod_rank
+        pod["spec"]["nodeName"] = node
+        pod["status"] = {"phase": "Running", "hostIP": "192.168.0.1",
+                         "startTime": "2026-01-01T00:00:00Z"}
+
+    def evict(self, job_id: str) -> int:
+        """Delete a job's pods; its controller recreates them pending.  Returns how many."""
+        count = 0
+        for pod in self.pods:
+            if _job_id(pod) == job_id and pod["spec"].get("nodeName"):
+                ann = pod["metadata"]["annotations"]
+                for key in ("hccl/rankIndex", "huawei.com/AscendReal", "huawei.com/npu",
+                            "huawei.com/Ascend910", "super-pod-rank", "predicate-time"):
+                    ann.pop(key, None)
+                pod["spec"].pop("nodeName", None)
+                pod["metadata"]["uid"] = f"{pod['metadata']['uid']}-r{self.generation}"
+                pod["status"] = {"phase": "Pending", "conditions": [
+                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+                count += 1
+        self.generation += 1
+        return count
+
+    def delete_job(self, job_id: str) -> None:
+        """The job is deleted: its PodGroup and pods go."""
+        self.builder.pods[:] = [p for p in self.pods if _job_id(p) != job_id]
+        self.builder.podgroups[:] = [
+            pg for pg in self.builder.podgroups
+            if f"{pg['metadata']['namespace']}/{pg['metadata']['name']}" != job_id]
+
+    def fault(self, node_name: str) -> None:
+        """The node turns NotReady (the kubelet stops reporting)."""
+        for node in self.nodes:
+            if node["metadata"]["name"] == node_name:
+                for cond in node["status"]["conditions"]:
+                    if cond["type"] == "Ready":
+                        cond["status"] = "Unknown"
+
+    def add_job(self, namespace: str, name: str, tasks: int, npus: int, **kwargs: Any) -> None:
+        """A new pending job (see :meth:`DumpBuilder.job`)."""
+        self.builder.job(namespace, name, tasks, npus, **kwargs)
+
+    def bound(self) -> dict[str, dict[int, str]]:
+        """Job id → rank → node of every bound pod."""
+        out: dict[str, dict[int, str]] = {}
+        for pod in self.pods:
+            job = _job_id(pod)
+            if job and _active(pod):
+                out.setdefault(job, {})[_rank(pod)] = pod["spec"]["nodeName"]
+        return out
+
+    def scenario(self) -> Scenario:
+        """The cluster through the importer (what the stand-in plugin sees at open)."""
+        importer = ClusterImport(Diagnostics())
+        for obj in [*self.device_objects(), *self.nodes, *self.pods, *self.builder.podgroups]:
+            importer.add(obj)
+        return importer.build(now=self.now).scenario
+
+
+def _policy_family(policy: str) -> Family:
+    try:
+        return family_of(Policy(policy))
+    except ValueError:
+        return Family.ORDINARY
+
+
+def cluster_from_scenario(scenario: Scenario, family: str, now: int = 1764400000
+                          ) -> VolcanoCluster:
+    """A cluster of Kubernetes objects from a generated scenario (benchmarks.generators).
+
+    Nodes keep their NPUs, super pod, rack, labels and health; the chips other tenants use
+    become pods without a Volcano group (counted as used, not imported as jobs); pending
+    jobs become PodGroups with pending pods (policy, blocks, affinity config, labels).
+    Cache entries and fault ranks are not carried: the sessions make their own history.
+    """
+    resource, selector, chip_type = FAMILY_NODES[family]
+    b = DumpBuilder("device-plugin", now=now, resource=resource, chip_type=chip_type)
+    params: dict[str, str] = {"prefer-previous-node": "true"}
+    for key, value in scenario.config.model_dump(by_alias=True, exclude_defaults=True,
+                                                 mode="json").items():
+        params[key] = value if isinstance(value, str) else json.dumps(value, separators=_SEP)
+    b.params = params
+    for node in scenario.nodes:
+        labels = dict(node.labels)
+        if selector:
+            labels["accelerator-type"] = selector
+        b.node(node.name, node.npus, super_pod=node.super_pod_id, rack=node.rack_id,
+               labels=labels, noded="UnHealthy" if node.health.value == "unhealthy"
+               else "Healthy", subhealth_fault=node.health.value == "subhealthy")
+        taken = node.npus - node.free
+        if taken > 0:
+            chips = b.occupy(node.name, taken)
+            text = ",".join(chips)
+            b.pods.append({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"tenant-{node.name}", "namespace": "tenant",
+                             "uid": f"tenant-{node.name}",
+                             "annotations": {"huawei.com/AscendReal": text, resource: text},
+                             "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {"schedulerName": "default-scheduler", "nodeName": node.name,
+                         "containers": [{"name": "c", "resources": {
+                             "requests": {resource: str(taken)},
+                             "limits": {resource: str(taken)}}}]},
+                "status": {"phase": "Running"}})
+    b.priority_class("training", 100)
+    for index, job in enumerate(scenario.jobs):
+        annotations: dict[str, str] = {}
+        if job.sp_block:
+            annotations["sp-block"] = str(job.sp_block)
+        if job.ra_block:
+            annotations["ra-block"] = str(job.ra_block)
+        if job.affinity_config:
+            annotations["huawei.com/affinity-config"] = job.affinity_config
+        labels = {}
+        if job.super_pod_affinity is not None:
+            labels["super-pod-affinity"] = str(job.super_pod_affinity.value)
+        b.job("train", job.name, job.tasks, job.npu_per_task, policy=job.policy,
+              annotations=annotations, labels=labels, selector=selector or None,
+              priority_class="training", priority=100 + job.priority, age=3600 - index)
+    return VolcanoCluster(b, now)
+
+
+# --------------------------------------------------------------------------- Volcano JSON
+
+
+def _resource(milli_cpu: float = 0.0, memory: float = 0.0,
+              scalars: dict[str, float] | None = None, max_tasks: int = 0) -> dict[str, Any]:
+    return {"MilliCPU": milli_cpu, "Memory": memory, "ScalarResources": scalars,
+            "MaxTaskNum": max_tasks}
+
+
+def task_info(pod: dict[str, Any], job_id: str, status: int,
+              node_name: str = "") -> dict[str, Any]:
+    """A Volcano ``TaskInfo`` as Go's encoding/json writes it (no JSON tags)."""
+    resource, count = _npu_request(pod)
+    scalars = {resource: count * 1000.0} if resource else None
+    req = _resource(32000.0, 256 * 2**30, scalars)
+    return {
+        "UID": pod["metadata"]["uid"], "Job": job_id, "Name": pod["metadata"]["name"],
+        "Namespace": pod["metadata"]["namespace"],
+        "TaskRole": pod["metadata"].get("annotations", {}).get("volcano.sh/task-spec", ""),
+        "Resreq": req, "InitResreq": req, "DRAResreq": None, "ResourceClaimKeys": None,
+        "ResourceClaimDRAResreq": None,
+        "NodeName": node_name, "EvictionOccurred": False, "JobAllocatedHyperNode": "",
+        "Status": status, "LastTransaction": None,
+        "Priority": pod["spec"].get("priority", 0), "VolumeReady": False,
+        "Preemptable": False, "BestEffort": False, "HasRestartableInitContainer": False,
+        "SchGated": False, "RevocableZone": "", "NumaInfo": None, "Pod": pod,
+        "PodAnnotations": dict(pod["metadata"].get("annotations") or {}),
+        "CustomBindErrHandlerSucceeded": False,
+    }
+
+
+def _node_info(node: dict[str, Any], tasks: dict[str, Any], used: int) -> dict[str, Any]:
+    cap = node["status"]["capacity"]
+    resource = next((r for r in ("huawei.com/npu", "huawei.com/Ascend910",
+                                 "huawei.com/npu-core") if r in cap), "huawei.com/npu")
+    total = float(cap.get(resource, 0)) * 1000
+    alloc = _resource(190000.0, 1584 * 2**30, {resource: total}, 110)
+    idle = _resource(190000.0 - 32000.0 * len(tasks), 1584 * 2**30,
+                     {resource: total - used * 1000.0}, 110)
+    used_r = _resource(32000.0 * len(tasks), 0.0, {resource: used * 1000.0})
+    return {
+        "Name": node["metadata"]["name"], "Node": node,
+        "State": {"Phase": "Ready", "Reason": ""},
+        "Releasing": _resource(), "Pipelined": _resource(), "Idle": idle, "Used": used_r,
+        "Allocatable": alloc, "Capacity": alloc,
+        "ResourceUsage": {"CPUUsageAvg": {}, "MEMUsageAvg": {}},
+        "Tasks": tasks, "NumaInfo": None, "UnassignedNumaPods": None,
+        "NumaSchedulerInfo": None, "RevocableZone": "", "Others": {},
+        "OversubscriptionNode": False, "OfflineJobEvicting": False,
+        "OversubscriptionResource": _resource(), "ImageStates": {}, "Generation": 1,
+        "BindGeneration": 0,
+    }
+
+
+def pod_status(pod: dict[str, Any]) -> int:
+    """Volcano's ``TaskStatus`` of a pod."""
+    phase = pod["status"].get("phase", "Pending")
+    if phase == "Pending":
+        return STATUS["Bound"] if pod["spec"].get("nodeName") else STATUS["Pending"]
+    return STATUS.get(phase, STATUS["Running"])
+
+
+def volcano_snapshot(cluster: VolcanoCluster) -> dict[str, Any]:
+    """The ``OnSessionOpenRequest`` Volcano would send for the cluster."""
+    node_tasks: dict[str, dict[str, Any]] = {n["metadata"]["name"]: {} for n in cluster.nodes}
+    node_used: dict[str, int] = {name: 0 for name in node_tasks}
+    job_tasks: dict[str, dict[str, Any]] = {}
+    for pod in cluster.pods:
+        job = _job_id(pod) or f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        info = task_info(pod, job, pod_status(pod), pod["spec"].get("nodeName", ""))
+        job_tasks.setdefault(job, {})[info["UID"]] = info
+        if _active(pod) and pod["spec"]["nodeName"] in node_tasks:
+            node_tasks[pod["spec"]["nodeName"]][info["UID"]] = info
+            node_used[pod["spec"]["nodeName"]] += _npu_request(pod)[1]
+    jobs: dict[str, Any] = {}
+    for pg in cluster.builder.podgroups:
+        job_id = f"{pg['metadata']['namespace']}/{pg['metadata']['name']}"
+        tasks = dict(sorted(job_tasks.get(job_id, {}).items()))
+        index: dict[str, dict[str, Any]] = {}
+        for uid, info in tasks.items():
+            index.setdefault(str(info["Status"]), {})[uid] = info
+        jobs[job_id] = {
+            "UID": job_id, "PgUID": pg["metadata"]["uid"], "Name": pg["metadata"]["name"],
+            "Namespace": pg["metadata"]["namespace"], "Queue": "default",
+            "Priority": 0, "MinAvailable": pg["spec"]["minMember"], "WaitingTime": None,
+            "JobFitErrors": "", "NodesFitErrors": {}, "AllocatedHyperNode": "",
+            "NetworkTopology": None, "SubJobs": {}, "TaskToSubJob": {}, "MinSubJobs": None,
+            "TaskStatusIndex": dict(sorted(index.items())), "Tasks": tasks,
+            "TaskMinAvailable": {"worker": pg["spec"]["minMember"]},
+            "TaskMinAvailableTotal": pg["spec"]["minMember"],
+            "Allocated": _resource(), "TotalRequest": _resource(),
+            "CreationTimestamp": pg["metadata"]["creationTimestamp"],
+            "PodGroup": {**pg, "Version": "v1beta1"},
+            "ScheduleStartTimestamp": "0001-01-01T00:00:00Z", "Preemptable": False,
+            "RevocableZone": "", "Budget": {"MinAvailable": "", "MaxUnavilable": ""},
+        }
+    nodes = {n["metadata"]["name"]: _node_info(n, dict(sorted(node_tasks[
+        n["metadata"]["name"]].items())), node_used[n["metadata"]["name"]])
+        for n in sorted(cluster.nodes, key=lambda n: n["metadata"]["name"])}
+    return {"Jobs": dict(sorted(jobs.items())), "Nodes": nodes,
+            "Queues": {"default": {"UID": "default", "Name": "default", "Weight": 1,
+                                   "Weights": "", "Hierarchy": "", "Queue": None}},
+            "NamespaceInfo": {}, "RevocableNodes": {}, "NodeList": None}
+
+
+# --------------------------------------------------------------------------- Ascend stand-in
+
+
+class AscendStandIn:
+    """Stand-in for the Ascend plugin's node scores, selections and cache.
+
+    For a super-pod / 950 / multilevel job it selects nodes at the job's first task with
+    the greedy port on the session's state (nodes' free chips after this session's
+    allocations, its own previous-node cache), adds 1e10 to the selected nodes and, when
+    binding, writes ``super-pod-rank`` from that selection (empty elsewhere).  Other jobs
+    get a best-fit score below 100.
+    """
+
+    def __init__(self) -> None:
+        self.lifecycle = CacheLifecycle(None)
+        self.base: Scenario | None = None
+        self.selection: dict[str, dict[str, str]] = {}  # job -> node -> super-pod rank
+
+    def open(self, cluster: VolcanoCluster) -> Scenario:
+        """Session open: the cluster as the plugin sees it; the cache refreshed."""
+        base = cluster.scenario()
+        running = [RunningPods(r.owner_uid, dict(r.ranks)) for r in base.running]
+        running += [RunningPods(j.owner_uid, dict(j.running_ranks)) for j in base.jobs
+                    if j.running_ranks]
+        owners = [j.owner_uid for j in base.jobs if j.owner_uid]
+        owners += [r.owner_uid for r in base.running if r.owner_uid]
+        self.lifecycle.start_session(cluster.now, owners, running)
+        for pods in running:
+            for rank, node in pods.ranks.items():
+                if pods.owner and self.lifecycle.node(pods.owner, rank) != node:
+                    self.lifecycle.allocate(pods.owner, rank, node, cluster.now)
+        self.base = base
+        self.selection = {}
+        return base
+
+    def select(self, job: Job, free: dict[str, int]) -> dict[str, str]:
+        """The plugin's own node selection for ``job`` (node → super-pod rank)."""
+        if job.name in self.selection:
+            return self.selection[job.name]
+        from solver.facade import solve
+
+        assert self.base is not None
+        names = {n.name for n in self.base.nodes}
+        model = self.lifecycle.to_model()
+        cache = model.model_copy(update={"entries": [e for e in model.entries
+                                                     if e.node in names]})
+        nodes = [n.model_copy(update={"free": free.get(n.name, n.free)})
+                 for n in self.base.nodes]
+        view = self.base.model_copy(update={"nodes": nodes, "jobs": [job],
+                                            "affinity_cache": cache, "vnpu_jobs": []})
+        placement = solve(view, engine="greedy", time_limit=30).placement
+        chosen: dict[str, str] = {}
+        for item in placement.jobs:
+            if item.name == job.name and item.placed:
+                block = max(1, (job.sp_block or job.npu_per_task) // job.npu_per_task)
+                for rank, node in item.ranks.items():
+                    chosen[node] = str(int(rank) // block)
+        self.selection[job.name] = chosen
+        return chosen
+
+    def scores(self, job: Job, nodes: list[str], free: dict[str, int]) -> dict[str, float]:
+        """The plugin's scores of the candidate nodes for one task of ``job``."""
+        if _policy_family(job.policy) in (Family.SUPERPOD, Family.RACK, Family.MULTILEVEL):
+            chosen = self.select(job, free)
+            return {n: PLUGIN_SELECTION_SCORE for n in nodes if n in chosen}
+        return {n: float(max(0, 64 - 8 * (free[n] - job.npu_per_task))) for n in nodes}
+
+
+# --------------------------------------------------------------------------- session
+
+
+@dataclass
+class SessionReport:
+    """What one session did: bindings, calls, bytes, times."""
+
+    bindings: dict[str, dict[int, str]] = field(default_factory=dict)
+    super_pod_ranks: dict[str, dict[int, str]] = field(default_factory=dict)
+    discarded: list[str] = field(default_factory=list)
+    calls: dict[str, int] = field(default_factory=dict)
+    bytes_sent: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+    open_status: int = 0
+
+    def note(self, verb: str, size: int, seconds: float) -> None:
+        """Count one call."""
+        self.calls[verb] = self.calls.get(verb, 0) + 1
+        self.bytes_sent[verb] = self.bytes_sent.get(verb, 0) + size
+        self.seconds.setdefault(verb, []).append(seconds)
+
+
+def _post(client: httpx.Client, url: str, verb: str, body: Any, report: SessionReport,
+          raw: bytes | None = None) -> httpx.Response:
+    content = raw if raw is not None else json.dumps(body, separators=_SEP).encode()
+    started = time.perf_counter()
+    response = client.post(f"{url}/{verb}", content=content,
+                           headers={"Content-Type": "application/json"})
+    report.note(verb, len(content), time.perf_counter() - started)
+    return response
+
+
+def run_session(client: httpx.Client, url: str, cluster: VolcanoCluster,
+                plugin: AscendStandIn, *, seed: int = 0, percentage_nodes_to_find: int = 100,
+                predicate: bool = True, cache_errors: bool = True,
+                min_nodes_to_find: int = MIN_NODES_TO_FIND) -> SessionReport:
+    """Play one Volcano session against the extender at ``url`` (its prefix).
+
+    ``percentage_nodes_to_find`` below 100 makes the predicate phase stop once that share
+    of the nodes (at least ``min_nodes_to_find``, Volcano's 100) fit; tests lower the
+    minimum to see the early stop on small clusters.
+    """
+    report = SessionReport()
+    rng = random.Random(seed)
+    snapshot = volcano_snapshot(cluster)
+    raw = json.dumps(snapshot, separators=_SEP).encode()
+    del snapshot
+    response = _post(client, url, "onSessionOpen", None, report, raw=raw)
+    report.open_status = response.status_code
+    base = plugin.open(cluster)
+    healthy = {n.name for n in base.nodes if n.health.value != "unhealthy"}
+    free = {n.name: n.free for n in base.nodes}
+    node_objects = {n["metadata"]["name"]: n for n in cluster.nodes}
+    used = cluster.used_chips()
+    snapshot_nodes = {name: _node_info(obj, {}, 0) for name, obj in node_objects.items()}
+    order = sorted(node_objects, key=natural_key)
+    pods_by_job: dict[str, list[dict[str, Any]]] = {}
+    for pod in cluster.pods:
+        job_id = _job_id(pod)
+        if job_id and not pod["spec"].get("nodeName") and pod["status"].get("phase") == "Pending":
+            pods_by_job.setdefault(job_id, []).append(pod)
+    start_index = 0
+    with ThreadPoolExecutor(PREDICATE_WORKERS) as workers:
+        for job in base.jobs:  # queue order: priority, creation
+            pending = sorted(pods_by_job.get(job.name, []),
+                             key=lambda p: (-p["spec"].get("priority", 0),
+                                            natural_key(p["metadata"]["name"])))
+            if not pending:
+                continue
+            error_cache: set[str] = set()
+            allocated: list[tuple[dict[str, Any], str, list[str]]] = []
+            for pod in pending:
+                _, need = _npu_request(pod)
+                fit = [n for n in order if n in healthy and free.get(n, 0) >= need
+                       and not node_objects[n]["spec"].get("unschedulable")
+                       and n not in error_cache]
+                info = task_info(pod, job.name, STATUS["Pending"])
+                to_find = len(order) if (len(order) <= min_nodes_to_find
+                                         or percentage_nodes_to_find >= 100) else max(
+                    min_nodes_to_find, len(order) * percentage_nodes_to_find // 100)
+                rotated = fit[start_index % max(1, len(fit)):] + fit[:start_index % max(1,
+                                                                                     len(fit))]
+                candidates: list[str] = []
+                if predicate:
+                    for begin in range(0, len(rotated), PREDICATE_WORKERS):
+                        batch = rotated[begin:begin + PREDICATE_WORKERS]
+                        answers = list(workers.map(
+                            lambda n, info=info: _post(client, url, "predicate", {
+                                "task": info, "node": snapshot_nodes[n]}, report), batch))
+                        for name, answer in zip(batch, answers, strict=True):
+                            body = answer.json() if answer.status_code == 200 else {}
+                            if answer.status_code == 200 and body.get("status"):
+                                if cache_errors:
+                                    error_cache.add(name)
+                                continue
+                            candidates.append(name)
+                        if len(candidates) >= to_find:
+                            break
+                    start_index += len(candidates)
+                else:
+                    candidates = rotated[:to_find]
+                if not candidates:
+                    break
+                answer = _post(client, url, "prioritize", {
+                    "task": info, "nodes": [snapshot_nodes[n] for n in candidates]}, report)
+                extender = answer.json().get("nodeScore") or {} \
+                    if answer.status_code == 200 else {}
+                ascend = plugin.scores(job, candidates, free)
+                total = {n: float(extender.get(n, 0.0)) + ascend.get(n, 0.0)
+                         + 10.0 * (1 - free[n] / max(1, need * 8)) for n in candidates}
+                best = max(total.values())
+                node = rng.choice(sorted(n for n, s in total.items() if s == best))
+                chips = [c for c in cluster.node_chips(node_objects[node])
+                         if c not in used.get(node, set())][:need]
+                used.setdefault(node, set()).update(chips)
+                free[node] -= need
+                allocated.append((pod, node, chips))
+                plugin.lifecycle.allocate(job.owner_uid, _rank(pod), node, cluster.now)
+                _post(client, url, "allocateFunc", {"task": task_info(
+                    pod, job.name, STATUS["Allocated"], node)}, report)
+            if len(allocated) < len(pending):  # gang not ready: discard, last first
+                for pod, node, chips in reversed(allocated):
+                    used[node].difference_update(chips)
+                    free[node] += _npu_request(pod)[1]
+                    plugin.lifecycle.discard(job.owner_uid, _rank(pod))
+                    _post(client, url, "deallocateFunc", {"task": task_info(
+                        pod, job.name, STATUS["Pending"], node)}, report)
+                report.discarded.append(job.name)
+                continue
+            selection = plugin.selection.get(job.name)
+            for pod, node, chips in allocated:
+                spr = None if selection is None else selection.get(node, "")
+                cluster.bind(pod, node, chips, spr)
+                report.bindings.setdefault(job.name, {})[_rank(pod)] = node
+                if spr is not None:
+                    report.super_pod_ranks.setdefault(job.name, {})[_rank(pod)] = spr
+    _post(client, url, "onSessionClose", {}, report)
+    return report
+
+
+def evict_jobs(cluster: VolcanoCluster, jobs: Iterable[str]) -> int:
+    """Evict several jobs (see :meth:`VolcanoCluster.evict`)."""
+    return sum(cluster.evict(job) for job in jobs)
+
+
+__all__ = ["AscendStandIn", "SessionReport", "VolcanoCluster", "cluster_from_scenario",
+           "run_session", "task_info", "volcano_snapshot"]
