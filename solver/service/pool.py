@@ -32,7 +32,7 @@ import multiprocessing
 import threading
 import time
 import weakref
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -63,6 +63,9 @@ SHORT_SECONDS = 0.1
 SOURCE_SOLVE = "solve"
 SOURCE_GREEDY = "greedy-fallback"
 SOURCE_EMPTY = "empty"
+
+#: Deleted clusters whose last version is remembered (a re-created name continues it).
+RETIRED_VERSIONS_KEPT = 4096
 
 #: Seconds a retired worker (recycled, lost, or the pool closing) gets to exit after its
 #: stop message before it is killed.
@@ -248,7 +251,14 @@ class WorkerPool:
         #: called with the model counts of every final answer of a plan and whether it
         #: planned a stored cluster (metrics)
         self.on_models: Callable[[dict[str, int], bool], None] | None = None
+        #: the stored clusters as their home workers hold them: every change is recorded
+        #: when the worker's answer arrives, in the order the worker applied it
         self.clusters: dict[str, ClusterRecord] = {}
+        #: last versions of deleted clusters, so a name's versions never go backwards
+        self.retired: OrderedDict[str, int] = OrderedDict()
+        #: names with a PUT sent or queued -> (its worker, how many): every request for a
+        #: name goes to one worker, so that worker's order is the name's order
+        self._pinned: dict[str, tuple[int, int]] = {}
         self._workers: list[_Worker] = []
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -348,6 +358,8 @@ class WorkerPool:
     def _finish(self, req: _Request) -> None:
         req.terminal = True
         req.wake.set()
+        if req.kind == "put" and not req.internal:
+            self._unpin(req.args[0])
         if req.admitted:
             self.in_flight -= 1
             if req.abandoned:
@@ -371,6 +383,11 @@ class WorkerPool:
                     and req.deadline <= time.monotonic()):
                 self._finish(req)  # its answer was already sent: skip the work
                 continue
+            if req.kind == "put" and not req.internal:
+                # the version is taken when the worker starts the PUT: every earlier
+                # request for the name (same worker, in order) has answered by then
+                name, body = req.args[:2]
+                req.args = (name, body, self.next_version(name))
             worker.current = req
             req.started = time.monotonic()
             try:
@@ -486,14 +503,96 @@ class WorkerPool:
         return worker.index
 
     def home_for(self, name: str) -> int:
-        """The worker a (new or existing) cluster lives in: the one with fewest clusters."""
+        """The worker a (new or existing) cluster lives in: its stored cluster's, else the
+        one a PUT of the name is sent to already, else the one with fewest clusters."""
         record = self.clusters.get(name)
         if record is not None:
             return record.home
+        if name in self._pinned:
+            return self._pinned[name][0]
         counts = [0] * len(self._workers)
         for rec in self.clusters.values():
             counts[rec.home] += 1
+        for pinned, _ in self._pinned.values():
+            counts[pinned] += 1
         return min(range(len(counts)), key=lambda i: (counts[i], i))
+
+    def _unpin(self, name: str) -> None:
+        home, count = self._pinned[name]
+        if count > 1:
+            self._pinned[name] = (home, count - 1)
+        else:
+            del self._pinned[name]
+
+    def next_version(self, name: str) -> int:
+        """The version a full body for ``name`` gets: one past the stored cluster's (or the
+        deleted one's), 1 for a name never seen.  A daemon using ``expect-version`` can so
+        never accept a delta meant for a cluster that was replaced."""
+        record = self.clusters.get(name)
+        if record is not None:
+            return int(record.info["version"]) + 1
+        return self.retired.get(name, 0) + 1
+
+    def _retire_version(self, name: str, version: int) -> None:
+        """Remember a deleted cluster's last version (the newest
+        :data:`RETIRED_VERSIONS_KEPT` names)."""
+        self.retired[name] = max(version, self.retired.get(name, 0))
+        self.retired.move_to_end(name)
+        while len(self.retired) > RETIRED_VERSIONS_KEPT:
+            self.retired.popitem(last=False)
+
+    async def put_cluster(self, name: str, body: bytes) -> dict[str, Any]:
+        """Store (or replace) cluster ``name`` in its home worker; the worker's reply
+        (``info``, ``created``).
+
+        The record of the serving process changes when the worker's answer arrives, so it
+        follows the worker's order whatever else is queued for the name (a DELETE sent
+        before this PUT deletes the old cluster, one sent after it the new one).
+
+        Raises
+        ------
+        BadRequest
+            With the worker's status and messages when the body is refused.
+        """
+        home = self.home_for(name)
+        _, count = self._pinned.get(name, (home, 0))
+        self._pinned[name] = (home, count + 1)  # released when the request ends (_finish)
+        reply: dict[str, Any] = await self.call(
+            "put", (name, body), home=home,
+            on_reply=lambda r: self.record_put(name, home, body, r["info"]))
+        return reply
+
+    async def delete_cluster(self, name: str) -> bool:
+        """Delete cluster ``name`` in its home worker; whether the worker held it.
+
+        The record is dropped (and its version remembered) when the worker's answer
+        arrives, in the worker's order: a PUT queued before the DELETE is deleted with it,
+        and a deleted cluster is never replayed into a restarted worker.
+        """
+        record = self.clusters.get(name)
+        if record is None:
+            return False
+        reply = await self.call("delete", (name,), home=record.home,
+                                on_reply=lambda r: self.record_delete(name, r))
+        return bool(reply["deleted"])
+
+    async def patch_cluster(self, name: str, body: bytes) -> dict[str, Any]:
+        """Apply a delta to cluster ``name`` in its home worker; the worker's reply.
+
+        Raises
+        ------
+        BadRequest
+            404 when the cluster is not stored (also when a DELETE queued before the delta
+            removed it), 409/422 when the worker refuses the delta.
+        """
+        record = self.clusters.get(name)
+        if record is None:
+            raise BadRequest(404, "no such cluster", [f"cluster '{name}' is not stored "
+                                                      "(PUT it first)"])
+        reply: dict[str, Any] = await self.call(
+            "patch", (name, body), home=record.home,
+            on_reply=lambda r: self.record_patch(name, r))
+        return reply
 
     async def call(self, kind: str, args: tuple[Any, ...], *, home: int | None = None,
                    admit: bool = False, on_reply: Callable[[Any], None] | None = None,
@@ -665,6 +764,16 @@ class WorkerPool:
         self.clusters[name] = record
         if len(body) > COMPACT_PUT_BYTES:
             self._compact(record)
+
+    def record_delete(self, name: str, reply: dict[str, Any]) -> None:
+        """Forget a deleted cluster (the worker no longer holds the name, whatever it
+        held) and remember its last version."""
+        record = self.clusters.pop(name, None)
+        versions = [int(v) for v in (reply.get("version"),
+                                     record.info.get("version") if record else None)
+                    if v is not None]
+        if versions:
+            self._retire_version(name, max(versions))
 
     def record_patch(self, name: str, reply: dict[str, Any]) -> None:
         """Remember an applied delta (compact, with its stamp); compact the log when it
