@@ -29,6 +29,7 @@ import itertools
 import logging
 import math
 import multiprocessing
+import queue
 import threading
 import time
 import weakref
@@ -90,19 +91,22 @@ atexit.register(_kill_live_processes)
 
 
 def _ask_to_exit(worker: _Worker) -> None:
-    """Send a worker its stop message and close the pipe.
+    """Queue a worker's stop message; its writer thread sends it and closes the pipe.
 
     Closing the pipe alone is not enough: the reader thread blocked in ``recv`` keeps the
     socket open, so the worker would never see end-of-file.
     """
-    with contextlib.suppress(Exception):
-        worker.conn.send(("exit", 0))
-    with contextlib.suppress(Exception):
-        worker.conn.close()
+    worker.outbox.put(("exit", 0))
+    worker.outbox.put(None)
 
 
-def _reap(process: Any) -> None:
+def _reap(worker: _Worker) -> None:
     """Wait :data:`RETIRE_GRACE` for a process asked to exit; kill it if it has not."""
+    if not worker.started.wait(RETIRE_GRACE + 30.0):
+        return  # never started (its start failed or hangs): nothing to reap
+    process = worker.process
+    if process.pid is None:
+        return
     process.join(RETIRE_GRACE)
     if process.is_alive():
         process.kill()
@@ -113,7 +117,7 @@ def _reap(process: Any) -> None:
 def _retire(worker: _Worker) -> None:
     """Ask a worker process to exit and reap it in a thread (never blocks the loop)."""
     _ask_to_exit(worker)
-    threading.Thread(target=_reap, args=(worker.process,), daemon=True,
+    threading.Thread(target=_reap, args=(worker,), daemon=True,
                      name=f"npu-place-reap-{worker.index}").start()
 
 
@@ -160,6 +164,11 @@ class _Worker:
     index: int
     process: Any
     conn: Connection
+    #: messages for the worker, sent by its writer thread (``None``: close the pipe)
+    outbox: queue.SimpleQueue[tuple[Any, ...] | None] = field(
+        default_factory=queue.SimpleQueue)
+    #: set once ``process.start()`` has returned (or failed), in the worker's thread
+    started: threading.Event = field(default_factory=threading.Event)
     queue: deque[_Request] = field(default_factory=deque)
     current: _Request | None = None
     ready: bool = False
@@ -284,17 +293,57 @@ class WorkerPool:
         return self.in_flight >= self.capacity
 
     def _spawn(self, index: int) -> _Worker:
+        """A new worker; its process is started in its reader thread, never on the loop
+        (a forkserver start took 0.1-0.2 s on a loaded machine: every deadline of the
+        serving process waited that long)."""
         assert self._loop is not None
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(target=worker_main, name=f"npu-place-worker-{index}",
                                     args=(child, self.solve_path, self.warmup), daemon=True)
-        process.start()
-        _LIVE_PROCESSES.add(process)
-        child.close()
         worker = _Worker(index, process, parent)
-        threading.Thread(target=self._reader, args=(worker, self._loop), daemon=True,
-                         name=f"npu-place-reader-{index}").start()
+        threading.Thread(target=self._start_and_read, args=(worker, child, self._loop),
+                         daemon=True, name=f"npu-place-reader-{index}").start()
         return worker
+
+    def _start_and_read(self, worker: _Worker, child: Connection,
+                        loop: asyncio.AbstractEventLoop) -> None:
+        """Start the worker's process and its writer thread, then read its answers."""
+        try:
+            worker.process.start()
+        except Exception as exc:  # fork failed (memory, process limit)
+            worker.started.set()
+            log.error("cannot start solver worker %d: %s", worker.index, exc)
+            def retry() -> None:  # a second later: no busy loop while forks fail
+                loop.call_later(1.0, self._lost, worker,
+                                "the solver worker process could not start")
+
+            with contextlib.suppress(RuntimeError):  # the loop is closed
+                loop.call_soon_threadsafe(retry)
+            return
+        _LIVE_PROCESSES.add(worker.process)
+        child.close()
+        worker.started.set()
+        threading.Thread(target=self._writer, args=(worker, loop), daemon=True,
+                         name=f"npu-place-writer-{worker.index}").start()
+        self._reader(worker, loop)
+
+    def _writer(self, worker: _Worker, loop: asyncio.AbstractEventLoop) -> None:
+        """Send the worker's queued messages (a thread per worker: writing a 6.7 MB body
+        into the pipe waits for the worker to read it, 0.03-0.14 s measured on a loaded
+        machine, which on the loop delayed every other request's answer)."""
+        while True:
+            message = worker.outbox.get()
+            if message is None:
+                with contextlib.suppress(Exception):
+                    worker.conn.close()
+                return
+            try:
+                worker.conn.send(message)
+            except Exception:  # the worker died, or the pipe was closed
+                with contextlib.suppress(RuntimeError):  # the loop is closed
+                    loop.call_soon_threadsafe(
+                        self._lost, worker, "the solver worker process ended unexpectedly")
+                return
 
     def _reader(self, worker: _Worker, loop: asyncio.AbstractEventLoop) -> None:
         """Blocking reads of one worker's answers, handed to the loop (a thread per worker:
@@ -390,11 +439,7 @@ class WorkerPool:
                 req.args = (name, body, self.next_version(name))
             worker.current = req
             req.started = time.monotonic()
-            try:
-                worker.conn.send((req.kind, req.rid, *req.args))
-            except (BrokenPipeError, OSError):
-                self._lost(worker, "the solver worker process ended unexpectedly")
-                return
+            worker.outbox.put((req.kind, req.rid, *req.args))  # sent by its writer thread
 
     def _lost(self, worker: _Worker, why: str, restart_count: bool = True) -> None:
         """A worker died, was killed or is recycled: fail its request (if any), start a new
@@ -443,8 +488,7 @@ class WorkerPool:
             if not worker.dead:
                 worker.dead = True
                 _ask_to_exit(worker)
-        await asyncio.gather(*(asyncio.to_thread(_reap, worker.process)
-                               for worker in self._workers))
+        await asyncio.gather(*(asyncio.to_thread(_reap, worker) for worker in self._workers))
 
     # ------------------------------------------------------------------ dispatch
     def _request(self, kind: str, args: tuple[Any, ...], **kw: Any) -> _Request:
