@@ -17,7 +17,13 @@ to be free first, avoiding workers that hold a stored cluster while another exis
 stored cluster lives in one *home* worker, which also runs its plans.  The serving
 process keeps, per cluster, the last full scenario body and the deltas applied since
 (compacted every :data:`COMPACT_EVERY` deltas) and replays them into a restarted worker,
-so a killed or crashed worker loses no cluster.
+so a killed or crashed worker loses no cluster.  That record changes when the worker
+answers, in the worker's order (a ``DELETE`` behind a queued ``PUT`` deletes what the
+``PUT`` stored), and every request for a name goes to one worker.
+
+The event loop never waits on a worker process: each worker has a reader thread (which
+also starts the process: a forkserver start takes 0.1 s on a loaded machine) and a writer
+thread (writing a large body into the pipe waits until the worker has read it).
 """
 
 from __future__ import annotations
