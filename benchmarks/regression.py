@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import io
 import json
 import math
 import os
@@ -75,7 +76,7 @@ from benchmarks.sweep import (
     run_cells,
 )
 from heuristics.greedy import EngineNotAvailable
-from models.documents import DocumentError, load_json, read_document, read_text
+from models.documents import DocumentError, load_json, read_bytes, read_document, read_text
 from models.io import scenario_from_data
 from models.scenario import Scenario
 from models.validation import InputError
@@ -226,15 +227,15 @@ def read_baseline_file(path: Path) -> str:
     """
     if not is_compressed(path):
         return read_text(path, BASELINE_MAX_BYTES)
-    try:
-        with open(path, "rb") as handle, gzip.GzipFile(fileobj=handle, mode="rb") as stream:
-            raw = stream.read(BASELINE_MAX_BYTES + 1)
-    except FileNotFoundError:
+    if not path.exists():
         raise InputError([f"{path}: cannot read: no such file (write a baseline with "
-                          "--write-baseline)"]
-                         ) from None
-    except IsADirectoryError:
-        raise InputError([f"{path}: is a directory, not a baseline file"]) from None
+                          "--write-baseline)"])
+    if path.is_dir():
+        raise InputError([f"{path}: is a directory, not a baseline file"])
+    compressed = read_bytes(path, BASELINE_MAX_BYTES)  # bounded, as the text
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(compressed), mode="rb") as stream:
+            raw = stream.read(BASELINE_MAX_BYTES + 1)
     except (gzip.BadGzipFile, zlib.error):
         raise InputError([f"{path}: not a gzip-compressed file (a name ending in .gz is read "
                           "as gzip)"]) from None

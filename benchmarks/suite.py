@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import math
 import os
 import platform
@@ -51,7 +52,9 @@ from typing import Any, TextIO
 
 from benchmarks.common import Progress, markdown_table
 from benchmarks.generators import FAMILIES, GenParams, case_name
+from benchmarks.outputs import open_output, save_figure, write_output
 from benchmarks.sweep import PLOT_HINT, Grid, dask_client, expand, grid_from_data, run_cells
+from models.documents import read_text
 
 #: Cluster scales of the full suite (target node counts).
 SCALES: tuple[int, ...] = (64, 256, 1024, 4096, 8192)
@@ -244,7 +247,7 @@ def run_suite(instances: Sequence[Instance], settings: Settings, out_dir: Path,
             scenario_dir = out_dir / "scenarios"
             scenario_dir.mkdir(parents=True, exist_ok=True)
             path = scenario_dir / f"{row['scenario']}.json"
-            path.write_text(text, encoding="utf-8")
+            write_output(path, text)
             files[row["scenario"]] = str(path)
     return [{**bench_row(r), "scenario-file": files.get(r.get("scenario", ""), "")}
             for r in rows]
@@ -255,7 +258,7 @@ def run_suite(instances: Sequence[Instance], settings: Settings, out_dir: Path,
 
 def write_csv(rows: Iterable[dict[str, str]], path: Path) -> None:
     """Write ``results.csv`` (columns :data:`FIELDS`)."""
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+    with open_output(path) as handle:
         writer = csv.DictWriter(handle, fieldnames=list(FIELDS), extrasaction="ignore")
         writer.writeheader()
         for row in rows:
@@ -263,8 +266,8 @@ def write_csv(rows: Iterable[dict[str, str]], path: Path) -> None:
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
-    """Read ``results.csv`` back."""
-    with open(path, newline="", encoding="utf-8") as handle:
+    """Read ``results.csv`` back (bounded: :func:`models.documents.read_text`)."""
+    with io.StringIO(read_text(path), newline="") as handle:
         return list(csv.DictReader(handle))
 
 
@@ -610,7 +613,7 @@ def write_plots(rows: Sequence[dict[str, str]], out_dir: Path, err: TextIO | Non
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     path = out_dir / "hit_rate_by_scale.png"
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     written.append(path)
 
@@ -629,7 +632,7 @@ def write_plots(rows: Sequence[dict[str, str]], out_dir: Path, err: TextIO | Non
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     path = out_dir / "wall_time_vs_nodes.png"
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     written.append(path)
 
@@ -647,7 +650,7 @@ def write_plots(rows: Sequence[dict[str, str]], out_dir: Path, err: TextIO | Non
                   fontsize=9)
     fig.tight_layout()
     path = out_dir / "objective_improvement.png"
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     written.append(path)
     return written
@@ -670,5 +673,5 @@ def write_outputs(rows: Sequence[dict[str, str]], out_dir: Path, meta: dict[str,
     else:
         meta["plots"] = "none (matplotlib is not installed, or no instance ran)"
     report = out_dir / "report.md"
-    report.write_text(render_report(back, meta), encoding="utf-8")
+    write_output(report, render_report(back, meta))
     return csv_path, report, plots

@@ -63,12 +63,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
-from typing import Any, TextIO, Union
+from typing import IO, Any, TextIO, Union
 
 from pydantic import BaseModel
 
 from benchmarks.common import MemoryProbe, Progress, markdown_table
 from benchmarks.generators import FAMILIES, GenParams, case_name, generate_case
+from benchmarks.outputs import check_out_dir, open_output, save_figure, write_output
 from heuristics.greedy import EngineNotAvailable
 from models.check import check
 from models.compiled import compile_scenario
@@ -870,7 +871,7 @@ class ResultsFile:
                  keep: Sequence[dict[str, str]] = ()) -> None:
         self.path = path
         self.fieldnames = list(fieldnames)
-        self.handle: TextIO = open(path, "w", newline="", encoding="utf-8")  # noqa: SIM115
+        self.handle: IO[Any] = open_output(path)
         self.writer = csv.DictWriter(self.handle, fieldnames=self.fieldnames,
                                      extrasaction="ignore")
         self.writer.writeheader()
@@ -919,7 +920,7 @@ def sort_results(path: Path, cells: Sequence[Cell]) -> list[dict[str, str]]:
 
     The file is replaced atomically, so an interruption leaves either order intact.
     """
-    with open(path, newline="", encoding="utf-8") as handle:
+    with io.StringIO(read_text(path), newline="") as handle:  # bounded
         names = next(csv.reader(handle), [])
     order = {c.key: i for i, c in enumerate(cells)}
     rows = read_results(path)
@@ -1312,50 +1313,12 @@ def write_sweep_plots(rows: Sequence[dict[str, str]], override_keys: Sequence[st
         fig.suptitle(f"sweep by {key}" if key else "sweep", fontsize=10)
         fig.tight_layout()
         path = out_dir / f"sweep_{_slug(key or 'all')}.png"
-        fig.savefig(str(path), dpi=100)
+        save_figure(fig, path, dpi=100)
         written.append(path)
     return written
 
 
 # --------------------------------------------------------------------------- command
-
-
-def check_out_dir(out_dir: Path, option: str = "--out", *, force: bool = False,
-                  resume: bool | None = None) -> None:
-    """Refuse to write a run into a folder that already holds files (``bench``, ``sweep``).
-
-    Parameters
-    ----------
-    out_dir
-        The output folder (absent or empty is fine).
-    option
-        The option that named it (in the message).
-    force
-        Write anyway: files of the same names are replaced, others are left alone.
-    resume
-        ``sweep --resume`` given (the folder is expected to hold the sweep to continue);
-        ``None`` for a command without ``--resume``.
-
-    Raises
-    ------
-    InputError
-        When ``out_dir`` is a file, or a folder with files and neither flag is given.
-    """
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError([f"{option} {out_dir}: a file, not a folder"])
-    if force or resume or not out_dir.exists():
-        return
-    try:
-        used = next(out_dir.iterdir(), None) is not None
-    except OSError as exc:
-        raise InputError([f"{option} {out_dir}: cannot read the folder: {exc.strerror}"]
-                         ) from None
-    if used:
-        raise InputError([f"{option} {out_dir}: the folder is not empty (an earlier run?); "
-                          "add --force to write over its results, or choose another "
-                          f"{option}" + (", or add --resume to continue that sweep"
-                                         if resume is not None
-                                         and (out_dir / "results.csv").exists() else "")])
 
 
 def run_sweep(grid_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
@@ -1415,7 +1378,7 @@ def run_sweep(grid_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     cells = expand(grid)
     keep: list[dict[str, str]] = []
     if results.exists() and resume:
-        with open(results, newline="", encoding="utf-8") as handle:
+        with io.StringIO(read_text(results), newline="") as handle:  # bounded
             header = next(csv.reader(handle), [])
         if header and header != grid.fieldnames():
             raise InputError([f"{results}: its columns are not this grid's (different "
@@ -1491,8 +1454,8 @@ def run_sweep(grid_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
         failed_comparison = regression_failed(findings, coverage)
         baseline_text = regression_text(title, rows, baseline_rows, findings,
                                         full_table=True, coverage=coverage)
-    report.write_text(render_sweep_report(rows, grid.override_keys, meta, plots, baseline_text),
-                      encoding="utf-8")
+    write_output(report, render_sweep_report(rows, grid.override_keys, meta, plots,
+                                             baseline_text))
     failed = [r for r in rows if _failed(r)]
     out.write(f"sweep {grid_path}: {len(rows)} cells ({len(todo)} run now, {len(keep)} kept, "
               f"{len(failed)} failed) in {elapsed:.1f} s ({ready - started:.1f} s to start or "

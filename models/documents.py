@@ -38,14 +38,75 @@ class DocumentError(Exception):
     """
 
 
-def read_text(path: str | os.PathLike[str], limit: int | None = None, *,
-              stdin: IO[Any] | None = None) -> str:
-    """Read a file as UTF-8 text, at most ``limit`` bytes, whatever the file is.
+def read_bytes(path: str | os.PathLike[str], limit: int | None = None, *,
+               stdin: IO[Any] | None = None, regular_only: str | None = None) -> bytes:
+    """Read a file's bytes, at most ``limit``, whatever the file is: the one way npu-place
+    opens a file it reads (``tests/test_bounded_reads.py`` checks the package for others).
 
     A regular file larger than ``limit`` is refused by its size before anything is read;
     anything else (``/dev/zero``, a pipe, ``-`` for stdin) is read up to one byte past
     the limit and refused there.  A named pipe is opened without waiting for a writer:
     one that has no writer reads as empty instead of blocking forever.
+
+    Parameters
+    ----------
+    path
+        The file; ``"-"`` reads ``stdin`` (default ``sys.stdin``).
+    limit
+        Most bytes read; default :data:`~models.limits.MAX_FILE_BYTES`.
+    stdin
+        The stream read for ``"-"`` (its binary ``buffer`` when it has one).
+    regular_only
+        When given, anything but a regular file (a pipe, a device, a socket, stdin) is
+        refused before it is opened, and this text says why in the message (a file that
+        another library opens again by its name must be one that reads the same twice).
+
+    Raises
+    ------
+    InputError
+        Naming the file: missing, unreadable, a directory, not a regular file (with
+        ``regular_only``), or too large.
+    """
+    source = "<stdin>" if str(path) == "-" else str(path)
+    limit = MAX_FILE_BYTES if limit is None else limit
+    too_large = f"{source}: the file is larger than the limit of {limit} bytes"
+    if str(path) == "-" and regular_only is not None:
+        raise InputError([f"{source}: must be a regular file ({regular_only})"])
+    try:
+        if str(path) == "-":
+            stream: Any = stdin if stdin is not None else sys.stdin
+            stream = getattr(stream, "buffer", stream)
+            raw: bytes | str = stream.read(limit + 1)
+            if isinstance(raw, str):  # a text stream without a buffer (tests)
+                raw = raw.encode("utf-8", "surrogateescape")
+        else:
+            info = os.stat(path)
+            if stat.S_ISDIR(info.st_mode):
+                raise InputError([f"{source}: is a directory, not a file"])
+            if regular_only is not None and not stat.S_ISREG(info.st_mode):
+                raise InputError([f"{source}: must be a regular file ({regular_only}), "
+                                  "not a pipe, device or socket"])
+            if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+                raise InputError([f"{source}: the file is {info.st_size} bytes; the limit "
+                                  f"is {limit} bytes"])
+            # O_NONBLOCK: opening a FIFO without a writer would block; reads block again
+            # once it is open (a pipe with a writer delivers its data as usual).
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(fd, "rb") as handle:
+                if hasattr(os, "set_blocking"):
+                    os.set_blocking(fd, True)
+                raw = handle.read(limit + 1)
+    except OSError as exc:
+        raise InputError([f"{source}: cannot read the file: {exc.strerror}"]) from None
+    if len(raw) > limit:
+        raise InputError([too_large])
+    return raw
+
+
+def read_text(path: str | os.PathLike[str], limit: int | None = None, *,
+              stdin: IO[Any] | None = None) -> str:
+    """Read a file as UTF-8 text, at most ``limit`` bytes, whatever the file is
+    (:func:`read_bytes`).
 
     Parameters
     ----------
@@ -61,37 +122,11 @@ def read_text(path: str | os.PathLike[str], limit: int | None = None, *,
     InputError
         Naming the file: missing, unreadable, a directory, too large or not UTF-8.
     """
-    source = "<stdin>" if str(path) == "-" else str(path)
-    limit = MAX_FILE_BYTES if limit is None else limit
-    too_large = f"{source}: the file is larger than the limit of {limit} bytes"
-    try:
-        if str(path) == "-":
-            stream: Any = stdin if stdin is not None else sys.stdin
-            stream = getattr(stream, "buffer", stream)
-            raw: bytes | str = stream.read(limit + 1)
-            if isinstance(raw, str):  # a text stream without a buffer (tests)
-                raw = raw.encode("utf-8", "surrogateescape")
-        else:
-            info = os.stat(path)
-            if stat.S_ISDIR(info.st_mode):
-                raise InputError([f"{source}: is a directory, not a file"])
-            if stat.S_ISREG(info.st_mode) and info.st_size > limit:
-                raise InputError([f"{source}: the file is {info.st_size} bytes; the limit "
-                                  f"is {limit} bytes"])
-            # O_NONBLOCK: opening a FIFO without a writer would block; reads block again
-            # once it is open (a pipe with a writer delivers its data as usual).
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-            with os.fdopen(fd, "rb") as handle:
-                if hasattr(os, "set_blocking"):
-                    os.set_blocking(fd, True)
-                raw = handle.read(limit + 1)
-    except OSError as exc:
-        raise InputError([f"{source}: cannot read the file: {exc.strerror}"]) from None
-    if len(raw) > limit:
-        raise InputError([too_large])
+    raw = read_bytes(path, limit, stdin=stdin)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
+        source = "<stdin>" if str(path) == "-" else str(path)
         raise InputError([f"{source}: cannot read the file as UTF-8 text: {exc}"]) from None
 
 

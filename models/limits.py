@@ -46,6 +46,15 @@ MAX_DUMP_DEPTH = 64
 MAX_DUMP_VALUES = 16_000_000
 #: At most this many error messages are printed; the rest are counted.
 MAX_ERRORS_SHOWN = 50
+#: ``replay --snapshots``: largest ``now`` file of a snapshot (unix seconds or an RFC 3339
+#: time is under 40 bytes).
+MAX_STAMP_FILE_BYTES = 256
+#: ``serve --token-file``: largest token file (the token itself is at most 4,096
+#: characters; the rest may be whitespace).
+MAX_SECRET_FILE_BYTES = 64 * 1024
+#: ``serve --ssl-certfile`` / ``--ssl-keyfile``: largest PEM file (a certificate chain of
+#: a few certificates is a few kilobytes).
+MAX_PEM_FILE_BYTES = 1024 * 1024
 
 # --------------------------------------------------------------------------- sections
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from benchmarks.common import Progress
+from benchmarks.outputs import write_output
 from benchmarks.replay.generate import generate_day
 from benchmarks.replay.report import (
     SUMMARY_FIELDS,
@@ -180,7 +181,6 @@ def replay_many(spec: WorkloadSpec, seeds: list[int], options: ReplayOptions, cl
     order = {name: i for i, name in enumerate(options.engines)}
     rows.sort(key=lambda r: (int(r["seed"]), order[str(r["engine"])]))
     write_csv(out / "summary.csv", rows, ("seed", "engine", *SUMMARY_FIELDS))
-    (out / "report.md").write_text(
-        render_seeds_report(spec.name, rows, options.engines, failures, command, runner),
-        encoding="utf-8")
+    write_output(out / "report.md", render_seeds_report(spec.name, rows, options.engines,
+                                                        failures, command, runner))
     return SeedsResult(rows, failures)

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import markdown_table
+from benchmarks.outputs import open_output, save_figure, write_output
 from benchmarks.replay.run import EngineRun, Replay
 
 #: The RFC's target origin hit rate.
@@ -114,7 +115,7 @@ def summary_row(run: EngineRun, seed: int) -> dict[str, Any]:
 
 def write_csv(path: Path, rows: Sequence[dict[str, Any]], fields: Sequence[str]) -> None:
     """Write ``rows`` with ``fields`` as the header."""
-    with path.open("w", newline="", encoding="utf-8") as handle:
+    with open_output(path) as handle:
         writer = csv.DictWriter(handle, fieldnames=list(fields), lineterminator="\n")
         writer.writeheader()
         for row in rows:
@@ -165,7 +166,7 @@ def write_plots(replay: Replay, out: Path) -> list[str]:
     ax.legend(loc="upper left", fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(str(out / "pulled-gb.png"), dpi=100)
+    save_figure(fig, out / "pulled-gb.png", dpi=100)
 
     fig = Figure(figsize=(7.5, 4.2))
     FigureCanvasAgg(fig)
@@ -184,7 +185,7 @@ def write_plots(replay: Replay, out: Path) -> list[str]:
     ax.legend(loc="lower left", fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(str(out / "hit-rate.png"), dpi=100)
+    save_figure(fig, out / "hit-rate.png", dpi=100)
     return ["pulled-gb.png", "hit-rate.png"]
 
 
@@ -269,8 +270,7 @@ def write_replay(replay: Replay, out: Path, plots: bool = True,
     fields = list(session_rows[0]) if session_rows else ["engine"]
     write_csv(out / "sessions.csv", session_rows, fields)
     names = write_plots(replay, out) if plots else []
-    (out / "report.md").write_text(render_report(replay, rows, names, command),
-                                   encoding="utf-8")
+    write_output(out / "report.md", render_report(replay, rows, names, command))
     return rows
 
 

@@ -43,10 +43,12 @@ from benchmarks.replay.images import (
     DEFAULT_PULL_GB_PER_MINUTE,
     GcPolicy,
 )
+from models.documents import read_text
 from models.errors import InputError
 from models.kube import ClusterImport, Diagnostics
 from models.kube.jobs import GROUP_ANNOTATION, parse_time
 from models.kube.source import read_dumps
+from models.limits import MAX_STAMP_FILE_BYTES
 from models.scenario import Job, Scenario
 from models.validation import running_spec
 from solver.simulate.events import (
@@ -143,8 +145,11 @@ def read_series(directory: str | Path, interval: int = DEFAULT_INTERVAL_SECONDS
     now = DAY_START
     for k, sub in enumerate(subdirs):
         stamp = sub / "now"
-        if stamp.is_file():
-            text = stamp.read_text(encoding="utf-8").strip()
+        if stamp.exists() or stamp.is_symlink():  # a pipe or device too: bounded reader
+            try:
+                text = read_text(stamp, MAX_STAMP_FILE_BYTES).strip()
+            except InputError as exc:
+                raise InputError([f"--snapshots {m}" for m in exc.messages]) from None
             value = int(text) if text.isdigit() else parse_time(text)
             if value is None:
                 raise InputError([f"--snapshots {sub}: file 'now': expected unix seconds or "

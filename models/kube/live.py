@@ -16,10 +16,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from models.documents import read_bytes
 from models.kube.config import SCHEDULER_CM, SCHEDULER_NAMESPACE
 from models.kube.jobs import RESCHEDULE_CM, RESCHEDULE_NAMESPACE
 from models.kube.nodes import MINDX_NAMESPACE
 from models.kube.source import Diagnostics, Sink
+from models.limits import MAX_FILE_BYTES
 from models.validation import InputError
 
 #: Objects per list page.
@@ -39,6 +41,23 @@ class ListCall:
     kwargs: dict[str, Any]
 
 
+def _check_kubeconfig_files(path: str | None) -> None:
+    """The Kubernetes client reads the kubeconfig files itself, by name: each present one
+    must be a regular file of at most :data:`~models.limits.MAX_FILE_BYTES` (a named pipe
+    would block it, ``/dev/zero`` fill the memory).
+
+    Raises
+    ------
+    InputError
+        Naming the file.
+    """
+    names = (path or os.path.join("~", ".kube", "config")).split(os.pathsep)
+    for name in (os.path.expanduser(n) for n in names if n):
+        if os.path.lexists(name):
+            read_bytes(name, MAX_FILE_BYTES,
+                       regular_only="the Kubernetes client reads a kubeconfig by name")
+
+
 def api_client(kubeconfig: str | None, context: str | None, in_cluster: bool) -> Any:
     """An ``ApiClient`` from a kubeconfig (default location when ``None``) or in-cluster.
 
@@ -50,6 +69,8 @@ def api_client(kubeconfig: str | None, context: str | None, in_cluster: bool) ->
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
+    if not in_cluster:
+        _check_kubeconfig_files(kubeconfig or os.environ.get("KUBECONFIG") or None)
     try:
         if in_cluster:
             config.load_incluster_config()

@@ -44,6 +44,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     engine failed, else 0.
     """
     from benchmarks.common import MemoryProbe, Progress
+    from benchmarks.outputs import check_out_dir
     from benchmarks.suite import (
         FULL_BUDGET_SECONDS,
         Settings,
@@ -54,7 +55,6 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         summarize,
         write_outputs,
     )
-    from benchmarks.sweep import check_out_dir
 
     suite = getattr(args, "suite", None) or "quick"
     instances = suite_instances(suite)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
+from models.documents import read_text
 from solver.doors import EXIT_OK, example_names, example_path
 
 
@@ -22,7 +23,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.name:
         path = day_path(args.name) if args.name in DAYS else example_path(args.name)
-        out.write(path.read_text(encoding="utf-8"))
+        out.write(read_text(path))
         return EXIT_OK
     for name in example_names():
         out.write(f"{name}\t{example_path(name)}\n")

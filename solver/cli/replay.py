@@ -12,9 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from models.documents import read_text
 from models.limits import check_deterministic_time, check_seed, check_time_limit
 from solver.cli.options import bounded, positive_int
 from solver.doors import EXIT_FAILED, EXIT_OK, CliError
+
+#: The files a replay writes in its --out folder.
+REPLAY_FILES = ("summary.csv", "sessions.csv", "report.md", "pulled-gb.png", "hit-rate.png")
 
 
 def register(sub: Any) -> None:
@@ -39,7 +43,11 @@ def register(sub: Any) -> None:
                        help="many days, e.g. 0-31: one Dask task per seed and engine; the "
                             "report gives per-engine means with 95%% intervals")
     p.add_argument("--out", metavar="DIR", default="replay-out",
-                   help="summary.csv, sessions.csv, report.md and plots (default replay-out)")
+                   help="summary.csv, sessions.csv, report.md and plots (default replay-out; "
+                        "a non-empty folder is refused unless --force, as in bench and sweep)")
+    p.add_argument("--force", action="store_true",
+                   help="write into a non-empty --out folder (its files of the same names "
+                        "are replaced; a symbolic link among them is refused, never followed)")
     p.add_argument("--engines", default="upstream,rfc,cpsat", metavar="LIST",
                    help="engines, comma-separated (default upstream,rfc,cpsat)")
     p.add_argument("--deterministic-time", type=bounded(check_deterministic_time, float),
@@ -89,6 +97,7 @@ def _dask_workers(args: argparse.Namespace, err: TextIO) -> tuple[int | None, st
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) -> int:
     """Replay and write the report; print the summary table."""
+    from benchmarks.outputs import check_out_dir
     from benchmarks.replay import api
     from benchmarks.replay.run import ReplayOptions
 
@@ -106,6 +115,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) -> int
     progress = False if args.no_progress else None
     outdir = Path(args.out)
     plots = not args.no_plots
+    # before any work: an --out that is a file, or a folder in use, fails now
+    check_out_dir(outdir, force=args.force, files=REPLAY_FILES)
     try:
         if args.snapshots:
             if args.seeds is not None:
@@ -131,7 +142,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) -> int
                                      progress=progress)
     except OSError as exc:
         raise CliError(f"cannot write {exc.filename}: {exc.strerror}") from None
-    out.write((outdir / "report.md").read_text(encoding="utf-8"))
+    out.write(read_text(outdir / "report.md"))
     out.write(f"\nwrote {outdir}/summary.csv, report.md\n")
     for failure in result.failures:
         err.write(f"error: {failure}\n")

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
@@ -218,10 +217,6 @@ def _known_query(request: Request) -> None:
             for name in unknown[:MAX_ERRORS_SHOWN]])
 
 
-#: Deleted clusters whose last version is remembered (a re-created name continues it).
-RETIRED_VERSIONS_KEPT = 4096
-
-
 class PlanningService:
     """State shared by the routes: worker pool, metrics, readiness and draining."""
 
@@ -245,8 +240,6 @@ class PlanningService:
         #: the Volcano extender's state when ``config.extender`` is set
         self.extender: ExtenderCore | None = None
         self._storing: dict[str, int] = {}  # names with a PUT in progress -> how many
-        # last versions of deleted clusters, so a name's versions never go backwards
-        self._retired: OrderedDict[str, int] = OrderedDict()
         self._drain_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -254,23 +247,6 @@ class PlanningService:
     def ready(self) -> bool:
         """Every worker started (and warmed up)."""
         return self.runner.ready
-
-    def next_version(self, name: str) -> int:
-        """The version a full body for ``name`` gets: one past the stored cluster's (or the
-        deleted one's), 1 for a name never seen.  A daemon using ``expect-version`` can so
-        never accept a delta meant for a cluster that was replaced."""
-        record = self.runner.clusters.get(name)
-        if record is not None:
-            return int(record.info["version"]) + 1
-        return self._retired.get(name, 0) + 1
-
-    def retire(self, name: str, version: int) -> None:
-        """Remember a deleted cluster's last version (the newest
-        :data:`RETIRED_VERSIONS_KEPT` names)."""
-        self._retired[name] = max(version, self._retired.get(name, 0))
-        self._retired.move_to_end(name)
-        while len(self._retired) > RETIRED_VERSIONS_KEPT:
-            self._retired.popitem(last=False)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -588,11 +564,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         pool = service.runner
         with service.cluster_slot(name):  # --max-clusters holds under concurrent PUTs
             body = await service.read_body(request)
-            home = pool.home_for(name)
-            # the bookkeeping runs as the reply arrives, before the worker can be replaced
-            reply = await pool.call(
-                "put", (name, body, service.next_version(name)), home=home,
-                on_reply=lambda r: pool.record_put(name, home, body, r["info"]))
+            # the bookkeeping runs as the reply arrives, in the worker's order
+            reply = await pool.put_cluster(name, body)
         service.metrics.delta_tier.labels("full").inc()
         return JSONResponse(reply["info"], status_code=201 if reply["created"] else 200)
 
@@ -600,12 +573,10 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                openapi_extra=_body_schema("ClusterDelta"), tags=["clusters"],
                summary="Apply a delta to a stored cluster")
     async def patch_cluster(request: Request, name: str = name_p) -> Response:
-        record = _known(name)
+        _known(name)
         body = await service.read_body(request)
-        pool = service.runner
         try:
-            reply = await pool.call("patch", (name, body), home=record.home,
-                                    on_reply=lambda r: pool.record_patch(name, r))
+            reply = await service.runner.patch_cluster(name, body)
         except BadRequest as exc:
             if exc.status == 422:
                 exc.error = "invalid delta"
@@ -631,10 +602,12 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     @app.delete("/v1/clusters/{name}", status_code=204, tags=["clusters"],
                 responses={404: {"model": ErrorBody}})
     async def delete_cluster(name: str = name_p) -> Response:
-        record = _known(name)
-        service.runner.clusters.pop(name, None)
-        service.retire(name, int(record.info["version"]))
-        await service.runner.call("delete", (name,), home=record.home)
+        _known(name)
+        # the serving process forgets the cluster when its worker has deleted it, in the
+        # worker's order (a PUT queued before this DELETE is deleted too)
+        if not await service.runner.delete_cluster(name):  # a DELETE queued before it won
+            raise BadRequest(404, "no such cluster", [f"cluster '{name}' is not stored "
+                                                      "(PUT it first)"])
         return Response(status_code=204)
 
     @app.post("/v1/clusters/{name}/plan", response_model=PlacementFile, responses=_ERRORS,

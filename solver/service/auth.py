@@ -19,9 +19,14 @@ from pathlib import Path
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from models.documents import read_bytes
+from models.errors import InputError
+from models.limits import MAX_PEM_FILE_BYTES, MAX_SECRET_FILE_BYTES
+
 #: Scope key :class:`solver.service.extender.PathToken` sets on a request whose path held
 #: the token (Volcano's extender cannot send a header).
 PATH_AUTHORIZED = "npu_place.extender_authorized"
+
 #: Routes open without a token (Kubernetes probes carry no secret).
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 #: Longest token accepted (it travels in a header).
@@ -35,6 +40,10 @@ class AccessSetupError(ValueError):
 def load_token(path: str | Path) -> str:
     """The token in ``path``: its content without surrounding whitespace.
 
+    At most :data:`~models.limits.MAX_SECRET_FILE_BYTES` are read, whatever the file is
+    (:func:`models.documents.read_bytes`): ``/dev/zero`` is refused one byte past the
+    limit, a named pipe without a writer reads as empty (refused as empty).
+
     Raises
     ------
     AccessSetupError
@@ -42,10 +51,9 @@ def load_token(path: str | Path) -> str:
         cannot carry (the message names the file, never the content).
     """
     try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise AccessSetupError(f"--token-file {path}: cannot read it ({exc.strerror})") \
-            from None
+        raw = read_bytes(path, MAX_SECRET_FILE_BYTES)
+    except InputError as exc:
+        raise AccessSetupError(f"--token-file {'; '.join(exc.messages)}") from None
     try:
         token = raw.decode("ascii").strip()
     except UnicodeDecodeError:
@@ -87,8 +95,23 @@ def check_exposure(host: str, has_token: bool, insecure: bool) -> None:
         "the network is protected otherwise")
 
 
+class _PassphraseNeeded(Exception):
+    """The TLS key is encrypted: OpenSSL asked for its passphrase."""
+
+
+def _refuse_passphrase() -> bytes:
+    """OpenSSL's password callback: never prompt, say the key needs one."""
+    raise _PassphraseNeeded
+
+
 def check_tls(certfile: str | None, keyfile: str | None) -> None:
-    """Both TLS files or neither, and each readable.
+    """Both TLS files or neither; each a readable regular PEM file of at most
+    :data:`~models.limits.MAX_PEM_FILE_BYTES`; the key without a passphrase.
+
+    OpenSSL (and uvicorn after it) open the files again by name, so they must be regular
+    files (a pipe would be empty the second time, a device endless).  The pair is loaded
+    once here with a password callback that refuses: an encrypted key is named at once
+    instead of OpenSSL prompting on the terminal (or failing without one).
 
     Raises
     ------
@@ -101,15 +124,20 @@ def check_tls(certfile: str | None, keyfile: str | None) -> None:
         if path is None:
             continue
         try:
-            with open(path, "rb") as handle:
-                handle.read(1)
-        except OSError as exc:
-            raise AccessSetupError(f"{option} {path}: cannot read it ({exc.strerror})") \
-                from None
+            read_bytes(path, MAX_PEM_FILE_BYTES, regular_only="OpenSSL reads it by name")
+        except InputError as exc:
+            raise AccessSetupError(f"{option} {'; '.join(exc.messages)}") from None
     if certfile is not None and keyfile is not None:
         try:
-            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(certfile, keyfile)
-        except (ssl.SSLError, ValueError) as exc:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(
+                certfile, keyfile, password=_refuse_passphrase)
+        except _PassphraseNeeded:
+            raise AccessSetupError(
+                f"--ssl-keyfile {keyfile}: the private key is encrypted with a passphrase; "
+                "the service never prompts for one: give the key without a passphrase "
+                "(e.g. `openssl pkey -in KEY -out plain.key`, kept readable by the "
+                "service's user only)") from None
+        except (ssl.SSLError, ValueError, OSError) as exc:
             raise AccessSetupError(f"--ssl-certfile {certfile} / --ssl-keyfile {keyfile}: "
                                    f"not a PEM certificate and its key ({exc})") from None
 

@@ -21,7 +21,9 @@ Requests (tuples) and answers:
 ``("delete", id, name)``
     Answer ``(id, "reply", value)``.  A patch answers the summary, the applied delta in
     compact form and the time its cache events were stamped with (the replay log keeps
-    both); ``export`` answers the scenario, version and cache states (log compaction).
+    both); ``export`` answers the scenario, version and cache states (log compaction);
+    ``delete`` answers whether the cluster was held and its last version.  A ``put`` from a
+    client carries the version the serving process sets when the worker starts it.
 
 Any failure answers ``(id, "error", status, error, messages)``.  A started worker sends
 ``(0, "ready", seconds | None)``: how long its warm-up solve took (the first measured
@@ -176,7 +178,10 @@ class Worker:
                 "states": json.dumps(state["cache-states"], separators=(",", ":")).encode()})
         elif kind == "delete":
             self.solve_caches.pop(args[0], None)
-            self.send(rid, "reply", self.clusters.delete(args[0]))
+            held = self.clusters.get(args[0])
+            self.send(rid, "reply", {"deleted": self.clusters.delete(args[0]),
+                                     "version": None if held is None
+                                     else held.snapshot.version})
         else:
             raise BadRequest(500, "internal error", [f"unknown worker request {kind!r}"])
 

@@ -168,3 +168,94 @@ def test_paired_rows_hand_computed() -> None:
     assert row["engine"] == "rfc - upstream" and row["seeds"] == 2
     assert row["pulls"].startswith("-3.5 [-4, -3")
     assert row["origin-hit-rate"].startswith("+0.4 [+0.4, +0.4]")  # seed 1 has no rate
+
+
+# --------------------------------------------------------------------------- --out folder
+# issue 33, item 6: the bench/sweep rule, checked before any work; no symlink followed
+
+
+def _cli_replay(tmp_path: Path, out_dir: Path, *extra: str) -> tuple[int, str]:
+    spec = tmp_path / "day.yaml"
+    spec.write_text(yaml.safe_dump(short_spec(hours=1)), encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["replay", "--workload", str(spec), "--out", str(out_dir), "--engines",
+                 "upstream", "--no-plots", *extra], out, err)
+    return code, err.getvalue()
+
+
+def _no_replay(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record any replay started (the folder must be refused before)."""
+    from benchmarks.replay import api
+
+    started: list[str] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        started.append("replay_one")
+        raise AssertionError("the replay started before --out was checked")
+
+    monkeypatch.setattr(api, "replay_one", refuse)
+    return started
+
+
+def test_an_out_that_is_a_file_is_refused_before_any_work(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started = _no_replay(monkeypatch)
+    target = tmp_path / "not-a-folder"
+    target.write_text("keep me\n", encoding="utf-8")
+    code, err = _cli_replay(tmp_path, target)
+    assert code == 2 and started == [], err
+    assert f"--out {target}: a file, not a folder" in err
+    assert target.read_text(encoding="utf-8") == "keep me\n"
+
+
+def test_a_used_out_folder_is_refused_and_a_symlink_in_it_never_followed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n", encoding="utf-8")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    (out_dir / "summary.csv").symlink_to(victim)
+    started = _no_replay(monkeypatch)
+    code, err = _cli_replay(tmp_path, out_dir)
+    assert code == 2 and started == [], err
+    assert "the folder is not empty" in err and "--force" in err
+    code, err = _cli_replay(tmp_path, out_dir, "--force")
+    assert code == 2 and started == [], err
+    assert f"--out {out_dir / 'summary.csv'}: a symbolic link" in err
+    assert victim.read_text(encoding="utf-8") == "precious\n"
+
+
+def test_force_replaces_an_earlier_run(tmp_path: Path) -> None:
+    out_dir = tmp_path / "out"
+    assert _cli_replay(tmp_path, out_dir)[0] == 0
+    first = (out_dir / "summary.csv").read_bytes()
+    (out_dir / "notes.txt").write_text("mine\n", encoding="utf-8")
+    code, err = _cli_replay(tmp_path, out_dir)
+    assert code == 2 and "the folder is not empty" in err
+    code, err = _cli_replay(tmp_path, out_dir, "--force")
+    assert code == 0, err
+    assert (out_dir / "summary.csv").read_bytes() == first  # same seed: same file
+    assert (out_dir / "notes.txt").read_text(encoding="utf-8") == "mine\n"  # left alone
+
+
+def test_outputs_are_opened_without_following_links_or_blocking(tmp_path: Path) -> None:
+    """The writer itself (a link planted after the folder was checked, a named pipe)."""
+    import os
+
+    from benchmarks.outputs import open_output, write_output
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n", encoding="utf-8")
+    link = tmp_path / "report.md"
+    link.symlink_to(victim)
+    with pytest.raises(InputError, match=r"report\.md: a symbolic link"):
+        write_output(link, "x")
+    assert victim.read_text(encoding="utf-8") == "precious\n"
+    pipe = tmp_path / "summary.csv"
+    os.mkfifo(pipe)
+    with pytest.raises(InputError, match=r"summary\.csv: not a regular file"):
+        open_output(pipe)
+    fresh = tmp_path / "sessions.csv"
+    fresh.write_text("old and longer\n", encoding="utf-8")
+    write_output(fresh, "new\n")
+    assert fresh.read_text(encoding="utf-8") == "new\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,28 @@ def test_bad_series_are_refused(tmp_path: Path) -> None:
     (root / "t1" / "now").write_text(str(NOW + 600), encoding="utf-8")
     (root / "t1" / "pods.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(InputError, match=r"--snapshots t1: .*pods\.json"):
+        series_day(root)
+
+
+def test_the_now_file_is_read_within_a_bound(tmp_path: Path) -> None:
+    """Issue 33, item 3: a 400 MB sparse ``now`` file was read whole (3.7 GB peak); a
+    ``now`` that is a named pipe without a writer or a device must not block or grow."""
+    root = _series(tmp_path / "series")
+    stamp = root / "t1" / "now"
+    stamp.unlink()
+    with stamp.open("wb") as handle:  # sparse: no disk used
+        handle.truncate(400 * 1024 * 1024)
+    with pytest.raises(InputError, match=r"^--snapshots .*t1/now: the file is 419430400 "
+                                         r"bytes; the limit is 256 bytes$"):
+        series_day(root)
+    stamp.unlink()
+    stamp.symlink_to("/dev/zero")
+    with pytest.raises(InputError, match=r"t1/now: the file is larger than the limit of "
+                                         r"256 bytes"):
+        series_day(root)
+    stamp.unlink()
+    os.mkfifo(stamp)  # no writer: read as empty, refused as not a time
+    with pytest.raises(InputError, match=r"t1: file 'now': expected unix seconds"):
         series_day(root)
 
 

@@ -229,3 +229,30 @@ def test_in_cluster_service_account(tmp_path: Path, serve: Any,
     expected = import_dumps([str(EXAMPLES / "multilevel")], now=EXAMPLE_NOW).data
     assert yaml.safe_load(out.read_text()) == expected
     assert {h.lower() for h in api.headers} == {"bearer service-account-token"}
+
+
+def _limit_memory() -> None:  # pragma: no cover - runs in the child
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+
+@pytest.mark.parametrize("what", ["zero", "fifo"])
+def test_a_kubeconfig_that_is_no_regular_file_is_refused_unread(tmp_path: Path,
+                                                                what: str) -> None:
+    """Issue 33, item 3: the Kubernetes client reads a kubeconfig whole by its name; a
+    device would fill the memory and a named pipe without a writer block it forever (a
+    child process, bounded in memory and time, so that neither can hang the tests)."""
+    import os
+    import sys
+
+    path = "/dev/zero"
+    if what == "fifo":
+        path = str(tmp_path / "kubeconfig")
+        os.mkfifo(path)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
+    done = subprocess.run([sys.executable, "-m", "solver.cli", "import", "--kubeconfig",
+                           path], capture_output=True, text=True, timeout=120, env=env,
+                          check=False, preexec_fn=_limit_memory)
+    assert done.returncode == EXIT_INVALID, done.stderr[-2000:]
+    assert f"{path}: must be a regular file" in done.stderr

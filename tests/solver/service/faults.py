@@ -60,3 +60,9 @@ def late_with_models(problem: Any, engine: str = "auto", **kwargs: Any) -> Resul
         kwargs["on_fallback"](greedy)
     time.sleep(1.0)
     return replace(greedy, models=ModelCounts(carried=0, within=2, built=3))
+
+
+def sleepy_greedy(problem: Any, engine: str = "auto", **kwargs: Any) -> Result:
+    """Greedy after 0.05 s (any engine): requests queue behind plans, as under load."""
+    time.sleep(0.05)
+    return solve(problem, engine="greedy", seed=kwargs.get("seed", 0))

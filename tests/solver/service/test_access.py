@@ -4,10 +4,12 @@ metrics — against real servers on loopback."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import io
 import ipaddress
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -31,6 +33,7 @@ from solver.service.auth import (
     BearerAuth,
     HiddenToken,
     check_exposure,
+    check_tls,
     is_loopback,
     load_token,
 )
@@ -138,7 +141,7 @@ def test_routes_need_the_token_and_probes_stay_open() -> None:
 # --------------------------------------------------------------------------- TLS
 
 
-def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+def _self_signed(tmp_path: Path, passphrase: bytes | None = None) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "npu-place test")])
     now = datetime.datetime.now(datetime.UTC)
@@ -152,9 +155,10 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
             .sign(key, hashes.SHA256()))
     certfile, keyfile = tmp_path / "cert.pem", tmp_path / "key.pem"
     certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    keyfile.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                          serialization.PrivateFormat.PKCS8,
-                                          serialization.NoEncryption()))
+    keyfile.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption() if passphrase is None
+        else serialization.BestAvailableEncryption(passphrase)))
     return certfile, keyfile
 
 
@@ -210,3 +214,113 @@ def test_tls_and_token_on_a_real_server_and_no_token_in_its_log(tmp_path: Path) 
     text = log_path.read_text()
     assert "Uvicorn running on https://" in text or "https" in text, text[-2000:]
     assert TOKEN not in text
+
+
+# --------------------------------------------------------------------------- setup files
+# (issue 33, items 3 and 5): every file ``serve`` reads is bounded, and it never prompts
+
+
+def _limit_memory() -> None:  # pragma: no cover - runs in the child
+    """At most 3 GiB of address space: an unbounded read fails fast instead of filling
+    the machine."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+
+def _take_terminal() -> None:  # pragma: no cover - runs in the child
+    """Make the child's stdin (a pseudo-terminal) its controlling terminal, where OpenSSL
+    would prompt for a passphrase."""
+    import fcntl
+    import termios
+
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    _limit_memory()
+
+
+def _serve(args: list[str], terminal: bool = False) -> tuple[int | None, str]:
+    """``npu-place serve --port 0 ARGS`` in a child process: its exit code (``None`` when
+    it was still running after 90 s and was killed) and its output."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
+    command = [sys.executable, "-m", "solver.cli", "serve", "--port", "0", *args]
+    if not terminal:
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=90,
+                                  env=env, stdin=subprocess.DEVNULL, check=False,
+                                  preexec_fn=_limit_memory)
+        except subprocess.TimeoutExpired as exc:
+            return None, str(exc.stderr or "")
+        return done.returncode, done.stderr
+    master, slave = os.openpty()
+    proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env,
+                            start_new_session=True, preexec_fn=_take_terminal)
+    os.close(slave)
+    output = b""
+    deadline = time.monotonic() + 90
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                with contextlib.suppress(OSError):
+                    output += os.read(master, 65536)
+        code = proc.poll()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        with contextlib.suppress(OSError):
+            while select.select([master], [], [], 0)[0]:
+                chunk = os.read(master, 65536)
+                if not chunk:
+                    break
+                output += chunk
+        os.close(master)
+    return code, output.decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_serve_refuses_an_encrypted_key_and_never_prompts(tmp_path: Path,
+                                                          terminal: bool) -> None:
+    certfile, keyfile = _self_signed(tmp_path, passphrase=b"correct horse")
+    code, output = _serve(["--ssl-certfile", str(certfile), "--ssl-keyfile", str(keyfile)],
+                          terminal)
+    assert "pass phrase" not in output.lower(), output[-2000:]
+    assert code == 2, output[-2000:]
+    assert f"--ssl-keyfile {keyfile}: the private key is encrypted with a passphrase" \
+        in output
+
+
+def test_the_tls_check_accepts_a_plain_key(tmp_path: Path) -> None:
+    check_tls(*map(str, _self_signed(tmp_path)))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes need POSIX")
+@pytest.mark.parametrize(("option", "what", "says"), [
+    ("--token-file", "zero", "the file is larger than the limit of 65536 bytes"),
+    ("--token-file", "fifo", "the file is empty"),
+    ("--ssl-certfile", "fifo", "must be a regular file"),
+    ("--ssl-keyfile", "zero", "must be a regular file"),
+    ("--ssl-certfile", "big", "the file is 1048577 bytes; the limit is 1048576 bytes"),
+])
+def test_serve_reads_its_setup_files_within_bounds(tmp_path: Path, option: str, what: str,
+                                                   says: str) -> None:
+    """``/dev/zero`` is refused one byte past the limit (never read into memory), a named
+    pipe without a writer is empty (never waited on), and the TLS files OpenSSL opens
+    again must be bounded regular files."""
+    certfile, keyfile = _self_signed(tmp_path)
+    if what == "zero":
+        path = Path("/dev/zero")
+    elif what == "fifo":
+        path = tmp_path / "pipe"
+        os.mkfifo(path)
+    else:
+        path = tmp_path / "big.pem"
+        path.write_bytes(b"#" * (1024 * 1024 + 1))
+    files = {"--ssl-certfile": str(certfile), "--ssl-keyfile": str(keyfile)}
+    args = [option, str(path)]
+    if option.startswith("--ssl"):
+        files[option] = str(path)
+        args = [arg for pair in files.items() for arg in pair]
+    code, output = _serve(args)
+    assert code == 2, output[-2000:]
+    assert f"{option} {path}: " in output and says in output, output[-2000:]
