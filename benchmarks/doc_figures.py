@@ -37,6 +37,9 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
+from benchmarks.regression import read_baseline_file
+from models.documents import read_text
+
 #: The repository root (the parent of this package).
 ROOT = Path(__file__).resolve().parent.parent
 #: The manual's pages.
@@ -187,7 +190,7 @@ def _examples_table() -> str:
 def _quick_suite_table() -> str:
     """The stored results of the quick regression suite (``benchmarks/baseline/quick.json``,
     which ``npu-place compare --suite quick`` re-runs and CI checks)."""
-    data = json.loads((ROOT / "benchmarks" / "baseline" / "quick.json").read_text("utf-8"))
+    data = json.loads(read_text(ROOT / "benchmarks" / "baseline" / "quick.json"))
     settings = data["settings"]
     rows = []
     for instance in data["instances"]:
@@ -212,11 +215,7 @@ def _full_suite_table() -> str:
     """The quality figures of the full suite's stored answers
     (``benchmarks/baseline/full.json.gz``: the run ``npu-place compare --suite full``
     re-runs and compares)."""
-    import gzip
-
-    path = ROOT / "benchmarks" / "baseline" / "full.json.gz"
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        data = json.load(handle)
+    data = json.loads(read_baseline_file(ROOT / "benchmarks" / "baseline" / "full.json.gz"))
     pairs = [(i["results"]["greedy"], i["results"]["cpsat"], i["params"]["jobs"] == 1)
              for i in data["instances"]]
 
@@ -286,7 +285,7 @@ def _run_line(line: str, cwd: Path) -> str:
     words = shlex.split(line.replace("$E", str(KUBE_EXAMPLES)))
     if words[0] == "sed":
         start, stop = re.fullmatch(r"/\^(\w+):/,/\^(\w+):/p", words[2]).groups()  # type: ignore[union-attr]
-        lines = (cwd / words[3]).read_text("utf-8").splitlines()
+        lines = read_text(cwd / words[3]).splitlines()
         first = next(i for i, t in enumerate(lines) if t.startswith(f"{start}:"))
         last = next(i for i, t in enumerate(lines) if i > first and t.startswith(f"{stop}:"))
         return "\n".join(lines[first:last + 1]) + "\n"
@@ -404,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for figure in chosen:
         page = args.docs / figure.page
         made = figure.make()
-        text = page.read_text("utf-8")  # after the (slow) make: edits meanwhile are kept
+        text = read_text(page)  # after the (slow) make: edits meanwhile are kept
         new = replace_block(text, figure.name, made)
         if new == text:
             print(f"{figure.name}: unchanged")

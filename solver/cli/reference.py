@@ -17,6 +17,7 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
+from models.documents import read_text
 from solver.cli.main import COMMANDS, build_parser
 
 #: The page this module writes, relative to the repository root.
@@ -162,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="do not write; exit 1 when the page is not what the parser gives")
     args = parser.parse_args(argv)
-    old = args.page.read_text(encoding="utf-8")
+    old = read_text(args.page)
     new = render(old)
     if args.check:
         if old != new:
