@@ -795,7 +795,7 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
     try:
         hint_objective = add_hint(built, start)
     except HintError as exc:
-        log.warning("warm start not representable: %s", exc)
+        log.debug("warm start not representable: %s", exc)  # a note; not for stderr
         notes.append(f"warm start not used: {exc}")
     checkpoint()
     solver = cp_model.CpSolver()
@@ -886,7 +886,7 @@ def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: f
         try:
             add_hint(built, incumbent)
         except HintError as exc:  # pragma: no cover - the incumbent is always representable
-            log.warning("large-neighbourhood step: hint not representable: %s", exc)
+            log.debug("large-neighbourhood step: hint not representable: %s", exc)
         checkpoint()
         solver = cp_model.CpSolver()
         latency = min_search_seconds(len(built.variables.reg.variables))
