@@ -12,8 +12,9 @@ Example (every field below; defaults in the comments)::
         - {name: v, family: vnpu, nodes: 8, chip-kind: Ascend310P, chips: 4}
           # dynamic vNPU nodes ("v-node-0"): chips of AI cores (chip-kind's table; default
           # Ascend310P, 4 chips); they serve vNPU jobs only
-      image-disk-gb: 300             # image disk per node (an assumption; see images.py)
-      pull-gb-per-minute: 2.0        # pull bandwidth per node (RFC: 15-40 GB in 5-20 min)
+      image-disk-gb: 300             # image disk per node, 1..100,000 (an assumption)
+      pull-gb-per-minute: 2.0        # pull bandwidth per node, 0.01..1000 (RFC: 15-40 GB
+                                     # in 5-20 min)
       gc: {high-percent: 85, low-percent: 80, min-age-seconds: 120}   # kubelet defaults
     images:                          # container images and their sizes
       - {name: llm-serve, size-gb: 22}
@@ -40,7 +41,7 @@ Example (every field below; defaults in the comments)::
         images: [llm-train]          # each gang picks one (uniformly)
         initial: 4                   # gangs submitted at the start of the day
         arrivals-per-hour: 1.5
-        gang-nodes: {1: 0.40, 2: 0.25, 4: 0.18, 8: 0.12, 16: 0.05}
+        gang-nodes: {1: 0.40, 2: 0.25, 4: 0.18, 8: 0.12, 16: 0.05}   # weights 0..1e6
         duration-minutes: {median: 120, sigma: 1.0, min: 10, max: 1440}   # log-normal
         priority: 0
       - name: finetune               # on a vnpu pool: each rank a whole-card vNPU request
@@ -57,7 +58,10 @@ Example (every field below; defaults in the comments)::
       pod-fault-rate: 0.005          # one training rank fails (job-level rescheduling)
 
 Bad specs are refused with :class:`models.validation.InputError`, one message per problem,
-each naming the file and the field (``cluster.pools.0.nodes``).
+each naming the file and the field (``cluster.pools.0.nodes``).  Besides each field's range,
+the bounds bound the work: the vnpu pools hold at most :data:`MAX_VNPU_CHIPS` chips, and
+sessions x (nodes + vNPU chips) x pods (:data:`MAX_DAY_WORK`, ``WorkloadSpec._work_problems``)
+is capped (``docs/doors.md``).
 """
 
 from __future__ import annotations
