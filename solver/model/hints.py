@@ -179,6 +179,10 @@ def _job_values(problem: Problem, structure: Structure, mv: ModelVariables, js: 
     pool: Counter[int] = Counter()
     for gid in checked(js.by_level[leaf], 64):
         group = js.groups[gid]
+        outside = [nodes[r] for r in group.ranks if nodes[r] not in structure.cell_of]
+        if outside:  # a start built elsewhere (a random or earlier plan): not this model's
+            raise HintError(f"job {job.name}: node {problem.node_names[outside[0]]} is in "
+                            "none of the model's cells")
         cells = Counter(structure.cell_of[nodes[r]] for r in group.ranks)
         if gid in explicit:
             for c, k in cells.items():

@@ -9,6 +9,7 @@ cell.  Before, such a start was refused ("warm start not representable: no varia
 
 from __future__ import annotations
 
+import contextlib
 import random
 
 import numpy as np
@@ -80,3 +81,21 @@ def test_a_start_moved_within_cells_is_representable(p: Problem, seed: int) -> N
         assume(False)  # a plan the model cannot hold even as built (not this test's case)
     moved = _shuffled_within_cells(p, plan, seed)
     assert add_hint(built, moved) == evaluate(p, moved.as_mapping(), weights).objective
+
+
+@settings(max_examples=200, deadline=None)
+@given(p=problems(max_nodes=24, max_jobs=4), seed=st.integers(0, 2**31 - 1))
+def test_any_valid_start_is_a_hint_or_a_hint_error(p: Problem, seed: int) -> None:
+    """A valid start the model was not built with (a random valid plan) is either
+    representable or refused with HintError (a note): never another exception out of
+    the solve (a start with a whole-node rank outside the model's cells raised KeyError).
+    """
+    weights = resolve_weights(p)
+    built = build_model(p, weights, greedy_plan(p))
+    for k in range(3):
+        mapping = random_plan(p, random.Random(seed + k))
+        plan = Plan([None] * len(p.jobs), [None] * len(p.jobs))
+        for j, nodes in mapping.items():
+            plan.nodes[j] = np.asarray(nodes, dtype=np.int32)
+        with contextlib.suppress(HintError):
+            add_hint(built, plan)
