@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from models.numbers import parse_int
+
 _SEP = (",", ":")
 #: The clock of every bundled example.
 EXAMPLE_NOW = 1764400000
@@ -94,7 +96,7 @@ class DumpBuilder:
         bad = [chips[i] for i in unhealthy_chips]
         self._state[name] = _Node(name, chips, unhealthy=bad)
         sp = -2 if super_pod is None else super_pod
-        server_index = int(name.rsplit("-", 1)[-1]) if name.rsplit("-", 1)[-1].isdigit() else 0
+        server_index = parse_int(name.rsplit("-", 1)[-1]) or 0
         node_labels = {
             "kubernetes.io/hostname": name, "kubernetes.io/arch": "arm64",
             "kubernetes.io/os": "linux", "host-arch": "huawei-arm",

@@ -58,6 +58,7 @@ from benchmarks.generators import GenParams, generate_case
 from models.check import check
 from models.compiled import compile_scenario
 from models.io import load_scenario
+from models.numbers import parse_int
 from models.placement import PlacementFile
 from models.scenario import Scenario
 from solver.doors import CliError, example_path
@@ -318,7 +319,8 @@ async def _client(idx: int, client: AsyncPlanClient, cases: list[Case], limits: 
             keep.append((case, response.content))
         if status == 503:
             retry = response.headers.get("retry-after", "1") if response is not None else "1"
-            await asyncio.sleep(min(2.0, float(retry) if retry.isdigit() else 1.0) / 4)
+            seconds = parse_int(retry)
+            await asyncio.sleep(min(2.0, 1.0 if seconds is None else float(seconds)) / 4)
 
 
 def _put(client: AsyncPlanClient, name: str, case: Case, token: str | None = None) -> None:

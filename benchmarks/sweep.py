@@ -75,6 +75,7 @@ from models.check import check
 from models.compiled import compile_scenario
 from models.documents import read_text
 from models.io import read_document, scenario_from_data
+from models.numbers import is_ascii_digits, parse_int
 from models.scenario import Scenario
 from models.validation import InputError
 from solver.facade import ENGINES, InvalidAnswer, Result, solve
@@ -239,7 +240,7 @@ def override_path_error(path: str, model: type[BaseModel] = Scenario) -> str | N
         target = _unwrap(target)
         origin = typing.get_origin(target)
         if origin is list:
-            if part != "*" and not part.isdigit():
+            if part != "*" and parse_int(part) is None:
                 return (f"'{part}' is not an index of the list {where} (a number or '*': "
                         f"did you mean '{'.'.join([*parts[:i], '*', *parts[i:]])}'?)")
             target = typing.get_args(target)[0]
@@ -510,8 +511,8 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[tuple[str, Any]]
         if isinstance(target, list):
             if head == "*":
                 indexes = range(len(target))
-            elif head.isdigit() and int(head) < len(target):
-                indexes = range(int(head), int(head) + 1)
+            elif (index := parse_int(head)) is not None and index < len(target):
+                indexes = range(index, index + 1)
             else:
                 raise InputError([f"override '{path}': '{head}' is not an index of a list "
                                   f"of {len(target)} element(s)"])
@@ -528,7 +529,7 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[tuple[str, Any]]
             target[head] = copy.deepcopy(value)
             return
         if head not in target or target[head] is None:
-            target[head] = [] if rest[0] == "*" or rest[0].isdigit() else {}
+            target[head] = [] if rest[0] == "*" or is_ascii_digits(rest[0]) else {}
         put(target[head], rest, value, path)
 
     for path, value in overrides:

@@ -84,6 +84,7 @@ from heuristics.ordinary import place_ordinary_job
 from heuristics.rack import _Selector
 from heuristics.state import ClusterState
 from heuristics.superpod import _Selection, superpod_candidates
+from models.check import running_rank_reason
 from models.compiled import JobView, Problem
 from models.limits import listing
 from models.scenario import Family
@@ -120,6 +121,9 @@ def place_pod_level(problem: Problem, j: int, state: ClusterState) -> JobOutcome
         A node per rank of the whole job (running ranks on their nodes), or a reason.
     """
     job = problem.jobs[j]
+    broken = running_rank_reason(problem, j)
+    if broken is not None:
+        return JobOutcome.fail(broken)
     if job.family is Family.ORDINARY:
         out = _ordinary(problem, job, state)
     elif job.family is Family.SUPERPOD:

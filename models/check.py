@@ -325,6 +325,115 @@ def _check_structure(
     return out
 
 
+def running_rank_violations(problem: Problem, j: int) -> list[Violation]:
+    """Hard rules of partly running job ``j`` that its running ranks alone already break.
+
+    The running ranks never move (``running-ranks``), so a job whose running ranks sit in
+    two super pods of one block, two racks of one rack window, two UB-memory domains, two
+    domains of one multilevel group, on a node outside the job's super pods, racks or
+    topotree, can never be completed: every engine leaves it pending with this reason
+    (``heuristics.podlevel``) and places the other jobs.  The rules are those of
+    :func:`check`, read for the running ranks only.
+
+    Returns
+    -------
+    list of Violation
+        Empty when the running ranks keep every structural rule of the job (and for a job
+        that is not partly running).
+    """
+    job = problem.jobs[j]
+    if not job.partly_running or job.family is Family.ORDINARY:
+        return []
+    running = job.running.astype(np.int64)
+    held = running >= 0
+    nodes = np.where(held, running, 0)
+    node_name = problem.node_names
+    out: list[Violation] = []
+
+    def bad(rule: Rule, text: str, node: int | None = None) -> None:
+        out.append(Violation(rule, f"job '{job.name}': {text}", job.name,
+                             node_name[node] if node is not None else None))
+
+    if job.family in (Family.SUPERPOD, Family.RACK):
+        pods = problem.super_pod[nodes]
+        racks = problem.rack[nodes]
+        for r in np.flatnonzero(held & (pods < 0)).tolist():
+            bad(Rule.SUPER_POD, f"running rank {r} is on '{node_name[running[r]]}', which is "
+                "in no super pod", int(running[r]))
+        if job.family is Family.RACK:
+            for r in np.flatnonzero(held & (racks < 0)).tolist():
+                bad(Rule.RACK_WINDOW, f"running rank {r} is on '{node_name[running[r]]}', "
+                    "which is in no rack", int(running[r]))
+        if not job.soft:
+            size = job.sp_block
+            for b, values in _split_held_groups(pods, held, size):
+                bad(Rule.SUPER_POD, f"the running ranks of block {b} (ranks {b * size}.."
+                    f"{(b + 1) * size - 1}) sit in super pods {values}")
+            if job.family is Family.RACK:
+                size = job.tp_block
+                for w, values in _split_held_groups(racks, held, size):
+                    bad(Rule.RACK_WINDOW, f"the running ranks of rack window {w} (ranks "
+                        f"{w * size}..{(w + 1) * size - 1}) sit in racks {values}")
+        if job.family is Family.RACK and job.ub_memory:
+            kept = racks[held]
+            domains = distinct(kept[kept >= 0] // UB_MEM_RACKS).tolist()
+            if len(domains) > 1:
+                bad(Rule.UB_MEMORY, "the running ranks of a UB-memory job sit in UB-memory "
+                    f"domains {listing(domains)}")
+    elif job.family is Family.MULTILEVEL:
+        on = running[held]
+        trees = distinct(problem.node_tree[on]).tolist()
+        if len(trees) != 1 or trees[0] < 0:
+            shown = sorted({node_name[n] for n in on.tolist()})[:5]
+            bad(Rule.TOPOTREE, f"the running ranks are not in one configured topotree "
+                f"(nodes {listing(shown)})")
+            return out
+        tree_name = problem.tree_names[int(trees[0])]
+        view = problem.trees[tree_name]
+        if view.depth < len(job.levels):
+            bad(Rule.TOPOTREE, f"topotree '{tree_name}' of the running ranks has {view.depth} "
+                f"levels but the affinity-config has {len(job.levels)}")
+            return out
+        for i, size in enumerate(job.levels):
+            level = view.level_value[i][nodes]
+            lacking = np.flatnonzero(held & (level < 0)).tolist()
+            for r in lacking:
+                bad(Rule.TOPOTREE, f"running rank {r} is on '{node_name[running[r]]}', which "
+                    f"lacks label '{view.labels[i]}' of tree '{tree_name}'", int(running[r]))
+            if lacking:
+                continue
+            for g, split in _split_held_groups(level, held, size):
+                shown = sorted(view.level_values[i][v] for v in split)
+                bad(Rule.MULTILEVEL, f"the running ranks of level{i + 1} group {g} (ranks "
+                    f"{g * size}..{(g + 1) * size - 1}) span {view.labels[i]} values {shown}")
+    return out
+
+
+def running_rank_reason(problem: Problem, j: int) -> str | None:
+    """Why partly running job ``j`` cannot be completed around its running ranks
+    (:func:`running_rank_violations`, the first one named), or ``None``."""
+    broken = running_rank_violations(problem, j)
+    if not broken:
+        return None
+    more = f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""
+    return (f"running ranks already break a hard rule, the job cannot be completed around "
+            f"them until they are rescheduled: {broken[0]}{more}")
+
+
+def _split_held_groups(values: np.ndarray, held: np.ndarray,
+                       size: int) -> list[tuple[int, list[int]]]:
+    """Consecutive groups of ``size`` ranks whose ``held`` ranks' ``values`` differ:
+    (group, sorted values of the held ranks)."""
+    groups = len(values) // size
+    rows = values[:groups * size].astype(np.int64).reshape(groups, size)
+    mask = held[:groups * size].reshape(groups, size)
+    big = np.iinfo(np.int64).max
+    low = np.where(mask, rows, big).min(axis=1)
+    high = np.where(mask, rows, -big).max(axis=1)
+    return [(g, distinct(rows[g][mask[g]]).tolist())
+            for g in np.flatnonzero(mask.any(axis=1) & (low < high)).tolist()]
+
+
 def _split_groups(values: np.ndarray, size: int) -> list[tuple[int, list[int]]]:
     """Consecutive groups of ``size`` ranks whose ``values`` differ: (group, sorted values)."""
     groups = len(values) // size

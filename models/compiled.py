@@ -7,7 +7,6 @@ indexed in file order; ``natural_order`` lists them in natural name order
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -15,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from models.numbers import natural_key
 from models.scenario import (
     DEFAULT_TOPOTREE,
     TOPOTREE_LABEL,
@@ -31,9 +31,6 @@ SUBHEALTHY = 1
 UNHEALTHY = 2
 _HEALTH_CODE = {Health.HEALTHY: HEALTHY, Health.SUBHEALTHY: SUBHEALTHY, Health.UNHEALTHY: UNHEALTHY}
 
-_DIGITS = re.compile(r"(\d+)")
-
-
 def distinct(values: np.ndarray) -> np.ndarray:
     """The distinct values of a 1-d array, ascending: ``np.unique(values)``.
 
@@ -49,12 +46,6 @@ def distinct(values: np.ndarray) -> np.ndarray:
     if ordered.dtype.kind in "fc" and np.isnan(ordered[-1]):  # NaNs sort last: one kept
         keep[1:] &= ~(np.isnan(ordered[1:]) & np.isnan(ordered[:-1]))
     return ordered[keep]
-
-
-def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
-    """Sort key giving natural order: ``node-9`` < ``node-10``."""
-    parts = _DIGITS.split(name)
-    return tuple((1, int(p)) if p.isdigit() else (0, p) for p in parts if p != "")
 
 
 def scenario_now(scenario: Scenario) -> int:

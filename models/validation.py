@@ -15,7 +15,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from models.errors import InputError as InputError  # re-exported: the callers' home of it
-from models.limits import MAX_LEVELS, listing
+from models.limits import MAX_LEVELS, escape_text, listing
+from models.numbers import parse_int
 from models.scenario import (
     A3_SUPERPOD_POLICIES,
     POLICY_NODE_NPUS,
@@ -40,7 +41,7 @@ UB_MEM_RACKS = 16
 #: Largest total NPUs of a UB-memory job.
 UB_MEM_MAX_NPUS = 1024
 
-_LEVEL_KEY = re.compile(r"^level(\d+)$")
+_LEVEL_KEY = re.compile(r"level([0-9]{1,9})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,14 +75,14 @@ def parse_affinity_config(text: str | None) -> tuple[tuple[int, ...] | None, lis
         if not part:
             continue
         key, sep, raw = part.partition("=")
-        match = _LEVEL_KEY.match(key.strip())
+        match = _LEVEL_KEY.fullmatch(key.strip())
         if not sep or match is None:
             errors.append(f"cannot parse '{part}': expected levelN=<pods per group>")
             continue
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            errors.append(f"{key.strip()} value '{raw.strip()}' is not an integer")
+        value = parse_int(raw.strip(), signed=True)
+        if value is None:
+            errors.append(f"{key.strip()} value '{escape_text(raw.strip(), 40)}' is not an "
+                          "integer (ASCII digits, at most 20)")
             continue
         level = int(match.group(1))
         if level in values:
@@ -539,7 +540,7 @@ def validate_scenario(
             continue
         numbers = []
         for key in levels:
-            match = _LEVEL_KEY.match(key)
+            match = _LEVEL_KEY.fullmatch(key)
             if match is None:
                 say(where, key, f"'{key}' is not a level name (expected level1..levelN)")
             else:

@@ -687,6 +687,12 @@ def search_parameters(solver: cp_model.CpSolver, *, max_time: float, workers: in
     # the counted model has no symmetry left to find; CP-SAT's symmetry detection can
     # spend minutes on large node-level batches and does not honour the time limit
     params.symmetry_level = 0
+    # the process's own SIGINT handling stays Python's: CP-SAT's handler, installed and
+    # removed around each solve from whichever thread solves, aborts a process that gets
+    # Ctrl-C while a search runs in a worker thread ("terminate called after throwing an
+    # instance of 'std::bad_function_call'", once per Dask worker of an interrupted sweep);
+    # every search here is stopped by its budget or stop_search, never by a signal
+    params.catch_sigint_signal = False
     if deterministic_time is not None:
         params.max_deterministic_time = deterministic_time
 
@@ -795,7 +801,7 @@ def _run_full(problem: Problem, hint: Plan, weights: ResolvedWeights, started: f
     try:
         hint_objective = add_hint(built, start)
     except HintError as exc:
-        log.warning("warm start not representable: %s", exc)
+        log.debug("warm start not representable: %s", exc)  # a note; not for stderr
         notes.append(f"warm start not used: {exc}")
     checkpoint()
     solver = cp_model.CpSolver()
@@ -886,7 +892,7 @@ def _run_lns(problem: Problem, start: Plan, weights: ResolvedWeights, started: f
         try:
             add_hint(built, incumbent)
         except HintError as exc:  # pragma: no cover - the incumbent is always representable
-            log.warning("large-neighbourhood step: hint not representable: %s", exc)
+            log.debug("large-neighbourhood step: hint not representable: %s", exc)
         checkpoint()
         solver = cp_model.CpSolver()
         latency = min_search_seconds(len(built.variables.reg.variables))

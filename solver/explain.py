@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from models.check import running_rank_reason
 from models.compiled import JobView, Problem
 from models.objective import eligible_nodes
 from models.plan import Plan
@@ -79,6 +80,9 @@ def _pod_level(problem: Problem, job: JobView) -> str:
     if job.family is Family.ORDINARY or not job.whole_node:
         return (f"{head}: its {pending} pending ranks do not fit the free chips of usable "
                 "nodes, or that room went to other jobs of the batch")
+    broken = running_rank_reason(problem, job.index)
+    if broken is not None:
+        return broken
     scope = pod_scope(problem, job)
     if scope is None:
         return (f"{head}: its running ranks do not sit in one domain per group (super pod "

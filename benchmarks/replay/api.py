@@ -74,7 +74,7 @@ def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
     """
     seeds: set[int] = set()
     for part in text.split(","):
-        match = re.fullmatch(r"\s*(\d{1,10})\s*(?:-\s*(\d{1,10})\s*)?", part)
+        match = re.fullmatch(r"\s*([0-9]{1,10})\s*(?:-\s*([0-9]{1,10})\s*)?", part)
         if match is None:
             raise InputError([f"{option} '{text}': expected seeds such as 0-31 or 0,2,5-7"])
         low = int(match.group(1))

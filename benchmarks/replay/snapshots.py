@@ -32,7 +32,6 @@ cluster keeps its vNPU nodes but no vNPU job.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,8 @@ from models.errors import InputError
 from models.kube import ClusterImport, Diagnostics
 from models.kube.jobs import GROUP_ANNOTATION, parse_time
 from models.kube.source import read_dumps
-from models.limits import MAX_STAMP_FILE_BYTES
+from models.limits import MAX_STAMP_FILE_BYTES, MAX_TIMESTAMP, escape_text
+from models.numbers import is_ascii_digits, natural_key, parse_int
 from models.scenario import Job, Scenario
 from models.validation import running_spec
 from solver.simulate.events import (
@@ -116,10 +116,6 @@ class Snapshot:
     warnings: list[str]
 
 
-def _natural(name: str) -> list[Any]:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
-
-
 def read_series(directory: str | Path, interval: int = DEFAULT_INTERVAL_SECONDS
                 ) -> list[Snapshot]:
     """Import every snapshot of ``directory`` (the cache carried from one to the next).
@@ -133,7 +129,8 @@ def read_series(directory: str | Path, interval: int = DEFAULT_INTERVAL_SECONDS
     root = Path(directory)
     if not root.is_dir():
         raise InputError([f"--snapshots {root}: not a directory"])
-    subdirs = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: _natural(p.name))
+    subdirs = sorted((p for p in root.iterdir() if p.is_dir()),
+                     key=lambda p: natural_key(p.name))
     if len(subdirs) < 2:
         raise InputError([f"--snapshots {root}: needs at least two snapshot subdirectories "
                           f"(one kubectl dump each), found {len(subdirs)}"])
@@ -150,10 +147,13 @@ def read_series(directory: str | Path, interval: int = DEFAULT_INTERVAL_SECONDS
                 text = read_text(stamp, MAX_STAMP_FILE_BYTES).strip()
             except InputError as exc:
                 raise InputError([f"--snapshots {m}" for m in exc.messages]) from None
-            value = int(text) if text.isdigit() else parse_time(text)
-            if value is None:
-                raise InputError([f"--snapshots {sub}: file 'now': expected unix seconds or "
-                                  f"an RFC 3339 time, got '{text[:40]}'"])
+            value = parse_int(text, max_digits=12)
+            if value is None and not is_ascii_digits(text):
+                value = parse_time(text)
+            if value is None or not 0 <= value <= MAX_TIMESTAMP:
+                raise InputError([f"--snapshots {sub}: file 'now': expected unix seconds "
+                                  f"(ASCII digits, 0..{MAX_TIMESTAMP}) or an RFC 3339 time, "
+                                  f"got '{escape_text(text, 40)}'"])
             if series and value < series[-1].now:
                 raise InputError([f"--snapshots {sub}: file 'now': {value} is before the "
                                   f"previous snapshot ({series[-1].now})"])

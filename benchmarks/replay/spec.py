@@ -12,8 +12,9 @@ Example (every field below; defaults in the comments)::
         - {name: v, family: vnpu, nodes: 8, chip-kind: Ascend310P, chips: 4}
           # dynamic vNPU nodes ("v-node-0"): chips of AI cores (chip-kind's table; default
           # Ascend310P, 4 chips); they serve vNPU jobs only
-      image-disk-gb: 300             # image disk per node (an assumption; see images.py)
-      pull-gb-per-minute: 2.0        # pull bandwidth per node (RFC: 15-40 GB in 5-20 min)
+      image-disk-gb: 300             # image disk per node, 1..100,000 (an assumption)
+      pull-gb-per-minute: 2.0        # pull bandwidth per node, 0.01..1000 (RFC: 15-40 GB
+                                     # in 5-20 min)
       gc: {high-percent: 85, low-percent: 80, min-age-seconds: 120}   # kubelet defaults
     images:                          # container images and their sizes
       - {name: llm-serve, size-gb: 22}
@@ -40,7 +41,7 @@ Example (every field below; defaults in the comments)::
         images: [llm-train]          # each gang picks one (uniformly)
         initial: 4                   # gangs submitted at the start of the day
         arrivals-per-hour: 1.5
-        gang-nodes: {1: 0.40, 2: 0.25, 4: 0.18, 8: 0.12, 16: 0.05}
+        gang-nodes: {1: 0.40, 2: 0.25, 4: 0.18, 8: 0.12, 16: 0.05}   # weights 0..1e6
         duration-minutes: {median: 120, sigma: 1.0, min: 10, max: 1440}   # log-normal
         priority: 0
       - name: finetune               # on a vnpu pool: each rank a whole-card vNPU request
@@ -57,11 +58,15 @@ Example (every field below; defaults in the comments)::
       pod-fault-rate: 0.005          # one training rank fails (job-level rescheduling)
 
 Bad specs are refused with :class:`models.validation.InputError`, one message per problem,
-each naming the file and the field (``cluster.pools.0.nodes``).
+each naming the file and the field (``cluster.pools.0.nodes``).  Besides each field's range,
+the bounds bound the work: the vnpu pools hold at most :data:`MAX_VNPU_CHIPS` chips, and
+sessions x (nodes + vNPU chips) x pods (:data:`MAX_DAY_WORK`, ``WorkloadSpec._work_problems``)
+is capped (``docs/doors.md``).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import (
@@ -94,6 +99,21 @@ SUPER_POD_FAMILIES = ("a3", "850", "950")
 MAX_POOL_NODES = 4096
 #: Gang sizes in nodes a training class may ask for.
 MAX_GANG_NODES = 256
+#: Largest weight of one gang size in ``gang-nodes`` (the weights are relative): finite
+#: weights whose sum stays finite.
+MAX_GANG_WEIGHT = 1e6
+#: Slowest pull bandwidth per node (GB per minute): pull times stay finite.
+MIN_PULL_GB_PER_MINUTE = 0.01
+#: Smallest image disk per node (GB).
+MIN_IMAGE_DISK_GB = 1.0
+#: Chips on all vnpu pools of a day (4,096 nodes of the default 4 chips): each chip is a
+#: record the simulation keeps and the vNPU placement visits.
+MAX_VNPU_CHIPS = 16_384
+#: The day's work bound: sessions x places (nodes plus vNPU chips) x pods (services at
+#: their maximum plus the training gangs' ranks: initial and arriving gangs at their
+#: largest size).  The bundled days are below 10^7; a 4,096-node, 144-session day with
+#: 3,000 pods is 1.8 x 10^9.
+MAX_DAY_WORK = 2 * 10**9
 
 #: Default gang size histogram (nodes -> weight).  A hand-written histogram with the shape
 #: the public traces report for multi-node jobs (SenseTime Helios, SC'21, ``node_num`` of
@@ -168,10 +188,10 @@ class Cluster(_Spec):
     """The nodes, their image disks and their pull bandwidth."""
 
     pools: list[Pool] = Field(min_length=1, max_length=8)
-    image_disk_gb: float = Field(DEFAULT_IMAGE_DISK_GB, alias="image-disk-gb", gt=0,
-                                 le=100_000)
+    image_disk_gb: float = Field(DEFAULT_IMAGE_DISK_GB, alias="image-disk-gb",
+                                 ge=MIN_IMAGE_DISK_GB, le=100_000)
     pull_gb_per_minute: float = Field(DEFAULT_PULL_GB_PER_MINUTE, alias="pull-gb-per-minute",
-                                      gt=0, le=1000)
+                                      ge=MIN_PULL_GB_PER_MINUTE, le=1000)
     gc: Gc = Field(default_factory=Gc)
 
     @model_validator(mode="after")
@@ -189,7 +209,17 @@ class Cluster(_Spec):
             raise ValueError(f"at most one multilevel pool: {', '.join(ml)}")
         if sum(p.nodes for p in self.pools) > MAX_POOL_NODES:
             raise ValueError(f"at most {MAX_POOL_NODES} nodes in all pools")
+        if self.vnpu_chips > MAX_VNPU_CHIPS:
+            shown = ", ".join(f"'{p.name}' {p.nodes} x {p.vnpu_chips}" for p in self.pools
+                              if p.family == "vnpu")
+            raise ValueError(f"the vnpu pools hold {self.vnpu_chips:,} chips (nodes x chips: "
+                             f"{shown}); at most {MAX_VNPU_CHIPS:,}")
         return self
+
+    @property
+    def vnpu_chips(self) -> int:
+        """Chips on all vnpu pools."""
+        return sum(p.nodes * p.vnpu_chips for p in self.pools if p.family == "vnpu")
 
 
 class Image(_Spec):
@@ -283,9 +313,10 @@ class Training(_Spec):
         for size, weight in value.items():
             if not 1 <= size <= MAX_GANG_NODES or size & (size - 1):
                 raise ValueError(f"size {size} must be a power of two in 1..{MAX_GANG_NODES}")
-            if not weight >= 0:
-                raise ValueError(f"the weight of size {size} must be >= 0")
-        if sum(value.values()) <= 0:
+            if not 0 <= weight <= MAX_GANG_WEIGHT:
+                raise ValueError(f"the weight of size {size} must be in 0..{MAX_GANG_WEIGHT:g} "
+                                 f"(got {weight:g})")
+        if not sum(value.values()) > 0:
             raise ValueError("the weights sum to 0")
         return value
 
@@ -366,9 +397,27 @@ class WorkloadSpec(_Spec):
             if big:
                 problems.append(f"training.{k}.gang-nodes: sizes {big} do not fit pool "
                                 f"'{pool.name}' (largest gang there: {limit} nodes)")
+        if not problems:
+            problems.extend(self._work_problems())
         if problems:
             raise ValueError("\n".join(problems))  # "path: text" lines (see load_spec)
         return self
+
+    def _work_problems(self) -> list[str]:
+        """The day's work bound (:data:`MAX_DAY_WORK`), as "path: text" lines."""
+        places = sum(p.nodes for p in self.cluster.pools) + self.cluster.vnpu_chips
+        service_pods = sum(s.max_replicas for s in self.services)
+        training_pods = sum((t.initial + math.ceil(t.arrivals_per_hour * self.hours))
+                            * max(t.gang_nodes) for t in self.training)
+        work = self.sessions * places * (service_pods + training_pods)
+        if work <= MAX_DAY_WORK:
+            return []
+        return [f"hours: the day's work is {self.sessions:,} sessions x {places:,} nodes and "
+                f"vNPU chips (cluster.pools) x {service_pods + training_pods:,} pods "
+                f"({service_pods:,} services.max-replicas, {training_pods:,} training gang "
+                f"ranks: initial and arrivals-per-hour x hours at the largest gang-nodes) = "
+                f"{work:,}; at most {MAX_DAY_WORK:,}: shorten the day, lengthen "
+                "session-minutes, or use fewer nodes, chips, replicas or gangs"]
 
     @property
     def sessions(self) -> int:

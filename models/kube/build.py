@@ -231,6 +231,21 @@ class ImportResult:
                               "nodes or labels)"])
         return text
 
+    @property
+    def without_devices(self) -> bool:
+        """Nodes were imported but no device-info record describes any of them: every node
+        has free 0 (and no super pod or rack), so nothing can be placed."""
+        return self.counts.get("nodes", 0) > 0 and self.counts.get("device-info", 0) == 0
+
+    def no_devices_advice(self) -> str:
+        """What to add when :attr:`without_devices` (one line)."""
+        return (f"none of the {self.counts.get('nodes', 0)} imported nodes has device "
+                "information, so every node has free 0 and nothing can be placed: add the "
+                "device-info ConfigMaps to the input (ClusterD mode: kubectl -n mindx-dl get "
+                "cm -l mx-consumer-volcano=true -o json; device-plugin mode: kubectl get cm "
+                "-A -l mx-consumer-cim=true -o json), or pass --allow-no-devices to import "
+                "this state anyway")
+
     def summary(self) -> str:
         """One line: what was imported."""
         c = self.counts
@@ -354,6 +369,7 @@ class ClusterImport:
                 use.requested += pod.request
         nodes: list[dict[str, Any]] = []
         node_objects: list[str] = []
+        with_devices = 0  # imported nodes that a device-info record describes
         health: dict[str, Health] = {}
         bad_chips: dict[str, set[str]] = {}
         for record in sorted(self.nodes.values(), key=lambda r: natural_key(r.name)):
@@ -367,6 +383,7 @@ class ClusterImport:
                     health[record.name] = state
                     nodes.append(vnode)
                     node_objects.append(record.obj)
+                    with_devices += info is not None
                 continue
             if record.resource is None:
                 diag.warn(record.obj, "no huawei.com/Ascend910 or huawei.com/npu capacity: "
@@ -400,6 +417,7 @@ class ClusterImport:
                 node["labels"] = record.labels
             nodes.append(node)
             node_objects.append(record.obj)
+            with_devices += info is not None
         orphans = sorted(set(devices) - set(self.nodes), key=natural_key)
         for name in orphans:
             diag.warn(devices[name].obj, f"device info for node '{name}', which is not in "
@@ -459,7 +477,7 @@ class ClusterImport:
         except DocumentError as exc:
             raise InputError([f"the imported cluster is not a valid scenario: {exc}"]) from None
         counts = {"nodes": len(nodes), "jobs": len(jobs) + len(vnpu_jobs),
-                  "running": len(running),
+                  "running": len(running), "device-info": with_devices,
                   "cache": len(cache), "objects": self.objects,
                   "unhealthy": sum(1 for h in health.values() if h is Health.UNHEALTHY),
                   "subhealthy": sum(1 for h in health.values() if h is Health.SUBHEALTHY)}

@@ -19,7 +19,6 @@ normalisation is applied, and recorded where the scenario would read a value dif
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,12 +27,11 @@ import yaml
 from models.documents import DocumentError, load_yaml
 from models.kube.source import Diagnostics, describe, parse_json_field
 from models.limits import escape_text
+from models.numbers import parse_int
 
 SCHEDULER_NAMESPACE = "volcano-system"
 SCHEDULER_CM = "volcano-scheduler-configmap"
 SCHEDULER_CONF_KEY = "volcano-scheduler.conf"
-#: What Go's ``strconv.Atoi`` accepts (digits with an optional sign).
-_GO_INT = re.compile(r"[+-]?[0-9]+")
 #: init-params that placement reads but the scenario cannot express.
 UNMODELLED_PARAMS = {
     "nslb-version": "switch (ToR) affinity",
@@ -113,7 +111,7 @@ def _int_param(params: dict[str, str], key: str, who: str,
     text = raw.strip()
     # Go's strconv.Atoi: decimal digits with an optional sign, within int64; anything else
     # fails there and upstream keeps its default.
-    value = int(text) if _GO_INT.fullmatch(text) and len(text) <= 20 else None
+    value = parse_int(text, signed=True)
     if value is None or not -(2**63) <= value < 2**63:
         diag.warn(who, f"init-params {key}='{escape_text(raw, 40)}' is not an integer (Go's "
                   "strconv.Atoi, 64 bits): upstream's default used")

@@ -15,7 +15,6 @@ Sources (cluster-integration.md A.1 "Fault and reschedule history", A.4, A.6):
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,10 +30,9 @@ from models.limits import (
     escape_text,
     listing,
 )
+from models.numbers import parse_int
 from models.scenario import A3_SUPERPOD_POLICIES, Family, Policy, family_of
 
-#: What Go's ``strconv.Atoi`` accepts (digits with an optional sign).
-_GO_INT = re.compile(r"[+-]?[0-9]+")
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 RANK_ANNOTATION = "hccl/rankIndex"
 STATEFULSET_LABEL = "statefulset.kubernetes.io/pod-name"
@@ -161,10 +159,9 @@ class PodRecord:
 
 
 def _rank_of(value: Any, who: str, where: str, diag: Diagnostics) -> int | None:
-    try:
-        rank = int(str(value).strip())
-    except ValueError:
-        diag.error(who, where, f"not an integer rank: {value!r}")
+    rank = parse_int(str(value).strip(), signed=True)
+    if rank is None:
+        diag.error(who, where, f"not an integer rank: '{escape_text(str(value), 40)}'")
         return None
     if rank < 0:
         diag.error(who, where, f"negative rank {rank}")
@@ -621,7 +618,7 @@ def job_spec(group: JobGroup, classes: PriorityClasses, diag: Diagnostics) -> Jo
             continue
         text = annotations[key].strip()
         # Go's strconv.Atoi: digits with an optional sign, within 64 bits
-        value = int(text) if _GO_INT.fullmatch(text) and len(text) <= 20 else None
+        value = parse_int(text, signed=True)
         if value is None or not -MAX_ABS_INT <= value <= MAX_ABS_INT:
             diag.error(who, f"metadata.annotations.{key}",
                        f"not a 64-bit integer: '{escape_text(annotations[key], 40)}'")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models.kube.source import Diagnostics, describe, parse_json_field, string_map
+from models.numbers import parse_int
 from models.scenario import MAX_NODE_NPUS, Health
 
 #: NPU resources the contract models (Atlas 800/900 A2/A3 and Atlas 350/850/950).
@@ -57,13 +58,14 @@ def parse_count(value: Any) -> int:
         count = value
     elif isinstance(value, str):
         text = value.strip()
-        if text.endswith("m") and text[:-1].isdigit():
-            milli = int(text[:-1])
+        milli = parse_int(text[:-1]) if text.endswith("m") else None
+        whole = parse_int(text)
+        if milli is not None:
             if milli % 1000:
                 raise ValueError(f"not a whole number of chips: {value!r}")
             count = milli // 1000
-        elif text.isdigit():
-            count = int(text)
+        elif whole is not None:
+            count = whole
         else:
             raise ValueError(f"not a whole number of chips: {value!r}")
     else:

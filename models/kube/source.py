@@ -9,6 +9,7 @@ that the importer keeps only the few fields it needs and never the whole dump.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,21 @@ from models.limits import (
 DUMP_SUFFIXES = (".json", ".yaml", ".yml")
 #: At most this many object names are listed in one aggregated warning.
 NAMES_PER_WARNING = 12
+#: Samples shown in the one line of a kind of warning whose texts differ.
+SAMPLES_PER_KIND = 3
+
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_NUMBERS = re.compile(r"N(?:(?:, | and )N)+")
+_NAMES = re.compile(r"'…'(?:(?:, | and )'…')+")
+
+
+def warning_kind(text: str) -> str:
+    """The kind of a warning: its text with quoted names and numbers (and lists of them)
+    blanked, so that ``running ranks 3 sit on ...`` and ``running ranks 0, 5 sit on ...``
+    are one kind."""
+    kind = _NUMBER.sub("N", _QUOTED.sub("'…'", text))
+    return _NAMES.sub("'…'", _NUMBERS.sub("N", kind))
 
 
 def describe(obj: dict[str, Any], kind: str | None = None) -> str:
@@ -54,9 +70,10 @@ def describe(obj: dict[str, Any], kind: str | None = None) -> str:
 class Diagnostics:
     """Errors (malformed objects) and warnings (state the contract cannot express).
 
-    Warnings of one kind are aggregated: ``warn(key, obj, text)`` with the same ``key`` and
-    ``text`` collects the object names into one line, so that a 10,000-node cluster with a
-    common condition prints one line that names the objects and counts them.
+    Warnings are aggregated: the same text for several objects is one line naming the
+    objects and counting them, and texts of one kind (:func:`warning_kind`: the same
+    words, other names or numbers) are one line with their count and a few samples, so
+    that a 10,000-node cluster prints one line per kind of condition.
     """
 
     errors: list[str] = field(default_factory=list)
@@ -72,17 +89,31 @@ class Diagnostics:
 
     @property
     def warnings(self) -> list[str]:
-        """Every warning, one line per distinct text, naming its objects."""
+        """Every warning, one line per kind: a single text names its objects (counted when
+        several); texts of one kind that differ are counted with a few samples."""
+        kinds: dict[str, list[str]] = {}
+        for text in self._warnings:
+            kinds.setdefault(warning_kind(text), []).append(text)
         lines = []
-        for text, objects in self._warnings.items():
-            if len(objects) == 1:
-                lines.append(f"{objects[0]}: {text}")
+        for texts in kinds.values():
+            if len(texts) == 1:
+                lines.append(self._line(texts[0]))
                 continue
-            shown = ", ".join(objects[:NAMES_PER_WARNING])
-            more = len(objects) - NAMES_PER_WARNING
-            tail = f", ... (+{more} more)" if more > 0 else ""
-            lines.append(f"{len(objects)} objects ({shown}{tail}): {text}")
+            pairs = [(obj, text) for text in texts for obj in self._warnings[text]]
+            shown = "; ".join(f"{obj}: {text}" for obj, text in pairs[:SAMPLES_PER_KIND])
+            more = len(pairs) - SAMPLES_PER_KIND
+            tail = f"; ... (+{more} more)" if more > 0 else ""
+            lines.append(f"{len(pairs)} warnings of one kind, e.g. {shown}{tail}")
         return lines
+
+    def _line(self, text: str) -> str:
+        objects = self._warnings[text]
+        if len(objects) == 1:
+            return f"{objects[0]}: {text}"
+        shown = ", ".join(objects[:NAMES_PER_WARNING])
+        more = len(objects) - NAMES_PER_WARNING
+        tail = f", ... (+{more} more)" if more > 0 else ""
+        return f"{len(objects)} objects ({shown}{tail}): {text}"
 
     def raise_errors(self) -> None:
         """Raise :class:`InputError` with every error recorded so far, if any."""

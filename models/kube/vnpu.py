@@ -24,6 +24,7 @@ from typing import Any
 from models.kube.jobs import PodRecord
 from models.kube.nodes import DeviceInfo, NodeRecord
 from models.kube.source import Diagnostics
+from models.numbers import parse_int
 from models.scenario import Health
 from models.vnpu import A3_PREFIX, ASCEND_310P, CHIP_GEOMETRY, TEMPLATES
 
@@ -46,9 +47,9 @@ def chip_kind(labels: dict[str, str]) -> tuple[str, str, int] | str:
     if server is None:
         return f"no node label {SERVER_TYPE_LABEL}"
     fields = server.split("-")
-    if len(fields) < 2 or not fields[1].isdigit():
+    cores = parse_int(fields[1]) if len(fields) >= 2 else None
+    if cores is None:
         return f"label {SERVER_TYPE_LABEL}={server!r} has no AI-core count"
-    cores = int(fields[1])
     if kind == ASCEND_310P:
         key = ASCEND_310P
     elif server.startswith(A3_PREFIX):
@@ -66,9 +67,9 @@ def _chip_ids(text: str, kind: str) -> list[int]:
     ids = []
     for name in text.split(","):
         name = name.strip()
-        tail = name[len(kind) + 1:] if name.startswith(kind + "-") else ""
-        if tail.isdigit():
-            ids.append(int(tail))
+        chip = parse_int(name[len(kind) + 1:]) if name.startswith(kind + "-") else None
+        if chip is not None:
+            ids.append(chip)
     return ids
 
 
@@ -114,11 +115,12 @@ def vnpu_node(record: NodeRecord, info: DeviceInfo | None, pods: list[PodRecord]
             continue
         chip_text, _, template = text.partition("-")
         size = table.get(template)
-        if not chip_text.isdigit() or size is None:
+        chip_id = parse_int(chip_text)
+        if chip_id is None or size is None:
             diag.warn(pod.obj, f"annotation {NPU_CORE}={text!r} names no chip and template of "
                       f"the {key} table: its slice is not counted")
             continue
-        chip = chips.get(int(chip_text))
+        chip = chips.get(chip_id)
         if chip is None:
             continue  # unhealthy chip: upstream skips it too
         chip["free-cores"] = max(0, chip["free-cores"] - size[0])

@@ -30,6 +30,9 @@ def register(sub: Any) -> None:
     p.add_argument("--format", choices=("yaml", "json"), default=None,
                    help="output format (default: from --output's suffix, else yaml)")
     p.add_argument("--output", metavar="FILE", help="write the scenario to FILE")
+    p.add_argument("--allow-no-devices", action="store_true", dest="allow_no_devices",
+                   help="write the scenario even when no node has device information "
+                        "(device-info ConfigMaps): every node then has free 0")
     p.set_defaults(run=run)
 
 
@@ -52,9 +55,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         result = importer.build(now=args.now, previous=previous)
     else:
         result = import_dumps(args.paths, now=args.now, previous=previous)
-    fmt = args.format or (format_for_path(args.output) if args.output else "yaml")
-    emit(result.render(fmt), args.output, out)
+    refused = result.without_devices and not args.allow_no_devices
+    if not refused:
+        fmt = args.format or (format_for_path(args.output) if args.output else "yaml")
+        emit(result.render(fmt), args.output, out)
     for line in result.warnings:
         sys.stderr.write(f"warning: {line}\n")
     sys.stderr.write(result.summary() + "\n")
+    if refused:
+        raise CliError(f"{result.no_devices_advice()}; nothing was written")
     return EXIT_OK

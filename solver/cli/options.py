@@ -19,6 +19,7 @@ from models.limits import (
     check_workers,
     escape_text,
 )
+from models.numbers import parse_int
 from models.objective import Weights, resolve_weights
 from solver.doors import CliError
 from solver.facade import ENGINES
@@ -32,9 +33,23 @@ def positive_float(text: str) -> float:
     return value
 
 
+def whole_number(text: str) -> int:
+    """An integer written in ASCII digits with an optional sign (:mod:`models.numbers`).
+
+    Raises
+    ------
+    ValueError
+        Otherwise (``argparse`` then says the value is invalid).
+    """
+    value = parse_int(text.strip(), signed=True)
+    if value is None:
+        raise ValueError(f"not an integer: {text!r}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An ``argparse`` type: an integer > 0."""
-    value = int(text)
+    value = whole_number(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
@@ -45,7 +60,7 @@ def bounded(check: Callable[[Any, str], Any], kind: type) -> Callable[[str], Any
 
     def parse(text: str) -> Any:
         try:
-            value = kind(text)
+            value = whole_number(text) if kind is int else kind(text)
         except ValueError:
             what = "an integer" if kind is int else "a number"
             raise argparse.ArgumentTypeError(
@@ -81,15 +96,14 @@ def unix_time(text: str) -> int:
     """``--now``: unix seconds, or an ISO 8601 time such as ``2026-12-01T05:00:00Z``."""
     from datetime import datetime
 
-    try:
-        return int(text)
-    except ValueError:
-        pass
+    value = parse_int(text.strip(), signed=True)
+    if value is not None:
+        return value
     try:
         return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected unix seconds or an ISO 8601 time, got "
-                                         f"{text!r}") from None
+                                         f"'{escape_text(text, 40)}'") from None
 
 
 def add_engine_options(parser: argparse.ArgumentParser, *, engine: bool = True,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import numpy as np
+
 from models.compiled import Problem
 from models.plan import Plan
 from models.validation import UB_MEM_RACKS
@@ -29,6 +31,7 @@ def plan_to_assignment(
         When a placed job's layout has no counterpart in the model.
     """
     values: Assignment = {var.index: 0 for var in checked(mv.reg.variables, 4096)}
+    plan = relabel_to_candidates(problem, structure, plan)
 
     def put(key: object, table: dict[Any, Any], value: int) -> None:
         var = table.get(key)
@@ -80,6 +83,53 @@ def plan_to_assignment(
     return values
 
 
+def relabel_to_candidates(problem: Problem, structure: Structure, plan: Plan) -> Plan:
+    """``plan`` with its node-level jobs moved, inside each cell, onto the nodes the model
+    keeps for them.
+
+    The model gives node-level jobs only the first nodes of each cell of interchangeable
+    whole free nodes (the last ones for partly running whole-node jobs,
+    :func:`solver.model.structure._ordinary_candidates`); a plan built elsewhere (the
+    origin-first construction, an earlier session's answer) may use another node of the
+    cell.  Such a node is swapped for a node of the same cell that the plan's node-level
+    jobs leave unused and that every job on it may take: the same objective, now
+    representable.  Whole-node jobs are counted per cell, so their own nodes do not
+    matter.  A node that cannot be swapped is left (the hint then fails as before).
+    """
+    candidates = {j: set(o.nodes) for j, o in structure.ordinary.items()}
+    users: dict[int, set[int]] = {}
+    for j in structure.ordinary:
+        nodes = plan.nodes[j]
+        if nodes is not None:
+            for n in problem.jobs[j].placed_nodes(nodes).tolist():
+                users.setdefault(int(n), set()).add(j)
+    mapping: dict[int, int] = {}
+    taken = set(users)
+    for n, jobs in users.items():
+        if all(n in candidates[j] for j in jobs):
+            continue
+        cell = structure.cell_of.get(n)
+        if cell is None:
+            continue
+        for m in structure.cells[cell].nodes:
+            if m not in taken and all(m in candidates[j] for j in jobs):
+                mapping[n] = m
+                taken.add(m)
+                break
+    if not mapping:
+        return plan
+    out = Plan(list(plan.nodes), list(plan.reasons))
+    for j in structure.ordinary:
+        nodes = out.nodes[j]
+        if nodes is None:
+            continue
+        moved = np.asarray(nodes).copy()
+        for r in np.flatnonzero(problem.jobs[j].to_place).tolist():
+            moved[r] = mapping.get(int(moved[r]), int(moved[r]))
+        out.nodes[j] = moved
+    return out
+
+
 def _job_values(problem: Problem, structure: Structure, mv: ModelVariables, js: JobStructure,
                 nodes: list[int], values: Assignment, put: object) -> None:
     j = js.job
@@ -129,6 +179,10 @@ def _job_values(problem: Problem, structure: Structure, mv: ModelVariables, js: 
     pool: Counter[int] = Counter()
     for gid in checked(js.by_level[leaf], 64):
         group = js.groups[gid]
+        outside = [nodes[r] for r in group.ranks if nodes[r] not in structure.cell_of]
+        if outside:  # a start built elsewhere (a random or earlier plan): not this model's
+            raise HintError(f"job {job.name}: node {problem.node_names[outside[0]]} is in "
+                            "none of the model's cells")
         cells = Counter(structure.cell_of[nodes[r]] for r in group.ranks)
         if gid in explicit:
             for c, k in cells.items():

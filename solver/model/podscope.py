@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from heuristics.podlevel import SP_STAGE, TP_STAGE, rack_stage
+from models.check import running_rank_violations
 from models.compiled import UNHEALTHY, JobView, Problem
 from models.scenario import Family
 from models.validation import UB_MEM_RACKS
@@ -151,6 +152,8 @@ def pod_scope(problem: Problem, job: JobView) -> PodScope | None:
 def _scope(problem: Problem, job: JobView) -> PodScope | None:
     if not job.partly_running or not job.whole_node or job.family is Family.ORDINARY:
         return None
+    if running_rank_violations(problem, job.index):
+        return None  # the running ranks already break a hard rule: greedy's reason stands
     running = job.running.astype(np.int64)
     held = running[running >= 0]
     tree = -1

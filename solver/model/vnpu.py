@@ -333,6 +333,7 @@ def solve_vnpu_cpsat(problem: Problem, weights: ResolvedWeights, hint: VnpuPlan,
     # symmetry detection and probing take seconds (20 nodes x 8 chips: no solution in 5 s
     # with them, optimal in about 1 s without)
     params.symmetry_level = 0
+    params.catch_sigint_signal = False  # as search_parameters: Ctrl-C is Python's
     params.max_presolve_iterations = 1
     params.cp_model_probing_level = 0
     if deterministic_time is not None:

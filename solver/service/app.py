@@ -44,6 +44,7 @@ from models.limits import (
     check_seed,
     escape_text,
 )
+from models.numbers import is_ascii_digits, parse_int
 from models.placement import PlacementFile
 from models.scenario import Scenario
 from solver.service.auth import BearerAuth, HiddenToken
@@ -332,9 +333,12 @@ class PlanningService:
         """
         limit = int(self.config.max_body_mb * 1024 * 1024)
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        size = parse_int(declared, max_digits=30) if declared is not None else None
+        if (size is not None and size > limit) or (
+                declared is not None and size is None and is_ascii_digits(declared)):
             raise BadRequest(413, "body too large", [
-                f"request body: {declared} bytes; the limit is {limit} bytes (--max-body-mb)"])
+                f"request body: {escape_text(declared or '', 40)} bytes; the limit is {limit} "
+                "bytes (--max-body-mb)"])
         received = request.scope.get("state", {}).get("received", time.monotonic())
         cutoff = received + self.config.body_timeout
         by_deadline = deadline is not None and deadline - self.config.reply_margin < cutoff

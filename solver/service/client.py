@@ -11,6 +11,7 @@ import httpx
 
 from models.documents import read_document
 from models.errors import InputError
+from models.numbers import parse_int
 from models.placement import PlacementFile
 from models.scenario import Scenario
 
@@ -37,7 +38,8 @@ def _raise_for(response: httpx.Response) -> None:
         error, messages = response.reason_phrase, [response.text[:200]]
     retry = response.headers.get("retry-after")
     raise ServiceError(response.status_code, error, messages,
-                       float(retry) if retry and retry.isdigit() else None)
+                       float(seconds) if retry and (seconds := parse_int(retry)) is not None
+                       else None)
 
 
 #: What the client sends as a scenario: a model, plain data, ready JSON bytes, or a path.

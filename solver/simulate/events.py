@@ -121,7 +121,7 @@ class NodeEvent(EventBase):
         return f"node {self.node}: {', '.join(parts)}"
 
 
-_DURATION = re.compile(r"^\s*(-?\d+)\s*([smhd]?)\s*$")
+_DURATION = re.compile(r"\s*(-?[0-9]+)\s*([smhd]?)\s*")
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -137,7 +137,7 @@ class AdvanceEvent(EventBase):
         if isinstance(value, bool):
             raise ValueError("expected a number of seconds")
         if isinstance(value, str):
-            match = _DURATION.match(value)
+            match = _DURATION.fullmatch(value)
             if match is None:
                 raise ValueError(f"cannot read the duration '{value}' (use e.g. 90, '15m', "
                                  "'8h', '3d')")

@@ -134,7 +134,8 @@ def test_files_yaml_stdin_and_multi_document(tmp_path: Path, monkeypatch: pytest
     stdin = io.StringIO("\n".join((folder / f).read_text() for f in ("nodes.json",)))
     monkeypatch.setattr("sys.stdin", stdin)
     capsys.readouterr()
-    assert main(["import", "-", "--now", str(EXAMPLE_NOW), "--format", "json"]) == EXIT_OK
+    assert main(["import", "-", "--now", str(EXAMPLE_NOW), "--format", "json",
+                 "--allow-no-devices"]) == EXIT_OK  # no device info: refused without it
     captured = capsys.readouterr()
     assert len(json.loads(captured.out)["nodes"]) == 16
     assert "no device info" in captured.err  # only the nodes were piped in
