@@ -276,7 +276,7 @@ WALKTHROUGH: dict[str, tuple[str, ...]] = {
 #: Lines of a command's output kept in the page (the rest is cut with ``...``).
 _KEEP_LINES = {"simulate": 8}
 _WALL = re.compile(r"^(wall-seconds\s+)\S+$", re.MULTILINE)
-_WALL_COLUMN = re.compile(r"(\s)\d+\.\d+$", re.MULTILINE)
+_WALL_COLUMN = re.compile(r"(\s)[0-9]+\.[0-9]+$", re.MULTILINE)
 
 
 def _run_line(line: str, cwd: Path) -> str:

@@ -73,6 +73,7 @@ from models.kube.build import ClusterImport
 from models.kube.jobs import GROUP_ANNOTATION, controller_uid, pod_record
 from models.kube.source import Diagnostics, read_dumps
 from models.limits import escape_text
+from models.numbers import is_ascii_digits, parse_int
 from models.scenario import AffinityCacheModel, Family, Policy, Scenario, family_of
 from models.validation import InputError
 from solver.service.auth import PATH_AUTHORIZED
@@ -962,9 +963,12 @@ async def _read(request: Request, limit_mb: float, timeout: float) -> bytes:
     when it has not arrived within ``timeout`` seconds."""
     limit = int(limit_mb * 1024 * 1024)
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    size = parse_int(declared, max_digits=30) if declared is not None else None
+    if (size is not None and size > limit) or (
+            declared is not None and size is None and is_ascii_digits(declared)):
         raise BadRequest(413, "body too large", [
-            f"request body: {declared} bytes; the extender takes at most {limit} bytes"],
+            f"request body: {escape_text(declared or '', 40)} bytes; the extender takes at "
+            f"most {limit} bytes"],
             {"Connection": "close"})
     chunks: list[bytes] = []
     size = 0
