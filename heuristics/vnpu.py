@@ -25,6 +25,7 @@ the same batch never share a node (upstream admits the whole card first, slices 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from models.compiled import SUBHEALTHY, Problem
@@ -140,20 +141,27 @@ class Candidate:
     downgraded: bool
 
 
-def candidate(view: VnpuProblem, state: VnpuState, j: int, v: int) -> Candidate | str:
+def candidate(view: VnpuProblem, state: VnpuState, j: int, v: int,
+              family: str | None = None) -> Candidate | str:
     """Upstream's predicate for one rank of job ``j`` on node position ``v``: the
-    candidate, or upstream's refusal text."""
+    candidate, or upstream's refusal text.  ``family``: the family the job's placed ranks
+    already use (a job takes one family)."""
     vnode = view.nodes[v]
     job = view.jobs[j]
     if not vnode.usable:
         return f"node {vnode.name} is unhealthy"
-    request = view.request(j, v)
-    if request is None:
-        return f"task<{job.name}> get virTemplate is null on {vnode.name}"
+    if family is not None and view.family(v) != family:
+        return (f"{job.name}'s other tasks are on {family} nodes; {vnode.name} is "
+                f"{vnode.kind}")
+    found = view.resolve(j, v)
+    if not isinstance(found, Request):
+        return f"{found} on {vnode.name}"
+    request = found
     node = state.nodes[v]
     chips = select_chips(node, request)
     was_downgraded = False
     if chips is None:
+        # upstream downgrades only when the full request fits no chip of the node
         lower = downgraded(request) if vnode.kind == ASCEND_310P else None
         chips = select_chips(node, lower) if lower is not None else None
         if lower is None or chips is None:
@@ -225,45 +233,105 @@ def node_scores(problem: Problem, view: VnpuProblem, state: VnpuState, j: int, r
             == SUBHEALTHY else s * SCORE_WEIGHT for s, c in zip(score, cands, strict=True)]
 
 
-def place_vnpu_job(problem: Problem, view: VnpuProblem, j: int,
-                   state: VnpuState) -> tuple[list[Candidate] | None, str | None]:
-    """Place every rank of vNPU job ``j`` on a copy of ``state``: the picks, or a reason."""
+class OutOfTime(Exception):
+    """The vNPU greedy reached its deadline."""
+
+
+#: Ranks placed between two looks at the clock.
+CLOCK_EVERY = 32
+
+
+def _winner(problem: Problem, view: VnpuProblem, state: VnpuState, cands: list[Candidate]
+            ) -> int:
+    """The best candidate when no RFC bonus applies: what :func:`node_scores` ranks first,
+    found in one pass.  The first candidate in (free AI cores, natural order) order that
+    is not downgraded wins (8 or 16 points against at most 8); when every candidate is
+    downgraded all score 8 and the first in natural order that is not sub-healthy wins."""
+    natural = problem.natural_pos_list
+    health = problem.health_list
+    full = [i for i, c in enumerate(cands) if not c.downgraded]
+    if full:
+        return min(full, key=lambda i: (state.nodes[cands[i].position].free_cores(),
+                                        natural[view.nodes[cands[i].position].node]))
+    return min(range(len(cands)), key=lambda i: (
+        health[view.nodes[cands[i].position].node] == SUBHEALTHY,
+        natural[view.nodes[cands[i].position].node]))
+
+
+def place_vnpu_job(problem: Problem, view: VnpuProblem, j: int, state: VnpuState,
+                   deadline: float | None = None
+                   ) -> tuple[list[Candidate] | None, str | None]:
+    """Place every rank of vNPU job ``j`` on a copy of ``state``: the picks, or a reason.
+
+    A rank changes only the node it takes, so each node's predicate is evaluated once per
+    job and again only after a rank took that node.  Raises :class:`OutOfTime` past
+    ``deadline`` (``state`` unchanged).
+    """
     job = view.jobs[j]
     trial = state.copy()
     cached = [r for r in range(job.tasks) if job.origin[r] >= 0 and view.prefer_previous]
-    rest = [r for r in range(job.tasks) if r not in set(cached)]
+    cached_set = set(cached)
+    rest = [r for r in range(job.tasks) if r not in cached_set]
+    rfc = view.prefer_previous and any(o >= 0 for o in job.origin)  # node_scores' bonus
     picks: list[Candidate | None] = [None] * job.tasks
     natural = problem.natural_pos_list
-    for rank in cached + rest:
-        cands: list[Candidate] = []
-        refusals: list[str] = []
-        for v in range(len(view.nodes)):
-            found = candidate(view, trial, j, v)
-            if isinstance(found, Candidate):
-                cands.append(found)
-            else:
-                refusals.append(found)
+    family: str | None = None
+    found = [candidate(view, trial, j, v) for v in range(len(view.nodes))]
+    for count, rank in enumerate(cached + rest):
+        if deadline is not None and count % CLOCK_EVERY == 0 and (
+                time.perf_counter() > deadline):
+            raise OutOfTime
+        cands = [c for c in found if isinstance(c, Candidate)]
         if not cands:
+            refusals = [c for c in found if isinstance(c, str)]
             shown = "; ".join(refusals[:3]) + (f"; ... ({len(refusals) - 3} more)"
                                                if len(refusals) > 3 else "")
             return None, (f"no vNPU node can take task {rank} of job '{job.name}' "
                           f"({len(view.nodes)} vNPU nodes: {shown or 'none in the cluster'})")
-        scores = node_scores(problem, view, trial, j, rank, cands)
-        best = max(range(len(cands)), key=lambda i: (
-            scores[i], -natural[view.nodes[cands[i].position].node]))
-        picks[rank] = cands[best]
-        take(view, trial, cands[best])
+        if rfc:
+            scores = node_scores(problem, view, trial, j, rank, cands)
+            best = max(range(len(cands)), key=lambda i: (
+                scores[i], -natural[view.nodes[cands[i].position].node]))
+        else:
+            best = _winner(problem, view, trial, cands)
+        pick = cands[best]
+        picks[rank] = pick
+        take(view, trial, pick)
+        if family is None:
+            family = view.family(pick.position)
+            found = [candidate(view, trial, j, v, family) for v in range(len(view.nodes))]
+        else:
+            found[pick.position] = candidate(view, trial, j, pick.position, family)
     state.nodes = trial.nodes
     return [p for p in picks if p is not None], None
 
 
-def greedy_vnpu(problem: Problem, state: VnpuState | None = None) -> VnpuPlan:
-    """Place every pending vNPU job of ``problem`` greedily, in queue order."""
+#: The reason of the vNPU jobs the greedy did not reach before its deadline.
+OUT_OF_TIME_REASON = ("not placed: the time budget ran out before the vNPU greedy reached "
+                      "this job")
+
+
+def greedy_vnpu(problem: Problem, state: VnpuState | None = None,
+                deadline: float | None = None) -> VnpuPlan:
+    """Place every pending vNPU job of ``problem`` greedily, in queue order.
+
+    Past ``deadline`` (``time.perf_counter()`` seconds) the job being placed and every
+    later one stay pending with :data:`OUT_OF_TIME_REASON` and the plan's ``out_of_time``
+    is set: the answer is still valid (a gang is placed whole or not at all).
+    """
     view = compile_vnpu(problem)
     plan = VnpuPlan.empty(view)
     state = state.copy() if state is not None else VnpuState.initial(view)
-    for j in view.queue:
-        picks, reason = place_vnpu_job(problem, view, j, state)
+    for at, j in enumerate(view.queue):
+        try:
+            if deadline is not None and time.perf_counter() > deadline:
+                raise OutOfTime
+            picks, reason = place_vnpu_job(problem, view, j, state, deadline)
+        except OutOfTime:
+            for later in view.queue[at:]:
+                plan.reasons[later] = OUT_OF_TIME_REASON
+            plan.out_of_time = True
+            break
         if picks is None:
             plan.reasons[j] = reason
             continue
