@@ -38,6 +38,7 @@ from models.vnpu import (
     compile_vnpu,
     downgraded,
 )
+from models.vnpu_rules import OUT_OF_TIME_REASON
 
 #: Upstream policy scores (``ScoreBestNPUNodes``): first node, first non-downgraded node.
 SCORE_FIRST = 8
@@ -68,10 +69,13 @@ class NodeState:
     templates: set[str]  # unfinished slices: before the session and placed in this batch
     has_whole: bool = False  # a whole-card rank of this batch is here
     slices: int = 0  # slices of this batch here
+    idle: int = -1  # the chips' free AI cores (kept by :func:`take`; -1: not counted yet)
 
     def free_cores(self) -> int:
         """Idle AI cores (upstream sorts candidates by ``Idle[npu-core]``)."""
-        return sum(chip.free_cores for chip in self.chips)
+        if self.idle < 0:
+            self.idle = sum(chip.free_cores for chip in self.chips)
+        return self.idle
 
 
 @dataclass
@@ -93,7 +97,7 @@ class VnpuState:
     def copy(self) -> VnpuState:
         """An independent copy."""
         return VnpuState([NodeState([ChipState(**vars(c)) for c in n.chips], set(n.templates),
-                                    n.has_whole, n.slices) for n in self.nodes])
+                                    n.has_whole, n.slices, n.idle) for n in self.nodes])
 
 
 def _chip_order(node: NodeState) -> list[ChipState]:
@@ -116,10 +120,10 @@ def select_chips(node: NodeState, request: Request) -> tuple[int, ...] | None:
     if request.is_whole:
         picked = [c.id for c in _chip_order(node) if c.whole]
         return tuple(picked[:request.whole_chips]) if len(picked) >= request.whole_chips else None
-    for chip in _chip_order(node):
-        if slice_fits(chip, request):
-            return (chip.id,)
-    return None
+    fitting = [c for c in node.chips if slice_fits(c, request)]
+    if not fitting:
+        return None
+    return (min(fitting, key=lambda c: (c.free_cores, c.free_cpus, c.id)).id,)
 
 
 def template_ok(node: NodeState, request: Request) -> bool:
@@ -177,6 +181,7 @@ def take(view: VnpuProblem, state: VnpuState, pick: Candidate) -> None:
     """Commit one rank's chips to ``state``."""
     node = state.nodes[pick.position]
     request = pick.request
+    node.idle = -1
     for chip in node.chips:
         if chip.id not in pick.chips:
             continue
@@ -277,10 +282,20 @@ def place_vnpu_job(problem: Problem, view: VnpuProblem, j: int, state: VnpuState
     natural = problem.natural_pos_list
     family: str | None = None
     found = [candidate(view, trial, j, v) for v in range(len(view.nodes))]
+    last: Candidate | None = None
     for count, rank in enumerate(cached + rest):
         if deadline is not None and count % CLOCK_EVERY == 0 and (
                 time.perf_counter() > deadline):
             raise OutOfTime
+        if not rfc and last is not None:
+            # only the last winner's node changed, and it lost free AI cores: while it is
+            # still a candidate of the same kind (downgraded or not) it still wins
+            again = found[last.position]
+            if isinstance(again, Candidate) and again.downgraded == last.downgraded:
+                picks[rank] = last = again
+                take(view, trial, again)
+                found[again.position] = candidate(view, trial, j, again.position, family)
+                continue
         cands = [c for c in found if isinstance(c, Candidate)]
         if not cands:
             refusals = [c for c in found if isinstance(c, str)]
@@ -295,7 +310,7 @@ def place_vnpu_job(problem: Problem, view: VnpuProblem, j: int, state: VnpuState
         else:
             best = _winner(problem, view, trial, cands)
         pick = cands[best]
-        picks[rank] = pick
+        picks[rank] = last = pick
         take(view, trial, pick)
         if family is None:
             family = view.family(pick.position)
@@ -306,9 +321,6 @@ def place_vnpu_job(problem: Problem, view: VnpuProblem, j: int, state: VnpuState
     return [p for p in picks if p is not None], None
 
 
-#: The reason of the vNPU jobs the greedy did not reach before its deadline.
-OUT_OF_TIME_REASON = ("not placed: the time budget ran out before the vNPU greedy reached "
-                      "this job")
 
 
 def greedy_vnpu(problem: Problem, state: VnpuState | None = None,

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from models.scenario import Scenario
 
 ASCEND_310P = "Ascend310P"
+#: The reason of the vNPU jobs an engine did not reach before its deadline.
+OUT_OF_TIME_REASON = ("not placed: the time budget ran out before the vNPU greedy reached "
+                      "this job")
 A3_PREFIX = "Ascend910A3-"
 
 #: (AI cores, AI CPUs) per chip a chip kind may have (upstream ``initTemplate``); the

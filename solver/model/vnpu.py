@@ -288,21 +288,22 @@ class VnpuModelBuilder:
             m.model.add(cpus >= chip.free_cpus).only_enforce_if(use.var)
         for (v, full_name), uses in down.items():
             vnode = view.nodes[v]
-            full = TEMPLATES[ASCEND_310P][full_name]
+            full_cores, full_cpus, _ = TEMPLATES[ASCEND_310P][full_name]
             here = m.model.new_bool_var(f"downgraded-here[{v},{full_name}]")
             for use in uses:
                 m.model.add_implication(use.var, here)
             for chip in vnode.chips:
-                if (chip.unstable or chip.dvpp is VnpuDvpp.NO or chip.free_cores < full[0]
-                        or chip.free_cpus < full[1]):
+                if (chip.unstable or chip.dvpp is VnpuDvpp.NO or chip.free_cores < full_cores
+                        or chip.free_cpus < full_cpus):
                     continue  # the full request never fits this chip
                 on_chip = per_chip.get((v, chip.id), [])
                 reasons: list[cp_model.IntVar] = []
-                for unit, limit in ((0, chip.free_cores), (1, chip.free_cpus)):
+                for unit, limit, need in ((0, chip.free_cores, full_cores),
+                                          (1, chip.free_cpus, full_cpus)):
                     used = sum((u.request.cores if unit == 0 else u.request.cpus) * u.var
                                for u in on_chip)
                     short = m.model.new_bool_var(f"short[{v},{chip.id},{full_name},{unit}]")
-                    m.model.add(used >= limit - full[unit] + 1).only_enforce_if(short)
+                    m.model.add(used >= limit - need + 1).only_enforce_if(short)
                     reasons.append(short)
                 yes = [u.var for u in on_chip if u.request.dvpp is VnpuDvpp.YES]
                 if yes:

@@ -401,7 +401,7 @@ def test_ring_controller_values() -> None:
         problem(doc(nodes, [vjob("a", cores=5, ring_controller="ascend-310")]))
     # the family's kinds present refuse the request: exit 2 naming the field
     with pytest.raises(InputError, match="field 'ai-cores'"):
-        problem(doc(nodes + [vnode_row("p", npus=1)],
+        problem(doc([*nodes, vnode_row("p", npus=1)],
                     [vjob("a", cores=1, ring_controller="ascend-910")]))
 
 
