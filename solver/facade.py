@@ -545,8 +545,8 @@ def with_vnpu(problem: Problem, result: Result, engine: str, deadline: float, wo
     notes = list(result.notes)
     if greedy.out_of_time:
         late = sum(1 for reason in greedy.reasons if reason == OUT_OF_TIME_REASON)
-        notes.append(f"the vNPU greedy ran out of the time budget: {late} vNPU job(s) not "
-                     "reached are pending")
+        notes.append(f"the vNPU greedy ran out of the time budget: {late} vNPU job(s) it "
+                     "had not finished are pending")
     remaining = deadline - time.perf_counter() - RETURN_MARGIN_SECONDS
     if engine != "greedy" and remaining > 0.01 and not greedy.out_of_time:
         from solver.model.vnpu import solve_vnpu_cpsat  # loaded by solve() before the budget
