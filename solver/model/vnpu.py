@@ -34,6 +34,7 @@ from models.vnpu import (
     downgraded,
 )
 from models.vnpu_rules import FAMILY_310P
+from solver.model.cancel import BuildCancelled, CancelToken, cancellable, checkpoint
 
 #: Above this many chip literals the model is not built (the greedy answer stays).
 MAX_LITERALS = 200_000
@@ -111,6 +112,7 @@ class VnpuModelBuilder:
         for j, job in enumerate(view.jobs):
             m.placed.append(m.model.new_bool_var(f"placed[{j}]"))
             for v, vnode in enumerate(view.nodes):
+                checkpoint()
                 request = view.request(j, v)
                 if not vnode.usable or request is None:
                     continue
@@ -167,6 +169,7 @@ class VnpuModelBuilder:
             if not use.request.is_whole:
                 per_chip.setdefault((use.v, use.chip), []).append(use)
         for (v, chip_id), uses in per_chip.items():
+            checkpoint()
             chip = self.view.nodes[v].chip(chip_id)
             assert chip is not None
             m.model.add(sum(u.request.cores * u.var for u in uses) <= chip.free_cores)
@@ -287,6 +290,7 @@ class VnpuModelBuilder:
             cpus = sum(u.request.cpus * u.var for u in per_chip[(use.v, use.chip)])
             m.model.add(cpus >= chip.free_cpus).only_enforce_if(use.var)
         for (v, full_name), uses in down.items():
+            checkpoint()
             vnode = view.nodes[v]
             full_cores, full_cpus, _ = TEMPLATES[ASCEND_310P][full_name]
             here = m.model.new_bool_var(f"downgraded-here[{v},{full_name}]")
@@ -414,8 +418,16 @@ def solve_vnpu_cpsat(problem: Problem, weights: ResolvedWeights, hint: VnpuPlan,
         return VnpuOutcome(None, None, None, None, time.perf_counter() - started,
                            [f"vNPU model not built: {count} chip literals for a "
                             f"{time_limit:.3g} s budget (greedy's vNPU answer kept)"])
-    built = builder.build()
-    builder.hint(hint)
+    # building is Python work that cannot be interrupted but at checkpoints: they raise
+    # once the budget is spent, and greedy's answer stays
+    try:
+        with cancellable(CancelToken(started + time_limit)):
+            built = builder.build()
+            builder.hint(hint)
+    except BuildCancelled:
+        return VnpuOutcome(None, None, None, None, time.perf_counter() - started,
+                           ["vNPU model: building was cancelled at the deadline (greedy's "
+                            "vNPU answer kept)"])
     solver = cp_model.CpSolver()
     params = solver.parameters
     params.max_time_in_seconds = max(0.001, time_limit - (time.perf_counter() - started))

@@ -127,3 +127,23 @@ def test_the_service_worker_sends_an_early_answer_with_the_vnpu_jobs() -> None:
     final = PlacementFile.model_validate(pipe.messages[3][2])
     assert check(problem, final) == []
     assert pipe.messages[3][3]["greedy-objective"] == pipe.messages[2][3]["objective"]
+
+
+def test_the_vnpu_greedy_stops_at_its_deadline() -> None:
+    """Past its deadline the vNPU greedy leaves the job it was placing and every later one
+    pending with the out-of-time reason; the facade's answer says so and is valid."""
+    from heuristics.vnpu import greedy_vnpu
+    from models.vnpu_rules import OUT_OF_TIME_REASON
+
+    problem = _problem()
+    done = greedy_vnpu(problem, deadline=time.perf_counter() + 60)
+    assert not done.out_of_time and any(n is not None for n in done.nodes)
+    late = greedy_vnpu(problem, deadline=time.perf_counter() - 1)
+    assert late.out_of_time and all(n is None for n in late.nodes)
+    assert set(late.reasons) == {OUT_OF_TIME_REASON}
+    result = solve(problem, engine="auto", time_limit=0.001, workers=1, seed=0)
+    assert check(problem, result.placement) == []
+    assert [jp.name for jp in result.placement.jobs] == job_names(problem.scenario)
+    pending = [jp for jp in result.placement.jobs if jp.name in _vnpu_names(problem)]
+    assert {jp.reason for jp in pending} == {OUT_OF_TIME_REASON}
+    assert any("the vNPU greedy ran out of the time budget" in n for n in result.notes)
