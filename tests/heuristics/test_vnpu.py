@@ -126,3 +126,13 @@ def test_dvpp_slices_spread() -> None:
                        [vjob("a", tasks=2, cores=4, vnpu_dvpp="yes")]))
     plan, _ = answer(prob)
     assert sorted(plan.chips[0]) == [(0,), (1,)]
+
+
+def test_no_downgrade_next_to_the_same_jobs_full_slices() -> None:
+    """Three vir02 slices leave the tighter node's chip 2 cores and 1 AI CPU: the fourth's
+    full slice does not fit there and its downgrade (vir02_1c) would be a second
+    unfinished template, so that node refuses it and the roomier one takes it in full."""
+    prob = problem(doc([vnode_row("a", npus=1), vnode_row("b", npus=2)],
+                       [vjob("j", tasks=4, cores=2, vnpu_level="high")]))
+    plan, _ = answer(prob)
+    assert where(prob, plan) == ["a", "a", "a", "b"] and plan.downgraded[0] == []

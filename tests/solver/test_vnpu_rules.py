@@ -11,7 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from heuristics.vnpu import greedy_vnpu
+from heuristics.vnpu import (
+    Candidate,
+    VnpuState,
+    candidate,
+    greedy_vnpu,
+    node_scores,
+    take,
+)
 from models.check import check
 from models.compiled import Problem
 from models.objective import resolve_weights
@@ -27,7 +34,7 @@ from models.vnpu import (
 )
 from solver.facade import solve
 from solver.model.vnpu import solve_vnpu_cpsat
-from tests.models.builders import node, problem
+from tests.models.builders import entry, node, problem
 from tests.models.test_vnpu import doc, vjob, vnode_row
 
 ENGINES = ("greedy", "cpsat", "auto")
@@ -132,10 +139,11 @@ FAMILIES = [None, None, "ascend-310P", "ascend-910b"]
 @st.composite
 def vnpu_clusters(draw: st.DrawFn, max_nodes: int = 3, max_chips: int = 2, max_jobs: int = 3,
                   max_tasks: int = 3, ordinary: bool = True,
-                  kinds: list[tuple[str, int, int, list[int]]] | None = None
-                  ) -> dict[str, Any]:
+                  kinds: list[tuple[str, int, int, list[int]]] | None = None,
+                  cache: bool = False) -> dict[str, Any]:
     """Mixed-kind vNPU clusters: random chip states, unfinished templates, requests with
-    random level, DVPP and family."""
+    random level, DVPP and family (and with ``cache`` an owner per job and cached nodes
+    for some ranks)."""
     nodes: list[dict[str, Any]] = []
     sizes: set[int] = set()
     pool = kinds or NODE_KINDS
@@ -164,6 +172,8 @@ def vnpu_clusters(draw: st.DrawFn, max_nodes: int = 3, max_chips: int = 2, max_j
         family = draw(st.sampled_from(FAMILIES))
         if family is not None:
             extra["ring_controller"] = family
+        if cache:
+            extra["owner_uid"] = f"u{j}"
         vjobs.append(vjob(f"j{j}", tasks=draw(st.integers(1, max_tasks)),
                           cores=draw(st.sampled_from(sorted(sizes) if kinds is None
                                                      else pool[0][3])),
@@ -172,7 +182,14 @@ def vnpu_clusters(draw: st.DrawFn, max_nodes: int = 3, max_chips: int = 2, max_j
     if ordinary and draw(st.booleans()):
         nodes.append(node("o0", free=8))
         jobs.append({"name": "t", "tasks": 1, "npu": 4})
-    return doc(nodes, vjobs, jobs=jobs)
+    entries = []
+    if cache:
+        names = [n["name"] for n in nodes]
+        for item in vjobs:
+            for r in range(item["tasks"]):
+                if draw(st.booleans()):
+                    entries.append(entry(item["owner-uid"], r, draw(st.sampled_from(names))))
+    return doc(nodes, vjobs, jobs=jobs, cache=entries)
 
 
 def loadable(data: dict[str, Any]) -> Problem | None:
@@ -211,6 +228,56 @@ def test_every_engine_answer_passes_the_validator(data: dict[str, Any]) -> None:
                        deterministic_time=1.0)
         assert check(prob, result.placement) == []
         assert not [note for note in result.notes if "BUG" in note]
+
+
+def reference_greedy(prob: Problem) -> VnpuPlan:
+    """The vNPU greedy written plainly: every node's predicate and every candidate's
+    score for every rank (the engine keeps predicates per node and the last winner)."""
+    view = compile_vnpu(prob)
+    plan = VnpuPlan.empty(view)
+    state = VnpuState.initial(view)
+    natural = prob.natural_pos_list
+    for j in view.queue:
+        job = view.jobs[j]
+        trial = state.copy()
+        cached = [r for r in range(job.tasks) if job.origin[r] >= 0 and view.prefer_previous]
+        order = cached + [r for r in range(job.tasks) if r not in cached]
+        picks: dict[int, Candidate] = {}
+        family = None
+        for rank in order:
+            cands = [c for v in range(len(view.nodes))
+                     if isinstance(c := candidate(view, trial, j, v, family), Candidate)]
+            if not cands:
+                break
+            scores = node_scores(prob, view, trial, j, rank, cands)
+            best = max(range(len(cands)), key=lambda i: (
+                scores[i], -natural[view.nodes[cands[i].position].node]))
+            picks[rank] = cands[best]
+            take(view, trial, cands[best])
+            family = view.family(cands[best].position)
+        if len(picks) < job.tasks:
+            plan.reasons[j] = "not placed"
+            continue
+        state = trial
+        plan.nodes[j] = [view.nodes[picks[r].position].node for r in range(job.tasks)]
+        plan.chips[j] = [picks[r].chips for r in range(job.tasks)]
+        plan.downgraded[j] = [r for r in range(job.tasks) if picks[r].downgraded]
+    return plan
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.filter_too_much])
+@given(data=st.one_of(vnpu_clusters(cache=True), vnpu_clusters(kinds=DOWNGRADE_KINDS),
+                      vnpu_clusters(max_tasks=6, kinds=DOWNGRADE_KINDS, cache=True)))
+def test_greedy_equals_the_plain_greedy(data: dict[str, Any]) -> None:
+    """The greedy's shortcuts (one predicate per node and job, the last winner kept, the
+    winner found in one pass without the RFC bonus) change no answer."""
+    prob = loadable(data)
+    if prob is None:
+        return
+    fast, plain = greedy_vnpu(prob), reference_greedy(prob)
+    assert (fast.nodes, fast.chips, fast.downgraded) == (plain.nodes, plain.chips,
+                                                         plain.downgraded)
 
 
 def rank_options(prob: Problem, j: int) -> list[tuple[int, tuple[int, ...], bool]]:
