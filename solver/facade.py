@@ -10,7 +10,8 @@ Deadline: the call returns within ``time_limit`` plus a few milliseconds.  CP-SA
 a worker thread that is always joined before the call returns (its search is stopped,
 its model building cancelled at checkpoints), so no work started here outlives it.  Only
 greedy itself cannot be interrupted; if it alone overruns the budget, the result says so
-in its notes.
+in its notes.  The vNPU jobs' greedy runs right after the other jobs' greedy and stops at
+a deadline of its own (the jobs it did not finish stay pending, with a note).
 """
 
 from __future__ import annotations
