@@ -175,3 +175,22 @@ def test_every_door_answers_each_job_once(data: dict[str, Any]) -> None:
     sweep_cell(data)
     facade_answers(data)
     doors_of_the_service(data)
+
+
+def test_the_expired_cache_note_is_printed_once_next_to_vnpu_jobs(tmp_path: Path) -> None:
+    """Issue 32 item 5: with vNPU jobs the TTL note landed in the table twice (the result's
+    notes and the placement's were one list)."""
+    from tests.models.builders import NOW, entry, job, node
+    from tests.models.test_vnpu import doc
+
+    data = doc([vnode_row("v1", npus=2), node("o1")], [vjob("a", owner_uid="u-a")],
+               jobs=[job("t", owner_uid="u-t")], ttl=60,
+               cache=[entry("u-t", 0, "o1", updated=NOW - 3600)])
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(data))
+    code, text = cli("plan", str(path), "--engine", "greedy")
+    assert code == 0
+    assert len([line for line in text.splitlines() if "affinity cache:" in line]) == 1
+    code, text = cli("plan", str(path), "--engine", "greedy", "--format", "json")
+    assert code == 0
+    assert len([n for n in json.loads(text)["notes"] if n.startswith("affinity cache:")]) == 1
