@@ -13,7 +13,8 @@
   unstable and its template is the node's unfinished template.
 * Pods requesting ``huawei.com/npu-core`` form vNPU jobs per PodGroup: the unbound pods
   are a pending ``vnpu-jobs`` entry (``ai-cores`` = the request, ``vnpu-level`` and
-  ``vnpu-dvpp`` from the pod labels); bound pods only use chips and seed the cache.
+  ``vnpu-dvpp`` from the pod labels, ``ring-controller`` from the ``ring-controller.atlas``
+  label of the PodGroup, else of the pod); bound pods only use chips and seed the cache.
 """
 
 from __future__ import annotations
