@@ -263,6 +263,37 @@ def _winner(problem: Problem, view: VnpuProblem, state: VnpuState, cands: list[C
         natural[view.nodes[cands[i].position].node]))
 
 
+def rank_bound(view: VnpuProblem, state: VnpuState, j: int) -> int:
+    """At most how many ranks of job ``j`` the vNPU nodes can take in ``state`` (an upper
+    bound: AI cores and AI CPUs per chip with the cheaper of the full and the downgraded
+    request, one DVPP ``yes`` slice per chip, no unstable chip, untouched chips for whole
+    cards, the node's unfinished template, one family per job)."""
+    per_family: dict[str, int] = {}
+    for v, vnode in enumerate(view.nodes):
+        request = view.request(j, v)
+        if request is None or not vnode.usable:
+            continue
+        node = state.nodes[v]
+        count = 0
+        if request.is_whole:
+            if not node.templates and node.slices == 0:
+                count = sum(1 for chip in node.chips if chip.whole) // request.whole_chips
+        else:
+            lower = downgraded(request) if vnode.kind == ASCEND_310P else None
+            allowed = {request.template} | ({lower.template} if lower is not None else set())
+            if not node.has_whole and (not node.templates or node.templates <= allowed):
+                cpus = lower.cpus if lower is not None else request.cpus
+                for chip in node.chips:
+                    if chip.unstable:
+                        continue
+                    fit = min(chip.free_cores // request.cores,
+                              chip.free_cpus // cpus if cpus else chip.free_cores)
+                    count += min(fit, 1) if request.dvpp is VnpuDvpp.YES else fit
+        family = view.family(v)
+        per_family[family] = per_family.get(family, 0) + count
+    return max(per_family.values(), default=0)
+
+
 def place_vnpu_job(problem: Problem, view: VnpuProblem, j: int, state: VnpuState,
                    deadline: float | None = None
                    ) -> tuple[list[Candidate] | None, str | None]:
@@ -273,6 +304,13 @@ def place_vnpu_job(problem: Problem, view: VnpuProblem, j: int, state: VnpuState
     ``deadline`` (``state`` unchanged).
     """
     job = view.jobs[j]
+    room = rank_bound(view, state, j)
+    if 0 < room < job.tasks:
+        # a gang that cannot fit: its ranks are not tried one by one (65,536 tasks: ms,
+        # not seconds); with no room at all the first rank's refusals say why
+        return None, (f"no vNPU node can take task {room} of job '{job.name}' (resource not "
+                      f"enough: the nodes that accept its request hold at most {room} of its "
+                      f"{job.tasks} tasks)")
     trial = state.copy()
     cached = [r for r in range(job.tasks) if job.origin[r] >= 0 and view.prefer_previous]
     cached_set = set(cached)
