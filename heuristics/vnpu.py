@@ -69,7 +69,8 @@ class NodeState:
     templates: set[str]  # unfinished slices: before the session and placed in this batch
     has_whole: bool = False  # a whole-card rank of this batch is here
     slices: int = 0  # slices of this batch here
-    idle: int = -1  # the chips' free AI cores (kept by :func:`take`; -1: not counted yet)
+    idle: int = -1  # the chips' free AI cores (kept up to date by :func:`take`; -1: not
+    # counted yet)
 
     def free_cores(self) -> int:
         """Idle AI cores (upstream sorts candidates by ``Idle[npu-core]``)."""
@@ -181,14 +182,17 @@ def take(view: VnpuProblem, state: VnpuState, pick: Candidate) -> None:
     """Commit one rank's chips to ``state``."""
     node = state.nodes[pick.position]
     request = pick.request
-    node.idle = -1
     for chip in node.chips:
         if chip.id not in pick.chips:
             continue
         chip.whole = False
         if request.is_whole:
+            if node.idle >= 0:
+                node.idle -= chip.free_cores
             chip.free_cores = chip.free_cpus = 0
             continue
+        if node.idle >= 0:
+            node.idle -= request.cores
         chip.free_cores -= request.cores
         chip.free_cpus -= request.cpus
         chip.segmented = True
@@ -196,6 +200,7 @@ def take(view: VnpuProblem, state: VnpuState, pick: Candidate) -> None:
             chip.dvpp = VnpuDvpp.NO
         elif request.dvpp is VnpuDvpp.NULL and chip.dvpp is not VnpuDvpp.NO:
             chip.dvpp = VnpuDvpp.NULL
+        break  # a slice takes one chip
     if request.is_whole:
         node.has_whole = True
     else:
@@ -294,6 +299,20 @@ def rank_bound(view: VnpuProblem, state: VnpuState, j: int) -> int:
     return max(per_family.values(), default=0)
 
 
+def _same_chip(state: VnpuState, pick: Candidate) -> Candidate | None:
+    """``pick`` again when its slice still fits its chip after it was taken there: that
+    chip lost free resources and the others did not change, so the chip order still puts
+    it first among the chips that fit, and the node's other answers (downgrade or not,
+    template) are unchanged.  None: work it out again (:func:`candidate`)."""
+    if pick.request.is_whole:
+        return None
+    chip_id = pick.chips[0]
+    for chip in state.nodes[pick.position].chips:
+        if chip.id == chip_id:
+            return pick if slice_fits(chip, pick.request) else None
+    return None
+
+
 def place_vnpu_job(problem: Problem, view: VnpuProblem, j: int, state: VnpuState,
                    deadline: float | None = None
                    ) -> tuple[list[Candidate] | None, str | None]:
@@ -332,7 +351,8 @@ def place_vnpu_job(problem: Problem, view: VnpuProblem, j: int, state: VnpuState
             if isinstance(again, Candidate) and again.downgraded == last.downgraded:
                 picks[rank] = last = again
                 take(view, trial, again)
-                found[again.position] = candidate(view, trial, j, again.position, family)
+                found[again.position] = (_same_chip(trial, again)
+                                         or candidate(view, trial, j, again.position, family))
                 continue
         cands = [c for c in found if isinstance(c, Candidate)]
         if not cands:

@@ -185,6 +185,7 @@ def rank_uses(view: VnpuProblem, node_index: dict[str, int], placement: Placemen
     on nodes that refuse the job whatever their chips hold (family, request against the
     node's own chip kind, no template, downgrade shape)."""
     uses: list[RankUse] = []
+    chip_ids = [{chip.id for chip in vnode.chips} for vnode in view.nodes]
     for jp in placement.jobs:
         j = view.job_index.get(jp.name)
         if j is None or not jp.placed:
@@ -242,7 +243,7 @@ def rank_uses(view: VnpuProblem, node_index: dict[str, int], placement: Placemen
                                          f"{wanted} distinct chip(s) of node '{name}', not "
                                          f"{list(chips)}", job.name, name))
                 continue
-            missing = [c for c in chips if vnode.chip(c) is None]
+            missing = [c for c in chips if c not in chip_ids[v]]
             if missing:
                 out.append(VnpuViolation("vnpu-chip", f"job '{job.name}' rank {r}: node "
                                          f"'{name}' has no healthy chip {missing}",
