@@ -204,10 +204,15 @@ def rank_uses(view: VnpuProblem, node_index: dict[str, int], placement: Placemen
             out.append(VnpuViolation("format", f"job '{job.name}': downgraded ranks "
                                      f"{sorted(down - keys)} do not exist", job.name))
         families: dict[str, list[int]] = {}
+        positions: dict[str, int | None] = {}  # node name → vNPU position (ranks share nodes)
         for r in range(job.tasks):
-            name = jp.ranks[str(r)]
-            n = node_index.get(name)
-            v = view.position.get(n) if n is not None else None
+            key = str(r)
+            name = jp.ranks[key]
+            if name in positions:
+                v = positions[name]
+            else:
+                n = node_index.get(name)
+                v = positions[name] = view.position.get(n) if n is not None else None
             if v is None:
                 out.append(VnpuViolation("format", f"job '{job.name}' rank {r}: node '{name}' "
                                          "is not a vNPU node", job.name, name))
@@ -226,7 +231,7 @@ def rank_uses(view: VnpuProblem, node_index: dict[str, int], placement: Placemen
                     f"({found})", job.name, name))
                 continue
             request, full = found, None
-            if str(r) in down:
+            if key in down:
                 lower = downgraded(request) if vnode.kind == ASCEND_310P else None
                 if lower is None:
                     out.append(VnpuViolation(
@@ -236,7 +241,7 @@ def rank_uses(view: VnpuProblem, node_index: dict[str, int], placement: Placemen
                         job.name, name))
                     continue
                 request, full = lower, request
-            chips = tuple(jp.chips.get(str(r), []))
+            chips = tuple(jp.chips.get(key, ()))
             wanted = request.whole_chips or 1
             if len(chips) != wanted or len(set(chips)) != wanted:
                 out.append(VnpuViolation("vnpu-chip", f"job '{job.name}' rank {r} must name "

@@ -501,8 +501,10 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
 #: Share of the budget kept for the vNPU part when a scenario has both kinds of job.
 VNPU_BUDGET_SHARE = 0.3
 #: Seconds per vNPU rank kept at the end of the budget for joining, checking and scoring
-#: the vNPU answer (measured: about 5 us per rank for the check alone).
-VNPU_FINISH_SECONDS_PER_RANK = 20e-6
+#: the vNPU answer (measured: about 11 us per rank on an idle core, twice that and more
+#: under load), and the largest share of the time left kept so.
+VNPU_FINISH_SECONDS_PER_RANK = 25e-6
+VNPU_FINISH_SHARE = 0.5
 #: The reason of a vNPU job in an early answer sent before the vNPU greedy finished.
 VNPU_PENDING_REASON = ("not placed yet: the vNPU greedy had not finished when this early "
                        "answer was sent")
@@ -510,10 +512,11 @@ VNPU_PENDING_REASON = ("not placed yet: the vNPU greedy had not finished when th
 
 def vnpu_greedy_deadline(problem: Problem, end: float) -> float:
     """When the vNPU greedy must stop for the answer to be joined, checked and scored by
-    ``end`` (a share of what is left, at most a quarter, kept per vNPU rank)."""
+    ``end`` (time kept per vNPU rank, at most :data:`VNPU_FINISH_SHARE` of what is
+    left)."""
     ranks = sum(job.tasks for job in compile_vnpu(problem).jobs)
     left = end - time.perf_counter()
-    return end - RETURN_MARGIN_SECONDS - min(0.25 * max(left, 0.0),
+    return end - RETURN_MARGIN_SECONDS - min(VNPU_FINISH_SHARE * max(left, 0.0),
                                              ranks * VNPU_FINISH_SECONDS_PER_RANK)
 
 
