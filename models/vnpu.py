@@ -204,25 +204,27 @@ def rank_uses(view: VnpuProblem, node_index: dict[str, int], placement: Placemen
             out.append(VnpuViolation("format", f"job '{job.name}': downgraded ranks "
                                      f"{sorted(down - keys)} do not exist", job.name))
         families: dict[str, list[int]] = {}
-        positions: dict[str, int | None] = {}  # node name → vNPU position (ranks share nodes)
+        # node name → (position, node, family, the job's request there); ranks share nodes
+        seen: dict[str, tuple[int, VNode, str, Request | str] | None] = {}
         for r in range(job.tasks):
             key = str(r)
             name = jp.ranks[key]
-            if name in positions:
-                v = positions[name]
+            if name in seen:
+                known = seen[name]
             else:
                 n = node_index.get(name)
-                v = positions[name] = view.position.get(n) if n is not None else None
-            if v is None:
+                at = view.position.get(n) if n is not None else None
+                known = seen[name] = (None if at is None else (
+                    at, view.nodes[at], view.family(at), view.resolve(j, at)))
+            if known is None:
                 out.append(VnpuViolation("format", f"job '{job.name}' rank {r}: node '{name}' "
                                          "is not a vNPU node", job.name, name))
                 continue
-            vnode = view.nodes[v]
-            families.setdefault(view.family(v), []).append(r)
+            v, vnode, node_family, found = known
+            families.setdefault(node_family, []).append(r)
             if not vnode.usable:
                 out.append(VnpuViolation("unhealthy", f"job '{job.name}' rank {r} is on "
                                          f"unhealthy node '{name}'", job.name, name))
-            found = view.resolve(j, v)
             if not isinstance(found, Request):
                 family = family_refusal(job.spec, vnode.kind) is not None
                 out.append(VnpuViolation(

@@ -503,8 +503,8 @@ VNPU_BUDGET_SHARE = 0.3
 #: Seconds per vNPU rank kept at the end of the budget for joining, checking and scoring
 #: the vNPU answer (measured: about 11 us per rank on an idle core, twice that and more
 #: under load), and the largest share of the time left kept so.
-VNPU_FINISH_SECONDS_PER_RANK = 25e-6
-VNPU_FINISH_SHARE = 0.5
+VNPU_FINISH_SECONDS_PER_RANK = 30e-6
+VNPU_FINISH_SHARE = 0.6
 #: The reason of a vNPU job in an early answer sent before the vNPU greedy finished.
 VNPU_PENDING_REASON = ("not placed yet: the vNPU greedy had not finished when this early "
                        "answer was sent")
