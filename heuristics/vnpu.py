@@ -4,11 +4,14 @@ Jobs in queue order (priority descending, then file order), each all-or-nothing;
 with a cached node first, then the others, each by rank (the RFC's ``TaskOrderFn``).  Per
 rank (``models/docs/vnpu.md`` §5–§6):
 
-* **predicate** — the node is a usable vNPU node, its request resolves there, one chip
-  takes the slice (AI cores, AI CPUs, DVPP, stable) or enough untouched chips take the
-  whole card; a 310P node where the full slice does not fit is tried with the AI-CPU
-  downgrade (and remembered as downgraded for this rank); the node's unfinished slices
-  (before the session and placed in this batch) are all of the rank's template;
+* **predicate** — the node is a usable vNPU node of the job's family (its
+  ``ring-controller``, else the family of the job's first placed rank), the request
+  passes upstream's job check against the node's own chip kind and resolves there, one
+  chip takes the slice (AI cores, AI CPUs, DVPP, stable) or enough untouched chips (DVPP
+  state not ``no``) take the whole card; a 310P node where the full slice fits no chip
+  is tried with the AI-CPU downgrade (and remembered as downgraded for this rank); the
+  node's unfinished slices (before the session and placed in this batch) are all of the
+  rank's template;
 * **score** — candidates sorted by free AI cores ascending (natural node order on ties,
   upstream [random]); with no downgraded candidate the first gets 8, otherwise the
   downgraded ones before the first non-downgraded get 8 and that one 16;
@@ -21,6 +24,12 @@ rank (``models/docs/vnpu.md`` §5–§6):
 
 Deviation (order-free rule, also in the validator): a whole-card vNPU rank and slices of
 the same batch never share a node (upstream admits the whole card first, slices after).
+
+Speed without changing an answer (a test compares with the plain loop): each node's
+predicate is evaluated once per job and again only for the node a rank took; without the
+RFC bonus the winner is found in one pass and kept while its slice still fits the same
+chip; a gang larger than an upper bound of the room is refused without trying its ranks.
+With a deadline the greedy stops there (the jobs it did not finish stay pending).
 """
 
 from __future__ import annotations
