@@ -25,7 +25,7 @@ rank (``models/docs/vnpu.md`` §5–§6):
 Deviation (order-free rule, also in the validator): a whole-card vNPU rank and slices of
 the same batch never share a node (upstream admits the whole card first, slices after).
 
-Speed without changing an answer (a test compares with the plain loop): each node's
+Speed without changing a placement (a test compares with the plain loop): each node's
 predicate is evaluated once per job and again only for the node a rank took; without the
 RFC bonus the winner is found in one pass and kept while its slice still fits the same
 chip; a gang larger than an upper bound of the room is refused without trying its ranks.

@@ -11,6 +11,10 @@ a whole-card request (``k`` of them with the rank's node literal).  Per node and
 "slices of this template here" literal and a "whole card here" literal carry the
 one-template rule; a "node used" literal (only on sub-healthy nodes) carries the penalty
 and is tied both ways, so the solver's objective equals ``evaluate()`` on every solution.
+A job whose candidate nodes span both handler families gets a family literal its ranks
+follow; the downgraded literals exist only on 310P nodes for vir02/vir04 and are tied to
+upstream's condition (the full request fits no chip of the node, :meth:`downgrade_rule`).
+Nodes that refuse the job's request on their own chip kind get no literal.
 """
 
 from __future__ import annotations
