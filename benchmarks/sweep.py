@@ -75,6 +75,7 @@ from models.check import check
 from models.compiled import compile_scenario
 from models.documents import read_text
 from models.io import read_document, scenario_from_data
+from models.joblist import job_count
 from models.numbers import is_ascii_digits, parse_int
 from models.scenario import Scenario
 from models.validation import InputError
@@ -661,7 +662,7 @@ def run_cell(cell: Cell, data: dict[str, Any] | None = None, events: Any = None
             source += " with " + ", ".join(f"{k}={format_value(v)}" for k, v in cell.overrides)
         scenario = scenario_from_data(scenario_data, source)
         row["nodes"] = str(len(scenario.nodes))
-        row["jobs"] = str(len(scenario.jobs))
+        row["jobs"] = str(job_count(scenario))
         if events is not None:
             before = probe.reset()
             started = time.perf_counter()

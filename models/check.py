@@ -41,6 +41,9 @@ class Rule(StrEnum):
     TOPOTREE = "topotree"
     VNPU_CHIP = "vnpu-chip"  # chip-level capacity, whole cards, DVPP, unstable chips
     VNPU_TEMPLATE = "vnpu-template"  # one template per node for unfinished slices
+    VNPU_REQUEST = "vnpu-request"  # the request against the node's own chip kind
+    VNPU_DOWNGRADE = "vnpu-downgrade"  # the 310P AI-CPU downgrade only where upstream takes it
+    VNPU_FAMILY = "vnpu-family"  # one handler family (ring-controller.atlas) per job
 
 
 @dataclass(frozen=True, slots=True)

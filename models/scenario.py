@@ -254,6 +254,16 @@ class VnpuLevel(StrEnum):
     HIGH = "high"
 
 
+class RingController(StrEnum):
+    """A vNPU job's ``ring-controller.atlas`` label: which upstream handler (chip family)
+    takes the job (upstream ``GetPluginNameByReq``)."""
+
+    ASCEND_910 = "ascend-910"
+    ASCEND_910B = "ascend-910b"
+    HUAWEI_NPU = "huawei.com.npu"
+    ASCEND_310P = "ascend-310P"
+
+
 class VnpuChip(_Model):
     """One chip of a vNPU node with its free resources (``nodes[].vnpu.chips[]``)."""
 
@@ -413,7 +423,10 @@ class VnpuJob(_Model):
     """A pending dynamic-vNPU job (``huawei.com/npu-core``), one entry of ``vnpu-jobs``.
 
     Each task asks for ``ai-cores`` AI cores (with ``vnpu-level`` and ``vnpu-dvpp`` as the
-    pod labels), or names a ``template`` of the node's table.
+    pod labels), or names a ``template`` of the node's table.  ``ring-controller`` is the
+    job's ``ring-controller.atlas`` label: ``ascend-310P`` binds the job to 310P nodes, the
+    910 values to 910 nodes; absent, the job may take either family, but all its tasks take
+    one.
     """
 
     name: Name = Field(min_length=1)
@@ -423,6 +436,7 @@ class VnpuJob(_Model):
     template: Text | None = Field(None, min_length=1)
     vnpu_level: VnpuLevel = Field(VnpuLevel.LOW, alias="vnpu-level")
     vnpu_dvpp: VnpuDvpp = Field(VnpuDvpp.NULL, alias="vnpu-dvpp")
+    ring_controller: RingController | None = Field(None, alias="ring-controller")
     priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
     image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0,
                                  le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False)

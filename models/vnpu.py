@@ -18,7 +18,7 @@ jobs only: the compiled problem gives ordinary jobs no free chip on them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from models.placement import JobPlacement
@@ -33,6 +33,10 @@ from models.vnpu_rules import (  # noqa: F401 - re-exported
     VNode,
     chip_geometry,
     downgraded,
+    family_refusal,
+    job_family,
+    kind_family,
+    node_refusal,
     request_error,
     task_request,
     template_name,
@@ -77,10 +81,32 @@ class VnpuProblem:
     job_index: dict[str, int]
     queue: tuple[int, ...]  # priority descending, then file order
     prefer_previous: bool
+    _resolved: dict[tuple[int, int], Request | str] = field(default_factory=dict, repr=False)
+
+    def resolve(self, j: int, v: int) -> Request | str:
+        """Job ``j``'s per-task request on vNPU node position ``v``, or upstream's reason
+        why the node refuses it whatever its chips hold: the job's family, the request
+        against this node's own chip kind, no template (:func:`node_refusal`,
+        :func:`task_request`)."""
+        key = (j, v)
+        found = self._resolved.get(key)
+        if found is None:
+            spec, vnode = self.jobs[j].spec, self.nodes[v]
+            why = node_refusal(spec, vnode.kind)
+            request = task_request(spec, vnode) if why is None else None
+            found = request if request is not None else (
+                why or f"task<{spec.name}> get virTemplate is null")
+            self._resolved[key] = found
+        return found
 
     def request(self, j: int, v: int) -> Request | None:
         """Job ``j``'s per-task request on vNPU node position ``v`` (None: cannot run)."""
-        return task_request(self.jobs[j].spec, self.nodes[v])
+        found = self.resolve(j, v)
+        return found if isinstance(found, Request) else None
+
+    def family(self, v: int) -> str:
+        """The handler family of vNPU node position ``v`` (310P or 910)."""
+        return kind_family(self.nodes[v].kind)
 
 
 def compile_vnpu(problem: Problem) -> VnpuProblem:
@@ -133,7 +159,8 @@ def chip_states(spec: VnpuNode, npus: int, cores: int, cpus: int) -> tuple[VChip
 class VnpuViolation:
     """One broken vNPU rule (turned into a :class:`models.check.Violation`)."""
 
-    rule: str  # "vnpu-chip", "vnpu-template" or "format"/"gang"/"unhealthy"
+    rule: str  # "vnpu-chip", "vnpu-template", "vnpu-request", "vnpu-downgrade",
+    # "vnpu-family" or "format"/"gang"/"unhealthy"
     message: str
     job: str | None = None
     node: str | None = None
@@ -141,19 +168,24 @@ class VnpuViolation:
 
 @dataclass(frozen=True, slots=True)
 class RankUse:
-    """What one placed vNPU rank takes: node position, chips and its request."""
+    """What one placed vNPU rank takes: node position, chips and its request (the
+    downgraded one when ``full`` is set: then ``full`` is the request it was cut from)."""
 
     job: int
     rank: int
     node: int  # position in VnpuProblem.nodes
     chips: tuple[int, ...]
     request: Request
+    full: Request | None = None
 
 
 def rank_uses(view: VnpuProblem, node_index: dict[str, int], placement: PlacementFile,
               out: list[VnpuViolation]) -> list[RankUse]:
-    """Read the vNPU jobs of ``placement``; report malformed ones into ``out``."""
+    """Read the vNPU jobs of ``placement``; report malformed ones into ``out``, and ranks
+    on nodes that refuse the job whatever their chips hold (family, request against the
+    node's own chip kind, no template, downgrade shape)."""
     uses: list[RankUse] = []
+    chip_ids = [{chip.id for chip in vnode.chips} for vnode in view.nodes]
     for jp in placement.jobs:
         j = view.job_index.get(jp.name)
         if j is None or not jp.placed:
@@ -171,52 +203,83 @@ def rank_uses(view: VnpuProblem, node_index: dict[str, int], placement: Placemen
         if not down <= keys:
             out.append(VnpuViolation("format", f"job '{job.name}': downgraded ranks "
                                      f"{sorted(down - keys)} do not exist", job.name))
+        families: dict[str, list[int]] = {}
+        # node name → (position, node, family, the job's request there); ranks share nodes
+        seen: dict[str, tuple[int, VNode, str, Request | str] | None] = {}
         for r in range(job.tasks):
-            name = jp.ranks[str(r)]
-            n = node_index.get(name)
-            v = view.position.get(n) if n is not None else None
-            if v is None:
+            key = str(r)
+            name = jp.ranks[key]
+            if name in seen:
+                known = seen[name]
+            else:
+                n = node_index.get(name)
+                at = view.position.get(n) if n is not None else None
+                known = seen[name] = (None if at is None else (
+                    at, view.nodes[at], view.family(at), view.resolve(j, at)))
+            if known is None:
                 out.append(VnpuViolation("format", f"job '{job.name}' rank {r}: node '{name}' "
                                          "is not a vNPU node", job.name, name))
                 continue
-            vnode = view.nodes[v]
+            v, vnode, node_family, found = known
+            families.setdefault(node_family, []).append(r)
             if not vnode.usable:
                 out.append(VnpuViolation("unhealthy", f"job '{job.name}' rank {r} is on "
                                          f"unhealthy node '{name}'", job.name, name))
-            request = view.request(j, v)
-            if request is None:
-                out.append(VnpuViolation("vnpu-chip", f"job '{job.name}' rank {r}: its request "
-                                         f"has no resource on {vnode.kind} node '{name}'",
-                                         job.name, name))
+            if not isinstance(found, Request):
+                family = family_refusal(job.spec, vnode.kind) is not None
+                out.append(VnpuViolation(
+                    "vnpu-family" if family else "vnpu-request",
+                    f"job '{job.name}' rank {r}: {vnode.kind} node '{name}' refuses the job "
+                    f"({found})", job.name, name))
                 continue
-            if str(r) in down:
+            request, full = found, None
+            if key in down:
                 lower = downgraded(request) if vnode.kind == ASCEND_310P else None
                 if lower is None:
-                    out.append(VnpuViolation("vnpu-chip", f"job '{job.name}' rank {r}: "
-                                             f"{request.template or 'whole-card'} cannot be "
-                                             f"downgraded on node '{name}'", job.name, name))
+                    out.append(VnpuViolation(
+                        "vnpu-downgrade", f"job '{job.name}' rank {r}: "
+                        f"{request.template or 'a whole-card request'} cannot be downgraded "
+                        f"on {vnode.kind} node '{name}' (only vir02 and vir04 on Ascend310P)",
+                        job.name, name))
                     continue
-                request = lower
-            chips = tuple(jp.chips.get(str(r), []))
+                request, full = lower, request
+            chips = tuple(jp.chips.get(key, ()))
             wanted = request.whole_chips or 1
             if len(chips) != wanted or len(set(chips)) != wanted:
                 out.append(VnpuViolation("vnpu-chip", f"job '{job.name}' rank {r} must name "
                                          f"{wanted} distinct chip(s) of node '{name}', not "
                                          f"{list(chips)}", job.name, name))
                 continue
-            missing = [c for c in chips if vnode.chip(c) is None]
+            missing = [c for c in chips if c not in chip_ids[v]]
             if missing:
                 out.append(VnpuViolation("vnpu-chip", f"job '{job.name}' rank {r}: node "
                                          f"'{name}' has no healthy chip {missing}",
                                          job.name, name))
                 continue
-            uses.append(RankUse(j, r, v, chips, request))
+            uses.append(RankUse(j, r, v, chips, request, full))
+        if len(families) > 1:
+            shown = ", ".join(f"{f}: ranks {ranks[:4]}{' ...' if len(ranks) > 4 else ''}"
+                              for f, ranks in sorted(families.items()))
+            out.append(VnpuViolation("vnpu-family", f"job '{job.name}' spans the 310P and the "
+                                     f"910 vNPU handler ({shown}); a job has one "
+                                     "ring-controller.atlas family", job.name))
     return uses
 
 
+@dataclass
+class ChipLoad:
+    """What the placed ranks take from one chip (the plan's final state)."""
+
+    cores: int = 0
+    cpus: int = 0
+    dvpp_yes: int = 0
+    whole: bool = False
+
+
 def check_vnpu(problem: Problem, placement: PlacementFile) -> list[VnpuViolation]:
-    """Every vNPU rule over the vNPU jobs of ``placement`` (chip capacity, whole cards,
-    DVPP, unstable chips, one template per node)."""
+    """Every vNPU rule over the vNPU jobs of ``placement`` (family, request against the
+    node's own chip kind, chip capacity, whole cards, DVPP, unstable chips, one template
+    per node, the downgrade rule)."""
     view = compile_vnpu(problem)
     out: list[VnpuViolation] = []
     uses = rank_uses(view, problem.node_index, placement, out)
@@ -226,6 +289,7 @@ def check_vnpu(problem: Problem, placement: PlacementFile) -> list[VnpuViolation
         per_node.setdefault(use.node, []).append(use)
         for c in use.chips:
             per_chip.setdefault((use.node, c), []).append(use)
+    load: dict[tuple[int, int], ChipLoad] = {}
     for (v, c), users in sorted(per_chip.items()):
         vnode = view.nodes[v]
         chip = vnode.chip(c)
@@ -234,15 +298,20 @@ def check_vnpu(problem: Problem, placement: PlacementFile) -> list[VnpuViolation
         where = f"node '{vnode.name}' chip {c}"
         whole = [u for u in users if u.request.is_whole]
         if whole:
+            load[(v, c)] = ChipLoad(vnode.cores, vnode.cpus, 0, True)
             if len(users) > 1:
                 out.append(VnpuViolation("vnpu-chip", f"{where}: a whole-card rank shares the "
                                          f"chip ({who})", None, vnode.name))
             elif not vnode.untouched(chip):
                 out.append(VnpuViolation("vnpu-chip", f"{where}: a whole-card rank needs an "
-                                         f"untouched chip ({who})", None, vnode.name))
+                                         "untouched chip with DVPP state other than 'no' "
+                                         f"({who})", None, vnode.name))
             continue
         cores = sum(u.request.cores for u in users)
         cpus = sum(u.request.cpus for u in users)
+        yes = sum(1 for u in users if u.request.dvpp is VnpuDvpp.YES)
+        null = sum(1 for u in users if u.request.dvpp is VnpuDvpp.NULL)
+        load[(v, c)] = ChipLoad(cores, cpus, yes)
         if cores > chip.free_cores or cpus > chip.free_cpus:
             out.append(VnpuViolation("vnpu-chip", f"{where}: slices take {cores} AI cores and "
                                      f"{cpus} AI CPUs but {chip.free_cores} and "
@@ -250,8 +319,6 @@ def check_vnpu(problem: Problem, placement: PlacementFile) -> list[VnpuViolation
         if chip.unstable:
             out.append(VnpuViolation("vnpu-chip", f"{where} is unstable (being cut) and takes "
                                      f"no slice ({who})", None, vnode.name))
-        yes = sum(1 for u in users if u.request.dvpp is VnpuDvpp.YES)
-        null = sum(1 for u in users if u.request.dvpp is VnpuDvpp.NULL)
         if yes > 1 or (yes and (null or chip.dvpp is not VnpuDvpp.YES)) or (
                 null and chip.dvpp is VnpuDvpp.NO):
             out.append(VnpuViolation("vnpu-chip", f"{where}: DVPP conflict (state "
@@ -270,7 +337,48 @@ def check_vnpu(problem: Problem, placement: PlacementFile) -> list[VnpuViolation
             out.append(VnpuViolation("vnpu-template", f"node '{vnode.name}': a whole-card vNPU "
                                      "rank cannot join unfinished slices "
                                      f"{sorted(templates)}", None, vnode.name))
+        for use in slices:
+            if use.full is None:
+                continue
+            fits = full_fits_elsewhere(vnode, v, use, load)
+            if fits is not None:
+                job = view.jobs[use.job]
+                out.append(VnpuViolation(
+                    "vnpu-downgrade", f"job '{job.name}' rank {use.rank} on node "
+                    f"'{vnode.name}' is downgraded to {use.request.template} although its "
+                    f"full request {use.full.template} fits chip {fits} with the plan's other "
+                    "slices placed (upstream downgrades only when no chip of the node takes "
+                    "the full request)", job.name, vnode.name))
     return out
+
+
+def full_fits_elsewhere(vnode: VNode, v: int, use: RankUse,
+                        load: dict[tuple[int, int], ChipLoad]) -> int | None:
+    """A chip of ``vnode`` where the full request of the downgraded rank ``use`` fits once
+    every other rank of the plan is placed (None: none — the downgrade is upstream's).
+
+    Upstream (``CheckNodeNPUByDyTask``) downgrades only when ``IsNodeNotMeetRes`` holds
+    for the full request: no stable chip has its AI cores and AI CPUs free with a DVPP
+    state that takes it.  Other ranks only take resources, so a chip where the full
+    request fits in the plan's final state (without this rank) had it free whenever
+    upstream placed this rank: such a downgrade is never upstream's.
+    """
+    full = use.full
+    assert full is not None
+    for chip in vnode.chips:
+        if chip.unstable or chip.dvpp is VnpuDvpp.NO:
+            continue
+        taken = load.get((v, chip.id), ChipLoad())
+        if taken.whole or taken.dvpp_yes:
+            continue
+        cores = chip.free_cores - taken.cores
+        cpus = chip.free_cpus - taken.cpus
+        if chip.id in use.chips:  # without this rank's own slice
+            cores += use.request.cores
+            cpus += use.request.cpus
+        if cores >= full.cores and cpus >= full.cpus:
+            return chip.id
+    return None
 
 
 def vnpu_hosts(problem: Problem, placement: PlacementFile) -> dict[int, list[int]]:
@@ -310,6 +418,8 @@ class VnpuPlan:
     chips: list[list[tuple[int, ...]]]
     downgraded: list[list[int]]
     reasons: list[str | None]
+    #: the engine stopped at its deadline before it reached every job
+    out_of_time: bool = False
 
     @classmethod
     def empty(cls, view: VnpuProblem) -> VnpuPlan:

@@ -12,12 +12,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from models.scenario import VnpuDvpp, VnpuJob, VnpuLevel, VnpuNode
+from models.scenario import RingController, VnpuDvpp, VnpuJob, VnpuLevel, VnpuNode
 
 if TYPE_CHECKING:
     from models.scenario import Scenario
 
 ASCEND_310P = "Ascend310P"
+#: The reason of the vNPU jobs an engine did not reach before its deadline.
+OUT_OF_TIME_REASON = ("not placed: the time budget ran out before the vNPU greedy reached "
+                      "this job")
 A3_PREFIX = "Ascend910A3-"
 
 #: (AI cores, AI CPUs) per chip a chip kind may have (upstream ``initTemplate``); the
@@ -121,8 +124,56 @@ def template_name(kind: str, cores: int, level: VnpuLevel, dvpp: VnpuDvpp) -> st
     return None
 
 
+#: The two handler families (upstream: the 910 and the 310P vNPU handler).
+FAMILY_910 = "910"
+FAMILY_310P = "310P"
+#: ``ring-controller.atlas`` value → handler family (upstream ``GetPluginNameByReq``).
+RING_CONTROLLER_FAMILY: dict[RingController, str] = {
+    RingController.ASCEND_910: FAMILY_910,
+    RingController.ASCEND_910B: FAMILY_910,
+    RingController.HUAWEI_NPU: FAMILY_910,
+    RingController.ASCEND_310P: FAMILY_310P,
+}
+
+
+def kind_family(kind: str) -> str:
+    """The handler family whose jobs a chip kind serves (310P or 910)."""
+    return FAMILY_310P if kind == ASCEND_310P else FAMILY_910
+
+
+def job_family(spec: VnpuJob) -> str | None:
+    """The family a job's ``ring-controller`` binds it to (None: not given)."""
+    return None if spec.ring_controller is None else RING_CONTROLLER_FAMILY[spec.ring_controller]
+
+
+def family_refusal(spec: VnpuJob, kind: str) -> str | None:
+    """Why a job's ``ring-controller`` keeps it off a node of chip kind ``kind`` (None: it
+    does not)."""
+    family = job_family(spec)
+    if family is None or family == kind_family(kind):
+        return None
+    assert spec.ring_controller is not None
+    return (f"{spec.name} has ring-controller.atlas={spec.ring_controller.value} (the "
+            f"{family} vNPU handler), the node's chips are {kind}")
+
+
+def node_refusal(spec: VnpuJob, kind: str) -> str | None:
+    """Why upstream refuses a job's tasks on a node of chip kind ``kind`` before looking at
+    its chips (None: it does not): the job's handler family (``GetPluginNameByReq``), the
+    request against that node's own kind (``ValidNPUJob``: ``checkDyVJobReq``,
+    ``validDyVNPUJobLabel``) and whether a resource resolves there (``GetTaskResource``)."""
+    return family_refusal(spec, kind) or request_error(spec, kind)
+
+
+#: The request shapes upstream may downgrade (``taskAICPUCanBeDowngrade``): the template
+#: of the full request → the template of the downgraded one.
+DOWNGRADES = {"vir02": "vir02_1c", "vir04": "vir04_3c"}
+
+
 def downgraded(request: Request) -> Request | None:
-    """The 310P AI-CPU downgrade of a slice (vir02 → vir02_1c, vir04 → vir04_3c), if any."""
+    """The 310P AI-CPU downgrade of a slice (vir02 → vir02_1c, vir04 → vir04_3c), if any
+    (upstream ``taskAICPUCanBeDowngrade`` / ``downgradeTaskAICPU``: (2, 2) → (2, 1) and
+    (4, 4, DVPP not ``yes``) → (4, 3))."""
     if request.template == "vir02":
         return Request(2, 1, request.dvpp, "vir02_1c", 0)
     if request.template == "vir04":
@@ -163,9 +214,11 @@ class VNode:
         return None
 
     def untouched(self, chip: VChip) -> bool:
-        """True when ``chip`` is whole and free (a whole-card request may take it)."""
+        """True when a whole-card request may take ``chip`` (upstream
+        ``selectChipFromNodeWhole``): not segmented, its whole resource free and its DVPP
+        state not ``no`` (the chip must meet a full chip with DVPP ``null``)."""
         return (not chip.segmented and chip.free_cores == self.cores
-                and chip.free_cpus == self.cpus)
+                and chip.free_cpus == self.cpus and chip.dvpp is not VnpuDvpp.NO)
 
 
 def task_request(spec: VnpuJob, vnode: VNode) -> Request | None:
@@ -287,10 +340,12 @@ def validate_vnpu(scenario: Scenario, source: str, other_job_names: set[str]) ->
             say(where, "ai-cores", "give exactly one of ai-cores (huawei.com/npu-core) and "
                 "template")
             continue
-        if not kinds:
+        family = job_family(job)
+        own = sorted(k for k in kinds if family is None or kind_family(k) == family)
+        if not own:
             continue  # nothing to check against: the job stays pending ("no vNPU node")
-        errors = [text for kind in sorted(kinds) if (text := request_error(job, kind))]
-        if len(errors) == len(kinds):
+        errors = [text for kind in own if (text := request_error(job, kind))]
+        if len(errors) == len(own):
             say(where, "ai-cores" if job.template is None else "template",
                 "; ".join(errors))
     return messages

@@ -21,6 +21,7 @@ from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.errors import InputError
 from models.io import read_document, scenario_model
+from models.joblist import job_count
 from models.limits import MAX_ERRORS_SHOWN, capped
 from models.objective import evaluate
 from models.placement import PlacementFile
@@ -136,7 +137,7 @@ def validate_data(scenario: Any, source: str = "scenario",
         problem = problem_from_data(scenario, source)
     except InputError as exc:
         return Verdict(valid=False, errors=list(exc.messages))
-    verdict = Verdict(valid=True, nodes=problem.num_nodes, jobs=len(problem.jobs))
+    verdict = Verdict(valid=True, nodes=problem.num_nodes, jobs=job_count(problem.scenario))
     if placement is None:
         return verdict
     violations = check(problem, placement)

@@ -107,11 +107,12 @@ from models.scenario import (
     Health,
     Job,
     Node,
+    RingController,
     Scenario,
     VnpuJob,
 )
 from models.validation import InputError, JobShape, derive_shape
-from models.vnpu import request_error
+from models.vnpu import job_family, kind_family, request_error
 
 _Cache = dict[tuple[str, int], dict[str, Any]]
 #: ``volcano-system/vcjob-fault-npu-cm``: the rescheduler's fault bookkeeping.
@@ -532,14 +533,22 @@ class ClusterImport:
             priority = (self.classes.values.get(class_name, first.priority or 0)
                         if class_name else first.priority if first.priority is not None
                         else self.classes.default or 0)
-            item, entries = vnpu_job(group, priority, owner, node_names, now, diag)
+            item, entries = vnpu_job(group, priority, owner, node_names, now, diag,
+                                     pg.labels if pg else None)
             for entry in entries:
                 cache.setdefault((entry["owner-uid"], entry["rank"]), entry)
             if item is None:
                 continue
+            family = item.get("ring-controller")
+            if family is not None and family not in {c.value for c in RingController}:
+                diag.warn(pg.obj if pg else f"PodGroup {job_id}", f"pending vNPU job with "
+                          f"label ring-controller.atlas={family!r}, which upstream's "
+                          "GetPluginNameByReq maps to no vNPU handler: not imported")
+                continue
             spec = VnpuJob.model_validate(item)
-            errors = [e for kind in kinds if (e := request_error(spec, kind))]
-            if kinds and len(errors) == len(kinds):
+            own = [k for k in kinds if (f := job_family(spec)) is None or kind_family(k) == f]
+            errors = [e for kind in own if (e := request_error(spec, kind))]
+            if own and len(errors) == len(own):
                 diag.warn(pg.obj if pg else f"PodGroup {job_id}", "pending vNPU job that "
                           f"upstream's ValidNPUJob rejects, not imported ({'; '.join(errors)})")
                 continue

@@ -147,6 +147,7 @@ class PodRecord:
     affinity_labels: dict[str, str] = field(default_factory=dict)
     # dynamic vNPU (models.kube.vnpu): the npu-core request, its annotation, whether the
     # slice is cut (huawei.com/AscendReal present) and the vnpu-level/vnpu-dvpp labels
+    # (and ring-controller.atlas, the job's handler family)
     npu_core: int = 0
     vnpu_annotation: str | None = None
     vnpu_real: bool = False
@@ -275,7 +276,8 @@ def pod_record(obj: dict[str, Any], diag: Diagnostics) -> PodRecord | None:
         vnpu_annotation=(annotations["huawei.com/npu-core"]
                          if annotations.get("huawei.com/npu-core") else None),
         vnpu_real=bool(annotations.get("huawei.com/AscendReal")),
-        vnpu_labels={k: labels[k] for k in ("vnpu-level", "vnpu-dvpp") if k in labels})
+        vnpu_labels={k: labels[k] for k in ("vnpu-level", "vnpu-dvpp", "ring-controller.atlas")
+                     if k in labels})
 
 
 def _preferred_match_labels(spec: dict[str, Any]) -> dict[str, str]:

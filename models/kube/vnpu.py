@@ -13,7 +13,8 @@
   unstable and its template is the node's unfinished template.
 * Pods requesting ``huawei.com/npu-core`` form vNPU jobs per PodGroup: the unbound pods
   are a pending ``vnpu-jobs`` entry (``ai-cores`` = the request, ``vnpu-level`` and
-  ``vnpu-dvpp`` from the pod labels); bound pods only use chips and seed the cache.
+  ``vnpu-dvpp`` from the pod labels, ``ring-controller`` from the ``ring-controller.atlas``
+  label of the PodGroup, else of the pod); bound pods only use chips and seed the cache.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ ACCELERATOR_LABEL = "accelerator"
 SERVER_TYPE_LABEL = "servertype"
 CHIP_NAME_LABEL = "node.kubernetes.io/npu.chip.name"
 VNPU_LABELS = ("vnpu-level", "vnpu-dvpp")
+#: The job label that picks upstream's vNPU handler (``GetPluginNameByReq``): the
+#: scenario's ``ring-controller``.
+RING_CONTROLLER_LABEL = "ring-controller.atlas"
 
 
 def chip_kind(labels: dict[str, str]) -> tuple[str, str, int] | str:
@@ -158,10 +162,12 @@ class VnpuGroup:
 
 
 def vnpu_job(group: VnpuGroup, priority: int, owner: str | None, node_names: set[str],
-             now: int, diag: Diagnostics) -> tuple[dict[str, Any] | None,
-                                                   list[dict[str, Any]]]:
+             now: int, diag: Diagnostics, group_labels: dict[str, str] | None = None
+             ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """A pending ``vnpu-jobs`` entry of a group's unbound pods (None when all are bound)
-    and the cache entries of its bound ranks."""
+    and the cache entries of its bound ranks.  ``ring-controller`` comes from the
+    PodGroup's ``ring-controller.atlas`` label (``group_labels``), else the first pending
+    pod's."""
     live = [p for p in group.pods if p.phase not in ("Succeeded", "Failed")]
     bound = [p for p in live if p.node]
     pending = [p for p in live if not p.node]
@@ -183,6 +189,10 @@ def vnpu_job(group: VnpuGroup, priority: int, owner: str | None, node_names: set
     for label in VNPU_LABELS:
         if label in first.vnpu_labels:
             item[label] = first.vnpu_labels[label]
+    family = (group_labels or {}).get(RING_CONTROLLER_LABEL,
+                                      first.vnpu_labels.get(RING_CONTROLLER_LABEL))
+    if family is not None:
+        item["ring-controller"] = family
     if owner and not bound:
         item["owner-uid"] = owner
     elif owner:

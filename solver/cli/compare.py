@@ -6,6 +6,7 @@ import argparse
 from typing import Any, TextIO
 
 from models.io import dump_data
+from models.joblist import job_count
 from solver.cli.options import add_engine_options, check_weights
 from solver.cli.output import table
 from solver.doors import EXIT_OK, CliError, example_path, load_problem
@@ -60,13 +61,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         for result in (greedy, cpsat):
             m = result.metrics
             rows.append([str(scenario), result.engine if result is greedy else "cpsat",
-                         result.status.value, str(m.placed_jobs),
+                         result.status.value, f"{m.placed_jobs}/{job_count(problem.scenario)}",
                          f"{m.origin_hits}/{m.origin_candidates}", str(m.fault_returns),
                          str(m.subhealthy_nodes), str(m.reserve_used), str(m.fragment_score),
                          str(m.affinity_spill), str(result.objective),
                          "-" if result.bound is None else str(result.bound),
                          f"{result.wall_seconds:.3f}"])
-            records.append({"scenario": str(scenario), "engine-run":
+            records.append({"scenario": str(scenario), "jobs": job_count(problem.scenario),
+                            "engine-run":
                             "greedy" if result is greedy else "cpsat",
                             "answer-engine": result.engine, "status": result.status.value,
                             "objective": result.objective, "bound": result.bound,

@@ -11,6 +11,10 @@ a whole-card request (``k`` of them with the rank's node literal).  Per node and
 "slices of this template here" literal and a "whole card here" literal carry the
 one-template rule; a "node used" literal (only on sub-healthy nodes) carries the penalty
 and is tied both ways, so the solver's objective equals ``evaluate()`` on every solution.
+A job whose candidate nodes span both handler families gets a family literal its ranks
+follow; the downgraded literals exist only on 310P nodes for vir02/vir04 and are tied to
+upstream's condition (the full request fits no chip of the node, :meth:`downgrade_rule`).
+Nodes that refuse the job's request on their own chip kind get no literal.
 """
 
 from __future__ import annotations
@@ -24,7 +28,17 @@ from models.compiled import SUBHEALTHY, Problem
 from models.objective import ResolvedWeights
 from models.placement import Status
 from models.scenario import VnpuDvpp
-from models.vnpu import ASCEND_310P, Request, VnpuPlan, VnpuProblem, compile_vnpu, downgraded
+from models.vnpu import (
+    ASCEND_310P,
+    TEMPLATES,
+    Request,
+    VnpuPlan,
+    VnpuProblem,
+    compile_vnpu,
+    downgraded,
+)
+from models.vnpu_rules import FAMILY_310P
+from solver.model.cancel import BuildCancelled, CancelToken, cancellable, checkpoint
 
 #: Above this many chip literals the model is not built (the greedy answer stays).
 MAX_LITERALS = 200_000
@@ -69,6 +83,7 @@ class VnpuModelBuilder:
         self.weights = weights
         self.view = compile_vnpu(problem)
         self.m = VnpuModel(cp_model.CpModel(), self.view)
+        self.hinted: VnpuPlan | None = None  # the plan given to :meth:`hint`
 
     def literal_count(self) -> int:
         """Chip literals the model would have (to decide whether to build it)."""
@@ -88,6 +103,8 @@ class VnpuModelBuilder:
         self.whole_cards()
         self.dvpp()
         self.one_template()
+        self.one_family()
+        self.downgrade_rule()
         self.objective()
         return self.m
 
@@ -99,6 +116,7 @@ class VnpuModelBuilder:
         for j, job in enumerate(view.jobs):
             m.placed.append(m.model.new_bool_var(f"placed[{j}]"))
             for v, vnode in enumerate(view.nodes):
+                checkpoint()
                 request = view.request(j, v)
                 if not vnode.usable or request is None:
                     continue
@@ -155,6 +173,7 @@ class VnpuModelBuilder:
             if not use.request.is_whole:
                 per_chip.setdefault((use.v, use.chip), []).append(use)
         for (v, chip_id), uses in per_chip.items():
+            checkpoint()
             chip = self.view.nodes[v].chip(chip_id)
             assert chip is not None
             m.model.add(sum(u.request.cores * u.var for u in uses) <= chip.free_cores)
@@ -230,6 +249,83 @@ class VnpuModelBuilder:
             if len(here) > 1:
                 m.model.add_at_most_one(here)
 
+    def one_family(self) -> None:
+        """A job's ranks take nodes of one handler family (310P or 910): a job whose
+        candidate nodes span both gets a "310P" literal its ranks follow (a job bound by its
+        ``ring-controller`` has candidates of its family only)."""
+        m, view = self.m, self.view
+        per_job: dict[int, list[tuple[int, cp_model.LinearExprT]]] = {}
+        for (j, _, v), expr in m.on_node.items():
+            per_job.setdefault(j, []).append((v, expr))
+        for j, items in per_job.items():
+            if len({view.family(v) for v, _ in items}) < 2:
+                continue
+            is_310p = m.model.new_bool_var(f"family-310P[{j}]")
+            for v, expr in items:
+                if view.family(v) == FAMILY_310P:
+                    m.model.add(expr <= is_310p)
+                else:
+                    m.model.add(expr <= 1 - is_310p)
+
+    def downgrade_rule(self) -> None:
+        """A rank takes the 310P AI-CPU downgrade only where upstream would: its full
+        request fits no chip of the node once the plan's other ranks are placed
+        (:func:`models.vnpu.full_fits_elsewhere`).
+
+        On the rank's own chip that means the chip's AI CPUs are all taken (without the
+        rank the full request would fit as soon as one more CPU were free); on every other
+        chip of the node, per full shape (vir02: 2/2, vir04: 4/4) and node, a literal "some
+        rank of that shape is downgraded here" requires the chip to lack the AI cores or
+        the AI CPUs of the full request, or to hold a DVPP ``yes`` slice.
+        """
+        m, view = self.m, self.view
+        per_chip: dict[tuple[int, int], list[ChipUse]] = {}
+        down: dict[tuple[int, str], list[ChipUse]] = {}
+        for use in m.uses:
+            if use.request.is_whole:
+                continue
+            per_chip.setdefault((use.v, use.chip), []).append(use)
+            if use.downgraded:
+                full = self._full_template(use)
+                down.setdefault((use.v, full), []).append(use)
+        for use in (u for uses in down.values() for u in uses):
+            chip = view.nodes[use.v].chip(use.chip)
+            assert chip is not None
+            cpus = sum(u.request.cpus * u.var for u in per_chip[(use.v, use.chip)])
+            m.model.add(cpus >= chip.free_cpus).only_enforce_if(use.var)
+        for (v, full_name), uses in down.items():
+            checkpoint()
+            vnode = view.nodes[v]
+            full_cores, full_cpus, _ = TEMPLATES[ASCEND_310P][full_name]
+            here = m.model.new_bool_var(f"downgraded-here[{v},{full_name}]")
+            for use in uses:
+                m.model.add_implication(use.var, here)
+            for chip in vnode.chips:
+                if (chip.unstable or chip.dvpp is VnpuDvpp.NO or chip.free_cores < full_cores
+                        or chip.free_cpus < full_cpus):
+                    continue  # the full request never fits this chip
+                on_chip = per_chip.get((v, chip.id), [])
+                reasons: list[cp_model.IntVar] = []
+                for unit, limit, need in ((0, chip.free_cores, full_cores),
+                                          (1, chip.free_cpus, full_cpus)):
+                    used = sum((u.request.cores if unit == 0 else u.request.cpus) * u.var
+                               for u in on_chip)
+                    short = m.model.new_bool_var(f"short[{v},{chip.id},{full_name},{unit}]")
+                    m.model.add(used >= limit - need + 1).only_enforce_if(short)
+                    reasons.append(short)
+                yes = [u.var for u in on_chip if u.request.dvpp is VnpuDvpp.YES]
+                if yes:
+                    has_yes = m.model.new_bool_var(f"dvpp-yes[{v},{chip.id},{full_name}]")
+                    m.model.add(sum(yes) >= 1).only_enforce_if(has_yes)
+                    reasons.append(has_yes)
+                m.model.add_bool_or(reasons).only_enforce_if(here)
+
+    def _full_template(self, use: ChipUse) -> str:
+        """The full request's template of a downgraded use (vir02 or vir04)."""
+        request = self.view.request(use.job, use.v)
+        assert request is not None and request.template is not None
+        return request.template
+
     # ------------------------------------------------------------------ objective
 
     def objective(self) -> None:
@@ -260,6 +356,7 @@ class VnpuModelBuilder:
     def hint(self, plan: VnpuPlan) -> None:
         """Hint every literal from ``plan`` (the greedy answer)."""
         m = self.m
+        self.hinted = plan
         chosen: set[tuple[int, int, int, int, bool]] = set()
         for j, nodes in plan.as_mapping().items():
             down = set(plan.downgraded[j])
@@ -288,7 +385,10 @@ class VnpuModelBuilder:
                 picked[(use.job, use.rank)] = (v, chips, down)
         for j, job in enumerate(view.jobs):
             if not solver.boolean_value(self.m.placed[j]):
-                plan.reasons[j] = "not placed by CP-SAT (capacity taken by better jobs)"
+                # greedy's (upstream's) reason when greedy did not place it either
+                hinted = self.hinted.reasons[j] if self.hinted is not None else None
+                plan.reasons[j] = hinted or ("not placed by CP-SAT (capacity taken by better "
+                                             "jobs)")
                 continue
             ranks = [picked[(j, r)] for r in range(job.tasks)]
             plan.nodes[j] = [view.nodes[v].node for v, _, _ in ranks]
@@ -322,8 +422,16 @@ def solve_vnpu_cpsat(problem: Problem, weights: ResolvedWeights, hint: VnpuPlan,
         return VnpuOutcome(None, None, None, None, time.perf_counter() - started,
                            [f"vNPU model not built: {count} chip literals for a "
                             f"{time_limit:.3g} s budget (greedy's vNPU answer kept)"])
-    built = builder.build()
-    builder.hint(hint)
+    # building is Python work that cannot be interrupted but at checkpoints: they raise
+    # once the budget is spent, and greedy's answer stays
+    try:
+        with cancellable(CancelToken(started + time_limit)):
+            built = builder.build()
+            builder.hint(hint)
+    except BuildCancelled:
+        return VnpuOutcome(None, None, None, None, time.perf_counter() - started,
+                           ["vNPU model: building was cancelled at the deadline (greedy's "
+                            "vNPU answer kept)"])
     solver = cp_model.CpSolver()
     params = solver.parameters
     params.max_time_in_seconds = max(0.001, time_limit - (time.perf_counter() - started))

@@ -206,8 +206,9 @@ class ClusterInfo(_Model):
     name: str
     version: int
     nodes: int
-    jobs: int
-    vnpu_jobs: int = Field(0, alias="vnpu-jobs")
+    jobs: int = Field(description="pending jobs of the scenario's jobs list (whole NPUs); "
+                      "with vnpu-jobs, every pending job is counted once")
+    vnpu_jobs: int = Field(0, alias="vnpu-jobs", description="pending vNPU jobs")
     cache_entries: int = Field(alias="cache-entries")
     cache_states: dict[str, int] = Field(default_factory=dict, alias="cache-states")
     now: int | None = None

@@ -44,6 +44,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from models.joblist import job_names
 from models.validation import InputError
 from solver.reuse import SolveCache
 from solver.service.parsing import BadRequest, capped, parse_delta, parse_problem, run_validate
@@ -200,7 +201,7 @@ class Worker:
         else:
             assert cluster is not None
             problem = self._cluster(cluster).refresh_clock().problem
-        self.send(rid, "parsed", [job.name for job in problem.jobs])
+        self.send(rid, "parsed", job_names(problem.scenario))  # both kinds: the empty answer
         options: dict[str, Any] = {"seed": seed, "deterministic_time": deterministic_time}
         if cluster is not None:  # the last answer and models of a stored cluster
             options["cache"] = self.solve_caches.setdefault(cluster, SolveCache())

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from heuristics.lifecycle import RunningPods
 from models.compiled import Problem, compile_scenario
 from models.objective import achievable_hits
 from models.placement import PlacementFile
-from models.scenario import CacheEntry, Job, VnpuJob
-from models.vnpu import achievable_vnpu_hits, compile_vnpu
+from models.scenario import CacheEntry, Job, RingController, VnpuJob
+from models.vnpu import ASCEND_310P, achievable_vnpu_hits, compile_vnpu
 from solver.facade import solve
 from solver.simulate.cluster import SimJob, SimulatedCluster, job_with
 from solver.simulate.events import SessionSpec
@@ -168,7 +170,15 @@ def vnpu_session_jobs(cluster: SimulatedCluster, entries: list[CacheEntry]
         if owner:
             for rank in pending:
                 cluster.lifecycle.lookup(owner, rank)
-        jobs.append(sim.spec.model_copy(update={"tasks": len(pending), "owner_uid": view}))
+        update: dict[str, Any] = {"tasks": len(pending), "owner_uid": view}
+        if sim.placed and sim.spec.ring_controller is None:
+            # the running ranks fixed the job's family: its other ranks follow them
+            node = cluster.nodes.get(next(iter(sim.placed.values())).node)
+            if node is not None and node.vnpu is not None:
+                update["ring_controller"] = (
+                    RingController.ASCEND_310P if node.vnpu.chip_kind == ASCEND_310P
+                    else RingController.ASCEND_910)
+        jobs.append(sim.spec.model_copy(update=update))
         ranks.append((sim, pending))
     return jobs, ranks
 

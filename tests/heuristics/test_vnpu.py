@@ -126,3 +126,24 @@ def test_dvpp_slices_spread() -> None:
                        [vjob("a", tasks=2, cores=4, vnpu_dvpp="yes")]))
     plan, _ = answer(prob)
     assert sorted(plan.chips[0]) == [(0,), (1,)]
+
+
+def test_no_downgrade_next_to_the_same_jobs_full_slices() -> None:
+    """Three vir02 slices leave the tighter node's chip 2 cores and 1 AI CPU: the fourth's
+    full slice does not fit there and its downgrade (vir02_1c) would be a second
+    unfinished template, so that node refuses it and the roomier one takes it in full."""
+    prob = problem(doc([vnode_row("a", npus=1), vnode_row("b", npus=2)],
+                       [vjob("j", tasks=4, cores=2, vnpu_level="high")]))
+    plan, _ = answer(prob)
+    assert where(prob, plan) == ["a", "a", "a", "b"] and plan.downgraded[0] == []
+
+
+def test_a_gang_larger_than_the_room_is_refused_at_once() -> None:
+    """Eight vir01 tasks on one 310P chip of 7 AI CPUs: at most 7 fit, so the job is
+    refused without trying its ranks; eight fit on two chips."""
+    prob = problem(doc([vnode_row("v1", npus=1)], [vjob("a", tasks=8, cores=1)]))
+    plan = greedy_vnpu(prob)
+    assert plan.nodes[0] is None
+    assert "hold at most 7 of its 8 tasks" in (plan.reasons[0] or "")
+    roomy = problem(doc([vnode_row("v1", npus=2)], [vjob("a", tasks=8, cores=1)]))
+    assert where(roomy, answer(roomy)[0]) == ["v1"] * 8

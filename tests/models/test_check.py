@@ -420,5 +420,6 @@ def test_every_rule_has_a_test(rule: Rule) -> None:
     vNPU rules: in ``test_vnpu.py``)."""
     covered = {Rule.FORMAT, Rule.GANG, Rule.CAPACITY, Rule.UNHEALTHY, Rule.WHOLE_NODE,
                Rule.SUPER_POD, Rule.RACK_WINDOW, Rule.UB_MEMORY, Rule.MULTILEVEL, Rule.TOPOTREE,
-               Rule.VNPU_CHIP, Rule.VNPU_TEMPLATE}
+               Rule.VNPU_CHIP, Rule.VNPU_TEMPLATE, Rule.VNPU_REQUEST, Rule.VNPU_DOWNGRADE,
+               Rule.VNPU_FAMILY}
     assert rule in covered

@@ -288,7 +288,121 @@ def test_downgrade_only_on_310p() -> None:
     assert Rule.VNPU_CHIP in rules(data, vplaced("a", ["v1"], [[0]]))  # (2,2) does not fit
     assert rules(data, vplaced("a", ["v1"], [[0]], downgraded=[0])) == set()
     b3 = doc([vnode_row("v1", kind="910B3", npus=1)], [vjob("a", cores=5)])
-    assert Rule.VNPU_CHIP in rules(b3, vplaced("a", ["v1"], [[0]], downgraded=[0]))
+    assert Rule.VNPU_DOWNGRADE in rules(b3, vplaced("a", ["v1"], [[0]], downgraded=[0]))
+
+
+@pytest.mark.parametrize(("cores", "extra"), [
+    (1, {}), (2, {}), (4, {"vnpu_dvpp": "yes"}), (4, {"vnpu_dvpp": "no"}), (4, {}), (8, {}),
+])
+def test_downgrade_only_for_the_shapes_upstream_allows(cores: int, extra: dict[str, str]
+                                                       ) -> None:
+    """``taskAICPUCanBeDowngrade``: only (2, 2) and (4, 4, DVPP not yes), i.e. vir02 and
+    vir04; vir01, vir02_1c, vir04_4c_dvpp, vir04_3c_ndvpp, vir04_3c and whole cards are
+    never downgraded."""
+    row = vnode_row("v1", npus=1, chips=[{"id": 0, "free-cores": 1, "free-cpus": 0,
+                                          "segmented": True}, {"id": 1}])
+    row["npus"] = 2
+    data = doc([row], [vjob("a", cores=cores, **extra)])
+    assert Rule.VNPU_DOWNGRADE in rules(data, vplaced("a", ["v1"], [[1]], downgraded=[0]))
+    assert Rule.VNPU_DOWNGRADE not in rules(data, vplaced("a", ["v1"], [[1]]))
+
+
+def test_no_downgrade_where_the_full_request_fits() -> None:
+    """Issue 32 item 2: one 310P node, a 2-core high job: its full vir02 fits, so the
+    1-AI-CPU slice is not upstream's."""
+    data = doc([vnode_row("v1", npus=1)], [vjob("a", cores=2, vnpu_level="high")])
+    assert Rule.VNPU_DOWNGRADE in rules(data, vplaced("a", ["v1"], [[0]], downgraded=[0]))
+    assert rules(data, vplaced("a", ["v1"], [[0]])) == set()
+
+
+def test_no_downgrade_to_match_an_unfinished_template() -> None:
+    """Issue 32 item 2: a node whose unfinished template is vir02_1c refuses a vir02 task
+    ("is using a, and not rewrite"): the full request fits, so no downgrade either."""
+    row = vnode_row("v1", npus=2, unfinished_templates=["vir02_1c"])
+    data = doc([row], [vjob("a", cores=2, vnpu_level="high")])
+    assert Rule.VNPU_DOWNGRADE in rules(data, vplaced("a", ["v1"], [[1]], downgraded=[0]))
+    assert Rule.VNPU_TEMPLATE in rules(data, vplaced("a", ["v1"], [[1]]))
+    # where the full request fits no chip, the downgrade matches the node's template
+    full = vnode_row("v1", npus=1, unfinished_templates=["vir02_1c"],
+                     chips=[{"id": 0, "free-cores": 6, "free-cpus": 1, "segmented": True}])
+    tight = doc([full], [vjob("a", cores=2, vnpu_level="high")])
+    assert rules(tight, vplaced("a", ["v1"], [[0]], downgraded=[0])) == set()
+
+
+def cut(chip: int, cores: int, cpus: int, **extra: Any) -> dict[str, Any]:
+    return {"id": chip, "free-cores": cores, "free-cpus": cpus, "segmented": True, **extra}
+
+
+def test_downgrade_judged_with_the_plans_other_slices() -> None:
+    """Two vir02 tasks downgraded on one cut 310P chip: legal when the full (2, 2) fits no
+    chip once the other rank is placed (4 cores, 2 CPUs free), not when it does (4, 3), nor
+    when another chip still takes it — unless that chip's DVPP state is 'no'."""
+    both = vplaced("a", ["v1", "v1"], [[0], [0]], downgraded=[0, 1])
+    job = [vjob("a", tasks=2, cores=2, vnpu_level="high")]
+    tight = doc([vnode_row("v1", npus=1, chips=[cut(0, 4, 2)])], job)
+    assert rules(tight, both) == set()
+    roomy = doc([vnode_row("v1", npus=1, chips=[cut(0, 4, 3)])], job)
+    assert Rule.VNPU_DOWNGRADE in rules(roomy, both)
+    other = doc([vnode_row("v1", npus=2, chips=[cut(0, 4, 2), {"id": 1}])], job)
+    assert Rule.VNPU_DOWNGRADE in rules(other, both)
+    no_dvpp = doc([vnode_row("v1", npus=2, chips=[cut(0, 4, 2), cut(1, 4, 4, dvpp="no")])],
+                  job)
+    assert rules(no_dvpp, both) == set()
+    unstable = doc([vnode_row("v1", npus=2, chips=[cut(0, 4, 2), cut(1, 4, 4, unstable=True)])],
+                   job)
+    assert rules(unstable, both) == set()
+
+
+def test_request_against_the_nodes_own_chip_kind() -> None:
+    """Issue 32 item 1: a 24-core high-level task is a whole 910B2 card by size, but a
+    910B2 refuses level high (``validDyVNPUTaskDVPPLabel``); a 10-core DVPP task fits a
+    910B4 (vir10_4c_16g_m) but a 910B3 refuses DVPP yes."""
+    mixed = doc([vnode_row("p310", npus=2), vnode_row("b2", kind="910B2", npus=8)],
+                [vjob("a", cores=24, vnpu_level="high")])
+    assert Rule.VNPU_REQUEST in rules(mixed, vplaced("a", ["b2"], [[0]]))
+    low = doc([vnode_row("p310", npus=2), vnode_row("b2", kind="910B2", npus=8)],
+              [vjob("a", cores=24)])
+    assert rules(low, vplaced("a", ["b2"], [[0]])) == set()
+    dvpp = doc([vnode_row("b4", kind="910B4", npus=1), vnode_row("b3", kind="910B3", npus=1)],
+               [vjob("a", cores=10, vnpu_dvpp="yes")])
+    assert Rule.VNPU_REQUEST in rules(dvpp, vplaced("a", ["b3"], [[0]]))
+    assert rules(dvpp, vplaced("a", ["b4"], [[0]])) == set()
+
+
+def test_whole_card_skips_chips_whose_dvpp_state_is_no() -> None:
+    """``selectChipFromNodeWhole`` asks each chip for a full chip with DVPP null."""
+    row = vnode_row("v1", npus=2, chips=[{"id": 0, "dvpp": "no"}, {"id": 1}])
+    data = doc([row], [vjob("a", cores=8)])
+    assert Rule.VNPU_CHIP in rules(data, vplaced("a", ["v1"], [[0]]))
+    assert rules(data, vplaced("a", ["v1"], [[1]])) == set()
+
+
+def test_one_family_per_job() -> None:
+    """Issue 32 item 6: a 10-core job may not take a whole 310P-10 chip for one rank and a
+    910B3 slice for another; ``ring-controller`` binds a job to its handler's nodes."""
+    nodes = [vnode_row("p", npus=2, ai_cores=10), vnode_row("b3", kind="910B3", npus=2)]
+    data = doc(nodes, [vjob("a", tasks=2, cores=10)])
+    assert Rule.VNPU_FAMILY in rules(data, vplaced("a", ["p", "b3"], [[0], [0]]))
+    assert rules(data, vplaced("a", ["p", "p"], [[0], [1]])) == set()
+    assert rules(data, vplaced("a", ["b3", "b3"], [[0], [0]])) == set()
+    bound = doc(nodes, [vjob("a", tasks=2, cores=10, ring_controller="ascend-310P")])
+    assert Rule.VNPU_FAMILY in rules(bound, vplaced("a", ["b3", "b3"], [[0], [0]]))
+    assert rules(bound, vplaced("a", ["p", "p"], [[0], [1]])) == set()
+    b910 = doc(nodes, [vjob("a", tasks=2, cores=10, ring_controller="ascend-910b")])
+    assert Rule.VNPU_FAMILY in rules(b910, vplaced("a", ["p", "p"], [[0], [1]]))
+    assert rules(b910, vplaced("a", ["b3", "b3"], [[0], [0]])) == set()
+
+
+def test_ring_controller_values() -> None:
+    nodes = [vnode_row("b3", kind="910B3", npus=2)]
+    for value in ("ascend-910", "ascend-910b", "huawei.com.npu", "ascend-310P"):
+        problem(doc(nodes, [vjob("a", cores=5, ring_controller=value)]))
+    with pytest.raises(InputError, match="ring-controller"):
+        problem(doc(nodes, [vjob("a", cores=5, ring_controller="ascend-310")]))
+    # the family's kinds present refuse the request: exit 2 naming the field
+    with pytest.raises(InputError, match="field 'ai-cores'"):
+        problem(doc([*nodes, vnode_row("p", npus=1)],
+                    [vjob("a", cores=1, ring_controller="ascend-910")]))
 
 
 def test_unhealthy_and_ordinary_nodes() -> None:

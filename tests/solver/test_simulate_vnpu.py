@@ -87,3 +87,20 @@ def test_submit_vnpu_adds_a_vnpu_job_and_bad_ones_are_refused() -> None:
         with pytest.raises(InputError) as info:
             simulate(scenario, [[{"submit-vnpu": bad}]], engine="greedy", time_limit=5.0)
         assert words in " ".join(info.value.messages), info.value.messages
+
+
+def test_a_scaled_job_keeps_the_family_of_its_running_ranks() -> None:
+    """A 10-core job without ``ring-controller`` runs its first rank on a whole 310P-10
+    chip; scaled up, its new rank may not take the 910B3 slice that is free (one family
+    per job, issue 32): it waits."""
+    data = {"now": 1764400000, "nodes": [
+        {"name": "p", "npus": 1, "free": 1, "vnpu": {"chip-kind": "Ascend310P", "ai-cores": 10}},
+        {"name": "b3", "npus": 1, "free": 1, "vnpu": {"chip-kind": "910B3"}}],
+        "vnpu-jobs": [{"name": "a", "owner-uid": "u-a", "tasks": 1, "ai-cores": 10}]}
+    events = [{"name": "start", "events": []},
+              {"name": "scale", "events": [{"advance": "1h"}, {"scale": "a", "tasks": 2}]}]
+    result = simulate(Scenario.model_validate(data), events, engine="greedy", time_limit=5.0)
+    first, second = result.sessions
+    assert [(r.name, r.nodes) for r in first.placed] == [("a", ["p"])]
+    assert second.placed == [] and [r.name for r in second.pending] == ["a"]
+    assert "ring-controller.atlas=ascend-310P" in (second.pending[0].reason or "")

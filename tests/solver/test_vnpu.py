@@ -174,3 +174,15 @@ def test_model_not_built_when_the_budget_cannot_pay_for_it() -> None:
     assert outcome.plan is None and "not built" in outcome.notes[0]
     result = solve(prob, engine="cpsat", time_limit=0.01, workers=1, seed=0)
     assert check(prob, result.placement) == [] and result.metrics.placed_jobs == 1
+
+
+def test_model_building_is_cancelled_at_the_deadline(monkeypatch: Any) -> None:
+    """Building checks the budget at checkpoints: past it, greedy's answer stays (here a
+    deadline already passed when building starts)."""
+    import solver.model.vnpu as vnpu_model
+    from solver.model.cancel import CancelToken
+
+    monkeypatch.setattr(vnpu_model, "CancelToken", lambda deadline: CancelToken(deadline - 1e6))
+    prob = problem(doc([vnode_row("v1", npus=2)], [vjob("a", cores=1)]))
+    outcome = solve_vnpu_cpsat(prob, resolve_weights(prob), greedy_vnpu(prob), time_limit=5.0)
+    assert outcome.plan is None and "cancelled" in outcome.notes[0]

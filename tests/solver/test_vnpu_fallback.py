@@ -15,9 +15,10 @@ import heuristics.vnpu as greedy_vnpu_module
 from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.io import load_scenario
+from models.joblist import job_names
 from models.placement import PlacementFile
 from solver.doors import example_path
-from solver.facade import Result, solve
+from solver.facade import VNPU_PENDING_REASON, Result, solve
 from solver.reuse import SolveCache
 from solver.service.worker import DEFAULT_SOLVE, Worker
 
@@ -49,14 +50,20 @@ def test_the_early_answer_holds_every_vnpu_job_and_passes_the_validator(
     result = solve(problem, engine=engine, time_limit=10, workers=1, seed=0,
                    deterministic_time=0.5, on_fallback=published.append)
     assert len(calls) == 1  # greedy's vNPU answer: computed once, early and final
-    assert published and published[0].engine == "greedy"
+    assert len(published) >= 2 and published[0].engine == published[1].engine == "greedy"
+    # first the other jobs' greedy answer with every vNPU job pending, at once ...
+    first = {jp.name: jp for jp in published[0].placement.jobs}
+    assert all(not first[name].placed and first[name].reason == VNPU_PENDING_REASON
+               for name in _vnpu_names(problem))
+    # ... then, once the vNPU greedy ran (before any search), the whole greedy answer
     greedy_alone = solve(problem, engine="greedy")
-    assert published[0].placement.to_dict()["jobs"] == greedy_alone.placement.to_dict()["jobs"]
-    assert published[0].objective == greedy_alone.objective
+    assert published[1].placement.to_dict()["jobs"] == greedy_alone.placement.to_dict()["jobs"]
+    assert published[1].objective == greedy_alone.objective
     for answer in published:
         assert check(problem, answer.placement) == []  # every job, vNPU jobs included
-        names = {jp.name for jp in answer.placement.jobs}
-        assert _vnpu_names(problem) <= names and "train-llm" in names
+        names = [jp.name for jp in answer.placement.jobs]
+        assert sorted(names) == sorted(job_names(problem.scenario))  # each exactly once
+    for answer in published[1:]:
         assert any(jp.chips for jp in answer.placement.jobs)
     assert check(problem, result.placement) == []
     assert result.objective >= published[-1].objective
@@ -69,10 +76,14 @@ def test_a_scenario_of_vnpu_jobs_only_publishes_its_answer() -> None:
     published: list[Result] = []
     result = solve(problem, engine="auto", time_limit=10, workers=1, seed=0,
                    deterministic_time=0.5, on_fallback=published.append)
-    assert len(published) == 1 and published[0].engine == "greedy"
-    assert {jp.name for jp in published[0].placement.jobs} == _vnpu_names(problem)
-    assert check(problem, published[0].placement) == []
-    assert result.objective >= published[0].objective
+    # every vNPU job pending at once, then the vNPU greedy's answer
+    assert len(published) == 2 and all(a.engine == "greedy" for a in published)
+    for answer in published:
+        assert [jp.name for jp in answer.placement.jobs] == job_names(problem.scenario)
+        assert check(problem, answer.placement) == []
+    assert not any(jp.placed for jp in published[0].placement.jobs)
+    assert any(jp.placed for jp in published[1].placement.jobs)
+    assert result.objective >= published[1].objective
 
 
 def test_the_other_jobs_last_answer_is_reused_next_to_vnpu_jobs() -> None:
@@ -105,10 +116,34 @@ def test_the_service_worker_sends_an_early_answer_with_the_vnpu_jobs() -> None:
     worker = Worker(pipe, DEFAULT_SOLVE)  # type: ignore[arg-type]
     body = json.dumps(problem.scenario.to_dict()).encode()
     worker.plan(1, body, None, "auto", time.monotonic() + 10, 0, 0.5)
-    assert [m[1] for m in pipe.messages] == ["parsed", "greedy", "final"]
-    early = PlacementFile.model_validate(pipe.messages[1][2])
-    assert early.engine == "greedy" and check(problem, early) == []
-    assert _vnpu_names(problem) <= {jp.name for jp in early.jobs}
-    final = PlacementFile.model_validate(pipe.messages[2][2])
+    # the job names (the service's empty answer) hold both kinds; then the other jobs'
+    # greedy answer with the vNPU jobs pending, the whole greedy answer, the final one
+    assert [m[1] for m in pipe.messages] == ["parsed", "greedy", "greedy", "final"]
+    assert pipe.messages[0][2] == job_names(problem.scenario)
+    for message in pipe.messages[1:3]:
+        early = PlacementFile.model_validate(message[2])
+        assert early.engine == "greedy" and check(problem, early) == []
+        assert [jp.name for jp in early.jobs] == job_names(problem.scenario)
+    final = PlacementFile.model_validate(pipe.messages[3][2])
     assert check(problem, final) == []
-    assert pipe.messages[2][3]["greedy-objective"] == pipe.messages[1][3]["objective"]
+    assert pipe.messages[3][3]["greedy-objective"] == pipe.messages[2][3]["objective"]
+
+
+def test_the_vnpu_greedy_stops_at_its_deadline() -> None:
+    """Past its deadline the vNPU greedy leaves the job it was placing and every later one
+    pending with the out-of-time reason; the facade's answer says so and is valid."""
+    from heuristics.vnpu import greedy_vnpu
+    from models.vnpu_rules import OUT_OF_TIME_REASON
+
+    problem = _problem()
+    done = greedy_vnpu(problem, deadline=time.perf_counter() + 60)
+    assert not done.out_of_time and any(n is not None for n in done.nodes)
+    late = greedy_vnpu(problem, deadline=time.perf_counter() - 1)
+    assert late.out_of_time and all(n is None for n in late.nodes)
+    assert set(late.reasons) == {OUT_OF_TIME_REASON}
+    result = solve(problem, engine="auto", time_limit=0.001, workers=1, seed=0)
+    assert check(problem, result.placement) == []
+    assert [jp.name for jp in result.placement.jobs] == job_names(problem.scenario)
+    pending = [jp for jp in result.placement.jobs if jp.name in _vnpu_names(problem)]
+    assert {jp.reason for jp in pending} == {OUT_OF_TIME_REASON}
+    assert any("the vNPU greedy ran out of the time budget" in n for n in result.notes)

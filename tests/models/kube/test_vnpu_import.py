@@ -95,6 +95,34 @@ def test_pending_npu_core_pods_become_a_vnpu_job() -> None:
     assert check(problem, answer.placement) == [] and answer.metrics.placed_jobs == 1
 
 
+def test_ring_controller_label_becomes_the_jobs_family() -> None:
+    """Upstream ``GetPluginNameByReq`` picks the vNPU handler by the job's
+    ``ring-controller.atlas`` label: it is imported as the job's ``ring-controller``, an
+    unknown value keeps the job out (reported), and the family's kinds judge the request."""
+    b3 = vnode("b3", cores=40, accelerator="huawei-Ascend910", server="Ascend910B-20",
+               chip_name="910B3")
+    objects = [vnode("v1"), device_cm("v1", "Ascend310P", [0, 1, 2, 3]), b3,
+               device_cm("b3", "Ascend910", [0, 1]),
+               vpod("a-0", "svc-a", 5, labels={"ring-controller.atlas": "ascend-910b"},
+                    owner="rs-a"),
+               vpod("c-0", "svc-c", 1, labels={"ring-controller.atlas": "ascend-310"},
+                    owner="rs-c"),
+               vpod("d-0", "svc-d", 1, labels={"ring-controller.atlas": "ascend-910"},
+                    owner="rs-d")]
+    result = run(objects)
+    jobs = {job["name"]: job for job in result.data["vnpu-jobs"]}
+    assert sorted(jobs) == ["ai/svc-a"]
+    assert jobs["ai/svc-a"]["ring-controller"] == "ascend-910b"
+    text = "\n".join(str(w) for w in result.warnings)
+    assert "ring-controller.atlas='ascend-310'" in text
+    assert "ai/svc-d" in text and "req err 1" in text  # 1 core: a 310P size, not a 910's
+    problem = compile_scenario(result.scenario)
+    answer = solve(problem, engine="auto", time_limit=5.0, workers=1, seed=0)
+    assert check(problem, answer.placement) == []
+    (placed,) = [jp for jp in answer.placement.jobs if jp.name == "ai/svc-a"]
+    assert placed.placed and placed.ranks == {"0": "b3"}
+
+
 def test_refused_requests_and_unusable_nodes_are_reported() -> None:
     objects = [vnode("v1"), device_cm("v1", "Ascend310P", [0, 1, 2, 3]),
                vnode("v2", accelerator="huawei"),
