@@ -589,9 +589,9 @@ def _resolve_weights(problem: Problem, weights: Weights) -> ResolvedWeights:
             continue
         if automatic and lower_on:
             lower_on = False
-            notes.append("fault returns, spill, sub-healthy, reserve and image locality no "
-                         "longer count in the objective (2^31 limit); placed jobs and origin "
-                         "hits still do")
+            notes.append("fault returns, spill, sub-healthy and reserve no longer count in "
+                         "the objective, nor image locality (2^31 limit); placed jobs and "
+                         "origin hits still do")
             continue
         raise ValueError(
             f"the automatic objective weights for this scenario sum to {total}, above 2^31; "

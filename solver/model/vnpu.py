@@ -246,7 +246,7 @@ class VnpuModelBuilder:
             if view.nodes[v].node == view.jobs[j].origin[r] and w.origin_hit:
                 terms.append(w.origin_hit * expr)
         per_job_node: dict[tuple[int, int], list[cp_model.LinearExprT]] = {}
-        for (j, r, v), expr in m.on_node.items():
+        for (j, _r, v), expr in m.on_node.items():
             if w.vnpu_image_of(j):
                 per_job_node.setdefault((j, v), []).append(expr)
         for (j, v), exprs in per_job_node.items():
