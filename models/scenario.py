@@ -297,7 +297,7 @@ class JobImage(_Model):
     ``size-gb`` absent: the job's ``image-size-gb``.
     """
 
-    name: Name = Field(min_length=1)
+    name: Text = Field(min_length=1)  # an image reference, up to 1,024 characters
     size_gb: ImageSizeGb | None = Field(None, alias="size-gb")
 
 
@@ -315,7 +315,7 @@ class Node(_Model):
     # Image locality (issue 34): the images the node holds, name -> size in GB
     # (``node.status.images``); absent: unknown, the node holds none as far as placement
     # knows.
-    images: dict[Name, ImageSizeGb] | None = Field(None, max_length=MAX_NODE_IMAGES)
+    images: dict[Text, ImageSizeGb] | None = Field(None, max_length=MAX_NODE_IMAGES)
 
     @field_validator("labels", mode="before")
     @classmethod
