@@ -75,3 +75,49 @@ def test_cpsat_answer_sound_with_images(problem: Problem) -> None:
     result = solve(problem, engine="cpsat", time_limit=10.0, workers=1, seed=0,
                    deterministic_time=2.0)
     assert_sound_answer(problem, result)
+
+
+def _solved(data: dict) -> tuple[Problem, list[str], list[str]]:
+    from models.io import scenario_from_data
+    problem = compile_scenario(scenario_from_data(data, "<test>"))
+    result = solve(problem, engine="cpsat", time_limit=10.0, workers=1, seed=0,
+                   deterministic_time=2.0)
+    if problem.jobs:
+        assert_sound_answer(problem, result)
+    else:  # a vNPU-only batch reports no solver_objective (the vNPU model is a part)
+        assert check(problem, result.placement) == []
+        assert result.objective == evaluate(problem, result.placement).objective
+        assert result.greedy_objective is not None
+        assert result.objective >= result.greedy_objective
+        assert not [n for n in result.notes if n.startswith("BUG")], result.notes
+    hosts = {jp.name: sorted(jp.ranks.values()) for jp in result.placement.jobs if jp.placed}
+    return problem, hosts.get("a", []), hosts.get("v", [])
+
+
+def test_cpsat_trades_a_fragment_point_for_an_image_and_not_when_off() -> None:
+    """Upstream's score packs the 4-chip rank onto the partly used n1; with the term, CP-SAT
+    takes n0, which holds the 30 GB image (one partly used node more: 1 < 30); off, n1."""
+    nodes = [{"name": "n0", "npus": 8, "free": 8, "images": {"llm:1": 30.0}},
+             {"name": "n1", "npus": 8, "free": 4}]
+    job = {"name": "a", "policy": "chip8-node8", "tasks": 1, "npu-per-task": 4,
+           "image": {"name": "llm:1", "size-gb": 30.0}}
+    data = {"now": 1_764_400_000, "nodes": nodes, "jobs": [job]}
+    _, on, _ = _solved(data)
+    _, off, _ = _solved({**data, "config": {"image-locality": False}})
+    assert on == ["n0"] and off == ["n1"]
+
+
+def test_cpsat_vnpu_job_goes_to_the_image_holder() -> None:
+    """The busier vNPU node gets upstream's score; CP-SAT's image term moves the slice to
+    the idle node that holds the image; off, it stays with upstream's choice."""
+    busy = {"name": "v1", "npus": 2, "free": 2, "vnpu": {"chip-kind": "Ascend310P", "chips": [
+        {"id": 0, "free-cores": 8, "free-cpus": 7},
+        {"id": 1, "free-cores": 3, "free-cpus": 3, "segmented": True}]}}
+    idle = {"name": "v2", "npus": 2, "free": 2, "vnpu": {"chip-kind": "Ascend310P"},
+            "images": {"chat:1": 20.0}}
+    data = {"now": 1_764_400_000, "nodes": [busy, idle], "jobs": [],
+            "vnpu-jobs": [{"name": "v", "tasks": 1, "ai-cores": 1,
+                           "image": {"name": "chat:1", "size-gb": 20.0}}]}
+    _, _, on = _solved(data)
+    _, _, off = _solved({**data, "config": {"image-locality": False}})
+    assert on == ["v2"] and off == ["v1"]
