@@ -120,6 +120,7 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 
 from heuristics.base import JobOutcome
+from heuristics.images import tie_list, tie_positions
 from heuristics.state import ClusterState
 from models.compiled import SUBHEALTHY, JobView, Problem, TreeView, natural_key
 from models.scenario import Family
@@ -899,7 +900,9 @@ class _Context:
         self.levels = job.levels
         self.tasks = job.tasks
         self.num_nodes = problem.num_nodes
-        self.npos = problem.natural_pos_list
+        # natural positions, holders of the job's image first (issue 34; natural order
+        # without image locality)
+        self.npos = tie_list(problem, job.image)
         self.health = problem.health_list
         self.base = state.whole_free(problem) & (problem.npus == job.npu_per_task)
         self.base[list(held)] = False  # fault nodes kept back (see place_multilevel)
@@ -907,7 +910,7 @@ class _Context:
         self.fault_origin = {r: int(job.origin[r]) for r in np.flatnonzero(job.fault).tolist()
                              if job.origin[r] >= 0}
         self.fault_nodes = set(self.fault_origin.values())
-        self.leaf_rank = _leaf_rank(problem, self.fault_nodes)
+        self.leaf_rank = _leaf_rank(problem, self.fault_nodes, job.image)
         # Ranks still running (a partly running job, issue 24): fixed, never swapped.
         self.fixed = set(np.flatnonzero(~job.to_place).tolist())
         self.needed = self.tasks - len(self.fixed)  # nodes the job still needs
@@ -1561,23 +1564,25 @@ def place_multilevel(problem: Problem, j: int, state: ClusterState) -> JobOutcom
     return spare
 
 
-def _leaf_rank(problem: Problem, fault_nodes: set[int]) -> list[int]:
+def _leaf_rank(problem: Problem, fault_nodes: set[int], image: str | None = None
+               ) -> list[int]:
     """:meth:`_Context.leaf_key` of every node that is not preferred nor reserved, as
-    one integer ``class * num_nodes + natural position`` (class 0 healthy, 1 sub-healthy,
-    2 a fault node); a preferred node's key is then ``rank - tasks`` (negative)."""
-    key = "multilevel-leaf-rank"
+    one integer ``class * 2 num_nodes + tie position`` (class 0 healthy, 1 sub-healthy,
+    2 a fault node; the tie position is the natural one, holders of ``image`` first:
+    :func:`heuristics.images.tie_positions`); a preferred node's key is then
+    ``rank - tasks`` (negative)."""
+    key = ("multilevel-leaf-rank", image if problem.image_mask(image) is not None else None)
     base: list[int] | None = problem.memo.get(key)
+    span = 2 * problem.num_nodes
+    tie = tie_positions(problem, image)
     if base is None:
-        size = problem.num_nodes
-        ranks = problem.natural_pos.astype(np.int64) + size * (problem.health == SUBHEALTHY)
+        ranks = tie.astype(np.int64) + span * (problem.health == SUBHEALTHY)
         base = problem.memo[key] = ranks.tolist()
     if not fault_nodes:
         return base
     out = base.copy()
-    size = problem.num_nodes
-    npos = problem.natural_pos_list
     for x in fault_nodes:
-        out[x] = 2 * size + npos[x]
+        out[x] = 2 * span + int(tie[x])
     return out
 
 

@@ -67,6 +67,7 @@ import math
 import numpy as np
 
 from heuristics.base import JobOutcome
+from heuristics.images import image_first, tie_positions
 from heuristics.state import ClusterState
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem, distinct
 from models.scenario import Family
@@ -358,6 +359,9 @@ def place_ordinary_job(problem: Problem, job: JobView, state: ClusterState) -> J
     usable0 = state.free >= request
     usable0 &= problem.health != UNHEALTHY
     cand = problem.natural_order[usable0[problem.natural_order]]
+    # npu-place addition (issue 34): among equal scores, nodes holding the job's image
+    # first (a lower local index wins a tie); natural order without image locality
+    cand = image_first(problem, job.image, cand)
     room = int((state.free[cand] // request).sum()) if cand.size else 0
     if room < job.tasks:
         idle = int(state.free[problem.health != UNHEALTHY].max(initial=0))
@@ -367,7 +371,7 @@ def place_ordinary_job(problem: Problem, job: JobView, state: ClusterState) -> J
             f"healthy nodes have room for only {room} such tasks"
         )
     free = state.free[cand].astype(np.int64)
-    order = problem.natural_pos[cand]
+    order = tie_positions(problem, job.image)[cand]
     subhealthy = problem.health[cand] == SUBHEALTHY
     local = np.full(problem.num_nodes, -1, dtype=np.int64)
     local[cand] = np.arange(cand.size)

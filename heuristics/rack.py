@@ -139,6 +139,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from heuristics.base import JobOutcome
+from heuristics.images import tie_positions
 from heuristics.state import ClusterState
 from models.compiled import UNHEALTHY, JobView, Problem
 from models.validation import DEFAULT_RA_BLOCK, RACK_NODES, UB_MEM_RACKS
@@ -253,7 +254,9 @@ class _Selector:
         if cand.size == 0:
             return
         # Tie-break: inside a rack, nodes in natural name order (upstream: Go map order).
-        order = np.lexsort((problem.natural_pos[cand], problem.rack[cand], problem.super_pod[cand]))
+        # npu-place addition (issue 34): holders of the job's image first inside a rack
+        tie = tie_positions(problem, self.job.image)
+        order = np.lexsort((tie[cand], problem.rack[cand], problem.super_pod[cand]))
         cand = cand[order]
         self.in_pool = bytearray(ok.tobytes())  # ok is exactly the candidate mask
         sp = problem.super_pod[cand]

@@ -100,6 +100,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from heuristics.base import JobOutcome
+from heuristics.images import tie_positions
 from heuristics.state import ClusterState
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
 from models.scenario import Family, Policy
@@ -244,7 +245,9 @@ class _Selection:
         # pod nodes are kept in natural name order (upstream iterates a Go map).
         cand = np.flatnonzero(candidates)
         sps = problem.super_pod[cand]
-        order = np.lexsort((problem.natural_pos[cand], sps))
+        # npu-place addition (issue 34): holders of the job's image first in a super pod
+        self.tie = tie_positions(problem, job.image)
+        order = np.lexsort((self.tie[cand], sps))
         cand = cand[order]
         sps = sps[order]
         cuts = np.flatnonzero(np.diff(sps)) + 1
@@ -507,7 +510,7 @@ class _Selection:
             if free_sp:
                 spare = [n for s in self.pod_ids for n in self.pods[s] if self.avail[n]]
             if spare:
-                n = min(spare, key=lambda m: (self.sub[m], int(self.problem.natural_pos[m])))
+                n = min(spare, key=lambda m: (self.sub[m], int(self.tie[m])))
                 self.avail[n] = 0
                 self.avail[x] = 1
                 out[r] = n

@@ -37,6 +37,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from heuristics.images import tie_list
 from models.compiled import SUBHEALTHY, Problem
 from models.scenario import VnpuDvpp
 from models.vnpu import (
@@ -217,11 +218,18 @@ def take(view: VnpuProblem, state: VnpuState, pick: Candidate) -> None:
         node.templates.add(request.template or "")
 
 
+def _tie_list(problem: Problem, view: VnpuProblem, j: int) -> list[int]:
+    """Natural positions, holders of vNPU job ``j``'s image first (issue 34): the
+    tie-break between equally scored nodes."""
+    image = view.jobs[j].spec.image
+    return tie_list(problem, image.name if image is not None else None)
+
+
 def node_scores(problem: Problem, view: VnpuProblem, state: VnpuState, j: int, rank: int,
                 cands: list[Candidate]) -> list[int]:
     """The final score of each candidate of one rank (policy score, RFC bonus, sub-healthy
     −1, ×100)."""
-    natural = problem.natural_pos_list
+    natural = _tie_list(problem, view, j)
     order = sorted(range(len(cands)), key=lambda i: (
         state.nodes[cands[i].position].free_cores(), natural[view.nodes[cands[i].position].node]))
     score = [0] * len(cands)
@@ -345,7 +353,7 @@ def place_vnpu_job(problem: Problem, view: VnpuProblem, j: int, state: VnpuState
     rest = [r for r in range(job.tasks) if r not in cached_set]
     rfc = view.prefer_previous and any(o >= 0 for o in job.origin)  # node_scores' bonus
     picks: list[Candidate | None] = [None] * job.tasks
-    natural = problem.natural_pos_list
+    natural = _tie_list(problem, view, j)
     family: str | None = None
     found = [candidate(view, trial, j, v) for v in range(len(view.nodes))]
     last: Candidate | None = None

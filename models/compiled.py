@@ -21,6 +21,7 @@ from models.scenario import (
     Family,
     Health,
     LevelConfig,
+    Node,
     Policy,
     Scenario,
 )
@@ -138,6 +139,9 @@ class JobView:
     mindie: bool = False  # labels app and jobID both set (A3's MindIE path)
     pod_affinity: tuple[tuple[str, str], ...] = ()  # MindIE preferred matchLabels
     sp_fit_idlest: bool = False  # MindIE: super pods with more free nodes first
+    # Image locality (issue 34): the image the job's pods run (``image_size_gb`` is its
+    # size), None when the job names none
+    image: str | None = None
 
     @property
     def partly_running(self) -> bool:
@@ -208,6 +212,10 @@ class Problem:
     node_tree: np.ndarray  # int32 index into tree_names, -1 when the node names no tree
     tree_names: tuple[str, ...]
     live: dict[str, dict[int, str]] = field(repr=False)  # live cache, owner → rank → node
+    # Image locality (issue 34): image name → node indices holding it (int32, ascending),
+    # from ``nodes[].images``; and config ``image-locality`` (the term and tie-break on)
+    image_holders: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    image_locality: bool = True
 
     @property
     def num_nodes(self) -> int:
@@ -248,6 +256,23 @@ class Problem:
             view = self.trees[tree]
             keys = [self.natural_pos] + [view.level_value[i] for i in range(depth)]
             found = self.memo[key] = np.lexsort(keys)
+        return found
+
+    def image_mask(self, image: str | None) -> np.ndarray | None:
+        """Bool [nodes]: the nodes holding ``image`` (None when no node holds it, the
+        image is None or ``image-locality`` is off): the nodes the image term rewards."""
+        if image is None or not self.image_locality:
+            return None
+        holders = self.image_holders.get(image)
+        if holders is None or not len(holders):
+            return None
+        key = ("image-mask", image)
+        found: np.ndarray | None = self.memo.get(key)
+        if found is None:
+            found = np.zeros(self.num_nodes, dtype=bool)
+            found[holders] = True
+            found.flags.writeable = False
+            self.memo[key] = found
         return found
 
     @property
@@ -347,7 +372,6 @@ def compile_jobs(
                 soft=shape.soft,
                 ub_memory=job.ub_memory,
                 priority=job.priority,
-                image_size_gb=job.image_size_gb,
                 origin=origin,
                 fault=fault,
                 prefer_previous=scenario.config.prefer_previous_node,
@@ -359,9 +383,42 @@ def compile_jobs(
                 mindie=job.app is not None and job.job_id is not None,
                 pod_affinity=tuple(sorted(job.pod_affinity.items())),
                 sp_fit_idlest=job.sp_fit == "idlest",
+                image=job.image.name if job.image is not None else None,
+                image_size_gb=(job.image.size_gb if job.image is not None
+                               and job.image.size_gb is not None else job.image_size_gb),
             )
         )
     return tuple(jobs), live_all
+
+
+def image_holders(nodes: list[Node]) -> dict[str, np.ndarray]:
+    """Image name → indices of the nodes holding it (``nodes[].images``), ascending."""
+    found: dict[str, list[int]] = {}
+    for n, node in enumerate(nodes):
+        if node.images:
+            for name in node.images:
+                found.setdefault(name, []).append(n)
+    return {name: np.asarray(at, dtype=np.int32) for name, at in found.items()}
+
+
+def patch_image_holders(holders: dict[str, np.ndarray], changed: dict[int, tuple[
+        frozenset[str], frozenset[str]]]) -> dict[str, np.ndarray]:
+    """``holders`` after some nodes' images changed (``changed``: node index → (old
+    names, new names)); the input is not modified."""
+    out = dict(holders)
+    touched: dict[str, tuple[set[int], set[int]]] = {}
+    for n, (old, new) in changed.items():
+        for name in old - new:
+            touched.setdefault(name, (set(), set()))[1].add(n)
+        for name in new - old:
+            touched.setdefault(name, (set(), set()))[0].add(n)
+    for name, (add, drop) in touched.items():
+        kept = {int(n) for n in out.get(name, np.zeros(0, dtype=np.int32))} - drop | add
+        if kept:
+            out[name] = np.asarray(sorted(kept), dtype=np.int32)
+        else:
+            out.pop(name, None)
+    return out
 
 
 def job_queue(jobs: tuple[JobView, ...]) -> tuple[int, ...]:
@@ -441,4 +498,6 @@ def compile_scenario(scenario: Scenario, source: str = "<scenario>") -> Problem:
         node_tree=node_tree,
         tree_names=tree_names,
         live=live_all,
+        image_holders=image_holders(nodes),
+        image_locality=scenario.config.image_locality,
     )

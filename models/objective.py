@@ -41,9 +41,18 @@ One function of ``(scenario, placement)`` measures every engine identically.  Th
     * ordinary: the nodes hosting the job that are left partly used
       (``0 < free − used < npus``).
 
+``image-hits`` (image locality, issue 34; an npu-place addition)
+    Per placed job that names an ``image``, the distinct nodes hosting its placed ranks
+    (vNPU jobs: its slices) that already hold the image (``nodes[].images``): pulls
+    avoided, as the kubelet pulls once per node.  Each is worth
+    ``w_image_j = image-gb × ⌈size_j⌉`` (``size_j`` the image's GB), a reward.  Off (0)
+    with config ``image-locality: false``.  A rank on its origin node counts too, but
+    ``W_hit`` exceeds the term's largest total, so the term only orders placements of
+    equal hits: it acts on the ranks without a usable origin.
+
 The scalar objective (maximised) is::
 
-    Σ_j placed_j · W_place · (1 + p_j) + W_hit · hits
+    Σ_j placed_j · W_place · (1 + p_j) + W_hit · hits + Σ_j w_image_j · image_hits_j
       − w_fault · fault_returns − w_spill · spill − w_sub · subhealthy
       − w_reserve · reserve_used − w_frag · fragment
 
@@ -57,6 +66,7 @@ are derived from bounds of this scenario and kept below 2^31 in total (see
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -98,6 +108,8 @@ class Weights(BaseModel):
     reserve: int = Field(2, ge=0, le=MAX_WEIGHT)
     fragment: int = Field(1, ge=0, le=MAX_WEIGHT)
     priority_levels: bool = Field(True, alias="priority-levels")
+    # image locality (issue 34): reward per GB of image already on a hosting node
+    image_gb: int = Field(1, alias="image-gb", ge=0, le=MAX_WEIGHT)
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,18 @@ class ResolvedWeights:
     fragment: int
     notes: tuple[str, ...] = ()
     vnpu_placed: tuple[int, ...] = ()  # per vNPU job index (``vnpu-jobs``)
+    # image locality (issue 34): reward per node hosting a job that holds its image, per
+    # job index and per vNPU job index (0: no image, no holder, or the term off)
+    image: tuple[int, ...] = ()
+    vnpu_image: tuple[int, ...] = ()
+
+    def image_of(self, j: int) -> int:
+        """The image reward of job ``j`` (0 when the term does not apply)."""
+        return self.image[j] if j < len(self.image) else 0
+
+    def vnpu_image_of(self, j: int) -> int:
+        """The image reward of vNPU job ``j`` (0 when the term does not apply)."""
+        return self.vnpu_image[j] if j < len(self.vnpu_image) else 0
 
 
 @dataclass
@@ -128,6 +152,8 @@ class Metrics:
     fragment_score: int = 0
     affinity_spill: int = 0
     achievable_origin_hits: int = 0
+    image_hits: int = 0  # nodes hosting a job that already hold its image (issue 34)
+    image_hit_gb: float = 0.0  # their images' GB (pulls avoided)
     objective: int = 0
     per_job_hits: dict[str, int] = field(default_factory=dict)
     per_job_candidates: dict[str, int] = field(default_factory=dict)
@@ -481,6 +507,38 @@ def resolve_weights(problem: Problem, weights: Weights | None = None) -> Resolve
     return _resolve_weights(problem, weights)
 
 
+def image_reward(problem: Problem, image: str | None, size_gb: float, weight: int) -> int:
+    """The image term's reward per hosting node that holds ``image``:
+    ``weight × ⌈size_gb⌉``, 0 when no node holds it or ``image-locality`` is off."""
+    if weight <= 0 or problem.image_mask(image) is None:
+        return 0
+    return weight * math.ceil(size_gb)
+
+
+def _image_rewards(problem: Problem, weight: int
+                   ) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """Per job and per vNPU job, the image reward; and the largest total of the term
+    (each job's reward times the most nodes it can host that hold its image)."""
+    rewards = []
+    bound = 0
+    for job in problem.jobs:
+        reward = image_reward(problem, job.image, job.image_size_gb, weight)
+        rewards.append(reward)
+        if reward:
+            holders = len(problem.image_holders[job.image or ""])
+            bound += reward * min(int(job.to_place.sum()), holders)
+    vrewards = []
+    for vjob in compile_vnpu(problem).jobs:
+        spec = vjob.spec.image
+        size = spec.size_gb if spec is not None and spec.size_gb is not None \
+            else vjob.image_size_gb
+        reward = image_reward(problem, spec.name if spec else None, size, weight)
+        vrewards.append(reward)
+        if reward and spec is not None:
+            bound += reward * min(vjob.tasks, len(problem.image_holders[spec.name]))
+    return tuple(rewards), tuple(vrewards), bound
+
+
 def _resolve_weights(problem: Problem, weights: Weights) -> ResolvedWeights:
     fault_bound = sum(int(((job.origin >= 0) & job.fault).sum()) for job in problem.jobs)
     spill_bound = sum(
@@ -491,6 +549,7 @@ def _resolve_weights(problem: Problem, weights: Weights) -> ResolvedWeights:
     sub_bound = int((problem.health == SUBHEALTHY).sum())
     reserve_bound = _reserve_bound(problem)
     frag_bound = sum(_fragment_bound(problem, job) for job in problem.jobs)
+    image_w, vnpu_image_w, image_bound = _image_rewards(problem, weights.image_gb)
     candidates = sum(int(((job.origin >= 0) & ~job.fault).sum()) for job in problem.jobs)
     vnpu = compile_vnpu(problem)  # vNPU ranks count exactly as ordinary ranks
     candidates += sum(sum(1 for o in job.origin if o >= 0) for job in vnpu.jobs)
@@ -505,7 +564,7 @@ def _resolve_weights(problem: Problem, weights: Weights) -> ResolvedWeights:
     while True:
         lower = (weights.fault_return * fault_bound + weights.affinity_spill * spill_bound
                  + weights.subhealthy * sub_bound + weights.reserve * reserve_bound
-                 + frag_w * frag_bound) if lower_on else 0
+                 + frag_w * frag_bound + image_bound) if lower_on else 0
         if weights.origin_hit is not None:
             hit = weights.origin_hit
         else:
@@ -531,7 +590,8 @@ def _resolve_weights(problem: Problem, weights: Weights) -> ResolvedWeights:
         if automatic and lower_on:
             lower_on = False
             notes.append("fault returns, spill, sub-healthy and reserve no longer count in "
-                         "the objective (2^31 limit); placed jobs and origin hits still do")
+                         "the objective, nor image locality (2^31 limit); placed jobs and "
+                         "origin hits still do")
             continue
         raise ValueError(
             f"the automatic objective weights for this scenario sum to {total}, above 2^31; "
@@ -547,6 +607,8 @@ def _resolve_weights(problem: Problem, weights: Weights) -> ResolvedWeights:
         fragment=frag_w,
         notes=tuple(notes),
         vnpu_placed=vnpu_w,
+        image=image_w if lower_on else tuple(0 for _ in image_w),
+        vnpu_image=vnpu_image_w if lower_on else tuple(0 for _ in vnpu_image_w),
     )
 
 
@@ -632,6 +694,11 @@ def evaluate(
         metrics.fault_returns += int((on_origin & job.fault).sum())
         own = job.placed_nodes(arr)
         hosting_any[own] = True
+        image_nodes = job_image_hits(problem, job, own)
+        if image_nodes:
+            metrics.image_hits += image_nodes
+            metrics.image_hit_gb += image_nodes * job.image_size_gb
+            objective += resolved.image_of(job.index) * image_nodes
         if job.family is Family.SUPERPOD:
             sp_hosts[own] = True
         elif job.family is Family.MULTILEVEL:
@@ -676,7 +743,25 @@ def _add_vnpu_terms(problem: Problem, placed: dict[int, list[int]], resolved: Re
         metrics.per_job_hits[job.name] = hits
         metrics.origin_hits += hits
         hosting_any[np.asarray(nodes, dtype=np.int64)] = True
+        image = job.spec.image
+        mask = problem.image_mask(image.name if image is not None else None)
+        if mask is not None:
+            found = int(mask[distinct(np.asarray(nodes, dtype=np.int64))].sum())
+            metrics.image_hits += found
+            metrics.image_hit_gb += found * (image.size_gb if image is not None
+                                             and image.size_gb is not None
+                                             else job.image_size_gb)
+            objective += resolved.vnpu_image_of(job.index) * found
     return objective
+
+
+def job_image_hits(problem: Problem, job: JobView, own: np.ndarray) -> int:
+    """Distinct nodes of ``own`` (the nodes of a job's placed ranks) that hold the job's
+    image: the image term's count (0 when the term does not apply)."""
+    mask = problem.image_mask(job.image)
+    if mask is None or not len(own):
+        return 0
+    return int(mask[distinct(np.asarray(own, dtype=np.int64))].sum())
 
 
 def block_spill(problem: Problem, job: JobView, nodes: list[int]) -> int:

@@ -53,6 +53,9 @@ POD_LEVEL_DEFAULTS: dict[str, Any] = {
     "running-ranks": {}, "pod-rescheduling": False, "process-recover": False,
     "pending-sessions": 0, "pod-affinity": {}, "labels": {},
 }
+#: Most images one node may list (``nodes[].images``); kubelet reports at most 50 by
+#: default (``nodeStatusMaxImages``), a larger cap keeps hand-written files easy.
+MAX_NODE_IMAGES = 1024
 #: Label naming a node's multilevel topology tree.
 TOPOTREE_LABEL = "huawei.com/topotree"
 #: Tree name used when a node carries no ``huawei.com/topotree`` label.
@@ -177,6 +180,9 @@ class Config(_Model):
     super_pod_size: int | None = Field(None, alias="super-pod-size", le=MAX_SUPER_POD_SIZE)
     reserve_nodes: int | None = Field(None, alias="reserve-nodes")
     prefer_previous_node: bool = Field(True, alias="prefer-previous-node")
+    # npu-place addition (issue 34): prefer nodes holding a job's image (objective term and
+    # greedy tie-break); false restores upstream's order exactly (conformance runs)
+    image_locality: bool = Field(True, alias="image-locality")
     resource_level_config: dict[Text, dict[Text, LevelConfig]] = Field(
         default_factory=dict, alias="resource-level-config"
     )
@@ -291,6 +297,20 @@ class VnpuNode(_Model):
                                              alias="unfinished-templates", max_length=64)
 
 
+#: An image size in GB (``nodes[].images`` values, ``image.size-gb``).
+ImageSizeGb = Annotated[float, Field(ge=0, le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False)]
+
+
+class JobImage(_Model):
+    """The container image a job runs (``jobs[].image``, image locality, issue 34).
+
+    ``size-gb`` absent: the job's ``image-size-gb``.
+    """
+
+    name: Text = Field(min_length=1)  # an image reference, up to 1,024 characters
+    size_gb: ImageSizeGb | None = Field(None, alias="size-gb")
+
+
 class Node(_Model):
     """One Kubernetes node with its NPU state."""
 
@@ -302,6 +322,10 @@ class Node(_Model):
     rack_id: int | None = Field(None, alias="rack-id", le=MAX_ID)
     labels: dict[str, str] = Field(default_factory=dict, max_length=MAX_LABELS)
     vnpu: VnpuNode | None = None
+    # Image locality (issue 34): the images the node holds, name -> size in GB
+    # (``node.status.images``); absent: unknown, the node holds none as far as placement
+    # knows.
+    images: dict[Text, ImageSizeGb] | None = Field(None, max_length=MAX_NODE_IMAGES)
 
     @field_validator("labels", mode="before")
     @classmethod
@@ -386,6 +410,8 @@ class Job(_Model):
     # super pods with more free nodes first, else fewer first (reference §2.3.4)
     sp_fit: Literal["idlest"] | None = Field(None, alias="sp-fit")
     labels: dict[Text, Text] = Field(default_factory=dict, max_length=MAX_LABELS)
+    # Image locality (issue 34): the image the job's pods run; absent: no preference
+    image: JobImage | None = None
 
 
 class RunningJob(_Model):
@@ -417,6 +443,7 @@ class RunningJob(_Model):
     # and repairs the job around the running ones (issue 24).
     pod_rescheduling: bool = Field(False, alias="pod-rescheduling")
     process_recover: bool = Field(False, alias="process-recover")
+    image: JobImage | None = None  # image locality (issue 34), as on Job
 
 
 class VnpuJob(_Model):
@@ -440,6 +467,7 @@ class VnpuJob(_Model):
     priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
     image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0,
                                  le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False)
+    image: JobImage | None = None  # image locality (issue 34), as on Job
 
     @field_validator("vnpu_level", mode="before")
     @classmethod
@@ -476,4 +504,6 @@ class Scenario(_Model):
                         del item[key]
         if not data.get("vnpu-jobs"):
             data.pop("vnpu-jobs", None)  # additive key: absent when there are none
+        if data.get("config", {}).get("image-locality") is True:
+            del data["config"]["image-locality"]  # additive key: absent at its default
         return data

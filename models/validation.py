@@ -730,7 +730,9 @@ def running_spec(running: RunningJob) -> tuple[Job, int]:
             "super-pod-affinity": running.super_pod_affinity.value,
             "ub-memory": running.ub_memory, "inferserviceid": running.inferserviceid,
             "labels": running.labels, "pod-rescheduling": running.pod_rescheduling,
-            "process-recover": running.process_recover}
+            "process-recover": running.process_recover,
+            "image": running.image.model_dump(by_alias=True, exclude_none=True)
+            if running.image is not None else None}
     return Job.model_validate({k: v for k, v in data.items() if v is not None}), desired
 
 

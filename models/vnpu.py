@@ -457,9 +457,11 @@ def vnpu_job_placements(problem: Problem, plan: VnpuPlan,
 
 
 def vnpu_objective(problem: Problem, plan: VnpuPlan, placed_weight: tuple[int, ...],
-                   hit_weight: int, subhealthy_weight: int) -> int:
+                   hit_weight: int, subhealthy_weight: int,
+                   image_weight: tuple[int, ...] = ()) -> int:
     """The vNPU part of :func:`models.objective.evaluate`'s objective (vNPU nodes serve no
-    other job, so the whole objective is the other jobs' part plus this)."""
+    other job, so the whole objective is the other jobs' part plus this).  ``image_weight``:
+    per vNPU job, the reward per hosting node holding its image (image locality)."""
     view = compile_vnpu(problem)
     total = 0
     used: set[int] = set()
@@ -468,5 +470,10 @@ def vnpu_objective(problem: Problem, plan: VnpuPlan, placed_weight: tuple[int, .
         origin = view.jobs[j].origin
         total += hit_weight * sum(1 for r, n in enumerate(nodes) if n == origin[r])
         used.update(nodes)
+        reward = image_weight[j] if j < len(image_weight) else 0
+        image = view.jobs[j].spec.image
+        mask = problem.image_mask(image.name if image is not None else None)
+        if reward and mask is not None:
+            total += reward * sum(1 for n in set(nodes) if mask[n])
     total -= subhealthy_weight * sum(1 for n in used if problem.health_list[n] == 1)
     return total

@@ -538,7 +538,7 @@ def with_vnpu(problem: Problem, result: Result, engine: str, deadline: float, wo
 
     def score(plan: VnpuPlan) -> int:
         return vnpu_objective(problem, plan, resolved.vnpu_placed, resolved.origin_hit,
-                              resolved.subhealthy)
+                              resolved.subhealthy, resolved.vnpu_image)
 
     if greedy is None:
         from heuristics.vnpu import greedy_vnpu

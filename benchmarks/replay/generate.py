@@ -126,10 +126,13 @@ class Day:
     elapsed: list[int]
     initial_images: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
-    def scenario_with(self, prefer_previous_node: bool) -> Scenario:
-        """The starting scenario with the previous-node preference on or off."""
+    def scenario_with(self, prefer_previous_node: bool, image_locality: bool = True
+                      ) -> Scenario:
+        """The starting scenario with the previous-node preference and image locality
+        (config ``image-locality``) on or off."""
         config = self.scenario.config.model_copy(
-            update={"prefer_previous_node": prefer_previous_node})
+            update={"prefer_previous_node": prefer_previous_node,
+                    "image_locality": image_locality})
         return self.scenario.model_copy(update={"config": config})
 
     def event_lines(self) -> list[str]:
@@ -146,11 +149,12 @@ def replicas_at(minimum: int, maximum: int, peak_hours: Sequence[float], hour: f
 
 
 def _training_job(train: Training, pool: Pool, npus: int, nodes: int, name: str,
-                  image_size: float) -> dict[str, Any]:
+                  image: str, image_size: float) -> dict[str, Any]:
     family = pool.family
     job: dict[str, Any] = {"name": name, "owner-uid": f"pt-{name}", "policy": POLICY_OF[family],
                            "tasks": nodes, "npu-per-task": npus, "priority": train.priority,
-                           "image-size-gb": image_size}
+                           "image-size-gb": image_size,
+                           "image": {"name": image, "size-gb": image_size}}
     if family in ("a3", "850"):
         job["sp-block"] = nodes * npus
     elif family == "950":
@@ -185,7 +189,8 @@ def generate_day(spec: WorkloadSpec, seed: int) -> Day:
     vnpu_jobs = [service.vnpu_job(
         f"infer-{service.name}", max(1, replicas_at(service.min_replicas, service.max_replicas,
                                                     service.peak_hours, 0.0)),
-        sizes[service.image]).model_dump(by_alias=True, mode="json", exclude_none=True)
+        sizes[service.image], service.image).model_dump(by_alias=True, mode="json",
+                                                        exclude_none=True)
         for service in spec.services if service.is_vnpu]
     scenario = Scenario.model_validate({"now": DAY_START, "config": config, "nodes": nodes,
                                         "vnpu-jobs": vnpu_jobs})
@@ -222,8 +227,10 @@ def generate_day(spec: WorkloadSpec, seed: int) -> Day:
             return SubmitVnpuEvent.model_validate({"submit-vnpu": {
                 "name": name, "owner-uid": f"pt-{name}", "tasks": gang,
                 "ai-cores": chips * cores, "priority": train.priority,
-                "image-size-gb": sizes[image]}})
-        data = _training_job(train, pool, pool_npus[pool.name], gang, name, sizes[image])
+                "image-size-gb": sizes[image],
+                "image": {"name": image, "size-gb": sizes[image]}}})
+        data = _training_job(train, pool, pool_npus[pool.name], gang, name, image,
+                             sizes[image])
         jobs[name] = JobInfo(name, "training", image, sizes[image], train.priority, seconds, now)
         alive.append((name, gang, now + seconds))
         return SubmitEvent.model_validate({"submit": data})
@@ -246,7 +253,8 @@ def generate_day(spec: WorkloadSpec, seed: int) -> Day:
                     "name": name, "owner-uid": f"rs-{service.name}", "policy": "chip8-node8",
                     "tasks": max(1, count), "npu-per-task": service.npu_per_pod,
                     "priority": service.priority,
-                    "image-size-gb": sizes[service.image]}}))
+                    "image-size-gb": sizes[service.image],
+                    "image": {"name": service.image, "size-gb": sizes[service.image]}}}))
                 jobs[name] = JobInfo(name, "service", service.image, sizes[service.image],
                                      service.priority, 0, now)
                 if count == 0:

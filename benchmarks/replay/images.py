@@ -191,6 +191,11 @@ class ClusterImages:
             self.ledger.record(size_gb)
         return pulled
 
+    def held(self) -> dict[str, dict[str, float]]:
+        """Every node's images, name -> GB (a scenario's ``nodes[].images``)."""
+        return {name: {image.name: image.size_gb for image in store.images.values()}
+                for name, store in self.stores.items()}
+
     def collect(self, now: int, in_use: dict[str, set[str]]) -> int:
         """GC on every node (``in_use``: node -> images of its pods).  Returns deletions."""
         count = 0

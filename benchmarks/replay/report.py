@@ -326,6 +326,15 @@ PAIRED_FIELDS: tuple[str, ...] = ("pulls", "pulled-gb", "pull-minutes", "origin-
 VNPU_PAIRED_FIELDS: tuple[str, ...] = ("vnpu-pulls", "vnpu-pulled-gb")
 
 
+#: Engine pairs the image-locality section of a many-seed report compares (issue 34).
+IMAGE_PAIRS: tuple[tuple[str, str], ...] = (
+    ("cpsat", "rfc"), ("cpsat", "upstream"), ("cpsat", "cpsat-no-image"),
+    ("rfc", "rfc-no-image"), ("cpsat-no-image", "rfc-no-image"))
+#: Their columns.
+IMAGE_PAIRED_FIELDS: tuple[str, ...] = ("pulls", "pulled-gb", "pull-minutes",
+                                        "origin-hit-rate", "origin-hits")
+
+
 def paired_rows(rows: Sequence[dict[str, Any]], engines: Sequence[str],
                 base: str = "upstream", fields: Sequence[str] = PAIRED_FIELDS
                 ) -> list[dict[str, Any]]:
@@ -376,6 +385,14 @@ def render_seeds_report(spec_name: str, rows: Sequence[dict[str, Any]],
             lines += ["Paired with `upstream`:", "",
                       dict_table(paired_rows(rows, engines, fields=VNPU_PAIRED_FIELDS),
                                  ("engine", "seeds", *VNPU_PAIRED_FIELDS)), ""]
+    pairs = [(a, b) for a, b in IMAGE_PAIRS if a in engines and b in engines]
+    if pairs:
+        lines += ["## Image locality", "", "Engine minus engine on the same seed's day "
+                  "(mean with a 95 % interval; negative pulls, GB and minutes are saved, a "
+                  "negative origin-hit-rate is lost):", "",
+                  dict_table([row for a, b in pairs for row in paired_rows(
+                      rows, [a], base=b, fields=IMAGE_PAIRED_FIELDS)],
+                             ("engine", "seeds", *IMAGE_PAIRED_FIELDS)), ""]
     if failures:
         lines += ["## Failed seeds", ""] + [f"* {f}" for f in failures] + [""]
     lines.append("Per-seed rows are in `summary.csv`.")

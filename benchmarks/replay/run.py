@@ -31,6 +31,14 @@ Engines:
     Engine ``auto`` (greedy, the origin-first construction, then CP-SAT, the best of them)
     with the RFC, one search worker and a deterministic-time budget per session by default,
     so that the replay is reproducible on any machine.
+``rfc-no-image``, ``cpsat-no-image``
+    ``rfc`` and ``cpsat`` with image locality off (config ``image-locality: false``:
+    no image term, no image tie-break), to measure the term.  ``upstream`` always runs
+    with it off (upstream's order).
+
+Before each session the nodes' images are written into the session's scenario from the
+engine's image stores (``nodes[].images``), and every job names its image
+(``jobs[].image``): the image-locality term (issue 34) sees what the kubelet would report.
 """
 
 from __future__ import annotations
@@ -58,7 +66,11 @@ ENGINES: dict[str, tuple[bool, str]] = {
     "upstream": (False, "greedy"),
     "rfc": (True, "greedy"),
     "cpsat": (True, "auto"),
+    "rfc-no-image": (True, "greedy"),
+    "cpsat-no-image": (True, "auto"),
 }
+#: Engines that run with image locality (config ``image-locality``) on.
+IMAGE_ENGINES = frozenset({"rfc", "cpsat"})
 #: Default CP-SAT deterministic time per session.
 DEFAULT_DETERMINISTIC_TIME = 1.0
 
@@ -238,7 +250,7 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
     """Replay ``day`` with one engine."""
     prefer, facade_engine = ENGINES[engine]
     source = f"<{day.settings.name} seed {day.seed}>"
-    sim = SimulatedCluster(day.scenario_with(prefer), source, source)
+    sim = SimulatedCluster(day.scenario_with(prefer, engine in IMAGE_ENGINES), source, source)
     settings = day.settings
     images = ClusterImages.empty(sim.nodes, settings.image_disk_gb, settings.gc,
                                  settings.pull_gb_per_minute)
@@ -292,7 +304,8 @@ def replay_engine(day: Day, engine: str, options: ReplayOptions,
             gangs, pods = _reclaim(sim, day, where)
             row.reclaimed_jobs += gangs
             row.evicted_pods += pods
-        # 4. the session
+        # 4. the session, with each node's images as the kubelet reports them
+        sim.node_images = images.held()
         report = run_session(sim, SessionSpec(spec.index, spec.name, ()), facade_engine,
                              options.time_limit, 1, options.solver_seed,
                              options.deterministic_time)

@@ -250,13 +250,15 @@ class Service(_Spec):
         """A vNPU service (``ai-cores`` given): its pods are slices on vnpu pools."""
         return self.ai_cores is not None
 
-    def vnpu_job(self, name: str, tasks: int, image_size_gb: float) -> VnpuJob:
-        """The service as a ``vnpu-jobs`` entry of ``tasks`` pods."""
+    def vnpu_job(self, name: str, tasks: int, image_size_gb: float,
+                 image: str | None = None) -> VnpuJob:
+        """The service as a ``vnpu-jobs`` entry of ``tasks`` pods (running ``image``)."""
         return VnpuJob.model_validate({
             "name": name, "owner-uid": f"rs-{self.name}", "tasks": tasks,
             "ai-cores": self.ai_cores, "vnpu-level": self.vnpu_level or VnpuLevel.LOW,
             "vnpu-dvpp": self.vnpu_dvpp or VnpuDvpp.NULL, "priority": self.priority,
-            "image-size-gb": image_size_gb})
+            "image-size-gb": image_size_gb}
+            | ({"image": {"name": image, "size-gb": image_size_gb}} if image else {}))
 
     @model_validator(mode="after")
     def _replicas(self) -> Service:

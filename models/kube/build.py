@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -339,7 +340,8 @@ class ClusterImport:
                            "ignored, as upstream does")
         return wanted
 
-    def build(self, now: int | None = None, previous: Scenario | None = None) -> ImportResult:
+    def build(self, now: int | None = None, previous: Scenario | None = None
+              ) -> ImportResult:
         """Build the scenario.
 
         Parameters
@@ -381,6 +383,8 @@ class ClusterImport:
                 vnode = vnpu_node(record, info, [p for p in self.pods.values()
                                                  if p.node == record.name], state, diag)
                 if vnode is not None:
+                    if record.images:
+                        vnode["images"] = record.images
                     health[record.name] = state
                     nodes.append(vnode)
                     node_objects.append(record.obj)
@@ -416,6 +420,8 @@ class ClusterImport:
                 node["rack-id"] = info.rack_id
             if record.labels:
                 node["labels"] = record.labels
+            if record.images:
+                node["images"] = record.images
             nodes.append(node)
             node_objects.append(record.obj)
             with_devices += info is not None
@@ -428,6 +434,7 @@ class ClusterImport:
 
         specs = self._job_specs(diag)
         diag.raise_errors()
+        _image_sizes(specs, self.nodes.values())
         cache = self._cache(specs, node_names, now, previous, diag)
         vnpu_jobs = self._vnpu_jobs(nodes, node_names, now, cache, diag)
         try:
@@ -683,3 +690,15 @@ class ClusterImport:
                       + "; ".join(f"{f}: {t}" for f, t in errors) + ")")
             return None
         return item
+
+
+def _image_sizes(specs: list[JobSpec], records: Iterable[NodeRecord]) -> None:
+    """Each job's ``image.size-gb`` from any node's ``status.images`` that lists the image
+    (image locality, issue 34); left out (the job's ``image-size-gb``) when none does."""
+    sizes: dict[str, float] = {}
+    for record in records:
+        sizes.update(record.images)
+    for spec in specs:
+        image = spec.fields.get("image")
+        if isinstance(image, dict) and image.get("name") in sizes:
+            image["size-gb"] = sizes[image["name"]]

@@ -26,6 +26,8 @@ from models.limits import (
     MAX_ABS_INT,
     MAX_NAME_CHARS,
     MAX_PRIORITY,
+    MAX_TEXT_CHARS,
+    LimitError,
     check_text,
     escape_text,
     listing,
@@ -149,6 +151,8 @@ class PodRecord:
     # slice is cut (huawei.com/AscendReal present) and the vnpu-level/vnpu-dvpp labels
     # (and ring-controller.atlas, the job's handler family)
     npu_core: int = 0
+    # image locality (issue 34): the first container's image
+    image: str | None = None
     vnpu_annotation: str | None = None
     vnpu_real: bool = False
     vnpu_labels: dict[str, str] = field(default_factory=dict)
@@ -273,11 +277,25 @@ def pod_record(obj: dict[str, Any], diag: Diagnostics) -> PodRecord | None:
         labels={k: labels[k] for k in JOB_LABELS if k in labels},
         affinity_labels=affinity_labels,
         npu_core=requests["huawei.com/npu-core"],
+        image=_first_image(containers),
         vnpu_annotation=(annotations["huawei.com/npu-core"]
                          if annotations.get("huawei.com/npu-core") else None),
         vnpu_real=bool(annotations.get("huawei.com/AscendReal")),
         vnpu_labels={k: labels[k] for k in ("vnpu-level", "vnpu-dvpp", "ring-controller.atlas")
                      if k in labels})
+
+
+def _first_image(containers: list[Any]) -> str | None:
+    """The first container's image (image locality, issue 34); None when absent or not
+    printable text of at most 1,024 characters."""
+    image = containers[0].get("image") if containers and isinstance(containers[0], dict) \
+        else None
+    if not isinstance(image, str) or not image:
+        return None
+    try:
+        return check_text(image, MAX_TEXT_CHARS)
+    except LimitError:
+        return None
 
 
 def _preferred_match_labels(spec: dict[str, Any]) -> dict[str, str]:
@@ -706,6 +724,9 @@ def job_spec(group: JobGroup, classes: PriorityClasses, diag: Diagnostics) -> Jo
     pods_created = min((p.created for p in npu_pods
                         if p.created is not None and p.phase != "Failed"), default=0)
     created = pg.created if pg and pg.created is not None else pods_created
+    image = next((p.image for p in (*npu_pods, *live) if p.image), None)
+    if image is not None:
+        fields["image"] = {"name": image}  # its size: the nodes' status.images (build)
     return JobSpec(name=group.job_id, obj=who, owner=owner, policy=policy, family=family,
                    tasks=tasks, npu_per_task=npu_per_task, fields=fields, priority=priority,
                    created=created or 0, pods_created=pods_created, bound=bound,

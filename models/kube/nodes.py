@@ -19,8 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models.kube.source import Diagnostics, describe, parse_json_field, string_map
+from models.limits import MAX_IMAGE_SIZE_GB, MAX_TEXT_CHARS, LimitError, check_text
 from models.numbers import parse_int
-from models.scenario import MAX_NODE_NPUS, Health
+from models.scenario import MAX_NODE_IMAGES, MAX_NODE_NPUS, Health
+
+#: Largest ``sizeBytes`` of a node's image that is imported (the contract's GB limit).
+MAX_IMAGE_BYTES = MAX_IMAGE_SIZE_GB * 1e9
 
 #: NPU resources the contract models (Atlas 800/900 A2/A3 and Atlas 350/850/950).
 NPU_RESOURCES = ("huawei.com/Ascend910", "huawei.com/npu")
@@ -103,6 +107,8 @@ class NodeRecord:
     unschedulable: bool
     other_resources: list[str] = field(default_factory=list)
     npu_core: int = 0  # huawei.com/npu-core capacity (AI cores): a dynamic-vNPU node
+    # image locality (issue 34): status.images, every name of an entry -> its GB
+    images: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -202,7 +208,44 @@ def node_record(obj: dict[str, Any], diag: Diagnostics) -> NodeRecord | None:
         name=meta["name"], obj=who, labels=labels,
         resource=resource, capacity=cap, allocatable=alloc, base_chips=base,
         has_vnpu=has_vnpu, ready=ready, unschedulable=bool(spec.get("unschedulable")),
-        other_resources=others, npu_core=npu_core)
+        other_resources=others, npu_core=npu_core,
+        images=node_images(status.get("images"), who, diag))
+
+
+def node_images(entries: Any, who: str, diag: Diagnostics) -> dict[str, float]:
+    """``status.images`` as ``nodes[].images``: every name of an entry (``repo:tag`` and
+    ``repo@sha256:…`` spell one image) -> ``sizeBytes`` in GB (10^9 bytes).
+
+    The list is informational: a malformed entry is skipped with a warning, and past
+    :data:`~models.scenario.MAX_NODE_IMAGES` names the rest are left out (warned)."""
+    if entries is None:
+        return {}
+    if not isinstance(entries, list):
+        diag.warn(who, "status.images is not a list: the node's images are not imported")
+        return {}
+    out: dict[str, float] = {}
+    for i, entry in enumerate(entries):
+        names = entry.get("names") if isinstance(entry, dict) else None
+        size = entry.get("sizeBytes") if isinstance(entry, dict) else None
+        if (not isinstance(names, list) or isinstance(size, bool)
+                or not isinstance(size, int | float) or not 0 <= size <= MAX_IMAGE_BYTES):
+            diag.warn(who, f"status.images[{i}]: expected names (a list) and sizeBytes "
+                      f"(0..{MAX_IMAGE_BYTES:.0f}): entry skipped")
+            continue
+        for name in names:
+            try:
+                if not isinstance(name, str) or not name:
+                    continue
+                check_text(name, MAX_TEXT_CHARS)
+            except LimitError as exc:
+                diag.warn(who, f"status.images[{i}]: an image name {exc}: name skipped")
+                continue
+            if len(out) >= MAX_NODE_IMAGES and name not in out:
+                diag.warn(who, f"status.images lists more than {MAX_NODE_IMAGES} image names: "
+                          "the rest are not imported")
+                return out
+            out[name] = float(size) / 1e9
+    return out
 
 
 def _json_field(data: dict[str, Any], key: str, who: str, diag: Diagnostics) -> Any:

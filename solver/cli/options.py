@@ -130,7 +130,8 @@ def add_engine_options(parser: argparse.ArgumentParser, *, engine: bool = True,
     parser.add_argument("--weights", type=weights_option, default=None, metavar="JSON",
                         help="objective weights, e.g. '{\"fragment\": 0, \"subhealthy\": 8}' "
                              "(keys: placed, origin-hit, fault-return, affinity-spill, "
-                             "subhealthy, reserve, fragment, priority-levels; default: "
+                             "subhealthy, reserve, fragment, priority-levels, image-gb; "
+                             "default: "
                              "automatic lexicographic weights)")
 
 

@@ -27,6 +27,9 @@ def metrics_rows(metrics: Metrics | MetricsModel) -> list[tuple[str, str]]:
         ("reserve-used", str(metrics.reserve_used)),
         ("fragment-score", str(metrics.fragment_score)),
         ("affinity-spill", str(metrics.affinity_spill)),
+        *([("image-hits", f"{metrics.image_hits} hosting nodes already hold the job's image "
+                          f"({metrics.image_hit_gb:.1f} GB not pulled)")]
+          if isinstance(metrics, Metrics) and metrics.image_hits else []),
         ("objective", str(metrics.objective)),
     ]
 

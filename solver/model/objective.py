@@ -14,7 +14,7 @@ from functools import partial
 import numpy as np
 
 from models.compiled import SUBHEALTHY, JobView, Problem
-from models.objective import ResolvedWeights, block_spill
+from models.objective import ResolvedWeights, block_spill, job_image_hits
 from models.scenario import Family
 from solver.model.cancel import checked, checkpoint
 from solver.model.structure import JobStructure, Structure, ml_domain_at
@@ -41,11 +41,15 @@ class ObjectiveTerms:
     reserve: Lin = field(default_factory=Lin)
     fragment: Lin = field(default_factory=Lin)
     spill: Lin = field(default_factory=Lin)
+    # image locality (issue 34): per job, the nodes hosting it that hold its image
+    image: dict[int, Lin] = field(default_factory=dict)
 
     def total(self, w: ResolvedWeights) -> Lin:
         """The weighted objective (``placed`` already carries the job weights)."""
         out = Lin()
         out.plus(self.placed)
+        for j, lin in sorted(self.image.items()):
+            out.plus(lin, w.image_of(j))
         out.plus(self.hits, w.origin_hit)
         out.plus(self.fault_returns, -w.fault_return)
         out.plus(self.subhealthy, -w.subhealthy)
@@ -118,6 +122,7 @@ class ObjectiveBuilder:
         """Every term."""
         terms = ObjectiveTerms()
         self._placed_hits_faults(terms)
+        self._image(terms)
         self._subhealthy(terms)
         self._reserve(terms)
         self._fragment(terms)
@@ -141,6 +146,33 @@ class ObjectiveBuilder:
             terms.hits.const += int((on & ~job.fault).sum())
             terms.fault_returns.const += int((on & job.fault).sum())
             terms.spill.const += block_spill(self.problem, job, [int(n) for n in nodes])
+
+    def _image(self, terms: ObjectiveTerms) -> None:
+        """Image locality (issue 34): per job, the hosting nodes that hold its image.
+
+        Whole-node jobs take whole nodes of cells, and the cells are split by the images
+        their nodes hold (:func:`solver.model.structure.node_image_classes`), so a cell's
+        first node speaks for all; node-level jobs host a node when ``node_uses``."""
+        problem = self.problem
+        masks = {job.index: mask for job in problem.jobs
+                 if (mask := problem.image_mask(job.image)) is not None}
+        if not masks:
+            return
+        out: dict[int, Lin] = {}
+        cells = self.structure.cells
+        for (j, _, c), var in checked(self.mv.cell_take.items(), 4096):
+            if j in masks and masks[j][cells[c].nodes[0]]:
+                out.setdefault(j, Lin()).add(var)
+        for (j, c), var in checked(self.mv.pool_take.items(), 4096):
+            if j in masks and masks[j][cells[c].nodes[0]]:
+                out.setdefault(j, Lin()).add(var)
+        for (j, n), var in checked(self.mv.node_uses.items(), 4096):
+            if j in masks and masks[j][n]:
+                out.setdefault(j, Lin()).add(var)
+        for j, own in self.own.items():
+            if j in masks:
+                out.setdefault(j, Lin()).const += job_image_hits(problem, problem.jobs[j], own)
+        terms.image = out
 
     def _subhealthy(self, terms: ObjectiveTerms) -> None:
         problem = self.problem

@@ -164,6 +164,8 @@ def _fixed_part(problem: Problem) -> tuple[bytes, np.ndarray]:
               problem.tree_names, problem.super_pod_size, problem.super_pod_size_configured,
               problem.reserve_nodes, problem.prefer_previous_node))
     _feed(h, problem.trees)
+    # image locality (issue 34): the cells are split by the images the nodes hold
+    _feed(h, (problem.image_locality, problem.image_holders))
     topology = h.copy().digest()
     _feed(h, problem.queue)
     _feed(h, problem.jobs)

@@ -210,6 +210,9 @@ def build_structure(
     need_rack = Family.RACK in families
     need_tree = Family.MULTILEVEL in families
     order = problem.natural_order
+    # image locality (issue 34): nodes holding different images of the batch's jobs are
+    # not interchangeable for the image term
+    images = node_image_classes(problem, pinned, skip)
     for n in checked(order[whole[order]].tolist(), 1024):
         tree = int(problem.node_tree[n]) if need_tree and n in paths else -1
         pod = int(problem.super_pod[n]) if need_pod else -1
@@ -217,6 +220,7 @@ def build_structure(
         key: tuple[object, ...] = (
             int(problem.npus[n]), int(problem.health[n]), pod, rack, tree,
             paths.get(n, ()) if need_tree else (),
+            int(images[n]) if images is not None else 0,
         )
         if n in special:
             key = (*key, "node", n)
@@ -228,7 +232,7 @@ def build_structure(
         assert isinstance(sp, int) and isinstance(rack_id, int) and isinstance(cell_tree, int)
         assert isinstance(path, tuple)
         cells.append(Cell(cid, members, npus, health, sp, rack_id, cell_tree, path,
-                          singleton=len(key) > 6))
+                          singleton=len(key) > 7))
         for n in members:
             cell_of[n] = cid
 
@@ -288,6 +292,31 @@ def build_structure(
         structure.pod_choices[j] = pod_choices(problem, scope, structure.ordinary[j].nodes,
                                                domain_of_key)
     return structure
+
+
+def node_image_classes(problem: Problem, pinned: dict[int, np.ndarray] | None = None,
+                       skip: frozenset[int] = frozenset()) -> np.ndarray | None:
+    """Per node, an id of the set of the modelled jobs' images it holds (image locality,
+    issue 34); None when no modelled job's image is on any node (or the term is off)."""
+    masks = []
+    seen: set[str] = set()
+    for job in problem.jobs:
+        if job.index in (pinned or {}) or job.index in skip or job.image in seen:
+            continue
+        mask = problem.image_mask(job.image)
+        if mask is not None:
+            seen.add(job.image or "")
+            masks.append(mask)
+    if not masks:
+        return None
+    if len(masks) <= 62:
+        codes = np.zeros(problem.num_nodes, dtype=np.int64)
+        for k, mask in enumerate(masks):
+            codes |= mask.astype(np.int64) << k
+        return codes
+    rows = np.stack(masks, axis=1)
+    _uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
+    return np.asarray(inverse, dtype=np.int64).reshape(-1)
 
 
 def ml_domain_at(structure: Structure, cell: Cell, level: int) -> int:
@@ -481,11 +510,13 @@ def _ordinary_candidates(
     classes: dict[tuple[int, ...], list[int]] = defaultdict(list)
     key: tuple[int, ...]
     order = problem.natural_order
+    images = node_image_classes(problem, pinned, skip)
     for n in checked(order[usable[order]].tolist(), 1024):
         if n in structure.cell_of:
             continue
         key = (int(free[n]), int(problem.npus[n]), int(problem.health[n]),
-               int(problem.super_pod[n] >= 0), int(problem.rack[n] >= 0))
+               int(problem.super_pod[n] >= 0), int(problem.rack[n] >= 0),
+               int(images[n]) if images is not None else 0)
         if n in structure.special:
             key = (*key, n)
         classes[key].append(n)

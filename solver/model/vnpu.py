@@ -72,6 +72,9 @@ class VnpuModel:
     on_node: dict[tuple[int, int, int], cp_model.LinearExprT] = field(default_factory=dict)
     whole_rank: dict[tuple[int, int, int], cp_model.IntVar] = field(default_factory=dict)
     used: dict[int, cp_model.IntVar] = field(default_factory=dict)  # sub-healthy v → used
+    # image locality (issue 34): (job, v) → "the job has a slice on node v", on nodes
+    # holding the job's image
+    image_host: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)
     objective: cp_model.LinearExprT = 0
 
 
@@ -338,6 +341,21 @@ class VnpuModelBuilder:
             per_node.setdefault(v, []).append(expr)
             if view.nodes[v].node == view.jobs[j].origin[r] and w.origin_hit:
                 terms.append(w.origin_hit * expr)
+        per_job_node: dict[tuple[int, int], list[cp_model.LinearExprT]] = {}
+        for (j, _r, v), expr in m.on_node.items():
+            if w.vnpu_image_of(j):
+                per_job_node.setdefault((j, v), []).append(expr)
+        for (j, v), exprs in per_job_node.items():
+            image = view.jobs[j].spec.image
+            mask = self.problem.image_mask(image.name if image is not None else None)
+            if mask is None or not mask[view.nodes[v].node]:
+                continue
+            host = m.model.new_bool_var(f"img[{j},{v}]")
+            m.image_host[(j, v)] = host
+            total = sum(exprs)
+            m.model.add(total >= 1).only_enforce_if(host)
+            m.model.add(total == 0).only_enforce_if(~host)
+            terms.append(w.vnpu_image_of(j) * host)
         if w.subhealthy:
             for v, exprs in per_node.items():
                 if self.problem.health_list[view.nodes[v].node] != SUBHEALTHY:
@@ -372,6 +390,9 @@ class VnpuModelBuilder:
         for (j, r, v), on in m.whole_rank.items():
             hosts = plan.nodes[j]
             m.model.add_hint(on, hosts is not None and self.view.nodes[v].node == hosts[r])
+        for (j, v), host in m.image_host.items():
+            hosts = plan.nodes[j]
+            m.model.add_hint(host, hosts is not None and self.view.nodes[v].node in hosts)
 
     def read(self, solver: cp_model.CpSolver) -> VnpuPlan:
         """The solver's answer as a plan."""

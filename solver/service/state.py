@@ -10,12 +10,14 @@ stored cluster, so a refused delta leaves it byte-identical.  It is applied in t
 each paying only for what changed:
 
 ``values``
-    Only ``free`` and ``health`` of existing nodes and ``now`` changed, and ``now`` expires
-    or revives no cache owner: the node arrays are copied and patched (``O(nodes)`` memory
-    copy); the rules those two fields take part in are checked on the changed nodes
-    (:func:`models.validation.node_value_problems`: ``free`` within ``0..npus`` and, with
-    the running jobs' chips, not above ``npus``).  ``now`` is read by nothing but the live
-    cache (an owner is live while its newest entry is not older than ``now -
+    Only ``free``, ``health`` and ``images`` of existing nodes and ``now`` changed, and
+    ``now`` expires or revives no cache owner: the node arrays are copied and patched
+    (``O(nodes)`` memory copy), the image holders of the changed images patched
+    (:func:`models.compiled.patch_image_holders`); the rules those fields take part in are
+    checked on the changed nodes (:func:`models.validation.node_value_problems`: ``free``
+    within ``0..npus`` and, with the running jobs' chips, not above ``npus``; an image's
+    size is bounded by :class:`NodeUpdate` itself).  ``now`` is read by nothing but the
+    live cache (an owner is live while its newest entry is not older than ``now -
     ttl-seconds``), so a ``now`` under which the same owners are live leaves the compiled
     jobs as they are: :func:`same_live_owners` decides it from the owners' sorted newest
     times (:func:`owner_times`, computed once per cache) by two binary searches.
@@ -69,6 +71,7 @@ from models.compiled import (
     compile_jobs,
     compile_scenario,
     job_queue,
+    patch_image_holders,
 )
 from models.limits import (
     MAX_CACHE_ENTRIES,
@@ -83,9 +86,11 @@ from models.limits import (
 )
 from models.scenario import (
     MAX_ID,
+    MAX_NODE_IMAGES,
     MAX_NODE_NPUS,
     AffinityCacheModel,
     Health,
+    ImageSizeGb,
     Job,
     Node,
     Scenario,
@@ -97,7 +102,7 @@ from models.validation import InputError, JobShape, node_value_problems, validat
 _HEALTH_CODE = {Health.HEALTHY: HEALTHY, Health.SUBHEALTHY: SUBHEALTHY,
                 Health.UNHEALTHY: UNHEALTHY}
 #: Node fields whose change only needs the node arrays patched.
-_VALUE_FIELDS = frozenset({"free", "health"})
+_VALUE_FIELDS = frozenset({"free", "health", "images"})
 #: Node fields that change a vNPU node's chips (``nodes[].vnpu``): the jobs tier.
 _VNPU_FIELDS = frozenset({"vnpu_chips", "unfinished_templates"})
 
@@ -131,6 +136,10 @@ class NodeUpdate(_Model):
     unfinished_templates: list[Text] | None = Field(
         None, alias="unfinished-templates", max_length=64,
         description="a vNPU node's new unfinished-templates (nodes[].vnpu)")
+    images: dict[Text, ImageSizeGb] | None = Field(
+        None, max_length=MAX_NODE_IMAGES,
+        description="the images the node holds now, name -> GB (nodes[].images, image "
+                    "locality), replacing the old map; {} for none")
 
 
 class CacheEventKind(StrEnum):
@@ -557,11 +566,17 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     if changed:
         free = problem.free.copy()
         health = problem.health.copy()
+        moved: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         for at in changed:
             # a vNPU node serves vNPU jobs only: no free chip for the others (compiled)
             free[at] = 0 if nodes[at].vnpu is not None else nodes[at].free
             health[at] = _HEALTH_CODE[nodes[at].health]
-        out = replace(out, scenario=new, free=free, health=health)
+            old, now_held = scenario.nodes[at].images or {}, nodes[at].images or {}
+            if old.keys() != now_held.keys():
+                moved[at] = (frozenset(old), frozenset(now_held))
+        holders = (patch_image_holders(problem.image_holders, moved) if moved
+                   else problem.image_holders)
+        out = replace(out, scenario=new, free=free, health=health, image_holders=holders)
     if jobs_changed:
         return _Applied(new, recompile_jobs(out, new), new_lifecycle, "jobs", notes,
                         used_stamp)

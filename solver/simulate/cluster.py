@@ -85,6 +85,10 @@ class SimulatedCluster:
         self.free: dict[str, int] = {node.name: node.free for node in scenario.nodes}
         self.health: dict[str, Health] = {node.name: node.health for node in scenario.nodes}
         self.jobs: dict[str, SimJob] = {}
+        # image locality (issue 34): the images each node holds, written into every
+        # session's scenario (``nodes[].images``); the replay sets them from its image
+        # stores before each session.  A node not listed keeps its scenario's images.
+        self.node_images: dict[str, dict[str, float]] = {}
         # Owners older than the TTL at the scenario's ``now`` are evicted before the first
         # session: ``plan`` treats them as expired too (``live_cache``), so both commands
         # agree on the first session's candidates.  Later sessions follow upstream's
@@ -390,7 +394,9 @@ class SimulatedCluster:
             for running_slice in vsim.placed.values():
                 slices.setdefault(running_slice.node, []).append(running_slice)
         nodes = [node_with_slices(node.model_copy(update={"free": self.free[name],
-                                                          "health": self.health[name]}),
+                                                          "health": self.health[name]}
+                                                  | ({"images": self.node_images[name]}
+                                                     if name in self.node_images else {})),
                                   slices.get(name, []), self.sessions_run == 0)
                  for name, node in self.nodes.items()]
         return Scenario(
@@ -430,6 +436,8 @@ class SimulatedCluster:
                     "ub-memory": spec.ub_memory, "inferserviceid": spec.inferserviceid,
                     "labels": spec.labels, "pod-rescheduling": spec.pod_rescheduling,
                     "process-recover": spec.process_recover,
+                    "image": spec.image.model_dump(by_alias=True, exclude_none=True)
+                    if spec.image is not None else None,
                 }.items() if v is not None}))
         # the pending ranks of a partly running vNPU job lose the cache key (their rank
         # numbers would point at the running ranks' entries)

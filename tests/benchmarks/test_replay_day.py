@@ -187,3 +187,47 @@ def test_generated_gangs_are_valid_jobs_of_every_family(family: str, nodes: int,
     scenario = day.scenario.model_copy(update={"jobs": jobs})
     problem = compile_scenario(scenario, "gangs")  # raises InputError on an invalid job
     assert len(problem.jobs) == len(jobs)
+
+
+def _image_day() -> Day:
+    """Three nodes, 40 GB disks: B (image b) and A (image a) run and end; C (image a, no
+    cache entry) arrives: with image locality it goes to A's old node, which holds a."""
+    spec = load_spec({
+        "name": "images", "hours": 1, "session-minutes": 10,
+        "cluster": {"pools": [{"name": "o", "family": "ordinary", "nodes": 3}],
+                    "image-disk-gb": 40, "pull-gb-per-minute": 5},
+        "images": [{"name": "a", "size-gb": 10}, {"name": "b", "size-gb": 10}],
+    }, "images.yaml")
+    day = generate_day(spec, 0)
+
+    def job(name: str, image: str) -> SubmitEvent:
+        return SubmitEvent.model_validate({"submit": {
+            "name": name, "owner-uid": f"rs-{name}", "policy": "chip8-node8", "tasks": 1,
+            "npu-per-task": 8, "image-size-gb": 10, "image": {"name": image}}})
+
+    step = AdvanceEvent.model_validate({"advance": 600})
+    day.sessions = [
+        SessionSpec(1, "B then A", (job("B", "b"), job("A", "a"))),
+        SessionSpec(2, "both end", (step, DeleteJobEvent.model_validate({"delete-job": "A"}),
+                                    DeleteJobEvent.model_validate({"delete-job": "B"}))),
+        SessionSpec(3, "C arrives", (step, job("C", "a"))),
+    ]
+    day.elapsed = [0, 600, 1200]
+    day.jobs = {name: JobInfo(name, "service", image, 10, 0, 0, DAY_START)
+                for name, image in (("A", "a"), ("B", "b"), ("C", "a"))}
+    return day
+
+
+@pytest.mark.parametrize(("engine", "pulls"), [("rfc", 0), ("cpsat", 0),
+                                               ("rfc-no-image", 1), ("upstream", 1)])
+def test_image_locality_saves_the_pull_of_a_rank_without_an_origin(engine: str,
+                                                                  pulls: int) -> None:
+    """Each session's scenario carries the nodes' images from the engine's stores: C has
+    no previous node, and only the engines with image locality put it where ``a`` is
+    (upstream's order, as released, takes the first node)."""
+    run = replay_engine(_image_day(), engine, ReplayOptions(engines=(engine,),
+                                                            deterministic_time=0.5))
+    assert [r.placed_pods for r in run.sessions] == [2, 0, 1]
+    assert run.sessions[0].pulls == 2
+    assert run.sessions[2].pulls == pulls
+    assert run.sessions[2].image_hits == 1 - pulls
