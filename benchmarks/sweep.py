@@ -76,6 +76,7 @@ from models.documents import read_text
 from models.io import read_document, scenario_from_data
 from models.scenario import Scenario
 from models.validation import InputError
+from solver.doors import extra_hint, require_extra
 from solver.facade import ENGINES, InvalidAnswer, Result, solve
 
 #: Keys a grid may have.
@@ -717,7 +718,10 @@ def dask_client(scheduler: str | None = None, workers: int | None = None,
     ------
     InputError
         When the scheduler cannot be reached.
+    CliError
+        When Dask is not installed (the ``sweep`` extra; exit 2).
     """
+    require_extra("sweep", "the Dask runner (sweep, bench, compare --suite, replay --seeds)")
     import dask
     from distributed import Client, LocalCluster
 
@@ -1264,7 +1268,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-") or "all"
 
 
-PLOT_HINT = "plots skipped: matplotlib is not installed (pip install matplotlib)"
+PLOT_HINT = "plots skipped: " + extra_hint("plot", "matplotlib")
 
 
 def write_sweep_plots(rows: Sequence[dict[str, str]], override_keys: Sequence[str],

@@ -8,7 +8,7 @@ from typing import Any, TextIO
 from models.io import dump_data
 from solver.cli.options import add_engine_options, check_weights
 from solver.cli.output import table
-from solver.doors import EXIT_OK, CliError, example_path, load_problem
+from solver.doors import EXIT_OK, CliError, example_path, load_problem, require_extra
 from solver.facade import solve
 
 
@@ -41,6 +41,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Compare the engines on each scenario (or run the regression suite)."""
     if args.suite:
+        if not args.from_bench:  # --from-bench runs nothing
+            require_extra("sweep", f"npu-place compare --suite {args.suite}")
         from benchmarks.regression import run_regression
 
         return run_regression(args, out)

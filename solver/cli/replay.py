@@ -14,7 +14,14 @@ from typing import Any, TextIO
 
 from models.limits import check_deterministic_time, check_seed, check_time_limit
 from solver.cli.options import bounded, positive_int
-from solver.doors import EXIT_FAILED, EXIT_OK, CliError
+from solver.doors import (
+    EXIT_FAILED,
+    EXIT_OK,
+    CliError,
+    extra_hint,
+    missing_extra_module,
+    require_extra,
+)
 
 
 def register(sub: Any) -> None:
@@ -105,6 +112,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) -> int
     progress = False if args.no_progress else None
     outdir = Path(args.out)
     plots = not args.no_plots
+    missing = missing_extra_module("plot") if plots else None
+    if missing is not None:  # the day still runs; only its pictures need the extra
+        err.write(f"note: plots skipped: {extra_hint('plot', missing)}\n")
+        plots = False
     try:
         if args.snapshots:
             if args.seeds is not None:
@@ -120,6 +131,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) -> int
             rows = api.replay_one(spec, args.seed, options, outdir, plots=plots,
                                   command=command, stream=err, progress=progress)
             return _written(out, f"replay {spec.name}, seed {args.seed}", rows, outdir, plots)
+        require_extra("sweep", "npu-place replay --seeds")
         from benchmarks.sweep import dask_client, describe_client
 
         seeds = api.parse_seeds(args.seeds)

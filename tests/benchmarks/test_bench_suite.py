@@ -247,4 +247,5 @@ def test_missing_matplotlib_prints_the_install_hint(
     err = io.StringIO()
     _, rows = bench_run
     assert suite.write_plots(rows, tmp_path, err) == []
-    assert err.getvalue() == "plots skipped: matplotlib is not installed (pip install matplotlib)\n"
+    assert err.getvalue() == ("plots skipped: matplotlib is not installed "
+                              "(pip install 'npu-place[plot]')\n")
