@@ -1502,5 +1502,26 @@ def run_sweep(grid_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
               f"{len(failed)} failed) in {elapsed:.1f} s ({ready - started:.1f} s to start or "
               f"reach the cluster) on {where}\n"
               f"wrote {results}, {report}" + "".join(f", {p}" for p in plots) + "\n")
+    out.write(failure_lines(failed, results))
     out.write(comparison)
     return 1 if failed or failed_comparison else 0
+
+
+#: Failed cells whose reason the sweep's summary prints (the rest are counted).
+FAILURES_SHOWN = 10
+
+
+def failure_lines(failed: Sequence[dict[str, str]], results: Path) -> str:
+    """The summary's lines of the failed cells: cell, engine, status and reason (the
+    ``error`` column, or the validator's ``note``), at most :data:`FAILURES_SHOWN`."""
+    from models.limits import escape_text
+
+    lines = []
+    for row in failed[:FAILURES_SHOWN]:
+        reason = row.get("error") or row.get("note") or "no reason recorded"
+        lines.append(f"  failed: {row.get('cell', '?')} [{row.get('engine', '?')}] "
+                     f"{row.get('status', '?')}: {escape_text(reason, 500)}\n")
+    hidden = len(failed) - FAILURES_SHOWN
+    if hidden > 0:
+        lines.append(f"  ... and {hidden} more failed cell(s): see {results}\n")
+    return "".join(lines)

@@ -203,6 +203,34 @@ def test_crashing_cells_are_recorded_and_the_sweep_goes_on(scheduler: str,
             assert row["status"] in ("greedy", "optimal") and row["valid"] == "yes", row
 
 
+def test_the_summary_names_each_failed_cell_and_its_reason(scheduler: str,
+                                                            tmp_path: Path) -> None:
+    """The reason of a failed cell is printed, not only stored in results.csv."""
+    grid = _write_grid(tmp_path, {"scenarios": ["superpod-850.yaml"],
+                                  "overrides": {"config.reserve-nodes": [1, -5]},
+                                  "engines": ["greedy"]})
+    text = io.StringIO()
+    assert main(["sweep", str(grid), "--scheduler", scheduler, "--out", str(tmp_path / "out"),
+                 "--no-progress"], out=text) == 1
+    failed = [line for line in text.getvalue().splitlines() if "failed:" in line]
+    assert len(failed) == 1, text.getvalue()
+    row = next(r for r in read_results(tmp_path / "out" / "results.csv")
+               if r["status"] == "error")
+    assert failed[0].startswith(f"  failed: {row['cell']} [greedy] error: invalid input: ")
+    assert "reserve-nodes" in failed[0] and row["error"] in failed[0]
+    assert ": 2 cells (2 run now, 0 kept, 1 failed)" in text.getvalue()
+
+
+def test_the_summary_caps_the_failed_cells_it_lists() -> None:
+    rows = [{"cell": f"c{i}", "engine": "cpsat", "status": "invalid", "note": "rule broken"}
+            for i in range(sweep.FAILURES_SHOWN + 3)]
+    lines = sweep.failure_lines(rows, Path("out/results.csv")).splitlines()
+    assert len(lines) == sweep.FAILURES_SHOWN + 1
+    assert lines[0] == "  failed: c0 [cpsat] invalid: rule broken"
+    assert lines[-1] == "  ... and 3 more failed cell(s): see out/results.csv"
+    assert sweep.failure_lines([], Path("r.csv")) == ""
+
+
 def test_a_raising_engine_is_recorded_in_its_row(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*args: Any, **kwargs: Any) -> Any:
