@@ -109,6 +109,31 @@ def example_path(name: str) -> Path:
     return Path(str(path))
 
 
+#: How a bundled example is named in output and may be named on the command line.
+EXAMPLE_PREFIX = "example:"
+
+
+def source_label(path: str | os.PathLike[str]) -> str:
+    """``example:NAME`` for a bundled example scenario, else ``path`` as given (output shows
+    the example's name, not its long installed path)."""
+    folder = resources.files("models") / "examples"
+    try:
+        resolved = Path(path).resolve()
+        if (resolved.suffix == ".yaml" and resolved.parent == Path(str(folder)).resolve()
+                and resolved.stem in example_names()):
+            return EXAMPLE_PREFIX + resolved.stem
+    except (OSError, RuntimeError):  # an unreadable path is shown as given
+        pass
+    return str(path)
+
+
+def scenario_path(value: str) -> Path:
+    """A SCENARIO argument: a file, or ``example:NAME`` for a bundled example."""
+    if value.startswith(EXAMPLE_PREFIX):
+        return example_path(value[len(EXAMPLE_PREFIX):])
+    return Path(value)
+
+
 def load_problem(path: str | os.PathLike[str]) -> Problem:
     """Load, validate and compile a scenario file (raises :class:`models.errors.InputError`).
 

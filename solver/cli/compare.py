@@ -6,9 +6,14 @@ import argparse
 from typing import Any, TextIO
 
 from models.io import dump_data
-from solver.cli.options import add_engine_options, check_weights
+from solver.cli.options import (
+    add_engine_options,
+    check_weights,
+    scenario_argument,
+    scenario_example,
+)
 from solver.cli.output import table
-from solver.doors import EXIT_OK, CliError, example_path, load_problem, require_extra
+from solver.doors import EXIT_OK, CliError, load_problem, require_extra, source_label
 from solver.facade import solve
 
 
@@ -46,7 +51,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         from benchmarks.regression import run_regression
 
         return run_regression(args, out)
-    scenarios = [*args.scenarios, *(str(example_path(name)) for name in args.example)]
+    scenarios = [*map(scenario_argument, args.scenarios), *map(scenario_example, args.example)]
     if not scenarios:
         raise CliError("compare needs SCENARIO files or --example NAME (or --suite for the "
                        "regression mode)")
@@ -61,14 +66,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                       deterministic_time=args.deterministic_time)
         for result in (greedy, cpsat):
             m = result.metrics
-            rows.append([str(scenario), result.engine if result is greedy else "cpsat",
+            rows.append([source_label(scenario), result.engine if result is greedy else "cpsat",
                          result.status.value, str(m.placed_jobs),
                          f"{m.origin_hits}/{m.origin_candidates}", str(m.fault_returns),
                          str(m.subhealthy_nodes), str(m.reserve_used), str(m.fragment_score),
                          str(m.affinity_spill), str(result.objective),
                          "-" if result.bound is None else str(result.bound),
                          f"{result.wall_seconds:.3f}"])
-            records.append({"scenario": str(scenario), "engine-run":
+            records.append({"scenario": source_label(scenario), "engine-run":
                             "greedy" if result is greedy else "cpsat",
                             "answer-engine": result.engine, "status": result.status.value,
                             "objective": result.objective, "bound": result.bound,

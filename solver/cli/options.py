@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,8 +21,37 @@ from models.limits import (
     escape_text,
 )
 from models.objective import Weights, resolve_weights
-from solver.doors import CliError
+from solver.doors import EXAMPLE_PREFIX, CliError, example_names, example_path, scenario_path
 from solver.facade import ENGINES
+
+
+def scenario_example(name: str) -> Path:
+    """The bundled example scenario ``name`` (``--example NAME``).
+
+    Raises
+    ------
+    CliError
+        When there is none; a replay day (``npu-place examples`` lists both) is named as
+        such, with the command that runs it.
+    """
+    try:
+        return example_path(name)
+    except CliError:
+        from benchmarks.replay.api import EXAMPLES as DAYS  # only on this error
+
+        if name in DAYS:
+            raise CliError(f"'{name}' is a replay day, not a scenario: run it with "
+                           f"npu-place replay --example {name} (scenario examples: "
+                           f"{', '.join(example_names())})") from None
+        raise
+
+
+def scenario_argument(value: str) -> Path:
+    """A SCENARIO argument: a file, or ``example:NAME`` (as the tables name a bundled
+    example), with :func:`scenario_example`'s messages."""
+    if value.startswith(EXAMPLE_PREFIX):
+        return scenario_example(value[len(EXAMPLE_PREFIX):])
+    return scenario_path(value)
 
 
 def positive_float(text: str) -> float:

@@ -225,12 +225,12 @@ def test_plan_each_example_table(name: str) -> None:
     need_strategies(path)
     code, out, err = run("plan", "--example", name, "--engine", "greedy")
     assert (code, err) == (0, "")
-    assert out.startswith(f"scenario: {path}\n")
+    assert out.startswith(f"scenario: example:{name}\n")
     assert "engine        greedy" in out
     for key in ("placed-jobs", "origin-hits", "fault-returns", "subhealthy-nodes",
                 "reserve-used", "fragment-score", "objective"):
         assert f"\n{key} " in out
-    assert "job " in out and "nodes / reason" in out
+    assert "job " in out and "rank:node / reason" in out
     for spec in load_scenario(path).jobs:
         assert f"\n{spec.name} " in out
 
@@ -240,7 +240,7 @@ def test_plan_without_scenario_runs_the_bundled_default() -> None:
     need_strategies(path)
     code, out, err = run("plan", "--engine", "greedy")
     assert (code, err) == (0, "")
-    assert out.startswith(f"scenario: {path}\n")
+    assert out.startswith(f"scenario: example:{DEFAULT_EXAMPLE}\n")
 
 
 def test_plan_output_file(tmp_path: Path) -> None:
@@ -397,7 +397,7 @@ def test_console_script_bare_plan_the_readme_command() -> None:
                           cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == f"scenario: {path}"
+    assert lines[0] == f"scenario: example:{DEFAULT_EXAMPLE}"
     head = dict(line.split(None, 1) for line in lines[1:7])
     assert head["engine"] in {"greedy", "cpsat"}
     assert head["status"] in {"optimal", "feasible", "greedy"}
