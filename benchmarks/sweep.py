@@ -44,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import csv
-import difflib
 import glob
 import hashlib
 import io
@@ -73,6 +72,7 @@ from heuristics.greedy import EngineNotAvailable
 from models.check import check
 from models.compiled import compile_scenario
 from models.documents import read_text
+from models.errors import closest_name
 from models.io import read_document, scenario_from_data
 from models.scenario import Scenario
 from models.validation import InputError
@@ -251,8 +251,8 @@ def override_path_error(path: str, model: type[BaseModel] = Scenario) -> str | N
             keys = {(f.alias or name): f.annotation for name, f in target.model_fields.items()}
             names = {name: f.annotation for name, f in target.model_fields.items()}
             if part not in keys and part not in names:  # populate_by_name: names too
-                close = difflib.get_close_matches(part, list(keys), n=1, cutoff=0.6)
-                hint = (f"did you mean '{'.'.join([*parts[:i], close[0]])}'?" if close
+                close = closest_name(part, keys)
+                hint = (f"did you mean '{'.'.join([*parts[:i], close])}'?" if close
                         else f"the keys of {where} are {', '.join(keys)}")
                 return f"'{part}' is not a key of {where} ({hint})"
             target = keys.get(part, names.get(part))
@@ -268,8 +268,8 @@ def _check_path(path: str, where: str) -> None:
         raise InputError([f"{where}: key 'overrides.{path}': an override key is a dotted "
                           "contract path such as config.reserve-nodes"])
     if parts[0] not in SCENARIO_KEYS:
-        close = difflib.get_close_matches(parts[0], SCENARIO_KEYS, n=1, cutoff=0.6)
-        hint = f"did you mean '{close[0]}'? " if close else ""
+        close = closest_name(parts[0], SCENARIO_KEYS)
+        hint = f"did you mean '{close}'? " if close else ""
         raise InputError([f"{where}: key 'overrides.{path}': '{parts[0]}' is not a scenario "
                           f"key ({hint}one of {', '.join(SCENARIO_KEYS)})"])
     reason = override_path_error(path)

@@ -420,5 +420,22 @@ def test_plan_weights_option_changes_the_objective() -> None:
 def test_plan_weights_option_refuses_bad_json() -> None:
     code, out, err = run("plan", "--weights", '{"bogus": 1}')
     assert code == 2 and out == ""
-    assert "argument --weights: bogus: Extra inputs are not permitted" in err
-    assert "Traceback" not in err
+    assert ("argument --weights: unknown key 'bogus' (keys: placed, origin-hit, fault-return, "
+            "affinity-spill, subhealthy, reserve, fragment, priority-levels)") in err
+    assert "Traceback" not in err and "Extra inputs" not in err
+
+
+@pytest.mark.parametrize(("weights", "message"), [
+    ('{"fragmnt": 0}', "unknown key 'fragmnt' (did you mean 'fragment'? keys: placed, "),
+    ('{"origin-hits": 5}', "unknown key 'origin-hits' (did you mean 'origin-hit'? "),
+    ('{"fragment": -1}', "'fragment' must be from 0 to 2147483647, got -1"),
+    ('{"fragment": 1.5}', "'fragment' must be a whole number, got 1.5"),
+    ('{"priority-levels": 3}', "'priority-levels' must be true or false, got 3"),
+    ("[1]", "expected a JSON object of weights, such as '{\"fragment\": 0}'"),
+    ("{", "not JSON (Expecting property name"),
+])
+def test_plan_weights_mistakes_are_named_in_the_tools_words(weights: str, message: str) -> None:
+    code, out, err = run("plan", "--weights", weights)
+    assert code == 2 and out == ""
+    assert f"argument --weights: {message}" in err, err
+    assert "Input should" not in err and "Extra inputs" not in err
