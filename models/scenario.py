@@ -271,12 +271,10 @@ class VnpuLevel(StrEnum):
     HIGH = "high"
 
 
-def _chip_kind_enum(schema: dict[str, Any]) -> None:
-    """The JSON Schema of ``chip-kind`` lists the kinds of the template tables (read when
-    the schema is built: :mod:`models.vnpu_rules` imports this module)."""
-    from models.vnpu_rules import TEMPLATES
-
-    schema["enum"] = list(TEMPLATES)
+#: The vNPU chip kinds, each with a template table in :data:`models.vnpu_rules.TEMPLATES`
+#: (a test keeps the two equal; listed here for the schema's enum, without the import).
+VNPU_CHIP_KINDS = ("Ascend310P", "910B1", "910B2C", "910B2", "910B3", "910B4", "910B4-1",
+                   "Ascend910A3-20", "Ascend910A3-24")
 
 
 class VnpuChip(_Model):
@@ -304,7 +302,7 @@ class VnpuNode(_Model):
 
     chip_kind: Text = Field(alias="chip-kind", min_length=1, description=(
         "The chip kind, naming its vNPU template table."),
-        json_schema_extra=_chip_kind_enum, examples=["Ascend310P"])
+        json_schema_extra={"enum": list(VNPU_CHIP_KINDS)}, examples=["Ascend310P"])
     ai_cores: int | None = Field(None, alias="ai-cores", gt=0, le=MAX_NODE_NPUS,
                                  description="AI cores per chip (default: the kind's).")
     ai_cpus: int | None = Field(None, alias="ai-cpus", gt=0, le=MAX_NODE_NPUS,

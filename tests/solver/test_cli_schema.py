@@ -77,7 +77,7 @@ def test_every_example_of_the_schema_matches_its_field(kind: str) -> None:
 
 
 def test_closed_sets_are_enums() -> None:
-    from models.scenario import Policy
+    from models.scenario import VNPU_CHIP_KINDS, Policy
     from models.vnpu_rules import TEMPLATES
 
     defs = schema_of("scenario")["$defs"]
@@ -85,6 +85,7 @@ def test_closed_sets_are_enums() -> None:
     assert defs["Job"]["properties"]["policy"]["enum"] == policies
     assert defs["RunningJob"]["properties"]["policy"]["enum"] == policies
     assert defs["VnpuNode"]["properties"]["chip-kind"]["enum"] == list(TEMPLATES)
+    assert list(VNPU_CHIP_KINDS) == list(TEMPLATES)
     assert defs["Health"]["enum"] == ["healthy", "subhealthy", "unhealthy"]
     data = read_document(example_path("superpod-850"))
     data["jobs"][0]["policy"] = "chip8-node8-spp"
