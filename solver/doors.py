@@ -127,13 +127,6 @@ def source_label(path: str | os.PathLike[str]) -> str:
     return str(path)
 
 
-def scenario_path(value: str) -> Path:
-    """A SCENARIO argument: a file, or ``example:NAME`` for a bundled example."""
-    if value.startswith(EXAMPLE_PREFIX):
-        return example_path(value[len(EXAMPLE_PREFIX):])
-    return Path(value)
-
-
 def load_problem(path: str | os.PathLike[str]) -> Problem:
     """Load, validate and compile a scenario file (raises :class:`models.errors.InputError`).
 

@@ -23,7 +23,7 @@ from models.limits import (
     escape_text,
 )
 from models.objective import Weights, resolve_weights
-from solver.doors import EXAMPLE_PREFIX, CliError, example_names, example_path, scenario_path
+from solver.doors import EXAMPLE_PREFIX, CliError, example_names, example_path
 from solver.facade import ENGINES
 
 
@@ -53,7 +53,7 @@ def scenario_argument(value: str) -> Path:
     example), with :func:`scenario_example`'s messages."""
     if value.startswith(EXAMPLE_PREFIX):
         return scenario_example(value[len(EXAMPLE_PREFIX):])
-    return scenario_path(value)
+    return Path(value)
 
 
 def positive_float(text: str) -> float:

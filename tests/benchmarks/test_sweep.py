@@ -174,8 +174,15 @@ def test_resume_after_an_interrupted_sweep_reruns_only_missing_cells(
     assert "3 kept" in text.getvalue()
 
 
+def _kills_its_worker(cell: Cell) -> bool:
+    """The one cell of the grid below whose task kills its worker process (twice: the
+    first run and the retry elsewhere; each death costs a new worker process)."""
+    return (cell.engine == "cpsat" and cell.source.label == "ordinary-8npu.yaml"
+            and dict(cell.overrides)["config.reserve-nodes"] == 1)
+
+
 def _dying_task(cell: Cell, data: Any, events: Any) -> dict[str, str]:
-    if cell.engine == "cpsat" and cell.source.label == "ordinary-8npu.yaml":
+    if _kills_its_worker(cell):
         os._exit(3)  # the worker process dies mid-cell
     return run_cell(cell, data, events)
 
@@ -187,13 +194,14 @@ def test_crashing_cells_are_recorded_and_the_sweep_goes_on(scheduler: str,
         "overrides": {"config.reserve-nodes": [1, -5]},  # -5 makes every such cell invalid
         "engines": ["greedy", "cpsat"], "time-limits": [60], "deterministic-time": DET}))
     cells = expand(grid)
+    assert sum(map(_kills_its_worker, cells)) == 1
     with Client(scheduler, timeout="30s") as client:
         rows = run_cells(client, cells, grid.data, task=_dying_task)
     assert len(rows) == len(cells) == 8
     by = {r["cell"]: r for r in rows}
     for cell in cells:
         row = by[cell.cell_id]
-        if cell.engine == "cpsat" and cell.source.label == "ordinary-8npu.yaml":
+        if _kills_its_worker(cell):
             assert row["status"] == "error" and row["error"].startswith("worker lost")
             assert "KilledWorker" in row["error"]
         elif dict(cell.overrides)["config.reserve-nodes"] == -5:

@@ -25,7 +25,7 @@ from solver.service.app import ServiceConfig
 from tests.solver.service.conftest import example, running_server
 
 #: Wall-clock budget of the whole fuzz run (examples stop being drawn after it).
-FUZZ_SECONDS = 120.0
+FUZZ_SECONDS = 60.0
 
 NODES = [f"node-{i}" for i in range(12)]
 OWNERS = ["rs-infer-7c9d", "job-train-b41e", "fresh-owner"]
