@@ -34,6 +34,7 @@ from typing import Any, TextIO
 from benchmarks.generators import FAMILIES, GenParams, case_name, generate_case
 from models.compiled import Problem, compile_scenario
 from solver.cpsat import WORKER_THREAD_NAME
+from solver.doors import extra_hint
 from solver.facade import preload, solve
 
 #: The budgets of the curve, in seconds.
@@ -269,8 +270,7 @@ def plot_anytime(rows: list[dict[str, Any]], path: Path) -> bool:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("plots skipped: matplotlib is not installed (pip install matplotlib)",
-              file=sys.stderr)
+        print("plots skipped: " + extra_hint("plot", "matplotlib"), file=sys.stderr)
         return False
     add_shares(rows)
     deterministic = not overrun_known(rows)

@@ -565,8 +565,8 @@ def write_plots(rows: Sequence[dict[str, str]], out_dir: Path, err: TextIO | Non
                 ) -> list[Path]:
     """Write the three PNG plots; return their paths.
 
-    Without matplotlib (a default dependency, so only in a broken install) no plot is
-    written and :data:`~benchmarks.sweep.PLOT_HINT` is printed to ``err``.
+    Without matplotlib (the ``plot`` extra) no plot is written and
+    :data:`~benchmarks.sweep.PLOT_HINT` is printed to ``err``.
     """
     try:
         import matplotlib

@@ -44,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import csv
-import difflib
 import glob
 import hashlib
 import io
@@ -74,11 +73,13 @@ from heuristics.greedy import EngineNotAvailable
 from models.check import check
 from models.compiled import compile_scenario
 from models.documents import read_text
+from models.errors import closest_name
 from models.io import read_document, scenario_from_data
 from models.joblist import job_count
 from models.numbers import is_ascii_digits, parse_int
 from models.scenario import Scenario
 from models.validation import InputError
+from solver.doors import extra_hint, require_extra
 from solver.facade import ENGINES, InvalidAnswer, Result, solve
 
 #: Keys a grid may have.
@@ -253,8 +254,8 @@ def override_path_error(path: str, model: type[BaseModel] = Scenario) -> str | N
             keys = {(f.alias or name): f.annotation for name, f in target.model_fields.items()}
             names = {name: f.annotation for name, f in target.model_fields.items()}
             if part not in keys and part not in names:  # populate_by_name: names too
-                close = difflib.get_close_matches(part, list(keys), n=1, cutoff=0.6)
-                hint = (f"did you mean '{'.'.join([*parts[:i], close[0]])}'?" if close
+                close = closest_name(part, keys)
+                hint = (f"did you mean '{'.'.join([*parts[:i], close])}'?" if close
                         else f"the keys of {where} are {', '.join(keys)}")
                 return f"'{part}' is not a key of {where} ({hint})"
             target = keys.get(part, names.get(part))
@@ -270,8 +271,8 @@ def _check_path(path: str, where: str) -> None:
         raise InputError([f"{where}: key 'overrides.{path}': an override key is a dotted "
                           "contract path such as config.reserve-nodes"])
     if parts[0] not in SCENARIO_KEYS:
-        close = difflib.get_close_matches(parts[0], SCENARIO_KEYS, n=1, cutoff=0.6)
-        hint = f"did you mean '{close[0]}'? " if close else ""
+        close = closest_name(parts[0], SCENARIO_KEYS)
+        hint = f"did you mean '{close}'? " if close else ""
         raise InputError([f"{where}: key 'overrides.{path}': '{parts[0]}' is not a scenario "
                           f"key ({hint}one of {', '.join(SCENARIO_KEYS)})"])
     reason = override_path_error(path)
@@ -720,7 +721,10 @@ def dask_client(scheduler: str | None = None, workers: int | None = None,
     ------
     InputError
         When the scheduler cannot be reached.
+    CliError
+        When Dask is not installed (the ``sweep`` extra; exit 2).
     """
+    require_extra("sweep", "the Dask runner (sweep, bench, compare --suite, replay --seeds)")
     import dask
     from distributed import Client, LocalCluster
 
@@ -1267,7 +1271,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-") or "all"
 
 
-PLOT_HINT = "plots skipped: matplotlib is not installed (pip install matplotlib)"
+PLOT_HINT = "plots skipped: " + extra_hint("plot", "matplotlib")
 
 
 def write_sweep_plots(rows: Sequence[dict[str, str]], override_keys: Sequence[str],
@@ -1463,5 +1467,26 @@ def run_sweep(grid_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
               f"{len(failed)} failed) in {elapsed:.1f} s ({ready - started:.1f} s to start or "
               f"reach the cluster) on {where}\n"
               f"wrote {results}, {report}" + "".join(f", {p}" for p in plots) + "\n")
+    out.write(failure_lines(failed, results))
     out.write(comparison)
     return 1 if failed or failed_comparison else 0
+
+
+#: Failed cells whose reason the sweep's summary prints (the rest are counted).
+FAILURES_SHOWN = 10
+
+
+def failure_lines(failed: Sequence[dict[str, str]], results: Path) -> str:
+    """The summary's lines of the failed cells: cell, engine, status and reason (the
+    ``error`` column, or the validator's ``note``), at most :data:`FAILURES_SHOWN`."""
+    from models.limits import escape_text
+
+    lines = []
+    for row in failed[:FAILURES_SHOWN]:
+        reason = row.get("error") or row.get("note") or "no reason recorded"
+        lines.append(f"  failed: {row.get('cell', '?')} [{row.get('engine', '?')}] "
+                     f"{row.get('status', '?')}: {escape_text(reason, 500)}\n")
+    hidden = len(failed) - FAILURES_SHOWN
+    if hidden > 0:
+        lines.append(f"  ... and {hidden} more failed cell(s): see {results}\n")
+    return "".join(lines)

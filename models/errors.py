@@ -1,6 +1,10 @@
-"""The error every input check raises: one message per problem found."""
+"""The error every input check raises: one message per problem found, and the
+did-you-mean hint that names the closest known name of a misspelt one."""
 
 from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
 
 
 class InputError(Exception):
@@ -9,3 +13,12 @@ class InputError(Exception):
     def __init__(self, messages: list[str]) -> None:
         super().__init__("\n".join(messages))
         self.messages = messages
+
+
+def closest_name(word: str, names: Iterable[str]) -> str | None:
+    """The name of ``names`` a misspelt ``word`` most likely means (``fragmnt`` ->
+    ``fragment``), or ``None`` when none is close (:func:`difflib.get_close_matches`,
+    cutoff 0.6): the one did-you-mean of command-line options, sweep paths, scenario keys
+    and ``--weights`` keys."""
+    close = difflib.get_close_matches(word, list(names), n=1, cutoff=0.6)
+    return close[0] if close else None

@@ -8,6 +8,8 @@ readers themselves live in :mod:`models.documents`; their names are re-exported 
 from __future__ import annotations
 
 import os
+import types
+import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,6 +24,7 @@ from models.documents import (
     parse_text,
     read_document,
 )
+from models.errors import closest_name
 from models.limits import escape_text
 from models.placement import PlacementFile
 from models.scenario import Scenario
@@ -77,14 +80,69 @@ def _describe_location(data: Any, loc: tuple[Any, ...]) -> tuple[str, str]:
     return head_text, escape_text(".".join(str(p) for p in loc[1:]), 80) or head_text
 
 
-def pydantic_messages(exc: ValidationError, data: Any, source: str) -> list[str]:
-    """Format every pydantic error as a message naming file, item and field."""
+def _unwrap(annotation: Any) -> Any:
+    """``X`` of ``X | None`` and of ``Annotated[X, ...]``."""
+    while True:
+        if typing.get_origin(annotation) is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+            continue
+        if (isinstance(annotation, types.UnionType)
+                or typing.get_origin(annotation) is typing.Union):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(args) == 1:
+                annotation = args[0]
+                continue
+        return annotation
+
+
+def known_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys (contract spelling) of the object at ``loc`` inside ``model``'s data: what
+    an unknown key at ``loc + (key,)`` could have meant; ``[]`` when ``loc`` is not an
+    object of the models (a free mapping such as ``labels``)."""
+    target: Any = model
+    for part in loc:
+        target = _unwrap(target)
+        origin = typing.get_origin(target)
+        if origin in (list, tuple):
+            target = typing.get_args(target)[0]
+        elif origin is dict:
+            target = typing.get_args(target)[1]
+        elif isinstance(target, type) and issubclass(target, BaseModel):
+            field = next((f for name, f in target.model_fields.items()
+                          if part in (name, f.alias)), None)
+            if field is None:
+                return []
+            target = field.annotation
+        else:
+            return []
+    target = _unwrap(target)
+    if isinstance(target, type) and issubclass(target, BaseModel):
+        return [f.alias or name for name, f in target.model_fields.items()]
+    return []
+
+
+def unknown_key_text(key: str, keys: list[str], what: str = "field") -> str:
+    """``unknown field; did you mean 'nodes'?`` (or the known keys when none is close)."""
+    close = closest_name(key, keys)
+    if close is not None:
+        return f"unknown {what}; did you mean '{close}'?"
+    if keys:
+        return f"unknown {what}; the {what}s here are {', '.join(keys)}"
+    return f"unknown {what}"
+
+
+def pydantic_messages(exc: ValidationError, data: Any, source: str,
+                      model: type[BaseModel] | None = None) -> list[str]:
+    """Format every pydantic error as a message naming file, item and field; an unknown
+    key of ``model``'s data names the closest known key (did you mean ...?)."""
     messages = []
     for error in exc.errors():
         item, field = _describe_location(data, tuple(error["loc"]))
         text = error["msg"]
         if error["type"] == "extra_forbidden":
-            text = "unknown field (check the spelling against the scenario format)"
+            loc = tuple(error["loc"])
+            keys = known_keys(model, loc[:-1]) if model is not None and loc else []
+            text = unknown_key_text(str(loc[-1]), keys) if loc else "unknown field"
         elif error["type"] == "value_error":
             text = text.removeprefix("Value error, ")
         elif "input" in error and error["type"] not in ("missing",):
@@ -105,7 +163,7 @@ def model_from_data(model: type[M], data: Any, source: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise InputError(pydantic_messages(exc, data, source)) from None
+        raise InputError(pydantic_messages(exc, data, source, model)) from None
 
 
 #: Top-level keys only a scenario has (a placement has ``jobs`` too, with ``placed``).
@@ -267,7 +325,7 @@ def scenario_model(data: Any, source: str = "<scenario>") -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        messages = pydantic_messages(exc, data, source)
+        messages = pydantic_messages(exc, data, source, Scenario)
         raise InputError(messages + best_effort_messages(data, source, exc.errors())) from None
 
 

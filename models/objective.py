@@ -139,9 +139,34 @@ class ResolvedWeights:
         return self.vnpu_image[j] if j < len(self.vnpu_image) else 0
 
 
+@dataclass(frozen=True)
+class ObjectiveTerm:
+    """What one term of the objective contributed to a placement's objective.
+
+    Attributes
+    ----------
+    name
+        The metric's contract name (``placed-jobs``, ``origin-hits``, ...).
+    count
+        The metric's value.
+    weight
+        Its weight per unit (``None`` for ``placed-jobs``: each job's weight depends on
+        its priority level).
+    value
+        The signed contribution: ``+`` for placed jobs and origin hits, ``-`` for the
+        penalties; the contributions of a placement sum to its objective.
+    """
+
+    name: str
+    count: int
+    weight: int | None
+    value: int
+
+
 @dataclass
 class Metrics:
-    """Every metric of a placement plus its scalar objective."""
+    """Every metric of a placement plus its scalar objective (and, in ``terms``, what each
+    term of the objective contributed, in the order of the module docstring's sum)."""
 
     placed_jobs: int = 0
     origin_hits: int = 0
@@ -158,6 +183,7 @@ class Metrics:
     per_job_hits: dict[str, int] = field(default_factory=dict)
     per_job_candidates: dict[str, int] = field(default_factory=dict)
     per_job_fragment: dict[str, int] = field(default_factory=dict)
+    terms: list[ObjectiveTerm] = field(default_factory=list)
 
     def to_model(self) -> MetricsModel:
         """The contract's ``metrics`` object."""
@@ -670,7 +696,7 @@ def evaluate(
     for j, nodes in placed.items():
         np.add.at(used, problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)
     metrics = Metrics()
-    objective = 0
+    placed_value = 0
     hosting_any = np.zeros(problem.num_nodes, dtype=bool)
     sp_hosts = np.zeros(problem.num_nodes, dtype=bool)
     ml_hosts = np.zeros(problem.num_nodes, dtype=bool)
@@ -685,7 +711,7 @@ def evaluate(
             continue
         nodes = found
         metrics.placed_jobs += 1
-        objective += resolved.job_placed[job.index]
+        placed_value += resolved.job_placed[job.index]
         arr = np.asarray(nodes, dtype=np.int64)
         on_origin = (arr == job.origin) & (job.origin >= 0)
         hits = int((on_origin & ~job.fault).sum())
@@ -709,16 +735,19 @@ def evaluate(
         metrics.fragment_score += frag
         if job.soft and job.family in (Family.SUPERPOD, Family.RACK):
             metrics.affinity_spill += block_spill(problem, job, nodes)
-    objective += _add_vnpu_terms(problem, vnpu or {}, resolved, metrics, hosting_any)
+    placed_value += _add_vnpu_terms(problem, vnpu or {}, resolved, metrics, hosting_any)
     metrics.subhealthy_nodes = int((hosting_any & (problem.health == SUBHEALTHY)).sum())
     metrics.reserve_used = _reserve_used(problem, sp_hosts, ml_hosts)
-    objective += resolved.origin_hit * metrics.origin_hits
-    objective -= resolved.fault_return * metrics.fault_returns
-    objective -= resolved.affinity_spill * metrics.affinity_spill
-    objective -= resolved.subhealthy * metrics.subhealthy_nodes
-    objective -= resolved.reserve * metrics.reserve_used
-    objective -= resolved.fragment * metrics.fragment_score
-    metrics.objective = objective
+    metrics.terms = [ObjectiveTerm("placed-jobs", metrics.placed_jobs, None, placed_value)]
+    for name, count, weight, sign in (
+            ("origin-hits", metrics.origin_hits, resolved.origin_hit, 1),
+            ("fault-returns", metrics.fault_returns, resolved.fault_return, -1),
+            ("affinity-spill", metrics.affinity_spill, resolved.affinity_spill, -1),
+            ("subhealthy-nodes", metrics.subhealthy_nodes, resolved.subhealthy, -1),
+            ("reserve-used", metrics.reserve_used, resolved.reserve, -1),
+            ("fragment-score", metrics.fragment_score, resolved.fragment, -1)):
+        metrics.terms.append(ObjectiveTerm(name, count, weight, sign * weight * count))
+    metrics.objective = sum(term.value for term in metrics.terms)
     return metrics
 
 

@@ -170,21 +170,39 @@ class _Model(BaseModel):
 class LevelConfig(_Model):
     """One level of a multilevel resource tree (``resource-level-config``)."""
 
-    label: Text = Field(min_length=1)
-    reserved_node: int = Field(0, alias="reservedNode", ge=0, le=MAX_NODES)
+    label: Text = Field(min_length=1, description=(
+        "The node label whose value names this level's domain (nodes sharing the value "
+        "are in one domain)."), examples=["rack-id", "switch-id"])
+    reserved_node: int = Field(0, alias="reservedNode", ge=0, le=MAX_NODES, description=(
+        "Nodes per domain of this level kept free for fault replacement (upstream "
+        "reservedNode; read on level1)."))
 
 
 class Config(_Model):
     """The scheduler's ``init-params`` that placement reads."""
 
-    super_pod_size: int | None = Field(None, alias="super-pod-size", le=MAX_SUPER_POD_SIZE)
-    reserve_nodes: int | None = Field(None, alias="reserve-nodes")
-    prefer_previous_node: bool = Field(True, alias="prefer-previous-node")
-    # npu-place addition (issue 34): prefer nodes holding a job's image (objective term and
-    # greedy tie-break); false restores upstream's order exactly (conformance runs)
-    image_locality: bool = Field(True, alias="image-locality")
+    super_pod_size: int | None = Field(None, alias="super-pod-size", le=MAX_SUPER_POD_SIZE,
+                                       description=(
+        "Most nodes in one physical super pod (A3, chip8-node8-sp, chip8-node8-ra64-sp); "
+        "absent, zero or negative: 48, as upstream."), examples=[48])
+    reserve_nodes: int | None = Field(None, alias="reserve-nodes", description=(
+        "Nodes per physical super pod kept free for fault replacement (A3, chip8-node8-sp); "
+        "absent: 2; 0: no reserve; not below super-pod-size: upstream's defaulting."),
+        examples=[2])
+    prefer_previous_node: bool = Field(True, alias="prefer-previous-node", description=(
+        "Prefer each pod's previous node (the RFC's origin-node preference); false places "
+        "as upstream does without it."))
+    image_locality: bool = Field(True, alias="image-locality", description=(
+        "npu-place addition: ranks without a usable origin prefer nodes that already hold "
+        "the job's image (objective term and greedy tie-break, always below an origin "
+        "hit); false restores upstream's order exactly (conformance runs)."))
     resource_level_config: dict[Text, dict[Text, LevelConfig]] = Field(
-        default_factory=dict, alias="resource-level-config"
+        default_factory=dict, alias="resource-level-config", description=(
+            "Multilevel trees: tree name (a node's huawei.com/topotree label, 'default' "
+            "when missing) -> level name (level1 closest to the node) -> its label and "
+            "reservedNode.  Also accepted as upstream's JSON string."),
+        examples=[{"default": {"level1": {"label": "rack-id", "reservedNode": 1},
+                               "level2": {"label": "switch-id"}}}],
     )
 
     @field_validator("resource_level_config", mode="before")
@@ -260,6 +278,12 @@ class VnpuLevel(StrEnum):
     HIGH = "high"
 
 
+#: The vNPU chip kinds, each with a template table in :data:`models.vnpu_rules.TEMPLATES`
+#: (a test keeps the two equal; listed here for the schema's enum, without the import).
+VNPU_CHIP_KINDS = ("Ascend310P", "910B1", "910B2C", "910B2", "910B3", "910B4", "910B4-1",
+                   "Ascend910A3-20", "Ascend910A3-24")
+
+
 class RingController(StrEnum):
     """A vNPU job's ``ring-controller.atlas`` label: which upstream handler (chip family)
     takes the job (upstream ``GetPluginNameByReq``)."""
@@ -273,12 +297,16 @@ class RingController(StrEnum):
 class VnpuChip(_Model):
     """One chip of a vNPU node with its free resources (``nodes[].vnpu.chips[]``)."""
 
-    id: int = Field(ge=0, lt=MAX_NODE_NPUS)
-    free_cores: int | None = Field(None, alias="free-cores", ge=0, le=MAX_NODE_NPUS)
-    free_cpus: int | None = Field(None, alias="free-cpus", ge=0, le=MAX_NODE_NPUS)
-    segmented: bool = False
-    dvpp: VnpuDvpp = VnpuDvpp.YES
-    unstable: bool = False
+    id: int = Field(ge=0, lt=MAX_NODE_NPUS, description="The chip's ID on its node.")
+    free_cores: int | None = Field(None, alias="free-cores", ge=0, le=MAX_NODE_NPUS,
+                                   description="Free AI cores (absent: all of the kind's).")
+    free_cpus: int | None = Field(None, alias="free-cpus", ge=0, le=MAX_NODE_NPUS,
+                                  description="Free AI CPUs (absent: all of the kind's).")
+    segmented: bool = Field(False, description=(
+        "The chip already holds vNPU slices (a whole card then never goes on it)."))
+    dvpp: VnpuDvpp = Field(VnpuDvpp.YES, description=(
+        "The chip's free DVPP state: yes, no or null."))
+    unstable: bool = Field(False, description="No slice is cut on an unstable chip.")
 
 
 class VnpuNode(_Model):
@@ -289,12 +317,21 @@ class VnpuNode(_Model):
     chips with IDs ``0..npus-1``; present, it lists exactly the healthy chips.
     """
 
-    chip_kind: Text = Field(alias="chip-kind", min_length=1)
-    ai_cores: int | None = Field(None, alias="ai-cores", gt=0, le=MAX_NODE_NPUS)
-    ai_cpus: int | None = Field(None, alias="ai-cpus", gt=0, le=MAX_NODE_NPUS)
-    chips: list[VnpuChip] | None = Field(None, max_length=MAX_NODE_NPUS)
+    chip_kind: Text = Field(alias="chip-kind", min_length=1, description=(
+        "The chip kind, naming its vNPU template table."),
+        json_schema_extra={"enum": list(VNPU_CHIP_KINDS)}, examples=["Ascend310P"])
+    ai_cores: int | None = Field(None, alias="ai-cores", gt=0, le=MAX_NODE_NPUS,
+                                 description="AI cores per chip (default: the kind's).")
+    ai_cpus: int | None = Field(None, alias="ai-cpus", gt=0, le=MAX_NODE_NPUS,
+                                description="AI CPUs per chip (default: the kind's).")
+    chips: list[VnpuChip] | None = Field(None, max_length=MAX_NODE_NPUS, description=(
+        "The healthy chips with their free resources; absent: npus untouched chips with "
+        "IDs 0..npus-1."))
     unfinished_templates: list[Text] = Field(default_factory=list,
-                                             alias="unfinished-templates", max_length=64)
+                                             alias="unfinished-templates", max_length=64,
+                                             description=(
+        "Templates of slices allocated on the node but not yet cut (one template per node "
+        "while any is unfinished)."))
 
 
 #: An image size in GB (``nodes[].images`` values, ``image.size-gb``).
@@ -307,25 +344,40 @@ class JobImage(_Model):
     ``size-gb`` absent: the job's ``image-size-gb``.
     """
 
-    name: Text = Field(min_length=1)  # an image reference, up to 1,024 characters
-    size_gb: ImageSizeGb | None = Field(None, alias="size-gb")
+    name: Text = Field(min_length=1, description=(
+        "The image reference as the pods name it (up to 1,024 characters)."),
+        examples=["registry.local/train:v3"])
+    size_gb: ImageSizeGb | None = Field(None, alias="size-gb", description=(
+        "Its size in GB; absent: the job's image-size-gb."), examples=[28.5])
 
 
 class Node(_Model):
     """One Kubernetes node with its NPU state."""
 
-    name: Name = Field(min_length=1)
-    npus: int = Field(gt=0, le=MAX_NODE_NPUS)
-    free: int
-    health: Health = Health.HEALTHY
-    super_pod_id: int | None = Field(None, alias="super-pod-id", le=MAX_ID)
-    rack_id: int | None = Field(None, alias="rack-id", le=MAX_ID)
-    labels: dict[str, str] = Field(default_factory=dict, max_length=MAX_LABELS)
-    vnpu: VnpuNode | None = None
-    # Image locality (issue 34): the images the node holds, name -> size in GB
-    # (``node.status.images``); absent: unknown, the node holds none as far as placement
-    # knows.
-    images: dict[Text, ImageSizeGb] | None = Field(None, max_length=MAX_NODE_IMAGES)
+    name: Name = Field(min_length=1, description="The Kubernetes node name (unique).",
+                       examples=["node-000"])
+    npus: int = Field(gt=0, le=MAX_NODE_NPUS, description="NPU chips on the node.",
+                      examples=[8, 16])
+    free: int = Field(description=(
+        "Free, usable chips now (0..npus); a node with free < npus runs other pods."),
+        examples=[8])
+    health: Health = Field(Health.HEALTHY, description=(
+        "As NodeD reports it: healthy, subhealthy (used at a penalty) or unhealthy (never "
+        "placed on)."))
+    super_pod_id: int | None = Field(None, alias="super-pod-id", le=MAX_ID, description=(
+        "The physical super pod; absent or negative (device-info reports -1): in none."),
+        examples=[0])
+    rack_id: int | None = Field(None, alias="rack-id", le=MAX_ID, description=(
+        "The physical rack (a global ID); absent or negative: in none."), examples=[0])
+    labels: dict[str, str] = Field(default_factory=dict, max_length=MAX_LABELS, description=(
+        "Kubernetes node labels; multilevel reads huawei.com/topotree and each level's "
+        "label."), examples=[{"huawei.com/topotree": "default", "rack-id": "r0"}])
+    vnpu: VnpuNode | None = Field(None, description=(
+        "Dynamic vNPU state; a vNPU node serves vnpu-jobs only."))
+    images: dict[Text, ImageSizeGb] | None = Field(None, max_length=MAX_NODE_IMAGES, description=(
+        "Image locality: the images the node holds, name -> size in GB "
+        "(node.status.images); absent: unknown, the node holds none as far as placement "
+        "knows."), examples=[{"registry.local/train:v3": 28.5}])
 
     @field_validator("labels", mode="before")
     @classmethod
@@ -355,95 +407,158 @@ class Node(_Model):
 class CacheEntry(_Model):
     """One previous-node record: owner UID, rank → node."""
 
-    owner_uid: Name = Field(alias="owner-uid", min_length=1)
-    rank: int = Field(ge=0, lt=MAX_TASKS)
-    node: Name = Field(min_length=1)
-    updated: int = Field(0, ge=-MAX_TIMESTAMP, le=MAX_TIMESTAMP)
-    previous: Name | None = None
+    owner_uid: Name = Field(alias="owner-uid", min_length=1, description=(
+        "The owner's UID (a job's owner-uid: its PodGroup's controller UID)."))
+    rank: int = Field(ge=0, lt=MAX_TASKS, description="The rank (pod index) remembered.")
+    node: Name = Field(min_length=1, description="The node the rank last ran on.")
+    updated: int = Field(0, ge=-MAX_TIMESTAMP, le=MAX_TIMESTAMP, description=(
+        "Unix seconds of the record; older than now - ttl-seconds: expired, not a "
+        "candidate."))
+    previous: Name | None = Field(None, description=(
+        "The node before this one (upstream RecordAssignment's rollback anchor)."))
 
 
 class AffinityCacheModel(_Model):
     """The previous-node cache as stored in a scenario file."""
 
     ttl_seconds: int = Field(DEFAULT_CACHE_TTL_SECONDS, alias="ttl-seconds", gt=0,
-                             le=MAX_TIMESTAMP)
-    entries: list[CacheEntry] = Field(default_factory=list, max_length=MAX_CACHE_ENTRIES)
+                             le=MAX_TIMESTAMP, description=(
+        "Entries updated before now - ttl-seconds are ignored (default 72 h, as "
+        "upstream)."))
+    entries: list[CacheEntry] = Field(default_factory=list, max_length=MAX_CACHE_ENTRIES,
+                                      description="owner-uid, rank -> node records.")
 
 
 class Job(_Model):
     """A pending gang job of this session."""
 
-    name: Name = Field(min_length=1)
-    owner_uid: Name | None = Field(None, alias="owner-uid")
-    policy: Text
-    tasks: int = Field(gt=0, le=MAX_TASKS)
-    npu_per_task: int = Field(alias="npu-per-task", gt=0, le=MAX_NODE_NPUS)
-    sp_block: int | None = Field(None, alias="sp-block")
-    ra_block: int | None = Field(None, alias="ra-block")
-    affinity_config: Text | None = Field(None, alias="affinity-config")
-    super_pod_affinity: AffinityLabel = Field(SuperPodAffinity.HARD, alias="super-pod-affinity")
-    ub_memory: bool = Field(False, alias="ub-memory")
-    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    name: Name = Field(min_length=1, description="The job's name (unique among jobs).",
+                       examples=["train-a"])
+    owner_uid: Name | None = Field(None, alias="owner-uid", description=(
+        "The PodGroup's controller UID: the key of its affinity-cache entries."),
+        examples=["9f1c-..."])
+    policy: Text = Field(description=(
+        "Upstream's huawei.com/schedule_policy: it selects the placement family (ordinary, "
+        "A3/850 super pod, 950 rack, multilevel) and the node size."),
+        json_schema_extra={"enum": [p.value for p in Policy]}, examples=["chip8-node8-sp"])
+    tasks: int = Field(gt=0, le=MAX_TASKS, description=(
+        "Gang size: all ranks 0..tasks-1 are placed, or none."), examples=[32])
+    npu_per_task: int = Field(alias="npu-per-task", gt=0, le=MAX_NODE_NPUS, description=(
+        "NPUs each rank asks for."), examples=[8])
+    sp_block: int | None = Field(None, alias="sp-block", description=(
+        "NPUs per logical super pod (upstream annotation sp-block); super-pod policies "
+        "only; default: the job's total NPUs."), examples=[128])
+    ra_block: int | None = Field(None, alias="ra-block", description=(
+        "NPUs per rack window (upstream annotation ra-block), chip8-node8-ra64-sp only: 1, "
+        "2, 4, 8, 16, 32 or 64; default 8."), examples=[16])
+    affinity_config: Text | None = Field(None, alias="affinity-config", description=(
+        "Multilevel only (upstream annotation huawei.com/affinity-config): pods per group "
+        "of each level, each dividing the next and the last dividing tasks."),
+        examples=["level1=2,level2=4"])
+    super_pod_affinity: AffinityLabel = Field(SuperPodAffinity.HARD, alias="super-pod-affinity",
+                                              description=(
+        "Upstream label super-pod-affinity: soft lets a block span super pods (and a rack "
+        "window racks) at a penalty; any other value is hard."))
+    ub_memory: bool = Field(False, alias="ub-memory", description=(
+        "chip8-node8-ra64-sp only (upstream annotation huawei.com/schedule_ubmemory): the "
+        "whole job in one UB-memory domain of 16 consecutive racks."))
+    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY, description=(
+        "Higher is more important when not every job fits."))
     fault_ranks: list[int] = Field(default_factory=list, alias="fault-ranks",
-                                   max_length=MAX_TASKS)
+                                   max_length=MAX_TASKS, description=(
+        "Ranks whose previous pod failed: they should not return to their cached node."),
+        examples=[[3]])
     image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0,
-                                 le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False)
+                                 le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False, description=(
+        "The job's image size, for the pulls simulate and replay report."))
     # Pod-level rescheduling (issue 24): ranks of this job still running, which stay on
     # their nodes (their chips are not in the nodes' ``free``); the other ranks are placed
     # around them.  Upstream's job labels ``pod-rescheduling=on`` and
     # ``process-recover-enable=on`` and the rescheduler's ``PendingSessionNum``.
     running_ranks: dict[RankNumber, Name] = Field(default_factory=dict, alias="running-ranks",
-                                                  max_length=MAX_TASKS)
-    pod_rescheduling: bool = Field(False, alias="pod-rescheduling")
-    process_recover: bool = Field(False, alias="process-recover")
-    pending_sessions: int = Field(0, alias="pending-sessions", ge=0, le=MAX_PENDING_SESSIONS)
+                                                  max_length=MAX_TASKS, description=(
+        "Pod-level rescheduling: rank -> node of the ranks still running; they stay, and "
+        "their chips are not in the nodes' free."), examples=[{"0": "node-003"}])
+    pod_rescheduling: bool = Field(False, alias="pod-rescheduling", description=(
+        "Upstream's job label pod-rescheduling=on."))
+    process_recover: bool = Field(False, alias="process-recover", description=(
+        "Upstream's job label process-recover-enable=on."))
+    pending_sessions: int = Field(0, alias="pending-sessions", ge=0, le=MAX_PENDING_SESSIONS,
+                                  description=(
+        "Upstream's PendingSessionNum: sessions the repair has stayed pending (selects the "
+        "repair stage)."))
     # Inference paths: upstream's job label ``inferserviceid`` (A3, 850 and 950), and
     # MindIE's labels ``app`` and ``jobID`` with the ``matchLabels`` of the first preferred
     # pod-affinity term (A3 only).  ``labels`` are the job's own labels, matched by other
     # jobs' ``pod-affinity``.
-    inferserviceid: Text | None = None
-    app: Text | None = None
-    job_id: Text | None = Field(None, alias="jobID")
+    inferserviceid: Text | None = Field(None, description=(
+        "Upstream's job label inferserviceid (A3, 850, 950): instances of one service are "
+        "drawn to the super pods and racks its running instances use."))
+    app: Text | None = Field(None, description=(
+        "MindIE's label app (A3; the MindIE path runs when app and jobID are both set)."))
+    job_id: Text | None = Field(None, alias="jobID", description="MindIE's label jobID.")
     pod_affinity: dict[Text, Text] = Field(default_factory=dict, alias="pod-affinity",
-                                           max_length=MAX_LABELS)
+                                           max_length=MAX_LABELS, description=(
+        "The matchLabels of the first preferred pod-affinity term (MindIE)."))
     # MindIE's super-pod order (upstream's job annotation ``sp-fit``): ``idlest`` takes
     # super pods with more free nodes first, else fewer first (reference §2.3.4)
-    sp_fit: Literal["idlest"] | None = Field(None, alias="sp-fit")
-    labels: dict[Text, Text] = Field(default_factory=dict, max_length=MAX_LABELS)
-    # Image locality (issue 34): the image the job's pods run; absent: no preference
-    image: JobImage | None = None
+    sp_fit: Literal["idlest"] | None = Field(None, alias="sp-fit", description=(
+        "Upstream's annotation sp-fit on a MindIE A3 job: idlest takes super pods with "
+        "more free nodes first."))
+    labels: dict[Text, Text] = Field(default_factory=dict, max_length=MAX_LABELS,
+                                     description=(
+        "The job's own labels, matched by other jobs' pod-affinity."))
+    image: JobImage | None = Field(None, description=(
+        "Image locality: the image the job's pods run; absent: no image preference."))
 
 
 class RunningJob(_Model):
     """A job already running (used by ``simulate`` and for a cache cold start)."""
 
-    name: Name = Field(min_length=1)
-    owner_uid: Name | None = Field(None, alias="owner-uid")
-    policy: Text = "chip8-node8"
-    npu_per_task: int = Field(8, alias="npu-per-task", gt=0, le=MAX_NODE_NPUS)
-    ranks: dict[RankNumber, Name] = Field(default_factory=dict, max_length=MAX_TASKS)
+    name: Name = Field(min_length=1, description="The job's name (unique among running jobs).")
+    owner_uid: Name | None = Field(None, alias="owner-uid", description=(
+        "The controller UID: its ranks' nodes become affinity-cache entries."))
+    policy: Text = Field("chip8-node8", description=(
+        "Upstream's huawei.com/schedule_policy, as on jobs."),
+        json_schema_extra={"enum": [p.value for p in Policy]})
+    npu_per_task: int = Field(8, alias="npu-per-task", gt=0, le=MAX_NODE_NPUS,
+                              description="NPUs each rank uses.")
+    ranks: dict[RankNumber, Name] = Field(default_factory=dict, max_length=MAX_TASKS,
+                                          description=(
+        "rank -> node of the running ranks (their chips are not in the nodes' free)."),
+        examples=[{"0": "node-001", "1": "node-002"}])
     # The job's spec, so that ``simulate`` can evict and re-place it (all optional; the
     # meaning is the same as on Job).  ``tasks`` is the desired rank count (default: the
     # highest running rank + 1); ranks below it that are not running are pending.
-    tasks: int | None = Field(None, ge=0, le=MAX_TASKS)
-    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    tasks: int | None = Field(None, ge=0, le=MAX_TASKS, description=(
+        "Desired ranks (default: the highest running rank + 1); ranks below it that are "
+        "not running are pending; 0: parked."))
+    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY, description="As on jobs.")
     image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0,
-                                 le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False)
-    sp_block: int | None = Field(None, alias="sp-block")
-    ra_block: int | None = Field(None, alias="ra-block")
-    affinity_config: Text | None = Field(None, alias="affinity-config")
-    super_pod_affinity: AffinityLabel = Field(SuperPodAffinity.HARD, alias="super-pod-affinity")
-    ub_memory: bool = Field(False, alias="ub-memory")
+                                 le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False,
+                                 description="As on jobs.")
+    sp_block: int | None = Field(None, alias="sp-block", description="As on jobs.")
+    ra_block: int | None = Field(None, alias="ra-block", description="As on jobs.")
+    affinity_config: Text | None = Field(None, alias="affinity-config",
+                                         description="As on jobs.")
+    super_pod_affinity: AffinityLabel = Field(SuperPodAffinity.HARD, alias="super-pod-affinity",
+                                              description="As on jobs.")
+    ub_memory: bool = Field(False, alias="ub-memory", description="As on jobs.")
     # Read by the inference paths of pending jobs (issue 24): a running job of the same
     # ``inferserviceid`` draws its service's next instances to its super pods / racks, and
     # its ``labels`` are matched by MindIE jobs' ``pod-affinity``.
-    inferserviceid: Text | None = None
-    labels: dict[Text, Text] = Field(default_factory=dict, max_length=MAX_LABELS)
+    inferserviceid: Text | None = Field(None, description=(
+        "Draws pending instances of the same service to this job's super pods and racks."))
+    labels: dict[Text, Text] = Field(default_factory=dict, max_length=MAX_LABELS,
+                                     description=(
+        "The job's labels, matched by pending jobs' pod-affinity."))
     # Upstream's pod-level switches: ``simulate`` deletes only a fault pod of such a job
     # and repairs the job around the running ones (issue 24).
-    pod_rescheduling: bool = Field(False, alias="pod-rescheduling")
-    process_recover: bool = Field(False, alias="process-recover")
-    image: JobImage | None = None  # image locality (issue 34), as on Job
+    pod_rescheduling: bool = Field(False, alias="pod-rescheduling", description=(
+        "simulate repairs a fault of this job at pod level (only the fault pod moves)."))
+    process_recover: bool = Field(False, alias="process-recover", description=(
+        "Upstream's job label process-recover-enable=on."))
+    image: JobImage | None = Field(None, description="Image locality, as on jobs.")
 
 
 class VnpuJob(_Model):
@@ -456,18 +571,29 @@ class VnpuJob(_Model):
     one.
     """
 
-    name: Name = Field(min_length=1)
-    owner_uid: Name | None = Field(None, alias="owner-uid")
-    tasks: int = Field(gt=0, le=MAX_TASKS)
-    ai_cores: int | None = Field(None, alias="ai-cores", gt=0, le=MAX_NODE_NPUS * 32)
-    template: Text | None = Field(None, min_length=1)
-    vnpu_level: VnpuLevel = Field(VnpuLevel.LOW, alias="vnpu-level")
-    vnpu_dvpp: VnpuDvpp = Field(VnpuDvpp.NULL, alias="vnpu-dvpp")
-    ring_controller: RingController | None = Field(None, alias="ring-controller")
-    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    name: Name = Field(min_length=1, description="The job's name (unique among all jobs).",
+                       examples=["infer-chat"])
+    owner_uid: Name | None = Field(None, alias="owner-uid", description=(
+        "The controller UID: the key of its affinity-cache entries."))
+    tasks: int = Field(gt=0, le=MAX_TASKS, description="Gang size, as on jobs.")
+    ai_cores: int | None = Field(None, alias="ai-cores", gt=0, le=MAX_NODE_NPUS * 32,
+                                 description=(
+        "AI cores per task (huawei.com/npu-core); or give template."), examples=[4])
+    template: Text | None = Field(None, min_length=1, description=(
+        "A template name of the nodes' chip kind instead of ai-cores."),
+        examples=["vir04"])
+    vnpu_level: VnpuLevel = Field(VnpuLevel.LOW, alias="vnpu-level", description=(
+        "Pod label vnpu-level: high, or low (any other value is low, as upstream)."))
+    vnpu_dvpp: VnpuDvpp = Field(VnpuDvpp.NULL, alias="vnpu-dvpp", description=(
+        "Pod label vnpu-dvpp: null (either), yes or no."))
+    ring_controller: RingController | None = Field(None, alias="ring-controller", description=(
+        "The job's ring-controller.atlas label: ascend-310P binds it to 310P nodes, the 910 "
+        "values to 910 nodes; absent, either family, but all its tasks take one."))
+    priority: int = Field(0, ge=-MAX_PRIORITY, le=MAX_PRIORITY, description="As on jobs.")
     image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0,
-                                 le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False)
-    image: JobImage | None = None  # image locality (issue 34), as on Job
+                                 le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False,
+                                 description="As on jobs.")
+    image: JobImage | None = Field(None, description="Image locality, as on jobs.")
 
     @field_validator("vnpu_level", mode="before")
     @classmethod
@@ -479,16 +605,26 @@ class VnpuJob(_Model):
 class Scenario(_Model):
     """One scheduling session frozen in a file."""
 
-    now: int | None = Field(None, ge=0, le=MAX_TIMESTAMP)
-    config: Config = Field(default_factory=Config)
-    nodes: list[Node] = Field(default_factory=list, max_length=MAX_NODES)
+    now: int | None = Field(None, ge=0, le=MAX_TIMESTAMP, description=(
+        "Unix seconds of this session (the cache TTL is measured from it); absent: the "
+        "clock."), examples=[1764400000])
+    config: Config = Field(default_factory=Config, description=(
+        "The scheduler's init-params that placement reads."))
+    nodes: list[Node] = Field(default_factory=list, max_length=MAX_NODES,
+                              description="The cluster's nodes with their NPU state.")
     affinity_cache: AffinityCacheModel = Field(
-        default_factory=AffinityCacheModel, alias="affinity-cache"
+        default_factory=AffinityCacheModel, alias="affinity-cache", description=(
+            "The previous-node cache: owner UID, rank -> node.")
     )
-    jobs: list[Job] = Field(default_factory=list, max_length=MAX_JOBS)
-    running: list[RunningJob] = Field(default_factory=list, max_length=MAX_RUNNING_JOBS)
+    jobs: list[Job] = Field(default_factory=list, max_length=MAX_JOBS, description=(
+        "The pending gang jobs of this session, in queue order."))
+    running: list[RunningJob] = Field(default_factory=list, max_length=MAX_RUNNING_JOBS,
+                                      description=(
+        "Jobs already running (their chips are not in the nodes' free); read by simulate "
+        "and the inference paths."))
     vnpu_jobs: list[VnpuJob] = Field(default_factory=list, alias="vnpu-jobs",
-                                     max_length=MAX_JOBS)
+                                     max_length=MAX_JOBS, description=(
+        "Pending dynamic-vNPU jobs (huawei.com/npu-core)."))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the scenario with the contract's key names, for YAML/JSON output.

@@ -42,6 +42,51 @@ class CliError(Exception):
         self.code = code
 
 
+#: The optional doors (``pip install 'npu-place[EXTRA]'``): each extra and the modules it
+#: brings that npu-place imports.  ``all`` installs every one; ``plan``, ``validate``,
+#: ``compare`` of scenarios, ``simulate``, ``replay`` of one seed, ``import`` of dumps,
+#: ``examples`` and ``schema`` need none.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "serve": ("fastapi", "uvicorn", "prometheus_client", "httpx"),
+    "kube": ("kubernetes",),
+    "sweep": ("dask", "distributed"),
+    "plot": ("matplotlib",),
+}
+
+
+def missing_extra_module(extra: str) -> str | None:
+    """The first module of ``extra`` (a key of :data:`EXTRAS`) that cannot be imported
+    here, or ``None`` when all can (found, not imported: the door imports them itself)."""
+    from importlib.util import find_spec
+
+    for module in EXTRAS[extra]:
+        try:
+            if find_spec(module) is None:  # also None when sys.modules[module] is None
+                return module
+        except (ImportError, ValueError):  # a broken install, or a stub without a spec
+            return module
+    return None
+
+
+def extra_hint(extra: str, module: str) -> str:
+    """How to get ``extra``, in one line: ``... (pip install 'npu-place[serve]')``."""
+    return f"{module} is not installed (pip install 'npu-place[{extra}]')"
+
+
+def require_extra(extra: str, door: str) -> None:
+    """Stop before ``door`` (the command and option using it, for the message) when a
+    module of ``extra`` is missing.
+
+    Raises
+    ------
+    CliError
+        Exit 2, one line naming the door, the missing module and the extra to install.
+    """
+    module = missing_extra_module(extra)
+    if module is not None:
+        raise CliError(f"{door} needs the '{extra}' extra: {extra_hint(extra, module)}")
+
+
 def example_names() -> list[str]:
     """Names of the bundled example scenarios."""
     folder = resources.files("models") / "examples"
@@ -63,6 +108,24 @@ def example_path(name: str) -> Path:
         raise CliError(f"no bundled example named '{name}'; choose one of "
                        f"{', '.join(example_names())}")
     return Path(str(path))
+
+
+#: How a bundled example is named in output and may be named on the command line.
+EXAMPLE_PREFIX = "example:"
+
+
+def source_label(path: str | os.PathLike[str]) -> str:
+    """``example:NAME`` for a bundled example scenario, else ``path`` as given (output shows
+    the example's name, not its long installed path)."""
+    folder = resources.files("models") / "examples"
+    try:
+        resolved = Path(path).resolve()
+        if (resolved.suffix == ".yaml" and resolved.parent == Path(str(folder)).resolve()
+                and resolved.stem in example_names()):
+            return EXAMPLE_PREFIX + resolved.stem
+    except (OSError, RuntimeError):  # an unreadable path is shown as given
+        pass
+    return str(path)
 
 
 def load_problem(path: str | os.PathLike[str]) -> Problem:

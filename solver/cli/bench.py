@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from solver.cli.options import add_engine_options, positive_int
+from solver.doors import require_extra
 
 
 def register(sub: Any) -> None:
@@ -43,6 +44,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     headline.  Returns 1 when a placement was invalid or an
     engine failed, else 0.
     """
+    require_extra("sweep", "npu-place bench")
     from benchmarks.common import MemoryProbe, Progress
     from benchmarks.outputs import check_out_dir
     from benchmarks.suite import (

@@ -7,9 +7,14 @@ from typing import Any, TextIO
 
 from models.io import dump_data
 from models.joblist import job_count
-from solver.cli.options import add_engine_options, check_weights
+from solver.cli.options import (
+    add_engine_options,
+    check_weights,
+    scenario_argument,
+    scenario_example,
+)
 from solver.cli.output import table
-from solver.doors import EXIT_OK, CliError, example_path, load_problem
+from solver.doors import EXIT_OK, CliError, load_problem, require_extra, source_label
 from solver.facade import solve
 
 
@@ -42,10 +47,12 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Compare the engines on each scenario (or run the regression suite)."""
     if args.suite:
+        if not args.from_bench:  # --from-bench runs nothing
+            require_extra("sweep", f"npu-place compare --suite {args.suite}")
         from benchmarks.regression import run_regression
 
         return run_regression(args, out)
-    scenarios = [*args.scenarios, *(str(example_path(name)) for name in args.example)]
+    scenarios = [*map(scenario_argument, args.scenarios), *map(scenario_example, args.example)]
     if not scenarios:
         raise CliError("compare needs SCENARIO files or --example NAME (or --suite for the "
                        "regression mode)")
@@ -60,15 +67,15 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                       deterministic_time=args.deterministic_time)
         for result in (greedy, cpsat):
             m = result.metrics
-            rows.append([str(scenario), result.engine if result is greedy else "cpsat",
+            rows.append([source_label(scenario), result.engine if result is greedy else "cpsat",
                          result.status.value, f"{m.placed_jobs}/{job_count(problem.scenario)}",
                          f"{m.origin_hits}/{m.origin_candidates}", str(m.fault_returns),
                          str(m.subhealthy_nodes), str(m.reserve_used), str(m.fragment_score),
                          str(m.affinity_spill), str(result.objective),
                          "-" if result.bound is None else str(result.bound),
                          f"{result.wall_seconds:.3f}"])
-            records.append({"scenario": str(scenario), "jobs": job_count(problem.scenario),
-                            "engine-run":
+            records.append({"scenario": source_label(scenario),
+                            "jobs": job_count(problem.scenario), "engine-run":
                             "greedy" if result is greedy else "cpsat",
                             "answer-engine": result.engine, "status": result.status.value,
                             "objective": result.objective, "bound": result.bound,

@@ -9,7 +9,7 @@ from typing import Any, TextIO
 from models.io import format_for_path, load_scenario
 from solver.cli.options import unix_time
 from solver.cli.output import emit
-from solver.doors import EXIT_OK, CliError
+from solver.doors import EXIT_OK, CliError, require_extra
 
 
 def register(sub: Any) -> None:
@@ -47,6 +47,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError("import needs dump PATHs (files, directories or '-'), or --kubeconfig")
     previous = load_scenario(args.previous) if args.previous else None
     if live:
+        require_extra("kube", "npu-place import --kubeconfig/--in-cluster")
         from models.kube.live import read_live  # the kubernetes client: only when live
 
         importer = ClusterImport(Diagnostics())

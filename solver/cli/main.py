@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import importlib
 import os
 import sys
@@ -111,6 +110,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def unknown_options_message(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
     """``unrecognized arguments: ...``, with the closest option of ``parser`` for each typo."""
+    from models.errors import closest_name  # only on this error: --help loads no library
+
     options = [o for action in parser._actions for o in action.option_strings
                if o.startswith("--")]
     hints = []
@@ -118,9 +119,9 @@ def unknown_options_message(parser: argparse.ArgumentParser, extras: Sequence[st
         if not extra.startswith("-"):
             continue
         name = extra.split("=", 1)[0]
-        close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+        close = closest_name(name, options)
         if close:
-            hints.append(f"{name}: did you mean {close[0]}?")
+            hints.append(f"{name}: did you mean {close}?")
     return (f"unrecognized arguments: {' '.join(extras)}"
             + (f" ({'; '.join(hints)})" if hints else ""))
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from models.compiled import Problem
+from models.errors import closest_name
 from models.limits import (
+    MAX_WEIGHT,
     LimitError,
     check_deterministic_time,
     check_range,
@@ -21,8 +24,37 @@ from models.limits import (
 )
 from models.numbers import parse_int
 from models.objective import Weights, resolve_weights
-from solver.doors import CliError
+from solver.doors import EXAMPLE_PREFIX, CliError, example_names, example_path
 from solver.facade import ENGINES
+
+
+def scenario_example(name: str) -> Path:
+    """The bundled example scenario ``name`` (``--example NAME``).
+
+    Raises
+    ------
+    CliError
+        When there is none; a replay day (``npu-place examples`` lists both) is named as
+        such, with the command that runs it.
+    """
+    try:
+        return example_path(name)
+    except CliError:
+        from benchmarks.replay.api import EXAMPLES as DAYS  # only on this error
+
+        if name in DAYS:
+            raise CliError(f"'{name}' is a replay day, not a scenario: run it with "
+                           f"npu-place replay --example {name} (scenario examples: "
+                           f"{', '.join(example_names())})") from None
+        raise
+
+
+def scenario_argument(value: str) -> Path:
+    """A SCENARIO argument: a file, or ``example:NAME`` (as the tables name a bundled
+    example), with :func:`scenario_example`'s messages."""
+    if value.startswith(EXAMPLE_PREFIX):
+        return scenario_example(value[len(EXAMPLE_PREFIX):])
+    return Path(value)
 
 
 def positive_float(text: str) -> float:
@@ -79,17 +111,46 @@ def in_range(kind: type, low: float, high: float) -> Callable[[str], Any]:
     return bounded(lambda value, name: check_range(value, name, low, high), kind)
 
 
+#: The keys ``--weights`` takes (contract spelling).
+WEIGHT_KEYS = tuple(f.alias or name for name, f in Weights.model_fields.items())
+
+
+def weight_error_text(error: Any) -> str:
+    """One pydantic error of :class:`~models.objective.Weights`, in the tool's words."""
+    loc = error["loc"]
+    key = str(loc[0]) if loc else ""
+    kind = error["type"]
+    got = error.get("input")
+    if kind == "extra_forbidden":
+        close = closest_name(key, WEIGHT_KEYS)
+        hint = f"did you mean '{close}'? " if close else ""
+        return f"unknown key '{escape_text(key, 40)}' ({hint}keys: {', '.join(WEIGHT_KEYS)})"
+    if not loc:
+        return "expected a JSON object of weights, such as '{\"fragment\": 0}'"
+    shown = escape_text(json.dumps(got), 40) if isinstance(got, (int, float, str, bool)) \
+        or got is None else type(got).__name__
+    if kind in ("greater_than_equal", "less_than_equal"):
+        limits = error.get("ctx", {})
+        low, high = limits.get("ge", 0), limits.get("le", MAX_WEIGHT)
+        return f"'{key}' must be from {low} to {high}, got {shown}"
+    if key == "priority-levels" or kind.startswith("bool"):
+        return f"'{key}' must be true or false, got {shown}"
+    return f"'{key}' must be a whole number, got {shown}"
+
+
 def weights_option(text: str) -> Weights:
-    """An ``argparse`` type: objective weights as a JSON object."""
+    """An ``argparse`` type: objective weights as a JSON object (``--weights``); a mistake
+    is named in the tool's words, with the closest key for a misspelt one."""
     try:
-        return Weights.model_validate(json.loads(text))
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+        raise argparse.ArgumentTypeError(
+            f"not JSON ({exc}); give an object such as '{{\"fragment\": 0}}'") from None
+    try:
+        return Weights.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in error['loc']) or '(the object)'}: {error['msg']}"
-            for error in exc.errors())
-        raise argparse.ArgumentTypeError(problems) from None
+        raise argparse.ArgumentTypeError(
+            "; ".join(weight_error_text(error) for error in exc.errors())) from None
 
 
 def unix_time(text: str) -> int:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 from models.compiled import Problem, expired_owners
-from models.objective import Metrics
-from models.placement import MetricsModel
+from models.objective import Metrics, ObjectiveTerm
+from models.placement import JobPlacement, MetricsModel
 from models.vnpu import compile_vnpu
 from solver.doors import CliError
 from solver.facade import Result
@@ -30,8 +31,25 @@ def metrics_rows(metrics: Metrics | MetricsModel) -> list[tuple[str, str]]:
         *([("image-hits", f"{metrics.image_hits} hosting nodes already hold the job's image "
                           f"({metrics.image_hit_gb:.1f} GB not pulled)")]
           if isinstance(metrics, Metrics) and metrics.image_hits else []),
-        ("objective", str(metrics.objective)),
+        ("objective", str(metrics.objective) if not isinstance(metrics, Metrics)
+         or not metrics.terms else objective_sum(metrics.objective, metrics.terms)),
     ]
+
+
+def objective_sum(objective: int, terms: Sequence[ObjectiveTerm]) -> str:
+    """The objective as the sum of its terms, in one line: ``5924 = 1152 placed-jobs
+    (2 jobs) + 4788 origin-hits (12 x 399) - 16 fragment-score (16 x 1); 0 from ...``."""
+    shown = [t for t in terms if t.value != 0 or t.name == "placed-jobs"]
+    parts = []
+    for k, term in enumerate(shown):
+        how = (f"{term.count} job{'s' if term.count != 1 else ''}" if term.weight is None
+               else f"{term.count} x {term.weight}")
+        sign = ("-" if term.value < 0 else "") if k == 0 else ("- " if term.value < 0
+                                                               else "+ ")
+        parts.append(f"{sign}{abs(term.value)} {term.name} ({how})")
+    zero = [t.name for t in terms if t not in shown]
+    return (f"{objective} = " + " ".join(parts)
+            + (f"; 0 from {', '.join(zero)}" if zero else ""))
 
 
 def table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) -> str:
@@ -49,10 +67,103 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) ->
     return "\n".join(lines)
 
 
-def _compress(nodes: list[str], limit: int = 6) -> str:
-    if len(nodes) <= limit:
-        return ", ".join(nodes)
-    return ", ".join(nodes[:limit]) + f", ... (+{len(nodes) - limit})"
+#: Marks of the rank map: an origin hit, and a rank of ``fault-ranks`` placed back on its
+#: cached node (a fault return).
+HIT_MARK = "*"
+FAULT_MARK = "!"
+
+#: The legend printed under a job table that has a rank map.
+RANK_MAP_LEGEND = (f"rank:node (A-B:n = ranks A to B on node n; A-B:n-X..Y = on nodes n-X to "
+                   f"n-Y in order); {HIT_MARK} origin hit, {FAULT_MARK} fault return")
+
+
+def _numbered(name: str) -> tuple[str, str] | None:
+    """``("sp0-node-", "12")`` for ``sp0-node-12``: the name's prefix and trailing number."""
+    match = re.fullmatch(r"(.*?)(\d+)", name)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def rank_map(entries: Sequence[tuple[int, str, str]]) -> list[str]:
+    """Every rank and its node, compactly: runs of consecutive ranks on one node
+    (``0-7:n0``) or on consecutively numbered nodes (``0-3:sp0-node-0..3``) in one item,
+    each item followed by its mark (:data:`HIT_MARK`, :data:`FAULT_MARK` or none).
+
+    Parameters
+    ----------
+    entries
+        ``(rank, node, mark)`` in rank order.
+
+    Returns
+    -------
+    list of str
+        The items, in rank order; no rank is left out.
+    """
+    items: list[str] = []
+    k = 0
+    while k < len(entries):
+        rank, node, mark = entries[k]
+        end = k
+        same = k + 1 < len(entries) and entries[k + 1][1] == node
+        start_num = _numbered(node)
+        while end + 1 < len(entries):
+            r2, n2, m2 = entries[end + 1]
+            if r2 != entries[end][0] + 1 or m2 != mark:
+                break
+            if same:
+                if n2 != node:
+                    break
+            else:
+                prev, cur = _numbered(entries[end][1]), _numbered(n2)
+                if (start_num is None or prev is None or cur is None or cur[0] != prev[0]
+                        or int(cur[1]) != int(prev[1]) + 1):
+                    break
+            end += 1
+        if end == k:
+            items.append(f"{rank}:{node}{mark}")
+        elif same:
+            items.append(f"{rank}-{entries[end][0]}:{node}{mark}")
+        else:
+            last = _numbered(entries[end][1])
+            assert start_num is not None and last is not None
+            items.append(f"{rank}-{entries[end][0]}:{node}..{last[1]}{mark}")
+        k = end + 1
+    return items
+
+
+def wrap_items(items: Sequence[str], width: int = 90) -> list[str]:
+    """``items`` joined with ``, `` into lines of at most ``width`` characters (an item
+    longer than that gets a line of its own)."""
+    lines: list[str] = []
+    line = ""
+    for item in items:
+        candidate = f"{line}, {item}" if line else item
+        if line and len(candidate) > width:
+            lines.append(line + ",")
+            line = item
+        else:
+            line = candidate
+    if line:
+        lines.append(line)
+    return lines
+
+
+def _rank_entries(problem: Problem, jp: JobPlacement) -> list[tuple[int, str, str]]:
+    """``(rank, node, mark)`` of the ranks ``jp`` places, in rank order."""
+    vnpu = compile_vnpu(problem)
+    if jp.name in vnpu.job_index:
+        origin = list(vnpu.jobs[vnpu.job_index[jp.name]].origin)
+        fault = [False] * len(origin)
+    else:
+        job = problem.jobs[problem.job_index[jp.name]]
+        origin, fault = job.origin.tolist(), job.fault.tolist()
+    entries = []
+    for key in sorted(jp.ranks, key=int):
+        r, node = int(key), jp.ranks[key]
+        mark = ""
+        if 0 <= r < len(origin) and origin[r] >= 0 and problem.node_index.get(node) == origin[r]:
+            mark = FAULT_MARK if fault[r] else HIT_MARK
+        entries.append((r, node, mark))
+    return entries
 
 
 def render_result_table(problem: Problem, result: Result) -> str:
@@ -68,7 +179,7 @@ def render_result_table(problem: Problem, result: Result) -> str:
     if result.greedy_objective is not None and result.engine != "greedy":
         head.append(("greedy objective", str(result.greedy_objective)))
     parts = [table(head), "", table(metrics_rows(result.metrics))]
-    rows = []
+    rows: list[list[str]] = []
     vnpu = compile_vnpu(problem)
     for jp in result.placement.jobs:
         if jp.name in vnpu.job_index:  # a vNPU job: its request instead of a policy
@@ -78,19 +189,21 @@ def render_result_table(problem: Problem, result: Result) -> str:
             job = problem.jobs[problem.job_index[jp.name]]
             label, tasks = job.policy.value, job.tasks
         if jp.placed:
-            if jp.blocks:
-                where = "; ".join(f"{b}: {_compress(nodes, 4)}"
-                                  for b, nodes in list(jp.blocks.items())[:3])
-                if len(jp.blocks) > 3:
-                    where += f"; ... ({len(jp.blocks)} blocks)"
-            else:
-                where = _compress([jp.ranks[str(r)] for r in range(tasks)])
+            lines = wrap_items(rank_map(_rank_entries(problem, jp)))
+            running = tasks - len(jp.ranks)
+            if running > 0:  # pod-level rescheduling: the running ranks stay where they are
+                lines.append(f"(+{running} running rank{'s' if running != 1 else ''} "
+                             "stay on their nodes)")
             rows.append([jp.name, label, str(tasks), "yes",
-                         f"{jp.origin_hits}/{jp.origin_candidates}", where])
+                         f"{jp.origin_hits}/{jp.origin_candidates}", lines[0]])
+            rows += [["", "", "", "", "", line] for line in lines[1:]]
         else:
             rows.append([jp.name, label, str(tasks), "no",
                          f"0/{jp.origin_candidates}", jp.reason or ""])
-    parts += ["", table(rows, ["job", "policy", "tasks", "placed", "hits", "nodes / reason"])]
+    parts += ["", table(rows, ["job", "policy", "tasks", "placed", "hits",
+                               "rank:node / reason"])]
+    if any(jp.placed for jp in result.placement.jobs):
+        parts.append(RANK_MAP_LEGEND)
     if result.notes:
         parts += ["", *(f"note: {n}" for n in result.notes)]
     return "\n".join(parts) + "\n"

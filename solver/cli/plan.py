@@ -7,9 +7,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from models.io import dump_data
-from solver.cli.options import add_engine_options, check_weights
+from solver.cli.options import (
+    add_engine_options,
+    check_weights,
+    scenario_argument,
+    scenario_example,
+)
 from solver.cli.output import emit, expired_cache_note, output_format, render_result_table
-from solver.doors import DEFAULT_EXAMPLE, EXIT_OK, CliError, example_path, load_problem
+from solver.doors import DEFAULT_EXAMPLE, EXIT_OK, CliError, load_problem, source_label
 from solver.facade import solve
 
 
@@ -32,8 +37,8 @@ def resolve_scenario_arg(value: str | None, example: str | None) -> Path:
     if value and example:
         raise CliError("give either a SCENARIO file or --example, not both")
     if value:
-        return Path(value)
-    return example_path(example or DEFAULT_EXAMPLE)
+        return scenario_argument(value)
+    return scenario_example(example or DEFAULT_EXAMPLE)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
@@ -50,7 +55,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         result.notes.append(note)
         result.placement.notes.append(note)
     if fmt == "table":
-        text = f"scenario: {path}\n" + render_result_table(problem, result)
+        text = f"scenario: {source_label(path)}\n" + render_result_table(problem, result)
     else:
         text = dump_data(result.placement.to_dict(), fmt)
     emit(text, args.output, out)

@@ -15,7 +15,14 @@ from typing import Any, TextIO
 from models.documents import read_text
 from models.limits import check_deterministic_time, check_seed, check_time_limit
 from solver.cli.options import bounded, positive_int
-from solver.doors import EXIT_FAILED, EXIT_OK, CliError
+from solver.doors import (
+    EXIT_FAILED,
+    EXIT_OK,
+    CliError,
+    extra_hint,
+    missing_extra_module,
+    require_extra,
+)
 
 #: The files a replay writes in its --out folder.
 REPLAY_FILES = ("summary.csv", "sessions.csv", "report.md", "pulled-gb.png", "hit-rate.png")
@@ -117,6 +124,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) -> int
     plots = not args.no_plots
     # before any work: an --out that is a file, or a folder in use, fails now
     check_out_dir(outdir, force=args.force, files=REPLAY_FILES)
+    missing = missing_extra_module("plot") if plots else None
+    if missing is not None:  # the day still runs; only its pictures need the extra
+        err.write(f"note: plots skipped: {extra_hint('plot', missing)}\n")
+        plots = False
     try:
         if args.snapshots:
             if args.seeds is not None:
@@ -132,6 +143,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) -> int
             rows = api.replay_one(spec, args.seed, options, outdir, plots=plots,
                                   command=command, stream=err, progress=progress)
             return _written(out, f"replay {spec.name}, seed {args.seed}", rows, outdir, plots)
+        require_extra("sweep", "npu-place replay --seeds")
         from benchmarks.sweep import dask_client, describe_client
 
         seeds = api.parse_seeds(args.seeds)

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from models.limits import MAX_WORKERS, check_time_limit
 from solver.cli.options import bounded, in_range
-from solver.doors import CliError
+from solver.doors import CliError, require_extra
 
 
 def register(sub: Any) -> None:
@@ -141,6 +141,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run the service until SIGTERM (or SIGINT)."""
     import logging
 
+    require_extra("serve", "npu-place serve")
     from solver.service.app import ServiceConfig
     from solver.service.auth import AccessSetupError, check_exposure, check_tls, load_token
     from solver.service.server import build_server, listen_socket, run_server

@@ -9,7 +9,7 @@ from typing import Any, TextIO
 from models.io import dump_data, read_document, save_scenario, scenario_from_data
 from solver.cli.options import add_engine_options
 from solver.cli.output import output_format
-from solver.doors import EXIT_FAILED, EXIT_OK, CliError
+from solver.doors import EXIT_OK, CliError, require_extra
 
 
 def register(sub: Any) -> None:
@@ -32,6 +32,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from solver.simulate import plot_report, simulate
 
     fmt = output_format(args.format, args.output)
+    if args.plot:
+        require_extra("plot", "npu-place simulate --plot")
     scenario_source = str(args.scenario)
     events_source = str(args.events)
     scenario = scenario_from_data(read_document(args.scenario), scenario_source)
@@ -49,11 +51,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         if args.save_state:
             save_scenario(report.final_state, args.save_state)
         if args.plot:
-            try:
-                plot_report(report, args.plot)
-            except ImportError:
-                raise CliError("--plot needs matplotlib (pip install 'npu-place[plot]')",
-                               EXIT_FAILED) from None
+            plot_report(report, args.plot)
     except OSError as exc:
         raise CliError(f"cannot write {exc.filename}: {exc.strerror}") from None
     return EXIT_OK

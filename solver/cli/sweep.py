@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from models.limits import check_deterministic_time
 from solver.cli.options import bounded, positive_int
-from solver.doors import CliError
+from solver.doors import CliError, require_extra
 
 
 def register(sub: Any) -> None:
@@ -46,6 +46,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO | None = None) -> int:
     """Run the sweep; 1 when a cell failed or the baseline comparison failed."""
+    require_extra("sweep", "npu-place sweep")
     from benchmarks.sweep import run_sweep
 
     err = err or sys.stderr

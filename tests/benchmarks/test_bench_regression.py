@@ -13,6 +13,7 @@ import benchmarks.sweep as sweep
 from benchmarks.generators import GenParams, case_name
 from benchmarks.regression import (
     DEFAULT_BASELINE,
+    DET_USED,
     compare_baseline,
     compare_runs,
     load_baseline,
@@ -164,3 +165,14 @@ def test_committed_quick_baseline_is_loadable() -> None:
     for record in data["instances"]:
         scenario = scenario_from_data(record["scenario"], record["name"])
         assert scenario_digest(scenario) == record["scenario-sha256"]
+
+
+def test_committed_quick_baseline_records_the_deterministic_time_of_every_cpsat_run() -> None:
+    """CI compares proofs by deterministic time (``compare_proofs``): a quick baseline
+    without it cannot see a proof that got slower."""
+    data = load_baseline(DEFAULT_BASELINE)
+    cpsat = [record["results"]["cpsat"] for record in data["instances"] if record["results"]]
+    assert cpsat
+    missing = [r for r in cpsat if DET_USED not in r]
+    assert not missing, f"{len(missing)} CP-SAT run(s) of quick.json without {DET_USED}"
+    assert all(r[DET_USED] <= data["settings"]["deterministic-limit"] for r in cpsat)

@@ -110,9 +110,11 @@ def test_baseline_from_bench_compares_ok(gz_baseline: Path, tmp_path: Path) -> N
     (None, "cannot read"),
     (b"{}", "not a gzip-compressed file"),
     ("truncated", "truncated"),
-    (gzip.compress(b'{"version": 1, '), "malformed JSON"),
-    (gzip.compress(b'{"version": 1, "suite": "quick", "instances": 3}'), "must be a list"),
-])
+    # mtime=0: the same bytes (and test ids) in every process, as pytest-xdist requires
+    (gzip.compress(b'{"version": 1, ', mtime=0), "malformed JSON"),
+    (gzip.compress(b'{"version": 1, "suite": "quick", "instances": 3}', mtime=0),
+     "must be a list"),
+], ids=["missing", "not-gzip", "truncated", "malformed-json", "instances-not-a-list"])
 def test_bad_gzip_baselines_are_input_errors(gz_baseline: Path, tmp_path: Path,
                                              content: bytes | str | None,
                                              message: str) -> None:

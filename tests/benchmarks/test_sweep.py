@@ -174,8 +174,15 @@ def test_resume_after_an_interrupted_sweep_reruns_only_missing_cells(
     assert "3 kept" in text.getvalue()
 
 
+def _kills_its_worker(cell: Cell) -> bool:
+    """The one cell of the grid below whose task kills its worker process (twice: the
+    first run and the retry elsewhere; each death costs a new worker process)."""
+    return (cell.engine == "cpsat" and cell.source.label == "ordinary-8npu.yaml"
+            and dict(cell.overrides)["config.reserve-nodes"] == 1)
+
+
 def _dying_task(cell: Cell, data: Any, events: Any) -> dict[str, str]:
-    if cell.engine == "cpsat" and cell.source.label == "ordinary-8npu.yaml":
+    if _kills_its_worker(cell):
         os._exit(3)  # the worker process dies mid-cell
     return run_cell(cell, data, events)
 
@@ -187,13 +194,14 @@ def test_crashing_cells_are_recorded_and_the_sweep_goes_on(scheduler: str,
         "overrides": {"config.reserve-nodes": [1, -5]},  # -5 makes every such cell invalid
         "engines": ["greedy", "cpsat"], "time-limits": [60], "deterministic-time": DET}))
     cells = expand(grid)
+    assert sum(map(_kills_its_worker, cells)) == 1
     with Client(scheduler, timeout="30s") as client:
         rows = run_cells(client, cells, grid.data, task=_dying_task)
     assert len(rows) == len(cells) == 8
     by = {r["cell"]: r for r in rows}
     for cell in cells:
         row = by[cell.cell_id]
-        if cell.engine == "cpsat" and cell.source.label == "ordinary-8npu.yaml":
+        if _kills_its_worker(cell):
             assert row["status"] == "error" and row["error"].startswith("worker lost")
             assert "KilledWorker" in row["error"]
         elif dict(cell.overrides)["config.reserve-nodes"] == -5:
@@ -201,6 +209,34 @@ def test_crashing_cells_are_recorded_and_the_sweep_goes_on(scheduler: str,
             assert "reserve-nodes" in row["error"]
         else:
             assert row["status"] in ("greedy", "optimal") and row["valid"] == "yes", row
+
+
+def test_the_summary_names_each_failed_cell_and_its_reason(scheduler: str,
+                                                            tmp_path: Path) -> None:
+    """The reason of a failed cell is printed, not only stored in results.csv."""
+    grid = _write_grid(tmp_path, {"scenarios": ["superpod-850.yaml"],
+                                  "overrides": {"config.reserve-nodes": [1, -5]},
+                                  "engines": ["greedy"]})
+    text = io.StringIO()
+    assert main(["sweep", str(grid), "--scheduler", scheduler, "--out", str(tmp_path / "out"),
+                 "--no-progress"], out=text) == 1
+    failed = [line for line in text.getvalue().splitlines() if "failed:" in line]
+    assert len(failed) == 1, text.getvalue()
+    row = next(r for r in read_results(tmp_path / "out" / "results.csv")
+               if r["status"] == "error")
+    assert failed[0].startswith(f"  failed: {row['cell']} [greedy] error: invalid input: ")
+    assert "reserve-nodes" in failed[0] and row["error"] in failed[0]
+    assert ": 2 cells (2 run now, 0 kept, 1 failed)" in text.getvalue()
+
+
+def test_the_summary_caps_the_failed_cells_it_lists() -> None:
+    rows = [{"cell": f"c{i}", "engine": "cpsat", "status": "invalid", "note": "rule broken"}
+            for i in range(sweep.FAILURES_SHOWN + 3)]
+    lines = sweep.failure_lines(rows, Path("out/results.csv")).splitlines()
+    assert len(lines) == sweep.FAILURES_SHOWN + 1
+    assert lines[0] == "  failed: c0 [cpsat] invalid: rule broken"
+    assert lines[-1] == "  ... and 3 more failed cell(s): see out/results.csv"
+    assert sweep.failure_lines([], Path("r.csv")) == ""
 
 
 def test_a_raising_engine_is_recorded_in_its_row(tmp_path: Path,

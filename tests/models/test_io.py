@@ -23,6 +23,7 @@ from models.io import (
     parse_text,
     save_placement,
     save_scenario,
+    scenario_from_data,
 )
 from models.placement import PlacementFile, Status
 from models.scenario import Scenario
@@ -240,8 +241,38 @@ def test_placement_unknown_field_names_job_and_field(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         load_placement(path)
     assert info.value.messages == [
-        f"{path}: job 'a' (jobs[0]): field 'rank': unknown field (check the spelling against "
-        "the scenario format)"]
+        f"{path}: job 'a' (jobs[0]): field 'rank': unknown field; did you mean 'ranks'?"]
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"nodez": []}, "nodez: field 'nodez': unknown field; did you mean 'nodes'?"),
+    ({"config": {"reserve-node": 1}},
+     "config: field 'reserve-node': unknown field; did you mean 'reserve-nodes'?"),
+    ({"nodes": [{"name": "a", "npus": 8, "free": 8, "helth": "healthy"}]},
+     "node 'a' (nodes[0]): field 'helth': unknown field; did you mean 'health'?"),
+    ({"jobs": [{"name": "j", "policy": "chip8-node8", "tasks": 1, "npu-per-task": 8,
+                "priorty": 1}]},
+     "job 'j' (jobs[0]): field 'priorty': unknown field; did you mean 'priority'?"),
+    ({"affinity-cache": {"entries": [{"owner-uid": "u", "rank": 0, "node": "a",
+                                      "update": 5}]}},
+     "affinity-cache entries[0]: field 'update': unknown field; did you mean 'updated'?"),
+    ({"config": {"resource-level-config": {"default": {"level1": {"label": "x",
+                                                                   "reserved": 1}}}}},
+     "config: field 'resource-level-config.default.level1.reserved': unknown field; did you "
+     "mean 'reservedNode'?"),
+    ({"nodes": [{"name": "a", "npus": 8, "free": 8,
+                 "vnpu": {"chip-kind": "Ascend310P", "chipz": []}}]},
+     "node 'a' (nodes[0]): field 'vnpu.chipz': unknown field; did you mean 'chips'?"),
+    ({"running": [{"name": "r", "xyzzy": 1}]},
+     "running job 'r' (running[0]): field 'xyzzy': unknown field; the fields here are name, "
+     "owner-uid, policy, "),
+])
+def test_an_unknown_scenario_key_names_the_closest_known_key(data: dict[str, Any],
+                                                              message: str) -> None:
+    with pytest.raises(InputError) as info:
+        scenario_from_data(data, "s.yaml")
+    assert any(m.startswith(f"s.yaml: {message}") for m in info.value.messages), \
+        info.value.messages
 
 
 def test_placement_bad_status(tmp_path: Path) -> None:

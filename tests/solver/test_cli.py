@@ -225,12 +225,12 @@ def test_plan_each_example_table(name: str) -> None:
     need_strategies(path)
     code, out, err = run("plan", "--example", name, "--engine", "greedy")
     assert (code, err) == (0, "")
-    assert out.startswith(f"scenario: {path}\n")
+    assert out.startswith(f"scenario: example:{name}\n")
     assert "engine        greedy" in out
     for key in ("placed-jobs", "origin-hits", "fault-returns", "subhealthy-nodes",
                 "reserve-used", "fragment-score", "objective"):
         assert f"\n{key} " in out
-    assert "job " in out and "nodes / reason" in out
+    assert "job " in out and "rank:node / reason" in out
     for spec in load_scenario(path).jobs:
         assert f"\n{spec.name} " in out
 
@@ -240,7 +240,7 @@ def test_plan_without_scenario_runs_the_bundled_default() -> None:
     need_strategies(path)
     code, out, err = run("plan", "--engine", "greedy")
     assert (code, err) == (0, "")
-    assert out.startswith(f"scenario: {path}\n")
+    assert out.startswith(f"scenario: example:{DEFAULT_EXAMPLE}\n")
 
 
 def test_plan_output_file(tmp_path: Path) -> None:
@@ -397,7 +397,7 @@ def test_console_script_bare_plan_the_readme_command() -> None:
                           cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == f"scenario: {path}"
+    assert lines[0] == f"scenario: example:{DEFAULT_EXAMPLE}"
     head = dict(line.split(None, 1) for line in lines[1:7])
     assert head["engine"] in {"greedy", "cpsat"}
     assert head["status"] in {"optimal", "feasible", "greedy"}
@@ -420,5 +420,22 @@ def test_plan_weights_option_changes_the_objective() -> None:
 def test_plan_weights_option_refuses_bad_json() -> None:
     code, out, err = run("plan", "--weights", '{"bogus": 1}')
     assert code == 2 and out == ""
-    assert "argument --weights: bogus: Extra inputs are not permitted" in err
-    assert "Traceback" not in err
+    assert ("argument --weights: unknown key 'bogus' (keys: placed, origin-hit, fault-return, "
+            "affinity-spill, subhealthy, reserve, fragment, priority-levels)") in err
+    assert "Traceback" not in err and "Extra inputs" not in err
+
+
+@pytest.mark.parametrize(("weights", "message"), [
+    ('{"fragmnt": 0}', "unknown key 'fragmnt' (did you mean 'fragment'? keys: placed, "),
+    ('{"origin-hits": 5}', "unknown key 'origin-hits' (did you mean 'origin-hit'? "),
+    ('{"fragment": -1}', "'fragment' must be from 0 to 2147483647, got -1"),
+    ('{"fragment": 1.5}', "'fragment' must be a whole number, got 1.5"),
+    ('{"priority-levels": 3}', "'priority-levels' must be true or false, got 3"),
+    ("[1]", "expected a JSON object of weights, such as '{\"fragment\": 0}'"),
+    ("{", "not JSON (Expecting property name"),
+])
+def test_plan_weights_mistakes_are_named_in_the_tools_words(weights: str, message: str) -> None:
+    code, out, err = run("plan", "--weights", weights)
+    assert code == 2 and out == ""
+    assert f"argument --weights: {message}" in err, err
+    assert "Input should" not in err and "Extra inputs" not in err
