@@ -150,8 +150,9 @@ class ObjectiveTerm:
     count
         The metric's value.
     weight
-        Its weight per unit (``None`` for ``placed-jobs``: each job's weight depends on
-        its priority level).
+        Its weight per unit (``None`` for ``placed-jobs``, whose weight per job depends
+        on its priority level, and for ``image-hits``, whose weight per node depends on
+        the job's image size).
     value
         The signed contribution: ``+`` for placed jobs and origin hits, ``-`` for the
         penalties; the contributions of a placement sum to its objective.
@@ -697,6 +698,7 @@ def evaluate(
         np.add.at(used, problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)
     metrics = Metrics()
     placed_value = 0
+    image_value = 0
     hosting_any = np.zeros(problem.num_nodes, dtype=bool)
     sp_hosts = np.zeros(problem.num_nodes, dtype=bool)
     ml_hosts = np.zeros(problem.num_nodes, dtype=bool)
@@ -724,7 +726,7 @@ def evaluate(
         if image_nodes:
             metrics.image_hits += image_nodes
             metrics.image_hit_gb += image_nodes * job.image_size_gb
-            objective += resolved.image_of(job.index) * image_nodes
+            image_value += resolved.image_of(job.index) * image_nodes
         if job.family is Family.SUPERPOD:
             sp_hosts[own] = True
         elif job.family is Family.MULTILEVEL:
@@ -735,7 +737,10 @@ def evaluate(
         metrics.fragment_score += frag
         if job.soft and job.family in (Family.SUPERPOD, Family.RACK):
             metrics.affinity_spill += block_spill(problem, job, nodes)
-    placed_value += _add_vnpu_terms(problem, vnpu or {}, resolved, metrics, hosting_any)
+    vnpu_placed, vnpu_image = _add_vnpu_terms(problem, vnpu or {}, resolved, metrics,
+                                              hosting_any)
+    placed_value += vnpu_placed
+    image_value += vnpu_image
     metrics.subhealthy_nodes = int((hosting_any & (problem.health == SUBHEALTHY)).sum())
     metrics.reserve_used = _reserve_used(problem, sp_hosts, ml_hosts)
     metrics.terms = [ObjectiveTerm("placed-jobs", metrics.placed_jobs, None, placed_value)]
@@ -747,16 +752,19 @@ def evaluate(
             ("reserve-used", metrics.reserve_used, resolved.reserve, -1),
             ("fragment-score", metrics.fragment_score, resolved.fragment, -1)):
         metrics.terms.append(ObjectiveTerm(name, count, weight, sign * weight * count))
+    metrics.terms.append(ObjectiveTerm("image-hits", metrics.image_hits, None, image_value))
     metrics.objective = sum(term.value for term in metrics.terms)
     return metrics
 
 
 def _add_vnpu_terms(problem: Problem, placed: dict[int, list[int]], resolved: ResolvedWeights,
-                    metrics: Metrics, hosting_any: np.ndarray) -> int:
-    """Count the vNPU jobs into ``metrics`` (placed, candidates, hits, hosting nodes) and
-    return their placement weight; their hits are weighted with everyone's."""
+                    metrics: Metrics, hosting_any: np.ndarray) -> tuple[int, int]:
+    """Count the vNPU jobs into ``metrics`` (placed, candidates, hits, hosting nodes, image
+    hits) and return their placement weight and their image reward; their origin hits are
+    weighted with everyone's."""
     view = compile_vnpu(problem)
-    objective = 0
+    placed_value = 0
+    image_value = 0
     for job in view.jobs:
         candidates = sum(1 for o in job.origin if o >= 0)
         metrics.origin_candidates += candidates
@@ -767,7 +775,7 @@ def _add_vnpu_terms(problem: Problem, placed: dict[int, list[int]], resolved: Re
             metrics.per_job_hits[job.name] = 0
             continue
         metrics.placed_jobs += 1
-        objective += resolved.vnpu_placed[job.index]
+        placed_value += resolved.vnpu_placed[job.index]
         hits = sum(1 for r, n in enumerate(nodes) if n == job.origin[r])
         metrics.per_job_hits[job.name] = hits
         metrics.origin_hits += hits
@@ -780,8 +788,8 @@ def _add_vnpu_terms(problem: Problem, placed: dict[int, list[int]], resolved: Re
             metrics.image_hit_gb += found * (image.size_gb if image is not None
                                              and image.size_gb is not None
                                              else job.image_size_gb)
-            objective += resolved.vnpu_image_of(job.index) * found
-    return objective
+            image_value += resolved.vnpu_image_of(job.index) * found
+    return placed_value, image_value
 
 
 def job_image_hits(problem: Problem, job: JobView, own: np.ndarray) -> int:

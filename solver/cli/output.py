@@ -42,8 +42,12 @@ def objective_sum(objective: int, terms: Sequence[ObjectiveTerm]) -> str:
     shown = [t for t in terms if t.value != 0 or t.name == "placed-jobs"]
     parts = []
     for k, term in enumerate(shown):
-        how = (f"{term.count} job{'s' if term.count != 1 else ''}" if term.weight is None
-               else f"{term.count} x {term.weight}")
+        if term.weight is not None:
+            how = f"{term.count} x {term.weight}"
+        elif term.name == "image-hits":  # weighted per node by the job's image size
+            how = f"{term.count} node{'s' if term.count != 1 else ''} holding the image"
+        else:
+            how = f"{term.count} job{'s' if term.count != 1 else ''}"
         sign = ("-" if term.value < 0 else "") if k == 0 else ("- " if term.value < 0
                                                                else "+ ")
         parts.append(f"{sign}{abs(term.value)} {term.name} ({how})")
