@@ -268,13 +268,14 @@ class OutOfTime(Exception):
 CLOCK_EVERY = 32
 
 
-def _winner(problem: Problem, view: VnpuProblem, state: VnpuState, cands: list[Candidate]
-            ) -> int:
+def _winner(problem: Problem, view: VnpuProblem, state: VnpuState, cands: list[Candidate],
+            natural: list[int]) -> int:
     """The best candidate when no RFC bonus applies: what :func:`node_scores` ranks first,
-    found in one pass.  The first candidate in (free AI cores, natural order) order that
-    is not downgraded wins (8 or 16 points against at most 8); when every candidate is
-    downgraded all score 8 and the first in natural order that is not sub-healthy wins."""
-    natural = problem.natural_pos_list
+    found in one pass.  The first candidate in (free AI cores, tie order) order that is
+    not downgraded wins (8 or 16 points against at most 8); when every candidate is
+    downgraded all score 8 and the first in tie order that is not sub-healthy wins.
+    ``natural`` is the job's tie order (:func:`_tie_list`: natural node order, image
+    holders first when image locality applies)."""
     health = problem.health_list
     full = [i for i, c in enumerate(cands) if not c.downgraded]
     if full:
@@ -383,7 +384,7 @@ def place_vnpu_job(problem: Problem, view: VnpuProblem, j: int, state: VnpuState
             best = max(range(len(cands)), key=lambda i: (
                 scores[i], -natural[view.nodes[cands[i].position].node]))
         else:
-            best = _winner(problem, view, trial, cands)
+            best = _winner(problem, view, trial, cands, natural)
         pick = cands[best]
         picks[rank] = last = pick
         take(view, trial, pick)
@@ -394,8 +395,6 @@ def place_vnpu_job(problem: Problem, view: VnpuProblem, j: int, state: VnpuState
             found[pick.position] = candidate(view, trial, j, pick.position, family)
     state.nodes = trial.nodes
     return [p for p in picks if p is not None], None
-
-
 
 
 def greedy_vnpu(problem: Problem, state: VnpuState | None = None,

@@ -30,7 +30,7 @@ CLI_PAGE = DOCS / "cli.md"
 SETUP_COMMANDS = (
     "python3 -m venv .venv && . .venv/bin/activate && pip install . && npu-place plan",
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' "
-    "&& python -m pytest -q",
+    "&& python -m pytest -q -n auto",
 )
 
 

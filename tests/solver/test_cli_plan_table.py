@@ -115,7 +115,7 @@ def test_the_objective_line_sums_its_terms(name: str) -> None:
     assert sum(t.value for t in metrics.terms) == metrics.objective == result.objective
     assert [t.name for t in metrics.terms] == [
         "placed-jobs", "origin-hits", "fault-returns", "affinity-spill", "subhealthy-nodes",
-        "reserve-used", "fragment-score"]
+        "reserve-used", "fragment-score", "image-hits"]
     line = objective_sum(metrics.objective, metrics.terms)
     head, _, rest = line.partition(" = ")
     assert int(head) == metrics.objective
