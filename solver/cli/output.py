@@ -83,7 +83,7 @@ RANK_MAP_LEGEND = (f"rank:node (A-B:n = ranks A to B on node n; A-B:n-X..Y = on 
 
 def _numbered(name: str) -> tuple[str, str] | None:
     """``("sp0-node-", "12")`` for ``sp0-node-12``: the name's prefix and trailing number."""
-    match = re.fullmatch(r"(.*?)(\d+)", name)
+    match = re.fullmatch(r"(.*?)([0-9]+)", name)
     return (match.group(1), match.group(2)) if match else None
 
 

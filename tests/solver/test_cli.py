@@ -421,7 +421,7 @@ def test_plan_weights_option_refuses_bad_json() -> None:
     code, out, err = run("plan", "--weights", '{"bogus": 1}')
     assert code == 2 and out == ""
     assert ("argument --weights: unknown key 'bogus' (keys: placed, origin-hit, fault-return, "
-            "affinity-spill, subhealthy, reserve, fragment, priority-levels)") in err
+            "affinity-spill, subhealthy, reserve, fragment, priority-levels, image-gb)") in err
     assert "Traceback" not in err and "Extra inputs" not in err
 
 

@@ -133,7 +133,7 @@ def test_the_objective_line_names_the_weights() -> None:
     assert f"origin-hits ({hits.count} x {hits.weight})" in line
     assert "placed-jobs (2 jobs)" in line
     assert line.endswith("0 from fault-returns, affinity-spill, subhealthy-nodes, "
-                         "reserve-used")
+                         "reserve-used, image-hits")
 
 
 def test_a_bundled_example_is_shown_by_name(tmp_path: object) -> None:

@@ -73,9 +73,10 @@ def table_jobs(text: str) -> list[str]:
     start = next(i for i, line in enumerate(lines) if line.startswith("job "))
     names = []
     for line in lines[start + 2:]:
-        if not line.strip():
+        if not line.strip() or line.startswith("rank:node "):  # the end, or the legend
             break
-        names.append(line.split()[0])
+        if not line[0].isspace():  # a wrapped rank map continues on indented lines
+            names.append(line.split()[0])
     return names
 
 
