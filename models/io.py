@@ -20,6 +20,7 @@ from models.documents import (
     load_json,
     load_yaml,
     parse_text,
+    paused_gc,
     read_document,
 )
 from models.limits import escape_text
@@ -265,7 +266,8 @@ def scenario_model(data: Any, source: str = "<scenario>") -> Scenario:
         model_from_data(Scenario, data, source)  # raises the top-level message
     _refuse_other_kind(data, source, "scenario")
     try:
-        return Scenario.model_validate(data)
+        with paused_gc():
+            return Scenario.model_validate(data)
     except ValidationError as exc:
         messages = pydantic_messages(exc, data, source)
         raise InputError(messages + best_effort_messages(data, source, exc.errors())) from None

@@ -645,10 +645,10 @@ def validate_scenario(
         for field, text in errors:
             say(where, field, text)
     messages.extend(validate_vnpu(scenario, source, job_names | running_names))
-    npus = {node.name: node.npus for node in scenario.nodes}
-    free = {node.name: node.free for node in scenario.nodes}
+    by_name = {node.name: node for node in scenario.nodes} if used else {}
     for name, chips in used.items():
-        problem = running_overlap_problem(free[name], chips, npus[name])
+        node = by_name[name]
+        problem = running_overlap_problem(node.free, chips, node.npus)
         if problem is not None:
             say(f"node '{name}'", "free", problem)
     return shapes, messages
