@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 import time
-from operator import attrgetter
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
