@@ -239,6 +239,16 @@ class Problem:
         return self.health.tolist()
 
     @cached_property
+    def super_pod_list(self) -> list[int]:
+        """:attr:`super_pod` as a list (see :attr:`natural_pos_list`)."""
+        return self.super_pod.tolist()
+
+    @cached_property
+    def rack_list(self) -> list[int]:
+        """:attr:`rack` as a list (see :attr:`natural_pos_list`)."""
+        return self.rack.tolist()
+
+    @cached_property
     def memo(self) -> dict[Any, Any]:
         """Values derived from this problem alone, computed once by whoever needs them
         (label orders, default objective weights).  Valid because a problem's arrays are
@@ -257,6 +267,21 @@ class Problem:
         if found is None:
             view = self.trees[tree]
             keys = [self.natural_pos] + [view.level_value[i] for i in range(depth)]
+            found = self.memo[key] = np.lexsort(keys)
+        return found
+
+    def topology_order(self, by_rack: bool = True) -> np.ndarray:
+        """Every node by super pod, then rack (when ``by_rack``), then natural name order
+        (computed once per problem).
+
+        Filtering this array by a mask gives the masked nodes in that order, the order the
+        super-pod and rack strategies build their pools in, without sorting per job.
+        """
+        key = ("topology-order", by_rack)
+        found: np.ndarray | None = self.memo.get(key)
+        if found is None:
+            keys = (self.natural_pos, self.rack, self.super_pod) if by_rack \
+                else (self.natural_pos, self.super_pod)
             found = self.memo[key] = np.lexsort(keys)
         return found
 

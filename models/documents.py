@@ -153,8 +153,7 @@ def parse_text(text: str, source: str, fmt: str | None = None) -> Any:
     InputError
         One message naming ``source``.
     """
-    with paused_gc():
-        return _parse(text, source, fmt, None, None, many=False)[0]
+    return _parse(text, source, fmt, None, None, many=False)[0]
 
 
 def parse_documents(text: str, source: str, *, max_depth: int | None = None,
@@ -172,8 +171,7 @@ def parse_documents(text: str, source: str, *, max_depth: int | None = None,
     InputError
         One message naming ``source``.
     """
-    with paused_gc():
-        docs = _parse(text, source, None, max_depth, max_values, many=True)
+    docs = _parse(text, source, None, max_depth, max_values, many=True)
     return [doc for doc in docs if doc is not None]
 
 
@@ -257,8 +255,9 @@ def load_json(text: str, *, max_depth: int | None = None,
         raise DocumentError(f"the document holds up to {containers} mappings and lists; the "
                             f"limit is {max_values} values")
     try:
-        data = json.loads(text, object_pairs_hook=_json_pairs, parse_constant=_json_constant,
-                          parse_float=_json_float)
+        with paused_gc():
+            data = json.loads(text, object_pairs_hook=_json_pairs,
+                              parse_constant=_json_constant, parse_float=_json_float)
     except RecursionError:
         raise DocumentError(f"the document is nested deeper than {max_depth} levels") from None
     except json.JSONDecodeError:
@@ -476,6 +475,13 @@ def _load_yaml_bounded(text: str, max_depth: int | None, max_values: int | None,
 
 def _load_yaml(text: str, max_depth: int | None, max_values: int | None, *,
                many: bool) -> list[Any]:
+    """:func:`_load_yaml_events` with the garbage collector paused (see :func:`paused_gc`)."""
+    with paused_gc():
+        return _load_yaml_events(text, max_depth, max_values, many=many)
+
+
+def _load_yaml_events(text: str, max_depth: int | None, max_values: int | None, *,
+                      many: bool) -> list[Any]:
     """The event loop of :func:`load_yaml`: one root per document (one document unless
     ``many``)."""
     max_depth = MAX_DEPTH if max_depth is None else max_depth

@@ -104,7 +104,8 @@ def model_from_data(model: type[M], data: Any, source: str) -> M:
         kind = type(data).__name__ if data is not None else "an empty document"
         raise InputError([f"{source}: expected a mapping at the top level, got {kind}"])
     try:
-        return model.model_validate(data)
+        with paused_gc():
+            return model.model_validate(data)
     except ValidationError as exc:
         raise InputError(pydantic_messages(exc, data, source)) from None
 

@@ -231,14 +231,18 @@ def _shapes(problem: Problem) -> dict[str, JobShape]:
 
 
 def recompile_jobs(problem: Problem, scenario: Scenario,
-                   shapes: dict[str, JobShape] | None = None) -> Problem:
+                   shapes: dict[str, JobShape] | None = None,
+                   nodes_unchanged: bool = False) -> Problem:
     """A new problem with ``scenario``'s jobs, cache and ``now``; nodes and trees reused.
 
     ``scenario`` must have the same nodes (names and order) as ``problem.scenario``.
-    Without ``shapes`` the cross-field rules run again (raising :class:`InputError`).
+    Without ``shapes`` the cross-field rules run again (raising :class:`InputError`);
+    with ``nodes_unchanged`` (no node's ``free`` or ``health`` changed either) the rules
+    on the nodes alone are not run again: they held on the stored cluster.
     """
     if shapes is None:
-        shapes, messages = validate_scenario(scenario, "<delta>")
+        shapes, messages = validate_scenario(
+            scenario, "<delta>", problem.node_index if nodes_unchanged else None)
         if messages:
             raise InputError(messages)
     now = int(scenario.now) if scenario.now is not None else int(time.time())
@@ -510,8 +514,8 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
             health[at] = _HEALTH_CODE[nodes[at].health]
         out = replace(out, scenario=new, free=free, health=health)
     if jobs_changed:
-        return _Applied(new, recompile_jobs(out, new), new_lifecycle, "jobs", notes,
-                        used_stamp)
+        return _Applied(new, recompile_jobs(out, new, nodes_unchanged=not changed),
+                        new_lifecycle, "jobs", notes, used_stamp)
     return _Applied(new, replace(out, scenario=new), new_lifecycle, "values", notes)
 
 
