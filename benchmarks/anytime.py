@@ -38,8 +38,9 @@ from solver.facade import preload, solve
 
 #: The budgets of the curve, in seconds.
 BUDGETS: tuple[float, ...] = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
-#: Jobs per batch at a scale (as the full suite: 10 at 4,096 nodes, 11 at 8,192).
-BATCH_JOBS = {4096: 10, 8192: 11}
+#: Jobs per batch at a scale (as the full suite: 10 at 4,096 nodes, 11 at 8,192; as the
+#: scale suite above: 16).
+BATCH_JOBS = {4096: 10, 8192: 11, 16384: 16, 32768: 16, 65536: 16}
 
 COLUMNS = ("instance", "family", "nodes", "jobs", "budget", "wall-seconds", "overrun-ms",
            "engine", "status", "objective", "greedy-objective", "gain", "origin-hits",
