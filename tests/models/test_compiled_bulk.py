@@ -16,8 +16,9 @@ import pytest
 from benchmarks.generators import FAMILIES, GenParams, generate
 from models.compiled import Problem, compile_scenario, natural_key
 from models.documents import paused_gc
-from models.io import scenario_from_data
+from models.io import scenario_from_data, scenario_model
 from models.scenario import DEFAULT_TOPOTREE, TOPOTREE_LABEL, Health, Scenario
+from models.validation import validate_scenario
 from tests.models.builders import job, node, scenario
 
 _HEALTH = {Health.HEALTHY: 0, Health.SUBHEALTHY: 1, Health.UNHEALTHY: 2}
@@ -131,3 +132,29 @@ def test_paused_gc_restores_the_collector(enabled: bool) -> None:
         assert gc.isenabled() is enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def _with_errors() -> Scenario:
+    """Valid nodes; a cache entry and a running rank naming a node that does not exist."""
+    data = scenario([node("n0"), node("n1", free=4), node("n2", super_pod_id=1)],
+                    [job("a", running_ranks={"0": "ghost"}, tasks=2, pod_rescheduling=True)],
+                    cache=[{"owner-uid": "u", "rank": 0, "node": "nowhere"}])
+    return scenario_model(data)
+
+
+def test_checked_nodes_give_the_same_messages_when_the_nodes_hold() -> None:
+    sc = _with_errors()
+    shapes, messages = validate_scenario(sc)
+    names = {n.name: i for i, n in enumerate(sc.nodes)}
+    again = validate_scenario(sc, checked_nodes=names)
+    assert messages and any("ghost" in m for m in messages)
+    assert any("nowhere" in m for m in messages)
+    assert again == (shapes, messages)
+
+
+def test_node_rules_are_reported_node_by_node() -> None:
+    data = scenario([node("n0"), node("n0"), node("n1", free=9)])
+    _, messages = validate_scenario(scenario_model(data))
+    assert any("node 'n0': field 'name': duplicate node name (node #1)" in m for m in messages)
+    assert any("node 'n1': field 'free': free 9 must be between 0 and npus (8)" in m
+               for m in messages)
