@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -308,8 +308,14 @@ def plot_anytime(rows: list[dict[str, Any]], path: Path) -> bool:
 
 
 def run(instances: Sequence[AnytimeInstance], budgets: Sequence[float], out: TextIO,
-        seed: int = 0, deterministic: bool = False) -> list[dict[str, Any]]:
-    """Generate, compile and solve every instance at every budget; print progress."""
+        seed: int = 0, deterministic: bool = False,
+        after_instance: Callable[[list[dict[str, Any]]], object] | None = None,
+        ) -> list[dict[str, Any]]:
+    """Generate, compile and solve every instance at every budget; print progress.
+
+    ``after_instance(rows)`` is called with the rows so far after each instance (``main``
+    rewrites the report then, so that a long run cut short keeps what it measured).
+    """
     rows: list[dict[str, Any]] = []
     for i, instance in enumerate(instances, 1):
         problem = compile_scenario(generate_case(instance.params).scenario)
@@ -324,6 +330,8 @@ def run(instances: Sequence[AnytimeInstance], budgets: Sequence[float], out: Tex
             f"{r['budget']:g}s {r['engine']} +{r['gain']} ({r['overrun-ms']:+.0f} ms)"
             for r in mine) + "\n")
         out.flush()
+        if after_instance is not None:
+            after_instance(rows)
     return rows
 
 
@@ -346,8 +354,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     instances = default_instances([int(x) for x in args.scales.split(",")],
                                   [int(x) for x in args.seeds.split(",")],
                                   [x for x in args.families.split(",") if x])
-    rows = run(instances, budgets, sys.stdout, args.seed, args.deterministic)
     command = "python -m benchmarks.anytime " + " ".join(argv or sys.argv[1:])
+    rows = run(instances, budgets, sys.stdout, args.seed, args.deterministic,
+               after_instance=lambda so_far: write_report(so_far, Path(args.out),
+                                                          command.strip()))
     report = write_report(rows, Path(args.out), command.strip())
     print(goal_summary(rows))
     print(f"report: {report}")
