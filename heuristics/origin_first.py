@@ -28,6 +28,7 @@ import numpy as np
 from heuristics.state import ClusterState
 from models.check import check
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
+from models.documents import paused_gc
 from models.objective import ResolvedWeights, evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
@@ -327,10 +328,12 @@ def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = Non
     (``time.perf_counter()`` value) the construction raises :class:`OutOfTime` when the
     first part passes it; when the multilevel part does, the first part's plan stands.
     ``weights`` score alternatives (default: the problem's automatic weights).  With
-    ``multilevel`` off the multilevel jobs keep their ``base`` answer.
+    ``multilevel`` off the multilevel jobs keep their ``base`` answer.  Runs with the
+    garbage collector paused, as :func:`heuristics.greedy.greedy_plan` does.
     """
-    plan = _block_plan(problem, base, deadline, weights)
-    return _multilevel_plan(problem, plan, deadline, weights) if multilevel else plan
+    with paused_gc():
+        plan = _block_plan(problem, base, deadline, weights)
+        return _multilevel_plan(problem, plan, deadline, weights) if multilevel else plan
 
 
 def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
