@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -431,7 +432,10 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     if vnpu_changed:
         jobs_changed = True  # the vNPU rules run with the cross-field rules
 
-    node_names = {n.name for n in nodes} if delta.cache_events else set()
+    node_names: Collection[str] = set()
+    if delta.cache_events:  # the stored index serves while no node was added or removed
+        node_names = ({n.name for n in nodes} if removed or delta.nodes_added
+                      else problem.node_index)
     for i, event in enumerate(delta.cache_events):
         if event.event is CacheEventKind.BIND and event.node not in node_names:
             say(f"field 'cache-events[{i}].node'", f"node '{event.node}' does not exist")
