@@ -322,10 +322,10 @@ def _compile_tree(name: str, levels: dict[str, LevelConfig], scenario: Scenario,
         # or not: a job trims the levels above its own (upstream removeRedundantLayers), so
         # a node lacking only a trimmed level's label still serves it.
         values = sorted({v for v in raw if v is not None}, key=natural_key)
-        where = {v: k for k, v in enumerate(values)}
+        where: dict[str | None, int] = {v: k for k, v in enumerate(values)}
         arr = np.full(count, -1, dtype=np.int32)
-        arr[inside] = np.fromiter((-1 if v is None else where[v] for v in raw),
-                                  dtype=np.int32, count=len(raw))
+        where[None] = -1  # a node of the tree without this level's label
+        arr[inside] = np.fromiter(map(where.__getitem__, raw), dtype=np.int32, count=len(raw))
         level_values.append(tuple(values))
         level_value.append(arr)
     missing_at.sort()  # node by node, levels in order
