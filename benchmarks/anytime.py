@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -39,8 +39,9 @@ from solver.facade import preload, solve
 
 #: The budgets of the curve, in seconds.
 BUDGETS: tuple[float, ...] = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
-#: Jobs per batch at a scale (as the full suite: 10 at 4,096 nodes, 11 at 8,192).
-BATCH_JOBS = {4096: 10, 8192: 11}
+#: Jobs per batch at a scale (as the full suite: 10 at 4,096 nodes, 11 at 8,192; as the
+#: scale suite above: 16).
+BATCH_JOBS = {4096: 10, 8192: 11, 16384: 16, 32768: 16, 65536: 16}
 
 COLUMNS = ("instance", "family", "nodes", "jobs", "budget", "wall-seconds", "overrun-ms",
            "engine", "status", "objective", "greedy-objective", "gain", "origin-hits",
@@ -307,8 +308,14 @@ def plot_anytime(rows: list[dict[str, Any]], path: Path) -> bool:
 
 
 def run(instances: Sequence[AnytimeInstance], budgets: Sequence[float], out: TextIO,
-        seed: int = 0, deterministic: bool = False) -> list[dict[str, Any]]:
-    """Generate, compile and solve every instance at every budget; print progress."""
+        seed: int = 0, deterministic: bool = False,
+        after_instance: Callable[[list[dict[str, Any]]], object] | None = None,
+        ) -> list[dict[str, Any]]:
+    """Generate, compile and solve every instance at every budget; print progress.
+
+    ``after_instance(rows)`` is called with the rows so far after each instance (``main``
+    rewrites the report then, so that a long run cut short keeps what it measured).
+    """
     rows: list[dict[str, Any]] = []
     for i, instance in enumerate(instances, 1):
         problem = compile_scenario(generate_case(instance.params).scenario)
@@ -323,6 +330,8 @@ def run(instances: Sequence[AnytimeInstance], budgets: Sequence[float], out: Tex
             f"{r['budget']:g}s {r['engine']} +{r['gain']} ({r['overrun-ms']:+.0f} ms)"
             for r in mine) + "\n")
         out.flush()
+        if after_instance is not None:
+            after_instance(rows)
     return rows
 
 
@@ -345,8 +354,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     instances = default_instances([int(x) for x in args.scales.split(",")],
                                   [int(x) for x in args.seeds.split(",")],
                                   [x for x in args.families.split(",") if x])
-    rows = run(instances, budgets, sys.stdout, args.seed, args.deterministic)
     command = "python -m benchmarks.anytime " + " ".join(argv or sys.argv[1:])
+    rows = run(instances, budgets, sys.stdout, args.seed, args.deterministic,
+               after_instance=lambda so_far: write_report(so_far, Path(args.out),
+                                                          command.strip()))
     report = write_report(rows, Path(args.out), command.strip())
     print(goal_summary(rows))
     print(f"report: {report}")

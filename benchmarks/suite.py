@@ -58,6 +58,12 @@ from models.documents import read_text
 
 #: Cluster scales of the full suite (target node counts).
 SCALES: tuple[int, ...] = (64, 256, 1024, 4096, 8192)
+#: Cluster scales of the scale suite (a whole Atlas 950 SuperCluster is 65,536 nodes).
+LARGE_SCALES: tuple[int, ...] = (16384, 32768, 65536)
+#: Generator seed of the scale suite (not used by any other suite or test).
+SCALE_SEED = 37
+#: Jobs per batch of the scale suite.
+SCALE_JOBS = 16
 #: Wall-clock budget of the full suite; later instances are skipped past it.
 FULL_BUDGET_SECONDS = 55 * 60
 #: Engines each instance is run with, in run order.
@@ -143,13 +149,22 @@ def full_suite() -> list[Instance]:
     return out
 
 
+def scale_suite() -> list[Instance]:
+    """Every family at 16,384, 32,768 and 65,536 nodes, one 16-job batch each (seed
+    :data:`SCALE_SEED`): 15 instances, ascending scale."""
+    return [_instance(GenParams(family, nodes=scale, seed=SCALE_SEED, jobs=SCALE_JOBS))
+            for scale in LARGE_SCALES for family in FAMILIES]
+
+
 def suite_instances(name: str) -> list[Instance]:
-    """The instances of suite ``quick`` or ``full``."""
+    """The instances of suite ``quick``, ``full`` or ``scale``."""
     if name == "quick":
         return quick_suite()
     if name == "full":
         return full_suite()
-    raise ValueError(f"unknown suite {name!r}; choose quick or full")
+    if name == "scale":
+        return scale_suite()
+    raise ValueError(f"unknown suite {name!r}; choose quick, full or scale")
 
 
 # --------------------------------------------------------------------------- running

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from heuristics.base import JobOutcome, Strategy
 from heuristics.state import ClusterState
 from models.compiled import Problem
+from models.documents import paused_gc
 from models.plan import Plan
 from models.scenario import Family
 
@@ -113,7 +114,20 @@ def greedy_plan(problem: Problem, state: ClusterState | None = None) -> Plan:
     -------
     Plan
         Node per rank for each placed job and a reason for each unplaced one.
+
+    Notes
+    -----
+    Runs with Python's cyclic garbage collector paused
+    (:func:`models.documents.paused_gc`): at 65,536 nodes the problem's scenario is about
+    a million objects, and a full collection started by greedy's own allocations walks
+    them all (up to half of greedy's time on such a cluster).
     """
+    with paused_gc():
+        return _greedy_plan(problem, state)
+
+
+def _greedy_plan(problem: Problem, state: ClusterState | None) -> Plan:
+    """:func:`greedy_plan`, the garbage collector paused."""
     registry = _registry()
     missing = sorted({problem.jobs[j].family.value for j in problem.queue
                       if problem.jobs[j].family not in registry})

@@ -180,11 +180,11 @@ class CacheLifecycle:
         out: dict[str, int] = {}
         if self.cache is None:
             return out
+        states, kept = self._state, EntryState.KEPT
         for owner in self.cache.owners():
-            for rank in sorted(self.cache.get_map(owner) or {}):
-                state = self.state(owner, rank)
-                if state is not None:
-                    out[state.value] = out.get(state.value, 0) + 1
+            for rank in self.cache.get_map(owner) or {}:  # non-empty entries: a state each
+                value = states.get((owner, rank), kept).value
+                out[value] = out.get(value, 0) + 1
         return out
 
     def to_model(self) -> AffinityCacheModel:

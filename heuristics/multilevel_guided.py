@@ -23,6 +23,29 @@ from models.compiled import JobView, Problem
 Key = tuple[int, ...]
 
 
+def _leaves(ordered: np.ndarray, values: list[np.ndarray]) -> defaultdict[Key, list[int]]:
+    """The ``ordered`` nodes by leaf: leaf key (level values, level1 first) → nodes, leaves
+    in the order of their first node, nodes in the given order."""
+    leaves: defaultdict[Key, list[int]] = defaultdict(list)
+    if not len(ordered):
+        return leaves
+    radix = [int(v.max()) + 1 for v in values]
+    if float(np.prod(np.asarray(radix, dtype=np.float64))) >= 2.0**62:  # no int64 code
+        for node, *leaf in zip(ordered.tolist(), *(v.tolist() for v in values), strict=True):
+            leaves[tuple(leaf)].append(node)
+        return leaves
+    code = np.zeros(len(ordered), dtype=np.int64)
+    for v, base in zip(values, radix, strict=True):
+        code = code * base + v
+    _, first, group_of = np.unique(code, return_index=True, return_inverse=True)
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(group_of)))).tolist()
+    members: list[int] = ordered[np.argsort(group_of, kind="stable")].tolist()
+    keys = np.stack(values)[:, first].T.tolist()
+    for g in np.argsort(first, kind="stable").tolist():
+        leaves[tuple(keys[g])] = members[bounds[g]:bounds[g + 1]]
+    return leaves
+
+
 def guided_layout(problem: Problem, job: JobView, state: ClusterState,
                   deadline: float | None = None) -> np.ndarray | None:
     """Node per rank of ``job`` on the nodes ``state`` offers, or ``None`` (also when the
@@ -53,14 +76,16 @@ def guided_layout(problem: Problem, job: JobView, state: ClusterState,
         return None
     view = problem.trees[problem.tree_names[best[0]]]
     nodes = np.flatnonzero(best[1])
-    columns = [view.level_value[i] for i in range(k)]
+    columns: list[list[int]] = [view.level_value[i].tolist() for i in range(k)]
+    origin: list[int] = job.origin.tolist()
+    fault: list[bool] = job.fault.tolist()
+    wants_l: list[bool] = wants.tolist()
 
     def key(node: int, level: int) -> Key:  # level 1..k
-        return tuple(int(columns[i][node]) for i in range(level - 1, k))
+        return tuple(columns[i][node] for i in range(level - 1, k))
 
-    leaf_nodes: dict[Key, list[int]] = defaultdict(list)
-    for node in nodes[np.argsort(problem.natural_pos[nodes], kind="stable")].tolist():
-        leaf_nodes[key(node, 1)].append(node)
+    ordered = nodes[np.argsort(problem.natural_pos[nodes], kind="stable")]
+    leaf_nodes = _leaves(ordered, [view.level_value[i][ordered] for i in range(k)])
     children: dict[Key, set[Key]] = defaultdict(set)
     for leaf in leaf_nodes:
         for level in range(1, k):
@@ -88,8 +113,8 @@ def guided_layout(problem: Problem, job: JobView, state: ClusterState,
     def votes(ranks: range, level: int) -> Counter[Key]:
         out_votes: Counter[Key] = Counter()
         for r in ranks:
-            if wants[r] and int(job.origin[r]) in origin_ok:
-                out_votes[key(int(job.origin[r]), level)] += 1
+            if wants_l[r] and origin[r] in origin_ok:
+                out_votes[key(origin[r], level)] += 1
         return out_votes
 
     def place(level: int, group: int, inside: set[Key]) -> bool:
@@ -104,8 +129,8 @@ def guided_layout(problem: Problem, job: JobView, state: ClusterState,
             free = leaf_nodes[dom]
             taken: dict[int, int] = {}
             for r in ranks:
-                o = int(job.origin[r])
-                if wants[r] and o in free and o not in taken.values():
+                o = origin[r]
+                if wants_l[r] and o in free and o not in taken.values():
                     taken[r] = o
             rest = [x for x in free if x not in set(taken.values())]
             rest.sort(key=lambda x: x in fault_nodes)
@@ -113,8 +138,7 @@ def guided_layout(problem: Problem, job: JobView, state: ClusterState,
                 if r in taken:
                     continue
                 # a fault rank takes another node than its old one when one is left
-                pick = next((x for x in rest if not (job.fault[r] and int(job.origin[r]) == x)),
-                            rest[0])
+                pick = next((x for x in rest if not (fault[r] and origin[r] == x)), rest[0])
                 rest.remove(pick)
                 taken[r] = pick
             for r, node in taken.items():

@@ -28,6 +28,7 @@ import numpy as np
 from heuristics.state import ClusterState
 from models.check import check
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
+from models.documents import paused_gc
 from models.objective import ResolvedWeights, evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
@@ -49,8 +50,9 @@ def _usable(problem: Problem, job: JobView, free: np.ndarray) -> np.ndarray:
 
 def _order_nodes(problem: Problem, nodes: list[int], wanted: set[int]) -> list[int]:
     """Nodes nobody prefers first, healthy before sub-healthy, natural order."""
-    return sorted(nodes, key=lambda n: (n in wanted, int(problem.health[n] == SUBHEALTHY),
-                                        int(problem.natural_pos[n])))
+    health, natural = problem.health_list, problem.natural_pos_list
+    return sorted(nodes, key=lambda n: (n in wanted, int(health[n] == SUBHEALTHY),
+                                        natural[n]))
 
 
 def _place_job(problem: Problem, job: JobView, free: np.ndarray,
@@ -62,22 +64,41 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
     jobs prefer (nodes nobody else wants are taken first inside a rack).
     """
     usable = _usable(problem, job, free)
+    usable_l: list[bool] = usable.tolist()
+    preferred: list[int] = job.preferred.tolist()
     block = job.sp_block
     window = job.tp_block if job.family is Family.RACK else block
     per_window = block // window
     # racks (950) or whole super pods (A3/850) are the "bins" windows go into
-    bins: dict[int, list[int]] = defaultdict(list)
+    at = np.flatnonzero(usable)
+    pods_at = problem.super_pod[at].astype(np.int64)
+    # racks may repeat across pods: a bin is (rack or pod, pod)
+    keys = (problem.rack[at] if job.family is Family.RACK else pods_at) * 100003 + pods_at
+    # bins in the order of their first node, each with its nodes in index order
+    group_keys, first, group_of = np.unique(keys, return_index=True, return_inverse=True)
+    by_group = np.argsort(group_of, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(group_of, minlength=len(group_keys)))))
+    at_sorted: list[int] = at[by_group].tolist()
+    bounds_l: list[int] = bounds.tolist()
+    keys_l: list[int] = group_keys.tolist()
+    group_pod: list[int] = pods_at[by_group][bounds[1:] - 1].tolist()  # its last node's
+    bins: dict[int, list[int]] = {}
     pod_of_bin: dict[int, int] = {}
-    for n in np.flatnonzero(usable).tolist():
-        key = int(problem.rack[n]) if job.family is Family.RACK else int(problem.super_pod[n])
-        key = key * 100003 + int(problem.super_pod[n])  # racks may repeat across pods
-        bins[key].append(n)
-        pod_of_bin[key] = int(problem.super_pod[n])
-    bin_of_node = {n: k for k, nodes in bins.items() for n in nodes}
+    for g in np.argsort(first, kind="stable").tolist():
+        bins[keys_l[g]] = at_sorted[bounds_l[g]:bounds_l[g + 1]]
+        pod_of_bin[keys_l[g]] = group_pod[g]
+    key_of_node = dict(zip(at.tolist(), keys.tolist(), strict=True))
+    bins_of_pod: dict[int, list[int]] = defaultdict(list)  # in the order of ``bins``
+    for k in bins:
+        bins_of_pod[pod_of_bin[k]].append(k)
     # free nodes per bin that no other job's rank prefers (only counted with ``spare``)
-    own = {int(o) for o in job.preferred if o >= 0}
-    clean = {k: sum(1 for n in v if n not in wanted or n in own) if spare else window
-             for k, v in bins.items()}
+    own = {o for o in preferred if o >= 0}
+    if spare:
+        taken = np.isin(at, np.fromiter(wanted - own, dtype=np.int64, count=len(wanted - own)))
+        free_of_group = np.bincount(group_of, weights=~taken, minlength=len(group_keys))
+        clean = dict(zip(keys_l, free_of_group.astype(np.int64).tolist(), strict=True))
+    else:
+        clean = dict.fromkeys(bins, window)
     room = {k: len(v) for k, v in bins.items()}
     capacity: dict[int, int] = defaultdict(int)  # windows each pod can still take
     for k, left in room.items():
@@ -88,9 +109,9 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
     for w in range(windows):
         counts: Counter[int] = Counter()
         for r in range(w * window, (w + 1) * window):
-            o = int(job.preferred[r])
-            if o >= 0 and usable[o]:
-                counts[bin_of_node[o]] += 1
+            o = preferred[r]
+            if o >= 0 and usable_l[o]:
+                counts[key_of_node[o]] += 1
         window_bins.append(counts)
     blocks = job.tasks // block
     potential = []
@@ -136,7 +157,7 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
         if w in bin_of_window:
             continue
         pod = pod_of_block[w // per_window]
-        fits = [k for k, left in room.items() if pod_of_bin[k] == pod and left >= window]
+        fits = [k for k in bins_of_pod[pod] if room[k] >= window]
         if not fits:
             return None
         k = min(fits, key=lambda k: (wanted_bins[k] > 0, max(0, window - clean[k]), room[k], k))
@@ -146,11 +167,13 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
         room[k] -= window
     # nodes: every window first takes its own origins in its bin, then the rest
     nodes = np.full(job.tasks, -1, dtype=np.int32)
-    left_in: dict[int, set[int]] = {k: set(v) for k, v in bins.items()}
+    left_in: dict[int, set[int]] = {k: set(bins[k]) for k in set(bin_of_window.values())}
+    origin: list[int] = job.origin.tolist()
+    fault: list[bool] = job.fault.tolist()
     for w in range(windows):
         k = bin_of_window[w]
         for r in range(w * window, (w + 1) * window):
-            o = int(job.preferred[r])
+            o = preferred[r]
             if o >= 0 and o in left_in[k]:
                 nodes[r] = o
                 left_in[k].discard(o)
@@ -161,7 +184,7 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
             continue
         order = _order_nodes(problem, list(left_in[k]), wanted)
         for r in ranks:
-            avoid = int(job.origin[r]) if job.fault[r] else -1
+            avoid = origin[r] if fault[r] else -1
             choice = next((n for n in order if n != avoid), None)
             if choice is None:
                 choice = next(iter(order), None)
@@ -305,10 +328,12 @@ def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = Non
     (``time.perf_counter()`` value) the construction raises :class:`OutOfTime` when the
     first part passes it; when the multilevel part does, the first part's plan stands.
     ``weights`` score alternatives (default: the problem's automatic weights).  With
-    ``multilevel`` off the multilevel jobs keep their ``base`` answer.
+    ``multilevel`` off the multilevel jobs keep their ``base`` answer.  Runs with the
+    garbage collector paused, as :func:`heuristics.greedy.greedy_plan` does.
     """
-    plan = _block_plan(problem, base, deadline, weights)
-    return _multilevel_plan(problem, plan, deadline, weights) if multilevel else plan
+    with paused_gc():
+        plan = _block_plan(problem, base, deadline, weights)
+        return _multilevel_plan(problem, plan, deadline, weights) if multilevel else plan
 
 
 def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,

@@ -202,8 +202,8 @@ class _Selector:
         self.soft = job.soft
         self.ub = job.ub_memory and job.tasks > 1
         self.size = problem.super_pod_size_configured or problem.super_pod_size
-        self.sp_of: list[int] = problem.super_pod.tolist()
-        self.rack_of: list[int] = problem.rack.tolist()
+        self.sp_of: list[int] = problem.super_pod_list  # shared: never changed
+        self.rack_of: list[int] = problem.rack_list
         self.pref: list[int] = job.preferred.tolist()
         origin: list[int] = job.origin.tolist()
         fault: list[bool] = job.fault.tolist()
@@ -250,24 +250,31 @@ class _Selector:
             if ok.any():
                 # §2.2 step 4: a single task only sees the least-idle candidates.
                 ok &= free == free[ok].min()
-        cand = np.flatnonzero(ok)
+        # Tie-break: inside a rack, nodes in natural name order (upstream: Go map order).
+        order = problem.topology_order()
+        cand = order[ok[order]]
         if cand.size == 0:
             return
-        # Tie-break: inside a rack, nodes in natural name order (upstream: Go map order).
         # npu-place addition (issue 34): holders of the job's image first inside a rack
         tie = tie_positions(problem, self.job.image)
-        order = np.lexsort((tie[cand], problem.rack[cand], problem.super_pod[cand]))
-        cand = cand[order]
+        if tie is not problem.natural_pos:  # else the topology order is already the order
+            cand = cand[np.lexsort((tie[cand], problem.rack[cand], problem.super_pod[cand]))]
         self.in_pool = bytearray(ok.tobytes())  # ok is exactly the candidate mask
         sp = problem.super_pod[cand]
         rk = problem.rack[cand]
         cuts = np.flatnonzero((np.diff(sp) != 0) | (np.diff(rk) != 0)) + 1
         starts = [0, *cuts.tolist()]
         ends = [*cuts.tolist(), int(cand.size)]
-        sp_l: list[int] = sp.tolist()
-        rk_l: list[int] = rk.tolist()
-        for s, e in zip(starts, ends):
-            self.racks.setdefault(sp_l[s], {})[rk_l[s]] = cand[s:e].tolist()
+        cand_l: list[int] = cand.tolist()
+        racks = [cand_l[s:e] for s, e in zip(starts, ends)]
+        rk_l: list[int] = rk[starts].tolist()
+        # racks of one super pod are consecutive: one dict per super pod
+        sp_at = sp[starts]
+        sp_cuts = [0, *(np.flatnonzero(np.diff(sp_at)) + 1).tolist(), len(starts)]
+        sp_l: list[int] = sp_at[sp_cuts[:-1]].tolist()
+        for i, sp_id in enumerate(sp_l):
+            a, b = sp_cuts[i], sp_cuts[i + 1]
+            self.racks[sp_id] = dict(zip(rk_l[a:b], racks[a:b], strict=True))
         self.prot_in_rack.update(
             (self.sp_of[p], self.rack_of[p]) for p in self.prot if self.in_pool[p]
         )
@@ -528,7 +535,7 @@ class _Selector:
         """Select nodes for every rank; returns upstream's error text or None."""
         unready = self.prefer_origin_super_pods()
         # getSuperPodsInfo: the order table over what is left.
-        counts = {sp: sum(len(v) for v in racks.values()) for sp, racks in self.racks.items()}
+        counts = {sp: sum(map(len, racks.values())) for sp, racks in self.racks.items()}
         for sp in sorted(counts):
             if counts[sp] > self.size:
                 return "super-pod-size is smaller than superPod's node size"

@@ -243,18 +243,22 @@ class _Selection:
         self.super_pod = problem.super_pod
         # totalNodes = getSuperPodTop(nodes): candidates grouped by super pod; inside a super
         # pod nodes are kept in natural name order (upstream iterates a Go map).
-        cand = np.flatnonzero(candidates)
+        order = problem.topology_order(by_rack=False)
+        cand = order[np.asarray(candidates, dtype=bool)[order]]
         sps = problem.super_pod[cand]
         # npu-place addition (issue 34): holders of the job's image first in a super pod
         self.tie = tie_positions(problem, job.image)
-        order = np.lexsort((self.tie[cand], sps))
-        cand = cand[order]
-        sps = sps[order]
+        if self.tie is not problem.natural_pos:  # else the topology order is the order
+            order = np.lexsort((self.tie[cand], sps))
+            cand = cand[order]
+            sps = sps[order]
         cuts = np.flatnonzero(np.diff(sps)) + 1
         starts = [0, *cuts.tolist()]
-        self.pods: dict[int, list[int]] = {
-            int(sps[a]): part.tolist() for a, part in zip(starts, np.split(cand, cuts))
-        } if len(cand) else {}
+        ends = [*starts[1:], len(cand)]
+        cand_l: list[int] = cand.tolist()
+        self.pods: dict[int, list[int]] = dict(zip(
+            sps[starts].tolist(), [cand_l[a:b] for a, b in zip(starts, ends)], strict=True
+        )) if len(cand) else {}
         self.pod_ids = sorted(self.pods)  # keys of totalNodes, ascending
         self.blocks: dict[int, list[int]] = {}
         self.pieces: list[tuple[list[int], list[int]]] = []

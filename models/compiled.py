@@ -10,10 +10,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
+from models.documents import paused_gc
 from models.numbers import natural_key
 from models.scenario import (
     DEFAULT_TOPOTREE,
@@ -237,6 +239,16 @@ class Problem:
         return self.health.tolist()
 
     @cached_property
+    def super_pod_list(self) -> list[int]:
+        """:attr:`super_pod` as a list (see :attr:`natural_pos_list`)."""
+        return self.super_pod.tolist()
+
+    @cached_property
+    def rack_list(self) -> list[int]:
+        """:attr:`rack` as a list (see :attr:`natural_pos_list`)."""
+        return self.rack.tolist()
+
+    @cached_property
     def memo(self) -> dict[Any, Any]:
         """Values derived from this problem alone, computed once by whoever needs them
         (label orders, default objective weights).  Valid because a problem's arrays are
@@ -275,44 +287,65 @@ class Problem:
             self.memo[key] = found
         return found
 
+    def topology_order(self, by_rack: bool = True) -> np.ndarray:
+        """Every node by super pod, then rack (when ``by_rack``), then natural name order
+        (computed once per problem).
+
+        Filtering this array by a mask gives the masked nodes in that order, the order the
+        super-pod and rack strategies build their pools in, without sorting per job.
+        """
+        key = ("topology-order", by_rack)
+        found: np.ndarray | None = self.memo.get(key)
+        if found is None:
+            keys = (self.natural_pos, self.rack, self.super_pod) if by_rack \
+                else (self.natural_pos, self.super_pod)
+            found = self.memo[key] = np.lexsort(keys)
+        return found
+
     @property
     def whole_free(self) -> np.ndarray:
         """Nodes that are completely free and not unhealthy."""
         return (self.free == self.npus) & (self.health != UNHEALTHY)
 
 
-def _compile_tree(name: str, levels: dict[str, LevelConfig], scenario: Scenario) -> TreeView:
+def _ids_or_none(values: list[int | None]) -> np.ndarray:
+    """Int32 array of super-pod or rack IDs: -1 for ``None`` and for negative IDs."""
+    ids = np.array(values, dtype=np.float64)  # None becomes NaN; IDs are below 2^31
+    ids[np.isnan(ids) | (ids < 0)] = -1
+    return ids.astype(np.int32)
+
+
+def _compile_tree(name: str, levels: dict[str, LevelConfig], scenario: Scenario,
+                  tree_of: list[str]) -> TreeView:
+    """One tree's view; ``tree_of[n]`` is the tree node ``n`` names (its
+    ``huawei.com/topotree`` label, ``default`` without it)."""
     ordered = [levels[f"level{i}"] for i in range(1, len(levels) + 1)]
     labels = tuple(level.label for level in ordered)
-    count = len(scenario.nodes)
+    nodes = scenario.nodes
+    count = len(nodes)
+    inside = [n for n in range(count) if tree_of[n] == name]
     member = np.zeros(count, dtype=bool)
-    raw: list[list[str | None]] = [[None] * count for _ in labels]
-    missing: list[tuple[str, str]] = []
-    for n, node in enumerate(scenario.nodes):
-        if node.labels.get(TOPOTREE_LABEL, DEFAULT_TOPOTREE) != name:
-            continue
-        complete = True
-        for i, label in enumerate(labels):
-            value = node.labels.get(label)
-            if value is None:
-                complete = False
-                missing.append((node.name, label))
-            raw[i][n] = value
-        member[n] = complete
+    member[inside] = True
+    missing_at: list[tuple[int, int]] = []  # (node, level) of tree nodes lacking a label
     level_values = []
     level_value = []
-    for i in range(len(labels)):
+    for i, label in enumerate(labels):
+        raw = [nodes[n].labels.get(label) for n in inside]
+        lacking = [n for n, value in zip(inside, raw, strict=True) if value is None]
+        if lacking:
+            member[lacking] = False
+            missing_at.extend((n, i) for n in lacking)
         # Every node of the tree that carries this level's label gets its value, members
         # or not: a job trims the levels above its own (upstream removeRedundantLayers), so
         # a node lacking only a trimmed level's label still serves it.
-        values = sorted({v for v in raw[i] if v is not None}, key=natural_key)
-        where = {v: k for k, v in enumerate(values)}
+        values = sorted({v for v in raw if v is not None}, key=natural_key)
+        where: dict[str | None, int] = {v: k for k, v in enumerate(values)}
         arr = np.full(count, -1, dtype=np.int32)
-        for n, value in enumerate(raw[i]):
-            if value is not None:
-                arr[n] = where[value]
+        where[None] = -1  # a node of the tree without this level's label
+        arr[inside] = np.fromiter(map(where.__getitem__, raw), dtype=np.int32, count=len(raw))
         level_values.append(tuple(values))
         level_value.append(arr)
+    missing_at.sort()  # node by node, levels in order
     return TreeView(
         name=name,
         labels=labels,
@@ -320,7 +353,7 @@ def _compile_tree(name: str, levels: dict[str, LevelConfig], scenario: Scenario)
         level_values=tuple(level_values),
         level_value=tuple(level_value),
         member=member,
-        missing=tuple(missing),
+        missing=tuple((nodes[n].name, labels[i]) for n, i in missing_at),
     )
 
 
@@ -434,47 +467,45 @@ def compile_scenario(scenario: Scenario, source: str = "<scenario>") -> Problem:
     InputError
         When the scenario breaks an input rule (every message at once).
     """
+    with paused_gc():  # a million small objects at 65,536 nodes: see paused_gc
+        return _compile_valid(scenario, source)
+
+
+def _compile_valid(scenario: Scenario, source: str) -> Problem:
+    """:func:`compile_scenario`, the garbage collector paused."""
     shapes, messages = validate_scenario(scenario, source)
     if messages:
         raise InputError(messages)
     now = scenario_now(scenario)
     nodes = scenario.nodes
-    names = tuple(node.name for node in nodes)
+    names = tuple(map(attrgetter("name"), nodes))
     index = {name: i for i, name in enumerate(names)}
-    npus = np.fromiter((n.npus for n in nodes), dtype=np.int32, count=len(nodes))
+    count = len(nodes)
+    npus = np.fromiter(map(attrgetter("npus"), nodes), dtype=np.int32, count=count)
     # a vNPU node serves vNPU jobs only (models.vnpu): no free chip for the other families
-    free = np.fromiter((0 if n.vnpu is not None else n.free for n in nodes), dtype=np.int32,
-                       count=len(nodes))
-    health = np.fromiter((_HEALTH_CODE[n.health] for n in nodes), dtype=np.int8, count=len(nodes))
-    super_pod = np.fromiter(
-        (n.super_pod_id if n.super_pod_id is not None and n.super_pod_id >= 0 else -1
-         for n in nodes),
-        dtype=np.int32,
-        count=len(nodes),
-    )
-    rack = np.fromiter(
-        (n.rack_id if n.rack_id is not None and n.rack_id >= 0 else -1 for n in nodes),
-        dtype=np.int32,
-        count=len(nodes),
-    )
-    natural = sorted(range(len(nodes)), key=lambda i: natural_key(names[i]))
+    free = np.fromiter(map(attrgetter("free"), nodes), dtype=np.int32, count=count)
+    vnpu_nodes = [n for n, vnpu in enumerate(map(attrgetter("vnpu"), nodes)) if vnpu is not None]
+    free[vnpu_nodes] = 0
+    health = np.fromiter(map(_HEALTH_CODE.__getitem__, map(attrgetter("health"), nodes)),
+                         dtype=np.int8, count=count)
+    super_pod = _ids_or_none(list(map(attrgetter("super_pod_id"), nodes)))
+    rack = _ids_or_none(list(map(attrgetter("rack_id"), nodes)))
+    natural = sorted(range(count), key=list(map(natural_key, names)).__getitem__)
     natural_order = np.asarray(natural, dtype=np.int32)
-    natural_pos = np.empty(len(nodes), dtype=np.int32)
-    natural_pos[natural_order] = np.arange(len(nodes), dtype=np.int32)
+    natural_pos = np.empty(count, dtype=np.int32)
+    natural_pos[natural_order] = np.arange(count, dtype=np.int32)
 
     jobs, live_all = compile_jobs(scenario, shapes, index, now)
     queue = job_queue(jobs)
+    tree_of = [n.labels.get(TOPOTREE_LABEL, DEFAULT_TOPOTREE) for n in nodes]
     trees = {
-        name: _compile_tree(name, levels, scenario)
+        name: _compile_tree(name, levels, scenario, tree_of)
         for name, levels in scenario.config.resource_level_config.items()
     }
     tree_names = tuple(trees)
     tree_pos = {name: i for i, name in enumerate(tree_names)}
-    node_tree = np.fromiter(
-        (tree_pos.get(n.labels.get(TOPOTREE_LABEL, DEFAULT_TOPOTREE), -1) for n in nodes),
-        dtype=np.int32,
-        count=len(nodes),
-    )
+    node_tree = np.fromiter((tree_pos.get(tree, -1) for tree in tree_of), dtype=np.int32,
+                            count=len(nodes))
     return Problem(
         scenario=scenario,
         now=now,

@@ -22,6 +22,7 @@ from models.documents import (
     load_json,
     load_yaml,
     parse_text,
+    paused_gc,
     read_document,
 )
 from models.errors import closest_name
@@ -161,7 +162,8 @@ def model_from_data(model: type[M], data: Any, source: str) -> M:
         kind = type(data).__name__ if data is not None else "an empty document"
         raise InputError([f"{source}: expected a mapping at the top level, got {kind}"])
     try:
-        return model.model_validate(data)
+        with paused_gc():
+            return model.model_validate(data)
     except ValidationError as exc:
         raise InputError(pydantic_messages(exc, data, source, model)) from None
 
@@ -323,7 +325,8 @@ def scenario_model(data: Any, source: str = "<scenario>") -> Scenario:
         model_from_data(Scenario, data, source)  # raises the top-level message
     _refuse_other_kind(data, source, "scenario")
     try:
-        return Scenario.model_validate(data)
+        with paused_gc():
+            return Scenario.model_validate(data)
     except ValidationError as exc:
         messages = pydantic_messages(exc, data, source, Scenario)
         raise InputError(messages + best_effort_messages(data, source, exc.errors())) from None

@@ -351,6 +351,9 @@ class JobImage(_Model):
         "Its size in GB; absent: the job's image-size-gb."), examples=[28.5])
 
 
+_ONLY_STR = {str}
+
+
 class Node(_Model):
     """One Kubernetes node with its NPU state."""
 
@@ -387,6 +390,11 @@ class Node(_Model):
         # Keys and values are checked here, in one pass (a 100,000-node file has 600,000).
         if not isinstance(value, dict) or len(value) > MAX_LABELS:
             return value  # pydantic reports the type or the count
+        texts = [*value, *value.values()]
+        if not texts or (set(map(type, texts)) == _ONLY_STR
+                         and max(map(len, texts)) <= MAX_TEXT_CHARS
+                         and "".join(texts).isprintable()):
+            return value  # the common case, checked in C: strings, short, printable
         plain = True
         for key, item in value.items():
             if type(item) is not str or type(key) is not str:

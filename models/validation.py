@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 
 from models.errors import InputError as InputError  # re-exported: the callers' home of it
 from models.limits import MAX_LEVELS, escape_text, listing
@@ -502,7 +504,8 @@ def _check_ordinary(
 
 
 def validate_scenario(
-    scenario: Scenario, source: str = "<scenario>"
+    scenario: Scenario, source: str = "<scenario>",
+    checked_nodes: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, JobShape], list[str]]:
     """Check every cross-field rule of a scenario.
 
@@ -512,6 +515,11 @@ def validate_scenario(
         A structurally valid scenario.
     source
         The file name used in messages.
+    checked_nodes
+        The names of the scenario's nodes (name → index) when the rules on the nodes
+        alone (unique names, ``free`` within ``0..npus``, super pods within
+        ``super-pod-size``) are known to hold: a stored cluster whose nodes a delta left
+        unchanged.  Those rules are then not run again; every other rule is.
 
     Returns
     -------
@@ -561,18 +569,33 @@ def validate_scenario(
             say(where, "label", f"labels {', '.join(repr(lb) for lb in dup_labels)} are used by "
                                 "more than one level")
 
-    names: set[str] = set()
+    nodes = scenario.nodes
     super_pod_sizes: Counter[int] = Counter()
-    for index, node in enumerate(scenario.nodes):
-        where = f"node '{node.name}'"
-        if node.name in names:
-            say(where, "name", f"duplicate node name (node #{index})")
-        names.add(node.name)
-        problem = free_problem(node.free, node.npus)
-        if problem is not None:
-            say(where, "free", problem)
-        if node.super_pod_id is not None and node.super_pod_id >= 0:
-            super_pod_sizes[node.super_pod_id] += 1
+    names: Collection[str]
+    if checked_nodes is not None:
+        names = checked_nodes  # the rules on the nodes alone hold: not run again
+    else:
+        names = set(map(attrgetter("name"), nodes))
+        if len(names) == len(nodes) and all(
+                0 <= free <= npus for free, npus in zip(map(attrgetter("free"), nodes),
+                                                        map(attrgetter("npus"), nodes),
+                                                        strict=True)):
+            # names unique, every free in range: checked column by column (65,536 nodes)
+            super_pod_sizes.update(sp for sp in map(attrgetter("super_pod_id"), nodes)
+                                   if sp is not None and sp >= 0)
+        else:  # the messages, node by node
+            seen: set[str] = set()
+            for index, node in enumerate(nodes):
+                where = f"node '{node.name}'"
+                if node.name in seen:
+                    say(where, "name", f"duplicate node name (node #{index})")
+                seen.add(node.name)
+                problem = free_problem(node.free, node.npus)
+                if problem is not None:
+                    say(where, "free", problem)
+                if node.super_pod_id is not None and node.super_pod_id >= 0:
+                    super_pod_sizes[node.super_pod_id] += 1
+            names = seen
     size = config.effective_super_pod_size
     for sp, count in sorted(super_pod_sizes.items()):
         if count > size:
@@ -646,10 +669,10 @@ def validate_scenario(
         for field, text in errors:
             say(where, field, text)
     messages.extend(validate_vnpu(scenario, source, job_names | running_names))
-    npus = {node.name: node.npus for node in scenario.nodes}
-    free = {node.name: node.free for node in scenario.nodes}
+    by_name = {node.name: node for node in scenario.nodes} if used else {}
     for name, chips in used.items():
-        problem = running_overlap_problem(free[name], chips, npus[name])
+        node = by_name[name]
+        problem = running_overlap_problem(node.free, chips, node.npus)
         if problem is not None:
             say(f"node '{name}'", "free", problem)
     return shapes, messages

@@ -20,7 +20,9 @@ from solver.doors import require_extra
 def register(sub: Any) -> None:
     """Add the ``bench`` subcommand to ``sub``."""
     p = sub.add_parser("bench", help="solver-vs-greedy benchmark suite with reports and plots")
-    p.add_argument("--suite", choices=("quick", "full"), default="quick")
+    p.add_argument("--suite", choices=("quick", "full", "scale"), default="quick",
+                   help="quick (6 small instances), full (64 to 8,192 nodes) or scale "
+                        "(every family at 16,384, 32,768 and 65,536 nodes, 16-job batches)")
     add_engine_options(p, engine=False)
     p.add_argument("--out", metavar="DIR", default="bench-out",
                    help="results.csv, report.md, plots and scenarios (default bench-out; "
@@ -36,7 +38,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    """``npu-place bench [--suite quick|full] [--time-limit S] [--workers N] [--seed N]
+    """``npu-place bench [--suite quick|full|scale] [--time-limit S] [--workers N] [--seed N]
     [--deterministic-time D] [--scheduler ADDRESS] [--dask-workers N]``.
 
     Runs the suite on Dask (a local cluster unless ``--scheduler`` is given), writes

@@ -209,6 +209,18 @@ def plan_digest(plan: Plan) -> bytes:
     return h.digest()
 
 
+def _tally(states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(states, return_counts=True)`` of int64 ``states``: by counting when the
+    values are small non-negative integers (no sort of 60,000 states per step of a
+    65,536-node search), by sorting otherwise."""
+    if len(states) and states.min() >= 0 and states.max() < 4 * len(states) + 4096:
+        tally = np.bincount(states)
+        values = np.flatnonzero(tally).astype(np.int64)
+        return values, tally[values].astype(np.int64)
+    values, counts = np.unique(states, return_counts=True)
+    return values, counts.astype(np.int64)
+
+
 def step_digest(problem: Problem, hint: Plan | None, keep: np.ndarray | None,
                 fixed: dict[int, np.ndarray] | None, skip: frozenset[int]) -> bytes:
     """The digest of one :func:`solver.cpsat.build_model` call but its weights (see the
@@ -255,7 +267,7 @@ def step_digest(problem: Problem, hint: Plan | None, keep: np.ndarray | None,
         unhealthy = (np.asarray(problem.health)[outside] == UNHEALTHY).astype(np.int64)
         span = 2 * (int(free.max()) + 1)
         states = classes[outside] * span + free * 2 + unhealthy
-        values, counts = np.unique(states, return_counts=True)
+        values, counts = _tally(states)
         _feed(h, span)
         _feed(h, values)
         _feed(h, counts)

@@ -55,6 +55,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -286,14 +287,18 @@ def _shapes(problem: Problem) -> dict[str, JobShape]:
 
 
 def recompile_jobs(problem: Problem, scenario: Scenario,
-                   shapes: dict[str, JobShape] | None = None) -> Problem:
+                   shapes: dict[str, JobShape] | None = None,
+                   nodes_unchanged: bool = False) -> Problem:
     """A new problem with ``scenario``'s jobs, cache and ``now``; nodes and trees reused.
 
     ``scenario`` must have the same nodes (names and order) as ``problem.scenario``.
-    Without ``shapes`` the cross-field rules run again (raising :class:`InputError`).
+    Without ``shapes`` the cross-field rules run again (raising :class:`InputError`);
+    with ``nodes_unchanged`` (no node's ``free`` or ``health`` changed either) the rules
+    on the nodes alone are not run again: they held on the stored cluster.
     """
     if shapes is None:
-        shapes, messages = validate_scenario(scenario, "<delta>")
+        shapes, messages = validate_scenario(
+            scenario, "<delta>", problem.node_index if nodes_unchanged else None)
         if messages:
             raise InputError(messages)
     now = int(scenario.now) if scenario.now is not None else int(time.time())
@@ -483,7 +488,10 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     if vnpu_changed:
         jobs_changed = True  # the vNPU rules run with the cross-field rules
 
-    node_names = {n.name for n in nodes} if delta.cache_events else set()
+    node_names: Collection[str] = set()
+    if delta.cache_events:  # the stored index serves while no node was added or removed
+        node_names = ({n.name for n in nodes} if removed or delta.nodes_added
+                      else problem.node_index)
     for i, event in enumerate(delta.cache_events):
         if event.event is CacheEventKind.BIND and event.node not in node_names:
             say(f"field 'cache-events[{i}].node'", f"node '{event.node}' does not exist")
@@ -578,8 +586,8 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
                    else problem.image_holders)
         out = replace(out, scenario=new, free=free, health=health, image_holders=holders)
     if jobs_changed:
-        return _Applied(new, recompile_jobs(out, new), new_lifecycle, "jobs", notes,
-                        used_stamp)
+        return _Applied(new, recompile_jobs(out, new, nodes_unchanged=not changed),
+                        new_lifecycle, "jobs", notes, used_stamp)
     patched = replace(out, scenario=new, now=problem.now if now is None else int(now))
     times = _OWNER_TIMES.get(problem)
     if times is not None:  # the same cache entries: the same owners' times

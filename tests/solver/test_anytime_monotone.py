@@ -25,6 +25,7 @@ from models.plan import Plan, to_placement
 from solver.cpsat import (
     FULL_MAX_JOBS,
     LNS_MIN_NODES,
+    LNS_ONLY_NODES,
     CpsatOutcome,
     search_mode,
     solve_cpsat,
@@ -203,3 +204,10 @@ def test_search_mode_depends_on_the_shape_only() -> None:
     for budget in (0.1, 1.0, 10.0, 100.0):
         assert search_mode(_shape(8192, 11), budget, budget) == "hybrid"
         assert search_mode(_shape(4608, 1), budget, None) == "full"
+
+
+def test_batches_above_lns_only_nodes_search_by_neighbourhoods_only() -> None:
+    assert search_mode(_shape(LNS_ONLY_NODES, 16)) == "hybrid"
+    assert search_mode(_shape(LNS_ONLY_NODES + 1, 16)) == "lns"
+    assert search_mode(_shape(65536, 16)) == "lns"
+    assert search_mode(_shape(65536, FULL_MAX_JOBS)) == "full"  # one job: the model proves
