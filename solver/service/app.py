@@ -44,14 +44,18 @@ from models.limits import (
     check_seed,
     escape_text,
 )
-from models.numbers import is_ascii_digits, parse_int
 from models.placement import PlacementFile
 from models.scenario import Scenario
 from solver.service.auth import BearerAuth, HiddenToken
 from solver.service.connections import ConnectionGuard
 from solver.service.extender import ExtenderConfig, ExtenderCore, PathToken, extender_router
 from solver.service.metrics import PROMETHEUS_CONTENT_TYPE, ServiceMetrics
-from solver.service.parsing import BadRequest, ValidateRequest, ValidateResponse
+from solver.service.parsing import (
+    BadRequest,
+    ValidateRequest,
+    ValidateResponse,
+    refuse_declared_length,
+)
 from solver.service.pool import SOURCE_SOLVE, PlanOutcome, Saturated, WorkerPool
 from solver.service.state import ClusterDelta, ClusterInfo
 from solver.service.worker import DEFAULT_SOLVE
@@ -332,13 +336,8 @@ class PlanningService:
         503 then, not when the client finishes sending.
         """
         limit = int(self.config.max_body_mb * 1024 * 1024)
-        declared = request.headers.get("content-length")
-        size = parse_int(declared, max_digits=30) if declared is not None else None
-        if (size is not None and size > limit) or (
-                declared is not None and size is None and is_ascii_digits(declared)):
-            raise BadRequest(413, "body too large", [
-                f"request body: {escape_text(declared or '', 40)} bytes; the limit is {limit} "
-                "bytes (--max-body-mb)"])
+        refuse_declared_length(request.headers.get("content-length"), limit,
+                               f"the limit is {limit} bytes (--max-body-mb)")
         received = request.scope.get("state", {}).get("received", time.monotonic())
         cutoff = received + self.config.body_timeout
         by_deadline = deadline is not None and deadline - self.config.reply_margin < cutoff

@@ -73,11 +73,10 @@ from models.kube.build import ClusterImport
 from models.kube.jobs import GROUP_ANNOTATION, controller_uid, pod_record
 from models.kube.source import Diagnostics, read_dumps
 from models.limits import escape_text
-from models.numbers import is_ascii_digits, parse_int
 from models.scenario import AffinityCacheModel, Family, Policy, Scenario, family_of
 from models.validation import InputError
 from solver.service.auth import PATH_AUTHORIZED
-from solver.service.parsing import BadRequest
+from solver.service.parsing import BadRequest, refuse_declared_length
 
 log = logging.getLogger("npu_place.extender")
 
@@ -962,36 +961,23 @@ async def _read(request: Request, limit_mb: float, timeout: float) -> bytes:
     """The body, 413 above ``limit_mb`` (before reading when Content-Length says so), 408
     when it has not arrived within ``timeout`` seconds."""
     limit = int(limit_mb * 1024 * 1024)
-    declared = request.headers.get("content-length")
-    size = parse_int(declared, max_digits=30) if declared is not None else None
-    if (size is not None and size > limit) or (
-            declared is not None and size is None and is_ascii_digits(declared)):
-        raise BadRequest(413, "body too large", [
-            f"request body: {escape_text(declared or '', 40)} bytes; the extender takes at "
-            f"most {limit} bytes"],
-            {"Connection": "close"})
+    refuse_declared_length(request.headers.get("content-length"), limit,
+                           f"the extender takes at most {limit} bytes", {"Connection": "close"})
     chunks: list[bytes] = []
-    size = 0
-    try:
-        async with asyncio.timeout(max(0.0, timeout)):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    raise BadRequest(413, "body too large", [
-                        f"request body: more than {limit} bytes (the extender's limit)"],
-                        {"Connection": "close"})
-                chunks.append(chunk)
-    except TimeoutError:
-        raise BadRequest(408, "body too slow", [
-            f"request body: {size} bytes had arrived when the verb's time ran out"],
-            {"Connection": "close"}) from None
+    await _stream(request, limit, timeout, chunks)
     return b"".join(chunks)
 
 
 async def _drain(request: Request, limit_mb: float, timeout: float) -> int:
     """Read the body and drop it (own-view mode): memory of one chunk; 413/408 as
     :func:`_read`.  Returns its size."""
-    limit = int(limit_mb * 1024 * 1024)
+    return await _stream(request, int(limit_mb * 1024 * 1024), timeout, None)
+
+
+async def _stream(request: Request, limit: int, timeout: float,
+                  chunks: list[bytes] | None) -> int:
+    """Read the body chunk by chunk (into ``chunks`` when given): its size; 413 past
+    ``limit`` bytes, 408 when it has not all arrived within ``timeout`` seconds."""
     size = 0
     try:
         async with asyncio.timeout(max(0.0, timeout)):
@@ -1001,6 +987,8 @@ async def _drain(request: Request, limit_mb: float, timeout: float) -> int:
                     raise BadRequest(413, "body too large", [
                         f"request body: more than {limit} bytes (the extender's limit)"],
                         {"Connection": "close"})
+                if chunks is not None:
+                    chunks.append(chunk)
     except TimeoutError:
         raise BadRequest(408, "body too slow", [
             f"request body: {size} bytes had arrived when the verb's time ran out"],

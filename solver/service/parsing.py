@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from models.compiled import Problem, compile_scenario
 from models.io import DocumentError, load_json, load_yaml, model_from_data, pydantic_messages
 from models.limits import MAX_ERRORS_SHOWN, capped, escape_text
+from models.numbers import is_ascii_digits, parse_int
 from models.placement import JobPlacement, MetricsModel, PlacementFile, Status
 from models.scenario import Scenario
 from models.validation import InputError
@@ -34,6 +35,31 @@ class BadRequest(Exception):
         self.error = error
         self.messages = capped(messages or [])
         self.headers = headers
+
+
+def refuse_declared_length(declared: str | None, limit: int, limit_text: str,
+                           headers: dict[str, str] | None = None) -> None:
+    """Raise a 413 when a request's ``Content-Length`` header (``declared``) says more than
+    ``limit`` bytes, before anything is read.  A header of more digits than any size is
+    too large too; one that is not ASCII digits is left to the body's own count.
+
+    Parameters
+    ----------
+    declared
+        The ``Content-Length`` header, or None.
+    limit
+        The most bytes taken.
+    limit_text
+        What the message says of the limit (``the limit is N bytes (--max-body-mb)``).
+    headers
+        Headers of the 413 answer.
+    """
+    if declared is None:
+        return
+    size = parse_int(declared, max_digits=30)
+    if (size is not None and size > limit) or (size is None and is_ascii_digits(declared)):
+        raise BadRequest(413, "body too large", [
+            f"request body: {escape_text(declared, 40)} bytes; {limit_text}"], headers)
 
 
 class ValidateRequest(BaseModel):
