@@ -69,6 +69,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from heuristics.lifecycle import CacheLifecycle, RunningPods, TaskStatus
 from models.io import scenario_from_data
+from models.joblist import job_count
 from models.kube.build import ClusterImport
 from models.kube.jobs import GROUP_ANNOTATION, controller_uid, pod_record
 from models.kube.source import Diagnostics, read_dumps
@@ -104,6 +105,18 @@ _ABSTAIN = b'{"nodeScore":{},"errorMessage":""}'
 _FITS = b'{"status":"","code":0}'
 _EVENT_OK = b'{"errorMessage":""}'
 _EMPTY = b"{}"
+
+
+def _remember_jobs(session: Session, scenario: Scenario) -> None:
+    """Note every pending job's owner (both kinds: ``jobs`` and ``vnpu-jobs``) and the
+    session's node and job counts."""
+    owners = [(j.name, j.owner_uid) for j in scenario.jobs]
+    owners += [(v.name, v.owner_uid) for v in scenario.vnpu_jobs]
+    for name, owner in owners:
+        if owner:
+            session.owners[name] = owner
+    session.counts["nodes"] = len(scenario.nodes)
+    session.counts["pending-jobs"] = job_count(scenario)
 
 
 class _Superseded(Exception):
@@ -616,14 +629,7 @@ class ExtenderCore:
             scenario = scenario_from_data(data, f"stored cluster {self.config.cluster}")
         except InputError as exc:
             raise SnapshotError(422, exc.messages[:20]) from None
-        for job in scenario.jobs:
-            if job.owner_uid:
-                session.owners[job.name] = job.owner_uid
-        for vjob in scenario.vnpu_jobs:
-            if vjob.owner_uid:
-                session.owners[vjob.name] = vjob.owner_uid
-        session.counts["nodes"] = len(scenario.nodes)
-        session.counts["pending-jobs"] = len(scenario.jobs) + len(scenario.vnpu_jobs)
+        _remember_jobs(session, scenario)
         return scenario
 
     def cache_event(self, body: dict[str, Any], status: int | None) -> dict[str, Any] | None:
@@ -698,14 +704,7 @@ class ExtenderCore:
         entries += [e for e in scenario.affinity_cache.entries
                     if (e.owner_uid, e.rank) not in kept and e.node in nodes]
         cache = model.model_copy(update={"entries": entries})
-        for job in scenario.jobs:
-            if job.owner_uid:
-                session.owners[job.name] = job.owner_uid
-        for vjob in scenario.vnpu_jobs:
-            if vjob.owner_uid:
-                session.owners[vjob.name] = vjob.owner_uid
-        session.counts["nodes"] = len(scenario.nodes)
-        session.counts["pending-jobs"] = len(scenario.jobs) + len(scenario.vnpu_jobs)
+        _remember_jobs(session, scenario)
         return scenario.model_copy(update={"affinity_cache": cache})
 
     def _plan(self, session: Session, scenario: Scenario, deadline: float) -> None:
