@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
+from hypothesis import assume
 from ortools.sat.python import cp_model
 
 from models.check import check
 from models.compiled import Problem
-from models.objective import evaluate
+from models.objective import evaluate, resolve_weights
 from models.placement import Status
-from solver.cpsat import BuiltModel
+from models.plan import Plan, to_placement
+from solver.cpsat import BuiltModel, HintError, add_hint, build_model
 from solver.facade import Result
 
 
@@ -38,3 +41,24 @@ def objective_fixed_to_hint(built: BuiltModel) -> int:
     status = solver.solve(built.model)
     assert status == cp_model.OPTIMAL, solver.status_name(status)
     return round(solver.objective_value)
+
+
+def assert_plan_is_a_model_solution(problem: Problem, mapping: dict[int, list[int]]) -> None:
+    """A valid placement (job index -> node per rank) given as the hint is a solution of
+    the CP-SAT model with every variable fixed to it, with the objective ``evaluate``
+    gives.  A layout the counted model does not represent (:class:`HintError`) is skipped
+    with ``assume`` (reported by hypothesis, not hidden)."""
+    nodes: list[np.ndarray | None] = [None] * len(problem.jobs)
+    for j, ranks in mapping.items():
+        nodes[j] = np.asarray(ranks, dtype=np.int32)
+    plan = Plan(nodes, [None if n is not None else "not placed" for n in nodes])
+    placement = to_placement(problem, plan, engine="random", status=Status.FEASIBLE)
+    assert check(problem, placement) == []
+    weights = resolve_weights(problem)
+    built = build_model(problem, weights, plan)
+    try:
+        expected = add_hint(built, plan)
+    except HintError:
+        assume(False)
+    assert objective_fixed_to_hint(built) == expected
+    assert expected == evaluate(problem, mapping, weights).objective

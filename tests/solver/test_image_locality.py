@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from heuristics.greedy import available_families
 from models.check import check
 from models.compiled import Problem, compile_scenario
-from models.objective import evaluate, resolve_weights
-from models.placement import Status
-from models.plan import Plan, to_placement
-from solver.cpsat import HintError, add_hint, build_model
+from models.objective import evaluate
 from solver.facade import solve
-from tests.solver.answers import assert_sound_answer, objective_fixed_to_hint
+from tests.solver.answers import assert_plan_is_a_model_solution, assert_sound_answer
 from tests.strategies import ALL_FAMILIES, problems, random_plan
 
 IMAGES = {"llm": 35.0, "cv": 12.5, "ft": 0.4}
@@ -49,20 +45,7 @@ def test_model_objective_equals_evaluate_with_images(problem: Problem, seed: int
     """A random valid placement as the fixed hint: the model's objective (image term
     included) is ``evaluate()``'s."""
     mapping = random_plan(problem, random.Random(seed), place_probability=0.9)
-    nodes: list[np.ndarray | None] = [None] * len(problem.jobs)
-    for j, ranks in mapping.items():
-        nodes[j] = np.asarray(ranks, dtype=np.int32)
-    plan = Plan(nodes, [None if n is not None else "not placed" for n in nodes])
-    placement = to_placement(problem, plan, engine="random", status=Status.FEASIBLE)
-    assert check(problem, placement) == []
-    weights = resolve_weights(problem)
-    built = build_model(problem, weights, plan)
-    try:
-        expected = add_hint(built, plan)
-    except HintError:
-        assume(False)
-    assert objective_fixed_to_hint(built) == expected
-    assert expected == evaluate(problem, mapping, weights).objective
+    assert_plan_is_a_model_solution(problem, mapping)
 
 
 @settings(max_examples=25, deadline=None)
