@@ -1,0 +1,164 @@
+"""Digests of what the engines do, to prove a refactoring changed nothing (issue 36).
+
+::
+
+    python -m benchmarks.digests --out before.json [--set quick|large|all]
+    python -m benchmarks.digests --compare before.json [--set ...]
+
+For every case (the bundled examples, the ``quick`` suite and, in set ``large``/``all``,
+a 4,096-node 16-job batch per family for seeds 7 and 8) every engine (``greedy``,
+``cpsat``, ``auto``) runs under a deterministic budget with one worker and a fixed seed,
+and the tool records
+
+- ``answer``: the SHA-256 of the answer's placement file (JSON, sorted keys, the
+  wall-clock fields left out), with its engine, status and objective;
+- ``protos``: the SHA-256 of every CP-SAT model handed to the solver, in order, hints
+  included (the ``CpModelProto`` in text format).
+
+``--compare`` recomputes them and prints each case and engine whose answer or protos
+differ (exit 1), or ``OK`` (exit 0).  Run it twice on the same code first: a case that
+differs then is not deterministic, and the tool says so rather than blaming a change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from benchmarks.generators import GenParams, case_name, generate_case
+from benchmarks.suite import quick_suite
+from models.io import load_scenario
+from models.scenario import Scenario
+from solver.facade import solve
+
+__all__ = ["case_digests", "cases", "compare", "main"]
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "models" / "examples"
+ENGINES = ("greedy", "cpsat", "auto")
+#: wall-clock fields of an answer, left out of its digest
+_WALL_KEYS = {"wall-seconds", "solver-wall-seconds", "created", "solved-at"}
+LARGE_FAMILIES = ("950", "a3", "850", "multilevel", "ordinary")
+LARGE_SEEDS = (7, 8)
+
+
+def cases(which: str) -> Iterator[tuple[str, Scenario]]:
+    """The cases of set ``quick`` (examples + quick suite), ``large`` (4,096-node
+    batches) or ``all``."""
+    if which in ("quick", "all"):
+        for path in sorted(EXAMPLES.glob("*.yaml")):
+            if path.name.endswith(".events.yaml"):
+                continue
+            yield f"example:{path.stem}", load_scenario(path)
+        for instance in quick_suite():
+            yield f"quick:{instance.name}", generate_case(instance.params).scenario
+    if which in ("large", "all"):
+        for seed in LARGE_SEEDS:
+            for family in LARGE_FAMILIES:
+                params = GenParams(family, nodes=4096, seed=seed, jobs=16)
+                yield f"large:{case_name(params)}", generate_case(params).scenario
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _scrub(v) for k, v in value.items() if k not in _WALL_KEYS}
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    return value
+
+
+@contextmanager
+def _recording_protos() -> Iterator[list[str]]:
+    seen: list[str] = []
+    original = cp_model.CpSolver.solve
+
+    def recording(self: cp_model.CpSolver, model: cp_model.CpModel, *args: Any,
+                  **kwargs: Any) -> Any:
+        data = str(model.Proto()).encode()
+        seen.append(hashlib.sha256(data).hexdigest()[:16])
+        return original(self, model, *args, **kwargs)
+
+    cp_model.CpSolver.solve = recording  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        cp_model.CpSolver.solve = original  # type: ignore[method-assign]
+
+
+def case_digests(scenario: Scenario, deterministic_time: float) -> dict[str, Any]:
+    """Each engine's answer digest and CP-SAT proto digests on one scenario."""
+    out: dict[str, Any] = {}
+    for engine in ENGINES:
+        with _recording_protos() as protos:
+            result = solve(scenario, engine=engine, time_limit=600.0, workers=1, seed=0,
+                           deterministic_time=deterministic_time)
+        doc = _scrub(json.loads(result.placement.model_dump_json(by_alias=True)))
+        text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+        out[engine] = {
+            "engine": result.engine, "status": str(result.status),
+            "objective": result.objective,
+            "answer": hashlib.sha256(text.encode()).hexdigest()[:16],
+            "protos": list(protos),
+        }
+    return out
+
+
+def compare(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """Lines naming each case and engine whose digests differ."""
+    lines = []
+    for case in sorted(set(before) | set(now)):
+        a, b = before.get(case), now.get(case)
+        if a is None or b is None:
+            lines.append(f"{case}: only in {'now' if a is None else 'before'}")
+            continue
+        for engine in ENGINES:
+            x, y = a.get(engine, {}), b.get(engine, {})
+            for key in ("engine", "status", "objective", "answer"):
+                if x.get(key) != y.get(key):
+                    lines.append(f"{case} {engine}: {key} {x.get(key)} -> {y.get(key)}")
+            px, py = x.get("protos", []), y.get("protos", [])
+            if px != py:
+                first = next((i for i, (p, q) in enumerate(zip(px, py, strict=False))
+                              if p != q), min(len(px), len(py)))
+                lines.append(f"{case} {engine}: protos differ ({len(px)} -> {len(py)} "
+                             f"models, first difference at model {first})")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.digests",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--set", default="quick", choices=("quick", "large", "all"))
+    parser.add_argument("--deterministic-time", type=float, default=0.5)
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--out", type=Path, help="write the digests to this JSON file")
+    group.add_argument("--compare", type=Path, help="compare with this JSON file")
+    args = parser.parse_args(argv)
+    now: dict[str, Any] = {}
+    for name, scenario in cases(args.set):
+        now[name] = case_digests(scenario, args.deterministic_time)
+        print(f"{name}: " + ", ".join(f"{e} {now[name][e]['objective']} "
+                                      f"({len(now[name][e]['protos'])} models)"
+                                      for e in ENGINES), file=sys.stderr, flush=True)
+    if args.out is not None:
+        args.out.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
+        return 0
+    before = json.loads(args.compare.read_text())
+    lines = compare(before, now)
+    for line in lines:
+        print(line)
+    if not lines:
+        print(f"OK: {len(now)} cases, engines {', '.join(ENGINES)}: answers and CP-SAT "
+              "protos identical")
+    return 1 if lines else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
