@@ -27,17 +27,16 @@ import hashlib
 import json
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ortools.sat.python import cp_model
-
 from benchmarks.generators import GenParams, case_name, generate_case
 from benchmarks.suite import quick_suite
+from models.documents import read_text
 from models.io import load_scenario
 from models.scenario import Scenario
 from solver.facade import solve
+from solver.proto_digests import recording_proto_digests
 
 __all__ = ["case_digests", "cases", "compare", "main"]
 
@@ -74,29 +73,11 @@ def _scrub(value: Any) -> Any:
     return value
 
 
-@contextmanager
-def _recording_protos() -> Iterator[list[str]]:
-    seen: list[str] = []
-    original = cp_model.CpSolver.solve
-
-    def recording(self: cp_model.CpSolver, model: cp_model.CpModel, *args: Any,
-                  **kwargs: Any) -> Any:
-        data = str(model.Proto()).encode()
-        seen.append(hashlib.sha256(data).hexdigest()[:16])
-        return original(self, model, *args, **kwargs)
-
-    cp_model.CpSolver.solve = recording  # type: ignore[method-assign]
-    try:
-        yield seen
-    finally:
-        cp_model.CpSolver.solve = original  # type: ignore[method-assign]
-
-
 def case_digests(scenario: Scenario, deterministic_time: float) -> dict[str, Any]:
     """Each engine's answer digest and CP-SAT proto digests on one scenario."""
     out: dict[str, Any] = {}
     for engine in ENGINES:
-        with _recording_protos() as protos:
+        with recording_proto_digests() as protos:
             result = solve(scenario, engine=engine, time_limit=600.0, workers=1, seed=0,
                            deterministic_time=deterministic_time)
         doc = _scrub(json.loads(result.placement.model_dump_json(by_alias=True)))
@@ -150,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         args.out.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
         return 0
-    before = json.loads(args.compare.read_text())
+    before = json.loads(read_text(args.compare))
     lines = compare(before, now)
     for line in lines:
         print(line)

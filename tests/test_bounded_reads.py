@@ -94,6 +94,7 @@ ALLOWED: dict[tuple[str, str, str], tuple[int, str]] = {
     ("benchmarks/kube_dump_vnpu.py", "write_vnpu_example", "path.write_text"):
         (1, "write: the bundled vNPU example"),
     ("benchmarks/loadtest.py", "main", "Path(args.out).write_text"): (1, "write: --out"),
+    ("benchmarks/digests.py", "main", "args.out.write_text"): (1, "write: --out"),
     ("benchmarks/regression.py", "write_baseline_file", "tmp.write_bytes"):
         (1, "write: a baseline's temporary file, renamed over it"),
     ("benchmarks/regression.py", "compare_baseline",
