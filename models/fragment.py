@@ -39,6 +39,7 @@ _DERIVED: weakref.WeakKeyDictionary[Problem, Derived] = weakref.WeakKeyDictionar
 
 
 def derived_arrays(problem: Problem) -> Derived:
+    """The :class:`Derived` arrays of ``problem`` (made on first use, kept with it)."""
     found = _DERIVED.get(problem)
     if found is None:
         found = _DERIVED[problem] = Derived(problem)
