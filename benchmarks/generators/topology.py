@@ -138,8 +138,6 @@ def build_topology(params: GenParams) -> Topology:
     )
 
 
-
-
 def nodes_data(topo: Topology, free: np.ndarray, health: list[str]) -> list[dict[str, Any]]:
     """The contract's ``nodes`` of ``topo`` with the given free NPUs and health."""
     nodes = []
@@ -158,8 +156,6 @@ def nodes_data(topo: Topology, free: np.ndarray, health: list[str]) -> list[dict
             node["labels"] = dict(topo.labels[n])
         nodes.append(node)
     return nodes
-
-
 
 
 def cluster_nodes(family: str, nodes: int, pod_nodes: int | None = None,

@@ -25,7 +25,6 @@ class Finding:
     failure: bool
 
 
-
 def compare_rows(old_rows: Sequence[dict[str, str]], new_rows: Sequence[dict[str, str]]
                  ) -> list[Finding]:
     """Every regression of ``new_rows`` against ``old_rows``, cell by cell.

@@ -87,10 +87,6 @@ def format_number(value: float | None, digits: int = 6) -> str:
     return f"{value:.{digits}f}".rstrip("0").rstrip(".") if value != 0 else "0"
 
 
-
-
-
-
 @dataclass(frozen=True)
 class Source:
     """One scenario of a grid.

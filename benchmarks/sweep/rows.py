@@ -22,8 +22,6 @@ from models.validation import InputError
 NO_RESULT = ("skipped", "error", "invalid")
 
 
-
-
 class ResultsFile:
     """``results.csv`` written one row at a time (flushed, so a crash loses no row)."""
 
@@ -90,8 +88,6 @@ def sort_results(path: Path, cells: Sequence[Cell]) -> list[dict[str, str]]:
     writer.close()
     os.replace(tmp, path)
     return rows
-
-
 
 
 def int_column(row: dict[str, str], key: str) -> int | None:

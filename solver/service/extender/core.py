@@ -120,7 +120,6 @@ class Session:
         self.counts[key] = self.counts.get(key, 0) + 1
 
 
-
 def _family(policy: str) -> Family:
     try:
         return family_of(Policy(policy))

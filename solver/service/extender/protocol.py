@@ -48,7 +48,6 @@ class SnapshotError(Exception):
         self.messages = messages
 
 
-
 def _mapping(value: Any, where: str, errors: list[str], required: bool = True
              ) -> dict[str, Any]:
     if value is None and not required:
@@ -145,8 +144,6 @@ def snapshot_objects(data: Any, max_nodes: int, max_tasks: int
     if errors:
         raise SnapshotError(422, errors[:20])
     return iter(out)
-
-
 
 
 def task_identity(task: Any) -> tuple[str, int | None, str]:
