@@ -128,6 +128,14 @@ Deviations from upstream (and why)
 * The ``not found the 1 count of ra-block:%d ...`` text prints the job's ``ra-block``
   (upstream's unit test prints 0 because it sets tpBlock directly; some upstream versions
   say ``tp-block``).
+
+Why this file is long: it is one port of one upstream function.  ``_Selector`` holds the
+selection that upstream's strategy chain (RackSchedule → SuperPodSchedule →
+MultiSuperPodsSchedule, UBMemSchedule, the origin-first level) builds together: a later
+strategy keeps what an earlier or failed one selected, so the strategies share that state
+and its tie-breaks and are read side by side with upstream's code; split into modules they
+would pass the selector's internals across files.  About 130 of the lines are this
+docstring, the port's flow and tie-breaks.
 """
 
 from __future__ import annotations

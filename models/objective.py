@@ -62,13 +62,15 @@ every hit and lower term together, so placing a job outweighs everything below i
 more origin hit outweighs any combination of the terms below it.  The automatic weights
 are derived from bounds of this scenario and kept below 2^31 in total (see
 :func:`resolve_weights`).
+
+Which nodes a job may use is in :mod:`models.eligibility` and the fragment score's per-job
+computation in :mod:`models.fragment`; the names importers use are re-exported here.
 """
 
 from __future__ import annotations
 
 import math
-import weakref
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,11 +78,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from models.compiled import (
     SUBHEALTHY,
-    UNHEALTHY,
     JobView,
     Problem,
     compile_scenario,
     distinct,
+)
+from models.eligibility import achievable_hits, eligible_nodes
+from models.eligibility import node_usable_for as node_usable_for  # re-exported for importers
+from models.eligibility import usable_mask as usable_mask  # re-exported for importers
+from models.fragment import (
+    derived_arrays,
+    domain_keys,
+    domain_parents,
+    job_fragment,
+    rack_counts,
+    sum_by,
 )
 from models.limits import MAX_WEIGHT
 from models.placement import MetricsModel, PlacementFile
@@ -202,263 +214,6 @@ class Metrics:
         )
 
 
-# --------------------------------------------------------------------------- eligibility
-
-
-def eligible_nodes(problem: Problem, job: JobView, tree: int | None = None) -> np.ndarray:
-    """Boolean mask of nodes a whole-node task of ``job`` may use (ignoring other jobs).
-
-    For multilevel jobs pass the tree index (into ``problem.tree_names``).
-    """
-    mask = problem.whole_free & (problem.npus == job.npu_per_task)
-    if job.family is Family.SUPERPOD:
-        mask &= problem.super_pod >= 0
-    elif job.family is Family.RACK:
-        mask &= (problem.super_pod >= 0) & (problem.rack >= 0)
-    elif job.family is Family.MULTILEVEL:
-        if tree is None:
-            raise ValueError("multilevel eligibility needs a tree")
-        mask &= problem.trees[problem.tree_names[tree]].member
-    return mask
-
-
-def node_usable_for(problem: Problem, job: JobView, n: int) -> bool:
-    """Whether node ``n`` can host one task of ``job`` on its own (no other jobs)."""
-    if problem.health[n] == UNHEALTHY:
-        return False
-    if job.whole_node:
-        if not (problem.free[n] == problem.npus[n] == job.npu_per_task):
-            return False
-    elif problem.free[n] < job.npu_per_task:
-        return False
-    if job.family in (Family.SUPERPOD, Family.RACK) and problem.super_pod[n] < 0:
-        return False
-    if job.family is Family.RACK and problem.rack[n] < 0:
-        return False
-    if job.family is Family.MULTILEVEL:
-        t = int(problem.node_tree[n])
-        if t < 0 or not problem.trees[problem.tree_names[t]].member[n]:
-            return False
-        if problem.trees[problem.tree_names[t]].depth < len(job.levels):
-            return False
-    return True
-
-
-def usable_mask(problem: Problem, job: JobView) -> np.ndarray:
-    """:func:`node_usable_for` of every node at once."""
-    mask = problem.health != UNHEALTHY
-    if job.whole_node:
-        mask &= (problem.free == problem.npus) & (problem.npus == job.npu_per_task)
-    else:
-        mask &= problem.free >= job.npu_per_task
-    if job.family in (Family.SUPERPOD, Family.RACK):
-        mask &= problem.super_pod >= 0
-    if job.family is Family.RACK:
-        mask &= problem.rack >= 0
-    if job.family is Family.MULTILEVEL:
-        inside = np.zeros(problem.num_nodes, dtype=bool)
-        for t, name in enumerate(problem.tree_names):
-            view = problem.trees[name]
-            if view.depth >= len(job.levels):
-                inside |= (problem.node_tree == t) & view.member
-        mask &= inside
-    return mask
-
-
-def achievable_hits(problem: Problem, job: JobView) -> int:
-    """Upper bound on origin hits of ``job``: candidates whose cached node is usable.
-
-    For whole-node jobs a node counts once even if several ranks name it.
-    """
-    nodes = job.origin[(job.origin >= 0) & ~job.fault].astype(np.int64)
-    if len(nodes) == 0:
-        return 0
-    usable = nodes[usable_mask(problem, job)[nodes]]
-    if job.whole_node:
-        return len(distinct(usable))
-    hosts, counts = np.unique(usable, return_counts=True)
-    return int(np.minimum(counts, problem.free[hosts] // job.npu_per_task).sum())
-
-
-# --------------------------------------------------------------------------- fragment
-
-
-class _Derived:
-    """Arrays derived from one :class:`Problem`, computed once and kept with it.
-
-    A compiled problem is never mutated, so every array here depends on the problem only.
-    The cached arrays are read-only.
-    """
-
-    __slots__ = ("domains", "parents", "whole")
-
-    def __init__(self, problem: Problem) -> None:
-        self.domains: dict[tuple[int, int], np.ndarray] = {}
-        self.parents: dict[tuple[int, int], np.ndarray] = {}
-        whole = problem.whole_free
-        whole.flags.writeable = False
-        self.whole = whole
-
-
-_DERIVED: weakref.WeakKeyDictionary[Problem, _Derived] = weakref.WeakKeyDictionary()
-
-
-def _derived(problem: Problem) -> _Derived:
-    found = _DERIVED.get(problem)
-    if found is None:
-        found = _DERIVED[problem] = _Derived(problem)
-    return found
-
-
-def _first_seen_ids(codes: np.ndarray) -> np.ndarray:
-    """Dense ids of ``codes`` numbered in order of first appearance."""
-    _uniq, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    rank = np.empty(len(first), dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(first), dtype=np.int64)
-    return rank[np.asarray(inverse).reshape(-1)]
-
-
-def domain_keys(problem: Problem, tree: int, level: int) -> np.ndarray:
-    """Per node, an integer id of its level-``level`` domain in ``tree`` (-1 outside).
-
-    A level-i domain is identified by the node's label values at levels i..D of the tree;
-    ids are numbered in order of first appearance in node (file) order.  The array is
-    computed once per problem and returned read-only.
-    """
-    cache = _derived(problem).domains
-    found = cache.get((tree, level))
-    if found is not None:
-        return found
-    view = problem.trees[problem.tree_names[tree]]
-    out = np.full(problem.num_nodes, -1, dtype=np.int64)
-    members = np.flatnonzero(view.member)
-    columns = [view.level_value[i][members].astype(np.int64) for i in range(level - 1, view.depth)]
-    if len(members) and not columns:
-        out[members] = 0
-    elif len(members):
-        radix = [max(1, len(view.level_values[i])) for i in range(level - 1, view.depth)]
-        if float(np.prod(np.asarray(radix, dtype=np.float64))) < 2.0**62:
-            codes = np.zeros(len(members), dtype=np.int64)
-            for col, size in zip(columns, radix, strict=True):
-                codes = codes * size + col
-            out[members] = _first_seen_ids(codes)
-        else:  # too many label values for one integer code: unique rows
-            rows = np.stack(columns, axis=1)
-            _uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
-            out[members] = _first_seen_ids(np.asarray(inverse).reshape(-1))
-    out.flags.writeable = False
-    cache[(tree, level)] = out
-    return out
-
-
-def _domain_parents(problem: Problem, tree: int, level: int) -> np.ndarray:
-    """``parent[g]``: the level ``level + 1`` domain id of level-``level`` domain ``g``."""
-    cache = _derived(problem).parents
-    found = cache.get((tree, level))
-    if found is not None:
-        return found
-    lower = domain_keys(problem, tree, level)
-    upper = domain_keys(problem, tree, level + 1)
-    inside = lower >= 0
-    parent = np.full(int(lower.max(initial=-1)) + 1, -1, dtype=np.int64)
-    parent[lower[inside]] = upper[inside]
-    parent.flags.writeable = False
-    cache[(tree, level)] = parent
-    return parent
-
-
-def multilevel_fragment(
-    left_per_l1: dict[int, int], parents: list[dict[int, int]], levels: tuple[int, ...]
-) -> int:
-    """Upstream's recursive fragment score over level domains.
-
-    ``left_per_l1`` maps level1 domain id → left nodes; ``parents[i]`` maps a level
-    ``i+1`` domain id → its level ``i+2`` domain id (for i = 0..K-2).
-    """
-    frag = {g: left % levels[0] for g, left in left_per_l1.items()}
-    alloc = {g: left // levels[0] for g, left in left_per_l1.items()}
-    for i in range(1, len(levels)):
-        m = levels[i] // levels[i - 1]
-        sub: dict[int, int] = defaultdict(int)
-        acc: dict[int, int] = defaultdict(int)
-        for g, parent in parents[i - 1].items():
-            if g in alloc:
-                sub[parent] += alloc[g]
-                acc[parent] += frag[g]
-        frag = {d: (sub[d] % m) * levels[i - 1] + 10 * acc[d] for d in sub}
-        alloc = {d: sub[d] // m for d in sub}
-    return int(sum(frag.values()))
-
-
-def _sum_by(groups: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
-    """Exact integer sums of ``values`` per group id (``np.bincount`` without floats)."""
-    out = np.zeros(size, dtype=np.int64)
-    np.add.at(out, groups, values)
-    return out
-
-
-def _multilevel_fragment_arrays(
-    problem: Problem, tree: int, levels: tuple[int, ...], left_mask: np.ndarray
-) -> int:
-    """:func:`multilevel_fragment` over every domain of ``tree`` at once.
-
-    A domain without eligible nodes below it has no left nodes, no groups and no
-    fragment, so summing over every domain equals the sum over the eligible ones.
-    """
-    l1 = domain_keys(problem, tree, 1)
-    size = int(l1.max(initial=-1)) + 1
-    left = np.bincount(l1[left_mask], minlength=size).astype(np.int64)
-    frag = left % levels[0]
-    alloc = left // levels[0]
-    for i in range(1, len(levels)):
-        m = levels[i] // levels[i - 1]
-        parent = _domain_parents(problem, tree, i)
-        upper = int(domain_keys(problem, tree, i + 1).max(initial=-1)) + 1
-        sub = _sum_by(parent, alloc, upper)
-        acc = _sum_by(parent, frag, upper)
-        frag = (sub % m) * levels[i - 1] + 10 * acc
-        alloc = sub // m
-    return int(frag.sum())
-
-
-def job_fragment(
-    problem: Problem, job: JobView, used: np.ndarray, nodes: list[int], tree: int | None
-) -> int:
-    """Fragment score of placed ``job`` given the chips ``used`` per node by the batch."""
-    if job.family is Family.ORDINARY:
-        hosts = distinct(job.placed_nodes(nodes))
-        left = problem.free[hosts].astype(np.int64) - used[hosts]
-        return int(((left > 0) & (left < problem.npus[hosts])).sum())
-    left_mask = eligible_nodes(problem, job, tree) & (used == 0)
-    if job.family is Family.SUPERPOD:
-        if job.sp_block <= 1:
-            return 0
-        counts = np.bincount(problem.super_pod[left_mask])
-        return int((counts % job.sp_block).sum())
-    if job.family is Family.RACK:
-        pods, counts = _rack_counts(problem, left_mask)
-        if len(counts) == 0:
-            return 0
-        windows = job.sp_block // job.tp_block
-        size = int(pods.max()) + 1
-        per_pod_alloc = _sum_by(pods, counts // job.tp_block, size)
-        per_pod_frag = _sum_by(pods, counts % job.tp_block, size)
-        return int(((per_pod_alloc % windows) * job.tp_block + 10 * per_pod_frag).sum())
-    assert tree is not None
-    return _multilevel_fragment_arrays(problem, tree, job.levels, left_mask)
-
-
-def _rack_counts(problem: Problem, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes of ``mask`` per (super pod, rack) pair: the pair's super pod and its count."""
-    pods = problem.super_pod[mask].astype(np.int64)
-    racks = problem.rack[mask].astype(np.int64)
-    if len(pods) == 0:
-        return pods, pods
-    codes = pods * (int(racks.max()) + 1) + racks
-    uniq, counts = np.unique(codes, return_counts=True)
-    return uniq // (int(racks.max()) + 1), counts.astype(np.int64)
-
-
 # --------------------------------------------------------------------------- weights
 
 
@@ -473,7 +228,7 @@ def _fragment_bound(problem: Problem, job: JobView) -> int:
         return int(np.minimum(job.sp_block - 1, counts).sum())
     if job.family is Family.RACK:
         mask = eligible_nodes(problem, job)
-        pods, counts = _rack_counts(problem, mask)
+        pods, counts = rack_counts(problem, mask)
         windows = job.sp_block // job.tp_block
         return int(len(distinct(pods)) * (windows - 1) * job.tp_block
                    + 10 * int(np.minimum(job.tp_block - 1, counts).sum()))
@@ -488,11 +243,11 @@ def _fragment_bound(problem: Problem, job: JobView) -> int:
         present = counts > 0
         bound = np.where(present, np.minimum(job.levels[0] - 1, counts), 0)
         for i in range(1, len(job.levels)):
-            parent = _domain_parents(problem, t, i)
+            parent = domain_parents(problem, t, i)
             upper = int(domain_keys(problem, t, i + 1).max(initial=-1)) + 1
             step = (job.levels[i] // job.levels[i - 1] - 1) * job.levels[i - 1]
-            acc = _sum_by(parent, bound, upper)
-            present = _sum_by(parent, present.astype(np.int64), upper) > 0
+            acc = sum_by(parent, bound, upper)
+            present = sum_by(parent, present.astype(np.int64), upper) > 0
             bound = np.where(present, step + 10 * acc, 0)
         best = max(best, int(bound.sum()))
     return best
@@ -501,7 +256,7 @@ def _fragment_bound(problem: Problem, job: JobView) -> int:
 def _reserve_bound(problem: Problem) -> int:
     total = 0
     families = {job.family for job in problem.jobs}
-    whole = _derived(problem).whole
+    whole = derived_arrays(problem).whole
     if Family.SUPERPOD in families and problem.reserve_nodes > 0:
         counts = np.bincount(problem.super_pod[whole & (problem.super_pod >= 0)])
         total += int(np.minimum(problem.reserve_nodes, counts).sum())
@@ -820,7 +575,7 @@ def block_spill(problem: Problem, job: JobView, nodes: list[int]) -> int:
 
 def _reserve_used(problem: Problem, sp_hosts: np.ndarray, ml_hosts: np.ndarray) -> int:
     """Reserve used by super-pod and multilevel jobs (masks of the nodes hosting them)."""
-    whole = _derived(problem).whole
+    whole = derived_arrays(problem).whole
     total = 0
     if sp_hosts.any() and problem.reserve_nodes > 0:
         in_pod = whole & (problem.super_pod >= 0)

@@ -6,6 +6,14 @@ text, the message quotes it so that an operator recognises it.
 
 The same module derives the per-job values every engine needs (``spBlock``, ``tpBlock``,
 multilevel task levels, whole-node tasks) so that they are computed exactly once.
+
+Why this file is long: it is one rule set.  :func:`validate_scenario`,
+:func:`derive_shape`, the per-family checks (upstream's ``ValidNPUJob`` per policy) and
+:func:`check_running` call one another (a running job is checked as a pending job of the
+same spec; the node rules count the running jobs' chips), and each job's shape is derived
+once, by the rules that reject it.  Moving the per-family checks or the running-job rules
+out would make an import circle with :func:`derive_shape` or spread one upstream check
+over two files.
 """
 
 from __future__ import annotations

@@ -11,6 +11,13 @@ Sources (cluster-integration.md A.1 "Fault and reschedule history", A.4, A.6):
 * a pod's rank is ``hccl/rankIndex`` (not for failed pods), else the suffix of label
   ``statefulset.kubernetes.io/pod-name``, else the env ``VC_TASK_INDEX``;
 * ``mindx-dl/job-reschedule-reason`` gives the fault history (``recent-reschedule-records``).
+
+Why this file is long: the annotation, label and environment keys at its top are the one
+table both halves read: the per-object readers (pods, PodGroups, PriorityClasses, the
+reschedule ConfigMap) and :func:`job_spec`, which joins one job's records into the
+contract's job with upstream's precedence (PodGroup over first pod, labels merged).  A
+split would separate that table from one of its readers or the precedence from the
+records it ranks; the file is only just over the limit.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import benchmarks.sweep as sweep
+import benchmarks.sweep.runner as sweep
 from benchmarks.generators import GenParams, case_name
 from benchmarks.regression import (
     DEFAULT_BASELINE,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import benchmarks.suite as suite
-import benchmarks.sweep as sweep
+import benchmarks.sweep.runner as sweep
 from benchmarks.common import MemoryProbe, Progress, parse_markdown_table
 from benchmarks.generators import FAMILIES, GenParams, case_name
 from benchmarks.suite import (

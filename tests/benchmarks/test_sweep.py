@@ -18,14 +18,14 @@ import pytest
 import yaml
 from distributed import Client, LocalCluster
 
-import benchmarks.sweep as sweep
+import benchmarks.sweep.runner as sweep
 from benchmarks.generators import GenParams, generate
+from benchmarks.outputs import check_out_dir
 from benchmarks.suite import Settings, quick_suite, suite_grid, suite_grid_data
 from benchmarks.sweep import (
     Cell,
     apply_overrides,
     baseline_coverage,
-    check_out_dir,
     compare_rows,
     expand,
     load_grid,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import sweep
+from benchmarks.sweep import runner as sweep
 from solver.cli import main
 from tests.benchmarks.test_sweep import GRID, _write_grid
 

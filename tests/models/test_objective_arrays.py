@@ -15,14 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from models.compiled import Problem
-from models.objective import (
-    domain_keys,
-    eligible_nodes,
-    evaluate,
-    job_fragment,
-    multilevel_fragment,
-    placement_nodes,
-)
+from models.eligibility import eligible_nodes
+from models.fragment import domain_keys, job_fragment, multilevel_fragment
+from models.objective import evaluate, placement_nodes
 from models.scenario import Family
 from tests.strategies import problems, valid_placements
 

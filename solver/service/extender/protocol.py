@@ -1,0 +1,171 @@
+"""Volcano's side of the extender protocol: verb names, codes, answers, the snapshot's shape.
+
+The constants and canned answers of the verbs, the refusal of a snapshot
+(:class:`SnapshotError`), the Kubernetes objects inside an ``onSessionOpen`` snapshot
+(:func:`snapshot_objects`) and a task's job, rank and uid (:func:`task_identity`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from models.kube.jobs import GROUP_ANNOTATION, pod_record
+from models.kube.source import Diagnostics
+from models.limits import escape_text
+
+#: Route prefix of the extender verbs (``extender.urlPrefix`` ends with it).
+DEFAULT_PREFIX = "/volcano"
+#: The verb names of Volcano's documentation (the routes' names).
+VERBS = ("onSessionOpen", "onSessionClose", "predicate", "prioritize", "allocateFunc",
+         "deallocateFunc")
+#: The planned node's score.  Volcano adds every plugin's score (``BatchNodeOrderFn``):
+#: the Ascend plugin adds up to 1e10 for the nodes of its own super-pod / multilevel
+#: choice, the stock node-order plugins at most 100 × their weight each.  1e12 is about 90
+#: times the most the others reach together (1e10 plus ten plugins at 100 × a weight below
+#: 1e6), and exact in a float64.
+PLANNED_SCORE = 1.0e12
+#: Predicate codes (Volcano ``api.Status`` codes).
+CODE_SUCCESS = 0
+CODE_UNSCHEDULABLE = 2
+#: Volcano ``TaskStatus`` values (``1 << iota``) seen by ``deallocateFunc``.
+STATUS_PENDING = 1
+STATUS_RELEASING = 64
+
+#: Canned answers: an abstaining score, a fitting node, an event taken, an empty body.
+ABSTAIN = b'{"nodeScore":{},"errorMessage":""}'
+FITS = b'{"status":"","code":0}'
+EVENT_OK = b'{"errorMessage":""}'
+EMPTY = b"{}"
+
+
+class SnapshotError(Exception):
+    """A session snapshot the extender refuses: HTTP status and one message per problem."""
+
+    def __init__(self, status: int, messages: list[str]) -> None:
+        super().__init__("; ".join(messages))
+        self.status = status
+        self.messages = messages
+
+
+def _mapping(value: Any, where: str, errors: list[str], required: bool = True
+             ) -> dict[str, Any]:
+    if value is None and not required:
+        return {}
+    if not isinstance(value, dict):
+        errors.append(f"{where}: expected an object, got "
+                      f"{'null' if value is None else type(value).__name__}")
+        return {}
+    return value
+
+
+def snapshot_objects(data: Any, max_nodes: int, max_tasks: int
+                     ) -> Iterator[tuple[dict[str, Any], str]]:
+    """The Kubernetes objects of an ``OnSessionOpenRequest``: Nodes, Pods, PodGroups.
+
+    Pods come from the jobs' ``Tasks`` and from the nodes' ``Tasks`` (pods of other
+    schedulers use chips too); PodGroups are Volcano's ``PodGroup`` wrapper with its
+    ``Version`` field dropped.
+
+    Raises
+    ------
+    SnapshotError
+        422 for a body that is not Volcano's shape, or holds more nodes or tasks than
+        allowed; every message names the job, node or task and the field.
+    """
+    errors: list[str] = []
+    if not isinstance(data, dict):
+        raise SnapshotError(422, ["onSessionOpen body: expected Volcano's "
+                                  "OnSessionOpenRequest object"])
+    if "Jobs" not in data and "Nodes" not in data:
+        raise SnapshotError(422, ["onSessionOpen body: neither 'Jobs' nor 'Nodes' (not "
+                                  "Volcano's OnSessionOpenRequest shape: Go field names)"])
+    jobs = _mapping(data.get("Jobs"), "Jobs", errors, required=False)
+    nodes = _mapping(data.get("Nodes"), "Nodes", errors, required=False)
+    if errors:
+        raise SnapshotError(422, errors)
+    if len(nodes) > max_nodes:
+        raise SnapshotError(422, [f"Nodes: {len(nodes)} nodes; the extender takes at most "
+                                  f"{max_nodes}"])
+    tasks = 0
+    out: list[tuple[dict[str, Any], str]] = []
+    seen_pods: set[tuple[str, str]] = set()
+
+    def pod_of(task: Any, where: str) -> None:
+        nonlocal tasks
+        info = _mapping(task, where, errors)
+        pod = info.get("Pod")
+        if not isinstance(pod, dict):
+            errors.append(f"{where}.Pod: expected a v1.Pod object")
+            return
+        meta = pod.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            errors.append(f"{where}.Pod.metadata.name: missing or not a string")
+            return
+        key = (str(meta.get("namespace") or "default"), meta["name"])
+        if key in seen_pods:
+            return
+        seen_pods.add(key)
+        tasks += 1
+        if tasks > max_tasks:
+            raise SnapshotError(422, [f"more than {max_tasks} tasks in the snapshot"])
+        out.append((dict(pod, kind="Pod"), where))
+
+    for name, info in nodes.items():
+        where = f"Nodes[{escape_text(str(name), 80)}]"
+        record = _mapping(info, where, errors)
+        node = record.get("Node")
+        if node is None and "Node" in record:
+            continue  # a node Volcano knows by name only (being added or removed)
+        if not isinstance(node, dict):
+            errors.append(f"{where}.Node: expected a v1.Node object")
+            continue
+        out.append((dict(node, kind="Node"), where))
+        for uid, task in _mapping(record.get("Tasks"), f"{where}.Tasks", errors,
+                                  required=False).items():
+            pod_of(task, f"{where}.Tasks[{escape_text(str(uid), 80)}]")
+        if len(errors) > 20:
+            break
+    for job_id, info in jobs.items():
+        where = f"Jobs[{escape_text(str(job_id), 120)}]"
+        record = _mapping(info, where, errors)
+        group = record.get("PodGroup")
+        if group is not None:
+            if not isinstance(group, dict):
+                errors.append(f"{where}.PodGroup: expected an object")
+            else:
+                pg = {k: v for k, v in group.items() if k != "Version"}
+                out.append((dict(pg, kind="PodGroup"), where))
+        for uid, task in _mapping(record.get("Tasks"), f"{where}.Tasks", errors,
+                                  required=False).items():
+            pod_of(task, f"{where}.Tasks[{escape_text(str(uid), 80)}]")
+        if len(errors) > 20:
+            break
+    if errors:
+        raise SnapshotError(422, errors[:20])
+    return iter(out)
+
+
+def task_identity(task: Any) -> tuple[str, int | None, str]:
+    """``(job id, rank, task uid)`` of a Volcano ``TaskInfo`` (rank ``None`` when unknown).
+
+    The job id is ``TaskInfo.Job`` (``<namespace>/<podgroup>``), else the pod's
+    ``scheduling.k8s.io/group-name`` annotation; the rank is read as the importer reads it
+    (``hccl/rankIndex``, the StatefulSet ordinal, ``VC_TASK_INDEX``).
+    """
+    if not isinstance(task, dict):
+        return "", None, ""
+    pod = task.get("Pod")
+    raw_job = task.get("Job")
+    job: str = raw_job if isinstance(raw_job, str) else ""
+    uid = str(task.get("UID") or "")
+    if not isinstance(pod, dict):
+        return job, None, uid
+    if not job:
+        meta = pod.get("metadata") or {}
+        annotations = meta.get("annotations") or {} if isinstance(meta, dict) else {}
+        group = annotations.get(GROUP_ANNOTATION) if isinstance(annotations, dict) else None
+        if group:
+            job = f"{meta.get('namespace') or 'default'}/{group}"
+    record = pod_record(pod, Diagnostics())
+    return job, (record.rank if record is not None else None), uid

@@ -1,0 +1,246 @@
+"""The extender's HTTP side: the verbs as FastAPI routes, the path token, bounded body reads.
+
+:func:`extender_router` turns :class:`~solver.service.extender.core.ExtenderCore`'s verbs
+into routes (and, in own-view mode, fetches the stored cluster's scenario and forwards
+Volcano's allocate/deallocate events to it); :class:`PathToken` guards them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from solver.service.auth import PATH_AUTHORIZED
+from solver.service.extender.core import ExtenderCore, Session
+from solver.service.extender.protocol import ABSTAIN, EMPTY, EVENT_OK, FITS, SnapshotError
+from solver.service.parsing import BadRequest, refuse_declared_length
+
+log = logging.getLogger("npu_place.extender")
+
+
+class PathToken:
+    """Pure ASGI middleware: the extender's verbs under ``<prefix>/<token>/<verb>``.
+
+    Volcano's extender sends no credentials of its own; a token in ``urlPrefix`` is the
+    one secret it can carry.  A request under the prefix with the right token has it
+    removed from the path and is marked authorized (the bearer check lets it pass);
+    any other request under the prefix gets 404, so the routes' names are not revealed.
+    """
+
+    def __init__(self, app: ASGIApp, prefix: str, token: str) -> None:
+        self.app = app
+        self.prefix = prefix.rstrip("/") + "/"
+        self._token = token.encode()
+
+    def __repr__(self) -> str:
+        return "PathToken(token=<hidden>)"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path.startswith(self.prefix):
+            given, _, rest = path[len(self.prefix):].partition("/")
+            if not rest or not hmac.compare_digest(given.encode(), self._token):
+                await send({"type": "http.response.start", "status": 404,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", b"21")]})
+                await send({"type": "http.response.body", "body": b'{"error":"not found"}'})
+                return
+            scope = dict(scope, path=self.prefix + rest,
+                         raw_path=(self.prefix + rest).encode())
+            scope[PATH_AUTHORIZED] = True
+        await self.app(scope, receive, send)
+
+
+def _json(content: bytes, status: int = 200) -> Response:
+    return Response(content, status_code=status, media_type="application/json")
+
+
+async def _read(request: Request, limit_mb: float, timeout: float) -> bytes:
+    """The body, 413 above ``limit_mb`` (before reading when Content-Length says so), 408
+    when it has not arrived within ``timeout`` seconds."""
+    limit = int(limit_mb * 1024 * 1024)
+    refuse_declared_length(request.headers.get("content-length"), limit,
+                           f"the extender takes at most {limit} bytes", {"Connection": "close"})
+    chunks: list[bytes] = []
+    await _stream(request, limit, timeout, chunks)
+    return b"".join(chunks)
+
+
+async def _drain(request: Request, limit_mb: float, timeout: float) -> int:
+    """Read the body and drop it (own-view mode): memory of one chunk; 413/408 as
+    :func:`_read`.  Returns its size."""
+    return await _stream(request, int(limit_mb * 1024 * 1024), timeout, None)
+
+
+async def _stream(request: Request, limit: int, timeout: float,
+                  chunks: list[bytes] | None) -> int:
+    """Read the body chunk by chunk (into ``chunks`` when given): its size; 413 past
+    ``limit`` bytes, 408 when it has not all arrived within ``timeout`` seconds."""
+    size = 0
+    try:
+        async with asyncio.timeout(max(0.0, timeout)):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise BadRequest(413, "body too large", [
+                        f"request body: more than {limit} bytes (the extender's limit)"],
+                        {"Connection": "close"})
+                if chunks is not None:
+                    chunks.append(chunk)
+    except TimeoutError:
+        raise BadRequest(408, "body too slow", [
+            f"request body: {size} bytes had arrived when the verb's time ran out"],
+            {"Connection": "close"}) from None
+    return size
+
+
+def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
+    """The verbs as routes under ``core.config.prefix``.
+
+    ``pool`` is the service's :class:`~solver.service.pool.WorkerPool`, which holds the
+    stored clusters (own-view mode, :attr:`ExtenderConfig.cluster`).
+    """
+    config = core.config
+    router = APIRouter(prefix=config.prefix.rstrip("/"), tags=["volcano extender"])
+    forwarding: set[asyncio.Task[Any]] = set()
+
+    async def stored_scenario(deadline: float) -> bytes:
+        name = config.cluster
+        record = pool.clusters.get(name) if pool is not None else None
+        if record is None:
+            raise SnapshotError(422, [f"stored cluster '{name}' does not exist (PUT "
+                                      f"/v1/clusters/{name} first)"])
+        try:
+            reply = await pool.call("dump", (name,), home=record.home, deadline=deadline)
+        except BadRequest as exc:
+            raise SnapshotError(exc.status, exc.messages) from None
+        return bytes(reply["scenario"])
+
+    def forward(event: dict[str, Any] | None) -> None:
+        """Send a cache event to the stored cluster (in order, without waiting)."""
+        name = config.cluster
+        record = pool.clusters.get(name) if pool is not None and name else None
+        if event is None or record is None:
+            return
+        body = orjson.dumps({"cache-events": [event]})
+
+        async def send() -> None:
+            try:
+                await pool.call("patch", (name, body), home=record.home,
+                                on_reply=lambda r: pool.record_patch(name, r))
+            except BadRequest as exc:
+                log.warning("extender: cache event %s not applied: %s", event, exc.messages)
+
+        task = asyncio.ensure_future(send())
+        forwarding.add(task)
+        task.add_done_callback(forwarding.discard)
+
+    async def small_body(request: Request) -> dict[str, Any]:
+        body = await _read(request, config.max_verb_mb, config.http_timeout)
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise BadRequest(400, "malformed JSON", [f"request body: not JSON: {exc}"]) \
+                from None
+        if not isinstance(data, dict):
+            raise BadRequest(422, "invalid request", ["request body: expected an object"])
+        return data
+
+    @router.post("/onSessionOpen", summary="Volcano session open: snapshot in, plan made")
+    async def on_session_open(request: Request) -> Response:
+        received = request.scope.get("state", {}).get("received", time.monotonic())
+        answer_by = received + config.answer_seconds
+        session = core.begin()
+        try:
+            if config.cluster is None:
+                body = await _read(request, config.max_snapshot_mb,
+                                   answer_by - time.monotonic())
+            else:  # the service's own view: Volcano's snapshot is not parsed
+                session.counts["snapshot-bytes-dropped"] = await _drain(
+                    request, config.max_snapshot_mb, answer_by - time.monotonic())
+                body = await stored_scenario(answer_by)
+        except BadRequest as exc:
+            session.error = exc.error
+            session.ready.set()
+            raise
+        except SnapshotError as exc:
+            session.error = "; ".join(exc.messages[:3])
+            session.ready.set()
+            raise BadRequest(exc.status, "no stored cluster", exc.messages) from None
+        future: Future[Session] = core.executor.submit(core.open_session, session, body,
+                                                        answer_by - 0.02)
+        del body
+        future.add_done_callback(lambda f: f.exception())  # a late refusal is only logged
+        wrapped = asyncio.wrap_future(future)
+        try:
+            await asyncio.wait_for(asyncio.shield(wrapped),
+                                   max(0.0, answer_by - time.monotonic()))
+        except TimeoutError:
+            session.count("answered-before-plan")
+            return _json(EMPTY)  # the plan is late: this session abstains until it is ready
+        except SnapshotError as exc:
+            raise BadRequest(exc.status, "snapshot refused", exc.messages) from None
+        finally:
+            session.timings["answered"] = time.monotonic() - received
+        return _json(EMPTY)
+
+    @router.post("/onSessionClose", summary="Volcano session close")
+    async def on_session_close(request: Request) -> Response:
+        await _read(request, config.max_verb_mb, config.http_timeout)
+        return _json(core.close_session())
+
+    def guarded(verb: str, answer: Callable[[], bytes], abstain: bytes) -> Response:
+        """The verb's answer; a failure of the service's own code abstains (logged)."""
+        try:
+            return _json(answer())
+        except (BadRequest, orjson.JSONDecodeError):
+            raise
+        except Exception:
+            log.exception("extender %s failed: abstaining", verb)
+            return _json(abstain)
+
+    @router.post("/prioritize", summary="Scores: the planned node wins")
+    async def prioritize(request: Request) -> Response:
+        raw = await _read(request, config.max_verb_mb, config.http_timeout)
+        try:
+            return guarded("prioritize", lambda: core.prioritize_raw(raw), ABSTAIN)
+        except orjson.JSONDecodeError as exc:
+            raise BadRequest(400, "malformed JSON", [f"request body: not JSON: {exc}"]) \
+                from None
+
+    @router.post("/predicate", summary="Job-level filter: nodes outside the planned set")
+    async def predicate(request: Request) -> Response:
+        body = await small_body(request)
+        return guarded("predicate", lambda: core.predicate(body), FITS)
+
+    @router.post("/allocateFunc", summary="Volcano allocated a task")
+    async def allocate(request: Request) -> Response:
+        body = await small_body(request)
+        if config.cluster is not None:
+            forward(core.cache_event(body, None))
+        return guarded("allocateFunc", lambda: core.allocate(body), EVENT_OK)
+
+    @router.post("/deallocateFunc", summary="Volcano discarded or evicted a task")
+    async def deallocate(request: Request) -> Response:
+        body = await small_body(request)
+        if config.cluster is not None:
+            task = body.get("task")
+            forward(core.cache_event(body, task.get("Status") if isinstance(task, dict)
+                                     else None) if isinstance(task, dict) else None)
+        return guarded("deallocateFunc", lambda: core.deallocate(body), EVENT_OK)
+
+    @router.get("/sessions", summary="The last sessions: timings, counts, errors")
+    async def sessions() -> Response:
+        return _json(orjson.dumps(core.history))
+
+    return router
