@@ -129,7 +129,7 @@ def measure(family: str, nodes: int, sessions: int, time_limit: float, changes: 
             seed: int, jobs: int = 4, free_changes: int = 0,
             deterministic_time: float | None = None) -> dict[str, Any]:
     """Run the sessions of one family."""
-    importlib.import_module("solver.cpsat")  # OR-Tools' first import is not a session's
+    importlib.import_module("solver.engine")  # OR-Tools' first import is not a session's
     scenario = generate_case(GenParams(family, nodes=nodes, seed=seed, jobs=jobs)).scenario
     body = json.dumps(scenario.to_dict()).encode()
     worker = Worker(_Pipe(), DEFAULT_SOLVE)  # type: ignore[arg-type]
