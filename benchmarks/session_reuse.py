@@ -13,7 +13,7 @@ used nodes change their free chips) and solves the stored problem three times wi
 same budget, each variant with its own history:
 
 * *cold*: no cache between sessions (a solve still keeps its own models for the steps it
-  repeats within itself, :func:`solver.cpsat.solve_cpsat`);
+  repeats within itself, :func:`solver.engine.solve_cpsat`);
 * *answer*: ``solve(..., cache=)`` with model reuse off, also within a session (the
   previous session's answer, translated and still valid, is the fallback and CP-SAT's
   warm start; :mod:`solver.reuse`);
