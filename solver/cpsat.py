@@ -9,8 +9,8 @@ large-neighbourhood step (:func:`solve_step`).  A model whose build would be ide
 to one built before is taken from the solve's model cache (:func:`cached_build`,
 :mod:`solver.model.reuse`).  Which model runs when, and under what budget, is the phase
 plan's (:mod:`solver.phases`); :func:`solver.engine.solve_cpsat` runs the plan in a
-worker thread held to the deadline.  Every function here takes the solve's
-:class:`~solver.request.SolveRequest`.
+worker thread held to the deadline.  Both runs take the solve's
+:class:`~solver.request.SolveRequest`; building and hinting take only what they read.
 """
 
 from __future__ import annotations
@@ -42,12 +42,8 @@ from solver.model.structure import build_structure
 from solver.model.variables import create_variables
 from solver.request import CpsatOutcome, SolveRequest
 
-__all__ = ["FREE_SEARCH_FAMILIES", "SEARCH_SECONDS_PER_VARIABLE", "BuiltModel", "CpsatOutcome",
-           "add_hint", "build_model", "cached_build", "min_search_seconds",
-           "pinned_jobs", "run_whole_batch", "search_parameters",
-           "solve_step"]
-
 log = logging.getLogger("npu_place.cpsat")
+
 
 def pinned_jobs(problem: Problem, hint: Plan) -> dict[int, np.ndarray]:
     """Soft jobs whose warm-start blocks spill across super pods or racks.
