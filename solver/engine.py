@@ -48,7 +48,8 @@ GIVE_UP_SECONDS = 0.02
 
 
 def solve_cpsat(request: SolveRequest) -> CpsatOutcome:
-    """Run CP-SAT on ``request``, warm-started from its hint, within its ``time_limit``.
+    """Run CP-SAT on ``request``, warm-started from its hint, within its ``time_limit``
+    (counted from ``request.started``, when the request was made).
 
     Building, hinting, searching and recovering the plan run in one worker thread that
     is always joined before this function returns: the search is stopped at the
