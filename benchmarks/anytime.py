@@ -33,8 +33,8 @@ from typing import Any, TextIO
 
 from benchmarks.generators import FAMILIES, GenParams, case_name, generate_case
 from models.compiled import Problem, compile_scenario
-from solver.cpsat import WORKER_THREAD_NAME
 from solver.doors import extra_hint
+from solver.engine import WORKER_THREAD_NAME
 from solver.facade import preload, solve
 
 #: The budgets of the curve, in seconds.

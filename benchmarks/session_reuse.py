@@ -13,7 +13,7 @@ used nodes change their free chips) and solves the stored problem three times wi
 same budget, each variant with its own history:
 
 * *cold*: no cache between sessions (a solve still keeps its own models for the steps it
-  repeats within itself, :func:`solver.cpsat.solve_cpsat`);
+  repeats within itself, :func:`solver.engine.solve_cpsat`);
 * *answer*: ``solve(..., cache=)`` with model reuse off, also within a session (the
   previous session's answer, translated and still valid, is the fallback and CP-SAT's
   warm start; :mod:`solver.reuse`);
@@ -129,7 +129,7 @@ def measure(family: str, nodes: int, sessions: int, time_limit: float, changes: 
             seed: int, jobs: int = 4, free_changes: int = 0,
             deterministic_time: float | None = None) -> dict[str, Any]:
     """Run the sessions of one family."""
-    importlib.import_module("solver.cpsat")  # OR-Tools' first import is not a session's
+    importlib.import_module("solver.engine")  # OR-Tools' first import is not a session's
     scenario = generate_case(GenParams(family, nodes=nodes, seed=seed, jobs=jobs)).scenario
     body = json.dumps(scenario.to_dict()).encode()
     worker = Worker(_Pipe(), DEFAULT_SOLVE)  # type: ignore[arg-type]

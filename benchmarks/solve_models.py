@@ -7,7 +7,7 @@
 
 A solve without a stored cluster's cache (``POST /v1/plan``, the command line) keeps the
 CP-SAT models it builds in a cache of its own for the length of the solve
-(:func:`solver.cpsat.solve_cpsat`), so a large-neighbourhood step it repeats (a sweep
+(:func:`solver.engine.solve_cpsat`), so a large-neighbourhood step it repeats (a sweep
 after the last improvement repeats the previous sweep) is handed back instead of built
 again.  For each family this solves one generated batch twice under the same
 deterministic budget: *rebuild* (a cache that keeps nothing: every step built, as before)

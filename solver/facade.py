@@ -175,8 +175,8 @@ def check_solve_options(time_limit: float, workers: int, seed: int,
 
 def _full_model_old_start(problem: Problem) -> bool:
     """Whether CP-SAT's search of ``problem`` starts from the origin-first construction
-    without its multilevel part (``solver.cpsat.FULL_MODEL_OLD_START``)."""
-    from solver.cpsat import FULL_MODEL_OLD_START, search_mode
+    without its multilevel part (``solver.phases.FULL_MODEL_OLD_START``)."""
+    from solver.phases import FULL_MODEL_OLD_START, search_mode
 
     return (FULL_MODEL_OLD_START and search_mode(problem) == "full"
             and any(job.family is Family.MULTILEVEL for job in problem.jobs))
@@ -197,7 +197,7 @@ def preload(engine: str = "auto") -> None:
     planning service, a benchmark) may call it when it starts.
     """
     if engine != "greedy":
-        importlib.import_module("solver.cpsat")
+        importlib.import_module("solver.engine")
         importlib.import_module("solver.model.vnpu")
         importlib.import_module("heuristics.vnpu")
 
@@ -414,7 +414,9 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
         fallback.notes.append("no time left for CP-SAT after greedy")
         fallback.placement.notes = list(fallback.notes)
         return _stamp(fallback, started)
-    from solver.cpsat import solve_cpsat  # loaded by solve() before the budget started
+    # loaded by solve() before the budget started
+    from solver.engine import solve_cpsat
+    from solver.request import SolveRequest
 
     models = None if cache is None else cache.models
     if models is not None:
@@ -424,10 +426,10 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     start: Plan | None = best
     if best_engine == "origin-first" and _full_model_old_start(problem):
         start = None  # the whole-batch model starts from the older construction
-    outcome = solve_cpsat(problem, greedy, resolved, time_limit=remaining, workers=workers,
-                          seed=seed, deterministic_time=deterministic_time, start=start,
-                          recover_reserve=min(0.2 * remaining, 2 * finish_cost + 0.01),
-                          models=models)
+    outcome = solve_cpsat(SolveRequest(
+        problem, greedy, resolved, time_limit=remaining, workers=workers, seed=seed,
+        deterministic_time=deterministic_time, start=start,
+        recover_reserve=min(0.2 * remaining, 2 * finish_cost + 0.01), models=models))
     notes.extend(outcome.notes)
     counts = outcome.models
     if models is not None and counts is not None and counts.total:

@@ -234,7 +234,8 @@ def test_greedy_commands_load_neither_ortools_nor_pandas(argv: list[str], tmp_pa
 #: subcommands' modules, and ``numpy.ma`` (which ``np.unique`` imports).
 NOT_FOR_GREEDY = ("heuristics.podlevel", "heuristics.inference", "heuristics.origin_first",
                   "heuristics.multilevel_first", "heuristics.vnpu", "heuristics.lifecycle",
-                  "solver.cpsat", "solver.lns",
+                  "solver.cpsat", "solver.engine", "solver.phases", "solver.request",
+                  "solver.bounds", "solver.lns",
                   "solver.reuse", "solver.service", "solver.simulate", "benchmarks",
                   "numpy.ma", "ortools", "solver.cli.bench", "solver.cli.compare",
                   "solver.cli.examples", "solver.cli.kube_import", "solver.cli.replay",

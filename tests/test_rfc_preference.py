@@ -30,8 +30,9 @@ from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import Scenario
 from models.validation import InputError
-from solver.cpsat import solve_cpsat
+from solver.engine import solve_cpsat
 from solver.facade import solve
+from solver.request import SolveRequest
 from tests.strategies import problems
 
 DATA = Path(__file__).resolve().parent / "data" / "rfc"
@@ -395,8 +396,8 @@ def assert_cpsat_exact(problem: Problem) -> None:
     is ``evaluate`` of its plan when optimal, and never above it."""
     weights = resolve_weights(problem, None)
     hint = greedy_plan(problem)
-    outcome = solve_cpsat(problem, hint, weights, time_limit=30.0, workers=1, seed=0,
-                          deterministic_time=3.0)
+    outcome = solve_cpsat(SolveRequest(
+        problem, hint, weights, time_limit=30.0, workers=1, seed=0, deterministic_time=3.0))
     assume(outcome.plan is not None)
     assert outcome.plan is not None and outcome.objective is not None
     assert not [n for n in outcome.notes if n.startswith("BUG")], outcome.notes

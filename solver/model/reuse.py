@@ -85,7 +85,8 @@ from solver.model.cancel import retain
 if TYPE_CHECKING:  # pragma: no cover
     from solver.model.variables import Lin
 
-#: :class:`solver.cpsat.BuiltModel` (not imported: :mod:`solver.cpsat` imports this module)
+#: :class:`solver.model.built.BuiltModel` (not imported: it loads OR-Tools, which this module
+#: imports only inside the functions that need it)
 BuiltModel = Any
 
 log = logging.getLogger("npu_place.cpsat")

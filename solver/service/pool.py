@@ -280,7 +280,7 @@ class WorkerPool:
         self._closed = False
         self._ctx = multiprocessing.get_context("forkserver")
         self._ctx.set_forkserver_preload(["solver.service.worker", "solver.facade",
-                                          "solver.cpsat"])
+                                          "solver.engine"])
 
     # ------------------------------------------------------------------ processes
     def start(self) -> None:

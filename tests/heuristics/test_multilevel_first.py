@@ -187,9 +187,11 @@ def test_a_passed_deadline_stops_the_passes_and_keeps_the_base() -> None:
 def test_small_multilevel_batches_search_from_the_older_start(
         old_start: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     # full-mode batches: CP-SAT starts from the construction without its multilevel part
-    # (solver.cpsat.FULL_MODEL_OLD_START); the construction stays the fallback
-    import solver.cpsat as engine
+    # (solver.phases.FULL_MODEL_OLD_START); the construction stays the fallback
+    import solver.engine as engine
+    import solver.phases as phases
     from solver.facade import solve
+    from solver.request import SolveRequest
 
     problem = _problem([("uid-b", 0, "a0"), ("uid-b", 1, "a1")], [
         {"name": "A", "owner-uid": "uid-a", "tasks": 2, "affinity-config": "level1=2",
@@ -198,12 +200,12 @@ def test_small_multilevel_batches_search_from_the_older_start(
     starts: list[object] = []
     real = engine.solve_cpsat
 
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        starts.append(kwargs.get("start"))
-        return real(*args, **kwargs)
+    def spy(request: SolveRequest) -> Any:
+        starts.append(request.start)
+        return real(request)
 
     monkeypatch.setattr(engine, "solve_cpsat", spy)
-    monkeypatch.setattr(engine, "FULL_MODEL_OLD_START", old_start)
+    monkeypatch.setattr(phases, "FULL_MODEL_OLD_START", old_start)
     result = solve(problem, engine="cpsat", time_limit=20.0, workers=1, seed=0)
     assert result.origin_first_objective is not None
     assert result.metrics.origin_hits == 2

@@ -1,4 +1,4 @@
-"""The anytime rule of :mod:`solver.cpsat`: a longer budget never answers worse.
+"""The anytime rule of :mod:`solver.phases`: a longer budget never answers worse.
 
 Exact under deterministic budgets; under wall-clock budgets, what is testable without
 timing: the steps carry the same deterministic limits, and the steps before a cut are the
@@ -22,20 +22,15 @@ from models.compiled import Problem, compile_scenario
 from models.objective import evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
-from solver.cpsat import (
-    FULL_MAX_JOBS,
-    LNS_MIN_NODES,
-    LNS_ONLY_NODES,
-    CpsatOutcome,
-    search_mode,
-    solve_cpsat,
-)
+from solver.engine import solve_cpsat
 from solver.facade import solve
 from solver.lns import (
     STEP_DETERMINISTIC_SECONDS,
     StepNotStarted,
     large_neighbourhood_search,
 )
+from solver.phases import FULL_MAX_JOBS, LNS_MIN_NODES, LNS_ONLY_NODES, search_mode
+from solver.request import CpsatOutcome, SolveRequest
 
 
 def _generated(family: str, nodes: int, seed: int, jobs: int) -> Problem:
@@ -53,8 +48,9 @@ def batch_950() -> Problem:
 def _answer(problem: Problem, deterministic_time: float, mode: str | None) -> int:
     weights = resolve_weights(problem)
     greedy = greedy_plan(problem)
-    outcome = solve_cpsat(problem, greedy, weights, time_limit=600.0, workers=1, seed=0,
-                          deterministic_time=deterministic_time, start=greedy, mode=mode)
+    outcome = solve_cpsat(SolveRequest(
+        problem, greedy, weights, time_limit=600.0, workers=1, seed=0,
+        deterministic_time=deterministic_time, start=greedy, mode=mode))
     plan = outcome.plan if outcome.plan is not None else greedy
     assert check(problem, to_placement(problem, plan, engine="cpsat",
                                        status=Status.FEASIBLE)) == []
@@ -159,8 +155,9 @@ def test_wall_clock_neighbourhoods_repeat_the_same_steps_under_a_longer_budget()
     problem = _generated("a3", 256, 3, 3)
     weights = resolve_weights(problem)
     greedy = greedy_plan(problem)
-    runs = [solve_cpsat(problem, greedy, weights, time_limit=limit, workers=1, seed=0,
-                        start=greedy, mode="lns") for limit in (60.0, 600.0)]
+    runs = [solve_cpsat(SolveRequest(problem, greedy, weights, time_limit=limit, workers=1,
+                                     seed=0, start=greedy, mode="lns"))
+            for limit in (60.0, 600.0)]
     for outcome in runs:
         assert outcome.plan is not None
         assert check(problem, to_placement(problem, outcome.plan, engine="cpsat",
@@ -180,8 +177,9 @@ def test_wall_clock_hybrid_repeats_the_neighbourhoods_then_keeps_their_answer() 
     problem = _generated("a3", 256, 3, 3)
     weights = resolve_weights(problem)
     greedy = greedy_plan(problem)
-    runs = {mode: solve_cpsat(problem, greedy, weights, time_limit=120.0, workers=1, seed=0,
-                              start=greedy, mode=mode) for mode in ("lns", "hybrid")}
+    runs = {mode: solve_cpsat(SolveRequest(problem, greedy, weights, time_limit=120.0,
+                                           workers=1, seed=0, start=greedy, mode=mode))
+            for mode in ("lns", "hybrid")}
     short, long = runs["lns"], runs["hybrid"]
     assert long.plan is not None and short.objective is not None
     assert _steps(long) == _steps(short)

@@ -22,9 +22,11 @@ from models.objective import evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import Scenario
-from solver.cpsat import add_hint, build_model, solve_cpsat
+from solver.cpsat import add_hint, build_model
 from solver.doors import example_path
+from solver.engine import solve_cpsat
 from solver.facade import solve
+from solver.request import SolveRequest
 from tests.solver.answers import objective_fixed_to_hint
 
 NOW = 1764400000
@@ -120,7 +122,7 @@ def test_an_unrepresentable_hint_is_reported_not_hidden() -> None:
     job = problem.jobs[0]
     busy = next(n for n in range(problem.num_nodes) if problem.free[n] == 0)
     bad.nodes[0] = np.full(job.tasks, busy, dtype=np.int32)
-    outcome = solve_cpsat(problem, bad, weights, time_limit=5, workers=1, seed=0)
+    outcome = solve_cpsat(SolveRequest(problem, bad, weights, time_limit=5, workers=1, seed=0))
     assert any("warm start not used" in n for n in outcome.notes)
     assert outcome.plan is not None
     assert check(problem, to_placement(problem, outcome.plan, engine="cpsat",

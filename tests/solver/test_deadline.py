@@ -26,9 +26,10 @@ from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.objective import evaluate, resolve_weights
 from models.placement import Status
-from solver.cpsat import solve_cpsat
+from solver.engine import solve_cpsat
 from solver.facade import check_solve_options, solve
 from solver.model.cancel import BuildCancelled, CancelToken, cancellable, checkpoint, settle
+from solver.request import SolveRequest
 
 #: Slack on top of a budget for thread scheduling on a loaded 2-core CI machine.
 SLACK = 1.0
@@ -200,8 +201,9 @@ def test_large_neighbourhood_search_is_valid_and_never_worse(family: str, nodes:
     weights = resolve_weights(problem)
     greedy = greedy_plan(problem)
     start_value = evaluate(problem, greedy.as_mapping(), weights).objective
-    outcome = solve_cpsat(problem, greedy, weights, time_limit=20.0, workers=1, seed=0,
-                          deterministic_time=2.0, start=greedy, mode="lns")
+    outcome = solve_cpsat(SolveRequest(
+        problem, greedy, weights, time_limit=20.0, workers=1, seed=0, deterministic_time=2.0,
+        start=greedy, mode="lns"))
     assert outcome.plan is not None
     assert outcome.status is Status.FEASIBLE and outcome.bound is None
     value = evaluate(problem, outcome.plan.as_mapping(), weights).objective
@@ -219,8 +221,9 @@ def test_large_neighbourhood_search_improves_a_batch() -> None:
     weights = resolve_weights(problem)
     greedy = greedy_plan(problem)
     greedy_value = evaluate(problem, greedy.as_mapping(), weights).objective
-    outcome = solve_cpsat(problem, greedy, weights, time_limit=20.0, workers=1, seed=0,
-                          deterministic_time=2.0, start=greedy, mode="lns")
+    outcome = solve_cpsat(SolveRequest(
+        problem, greedy, weights, time_limit=20.0, workers=1, seed=0, deterministic_time=2.0,
+        start=greedy, mode="lns"))
     assert outcome.objective is not None and outcome.objective > greedy_value
 
 
@@ -245,8 +248,8 @@ def test_lns_decision_depends_on_size_and_budget_only() -> None:
     small = _generated("850", 64, 1, 1)
     weights = resolve_weights(small)
     greedy = greedy_plan(small)
-    outcome = solve_cpsat(small, greedy, weights, time_limit=1.0, workers=1, seed=0,
-                          deterministic_time=1.0)
+    outcome = solve_cpsat(SolveRequest(
+        small, greedy, weights, time_limit=1.0, workers=1, seed=0, deterministic_time=1.0))
     assert outcome.solver_status != "LNS"  # below LNS_MIN_NODES: the full model
 
 
@@ -275,10 +278,12 @@ def test_hybrid_search_is_valid_and_never_worse_than_its_neighbourhoods() -> Non
     problem = _generated("850", 256, 4, 3)
     weights = resolve_weights(problem)
     greedy = greedy_plan(problem)
-    lns_only = solve_cpsat(problem, greedy, weights, time_limit=30.0, workers=1, seed=0,
-                           deterministic_time=0.6, start=greedy, mode="lns")
-    hybrid = solve_cpsat(problem, greedy, weights, time_limit=30.0, workers=1, seed=0,
-                         deterministic_time=2.0, start=greedy, mode="hybrid")
+    lns_only = solve_cpsat(SolveRequest(
+        problem, greedy, weights, time_limit=30.0, workers=1, seed=0, deterministic_time=0.6,
+        start=greedy, mode="lns"))
+    hybrid = solve_cpsat(SolveRequest(
+        problem, greedy, weights, time_limit=30.0, workers=1, seed=0, deterministic_time=2.0,
+        start=greedy, mode="hybrid"))
     assert hybrid.plan is not None and lns_only.objective is not None
     value = evaluate(problem, hybrid.plan.as_mapping(), weights).objective
     assert value >= lns_only.objective  # the same neighbourhood phase, then the full model
@@ -293,4 +298,5 @@ def test_unknown_search_mode_is_refused() -> None:
     problem = _generated("850", 64, 1, 1)
     weights = resolve_weights(problem)
     with pytest.raises(ValueError, match="search mode"):
-        solve_cpsat(problem, greedy_plan(problem), weights, time_limit=1.0, mode="fast")
+        solve_cpsat(SolveRequest(
+            problem, greedy_plan(problem), weights, time_limit=1.0, mode="fast"))

@@ -11,8 +11,9 @@ from benchmarks.sweep import Cell, Source, run_cell
 from heuristics.greedy import greedy_plan
 from models.compiled import Problem, compile_scenario
 from models.objective import resolve_weights
-from solver.cpsat import solve_cpsat
+from solver.engine import solve_cpsat
 from solver.facade import solve
+from solver.request import SolveRequest
 
 
 def _generated(family: str, nodes: int, seed: int, jobs: int) -> Problem:
@@ -24,8 +25,9 @@ def test_hybrid_run_sums_its_phases_and_is_reproducible() -> None:
     problem = _generated("850", 256, 4, 3)
     weights = resolve_weights(problem)
     greedy = greedy_plan(problem)
-    runs = [solve_cpsat(problem, greedy, weights, time_limit=30.0, workers=1, seed=0,
-                        deterministic_time=6.0, start=greedy, mode="hybrid")
+    runs = [solve_cpsat(SolveRequest(problem, greedy, weights, time_limit=30.0, workers=1,
+                                     seed=0, deterministic_time=6.0, start=greedy,
+                                     mode="hybrid"))
             for _ in range(2)]
     used = runs[0].deterministic_seconds
     assert used is not None and used > 0
@@ -53,15 +55,15 @@ def test_solve_result_and_sweep_row_carry_it() -> None:
 
 def test_vnpu_model_is_counted(monkeypatch: Any) -> None:
     """The vNPU model's deterministic time is added to the other jobs' search."""
-    import solver.cpsat as cpsat
+    import solver.engine as engine
     import solver.model.vnpu as vnpu
     from solver.doors import example_path, load_problem
 
     used: dict[str, float] = {}
-    real_main, real_vnpu = cpsat.solve_cpsat, vnpu.solve_vnpu_cpsat
+    real_main, real_vnpu = engine.solve_cpsat, vnpu.solve_vnpu_cpsat
 
-    def main(*args: Any, **kwargs: Any) -> Any:
-        outcome = real_main(*args, **kwargs)
+    def main(request: SolveRequest) -> Any:
+        outcome = real_main(request)
         used["main"] = outcome.deterministic_seconds
         return outcome
 
@@ -70,7 +72,7 @@ def test_vnpu_model_is_counted(monkeypatch: Any) -> None:
         used["vnpu"] = outcome.deterministic_seconds
         return outcome
 
-    monkeypatch.setattr(cpsat, "solve_cpsat", main)
+    monkeypatch.setattr(engine, "solve_cpsat", main)
     monkeypatch.setattr(vnpu, "solve_vnpu_cpsat", chips)
     problem = load_problem(str(example_path("vnpu-inference")))
     result = solve(problem, engine="cpsat", time_limit=30.0, workers=1, seed=0,

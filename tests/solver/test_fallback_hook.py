@@ -117,7 +117,8 @@ def test_the_fallback_handed_back_unchanged_is_not_checked_again(
     """When the search hands the fallback back as it is (no neighbourhood improved it), the
     end of the budget is not spent checking, scoring and assembling it again (issue 20);
     the answer is the fallback with the search's notes and bound, and still valid."""
-    import solver.cpsat as cpsat
+    import solver.engine as cpsat_engine
+    from solver.request import CpsatOutcome, SolveRequest
 
     problem = _example("superpod-850")
     greedy_alone = solve(problem, engine="greedy")
@@ -128,14 +129,12 @@ def test_the_fallback_handed_back_unchanged_is_not_checked_again(
         checked.append(engine)
         return original(problem, plan, engine)
 
-    def unchanged(problem: Problem, hint: Any, weights: Any, *, start: Any,
-                  **kwargs: Any) -> cpsat.CpsatOutcome:
-        return cpsat.CpsatOutcome(start, facade.Status.FEASIBLE, None, 10**12, 0.0,
-                                  ["large-neighbourhood search: 0 steps (time up)"], None,
-                                  "LNS")
+    def unchanged(request: SolveRequest) -> CpsatOutcome:
+        return CpsatOutcome(request.start, facade.Status.FEASIBLE, None, 10**12, 0.0,
+                            ["large-neighbourhood search: 0 steps (time up)"], None, "LNS")
 
     monkeypatch.setattr(facade, "_checked", counted)
-    monkeypatch.setattr(cpsat, "solve_cpsat", unchanged)
+    monkeypatch.setattr(cpsat_engine, "solve_cpsat", unchanged)
     result = solve(problem, engine=engine, time_limit=5, workers=1, seed=0)
     assert "cpsat" not in checked and checked[0] == "greedy"
     assert result.objective >= greedy_alone.objective

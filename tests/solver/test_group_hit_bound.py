@@ -1,4 +1,4 @@
-"""The combinatorial bound on origin hits (:mod:`solver.model.group_hit_bound`, issue 20).
+"""The combinatorial bound on origin hits (:mod:`solver.bounds.group_hits`, issue 20).
 
 It adds nothing to the model: it must never fall below what a valid placement scores
 (the valid side, checked against CP-SAT's optimum on small generated batches), and it
@@ -17,9 +17,14 @@ from models.compiled import Problem, compile_scenario
 from models.objective import resolve_weights
 from models.placement import Status
 from models.scenario import Scenario
-from solver.cpsat import build_model, combinatorial_bound
+from solver.bounds.group_hits import (
+    _best_assignment,
+    combinatorial_bound,
+    hit_bound_reduction,
+    job_hit_bound,
+)
+from solver.cpsat import build_model
 from solver.facade import solve
-from solver.model.group_hit_bound import _best_assignment, hit_bound_reduction, job_hit_bound
 from tests.solver.test_gap_rows import _split_origins, lp_max_hits
 
 NOW = 1764400000

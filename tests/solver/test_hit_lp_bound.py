@@ -1,4 +1,4 @@
-"""The origin-hit LP bound (:mod:`solver.hit_lp_bound`, issue 20's 950 batch gaps).
+"""The origin-hit LP bound (:mod:`solver.bounds.hit_lp`, issue 20's 950 batch gaps).
 
 Valid: never below the optimum CP-SAT proves on small generated super-pod-family
 batches (950, 850, A3, soft jobs included).  Useful: strictly below "every reachable
@@ -7,8 +7,6 @@ origin hit" where windows compete for racks, and it lowers a search's looser bou
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from benchmarks.generators import GenParams, generate
@@ -16,9 +14,9 @@ from heuristics.greedy import greedy_plan
 from models.compiled import Problem, compile_scenario
 from models.objective import achievable_hits, evaluate, resolve_weights
 from models.placement import Status
-from solver import cpsat
+from solver.bounds.hit_lp import objective_bound, origin_hit_lp, tighten_bound
 from solver.facade import solve
-from solver.hit_lp_bound import objective_bound, origin_hit_lp
+from solver.request import CpsatOutcome, SolveRequest
 
 #: (family, nodes, jobs, seed, soft_prob): CP-SAT proves each within 5 deterministic s
 CASES = [("950", 64, 4, 0, 0.1), ("950", 64, 4, 3, 0.1), ("950", 64, 4, 5, 0.1),
@@ -75,9 +73,9 @@ def test_the_search_bound_is_lowered_only_when_looser() -> None:
     assert lp is not None
     loose = _every_origin(problem)
 
-    def tightened(bound: int | None, status: Status = Status.FEASIBLE) -> cpsat.CpsatOutcome:
-        outcome = cpsat.CpsatOutcome(plan, status, value, bound, 0.0)
-        cpsat._tighten_bound(problem, weights, outcome, time.perf_counter() + 60.0)
+    def tightened(bound: int | None, status: Status = Status.FEASIBLE) -> CpsatOutcome:
+        outcome = CpsatOutcome(plan, status, value, bound, 0.0)
+        tighten_bound(SolveRequest(problem, plan, weights, time_limit=60.0), outcome)
         return outcome
 
     assert tightened(loose).bound == lp and tightened(loose).lp_bound == lp
@@ -85,6 +83,6 @@ def test_the_search_bound_is_lowered_only_when_looser() -> None:
     assert tightened(None).bound is None  # a run without a bound gets none
     assert tightened(value, Status.OPTIMAL).bound == value
     # no time left after the search: nothing computed
-    outcome = cpsat.CpsatOutcome(plan, Status.FEASIBLE, value, loose, 0.0)
-    cpsat._tighten_bound(problem, weights, outcome, time.perf_counter())
+    outcome = CpsatOutcome(plan, Status.FEASIBLE, value, loose, 0.0)
+    tighten_bound(SolveRequest(problem, plan, weights, time_limit=0.0), outcome)
     assert outcome.bound == loose and outcome.lp_bound is None

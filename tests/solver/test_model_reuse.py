@@ -23,12 +23,14 @@ from models.io import scenario_from_data
 from models.objective import evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
-from solver.cpsat import add_hint, build_model, cached_build, solve_cpsat
+from solver.cpsat import add_hint, build_model, cached_build
+from solver.engine import solve_cpsat
 from solver.facade import solve
 from solver.lns import _blockers, job_potential
 from solver.model.focus import neighbourhood_mask, unit_keys
 from solver.model.podscope import leaf_allows, node_keys, pod_scope
 from solver.model.reuse import ModelCache, _fixed_part, step_digest
+from solver.request import SolveRequest
 from solver.reuse import SolveCache
 from solver.service.app import ServiceConfig
 from solver.service.client import PlanClient
@@ -230,9 +232,9 @@ def test_reuse_answers_as_a_cold_build_does(family: str, mode: str) -> None:
             if models is cache:
                 models.new_session()
             before = cache.carried
-            outcome = solve_cpsat(problem, greedy, weights, time_limit=600.0, workers=1,
-                                  seed=0, deterministic_time=1.0, start=greedy, mode=mode,
-                                  models=models)
+            outcome = solve_cpsat(SolveRequest(
+                problem, greedy, weights, time_limit=600.0, workers=1, seed=0,
+                deterministic_time=1.0, start=greedy, mode=mode, models=models))
             if models is cache:
                 hits.append(cache.carried - before)
             else:

@@ -25,8 +25,10 @@ from models.compiled import Problem
 from models.objective import evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
-from solver.cpsat import build_model, solve_cpsat
+from solver.cpsat import build_model
+from solver.engine import solve_cpsat
 from solver.model.podscope import leaf_allows, node_keys, pod_scope
+from solver.request import SolveRequest
 from tests.heuristics.test_podlevel import (
     OLD,
     RACK_CONFIG,
@@ -50,8 +52,9 @@ def _cpsat(p: Problem, optimal: bool = True) -> tuple[Plan, Plan]:
     optimal unless a job is left out of the model)."""
     weights = resolve_weights(p)
     greedy = greedy_plan(p)
-    out = solve_cpsat(p, greedy, weights, time_limit=60.0, workers=1, seed=0,
-                      deterministic_time=5.0, mode="full")
+    out = solve_cpsat(SolveRequest(
+        p, greedy, weights, time_limit=60.0, workers=1, seed=0, deterministic_time=5.0,
+        mode="full"))
     assert out.plan is not None
     assert out.status is (Status.OPTIMAL if optimal else Status.FEASIBLE)
     assert check(p, to_placement(p, out.plan, engine="cpsat", status=out.status)) == []
@@ -332,8 +335,9 @@ def test_cpsat_never_moves_a_running_rank(problem: Problem, seed: int, sessions:
     assert partly is not None
     weights = resolve_weights(partly)
     greedy = greedy_plan(partly)
-    out = solve_cpsat(partly, greedy, weights, time_limit=60.0, workers=1,
-                      seed=random.Random(seed).randint(0, 9), deterministic_time=2.0)
+    out = solve_cpsat(SolveRequest(
+        partly, greedy, weights, time_limit=60.0, workers=1,
+        seed=random.Random(seed).randint(0, 9), deterministic_time=2.0))
     assert out.plan is not None
     assert check(partly, to_placement(partly, out.plan, engine="cpsat",
                                       status=out.status)) == []

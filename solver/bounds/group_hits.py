@@ -18,8 +18,8 @@ The LP relaxation of the counted model misses this: it spreads a group fractiona
 its preferred domains and takes the origin node in each, so its bound can count every
 origin as a hit (``multilevel-n8192-batch11-d4-s0`` at deterministic time 10: bound at
 1,135 of 1,140 candidates).  The bound is applied to the reported bound only
-(:func:`hit_bound_reduction`); it adds nothing to the model, so the search follows the
-same path with or without it.
+(:func:`hit_bound_reduction`, :func:`combinatorial_bound`); it adds nothing to the model,
+so the search follows the same path with or without it.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from collections import defaultdict
 from ortools.graph.python import min_cost_flow
 
 from models.compiled import Problem
+from models.objective import ResolvedWeights
+from solver.model.built import BuiltModel
 from solver.model.cancel import checkpoint
 from solver.model.structure import JobStructure, Structure
 from solver.model.variables import ModelVariables, leaf_domain_of
@@ -140,3 +142,13 @@ def hit_bound_reduction(problem: Problem, structure: Structure, mv: ModelVariabl
             continue
         total += max(0, per_job[j] - job_hit_bound(problem, structure, mv, js))
     return total
+
+
+def combinatorial_bound(built: BuiltModel, weights: ResolvedWeights) -> int:
+    """``best_possible`` less the origin hits no solution of the model reaches
+    (:func:`hit_bound_reduction`); adds nothing to the model, so it cannot change the
+    search.  Focused models report no bound: their ``best_possible`` is returned."""
+    if built.focused or weights.origin_hit <= 0:
+        return built.best_possible
+    missed = hit_bound_reduction(built.problem, built.structure, built.variables)
+    return built.best_possible - weights.origin_hit * missed

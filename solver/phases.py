@@ -1,0 +1,321 @@
+"""The phase plan of a CP-SAT solve: which searches run, in what order, on what budget.
+
+The plan
+--------
+A solve (:func:`solver.engine.solve_cpsat` runs :func:`run_phases` on its
+:class:`~solver.request.SolveRequest`) follows four rules:
+
+1. **Which search** depends on the problem's shape only, never on the budget or the
+   machine's load (:func:`search_mode`):
+
+   * fewer than :data:`LNS_MIN_NODES` (2,048) nodes, or at most :data:`FULL_MAX_JOBS`
+     (1) job: ``full``, one model of the whole batch, which builds fast enough there
+     and can prove optimality (a single job is proved in seconds);
+   * more than :data:`LNS_ONLY_NODES` (16,384) nodes: ``lns``, large neighbourhoods
+     only (the whole-batch model of such a batch does not fit the memory limit);
+   * otherwise ``hybrid``: large neighbourhoods first, then the whole-batch model.
+
+2. **The start** is the caller's warm start, else the better of greedy's plan and its
+   origin-first reconstruction (:func:`better_start`; small multilevel batches searched
+   ``full`` keep the older construction, :data:`FULL_MODEL_OLD_START`).
+
+3. **Neighbourhoods** (:func:`run_neighbourhoods`, :mod:`solver.lns`) re-solve one job
+   and the jobs in its way at a time, every step with the same
+   :data:`solver.lns.STEP_DETERMINISTIC_SECONDS` of deterministic time, until a sweep
+   improves nothing (``converged``), until they used :data:`LNS_LIMIT_DETERMINISTIC`
+   (``capped``; ``hybrid`` under a deterministic budget only) or until the budget runs
+   out (``budget``).
+
+4. **The whole-batch phase** (:func:`solver.cpsat.run_whole_batch`) is the whole search
+   of ``full``.  In ``hybrid`` it runs only when the neighbourhoods ended by their own
+   rule (not by the budget) and at least :data:`FULL_MIN_DETERMINISTIC` deterministic
+   seconds (or :data:`FULL_MIN_SECONDS` of wall clock) are left; it is hinted with, and
+   keeps, their answer, and gets all the rest of the budget.  When its model could not
+   search and the neighbourhoods had been capped, the rest of a wall-clock budget goes
+   back to neighbourhoods (:data:`RESUME_LNS_SECONDS`).
+
+The anytime rule: more budget never gives a worse answer
+----------------------------------------------------------
+The plan's choice and lengths do not depend on the budget; the budget only decides
+where the plan is cut.  So for budgets ``T1 < T2`` the run under ``T2`` first does exactly
+what the run under ``T1`` did, then goes on from the best answer so far, and every phase
+returns the better of its own answer and the one it started from.
+
+* **Neighbourhoods** visit jobs in an order that depends only on the incumbent, and
+  every step gets the same deterministic time under every budget, deterministic or
+  wall-clock (with the CP-SAT parameters of the budget's kind: clique merging is off
+  under a wall clock, whose deadline it ignores; :func:`solver.cpsat.solve_step`).
+  Under a deterministic budget a step starts while the time used is below the budget;
+  under a wall-clock budget it starts while the clock leaves room to search (the first
+  step without room ends the phase: a smaller step after it would be one that a longer
+  budget never reaches), and the step running at the deadline is stopped there and
+  offers the best solution it found so far (accepted only when better, as every
+  step's).
+* **The whole-batch phase** too gives at least as much under a longer limit only if one
+  CP-SAT search with one worker and a fixed seed follows the same path under any limit;
+  CP-SAT does not promise it (some of its work limits may scale with the time left), so
+  in ``hybrid`` the phase is kept to long budgets (at least
+  :data:`LNS_LIMIT_DETERMINISTIC` + :data:`FULL_MIN_DETERMINISTIC`, or 5 s left after
+  the neighbourhoods converged).
+
+Every run records its phases (:attr:`CpsatOutcome.phases`) and its steps
+(:attr:`CpsatOutcome.steps`: job, neighbourhood, deterministic limit, outcome).
+
+What holds where
+~~~~~~~~~~~~~~~~
+*Deterministic budget* (``deterministic_time``), one worker: ``answer(D2) >= answer(D1)``
+for ``D2 > D1`` exactly, up to the whole-batch phase (tested in
+``tests/solver/test_anytime_monotone.py``), independent of machine load.
+
+*Wall-clock budget*, one worker: the run under ``T2`` starts the same steps, with the same
+deterministic limits and parameters, as the run under ``T1`` (tested there through the
+step log); every step that ``T1`` completed, ``T2`` completes identically, and the step
+``T1`` was cutting is the same search that ``T2`` runs further.  So ``answer(T2) >=
+answer(T1)`` holds as far as one CP-SAT search cut later is at least as good, which
+CP-SAT's sequential search gives but does not promise.  It does not hold when
+
+- the load differs so much between the two runs that the clock cuts ``T2``'s plan
+  earlier than ``T1``'s (the plan is the same, where the clock cuts it is not): fewer
+  steps, or the same step cut during model building or presolve (nothing from it is
+  kept) where ``T1``'s was cut during its search;
+- the plan recovered from a cut step's solution scores (by
+  :func:`models.objective.evaluate`, which decides acceptance) above the model's
+  objective: the post-pass can do that, so a later cut with a better model objective
+  can, rarely, be accepted with less;
+- the whole-batch phase runs under both budgets: its length is the clock's, and whether
+  it runs at all depends on the wall clock left after the neighbourhoods converged;
+- the facade's own fallbacks differ: under a short budget the origin-first
+  construction may be cut (greedy is then the start), or CP-SAT's answer may come too
+  late to be checked (:mod:`solver.facade`).
+
+*Several workers*: they share solutions in a way that depends on timing (under a wall
+clock) or on the limit (under a deterministic budget); no rule is promised there.
+
+What holds for every budget: the answer is never worse than the fallback (greedy or the
+origin-first construction), passes the validator, and the call returns at its deadline
+with no search left running (unless a worker had to be abandoned:
+:mod:`solver.engine`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from functools import partial
+
+from heuristics.origin_first import ORIGIN_FIRST_FAMILIES, origin_first_plan
+from models.check import check
+from models.compiled import Problem
+from models.objective import ResolvedWeights, evaluate
+from models.placement import Status
+from models.plan import Plan, to_placement
+from solver.cpsat import run_whole_batch, solve_step
+from solver.explain import fill_reasons
+from solver.lns import LnsResult, large_neighbourhood_search
+from solver.model.cancel import BuildCancelled, retain
+from solver.request import CpsatOutcome, SolveRequest
+
+log = logging.getLogger("npu_place.cpsat")
+
+SEARCH_MODES = ("lns", "hybrid", "full")
+#: Problems with fewer nodes always get the full model (it builds fast enough).
+LNS_MIN_NODES = 2048
+#: Batches of more nodes search by large neighbourhoods only, without the whole-batch
+#: phase: its model of a 65,536-node multilevel batch took the process from 0.7 to 2.6 GB
+#: (peak resident memory; deterministic time 10, issue 37's limit is 2 GB), where the
+#: neighbourhoods had already converged on most batches of that size.
+LNS_ONLY_NODES = 16384
+#: Problems with at most this many jobs always get the full model: a single job's whole
+#: model proves it in seconds where neighbourhoods prove nothing (a 512-rank job on
+#: 4,608 nodes: proved in about 1 s of search).
+FULL_MAX_JOBS = 1
+#: Under a deterministic budget the large-neighbourhood phase of a hybrid search ends
+#: after this much CP-SAT deterministic time, whatever the budget (under a wall-clock
+#: budget it goes on while a sweep improves something).
+LNS_LIMIT_DETERMINISTIC = 3.0
+#: The whole-batch phase of a hybrid search starts only with at least this much
+#: deterministic time left (its building costs seconds of wall clock on large batches,
+#: and with 2 left on a3-n4096-batch10-s8 its search ran 40 min of wall clock without
+#: returning on a loaded machine: LP solves between time checks) ...
+FULL_MIN_DETERMINISTIC = 5.0
+#: ... or this many wall-clock seconds left; otherwise the neighbourhoods go on.
+FULL_MIN_SECONDS = 5.0
+#: A hybrid run whose whole-batch model could not search goes back to large
+#: neighbourhoods when at least this much time (seconds) is left.
+RESUME_LNS_SECONDS = 0.2
+#: The whole-batch search of a batch searched in ``full`` mode (small or single-job
+#: batches) with multilevel jobs starts from greedy's answer as the origin-first
+#: construction without its multilevel part re-placed it (as before the multilevel part
+#: existed), even when the facade's fallback is the full construction: with the full
+#: construction as its first solution the search of multilevel-n1024-batch8-d3-s2 at
+#: deterministic time 10 ended at 354,090,874 (174 hits) against 354,731,198 (182) from
+#: the older start (the construction had 353,372,917).  The answer is still never worse
+#: than the fallback.  Large batches (``hybrid``) start their neighbourhoods from the
+#: full construction (multilevel-n8192-batch11-d4-s0: 1,018 hits against 679).
+FULL_MODEL_OLD_START = True
+
+
+def search_mode(problem: Problem, time_limit: float | None = None,
+                deterministic_time: float | None = None) -> str:
+    """``"hybrid"``, ``"full"`` or ``"lns"``: how ``problem`` is searched (rule 1 of the
+    module docstring).
+
+    Chosen by the problem's shape only, never by the budget or machine load: problems
+    below :data:`LNS_MIN_NODES` nodes and problems of at most :data:`FULL_MAX_JOBS` jobs
+    get one model of the whole batch (``full``), which builds fast enough there or proves
+    a single job quickly; batches of more than :data:`LNS_ONLY_NODES` nodes search by
+    large neighbourhoods only (``lns``); the others by large neighbourhoods first, then
+    the whole-batch model (``hybrid``).  ``time_limit`` and ``deterministic_time`` are
+    accepted for callers of the earlier signature and ignored.
+    """
+    del time_limit, deterministic_time
+    if (problem.num_nodes < LNS_MIN_NODES or len(problem.jobs) <= FULL_MAX_JOBS):
+        return "full"
+    if problem.num_nodes > LNS_ONLY_NODES:
+        return "lns"
+    return "hybrid"
+
+
+def better_start(problem: Problem, hint: Plan, weights: ResolvedWeights,
+                 multilevel: bool = True) -> Plan:
+    """The better of ``hint`` and its origin-first reconstruction (validated).
+
+    A hint that is not a valid placement itself (a caller's own warm start) is returned
+    as it is: the reconstruction builds on the hint's other jobs.  ``multilevel`` off
+    leaves the multilevel jobs as the hint has them (see :data:`FULL_MODEL_OLD_START`).
+    """
+    if not any(job.family in ORIGIN_FIRST_FAMILIES for job in problem.jobs):
+        return hint
+    if check(problem, to_placement(problem, hint, engine="hint", status=Status.GREEDY),
+             include_vnpu=False):
+        return hint
+    candidate = origin_first_plan(problem, hint, weights=weights, multilevel=multilevel)
+    placement = to_placement(problem, candidate, engine="origin-first", status=Status.GREEDY)
+    if check(problem, placement, include_vnpu=False):
+        log.error("origin-first construction produced an invalid plan; ignored")
+        return hint
+    if evaluate(problem, candidate.as_mapping(), weights).objective > evaluate(
+            problem, hint.as_mapping(), weights).objective:
+        return candidate
+    return hint
+
+
+def run_phases(request: SolveRequest) -> CpsatOutcome:
+    """Run the plan of the module docstring for ``request`` (its ``mode`` decided, its
+    model cache set); runs in the worker thread of :func:`solver.engine.solve_cpsat`."""
+    notes: list[str] = []
+    start = request.start
+    if start is None:  # rule 2
+        start = better_start(request.problem, request.hint, request.weights,
+                             multilevel=not (FULL_MODEL_OLD_START and request.mode == "full"))
+        if start is not request.hint:
+            notes.append("warm start: the origin-first construction beat greedy")
+    if request.mode == "full":  # rule 4: the whole search
+        return run_whole_batch(request, start, notes)
+    # rule 3.  Under a wall-clock budget the neighbourhoods go on while they improve: a
+    # capped phase handed a 10 s budget's rest to a whole-batch model that, under load,
+    # found less than a 5 s budget's neighbourhoods did
+    limit = LNS_LIMIT_DETERMINISTIC if request.mode == "hybrid" and request.deterministic else None
+    first, searched = run_neighbourhoods(request, start, notes, limit)
+    assert first.plan is not None
+    if request.mode == "lns" or searched.stopped_by == "budget":
+        return first
+    # rule 4 in hybrid: only when the neighbourhoods ended by their own rule (never by
+    # the budget) and enough is left, both decided the same way under every budget that
+    # gets this far; it starts from their answer, which stays the fallback
+    if request.deterministic_time is not None:
+        left = request.deterministic_time - searched.deterministic_time
+        enough = left >= FULL_MIN_DETERMINISTIC
+    else:
+        left = request.search_end - time.perf_counter()
+        enough = left >= FULL_MIN_SECONDS
+    if not enough:
+        first.phases.append(f"whole batch: not run ({left:.2f} "
+                            f"{'deterministic ' if request.deterministic else ''}s left)")
+        log.debug("phase %s", first.phases[-1])
+        return first
+    # the whole-batch model is built around the incumbent, so it stays representable
+    whole_batch = replace(request, hint=first.plan,
+                          deterministic_time=left if request.deterministic else None)
+    full_notes = list(first.notes)
+    try:
+        outcome = run_whole_batch(whole_batch, first.plan, full_notes)
+    except BuildCancelled as exc:
+        retain(exc)
+        first.notes = [*full_notes, "the whole-batch model was not ready within the budget; "
+                       "the large-neighbourhood answer stands"]
+        first.phases.append("whole batch: building cancelled at the deadline")
+        log.debug("phase %s", first.phases[-1])
+        first.wall_seconds = time.perf_counter() - request.started
+        return first
+    outcome.phases = [*first.phases, *outcome.phases]
+    outcome.steps = first.steps
+    outcome.deterministic_seconds = _det_sum(first.deterministic_seconds,
+                                             outcome.deterministic_seconds)
+    if (outcome.plan is None and searched.stopped_by == "capped"
+            and time.perf_counter() + RESUME_LNS_SECONDS < request.search_end):
+        # the whole-batch model could not search: the rest of the budget goes back to
+        # large neighbourhoods (by wall clock only: a deterministic run gets here only
+        # when its safety net cut the model).  Not after neighbourhoods that converged
+        # (every wall-clock run): they would repeat their last sweep, step for step.
+        again, _ = run_neighbourhoods(replace(request, deterministic_time=None), first.plan,
+                                      [], None)
+        again.notes = [*outcome.notes, *again.notes]
+        again.phases = [*outcome.phases, *again.phases]
+        again.steps = [*outcome.steps, *again.steps]
+        again.deterministic_seconds = _det_sum(outcome.deterministic_seconds,
+                                               again.deterministic_seconds)
+        return again
+    if outcome.plan is None or (first.objective is not None and evaluate(
+            request.problem, outcome.plan.as_mapping(), request.weights).objective
+                                < first.objective):
+        first.notes = outcome.notes
+        first.phases = [*outcome.phases[:-1], outcome.phases[-1]
+                        + ", the neighbourhoods' answer kept"]
+        first.deterministic_seconds = outcome.deterministic_seconds
+        log.debug("phase %s", first.phases[-1])
+        first.wall_seconds = time.perf_counter() - request.started
+        return first
+    return outcome
+
+
+def _det_sum(a: float | None, b: float | None) -> float | None:
+    """The deterministic time of two phases run one after the other (``None``: unknown)."""
+    return None if a is None or b is None else a + b
+
+
+def run_neighbourhoods(request: SolveRequest, start: Plan, notes: list[str],
+                       limit: float | None) -> tuple[CpsatOutcome, LnsResult]:
+    """Large-neighbourhood search (:mod:`solver.lns`) from ``start``, each step solved by
+    :func:`solver.cpsat.solve_step`; rule 3 of the module docstring.
+
+    ``limit`` caps the search (see :func:`solver.lns.large_neighbourhood_search`); the
+    search's own result is returned next to the outcome, which carries ``notes`` with the
+    search's own.  Every accepted improvement is published to ``request.control``.
+    """
+    problem = request.problem
+    control = request.control
+
+    def publish(plan: Plan, objective: int) -> None:
+        control.published = (plan, objective)
+
+    result = large_neighbourhood_search(
+        problem, start, request.weights, search_end=request.search_end,
+        deterministic_time=request.deterministic_time, solve_step=partial(solve_step, request),
+        stopped=control.stopped, publish=publish, limit=limit)
+    notes.extend(result.notes)
+    if (request.deterministic_time is not None
+            and result.deterministic_time < request.deterministic_time
+            and time.perf_counter() >= request.search_end):
+        notes.append("the wall-clock limit stopped the large-neighbourhood search before its "
+                      "deterministic time: this answer depends on machine load")
+    plan = fill_reasons(problem, result.plan)
+    phase = (f"neighbourhoods: {result.stopped_by}, {result.steps} steps, "
+             f"{result.improved_steps} improved, {result.deterministic_time:.3f} "
+             f"deterministic s, objective {result.objective}")
+    log.debug("phase %s", phase)
+    return CpsatOutcome(plan, Status.FEASIBLE, result.objective, None,
+                        time.perf_counter() - request.started, notes, None, "LNS",
+                        phases=[phase], steps=list(result.log),
+                        deterministic_seconds=result.deterministic_time), result
