@@ -539,6 +539,8 @@ class Run:
         for i, dom in self.doms[k1].items():
             if dom.free:
                 total[i] += len(dom.free)
+        if not self._completes(total):
+            return  # pushing every free leaf cannot complete the root: pass 2 fails
         order = order[total[order] >= self.m[k1]]
         k_o, o_o = k[order], o[order]
         split: dict[int, tuple[list[int], list[int]]] = {}
@@ -573,6 +575,28 @@ class Run:
                     self._push(dom, x)
                     if self.done:
                         return
+
+    def _completes(self, total: np.ndarray) -> bool:
+        """Whether pass 2 completes the (sub-)job, ``total`` being the leaves each level1
+        domain would hold once every free leaf is pushed (its free list included).
+
+        A domain's free list sends one group up each time it fills, whatever the order
+        of the pushes, so once everything is pushed, domain ``i`` has sent
+        ``(its free list + arrivals) // m`` groups up; pass 2 completes the root exactly
+        when these counts, carried up from level1, fill the root's list.  A failing pass
+        2 (a strict-rule attempt on a busy cluster) would otherwise push every free leaf
+        of the tree for nothing.
+        """
+        k1, m, doms = self.k1, self.m, self.doms
+        groups = total // m[k1]
+        kids = self.shape.kid_starts
+        for d in range(k1 - 1, self.d0 - 1, -1):
+            held = np.add.reduceat(groups, kids[d])
+            for i, dom in doms[d].items():
+                if dom.free:
+                    held[i] += len(dom.free)
+            groups = held // m[d]
+        return bool(groups[0] >= 1)
 
     def capacity(self) -> int:
         """Groups of the root's child size that fit, ignoring the reserve (for reasons)."""
