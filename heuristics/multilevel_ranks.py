@@ -23,14 +23,14 @@ deterministically with the library (costs ``weight * (n + 1) + [i == j]`` keep e
 maximum and prefer a child on its own block; the rest is scipy's fixed row order), but
 no such rule reproduces this method's choice (the lexicographically smallest maximum
 matches it on 81 % of random small matrices), and on the multilevel batches of 512–8,192
-nodes (greedy, then the origin-first passes) 137 of 3,512 assignments came out
+nodes (greedy, then the origin-first passes) 137 of 3,515 assignments came out
 different; no answer of the quick or large digest sets changed.  What scipy would add to
 the core install (ortools, numpy, pydantic, pyyaml and their dependencies: about 257 MB
 installed) is larger than what it saves: scipy 1.17.1's wheel is 35 MB (143 MB
 installed), and ``import scipy.optimize`` takes 0.31–0.36 s of CPU (0.9–1.1 s wall on
 this shared machine), paid inside the first ``auto`` solve of a process that relabels a
 multilevel job, i.e. inside its time budget; this method took 0.031 s of CPU in all
-3,512 assignments (n ≤ 32 there; 8.5 ms at n = 64, where scipy takes 0.13 ms).
+3,515 assignments (n ≤ 32 there; 8.5 ms at n = 64, where scipy takes 0.13 ms).
 """
 
 from __future__ import annotations
