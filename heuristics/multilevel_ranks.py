@@ -16,6 +16,21 @@ cached node, the others fill the rest with fault ranks kept off their old node w
 swap allows.  Only hits and fault returns depend on the order (every other term depends
 on the node set), and the caller keeps the new order only when it scores better.
 Deterministic: ties go to the lower index.
+
+Why the Hungarian method is written here and not ``scipy.optimize.linear_sum_assignment``
+(issue 36, measured on 2026-12-02, load average 2–5): ties can be broken
+deterministically with the library (costs ``weight * (n + 1) + [i == j]`` keep every
+maximum and prefer a child on its own block; the rest is scipy's fixed row order), but
+no such rule reproduces this method's choice (the lexicographically smallest maximum
+matches it on 81 % of random small matrices), and on the multilevel batches of 512–8,192
+nodes (greedy, then the origin-first passes) 137 of 3,515 assignments came out
+different; no answer of the quick or large digest sets changed.  What scipy would add to
+the core install (ortools, numpy, pydantic, pyyaml and their dependencies: about 257 MB
+installed) is larger than what it saves: scipy 1.17.1's wheel is 35 MB (143 MB
+installed), and ``import scipy.optimize`` takes 0.31–0.36 s of CPU (0.9–1.1 s wall on
+this shared machine), paid inside the first ``auto`` solve of a process that relabels a
+multilevel job, i.e. inside its time budget; this method took 0.031 s of CPU in all
+3,515 assignments (n ≤ 32 there; 8.5 ms at n = 64, where scipy takes 0.13 ms).
 """
 
 from __future__ import annotations

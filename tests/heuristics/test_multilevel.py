@@ -238,12 +238,13 @@ def test_reference_examples(case: str, make: Any, expected: list[str]) -> None:
 
 def test_e25_scores() -> None:
     """E25's initial scores: the tree's fragment score is the root's (100)."""
-    from heuristics.multilevel import _Context, _Run
+    from heuristics.multilevel_context import Context
+    from heuristics.multilevel_run import Run
 
     problem = compile_scenario(_e25())
-    ctx = _Context(problem, problem.jobs[0], ClusterState.initial(problem))
+    ctx = Context(problem, problem.jobs[0], ClusterState.initial(problem))
     tix = ctx.index(0, 2)
-    run = _Run(ctx, tix, ctx.req_of((2, 4), 4), 0, np.arange(len(tix.order)), {})
+    run = Run(ctx, tix, ctx.req_of((2, 4), 4), 0, np.arange(len(tix.order)), {})
     scores = {(d.depth, d.seq): (d.alloc, d.frag) for ds in run.by_depth.values() for d in ds}
     # depth 1 = spines S0, S1; depth 2 = switches W0, W1, W2 (label order)
     assert run.root.alloc == 2 and run.root.frag == 100
@@ -253,12 +254,13 @@ def test_e25_scores() -> None:
 
 def test_e26_initial_scores() -> None:
     """E26: W0 alloc 1 frag 0; W1 alloc 0 frag 1; root alloc 0 frag 12."""
-    from heuristics.multilevel import _Context, _Run
+    from heuristics.multilevel_context import Context
+    from heuristics.multilevel_run import Run
 
     problem = compile_scenario(_e26(4))
-    ctx = _Context(problem, problem.jobs[0], ClusterState.initial(problem))
+    ctx = Context(problem, problem.jobs[0], ClusterState.initial(problem))
     tix = ctx.index(0, 1)
-    run = _Run(ctx, tix, ctx.req_of((2,), 4), 0, np.arange(len(tix.order)), {})
+    run = Run(ctx, tix, ctx.req_of((2,), 4), 0, np.arange(len(tix.order)), {})
     w0, w1 = run.by_depth[1]
     assert (w0.alloc, w0.frag, w1.alloc, w1.frag) == (1, 0, 0, 1)
     assert (run.root.alloc, run.root.frag) == (0, 12)
@@ -762,8 +764,10 @@ def test_random_full_cache_of_a_valid_layout_is_reused(sc: Scenario) -> None:
 def test_single_pod_repair_picks_what_a_scheduling_run_picks(
     healths: list[str], reserve: int, prefs: list[int], faults: list[int]
 ) -> None:
-    """``_repair_pod`` (the single-pod repair shortcut) equals a full :class:`_Run`."""
-    from heuristics.multilevel import _Context, _Run
+    """``repair_pod`` (the single-pod repair shortcut) equals a full :class:`Run`."""
+    from heuristics.multilevel_context import Context
+    from heuristics.multilevel_history import repair_pod
+    from heuristics.multilevel_run import Run
 
     count = len(healths)
     nodes = [node(f"n{i}", health=h, switch="W0") for i, h in enumerate(healths)]
@@ -772,15 +776,15 @@ def test_single_pod_repair_picks_what_a_scheduling_run_picks(
     sc = scenario(nodes, {"default": tree("switch", reserve=reserve)}, count, "level1=1",
                   cache=cache, faults=fault_ranks)
     problem = compile_scenario(sc)
-    ctx = _Context(problem, problem.jobs[0], ClusterState.initial(problem))
+    ctx = Context(problem, problem.jobs[0], ClusterState.initial(problem))
     tix = ctx.index(0, 1)
     idx = np.arange(len(tix.order))
     pref = {int(tix.order[p]): rank for rank, p in enumerate(prefs) if p < count}
     req = ctx.req_of((1,), 1)
-    run = _Run(ctx, tix, req, len(req) - 2, idx, pref)
+    run = Run(ctx, tix, req, len(req) - 2, idx, pref)
     expected = None
     if run.run():
         out = [-1] * ctx.tasks
-        ctx._write(run, 0, out)
+        ctx.write(run, 0, out)
         expected = out[:1]
-    assert ctx._repair_pod(tix, tix.order[idx], pref) == expected
+    assert repair_pod(ctx, tix, tix.order[idx], pref) == expected
