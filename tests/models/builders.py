@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from models.compiled import Problem, compile_scenario
 from models.io import scenario_from_data
-from models.placement import PlacementFile
+from models.placement import PlacementFile, Status
+from models.plan import Plan, to_placement
 
 NOW = 1_764_400_000
 
@@ -82,6 +85,24 @@ def placement(*jobs: dict[str, Any], **top: Any) -> PlacementFile:
             item.setdefault("reason", "no room")
         entries.append(item)
     return PlacementFile.model_validate({"engine": "test", "jobs": entries, **top})
+
+
+def node_indices(problem: Problem, names: Sequence[str]) -> np.ndarray:
+    """The node indices of ``names`` in ``problem`` (int32, in order)."""
+    return np.array([problem.node_index[n] for n in names], dtype=np.int32)
+
+
+def one_job_plan(problem: Problem, j: int, nodes: np.ndarray | None) -> Plan:
+    """A plan with job ``j`` on ``nodes`` (node index per rank), every other job unplaced."""
+    plan = Plan.empty(problem)
+    plan.nodes[j] = nodes
+    return plan
+
+
+def one_job_placement(problem: Problem, j: int, nodes: np.ndarray) -> PlacementFile:
+    """:func:`one_job_plan` as greedy's placement file (for the validator)."""
+    return to_placement(problem, one_job_plan(problem, j, nodes), engine="greedy",
+                        status=Status.GREEDY)
 
 
 def placed(name: str, nodes: list[str], **extra: Any) -> dict[str, Any]:
