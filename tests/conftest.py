@@ -13,22 +13,14 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-settings.register_profile(
-    "ci",
-    max_examples=30,
+#: What every profile shares: derandomized, no example database, no deadline.
+_DETERMINISTIC = settings(
     deadline=None,
     derandomize=True,
     database=None,
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-settings.register_profile(
-    "dev",
-    max_examples=300,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+settings.register_profile("ci", _DETERMINISTIC, max_examples=30)
+settings.register_profile("dev", _DETERMINISTIC, max_examples=300)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

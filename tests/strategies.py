@@ -16,6 +16,9 @@ Public API (reused by the tests of every package):
     with probability ``origin_bias`` so that hits and fault returns occur; a job whose
     random attempt fails stays unplaced).  ``random_plan`` returns job index → node
     index per rank; ``plan_to_placement`` turns that into a placement file.
+``running_ranks_document(problem, j, running, sessions, pod)``
+    The scenario document of ``problem`` with some of job ``j``'s ranks running (the
+    set-up of the pod-level properties).
 ``valid_placements(problem)``
     Strategy of :class:`~models.placement.PlacementFile` built by ``random_plan``.
 ``arbitrary_placements(problem)``
@@ -28,6 +31,7 @@ small, so that a property runs in well under a second per example.
 
 from __future__ import annotations
 
+import copy
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -682,3 +686,21 @@ def arbitrary_placements(problem: Problem) -> st.SearchStrategy[PlacementFile]:
     """Placement files for ``problem`` that are mostly invalid (for crash testing)."""
     return st.one_of(_junk_placement(problem), _mutated_placement(problem),
                      valid_placements(problem))
+
+
+def running_ranks_document(problem: Problem, j: int, running: dict[int, int], *,
+                           sessions: int, pod: bool) -> dict[str, Any]:
+    """The scenario document of ``problem`` with job ``j``'s ranks ``running`` (rank ->
+    node index, in order) running: their chips leave the nodes' ``free``, they leave
+    ``fault-ranks``, and ``pending-sessions`` and ``pod-rescheduling`` are set.  Compile
+    it to get the problem (it may be invalid when the ranks break a rule)."""
+    data = copy.deepcopy(problem.scenario.to_dict())
+    rows = {row["name"]: row for row in data["nodes"]}
+    for n in running.values():
+        rows[problem.node_names[n]]["free"] -= problem.jobs[j].npu_per_task
+    entry = data["jobs"][j]
+    entry["running-ranks"] = {str(r): problem.node_names[n] for r, n in running.items()}
+    entry["fault-ranks"] = [r for r in entry.get("fault-ranks", []) if r not in running]
+    entry["pod-rescheduling"] = pod
+    entry["pending-sessions"] = sessions
+    return data

@@ -208,6 +208,14 @@ def test_the_checker_accepts_a_clean_planted_tree(tmp_path: Path) -> None:
     assert circles(edges) == [] and back_arrows(edges) == []
 
 
+def _fresh_python(script: str, cwd: Path) -> str:
+    """Run ``script`` in a fresh interpreter in ``cwd``; assert it exits 0; its stdout."""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=cwd, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 @pytest.mark.parametrize("argv", [["plan", "--engine", "greedy"], ["validate"], ["examples"]])
 def test_greedy_commands_load_neither_ortools_nor_pandas(argv: list[str], tmp_path: Path) -> None:
     """``plan --engine greedy``, ``validate`` and ``examples`` start without OR-Tools."""
@@ -222,10 +230,8 @@ def test_greedy_commands_load_neither_ortools_nor_pandas(argv: list[str], tmp_pa
         "'fastapi', 'kubernetes') if m in sys.modules)\n"
         "print(code, heavy)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "0 []"
+    stdout = _fresh_python(script, tmp_path)
+    assert stdout.strip() == "0 []"
 
 
 #: What a greedy ``plan`` must not load (issue 20, "greedy starts fast"): the strategy
@@ -260,10 +266,8 @@ def test_a_greedy_plan_loads_only_what_its_jobs_need(example: str, family_module
         "print(code, sorted(m for m in sys.modules if m.startswith(('heuristics.', 'solver.', "
         "'benchmarks', 'numpy.', 'ortools'))))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    code, _, listed = proc.stdout.strip().partition(" ")
+    stdout = _fresh_python(script, tmp_path)
+    code, _, listed = stdout.strip().partition(" ")
     loaded = set(ast.literal_eval(listed))
     assert code == "0"
     assert family_module in loaded  # the probe sees what is imported
@@ -285,7 +289,5 @@ def test_version_and_help_load_no_library(argv: list[str], tmp_path: Path) -> No
         "print(code, sorted(m for m in sys.modules if m.split('.')[0] in "
         "('numpy', 'pydantic', 'yaml', 'models', 'heuristics')))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split(" ", 1)[1].strip() == "[]"
+    stdout = _fresh_python(script, tmp_path)
+    assert stdout.split(" ", 1)[1].strip() == "[]"

@@ -22,9 +22,8 @@ from heuristics.state import ClusterState
 from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.objective import evaluate
-from models.placement import Status
-from models.plan import Plan, to_placement
 from models.scenario import Scenario
+from tests.models.builders import one_job_placement
 
 NOW = 1_764_400_000
 SPINES, SWITCHES, RACKS, PER_RACK = 4, 8, 8, 16
@@ -114,9 +113,7 @@ def test_bench_multilevel(benchmark: Any, kind: str) -> None:
     state = ClusterState.initial(problem)
     outcome = benchmark(place_multilevel, problem, 0, state)
     assert outcome.nodes is not None, outcome.reason
-    plan = Plan.empty(problem)
-    plan.nodes[0] = outcome.nodes
-    placement = to_placement(problem, plan, engine="greedy", status=Status.GREEDY)
+    placement = one_job_placement(problem, 0, outcome.nodes)
     assert check(problem, placement) == []
     metrics = evaluate(problem, placement)
     assert metrics.origin_hits >= minimum

@@ -21,9 +21,8 @@ from heuristics.rack import place_rack
 from heuristics.state import ClusterState
 from models.check import check
 from models.compiled import Problem, compile_scenario
-from models.placement import Status
-from models.plan import Plan, to_placement
 from models.scenario import Scenario
+from tests.models.builders import one_job_placement
 
 NOW = 1_764_400_000
 PODS, RACKS, PER_RACK = 8, 128, 8
@@ -129,9 +128,7 @@ def test_bench_rack(benchmark: Any, cases: dict[str, tuple[Problem, dict[int, st
     state = ClusterState.initial(problem)
     outcome = benchmark(place_rack, problem, 0, state)
     assert outcome.nodes is not None, outcome.reason
-    plan = Plan.empty(problem)
-    plan.nodes[0] = outcome.nodes
-    placement = to_placement(problem, plan, engine="greedy", status=Status.GREEDY)
+    placement = one_job_placement(problem, 0, outcome.nodes)
     assert check(problem, placement) == []
     got = [problem.node_names[n] for n in outcome.nodes]
     hit = sum(1 for r, n in cache.items() if got[r] == n)

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 import benchmarks.sweep.runner as sweep
-from benchmarks.generators import GenParams, case_name
 from benchmarks.regression import (
     DEFAULT_BASELINE,
     DET_USED,
@@ -20,17 +19,13 @@ from benchmarks.regression import (
     scenario_digest,
     write_baseline,
 )
-from benchmarks.suite import Instance, Settings
+from benchmarks.suite import Settings
 from heuristics.greedy import EngineNotAvailable
 from models.io import scenario_from_data
 from models.validation import InputError
 from solver.cli import main
+from tests.benchmarks.tiny_suites import HERE, TINY
 
-TINY = [Instance(case_name(p), p) for p in (
-    GenParams("850", nodes=32, seed=1, jobs=2),
-    GenParams("ordinary", nodes=16, seed=2, jobs=3),
-)]
-HERE = "inprocess"  # the sweep runner's in-process Dask cluster (fast; monkeypatch applies)
 SETTINGS = Settings(time_limit=30.0, workers=1, seed=0, deterministic_time=1.0,
                     write_scenarios=False)
 

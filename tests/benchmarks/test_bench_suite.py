@@ -13,11 +13,10 @@ import pytest
 import benchmarks.suite as suite
 import benchmarks.sweep.runner as sweep
 from benchmarks.common import MemoryProbe, Progress, parse_markdown_table
-from benchmarks.generators import FAMILIES, GenParams, case_name
+from benchmarks.generators import FAMILIES, GenParams
 from benchmarks.suite import (
     FIELDS,
     TABLE_HEADER,
-    Instance,
     Settings,
     full_suite,
     quick_suite,
@@ -27,22 +26,17 @@ from benchmarks.suite import (
 )
 from heuristics.greedy import EngineNotAvailable
 from solver.cli import main
+from tests.benchmarks.tiny_suites import HERE, instances
 
 TINY = [GenParams("850", nodes=32, seed=1, jobs=1), GenParams("ordinary", nodes=16, seed=2, jobs=3),
         GenParams("950", nodes=64, seed=3, jobs=2), GenParams("850", nodes=32, seed=4, jobs=2)]
 FAST = Settings(time_limit=1.0, workers=1, seed=0)
-#: One worker thread in this process: monkeypatched engines and generators apply.
-HERE = "inprocess"
-
-
-def _instances(params: list[GenParams]) -> list[Instance]:
-    return [Instance(case_name(p), p) for p in params]
 
 
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, str]]]:
     out = tmp_path_factory.mktemp("bench")
-    rows = run_suite(_instances(TINY), FAST, out, scheduler=HERE)
+    rows = run_suite(instances(TINY), FAST, out, scheduler=HERE)
     write_outputs(rows, out, {"suite": "test"})
     return out, rows
 
@@ -143,7 +137,7 @@ def test_unavailable_family_is_skipped_with_a_note(tmp_path: Path,
         return real(problem, engine=engine, **kwargs)
 
     monkeypatch.setattr(sweep, "solve", fake)
-    rows = run_suite(_instances(TINY[:2]), FAST, tmp_path, scheduler=HERE)
+    rows = run_suite(instances(TINY[:2]), FAST, tmp_path, scheduler=HERE)
     skipped = [r for r in rows if r["status"] == "skipped"]
     assert len(skipped) == 2 and all("ordinary" in r["note"] for r in skipped)
     _, report, _ = write_outputs(rows, tmp_path, {"suite": "test"})
@@ -162,7 +156,7 @@ def test_engine_crash_is_recorded_not_fatal(tmp_path: Path,
         return real(problem, engine=engine, **kwargs)
 
     monkeypatch.setattr(sweep, "solve", crash)
-    rows = run_suite(_instances(TINY[:1]), FAST, tmp_path, scheduler=HERE)
+    rows = run_suite(instances(TINY[:1]), FAST, tmp_path, scheduler=HERE)
     assert [r["status"] for r in rows] == ["greedy", "error"]
     assert "boom" in rows[1]["note"]
 
@@ -177,7 +171,7 @@ def test_generator_failure_is_recorded_not_fatal(tmp_path: Path,
         return real(params)
 
     monkeypatch.setattr(sweep, "generate_case", flaky)
-    rows = run_suite(_instances(TINY[:2]), FAST, tmp_path, scheduler=HERE)
+    rows = run_suite(instances(TINY[:2]), FAST, tmp_path, scheduler=HERE)
     assert [r["status"] for r in rows[2:]] == ["error", "error"]
     assert "no cluster today" in rows[2]["note"]
     assert rows[0]["status"] != "error"
@@ -185,7 +179,7 @@ def test_generator_failure_is_recorded_not_fatal(tmp_path: Path,
 
 def test_time_budget_skips_the_rest(tmp_path: Path) -> None:
     settings = Settings(time_limit=1.0, budget_seconds=1.0)
-    rows = run_suite(_instances(TINY[:2]), settings, tmp_path, scheduler=HERE)
+    rows = run_suite(instances(TINY[:2]), settings, tmp_path, scheduler=HERE)
     assert {r["status"] for r in rows} == {"skipped"}
     assert "time budget" in rows[0]["note"]
 

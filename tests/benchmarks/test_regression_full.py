@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from benchmarks.generators import GenParams, case_name
 from benchmarks.regression import (
     DET_USED,
     baseline_from_bench,
@@ -24,16 +23,12 @@ from benchmarks.regression import (
     scenario_digest,
     write_baseline_file,
 )
-from benchmarks.suite import Instance, Settings, read_csv, run_suite, write_outputs
+from benchmarks.suite import Settings, read_csv, run_suite, write_outputs
 from models.io import scenario_from_data
 from models.validation import InputError
 from solver.cli import main
+from tests.benchmarks.tiny_suites import HERE, TINY
 
-TINY = [Instance(case_name(p), p) for p in (
-    GenParams("850", nodes=32, seed=1, jobs=2),
-    GenParams("ordinary", nodes=16, seed=2, jobs=3),
-)]
-HERE = "inprocess"
 SETTINGS_LINE = ("time limit 30 s per CP-SAT run, 1 worker(s), CP-SAT seed 0, "
                  "deterministic time 1")
 

@@ -12,13 +12,17 @@ from benchmarks.replay.spec import WorkloadSpec, load_spec
 from models.compiled import compile_scenario
 from models.errors import InputError
 from solver.simulate.events import (
-    AdvanceEvent,
-    DeleteJobEvent,
-    ScaleEvent,
-    SessionSpec,
     SubmitEvent,
 )
-from tests.replay_specs import short_spec
+from tests.replay_specs import (
+    NEXT_SESSION,
+    delete_job,
+    hand_day,
+    ordinary_images_spec,
+    scale,
+    short_spec,
+    submit,
+)
 
 # --------------------------------------------------------------------------- spec
 
@@ -100,29 +104,12 @@ def test_the_day_has_each_kind_of_event() -> None:
 
 def _known_day() -> Day:
     """Two 8-NPU nodes, 15 GB image disks, 10 GB images, every pull known in advance."""
-    spec = load_spec({
-        "name": "known", "hours": 1, "session-minutes": 10,
-        "cluster": {"pools": [{"name": "o", "family": "ordinary", "nodes": 2}],
-                    "image-disk-gb": 15, "pull-gb-per-minute": 5},
-        "images": [{"name": "a", "size-gb": 10}, {"name": "b", "size-gb": 10}],
-    }, "known.yaml")
-    day = generate_day(spec, 0)
-
-    def job(name: str, tasks: int) -> SubmitEvent:
-        return SubmitEvent.model_validate({"submit": {
-            "name": name, "owner-uid": f"rs-{name}", "policy": "chip8-node8", "tasks": tasks,
-            "npu-per-task": 8, "image-size-gb": 10}})
-
-    step = AdvanceEvent.model_validate({"advance": 600})
-    day.sessions = [
-        SessionSpec(1, "A on both nodes", (job("A", 2),)),
-        SessionSpec(2, "A scales down", (step, ScaleEvent.model_validate({"scale": "A",
-                                                                          "tasks": 1}))),
-        SessionSpec(3, "B takes A's freed node", (step, job("B", 1))),
-        SessionSpec(4, "B ends, A scales up", (step, DeleteJobEvent.model_validate(
-            {"delete-job": "B"}), ScaleEvent.model_validate({"scale": "A", "tasks": 2}))),
-    ]
-    day.elapsed = [0, 600, 1200, 1800]
+    day = hand_day(ordinary_images_spec("known", nodes=2, disk_gb=15), [
+        ("A on both nodes", (submit("A", 2),)),
+        ("A scales down", (NEXT_SESSION, scale("A", 1))),
+        ("B takes A's freed node", (NEXT_SESSION, submit("B", 1))),
+        ("B ends, A scales up", (NEXT_SESSION, delete_job("B"), scale("A", 2))),
+    ])
     day.jobs = {"A": JobInfo("A", "service", "a", 10, 0, 0, DAY_START),
                 "B": JobInfo("B", "service", "b", 10, 0, 0, DAY_START)}
     return day
@@ -192,27 +179,11 @@ def test_generated_gangs_are_valid_jobs_of_every_family(family: str, nodes: int,
 def _image_day() -> Day:
     """Three nodes, 40 GB disks: B (image b) and A (image a) run and end; C (image a, no
     cache entry) arrives: with image locality it goes to A's old node, which holds a."""
-    spec = load_spec({
-        "name": "images", "hours": 1, "session-minutes": 10,
-        "cluster": {"pools": [{"name": "o", "family": "ordinary", "nodes": 3}],
-                    "image-disk-gb": 40, "pull-gb-per-minute": 5},
-        "images": [{"name": "a", "size-gb": 10}, {"name": "b", "size-gb": 10}],
-    }, "images.yaml")
-    day = generate_day(spec, 0)
-
-    def job(name: str, image: str) -> SubmitEvent:
-        return SubmitEvent.model_validate({"submit": {
-            "name": name, "owner-uid": f"rs-{name}", "policy": "chip8-node8", "tasks": 1,
-            "npu-per-task": 8, "image-size-gb": 10, "image": {"name": image}}})
-
-    step = AdvanceEvent.model_validate({"advance": 600})
-    day.sessions = [
-        SessionSpec(1, "B then A", (job("B", "b"), job("A", "a"))),
-        SessionSpec(2, "both end", (step, DeleteJobEvent.model_validate({"delete-job": "A"}),
-                                    DeleteJobEvent.model_validate({"delete-job": "B"}))),
-        SessionSpec(3, "C arrives", (step, job("C", "a"))),
-    ]
-    day.elapsed = [0, 600, 1200]
+    day = hand_day(ordinary_images_spec("images", nodes=3, disk_gb=40), [
+        ("B then A", (submit("B", image={"name": "b"}), submit("A", image={"name": "a"}))),
+        ("both end", (NEXT_SESSION, delete_job("A"), delete_job("B"))),
+        ("C arrives", (NEXT_SESSION, submit("C", image={"name": "a"}))),
+    ])
     day.jobs = {name: JobInfo(name, "service", image, 10, 0, 0, DAY_START)
                 for name, image in (("A", "a"), ("B", "b"), ("C", "a"))}
     return day

@@ -20,7 +20,7 @@ from models.errors import InputError
 from models.scenario import VnpuJob
 from solver.doors import example_names
 from solver.facade import Result
-from solver.simulate.events import AdvanceEvent, ScaleEvent, SessionSpec
+from tests.replay_specs import NEXT_SESSION, hand_day, scale
 
 
 def vnpu_spec(**changes: Any) -> dict[str, Any]:
@@ -146,7 +146,7 @@ def _known_vnpu_day() -> Day:
     and v-node-1; A grows onto v-node-2, shrinks back, X ends; A grows again: v-node-1 and
     its origin v-node-2 are both free with 8 cores.
     """
-    spec = load_spec({
+    day = hand_day({
         "name": "known-vnpu", "hours": 1, "session-minutes": 10,
         "cluster": {"pools": [{"name": "v", "family": "vnpu", "nodes": 3, "chips": 1}],
                     "image-disk-gb": 100},
@@ -155,22 +155,14 @@ def _known_vnpu_day() -> Day:
                       "max-replicas": 1, "priority": 10},
                      {"name": "x", "image": "x", "ai-cores": 8, "min-replicas": 1,
                       "max-replicas": 1, "priority": 0}],
-    }, "known.yaml")
-    day = generate_day(spec, 0)
+    }, [
+        ("A and X start", ()),
+        ("A grows onto the third node", (NEXT_SESSION, scale("infer-a", 2))),
+        ("A shrinks, X ends", (NEXT_SESSION, scale("infer-a", 1), scale("infer-x", 0))),
+        ("A grows again", (NEXT_SESSION, scale("infer-a", 2))),
+    ])
     assert [j.name for j in day.scenario.vnpu_jobs] == ["infer-a", "infer-x"]
     assert all(isinstance(j, VnpuJob) and j.tasks == 1 for j in day.scenario.vnpu_jobs)
-
-    def scale(name: str, tasks: int) -> ScaleEvent:
-        return ScaleEvent.model_validate({"scale": name, "tasks": tasks})
-
-    step = AdvanceEvent.model_validate({"advance": 600})
-    day.sessions = [
-        SessionSpec(1, "A and X start", ()),
-        SessionSpec(2, "A grows onto the third node", (step, scale("infer-a", 2))),
-        SessionSpec(3, "A shrinks, X ends", (step, scale("infer-a", 1), scale("infer-x", 0))),
-        SessionSpec(4, "A grows again", (step, scale("infer-a", 2))),
-    ]
-    day.elapsed = [0, 600, 1200, 1800]
     assert set(day.jobs) == {"infer-a", "infer-x"}
     assert day.jobs["infer-a"] == JobInfo("infer-a", "vnpu-service", "a", 10, 10, 0, DAY_START)
     return day

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
 import pytest
 
 from benchmarks.generators import GenParams, generate
@@ -21,6 +20,7 @@ from models.objective import evaluate
 from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import Scenario
+from tests.models.builders import node_indices, one_job_plan
 
 NOW = 1764400000
 CONFIG = {"resource-level-config": {"default": {
@@ -108,10 +108,8 @@ def test_relabelling_swaps_whole_groups_and_ranks_inside_a_group() -> None:
     problem = _problem([("u", 0, "b1"), ("u", 1, "b0"), ("u", 2, "a0"), ("u", 3, "a1")], [
         {"name": "J", "owner-uid": "u", "tasks": 4, "affinity-config": "level1=2"}])
     job = problem.jobs[0]
-    names = list(problem.node_names)
-    nodes = np.array([names.index(n) for n in ["a0", "a1", "b0", "b1"]], dtype=np.int32)
-    plan = Plan.empty(problem)
-    plan.nodes[0] = relabel_ranks(job, nodes)
+    nodes = node_indices(problem, ["a0", "a1", "b0", "b1"])
+    plan = one_job_plan(problem, 0, relabel_ranks(job, nodes))
     assert _valid(problem, plan)
     assert _names(problem, plan) == [["b1", "b0", "a0", "a1"]]
     assert evaluate(problem, plan.as_mapping()).origin_hits == 4
@@ -131,10 +129,8 @@ def test_relabelling_moves_a_fault_rank_off_its_old_node() -> None:
                   "npu-per-task": 16, "affinity-config": "level1=2", "fault-ranks": [0]}],
     }))
     job = problem.jobs[0]
-    names = list(problem.node_names)
-    nodes = np.array([names.index(n) for n in ["a0", "a1", "b0", "b1"]], dtype=np.int32)
-    plan = Plan.empty(problem)
-    plan.nodes[0] = better_ranks(job, nodes)
+    nodes = node_indices(problem, ["a0", "a1", "b0", "b1"])
+    plan = one_job_plan(problem, 0, better_ranks(job, nodes))
     assert _valid(problem, plan)
     assert _names(problem, plan) == [["b0", "b1", "a0", "a1"]]
     metrics = evaluate(problem, plan.as_mapping())
@@ -149,8 +145,7 @@ def test_guided_layout_sends_each_group_to_its_cached_nodes() -> None:
     job = problem.jobs[0]
     layout = guided_layout(problem, job, ClusterState.initial(problem))
     assert layout is not None
-    plan = Plan.empty(problem)
-    plan.nodes[0] = layout
+    plan = one_job_plan(problem, 0, layout)
     assert _valid(problem, plan)
     assert _names(problem, plan) == [["b1", "b0", "a0", "a1"]]
     busy = ClusterState.initial(problem)

@@ -18,7 +18,27 @@ from models.objective import evaluate
 from models.placement import Status
 from models.plan import to_placement
 from solver.facade import solve
-from tests.models.builders import entry, job, pod_node, problem, scenario
+from tests.models.builders import (
+    OLD,
+    RACK_CONFIG,
+    SP_CONFIG,
+    a3_job,
+    a3_nodes,
+    entry,
+    job,
+    ml_e28,
+    pod_node,
+    problem,
+    rack_block_lost,
+    rack_cache,
+    rack_job,
+    rack_nodes,
+    scenario,
+    sp_cache,
+    sp_job,
+    sp_nodes,
+)
+from tests.solver.answers import assert_pod_level_answers
 
 
 def _names(p: Problem, j: int = 0) -> list[str] | None:
@@ -38,19 +58,7 @@ def _reason(p: Problem, j: int = 0) -> str:
 
 def _both_engines(p: Problem) -> None:
     """Greedy and CP-SAT: valid, running ranks kept, CP-SAT's objective = evaluate."""
-    for engine in ("greedy", "cpsat"):
-        result = solve(p, engine=engine, time_limit=20, workers=1, seed=0)
-        assert check(p, result.placement) == []
-        metrics = evaluate(p, result.placement)
-        assert result.objective == metrics.objective
-        if engine == "cpsat" and result.solver_objective is not None:
-            assert result.solver_objective == metrics.objective
-        for job_view in p.jobs:
-            nodes = result.plan.nodes[job_view.index]
-            if nodes is None or not job_view.partly_running:
-                continue
-            fixed = job_view.running >= 0
-            assert (nodes[fixed] == job_view.running[fixed]).all()
+    assert_pod_level_answers(p, time_limit=20)
 
 
 # --------------------------------------------------------------------------- ordinary
@@ -78,39 +86,10 @@ def test_ordinary_fault_rank_goes_elsewhere_at_every_stage(sessions: int) -> Non
 
 # --------------------------------------------------------------------------- 850 / A3
 
-SP_CONFIG = {"super-pod-size": 16, "reserve-nodes": 0}
-
-
-def _sp_nodes(busy: set[str], sick: frozenset[str] | set[str] = frozenset()
-               ) -> list[dict[str, Any]]:
-    out = []
-    for i in range(16):
-        name = f"n{i}"
-        out.append(pod_node(name, i // 8, free=0 if name in busy else 8,
-                            health="unhealthy" if name in sick else "healthy"))
-    return out
-
-
-#: An 8-rank 850 job (blocks of 4) that ran on n0..n3 (block 0) and n8..n11 (block 1).
-OLD = {r: f"n{r}" if r < 4 else f"n{r + 4}" for r in range(8)}
-
-
-def _sp_job(pending: list[int], faults: list[int], sessions: int = 0,
-            policy: str = "chip8-node8-sp") -> dict[str, Any]:
-    running = {r: n for r, n in OLD.items() if r not in pending}
-    return job("t", policy, tasks=8, npu=8, sp_block=32 if policy == "chip8-node8-sp" else 64,
-               owner_uid="u", pod_rescheduling=True, pending_sessions=sessions,
-               running_ranks=running, fault_ranks=faults)
-
-
-def _sp_cache() -> list[dict[str, Any]]:
-    return [entry("u", r, n) for r, n in OLD.items()]
-
-
 def test_850_stage0_fault_pod_is_repaired_in_its_super_pod() -> None:
     busy = {n for r, n in OLD.items() if r != 5}
-    p = problem(scenario(_sp_nodes(busy, {"n9"}), [_sp_job([5], [5])], SP_CONFIG,
-                         cache=_sp_cache()))
+    p = problem(scenario(sp_nodes(busy, {"n9"}), [sp_job([5], [5])], SP_CONFIG,
+                         cache=sp_cache()))
     got = _names(p)
     assert got is not None and got[5] == "n12"  # same super pod as block 1's running ranks
     assert [got[r] for r in range(8) if r != 5] == [OLD[r] for r in range(8) if r != 5]
@@ -119,17 +98,17 @@ def test_850_stage0_fault_pod_is_repaired_in_its_super_pod() -> None:
 
 def test_850_fault_node_healthy_again_is_avoided_while_another_is_free() -> None:
     busy = {n for r, n in OLD.items() if r != 5}
-    p = problem(scenario(_sp_nodes(busy), [_sp_job([5], [5])], SP_CONFIG, cache=_sp_cache()))
+    p = problem(scenario(sp_nodes(busy), [sp_job([5], [5])], SP_CONFIG, cache=sp_cache()))
     assert (_names(p) or [])[5] == "n12"
-    only_old = _sp_nodes(busy | {"n12", "n13", "n14", "n15"})
-    p2 = problem(scenario(only_old, [_sp_job([5], [5])], SP_CONFIG, cache=_sp_cache()))
+    only_old = sp_nodes(busy | {"n12", "n13", "n14", "n15"})
+    p2 = problem(scenario(only_old, [sp_job([5], [5])], SP_CONFIG, cache=sp_cache()))
     assert (_names(p2) or [])[5] == "n9"  # the only free node of the super pod
     _both_engines(p2)
 
 
 def test_850_evicted_pod_returns_to_its_node() -> None:
     busy = {n for r, n in OLD.items() if r != 6}
-    p = problem(scenario(_sp_nodes(busy), [_sp_job([6], [])], SP_CONFIG, cache=_sp_cache()))
+    p = problem(scenario(sp_nodes(busy), [sp_job([6], [])], SP_CONFIG, cache=sp_cache()))
     got = _names(p)
     assert got is not None and got[6] == OLD[6]
     metrics = evaluate(p, greedy_plan(p).as_mapping())
@@ -138,8 +117,8 @@ def test_850_evicted_pod_returns_to_its_node() -> None:
 
 def test_850_no_room_in_the_super_pod_leaves_the_job_pending() -> None:
     busy = {n for r, n in OLD.items() if r != 5} | {"n12", "n13", "n14", "n15"}
-    p = problem(scenario(_sp_nodes(busy, {"n9"}), [_sp_job([5], [5])], SP_CONFIG,
-                         cache=_sp_cache()))
+    p = problem(scenario(sp_nodes(busy, {"n9"}), [sp_job([5], [5])], SP_CONFIG,
+                         cache=sp_cache()))
     assert "selectNodeFromOriginVSuperPod failed, unschedulable" in _reason(p)
     _both_engines(p)
 
@@ -147,8 +126,8 @@ def test_850_no_room_in_the_super_pod_leaves_the_job_pending() -> None:
 def test_850_stage6_deleted_block_returns_to_its_origin_super_pod() -> None:
     # from 6 sessions the rescheduler deleted the whole logical super pod of the fault
     busy = {OLD[r] for r in range(4)}
-    p = problem(scenario(_sp_nodes(busy, {"n9"}), [_sp_job([4, 5, 6, 7], [5], 6)],
-                         SP_CONFIG, cache=_sp_cache()))
+    p = problem(scenario(sp_nodes(busy, {"n9"}), [sp_job([4, 5, 6, 7], [5], 6)],
+                         SP_CONFIG, cache=sp_cache()))
     got = _names(p)
     assert got is not None
     assert got[4:8] == ["n8", "n12", "n10", "n11"]
@@ -157,20 +136,14 @@ def test_850_stage6_deleted_block_returns_to_its_origin_super_pod() -> None:
 
 def test_850_stage6_deleted_block_moves_when_its_super_pod_is_full() -> None:
     busy = {OLD[r] for r in range(4)} | {f"n{i}" for i in range(8, 16)}
-    p = problem(scenario(_sp_nodes(busy), [_sp_job([4, 5, 6, 7], [5], 6)], SP_CONFIG,
-                         cache=_sp_cache()))
+    p = problem(scenario(sp_nodes(busy), [sp_job([4, 5, 6, 7], [5], 6)], SP_CONFIG,
+                         cache=sp_cache()))
     assert _names(p) == ["n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7"]
     _both_engines(p)
 
 
 def test_a3_pod_level_repair() -> None:
-    nodes = [pod_node(f"n{i}", i // 8, npus=16, free=16) for i in range(16)]
-    for n in nodes:
-        if n["name"] in {OLD[r] for r in range(8) if r != 2}:
-            n["free"] = 0
-    data = job("a3", "chip2-node16-sp", tasks=8, npu=16, sp_block=64, owner_uid="u",
-               running_ranks={r: n for r, n in OLD.items() if r != 2}, fault_ranks=[2])
-    p = problem(scenario(nodes, [data], SP_CONFIG, cache=_sp_cache()))
+    p = problem(scenario(a3_nodes(), [a3_job()], SP_CONFIG, cache=sp_cache()))
     assert (_names(p) or [])[2] == "n4"
     _both_engines(p)
 
@@ -179,62 +152,32 @@ def test_running_ranks_in_two_super_pods_cannot_be_completed() -> None:
     busy = {"n0", "n1", "n8"}
     data = job("t", "chip8-node8-sp", tasks=4, npu=8, sp_block=32,
                running_ranks={0: "n0", 1: "n1", 2: "n8"})
-    p = problem(scenario(_sp_nodes(busy), [data], SP_CONFIG))
+    p = problem(scenario(sp_nodes(busy), [data], SP_CONFIG))
     assert "sit in super pods [0, 1]" in _reason(p)
     _both_engines(p)
 
 
 # --------------------------------------------------------------------------- 950
 
-RACK_CONFIG = {"super-pod-size": 64}
-
-
-def _rack_nodes(busy: set[str], sick: frozenset[str] | set[str] = frozenset()
-               ) -> list[dict[str, Any]]:
-    """Super pod 0: rack 0 = r0n0..r0n7, rack 1 = r1n0..r1n7; super pod 1: rack 8."""
-    out = []
-    for rack, pod in ((0, 0), (1, 0), (8, 1)):
-        for i in range(8):
-            name = f"r{rack}n{i}"
-            out.append(pod_node(name, pod, rack, free=0 if name in busy else 8,
-                                health="unhealthy" if name in sick else "healthy"))
-    return out
-
-
-def _rack_job(sessions: int, tasks: int = 4, ra_block: int = 8,
-              pending: tuple[int, ...] = (3,), old: dict[int, str] | None = None,
-              **extra: Any) -> dict[str, Any]:
-    old = old or {r: f"r0n{r}" for r in range(tasks)}
-    return job("r", "chip8-node8-ra64-sp", tasks=tasks, npu=8, sp_block=32, ra_block=ra_block,
-               owner_uid="u", pod_rescheduling=True, pending_sessions=sessions,
-               running_ranks={r: n for r, n in old.items() if r not in pending},
-               fault_ranks=[pending[0]], **extra)
-
-
-def _rack_cache(old: dict[int, str] | None = None, tasks: int = 4) -> list[dict[str, Any]]:
-    old = old or {r: f"r0n{r}" for r in range(tasks)}
-    return [entry("u", r, n) for r, n in old.items()]
-
-
 def test_rack_stage_thresholds() -> None:
     for sessions, stage in ((0, 0), (2, 0), (3, 3), (5, 3), (6, 6), (11, 6), (12, 6)):
-        p = problem(scenario(_rack_nodes({"r0n0", "r0n1", "r0n2"}, {"r0n3"}),
-                             [_rack_job(sessions)], RACK_CONFIG, cache=_rack_cache()))
+        p = problem(scenario(rack_nodes({"r0n0", "r0n1", "r0n2"}, {"r0n3"}),
+                             [rack_job(sessions)], RACK_CONFIG, cache=rack_cache()))
         assert rack_stage(p.jobs[0]) == stage
 
 
 def test_950_stage0_same_rack_as_the_fault_node() -> None:
     # E23 getSameRackNodes: the fault position takes a free node of its old rack
-    p = problem(scenario(_rack_nodes({"r0n0", "r0n1", "r0n2"}, {"r0n3"}),
-                         [_rack_job(0)], RACK_CONFIG, cache=_rack_cache()))
+    p = problem(scenario(rack_nodes({"r0n0", "r0n1", "r0n2"}, {"r0n3"}),
+                         [rack_job(0)], RACK_CONFIG, cache=rack_cache()))
     assert (_names(p) or [])[3] == "r0n4"
     _both_engines(p)
 
 
 def test_950_stage0_full_rack_fails_even_with_room_in_the_super_pod() -> None:
     busy = {f"r0n{i}" for i in range(8) if i != 3}
-    p = problem(scenario(_rack_nodes(busy, {"r0n3"}), [_rack_job(0)], RACK_CONFIG,
-                         cache=_rack_cache()))
+    p = problem(scenario(rack_nodes(busy, {"r0n3"}), [rack_job(0)], RACK_CONFIG,
+                         cache=rack_cache()))
     assert "is invalid" in _reason(p)
     _both_engines(p)
 
@@ -242,30 +185,30 @@ def test_950_stage0_full_rack_fails_even_with_room_in_the_super_pod() -> None:
 def test_950_stage3_another_rack_of_the_same_super_pod() -> None:
     # E23 getAnotherRackNodes: the old rack is full, another rack of the super pod serves
     busy = {f"r0n{i}" for i in range(8) if i != 3}
-    p = problem(scenario(_rack_nodes(busy, {"r0n3"}), [_rack_job(3)], RACK_CONFIG,
-                         cache=_rack_cache()))
+    p = problem(scenario(rack_nodes(busy, {"r0n3"}), [rack_job(3)], RACK_CONFIG,
+                         cache=rack_cache()))
     assert (_names(p) or [])[3] == "r1n0"
     _both_engines(p)
 
 
 def test_950_stage3_keeps_the_fault_rack_when_it_has_room() -> None:
-    p = problem(scenario(_rack_nodes({"r0n0", "r0n1", "r0n2"}, {"r0n3"}),
-                         [_rack_job(3)], RACK_CONFIG, cache=_rack_cache()))
+    p = problem(scenario(rack_nodes({"r0n0", "r0n1", "r0n2"}, {"r0n3"}),
+                         [rack_job(3)], RACK_CONFIG, cache=rack_cache()))
     assert (_names(p) or [])[3] == "r0n4"
 
 
 def test_950_stage3_whole_super_pod_full_fails() -> None:
     busy = {f"r{k}n{i}" for k in (0, 1) for i in range(8) if (k, i) != (0, 3)}
-    p = problem(scenario(_rack_nodes(busy, {"r0n3"}), [_rack_job(3)], RACK_CONFIG,
-                         cache=_rack_cache()))
+    p = problem(scenario(rack_nodes(busy, {"r0n3"}), [rack_job(3)], RACK_CONFIG,
+                         cache=rack_cache()))
     assert "there is no enough nodes for whole rack schedule" in _reason(p)
     _both_engines(p)
 
 
 def test_950_window_with_running_ranks_stays_in_its_rack() -> None:
     # tpBlock 2: rank 3's window partner (rank 2) runs in rack 0
-    p = problem(scenario(_rack_nodes({"r0n0", "r0n1", "r0n2"}, {"r0n3"}),
-                         [_rack_job(3, ra_block=16)], RACK_CONFIG, cache=_rack_cache()))
+    p = problem(scenario(rack_nodes({"r0n0", "r0n1", "r0n2"}, {"r0n3"}),
+                         [rack_job(3, ra_block=16)], RACK_CONFIG, cache=rack_cache()))
     assert (_names(p) or [])[3] == "r0n4"
     _both_engines(p)
 
@@ -273,9 +216,9 @@ def test_950_window_with_running_ranks_stays_in_its_rack() -> None:
 def test_950_stage3_deleted_window_moves_to_another_rack() -> None:
     # from 3 sessions the tp-block (window of ranks 2, 3) was deleted; its rack is full
     busy = {f"r0n{i}" for i in range(8) if i not in (2, 3)}
-    p = problem(scenario(_rack_nodes(busy, {"r0n3"}), [_rack_job(3, ra_block=16,
+    p = problem(scenario(rack_nodes(busy, {"r0n3"}), [rack_job(3, ra_block=16,
                                                                    pending=(3, 2))],
-                         RACK_CONFIG, cache=_rack_cache()))
+                         RACK_CONFIG, cache=rack_cache()))
     got = _names(p)
     assert got is not None and {got[2][:2], got[3][:2]} in ({"r0"}, {"r1"})
     assert got[2][:2] == got[3][:2]
@@ -283,11 +226,7 @@ def test_950_stage3_deleted_window_moves_to_another_rack() -> None:
 
 
 def test_950_stage6_deleted_block_is_placed_by_the_strategies() -> None:
-    old = {r: f"r0n{r}" if r < 4 else f"r8n{r - 4}" for r in range(8)}
-    busy = {old[r] for r in range(4)} | {f"r8n{i}" for i in range(8)}
-    data = _rack_job(6, tasks=8, pending=(5, 4, 6, 7), old=old)
-    p = problem(scenario(_rack_nodes(busy), [data], RACK_CONFIG,
-                         cache=_rack_cache(old, tasks=8)))
+    p = problem(rack_block_lost(6))
     got = _names(p)
     assert got is not None and all(n.startswith("r0") or n.startswith("r1") for n in got[4:])
     _both_engines(p)
@@ -295,39 +234,21 @@ def test_950_stage6_deleted_block_is_placed_by_the_strategies() -> None:
 
 # --------------------------------------------------------------------------- multilevel
 
-ML_CONFIG = {"resource-level-config": {"default": {"level1": {"label": "sw"}}}}
-
-
-def _ml(free: set[str], pending: tuple[int, ...], sessions: int = 0) -> Problem:
-    """E28: old layout {"0": [a0, a1] (W0), "1": [b0, b1] (W1)}; b1's node is down."""
-    names = {"a0": "w0", "a1": "w0", "a2": "w0", "b0": "w1", "b1": "w1", "b2": "w1",
-             "c0": "w2", "c1": "w2"}
-    old = {0: "a0", 1: "a1", 2: "b0", 3: "b1"}
-    nodes = [pod_node(n, labels={"sw": sw}, free=8 if n in free else 0,
-                      health="unhealthy" if n == "b1" else "healthy")
-             for n, sw in names.items()]
-    data = job("m", "multilevel", tasks=4, npu=8, affinity_config="level1=2", owner_uid="u",
-               pod_rescheduling=True, pending_sessions=sessions, fault_ranks=[3],
-               running_ranks={r: n for r, n in old.items() if r not in pending})
-    return problem(scenario(nodes, [data], ML_CONFIG,
-                            cache=[entry("u", r, n) for r, n in old.items()]))
-
-
 def test_multilevel_e28_pod_repair_inside_its_level1_group() -> None:
-    p = _ml({"a2", "b2", "c0", "c1"}, (3,))
+    p = ml_e28({"a2", "b2", "c0", "c1"}, (3,))
     assert _names(p) == ["a0", "a1", "b0", "b2"]
     _both_engines(p)
 
 
 def test_multilevel_e28_no_room_in_the_group_does_not_move_running_pods() -> None:
-    p = _ml({"a2", "c0", "c1"}, (3,))
+    p = ml_e28({"a2", "c0", "c1"}, (3,))
     assert "pod-level rescheduling of job 'm' failed" in _reason(p)
     _both_engines(p)
 
 
 def test_multilevel_e28_escalated_group_is_rescheduled_under_the_root() -> None:
     # from 6 sessions the rescheduler deleted rank 3's whole level1 group (b0 and b1)
-    p = _ml({"a2", "c0", "c1"}, (2, 3), sessions=6)
+    p = ml_e28({"a2", "c0", "c1"}, (2, 3), sessions=6)
     assert _names(p) == ["a0", "a1", "c0", "c1"]
     _both_engines(p)
 
@@ -336,9 +257,9 @@ def test_950_stage0_fault_rank_stays_in_its_rack_when_only_its_old_node_is_free(
     # rack 0's only free node is rank 3's old node (healthy again): same-rack stage keeps
     # it there (a counted fault return) rather than leaving the rack
     busy = {f"r0n{i}" for i in range(8) if i != 3}
-    p = problem(scenario(_rack_nodes(busy), [_rack_job(0)], RACK_CONFIG, cache=_rack_cache()))
+    p = problem(scenario(rack_nodes(busy), [rack_job(0)], RACK_CONFIG, cache=rack_cache()))
     assert (_names(p) or [])[3] == "r0n3"
-    p3 = problem(scenario(_rack_nodes(busy), [_rack_job(3)], RACK_CONFIG, cache=_rack_cache()))
+    p3 = problem(scenario(rack_nodes(busy), [rack_job(3)], RACK_CONFIG, cache=rack_cache()))
     assert (_names(p3) or [])[3] == "r1n0"  # stage 3: another rack of the super pod
 
 

@@ -26,6 +26,7 @@ from models.compiled import UNHEALTHY, Problem, compile_scenario
 from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import AffinityCacheModel, CacheEntry, Config, Job, Node, Scenario
+from tests.models.builders import one_job_plan
 
 NOW = 1_764_400_000
 OWNER = "owner-950"
@@ -618,9 +619,7 @@ def test_random_clusters_valid_or_reason_and_deterministic(
         assert again.nodes is None and again.reason == first.reason
         return
     assert again.nodes is not None and again.nodes.tolist() == first.nodes.tolist()
-    plan = Plan.empty(problem)
-    plan.nodes[0] = first.nodes
-    validated(problem, plan)
+    validated(problem, one_job_plan(problem, 0, first.nodes))
     # Fault ranks may return to their cached node when leaving it would cost a hit or
     # break a rule (issue 16); tests/test_rfc_preference.py checks that exactly on tiny
     # clusters.  Here: a fault rank back on its node is never next to an unused spare in

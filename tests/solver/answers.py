@@ -12,7 +12,7 @@ from models.objective import evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
 from solver.cpsat import BuiltModel, HintError, add_hint, build_model
-from solver.facade import Result
+from solver.facade import Result, solve
 
 
 def assert_sound_answer(problem: Problem, result: Result) -> None:
@@ -62,3 +62,33 @@ def assert_plan_is_a_model_solution(problem: Problem, mapping: dict[int, list[in
         assume(False)
     assert objective_fixed_to_hint(built) == expected
     assert expected == evaluate(problem, mapping, weights).objective
+
+
+def assert_running_ranks_kept(problem: Problem, plan: Plan) -> None:
+    """No running rank moved: every placed partly running job keeps its running ranks on
+    their nodes."""
+    for view in problem.jobs:
+        nodes = plan.nodes[view.index]
+        if nodes is None or not view.partly_running:
+            continue
+        fixed = view.running >= 0
+        assert np.array_equal(np.asarray(nodes)[fixed], view.running[fixed])
+
+
+def assert_pod_level_answers(problem: Problem, time_limit: float,
+                             deterministic_time: float | None = None) -> list[Result]:
+    """Greedy's and CP-SAT's answers (1 worker, seed 0): valid, the objective (and
+    CP-SAT's own) equal to ``evaluate``, running ranks never moved.  The answers, for
+    further checks."""
+    results = []
+    for engine in ("greedy", "cpsat"):
+        result = solve(problem, engine=engine, time_limit=time_limit, workers=1, seed=0,
+                       deterministic_time=deterministic_time)
+        assert check(problem, result.placement) == []
+        metrics = evaluate(problem, result.placement)
+        assert result.objective == metrics.objective
+        if result.solver_objective is not None:
+            assert result.solver_objective == metrics.objective
+        assert_running_ranks_kept(problem, result.plan)
+        results.append(result)
+    return results

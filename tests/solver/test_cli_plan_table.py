@@ -158,11 +158,10 @@ def test_plan_names_a_replay_day_and_the_command_that_runs_it() -> None:
 
 def test_a_partly_running_job_lists_its_placed_ranks_and_counts_the_running_ones() -> None:
     """Pod-level rescheduling: rank 5 is placed, the 7 running ranks stay (and are said to)."""
-    from tests.heuristics.test_podlevel import OLD, SP_CONFIG, _sp_cache, _sp_job, _sp_nodes
-    from tests.models.builders import problem, scenario
+    from tests.models.builders import OLD, SP_CONFIG, problem, scenario, sp_cache, sp_job, sp_nodes
 
     busy = {n for r, n in OLD.items() if r != 5}
-    p = problem(scenario(_sp_nodes(busy), [_sp_job([5], [])], SP_CONFIG, cache=_sp_cache()))
+    p = problem(scenario(sp_nodes(busy), [sp_job([5], [])], SP_CONFIG, cache=sp_cache()))
     result = solve(p, engine="greedy")
     jp = result.placement.jobs[0]
     assert jp.placed and list(jp.ranks) == ["5"]

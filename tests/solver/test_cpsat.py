@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -307,19 +308,11 @@ def test_time_budget_is_respected_with_a_generous_margin() -> None:
     assert check(problem, result.placement) == []
 
 
-def test_overrunning_solver_falls_back_to_greedy(monkeypatch: pytest.MonkeyPatch,
-                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_overrunning_solver_falls_back_to_greedy(
+        stall_cpsat: Callable[[], threading.Event], caplog: pytest.LogCaptureFixture) -> None:
     # Simulate a search that ignores its limit: the call still returns on time.
     problem = _example("superpod-850")
-    release = threading.Event()
-    real_solve = cp_model.CpSolver.solve
-
-    def stuck(self: cp_model.CpSolver, model: cp_model.CpModel, *args: Any) -> Any:
-        release.wait(30)
-        return real_solve(self, model, *args)
-
-    monkeypatch.setattr(cp_model.CpSolver, "solve", stuck)
-    monkeypatch.setattr(cp_model.CpSolver, "stop_search", lambda self: None)
+    release = stall_cpsat()
     started = time.perf_counter()
     with caplog.at_level(logging.DEBUG, logger="npu_place.cpsat"):
         result = solve(problem, engine="cpsat", time_limit=1.0, workers=1, seed=0)

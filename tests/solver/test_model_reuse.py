@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import threading
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -314,22 +314,15 @@ def test_a_stored_clusters_second_plan_reuses_its_model_on_a_real_server() -> No
         assert check(stored, third) == []
 
 
-def test_an_abandoned_search_drops_the_kept_models(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_abandoned_search_drops_the_kept_models(
+        stall_cpsat: Callable[[], threading.Event]) -> None:
     """A search that outlives its budget may still be reading a kept model: the cache is
     emptied, so no later session hints or solves that model meanwhile."""
     problem = compile_scenario(example("superpod-850"))
     cache = SolveCache()
     solve(problem, time_limit=60, seed=0, deterministic_time=0.3, cache=cache)
     assert len(cache.models) > 0
-    release = threading.Event()
-    real_solve = cp_model.CpSolver.solve
-
-    def stuck(self: cp_model.CpSolver, model: cp_model.CpModel, *args: Any) -> Any:
-        release.wait(30)
-        return real_solve(self, model, *args)
-
-    monkeypatch.setattr(cp_model.CpSolver, "solve", stuck)
-    monkeypatch.setattr(cp_model.CpSolver, "stop_search", lambda self: None)
+    release = stall_cpsat()
     try:
         result = solve(problem, engine="cpsat", time_limit=1.0, seed=0, cache=cache)
     finally:

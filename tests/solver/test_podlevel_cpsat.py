@@ -29,19 +29,30 @@ from solver.cpsat import build_model
 from solver.engine import solve_cpsat
 from solver.model.podscope import leaf_allows, node_keys, pod_scope
 from solver.request import SolveRequest
-from tests.heuristics.test_podlevel import (
+from tests.models.builders import (
+    ML_CONFIG,
     OLD,
     RACK_CONFIG,
     SP_CONFIG,
-    _ml,
-    _rack_cache,
-    _rack_job,
-    _rack_nodes,
-    _sp_cache,
-    _sp_job,
-    _sp_nodes,
+    a3_job,
+    a3_nodes,
+    entry,
+    job,
+    ml_cache,
+    ml_e28,
+    ml_job,
+    ml_nodes,
+    pod_node,
+    problem,
+    rack_cache,
+    rack_job,
+    rack_nodes,
+    scenario,
+    sp_cache,
+    sp_job,
+    sp_nodes,
 )
-from tests.models.builders import entry, job, pod_node, problem, scenario
+from tests.solver.answers import assert_running_ranks_kept
 from tests.solver.test_podlevel_properties import _partly_running
 from tests.strategies import ALL_FAMILIES, problems
 
@@ -68,12 +79,12 @@ def _kept(p: Problem, plan: Plan, greedy: Plan) -> None:
     """Running ranks on their nodes; modelled jobs' pending ranks inside their scope
     (a soft job whose greedy answer spills is pinned to it, not modelled)."""
     modelled = build_model(p, resolve_weights(p), greedy).structure.pod
+    assert_running_ranks_kept(p, plan)
     for view in p.jobs:
         nodes = plan.nodes[view.index]
         if nodes is None or not view.partly_running:
             continue
         fixed = view.running >= 0
-        assert np.array_equal(np.asarray(nodes)[fixed], view.running[fixed])
         scope = modelled.get(view.index)
         if scope is None:
             continue
@@ -105,9 +116,9 @@ def _other(owner: str = "v") -> dict[str, Any]:
 @pytest.mark.parametrize("sessions", [0, 2])
 def test_950_stage0_stays_in_the_old_rack_and_beats_greedy(sessions: int) -> None:
     # rank 3's old node r0n3 is down; rack 0 has r0n4..r0n7; job o cached r0n4
-    p = problem(scenario(_rack_nodes({"r0n0", "r0n1", "r0n2"}, {"r0n3"}),
-                         [_rack_job(sessions, priority=5), _other()], RACK_CONFIG,
-                         cache=[*_rack_cache(), entry("v", 0, "r0n4")]))
+    p = problem(scenario(rack_nodes({"r0n0", "r0n1", "r0n2"}, {"r0n3"}),
+                         [rack_job(sessions, priority=5), _other()], RACK_CONFIG,
+                         cache=[*rack_cache(), entry("v", 0, "r0n4")]))
     _modelled(p)
     greedy, plan = _cpsat(p)
     assert _names(p, greedy, 1) == ["r0n5"]  # greedy's repair took o's cached node
@@ -118,8 +129,8 @@ def test_950_stage0_stays_in_the_old_rack_and_beats_greedy(sessions: int) -> Non
 
 def test_950_stage3_another_rack_of_the_super_pod_and_beats_greedy() -> None:
     busy = {f"r0n{i}" for i in range(8) if i != 3}
-    p = problem(scenario(_rack_nodes(busy, {"r0n3"}), [_rack_job(3, priority=5), _other()],
-                         RACK_CONFIG, cache=[*_rack_cache(), entry("v", 0, "r1n0")]))
+    p = problem(scenario(rack_nodes(busy, {"r0n3"}), [rack_job(3, priority=5), _other()],
+                         RACK_CONFIG, cache=[*rack_cache(), entry("v", 0, "r1n0")]))
     _modelled(p)
     greedy, plan = _cpsat(p)
     assert _names(p, greedy) == ["r0n0", "r0n1", "r0n2", "r1n0"]
@@ -134,8 +145,8 @@ def test_950_no_room_in_the_stage_domain_leaves_the_job_pending(sessions: int) -
     busy = {f"r0n{i}" for i in range(8) if i != 3}
     if sessions >= 3:
         busy |= {f"r1n{i}" for i in range(8)}
-    p = problem(scenario(_rack_nodes(busy, {"r0n3"}), [_rack_job(sessions)], RACK_CONFIG,
-                         cache=_rack_cache()))
+    p = problem(scenario(rack_nodes(busy, {"r0n3"}), [rack_job(sessions)], RACK_CONFIG,
+                         cache=rack_cache()))
     _modelled(p)
     greedy, plan = _cpsat(p)
     assert greedy.nodes[0] is None and plan.nodes[0] is None
@@ -152,8 +163,8 @@ def test_950_fault_node_healthy_again(sessions: int, healthy: bool) -> None:
     # rack 0's only free node is rank 3's old node: stage 0 returns there when it is
     # healthy (a counted fault return) and fails when it is not; stage 3 leaves the rack
     busy = {f"r0n{i}" for i in range(8) if i != 3}
-    p = problem(scenario(_rack_nodes(busy, set() if healthy else {"r0n3"}),
-                         [_rack_job(sessions)], RACK_CONFIG, cache=_rack_cache()))
+    p = problem(scenario(rack_nodes(busy, set() if healthy else {"r0n3"}),
+                         [rack_job(sessions)], RACK_CONFIG, cache=rack_cache()))
     greedy, plan = _cpsat(p)
     got = _names(p, plan)
     if sessions >= 3:
@@ -174,9 +185,9 @@ def test_950_stage6_and_job_level_free_block_goes_anywhere(sessions: int) -> Non
     # (and at job level) it may go to super pod 0
     old = {r: f"r0n{r}" if r < 4 else f"r8n{r - 4}" for r in range(8)}
     busy = {old[r] for r in range(4)} | {f"r8n{i}" for i in range(8)}
-    data = _rack_job(sessions, tasks=8, pending=(5, 4, 6, 7), old=old)
-    p = problem(scenario(_rack_nodes(busy), [data], RACK_CONFIG,
-                         cache=_rack_cache(old, tasks=8)))
+    data = rack_job(sessions, tasks=8, pending=(5, 4, 6, 7), old=old)
+    p = problem(scenario(rack_nodes(busy), [data], RACK_CONFIG,
+                         cache=rack_cache(old, tasks=8)))
     _modelled(p)
     _, plan = _cpsat(p)
     got = _names(p, plan)
@@ -188,9 +199,9 @@ def test_950_stage3_free_block_keeps_its_old_super_pod() -> None:
     # which is full: pending (stage 6 above places it in super pod 0)
     old = {r: f"r0n{r}" if r < 4 else f"r8n{r - 4}" for r in range(8)}
     busy = {old[r] for r in range(4)} | {f"r8n{i}" for i in range(8)}
-    data = _rack_job(3, tasks=8, pending=(5, 4, 6, 7), old=old)
-    p = problem(scenario(_rack_nodes(busy), [data], RACK_CONFIG,
-                         cache=_rack_cache(old, tasks=8)))
+    data = rack_job(3, tasks=8, pending=(5, 4, 6, 7), old=old)
+    p = problem(scenario(rack_nodes(busy), [data], RACK_CONFIG,
+                         cache=rack_cache(old, tasks=8)))
     _modelled(p)
     greedy, plan = _cpsat(p)
     assert greedy.nodes[0] is None and plan.nodes[0] is None
@@ -203,9 +214,9 @@ def test_950_stage3_free_block_keeps_its_old_super_pod() -> None:
 def test_850_repair_stays_in_the_block_super_pod_and_beats_greedy(sessions: int) -> None:
     # rank 5 (block 1: n8..n11, super pod 1) lost its pod; job o cached n12
     busy = {n for r, n in OLD.items() if r != 5}
-    data = _sp_job([5], [5], sessions=sessions) | {"priority": 5}
-    p = problem(scenario(_sp_nodes(busy, {"n9"}), [data, _other()], SP_CONFIG,
-                         cache=[*_sp_cache(), entry("v", 0, "n12")]))
+    data = sp_job([5], [5], sessions=sessions) | {"priority": 5}
+    p = problem(scenario(sp_nodes(busy, {"n9"}), [data, _other()], SP_CONFIG,
+                         cache=[*sp_cache(), entry("v", 0, "n12")]))
     _modelled(p)
     greedy, plan = _cpsat(p)
     assert (_names(p, greedy) or [])[5] == "n12"
@@ -216,8 +227,8 @@ def test_850_repair_stays_in_the_block_super_pod_and_beats_greedy(sessions: int)
 
 def test_850_no_room_in_the_super_pod_leaves_the_job_pending() -> None:
     busy = {n for r, n in OLD.items() if r != 5} | {f"n{i}" for i in range(12, 16)}
-    p = problem(scenario(_sp_nodes(busy, {"n9"}), [_sp_job([5], [5])], SP_CONFIG,
-                         cache=_sp_cache()))
+    p = problem(scenario(sp_nodes(busy, {"n9"}), [sp_job([5], [5])], SP_CONFIG,
+                         cache=sp_cache()))
     _modelled(p)
     greedy, plan = _cpsat(p)
     assert greedy.nodes[0] is None and plan.nodes[0] is None
@@ -228,12 +239,12 @@ def test_850_fault_node_healthy_again(healthy: bool) -> None:
     # super pod 1's only free node is rank 5's old node n9: taken back when healthy (a
     # counted fault return), else the job stays pending
     busy = {n for r, n in OLD.items() if r != 5} | {"n12", "n13", "n14", "n15"}
-    p = problem(scenario(_sp_nodes(busy, set() if healthy else {"n9"}), [_sp_job([5], [5])],
-                         SP_CONFIG, cache=_sp_cache()))
+    p = problem(scenario(sp_nodes(busy, set() if healthy else {"n9"}), [sp_job([5], [5])],
+                         SP_CONFIG, cache=sp_cache()))
     _modelled(p)
     greedy, plan = _cpsat(p)
-    got = _names(p, plan)
-    assert (_names(p, greedy) or [None] * 8)[5] == (got or [None] * 8)[5]
+    got, greedy_got = _names(p, plan), _names(p, greedy)
+    assert (greedy_got[5] if greedy_got else None) == (got[5] if got else None)
     if healthy:
         assert got is not None and got[5] == "n9"
         assert evaluate(p, plan.as_mapping()).fault_returns == 1
@@ -244,16 +255,9 @@ def test_850_fault_node_healthy_again(healthy: bool) -> None:
 def test_a3_repair_stays_in_the_block_super_pod_and_beats_greedy() -> None:
     # A3 (16-NPU nodes, blocks of 4): rank 2 (block 0, super pod 0) lost its pod; job o
     # cached n4, the first free node of super pod 0
-    nodes = [pod_node(f"n{i}", i // 8, npus=16, free=16) for i in range(16)]
-    for n in nodes:
-        if n["name"] in {OLD[r] for r in range(8) if r != 2}:
-            n["free"] = 0
-    data = job("a3", "chip2-node16-sp", tasks=8, npu=16, sp_block=64, owner_uid="u",
-               running_ranks={r: n for r, n in OLD.items() if r != 2}, fault_ranks=[2],
-               priority=5)
     other = job("o", "chip2-node16", tasks=1, npu=16, owner_uid="v", priority=1)
-    p = problem(scenario(nodes, [data, other], SP_CONFIG,
-                         cache=[*_sp_cache(), entry("v", 0, "n4")]))
+    p = problem(scenario(a3_nodes(), [a3_job(priority=5), other], SP_CONFIG,
+                         cache=[*sp_cache(), entry("v", 0, "n4")]))
     _modelled(p)
     greedy, plan = _cpsat(p)
     assert (_names(p, greedy) or [])[2] == "n4"
@@ -268,7 +272,7 @@ def test_a3_running_ranks_in_two_super_pods_are_not_modelled() -> None:
     running = {0: "n0", 1: "n8"}
     data = job("t", "chip8-node8-sp", tasks=4, npu=8, sp_block=32, pod_rescheduling=True,
                running_ranks=running)
-    p = problem(scenario(_sp_nodes(set(running.values())), [data], SP_CONFIG))
+    p = problem(scenario(sp_nodes(set(running.values())), [data], SP_CONFIG))
     assert pod_scope(p, p.jobs[0]) is None
     greedy, plan = _cpsat(p, optimal=False)  # left out of the model: no proof
     assert greedy.nodes[0] is None and plan.nodes[0] is None
@@ -276,24 +280,14 @@ def test_a3_running_ranks_in_two_super_pods_are_not_modelled() -> None:
 
 # --------------------------------------------------------------------------- multilevel
 
-ML_CONFIG = {"resource-level-config": {"default": {"level1": {"label": "sw"}}}}
-
-
 def _ml_batch(sessions: int) -> Problem:
     """Level1 groups of 2: ranks 0,1 ran on a0,a1 (w0), ranks 2,3 on b0,b1 (w1); b1 is
     down; w1 has b2, b3 free and job o cached b2."""
-    names = {"a0": "w0", "a1": "w0", "b0": "w1", "b1": "w1", "b2": "w1", "b3": "w1",
-             "c0": "w2", "c1": "w2"}
-    busy = {"a0", "a1", "b0", "b1"}
-    nodes = [pod_node(n, labels={"sw": sw}, free=0 if n in busy else 8,
-                      health="unhealthy" if n == "b1" else "healthy")
-             for n, sw in names.items()]
-    old = {0: "a0", 1: "a1", 2: "b0", 3: "b1"}
-    data = job("m", "multilevel", tasks=4, npu=8, affinity_config="level1=2", owner_uid="u",
-               pod_rescheduling=True, pending_sessions=sessions, fault_ranks=[3],
-               running_ranks={r: n for r, n in old.items() if r != 3}, priority=5)
-    cache = [entry("u", r, n) for r, n in old.items()] + [entry("v", 0, "b2")]
-    return problem(scenario(nodes, [data, _other()], ML_CONFIG, cache=cache))
+    switches = {"a0": "w0", "a1": "w0", "b0": "w1", "b1": "w1", "b2": "w1", "b3": "w1",
+                "c0": "w2", "c1": "w2"}
+    nodes = ml_nodes(switches, set(switches) - {"a0", "a1", "b0", "b1"})
+    return problem(scenario(nodes, [ml_job((3,), sessions, priority=5), _other()], ML_CONFIG,
+                            cache=[*ml_cache(), entry("v", 0, "b2")]))
 
 
 @pytest.mark.parametrize("sessions", [0, 6, 12])
@@ -307,14 +301,14 @@ def test_multilevel_repair_inside_the_group_beats_greedy(sessions: int) -> None:
 
 
 def test_multilevel_no_room_in_the_group_leaves_the_job_pending() -> None:
-    p = _ml({"a2", "c0", "c1"}, (3,))
+    p = ml_e28({"a2", "c0", "c1"}, (3,))
     _modelled(p)
     greedy, plan = _cpsat(p)
     assert greedy.nodes[0] is None and plan.nodes[0] is None
 
 
 def test_multilevel_escalated_group_goes_under_the_root() -> None:
-    p = _ml({"a2", "c0", "c1"}, (2, 3), sessions=6)
+    p = ml_e28({"a2", "c0", "c1"}, (2, 3), sessions=6)
     _modelled(p)
     _, plan = _cpsat(p)
     got = _names(p, plan)
@@ -361,7 +355,7 @@ def test_without_prefer_previous_node_no_uncounted_fault_return() -> None:
     # fault return
     busy = {n for r, n in OLD.items() if r not in (5, 6)} | {"n12", "n13", "n14", "n15"}
     config = dict(SP_CONFIG, **{"prefer-previous-node": False})
-    p = problem(scenario(_sp_nodes(busy), [_sp_job([5, 6], [5])], config, cache=_sp_cache()))
+    p = problem(scenario(sp_nodes(busy), [sp_job([5, 6], [5])], config, cache=sp_cache()))
     _modelled(p)
     greedy, plan = _cpsat(p)
     assert evaluate(p, greedy.as_mapping()).fault_returns == 1

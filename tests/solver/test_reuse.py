@@ -4,8 +4,6 @@ used by the service for stored clusters (real server on loopback)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from models.check import check
@@ -124,22 +122,10 @@ def test_a_stored_cluster_continues_from_its_last_answer_on_a_real_server() -> N
 
 
 def _partly(sessions: int, cache_node: str | None = None) -> Problem:
-    """A 950 job (tasks 8, blocks of 4 in one super pod, windows of 4 in one rack):
-    block 0 runs on r0n0..r0n3; block 1 (ranks 4..7) lost every pod, its old super pod
-    1 (rack 8) is full; super pod 0 has room in rack 1 (reference §2.5.5)."""
-    from tests.heuristics.test_podlevel import (  # the pod-level test scenarios
-        RACK_CONFIG,
-        _rack_cache,
-        _rack_job,
-        _rack_nodes,
-    )
-    from tests.models.builders import problem, scenario
+    """The 950 job whose block 1 lost every pod (:func:`rack_block_lost`), compiled."""
+    from tests.models.builders import problem, rack_block_lost
 
-    old = {r: f"r0n{r}" if r < 4 else f"r8n{r - 4}" for r in range(8)}
-    busy = {old[r] for r in range(4)} | {f"r8n{i}" for i in range(8)}
-    data = _rack_job(sessions, tasks=8, pending=(5, 4, 6, 7), old=old)
-    return problem(scenario(_rack_nodes(busy), [data], RACK_CONFIG,
-                            cache=_rack_cache(old, tasks=8)))
+    return problem(rack_block_lost(sessions))
 
 
 def _solve(problem: Problem, cache: SolveCache) -> object:
@@ -187,26 +173,13 @@ def test_a_recalled_answer_that_breaks_the_jobs_stage_now_is_not_used() -> None:
     assert not any(NOTE in n for n in second.notes)  # type: ignore[attr-defined]
 
 
-def _partly_data(sessions: int) -> dict[str, Any]:
-    from tests.heuristics.test_podlevel import (
-        RACK_CONFIG,
-        _rack_cache,
-        _rack_job,
-        _rack_nodes,
-    )
-    from tests.models.builders import scenario
-
-    old = {r: f"r0n{r}" if r < 4 else f"r8n{r - 4}" for r in range(8)}
-    busy = {old[r] for r in range(4)} | {f"r8n{i}" for i in range(8)}
-    data = _rack_job(sessions, tasks=8, pending=(5, 4, 6, 7), old=old)
-    return scenario(_rack_nodes(busy), [data], RACK_CONFIG, cache=_rack_cache(old, tasks=8))
-
-
 def test_a_stored_clusters_job_whose_stage_dropped_is_not_given_its_last_answer() -> None:
     """The same on a real server: the job is replaced by a PATCH (removed and submitted
     again with 3 pending sessions); the cluster's next plan does not return the
     remembered answer the validator would accept."""
-    data = _partly_data(6)
+    from tests.models.builders import rack_block_lost
+
+    data = rack_block_lost(6)
     with running_server(ServiceConfig(warmup=False)) as (url, _), PlanClient(url) as client:
         client.put_cluster("stage", data)
         first = client.plan_cluster("stage", engine="cpsat", time_limit=10,
@@ -222,8 +195,7 @@ def test_a_stored_clusters_job_whose_stage_dropped_is_not_given_its_last_answer(
 
 
 def test_within_scope_keeps_running_ranks_and_refuses_unmodelled_jobs() -> None:
-    from tests.heuristics.test_podlevel import SP_CONFIG, _sp_nodes
-    from tests.models.builders import job, problem, scenario
+    from tests.models.builders import SP_CONFIG, job, problem, scenario, sp_nodes
 
     p = _partly(6)
     nodes = greedy_plan(p).nodes[0]
@@ -235,6 +207,6 @@ def test_within_scope_keeps_running_ranks_and_refuses_unmodelled_jobs() -> None:
     running = {0: "n0", 1: "n8"}
     data = job("t", "chip8-node8-sp", tasks=4, npu=8, sp_block=32, pod_rescheduling=True,
                running_ranks=running)
-    q = problem(scenario(_sp_nodes(set(running.values())), [data], SP_CONFIG))
+    q = problem(scenario(sp_nodes(set(running.values())), [data], SP_CONFIG))
     full = np.asarray([q.node_index[n] for n in ("n0", "n8", "n1", "n9")])
     assert not within_scope(q, q.jobs[0], full)

@@ -8,7 +8,6 @@ the validator and every engine ended in an internal error.
 
 from __future__ import annotations
 
-import copy
 import random
 from typing import Any
 
@@ -22,7 +21,8 @@ from models.io import scenario_from_data
 from models.validation import InputError
 from solver.facade import solve
 from tests.models.builders import job, pod_node, problem, scenario
-from tests.strategies import ALL_FAMILIES, problems
+from tests.solver.answers import assert_pod_level_answers
+from tests.strategies import ALL_FAMILIES, problems, running_ranks_document
 
 ENGINES = ("greedy", "cpsat", "auto")
 OTHER = job("other", "chip8-node8")
@@ -130,18 +130,9 @@ def _arbitrary_running(p: Problem, seed: int, sessions: int) -> Problem | None:
     count = min(rng.randint(1, view.tasks - 1), len(nodes))
     if count == 0:
         return None
-    data = copy.deepcopy(p.scenario.to_dict())
-    rows = {row["name"]: row for row in data["nodes"]}
-    running = {}
-    for r, n in zip(sorted(rng.sample(range(view.tasks), count)), rng.sample(nodes, count),
-                    strict=True):
-        running[str(r)] = p.node_names[n]
-        rows[p.node_names[n]]["free"] = 0
-    entry = data["jobs"][view.index]
-    entry.update({"running-ranks": running, "pod-rescheduling": True,
-                  "pending-sessions": sessions,
-                  "fault-ranks": [r for r in entry.get("fault-ranks", [])
-                                  if str(r) not in running]})
+    running = dict(zip(sorted(rng.sample(range(view.tasks), count)), rng.sample(nodes, count),
+                       strict=True))  # on whole free nodes of the job's size: now full
+    data = running_ranks_document(p, view.index, running, sessions=sessions, pod=True)
     try:
         return compile_scenario(scenario_from_data(data, "<hypothesis>"), "<hypothesis>")
     except InputError:
@@ -156,10 +147,7 @@ def test_arbitrary_running_ranks_never_make_an_invalid_answer(p: Problem, seed: 
     partly = _arbitrary_running(p, seed, sessions)
     assume(partly is not None)
     assert partly is not None
-    for engine in ("greedy", "cpsat"):
-        result = solve(partly, engine=engine, time_limit=10.0, workers=1, seed=0,
-                       deterministic_time=1.0)
-        assert check(partly, result.placement) == []
+    for result in assert_pod_level_answers(partly, time_limit=10.0, deterministic_time=1.0):
         for view in partly.jobs:
             if view.partly_running and running_rank_violations(partly, view.index):
                 answer = result.placement.jobs[view.index]

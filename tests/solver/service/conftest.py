@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 
@@ -20,6 +21,16 @@ from models.scenario import Scenario
 from solver.doors import example_path
 from solver.service.app import ServiceConfig, create_app
 from solver.service.client import PlanClient
+
+#: A request that must not take longer than this in these tests (loaded machine).
+HTTP_TIMEOUT = 60.0
+
+#: Allowed lateness of a timed plan request (a shared, loaded 2-core test machine); the
+#: service aims at 0 (it answers at the deadline minus a reply margin).
+SLACK = 0.35
+
+#: One client for every timed call (a new httpx client per call costs tens of ms of CPU).
+TIMED_HTTP = httpx.Client(timeout=HTTP_TIMEOUT)
 
 
 @contextmanager
@@ -67,6 +78,21 @@ def client(server: tuple[str, Any]) -> Iterator[PlanClient]:
     """A client of the module's server."""
     with PlanClient(server[0]) as c:
         yield c
+
+
+@pytest.fixture
+def http(server: tuple[str, Any]) -> Iterator[httpx.Client]:
+    """A raw HTTP client of the module's server (status codes and bodies as sent)."""
+    with httpx.Client(base_url=server[0], timeout=HTTP_TIMEOUT) as raw:
+        yield raw
+
+
+def timed_plan(url: str, content: bytes, **params: Any) -> tuple[httpx.Response, float]:
+    """POST ``content`` to ``url``'s ``/v1/plan``; the answer and its wall time."""
+    started = time.perf_counter()
+    response = TIMED_HTTP.post(url + "/v1/plan", content=content, params=params,
+                               headers={"content-type": "application/json"})
+    return response, time.perf_counter() - started
 
 
 def example(name: str = "superpod-850") -> Scenario:

@@ -20,6 +20,7 @@ from solver.service.app import ServiceConfig
 from solver.service.client import PlanClient, ServiceError
 from solver.service.state import ClusterDelta, apply_delta, same_live_owners
 from tests.solver.service.conftest import example, generated, running_server
+from tests.solver.service.deltas import apply
 
 
 def _same_problem(a: Problem, b: Problem) -> None:
@@ -40,9 +41,7 @@ def _same_problem(a: Problem, b: Problem) -> None:
 
 
 def _apply(scenario: Scenario, delta: dict[str, Any]) -> tuple[Problem, str]:
-    problem = compile_scenario(scenario)
-    lifecycle = CacheLifecycle.from_model(scenario.affinity_cache)
-    applied = apply_delta(problem, lifecycle, ClusterDelta.model_validate(delta))
+    applied = apply(compile_scenario(scenario), delta)
     return applied.problem, applied.tier
 
 

@@ -22,22 +22,15 @@ from models.check import check
 from models.compiled import compile_scenario
 from models.placement import PlacementFile
 from solver.service.app import ServiceConfig
-from tests.solver.service.conftest import body, example, generated, running_server
-
-#: Allowed lateness in these tests.  The service aims at 0 (it answers at the deadline
-#: minus a reply margin); the allowance absorbs a shared, loaded 2-core test machine.
-SLACK = 0.35
-
-
-#: One client for every call (a new httpx client per call costs tens of ms of CPU).
-_HTTP = httpx.Client(timeout=60)
-
-
-def _plan(url: str, content: bytes, **params: Any) -> tuple[httpx.Response, float]:
-    started = time.perf_counter()
-    response = _HTTP.post(url + "/v1/plan", content=content, params=params,
-                          headers={"content-type": "application/json"})
-    return response, time.perf_counter() - started
+from tests.solver.service.conftest import (
+    SLACK,
+    TIMED_HTTP,
+    body,
+    example,
+    generated,
+    running_server,
+    timed_plan,
+)
 
 
 def test_deadline_holds_under_concurrent_load() -> None:
@@ -46,7 +39,7 @@ def test_deadline_holds_under_concurrent_load() -> None:
     content = body(hard)
     with running_server(ServiceConfig(warmup=False, workers=2, queue=4)) as (url, service):
         with ThreadPoolExecutor(6) as pool:
-            futures = [pool.submit(_plan, url, content, engine="auto", **{"time-limit": 1.0})
+            futures = [pool.submit(timed_plan, url, content, engine="auto", **{"time-limit": 1.0})
                        for _ in range(4)]
             time.sleep(0.3)
             health = [_timed_get(url + "/healthz") for _ in range(5)]
@@ -72,7 +65,7 @@ def test_deadline_holds_under_concurrent_load() -> None:
 
 def _timed_get(url: str) -> float:
     started = time.perf_counter()
-    assert _HTTP.get(url, timeout=10).status_code == 200
+    assert TIMED_HTTP.get(url, timeout=10).status_code == 200
     return time.perf_counter() - started
 
 
@@ -90,7 +83,7 @@ def test_an_overrunning_solve_gets_greedys_answer_on_time() -> None:
     scenario = example()
     config = ServiceConfig(warmup=False, solve=FAULTS + "slow_full")
     with running_server(config) as (url, svc):
-        response, elapsed = _plan(url, body(scenario), engine="auto", **{"time-limit": 0.5})
+        response, elapsed = timed_plan(url, body(scenario), engine="auto", **{"time-limit": 0.5})
         assert response.status_code == 200
         assert elapsed <= 0.5 + SLACK
         assert response.headers["x-plan-source"] == "greedy-fallback"
@@ -102,7 +95,7 @@ def test_an_overrunning_solve_gets_greedys_answer_on_time() -> None:
         _wait_idle(svc)
         assert svc.runner.abandoned == 0
         assert svc.runner.killed == 1  # 2 s of sleep > deadline + kill grace: killed
-        response, _ = _plan(url, body(scenario), engine="greedy", **{"time-limit": 5})
+        response, _ = timed_plan(url, body(scenario), engine="greedy", **{"time-limit": 5})
         assert response.status_code == 200  # served by the restarted worker
 
 
@@ -110,7 +103,7 @@ def test_without_any_answer_in_time_the_reply_places_nothing_validly() -> None:
     scenario = example()
     config = ServiceConfig(warmup=False, solve=FAULTS + "slow_greedy")
     with running_server(config) as (url, svc):
-        response, elapsed = _plan(url, body(scenario), engine="auto", **{"time-limit": 0.3})
+        response, elapsed = timed_plan(url, body(scenario), engine="auto", **{"time-limit": 0.3})
         assert response.status_code == 200 and elapsed <= 0.3 + SLACK
         assert response.headers["x-plan-source"] == "empty"
         placement = PlacementFile.model_validate(response.json())
@@ -123,30 +116,30 @@ def test_without_any_answer_in_time_the_reply_places_nothing_validly() -> None:
 def test_a_body_not_parsed_by_the_deadline_is_a_503_on_time() -> None:
     big = body(generated("multilevel", 8192, 4))  # 0.25 s or more to parse and compile
     with running_server(ServiceConfig(warmup=False)) as (url, _):
-        response, elapsed = _plan(url, big, **{"time-limit": 0.16})
+        response, elapsed = timed_plan(url, big, **{"time-limit": 0.16})
         assert response.status_code == 503
         assert response.headers["retry-after"] == "1"
         assert "while parsing" in response.json()["error"]
         assert elapsed <= 0.16 + SLACK + 0.2  # the upload of ~1.5 MB is part of it
-        assert _plan(url, big, engine="greedy", **{"time-limit": 20})[0].status_code == 200
+        assert timed_plan(url, big, engine="greedy", **{"time-limit": 20})[0].status_code == 200
 
 
 def test_saturation_is_a_fast_503_with_retry_after() -> None:
     config = ServiceConfig(warmup=False, workers=1, queue=0, solve=FAULTS + "slow_greedy")
     with running_server(config) as (url, svc):
         with ThreadPoolExecutor(1) as pool:
-            first = pool.submit(_plan, url, body(example()), **{"time-limit": 0.3})
+            first = pool.submit(timed_plan, url, body(example()), **{"time-limit": 0.3})
             time.sleep(0.15)
-            response, elapsed = _plan(url, body(example()), **{"time-limit": 5})
+            response, elapsed = timed_plan(url, body(example()), **{"time-limit": 5})
             assert response.status_code == 503
             assert response.headers["retry-after"] == "1"
             assert elapsed < 0.5
             assert first.result()[0].status_code == 200
         # the first request was answered but its work still holds the worker: saturated
-        assert _plan(url, body(example()), **{"time-limit": 5})[0].status_code == 503
+        assert timed_plan(url, body(example()), **{"time-limit": 5})[0].status_code == 503
         assert httpx.get(url + "/healthz").status_code == 200
         _wait_idle(svc)
-        assert _plan(url, body(example()), **{"time-limit": 5})[0].status_code == 200
+        assert timed_plan(url, body(example()), **{"time-limit": 5})[0].status_code == 200
         assert "npu_place_rejected_total" in httpx.get(url + "/metrics").text
 
 
@@ -154,13 +147,13 @@ def test_a_crashing_solve_is_a_500_for_that_request_only() -> None:
     config = ServiceConfig(warmup=False, workers=2, solve=FAULTS + "crash_on_666")
     with running_server(config) as (url, _):
         with ThreadPoolExecutor(2) as pool:
-            bad = pool.submit(_plan, url, body(example()), seed=666)
-            good = pool.submit(_plan, url, body(example()), engine="greedy")
+            bad = pool.submit(timed_plan, url, body(example()), seed=666)
+            good = pool.submit(timed_plan, url, body(example()), engine="greedy")
             response, _ = bad.result()
             assert response.status_code == 500
             assert "RuntimeError: boom" in response.json()["messages"][0]
             assert good.result()[0].status_code == 200
-        assert _plan(url, body(example()), engine="greedy")[0].status_code == 200
+        assert timed_plan(url, body(example()), engine="greedy")[0].status_code == 200
 
 
 def _free_port() -> int:
@@ -192,7 +185,7 @@ def test_sigterm_answers_in_flight_requests_then_exits(tmp_path: Path) -> None:
         results: list[tuple[httpx.Response, float]] = []
 
         def call() -> None:
-            results.append(_plan(url, hard, engine="auto", **{"time-limit": 8}))
+            results.append(timed_plan(url, hard, engine="auto", **{"time-limit": 8}))
 
         thread = threading.Thread(target=call)
         thread.start()
@@ -219,5 +212,5 @@ def test_readyz_turns_503_while_draining() -> None:
         assert httpx.get(url + "/readyz").status_code == 200
         service.begin_drain()
         assert httpx.get(url + "/readyz").status_code == 503
-        response, _ = _plan(url, body(example()))
+        response, _ = timed_plan(url, body(example()))
         assert response.status_code == 503 and json.loads(response.text)["error"]

@@ -5,7 +5,6 @@ nodes is accepted exactly when the same scenario as a full body is."""
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from collections.abc import Iterator
@@ -22,7 +21,9 @@ from models.io import scenario_from_data
 from models.placement import PlacementFile
 from models.validation import InputError
 from solver.service.app import ServiceConfig
-from tests.solver.service.conftest import example, running_server
+from tests.solver.service.conftest import running_server
+from tests.solver.service.deltas import by_hand, fully_valid
+from tests.solver.service.test_doors import ordinary, put
 
 #: Wall-clock budget of the whole fuzz run (examples stop being drawn after it).
 FUZZ_SECONDS = 60.0
@@ -109,36 +110,6 @@ def fuzz_server() -> Iterator[tuple[str, Any]]:
         yield running
 
 
-def _start(http: httpx.Client, name: str, with_now: bool) -> None:
-    data = example("ordinary-8npu").to_dict()
-    data["running"] = [{"name": "hog", "policy": "chip8-node8", "npu-per-task": 8,
-                        "ranks": {"0": "node-4"}}]
-    if not with_now:
-        data.pop("now")
-    response = http.put(f"/v1/clusters/{name}", content=json.dumps(data))
-    assert response.status_code in (200, 201), response.text
-
-
-def _by_hand(data: dict[str, Any], updates: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Node updates applied to a scenario dict by hand (None: a name that is not there)."""
-    out = copy.deepcopy(data)
-    by_name = {node["name"]: node for node in out["nodes"]}
-    for update in updates:
-        node = by_name.get(update["name"]) if isinstance(update["name"], str) else None
-        if node is None:
-            return None
-        node.update({k: v for k, v in update.items() if k != "name"})
-    return out
-
-
-def _fully_valid(data: dict[str, Any]) -> bool:
-    try:
-        scenario_from_data(data, "hand-applied")
-    except InputError:
-        return False
-    return True
-
-
 def _check_stored(http: httpx.Client, name: str, engines: tuple[str, ...] = ("greedy",)
                   ) -> bytes:
     """The stored scenario passes full validation, and the plans of ``engines`` pass the
@@ -189,7 +160,7 @@ def test_stored_clusters_stay_valid_under_hostile_deltas(
         return  # the run's time budget is spent (bounded on a loaded machine)
     url, _ = fuzz_server
     with httpx.Client(base_url=url, timeout=60) as http:
-        _start(http, "fuzz", with_now)
+        put(http, "fuzz", ordinary(now=with_now, hog=True))
         for delta in deltas:
             before = http.get("/v1/clusters/fuzz/scenario").content
             states = _cache_states(http, "fuzz")
@@ -199,8 +170,8 @@ def test_stored_clusters_stay_valid_under_hostile_deltas(
             assert "Traceback" not in response.text and "\\u001b" not in response.text
             if isinstance(delta, dict) and set(delta) == {"node-updates"}:
                 # one set of rules: the same document as a full PUT gets the same verdict
-                hand = _by_hand(json.loads(before), delta["node-updates"])
-                expected = hand is not None and _fully_valid(hand)
+                hand = by_hand(json.loads(before), delta["node-updates"])
+                expected = hand is not None and fully_valid(hand)
                 assert (response.status_code == 200) == expected, (delta, response.text)
                 if hand is not None:
                     full = http.put("/v1/clusters/fuzz-put", content=json.dumps(hand))
@@ -218,11 +189,9 @@ def test_stored_clusters_stay_valid_under_hostile_deltas(
 
 
 def _hogged() -> dict[str, Any]:
-    data = example("ordinary-8npu").to_dict()
-    data["running"] = [{"name": "hog", "policy": "chip8-node8", "npu-per-task": 8,
-                        "ranks": {"0": "node-4"}},
-                       {"name": "half", "policy": "chip8-node8", "npu-per-task": 4,
-                        "ranks": {"0": "node-0", "1": "node-3"}}]
+    data = ordinary(hog=True)
+    data["running"].append({"name": "half", "policy": "chip8-node8", "npu-per-task": 4,
+                            "ranks": {"0": "node-0", "1": "node-3"}})
     data["nodes"][0]["free"] = 4
     data["nodes"][3]["free"] = 4
     return data
@@ -241,8 +210,8 @@ def test_node_updates_are_accepted_exactly_when_the_full_body_is(
 
     data = _hogged()
     problem = compile_scenario(scenario_from_data(data))
-    hand = _by_hand(data, updates)
-    expected = hand is not None and _fully_valid(hand)
+    hand = by_hand(data, updates)
+    expected = hand is not None and fully_valid(hand)
     lifecycle = CacheLifecycle.from_model(problem.scenario.affinity_cache)
     counts = lifecycle.counts()
     try:

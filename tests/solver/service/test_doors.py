@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -27,23 +26,10 @@ from models.placement import PlacementFile
 from models.scenario import Scenario
 from solver.service import pool as pool_module
 from solver.service.app import ServiceConfig
-from tests.solver.service.conftest import example, running_server
+from tests.solver.service.conftest import HTTP_TIMEOUT, example, running_server
 
-#: A request that must not take longer than this in these tests (loaded machine).
-HTTP_TIMEOUT = 60.0
-
-
-@pytest.fixture(scope="module")
-def doors() -> Iterator[tuple[str, Any]]:
-    """One server for the module: two workers, greedy only in the facade's fast path."""
-    with running_server(ServiceConfig(warmup=False, workers=2, queue=4)) as running:
-        yield running
-
-
-@pytest.fixture
-def http(doors: tuple[str, Any]) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=doors[0], timeout=HTTP_TIMEOUT) as client:
-        yield client
+# The ``http`` fixture (conftest.py): a raw client of one server for the module (two
+# workers, queue 4).
 
 
 def ordinary(now: bool = True, hog: bool = False) -> dict[str, Any]:
@@ -306,10 +292,8 @@ def test_the_replay_log_keeps_compact_deltas_bounded_in_bytes(
                                    "npu-per-task": 8} for k in range(40)]}
         peak = 0
         for i in range(12):
-            if i % 2:
-                big_delta = {"jobs-removed": [f"j{k}" for k in range(40)]}
-            else:
-                big_delta = big
+            big_delta: dict[str, Any] = (
+                {"jobs-removed": [f"j{k}" for k in range(40)]} if i % 2 else big)
             assert patch(http, "c", big_delta).status_code == 200
             _wait(lambda: not record.compacting)
             peak = max(peak, record.log_bytes)

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from heuristics.lifecycle import CacheLifecycle
 from models.compiled import Problem, compile_scenario
 from models.scenario import Scenario
-from solver.service.state import ClusterDelta, apply_delta
+from solver.service.state import ClusterDelta
 from tests.solver.service.conftest import generated
+from tests.solver.service.deltas import apply
 
 
 def _with_images(scenario: Scenario) -> Scenario:
@@ -24,8 +24,7 @@ def _with_images(scenario: Scenario) -> Scenario:
 
 
 def _apply(problem: Problem, delta: dict) -> tuple[Problem, str]:
-    lifecycle = CacheLifecycle.from_model(problem.scenario.affinity_cache)
-    applied = apply_delta(problem, lifecycle, ClusterDelta.model_validate(delta))
+    applied = apply(problem, delta)
     return applied.problem, applied.tier
 
 

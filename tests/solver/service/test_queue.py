@@ -9,28 +9,22 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import httpx
-
 from benchmarks.loadtest import LoadReport, _burst
 from models.check import check
 from models.compiled import compile_scenario
 from models.placement import PlacementFile
 from solver.service.admission import PRIOR_SECONDS, SolveTimes
 from solver.service.app import ServiceConfig
-from tests.solver.service.conftest import body, example, running_server
+from tests.solver.service.conftest import (
+    SLACK,
+    TIMED_HTTP,
+    body,
+    example,
+    running_server,
+    timed_plan,
+)
 
-#: Allowed lateness (a shared, loaded 2-core test machine); the service aims at 0.
-SLACK = 0.35
 FAULTS = "tests.solver.service.faults:"
-
-_HTTP = httpx.Client(timeout=60)
-
-
-def _plan(url: str, content: bytes, **params: Any) -> tuple[httpx.Response, float]:
-    started = time.perf_counter()
-    response = _HTTP.post(url + "/v1/plan", content=content, params=params,
-                          headers={"content-type": "application/json"})
-    return response, time.perf_counter() - started
 
 
 def _wait_idle(service: Any, timeout: float = 15.0) -> None:
@@ -72,7 +66,7 @@ def test_a_burst_of_short_plans_is_queued_and_answered_on_time() -> None:
         refusals: list[str] = []
         answers = asyncio.run(_burst(url, body(scenario), 8, 3.0, report, refusals))
         _wait_idle(service)
-        metrics = _HTTP.get(url + "/metrics").text
+        metrics = TIMED_HTTP.get(url + "/metrics").text
     answered = sum(1 for s in report.samples if s.status == 200)
     assert f"npu_place_queue_wait_seconds_count {float(answered)}" in metrics
     codes = [s.status for s in report.samples]
@@ -97,11 +91,11 @@ def test_a_queued_plan_that_cannot_start_in_time_is_a_503_before_its_deadline() 
     content = body(example())
     with running_server(config) as (url, service):
         with ThreadPoolExecutor(2) as pool:
-            first = pool.submit(_plan, url, content, **{"time-limit": 2.5})
+            first = pool.submit(timed_plan, url, content, **{"time-limit": 2.5})
             time.sleep(0.2)
             # no solve measured yet: the worker is expected free after the prior guess,
             # so this one is admitted and waits in the queue
-            queued, elapsed = _plan(url, content, **{"time-limit": 1.2})
+            queued, elapsed = timed_plan(url, content, **{"time-limit": 1.2})
             assert first.result()[0].status_code == 200
         assert queued.status_code == 503, queued.text
         assert int(queued.headers["retry-after"]) >= 1
@@ -112,14 +106,14 @@ def test_a_queued_plan_that_cannot_start_in_time_is_a_503_before_its_deadline() 
         assert worker_times.expect("solve") >= 1.5  # the 2 s hold was measured
         # now the estimate knows: a short request behind a long one is refused at once
         with ThreadPoolExecutor(1) as pool:
-            long = pool.submit(_plan, url, content, **{"time-limit": 2.5})
+            long = pool.submit(timed_plan, url, content, **{"time-limit": 2.5})
             time.sleep(0.2)
-            refused, elapsed = _plan(url, content, **{"time-limit": 1.0})
+            refused, elapsed = timed_plan(url, content, **{"time-limit": 1.0})
             assert long.result()[0].status_code == 200
         assert refused.status_code == 503
         assert "expected to be busy" in refused.json()["messages"][0]
         assert elapsed < 0.5, elapsed
-        metrics = _HTTP.get(url + "/metrics").text
+        metrics = TIMED_HTTP.get(url + "/metrics").text
         assert 'npu_place_rejected_total{reason="queue-timeout"} 1.0' in metrics
         assert 'npu_place_rejected_total{reason="saturated"} 1.0' in metrics
         _wait_idle(service)

@@ -13,21 +13,18 @@ from heuristics.vnpu import greedy_vnpu
 from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.errors import InputError
-from models.io import load_scenario
 from models.vnpu import compile_vnpu
-from solver.doors import example_path
 from solver.facade import solve
 from solver.service.state import ClusterDelta, apply_delta
 from solver.service.worker import compact_delta
+from tests.solver.service.deltas import apply, stored_example
 
 
 def test_value_delta_on_a_vnpu_node_keeps_it_full_for_other_jobs() -> None:
-    scenario = load_scenario(example_path("vnpu-inference"))
-    problem = compile_scenario(scenario)
-    delta = ClusterDelta.model_validate({"node-updates": [
+    problem, _ = stored_example("vnpu-inference")
+    applied = apply(problem, {"node-updates": [
         {"name": "vnpu-310p-1", "free": 3, "health": "subhealthy"},
         {"name": "train-1", "free": 5}]})
-    applied = apply_delta(problem, CacheLifecycle.from_model(scenario.affinity_cache), delta)
     assert applied.tier == "values"
     fresh = compile_scenario(applied.problem.scenario)
     assert applied.problem.free.tolist() == fresh.free.tolist()
@@ -41,13 +38,11 @@ def test_value_delta_on_a_vnpu_node_keeps_it_full_for_other_jobs() -> None:
 
 
 def _stored() -> tuple[Problem, CacheLifecycle]:
-    scenario = load_scenario(example_path("vnpu-inference"))
-    return compile_scenario(scenario), CacheLifecycle.from_model(scenario.affinity_cache)
+    return stored_example("vnpu-inference")
 
 
 def _apply(data: dict[str, Any]) -> Any:
-    problem, lifecycle = _stored()
-    return apply_delta(problem, lifecycle, ClusterDelta.model_validate(data))
+    return apply(_stored()[0], data)
 
 
 def test_a_chip_delta_reaches_the_vnpu_view_and_the_greedy_plan() -> None:
@@ -72,8 +67,8 @@ def test_a_chip_delta_reaches_the_vnpu_view_and_the_greedy_plan() -> None:
     assert any(at in (nodes or []) for nodes in before.nodes)
     assert not any(at in (nodes or []) for nodes in after.nodes)
     # the stored problem is untouched
-    assert problem.scenario.nodes[at].vnpu is not None
-    assert problem.scenario.nodes[at].vnpu.chips is None
+    untouched = problem.scenario.nodes[at].vnpu
+    assert untouched is not None and untouched.chips is None
 
 
 def node_at(problem: Problem, name: str) -> int:

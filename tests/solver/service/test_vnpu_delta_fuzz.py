@@ -7,22 +7,20 @@ doors are tested in ``test_vnpu_doors.py``."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from heuristics.lifecycle import CacheLifecycle
 from models.check import check
 from models.compiled import Problem, compile_scenario
-from models.io import load_scenario, scenario_from_data
+from models.io import scenario_from_data
 from models.validation import InputError
 from models.vnpu import compile_vnpu
-from solver.doors import example_path
 from solver.facade import solve
 from solver.service.state import ClusterDelta, apply_delta
+from tests.solver.service.deltas import by_hand, fully_valid, stored_example
 
 VNODES = ["vnpu-310p-1", "vnpu-310p-2", "vnpu-310p-3"]
 _node = st.sampled_from([*VNODES, "train-1", "nope"])
@@ -56,38 +54,6 @@ _node_delta = st.fixed_dictionaries({"node-updates": st.lists(_update, min_size=
                                                               max_size=2)})
 
 
-def _by_hand(data: dict[str, Any], updates: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Node updates applied to a scenario dict by hand (None: not applicable there)."""
-    out = copy.deepcopy(data)
-    by_name = {node["name"]: node for node in out["nodes"]}
-    for update in updates:
-        node = by_name.get(update["name"])
-        if node is None:
-            return None
-        for key, value in update.items():
-            if key in ("vnpu-chips", "unfinished-templates"):
-                if "vnpu" not in node:
-                    return None
-                field = "chips" if key == "vnpu-chips" else key
-                if value is None:
-                    node["vnpu"].pop(field, None)
-                    if key == "unfinished-templates":
-                        return None  # a list is required
-                else:
-                    node["vnpu"][field] = value
-            elif key != "name":
-                node[key] = value
-    return out
-
-
-def _fully_valid(data: dict[str, Any]) -> bool:
-    try:
-        scenario_from_data(data, "hand-applied")
-    except InputError:
-        return False
-    return True
-
-
 def _view(problem: Problem) -> tuple[Any, ...]:
     view = compile_vnpu(problem)
     return (repr([(v.name, v.chips, sorted(v.unfinished), v.usable) for v in view.nodes]),
@@ -99,12 +65,10 @@ def _view(problem: Problem) -> tuple[Any, ...]:
 @given(deltas=st.lists(st.one_of(_delta, _node_delta), min_size=1, max_size=5))
 def test_stored_vnpu_clusters_stay_valid_under_fuzzed_deltas(
         deltas: list[dict[str, Any]]) -> None:
-    scenario = load_scenario(example_path("vnpu-inference"))
-    problem = compile_scenario(scenario)
-    lifecycle = CacheLifecycle.from_model(scenario.affinity_cache)
+    problem, lifecycle = stored_example("vnpu-inference")
     for data in deltas:
         before = problem.scenario.model_dump_json()
-        hand = (_by_hand(problem.scenario.to_dict(), data["node-updates"])
+        hand = (by_hand(problem.scenario.to_dict(), data["node-updates"])
                 if set(data) == {"node-updates"} else None)
         try:
             applied = apply_delta(problem, lifecycle, ClusterDelta.model_validate(data))
@@ -113,10 +77,10 @@ def test_stored_vnpu_clusters_stay_valid_under_fuzzed_deltas(
             assert "Traceback" not in text
             assert problem.scenario.model_dump_json() == before  # nothing changed
             if hand is not None:
-                assert not _fully_valid(hand), data  # a full body is refused too
+                assert not fully_valid(hand), data  # a full body is refused too
             continue
         if hand is not None:
-            assert _fully_valid(hand), data
+            assert fully_valid(hand), data
         stored = applied.problem
         scenario_from_data(stored.scenario.to_dict(), "stored")  # full validation
         assert _view(stored) == _view(compile_scenario(stored.scenario))

@@ -6,7 +6,6 @@ loopback."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -14,9 +13,8 @@ import pytest
 
 from models.scenario import Scenario
 from solver.service.app import ServiceConfig
-from tests.solver.service.conftest import example, running_server
+from tests.solver.service.conftest import HTTP_TIMEOUT, example, running_server
 from tests.solver.service.test_doors import (
-    HTTP_TIMEOUT,
     _kill_home_worker,
     full_body_accepted,
     greedy_plan,
@@ -24,18 +22,6 @@ from tests.solver.service.test_doors import (
     put,
     state,
 )
-
-
-@pytest.fixture(scope="module")
-def doors() -> Iterator[tuple[str, Any]]:
-    with running_server(ServiceConfig(warmup=False, workers=2, queue=4)) as running:
-        yield running
-
-
-@pytest.fixture
-def http(doors: tuple[str, Any]) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=doors[0], timeout=HTTP_TIMEOUT) as client:
-        yield client
 
 
 def vnpu_cluster() -> dict[str, Any]:
