@@ -4,6 +4,9 @@
 
     python -m benchmarks.scale_load --generate DIR [--nodes 65536] [--seed 37] [--families ...]
     python -m benchmarks.scale_load FILE [FILE ...]
+    python -m benchmarks.scale_load --generate DIR --nodes 32768 --peak-memory 10
+    python -m benchmarks.scale_load --generate DIR --patch [--families 950,a3,multilevel]
+
 
 With ``--generate`` the 16-job batch of every family at ``--nodes`` nodes is generated
 (:class:`benchmarks.generators.GenParams`, seed ``--seed``) and written to ``DIR`` as
@@ -13,6 +16,17 @@ JSON files also ``greedy_plan`` and ``solve(engine="greedy")`` (greedy, the vali
 the objective), best and median of 5.  All figures are this process's CPU time
 (``time.process_time``), which the machine's load changes far less than wall-clock time;
 one JSON row per file is printed.
+
+With ``--patch`` each file is stored as a service cluster
+(:class:`solver.service.state.Cluster`, the heap settled as the worker does after a
+``PUT``: :func:`solver.service.worker.settle_heap`) and moved by :data:`PATCH_ROUNDS`
+rounds of four deltas in turn (:func:`patch_deltas`: 16 nodes' ``health``; a job removed;
+the same job submitted again; ``now`` one minute later with a ``bind`` cache event); per
+kind the CPU seconds of ``Cluster.apply``, median and max, and the tiers paid.
+
+With ``--peak-memory D`` each file is instead answered by ``solve(engine="auto",
+deterministic_time=D)`` in a process of its own, which reports its peak resident memory
+(``VmHWM``, else ``ru_maxrss``) after loading and after the answer, and the answer's objective.
 """
 
 from __future__ import annotations
@@ -20,7 +34,10 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import random
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -30,8 +47,11 @@ from typing import Any
 from benchmarks.generators import FAMILIES, GenParams, generate
 from heuristics.greedy import greedy_plan
 from models.io import save_scenario
+from models.scenario import Scenario
 from solver.doors import load_problem
 from solver.facade import solve
+from solver.service.state import Cluster, ClusterDelta
+from solver.service.worker import settle_heap
 
 
 def _cpu(work: Callable[[], object], times: int) -> list[float]:
@@ -62,6 +82,103 @@ def measure(path: Path) -> dict[str, Any]:
     return row
 
 
+#: Rounds of the four PATCH deltas of :func:`patch_deltas` (40 deltas in all).
+PATCH_ROUNDS = 10
+
+
+def patch_deltas(scenario: Scenario, rounds: int = PATCH_ROUNDS, seed: int = 0
+                 ) -> list[tuple[str, ClusterDelta]]:
+    """The deltas of ``--patch``, in the order they are applied: ``(kind, delta)``.
+
+    Per round: 16 random nodes' ``health``; a job removed; that job submitted again;
+    ``now`` moved one minute on with a ``bind`` of a random rank of a random job's owner
+    to a random node (an entry added or overwritten: the cache grows over the rounds).
+    """
+    rng = random.Random(seed)
+    names = [n.name for n in scenario.nodes if n.vnpu is None]
+    jobs = list(scenario.jobs)
+    now = scenario.now or 0
+    out: list[tuple[str, ClusterDelta]] = []
+    for _ in range(rounds):
+        health = [{"name": name, "health": rng.choice(["healthy", "subhealthy"])}
+                  for name in rng.sample(names, 16)]
+        out.append(("health-16", ClusterDelta.model_validate({"node-updates": health})))
+        job = rng.choice(jobs)
+        out.append(("job-removed", ClusterDelta.model_validate({"jobs-removed": [job.name]})))
+        out.append(("job-submitted", ClusterDelta(jobs_submitted=[job])))
+        owner = rng.choice(jobs).owner_uid or "owner-0"
+        now += 60
+        out.append(("now-bind", ClusterDelta.model_validate({"now": now, "cache-events": [
+            {"event": "bind", "owner-uid": owner, "rank": rng.randrange(8),
+             "node": rng.choice(names)}]})))
+    return out
+
+
+def measure_patch(path: Path) -> dict[str, Any]:
+    """CPU seconds of ``Cluster.apply`` per delta kind on the stored cluster of ``path``."""
+    problem = load_problem(path)
+    deltas = patch_deltas(problem.scenario)
+    cluster = Cluster(path.stem, problem)
+    del problem
+    settle_heap()
+    cpu: dict[str, list[float]] = {}
+    tiers: dict[str, set[str]] = {}
+    for kind, delta in deltas:
+        started = time.process_time()
+        cluster.apply(delta)
+        cpu.setdefault(kind, []).append(time.process_time() - started)
+        tiers.setdefault(kind, set()).add(cluster.last_update)
+    gc.unfreeze()
+    return {"file": path.name, "nodes": cluster.snapshot.problem.num_nodes,
+            "cache-entries": len(cluster.snapshot.problem.scenario.affinity_cache.entries),
+            **{kind: {"median": round(statistics.median(times), 4),
+                      "max": round(max(times), 4), "tiers": sorted(tiers[kind])}
+               for kind, times in cpu.items()}}
+
+
+def _peak_mb() -> float:
+    """This process's peak resident memory in MB.
+
+    Linux's ``VmHWM`` (``/proc/self/status``) where it exists: ``ru_maxrss`` of a process
+    started by another carries the parent's peak at the fork over the ``exec``.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def peak_memory(path: Path, deterministic_time: float) -> dict[str, Any]:
+    """Load ``path`` and answer it with ``auto`` under ``deterministic_time``, in this
+    process; its peak resident memory after each step."""
+    started = time.perf_counter()
+    problem = load_problem(path)
+    row: dict[str, Any] = {"file": path.name, "nodes": problem.num_nodes,
+                           "deterministic-time": deterministic_time,
+                           "peak-mb-loaded": _peak_mb()}
+    result = solve(problem, engine="auto", deterministic_time=deterministic_time,
+                   time_limit=3600.0)
+    row.update({"peak-mb-solved": _peak_mb(), "engine": result.engine,
+                "objective": result.objective, "status": str(result.status),
+                "greedy-objective": result.greedy_objective,
+                "wall-s": round(time.perf_counter() - started, 1),
+                "cpu-s": round(time.process_time(), 1)})
+    return row
+
+
+def peak_memory_apart(path: Path, deterministic_time: float) -> dict[str, Any]:
+    """:func:`peak_memory` in a fresh process (so that each file has its own peak)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.scale_load", str(path), "--peak-memory",
+         str(deterministic_time), "--in-process"],
+        check=True, capture_output=True, text=True)
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def generate_files(folder: Path, families: Sequence[str], nodes: int, seed: int
                    ) -> list[Path]:
     """Write the 16-job batch of every family to ``folder``; return the paths."""
@@ -84,6 +201,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=65536)
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument("--peak-memory", type=float, metavar="D",
+                        help="peak memory of auto under deterministic time D, per file")
+    parser.add_argument("--patch", action="store_true",
+                        help="CPU time of Cluster.apply per delta kind, per file")
+    parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     paths = list(args.files)
     if args.generate is not None:
@@ -92,7 +214,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not paths:
         parser.error("give scenario files or --generate DIR")
     for path in paths:
-        print(json.dumps(measure(path)), flush=True)
+        if args.patch:
+            row = measure_patch(path)
+        elif args.peak_memory is None:
+            row = measure(path)
+        elif args.in_process:
+            row = peak_memory(path, args.peak_memory)
+        else:
+            row = peak_memory_apart(path, args.peak_memory)
+        print(json.dumps(row), flush=True)
     return 0
 
 

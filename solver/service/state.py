@@ -54,16 +54,15 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from heuristics.lifecycle import CacheLifecycle
+from heuristics.lifecycle import CacheLifecycle, EntryState
 from models.compiled import (
     HEALTHY,
     SUBHEALTHY,
@@ -71,8 +70,10 @@ from models.compiled import (
     Problem,
     compile_jobs,
     compile_scenario,
+    job_origin,
     job_queue,
     patch_image_holders,
+    scenario_now,
 )
 from models.limits import (
     MAX_CACHE_ENTRIES,
@@ -99,6 +100,20 @@ from models.scenario import (
     VnpuJob,
 )
 from models.validation import InputError, JobShape, node_value_problems, validate_scenario
+from solver.service.cache_view import (
+    CacheView,
+    cache_view,
+    owner_state_counts,
+    owner_times,
+    patch_cache,
+    patch_live,
+    remember_view,
+    same_live_owners,
+)
+
+__all__ = ["CacheEvent", "CacheEventKind", "Cluster", "ClusterDelta", "ClusterInfo",
+           "ClusterSnapshot", "ClusterStore", "NodeUpdate", "VersionConflict", "apply_delta",
+           "delta_messages", "owner_times", "recompile_jobs", "same_live_owners"]
 
 _HEALTH_CODE = {Health.HEALTHY: HEALTHY, Health.SUBHEALTHY: SUBHEALTHY,
                 Health.UNHEALTHY: UNHEALTHY}
@@ -241,44 +256,6 @@ class ClusterSnapshot:
     problem: Problem
 
 
-#: Per compiled problem, the sorted newest ``updated`` time of each cache owner
-#: (:func:`owner_times`); a problem made from another with the same cache shares the array.
-_OWNER_TIMES: weakref.WeakKeyDictionary[Problem, np.ndarray] = weakref.WeakKeyDictionary()
-
-
-def owner_times(problem: Problem) -> np.ndarray:
-    """The newest ``updated`` time of every cache owner of ``problem``, sorted (int64).
-
-    Computed once per problem (one pass over the cache entries) and kept while the
-    problem lives.
-    """
-    times = _OWNER_TIMES.get(problem)
-    if times is None:
-        newest: dict[str, int] = {}
-        for entry in problem.scenario.affinity_cache.entries:
-            old = newest.get(entry.owner_uid)
-            if old is None or entry.updated > old:
-                newest[entry.owner_uid] = entry.updated
-        times = np.sort(np.fromiter(newest.values(), dtype=np.int64, count=len(newest)))
-        _OWNER_TIMES[problem] = times
-    return times
-
-
-def same_live_owners(problem: Problem, now: int) -> bool:
-    """Whether the same cache owners are live at ``now`` as at ``problem.now``.
-
-    An owner is live at ``t`` while its newest entry time is at least ``t - ttl``
-    (:func:`models.compiled.live_cache`); between the two times an owner changes exactly
-    when its newest time lies in ``[min - ttl, max - ttl)``.
-    """
-    if now == problem.now:
-        return True
-    ttl = problem.scenario.affinity_cache.ttl_seconds
-    low, high = sorted((problem.now, now))
-    times = owner_times(problem)
-    return bool(np.searchsorted(times, low - ttl) == np.searchsorted(times, high - ttl))
-
-
 def _shapes(problem: Problem) -> dict[str, JobShape]:
     return {job.name: JobShape(policy=job.policy, family=job.family, whole_node=job.whole_node,
                                node_npus=job.node_npus, sp_block=job.sp_block,
@@ -288,21 +265,26 @@ def _shapes(problem: Problem) -> dict[str, JobShape]:
 
 def recompile_jobs(problem: Problem, scenario: Scenario,
                    shapes: dict[str, JobShape] | None = None,
-                   nodes_unchanged: bool = False) -> Problem:
+                   nodes_unchanged: bool = False, cache_checked: bool = False,
+                   live: dict[str, dict[int, str]] | None = None) -> Problem:
     """A new problem with ``scenario``'s jobs, cache and ``now``; nodes and trees reused.
 
     ``scenario`` must have the same nodes (names and order) as ``problem.scenario``.
     Without ``shapes`` the cross-field rules run again (raising :class:`InputError`);
     with ``nodes_unchanged`` (no node's ``free`` or ``health`` changed either) the rules
-    on the nodes alone are not run again: they held on the stored cluster.
+    on the nodes alone are not run again: they held on the stored cluster; with
+    ``cache_checked`` the cache entries' rules neither (the entries held, or the changed
+    ones were checked: :func:`~solver.service.cache_view.patch_cache`).  ``live`` is the
+    live cache of ``scenario`` at its ``now`` when the caller knows it.
     """
     if shapes is None:
         shapes, messages = validate_scenario(
-            scenario, "<delta>", problem.node_index if nodes_unchanged else None)
+            scenario, "<delta>", problem.node_index if nodes_unchanged else None,
+            cache_checked=cache_checked)
         if messages:
             raise InputError(messages)
-    now = int(scenario.now) if scenario.now is not None else int(time.time())
-    jobs, live = compile_jobs(scenario, shapes, problem.node_index, now)
+    now = scenario_now(scenario)
+    jobs, live = compile_jobs(scenario, shapes, problem.node_index, now, live)
     return replace(problem, scenario=scenario, now=now, jobs=jobs,
                    job_index={job.name: j for j, job in enumerate(jobs)},
                    queue=job_queue(jobs), live=live)
@@ -316,6 +298,8 @@ class _Applied:
     tier: str
     notes: list[str]
     stamp: int | None = None  # the time cache events were stamped with (None: no events)
+    #: the owners whose cache entries changed (``None``: any may have)
+    touched: frozenset[str] | None = frozenset()
 
 
 def delta_messages(exc: ValidationError, where: str = "") -> list[str]:
@@ -458,6 +442,7 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
         changed_where[node.name] = i
 
     jobs = list(scenario.jobs)
+    jobs_edited = False  # the jobs, the vNPU jobs or a vNPU node's chips changed
     if delta.jobs_removed:
         names = {j.name for j in jobs}
         vnames = {j.name for j in scenario.vnpu_jobs}
@@ -467,10 +452,10 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
                     " (it is a vNPU job: use vnpu-jobs-removed)" if name in vnames else ""))
         gone = set(delta.jobs_removed)
         jobs = [j for j in jobs if j.name not in gone]
-        jobs_changed = True
+        jobs_edited = True
     if delta.jobs_submitted:
         jobs.extend(delta.jobs_submitted)  # duplicates are reported by the rules below
-        jobs_changed = True
+        jobs_edited = True
     vnpu_jobs = list(scenario.vnpu_jobs)
     if delta.vnpu_jobs_removed:
         names = {j.name for j in vnpu_jobs}
@@ -481,12 +466,13 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
                     if any(j.name == name for j in scenario.jobs) else ""))
         gone = set(delta.vnpu_jobs_removed)
         vnpu_jobs = [j for j in vnpu_jobs if j.name not in gone]
-        jobs_changed = True
+        jobs_edited = True
     if delta.vnpu_jobs_submitted:
         vnpu_jobs.extend(delta.vnpu_jobs_submitted)  # duplicates: the rules below
-        jobs_changed = True
+        jobs_edited = True
     if vnpu_changed:
-        jobs_changed = True  # the vNPU rules run with the cross-field rules
+        jobs_edited = True  # the vNPU rules run with the cross-field rules
+    jobs_changed = jobs_edited
 
     node_names: Collection[str] = set()
     if delta.cache_events:  # the stored index serves while no node was added or removed
@@ -505,6 +491,8 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     cache_model = scenario.affinity_cache
     new_lifecycle = lifecycle
     used_stamp: int | None = None
+    touched: frozenset[str] | None = frozenset()  # owners whose entries changed
+    view: CacheView | None = None  # the new cache section's view, when it was patched
     if delta.cache_events or removed:
         new_lifecycle = lifecycle.copy()  # the stored one changes only when all is valid
         if stamp is None:
@@ -527,11 +515,19 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
             else:
                 if new_lifecycle.cache is not None:
                     new_lifecycle.cache.refresh_owner(owner, stamp)
-        try:
-            cache_model = new_lifecycle.to_model()
-        except ValidationError as exc:
-            raise InputError(delta_messages(exc, "(the cache after the delta)")
-                             ) from None
+        touched = frozenset(event.owner_uid for event in delta.cache_events)
+        patched = (patch_cache(cache_view(problem), new_lifecycle.cache, touched,
+                               problem.node_index)
+                   if not removed and new_lifecycle.cache is not None else None)
+        if patched is not None:  # only the touched owners' entries written and checked
+            cache_model, view = patched
+        else:
+            touched = None
+            try:
+                cache_model = new_lifecycle.to_model()
+            except ValidationError as exc:
+                raise InputError(delta_messages(exc, "(the cache after the delta)")
+                                 ) from None
         if removed:
             cache_model, dropped = _drop_removed(cache_model, removed)
             if dropped:
@@ -563,7 +559,7 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
         raise InputError(delta_messages(exc, "(the scenario after the delta)")) from None
     if structural:
         return _Applied(new, compile_scenario(new, "<delta>"), new_lifecycle, "structure",
-                        notes, used_stamp)
+                        notes, used_stamp, None)
     if changed and not jobs_changed:
         value_errors = node_value_problems(new, changed)
         if value_errors:
@@ -586,13 +582,62 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
                    else problem.image_holders)
         out = replace(out, scenario=new, free=free, health=health, image_holders=holders)
     if jobs_changed:
-        return _Applied(new, recompile_jobs(out, new, nodes_unchanged=not changed),
-                        new_lifecycle, "jobs", notes, used_stamp)
-    patched = replace(out, scenario=new, now=problem.now if now is None else int(now))
-    times = _OWNER_TIMES.get(problem)
-    if times is not None:  # the same cache entries: the same owners' times
-        _OWNER_TIMES[patched] = times
-    return _Applied(new, patched, new_lifecycle, "values", notes)
+        recompiled = _recompile(problem, out, new, view, touched, jobs_edited, changed)
+        return _Applied(new, recompiled, new_lifecycle, "jobs", notes, used_stamp, touched)
+    patched_problem = replace(out, scenario=new, now=problem.now if now is None else int(now))
+    remember_view(patched_problem, cache_view(problem))  # the same cache entries
+    return _Applied(new, patched_problem, new_lifecycle, "values", notes, used_stamp,
+                    touched)
+
+
+def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | None,
+               touched: frozenset[str] | None, jobs_edited: bool, changed: list[int]
+               ) -> Problem:
+    """The jobs tier: ``out`` (``problem`` with the node arrays patched) with ``new``'s
+    jobs, cache and ``now``.
+
+    ``view`` is the new cache section's view when only ``touched`` owners' entries
+    changed (:func:`~solver.service.cache_view.patch_cache`; ``None`` with ``touched``
+    empty: the section is the same; ``touched`` ``None``: it was written whole).  When
+    neither the jobs nor a vNPU node changed (``jobs_edited``: cache events and ``now``
+    moves, with node values perhaps), the rules are not run again (the changed nodes'
+    values are checked as in the values tier) and only the jobs whose owner's live
+    entries changed get a new origin; otherwise the rules run without the nodes and
+    cache entries that are known to hold, and every job is compiled again.  Either way
+    the problem equals :func:`recompile_jobs` of the whole scenario.
+    """
+    if touched is None:  # the cache section was written whole: the rules and jobs again
+        return recompile_jobs(out, new, nodes_unchanged=not changed)
+    if view is None:
+        view = cache_view(problem)
+    now = scenario_now(new)
+    live = patch_live(problem.live, view, touched, now,
+                      new.affinity_cache.ttl_seconds)
+    if jobs_edited or (changed and node_value_problems(new, changed)):
+        # the jobs changed (or a node value is wrong: the rules give the messages)
+        recompiled = recompile_jobs(out, new, nodes_unchanged=not changed,
+                                    cache_checked=True, live=live)
+    else:
+        jobs = tuple(job if live.get(job.owner_uid or "") is problem.live.get(
+            job.owner_uid or "") else replace(job, origin=job_origin(
+                job.tasks, live.get(job.owner_uid) if job.owner_uid else None,
+                problem.node_index, job.running))
+            for job in problem.jobs)
+        recompiled = replace(out, scenario=new, now=now, jobs=jobs, live=live)
+    remember_view(recompiled, view)
+    return recompiled
+
+
+def _shift_counts(counts: Counter[str] | None, before: CacheLifecycle,
+                  after: CacheLifecycle, touched: frozenset[str] | None
+                  ) -> Counter[str] | None:
+    """``counts`` (of ``before``) moved to ``after``, which differs in ``touched`` owners'
+    entries and states only (``None``: anywhere: counted again when asked)."""
+    if counts is None or touched is None:
+        return None
+    out = counts - owner_state_counts(before, touched)  # also drops counts down to 0
+    out.update(owner_state_counts(after, touched))
+    return out
 
 
 def _drop_removed(model: AffinityCacheModel, removed: set[str]
@@ -624,6 +669,9 @@ class Cluster:
         self.last_stamp: int | None = None
         self.apply_seconds = 0.0
         self.notes: list[str] = []
+        #: entries per cache state (``lifecycle.counts()``), kept up to date by the deltas
+        #: for the owners they change; ``None``: counted again when asked
+        self._state_counts: Counter[str] | None = None
 
     def apply(self, delta: ClusterDelta, stamp: int | None = None) -> ClusterInfo:
         """Apply a delta (whole or not at all) and return the new summary.
@@ -652,6 +700,9 @@ class Cluster:
                     f"expects {delta.expect_version}")
             # applied to copies: any failure leaves snapshot and lifecycle as they were
             applied = apply_delta(current.problem, self.lifecycle, delta, stamp)
+            if applied.lifecycle is not self.lifecycle:
+                self._state_counts = _shift_counts(self._state_counts, self.lifecycle,
+                                                   applied.lifecycle, applied.touched)
             self.lifecycle = applied.lifecycle
             self.last_stamp = applied.stamp
             if applied.tier != "none":
@@ -673,6 +724,7 @@ class Cluster:
         """Set the cache lifecycle's states exported by :meth:`export_state`."""
         with self._lock:
             self.lifecycle.restore_states(states)
+            self._state_counts = None
 
     def refresh_clock(self) -> ClusterSnapshot:
         """The snapshot to plan on; without a scenario ``now`` the live cache follows the clock.
@@ -693,6 +745,15 @@ class Cluster:
                 self.snapshot = snap
             return snap
 
+    def cache_states(self) -> dict[str, int]:
+        """Entries per cache state (:meth:`heuristics.lifecycle.CacheLifecycle.counts`),
+        in the order of :class:`heuristics.lifecycle.EntryState`."""
+        if self._state_counts is None:
+            self._state_counts = Counter(self.lifecycle.counts())
+        counts = self._state_counts
+        return {state.value: counts[state.value] for state in EntryState
+                if counts[state.value] > 0}
+
     def info(self) -> ClusterInfo:
         """The cluster's summary."""
         problem = self.snapshot.problem
@@ -701,7 +762,7 @@ class Cluster:
             name=self.name, version=self.snapshot.version, nodes=problem.num_nodes,
             jobs=len(problem.jobs), vnpu_jobs=len(scenario.vnpu_jobs),
             cache_entries=len(scenario.affinity_cache.entries),
-            cache_states=self.lifecycle.counts(), now=scenario.now,
+            cache_states=self.cache_states(), now=scenario.now,
             last_update=self.last_update, apply_seconds=round(self.apply_seconds, 6),
             notes=list(self.notes))
 
