@@ -6,6 +6,7 @@
     python -m benchmarks.scale_load FILE [FILE ...]
     python -m benchmarks.scale_load --generate DIR --nodes 32768 --peak-memory 10
     python -m benchmarks.scale_load --generate DIR --patch [--families 950,a3,multilevel]
+    python -m benchmarks.scale_load --generate DIR --plan-latency 0.2,1,2 [--repeat 3]
 
 
 With ``--generate`` the 16-job batch of every family at ``--nodes`` nodes is generated
@@ -24,6 +25,13 @@ rounds of four deltas in turn (:func:`patch_deltas`: 16 nodes' ``health``; a job
 the same job submitted again; ``now`` one minute later with a ``bind`` cache event); per
 kind the CPU seconds of ``Cluster.apply``, median and max, and the tiers paid.
 
+With ``--plan-latency T1,T2,...`` a service is started in this process (uvicorn on a
+loopback socket, one worker process, as ``npu-place serve`` runs it), each file is
+``PUT`` as a stored cluster and planned (``POST /v1/clusters/NAME/plan``, engine ``auto``)
+``--repeat`` times per time limit, after one warm-up plan: per call the client's wall
+time from sending to the whole answer, the service's own ``X-Elapsed-Before-Send`` and
+where the answer came from (``X-Plan-Source``: the full solve or its fallback).
+
 With ``--peak-memory D`` each file is instead answered by ``solve(engine="auto",
 deterministic_time=D)`` in a process of its own, which reports its peak resident memory
 (``VmHWM``, else ``ru_maxrss``) after loading and after the answer, and the answer's objective.
@@ -34,13 +42,15 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import random
 import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +146,64 @@ def measure_patch(path: Path) -> dict[str, Any]:
                for kind, times in cpu.items()}}
 
 
+def plan_latency(paths: Sequence[Path], limits: Sequence[float], repeat: int
+                 ) -> Iterator[dict[str, Any]]:
+    """Per file, per time limit, per repetition: the stored cluster's plan call timed."""
+    import httpx
+
+    from solver.service.app import ServiceConfig
+    from solver.service.client import PlanClient, ServiceError
+    from solver.service.server import build_server, listen_socket
+
+    config = ServiceConfig(port=0, workers=1, warmup=True, max_body_mb=256.0)
+    sock = listen_socket("127.0.0.1", 0)
+    server = build_server(config, log_level="warning")
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    client = PlanClient(base, timeout=600.0)
+    try:
+        while not client.readyz():
+            time.sleep(0.1)
+        for path in paths:
+            name = path.stem.replace(".", "-")
+            client.request("PUT", f"/v1/clusters/{name}", content=path.read_bytes(),
+                           headers={"Content-Type": "application/json"})
+            put_at = time.perf_counter()
+            while True:  # warm: this cluster's first solve, once the worker is free
+                try:
+                    client.plan_cluster(name, time_limit=1.0)
+                    break
+                except ServiceError as exc:  # busy (the PUT's compaction: see pool.py)
+                    if exc.status != 503:
+                        raise
+                    time.sleep(exc.retry_after or 0.5)
+            busy_after_put = time.perf_counter() - put_at
+            for limit in limits:
+                for _ in range(repeat):
+                    started = time.perf_counter()
+                    response = client.request(
+                        "POST", f"/v1/clusters/{name}/plan",
+                        params={"engine": "auto", "time-limit": limit})
+                    wall = time.perf_counter() - started
+                    yield {"file": path.name, "time-limit": limit,
+                           "wall": round(wall, 4), "over": round(wall - limit, 4),
+                           "elapsed-before-send": float(
+                               response.headers.get("X-Elapsed-Before-Send", "nan")),
+                           "source": response.headers.get("X-Plan-Source"),
+                           "engine": response.json().get("engine"),
+                           "load": round(os.getloadavg()[0], 2),
+                           "warm-after-put": round(busy_after_put, 2)}
+            client.delete_cluster(name)
+    except httpx.HTTPError as exc:  # pragma: no cover - a benchmark's report
+        raise SystemExit(f"the service failed: {exc}") from None
+    finally:
+        client.close()
+        server.should_exit = True
+        thread.join(timeout=60)
+        sock.close()
+
+
 def _peak_mb() -> float:
     """This process's peak resident memory in MB.
 
@@ -205,6 +273,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="peak memory of auto under deterministic time D, per file")
     parser.add_argument("--patch", action="store_true",
                         help="CPU time of Cluster.apply per delta kind, per file")
+    parser.add_argument("--plan-latency", metavar="T1,T2,...",
+                        help="wall time of a stored cluster's plan call per time limit")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="plan calls per time limit (--plan-latency)")
     parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     paths = list(args.files)
@@ -213,6 +285,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         paths += generate_files(args.generate, families, args.nodes, args.seed)
     if not paths:
         parser.error("give scenario files or --generate DIR")
+    if args.plan_latency:
+        limits = [float(t) for t in args.plan_latency.split(",") if t]
+        for row in plan_latency(paths, limits, args.repeat):
+            print(json.dumps(row), flush=True)
+        return 0
     for path in paths:
         if args.patch:
             row = measure_patch(path)
