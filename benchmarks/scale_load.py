@@ -146,6 +146,11 @@ def measure_patch(path: Path) -> dict[str, Any]:
                for kind, times in cpu.items()}}
 
 
+#: Seconds between two plan calls of ``--plan-latency`` (a daemon plans about once a
+#: second; a call right after another finds the worker still finishing the last solve).
+PLAN_SPACING = 1.0
+
+
 def plan_latency(paths: Sequence[Path], limits: Sequence[float], repeat: int
                  ) -> Iterator[dict[str, Any]]:
     """Per file, per time limit, per repetition: the stored cluster's plan call timed."""
@@ -181,10 +186,17 @@ def plan_latency(paths: Sequence[Path], limits: Sequence[float], repeat: int
             busy_after_put = time.perf_counter() - put_at
             for limit in limits:
                 for _ in range(repeat):
+                    time.sleep(PLAN_SPACING)  # a daemon's pace: the last solve has ended
                     started = time.perf_counter()
-                    response = client.request(
-                        "POST", f"/v1/clusters/{name}/plan",
-                        params={"engine": "auto", "time-limit": limit})
+                    try:
+                        response = client.request(
+                            "POST", f"/v1/clusters/{name}/plan",
+                            params={"engine": "auto", "time-limit": limit})
+                    except ServiceError as exc:
+                        yield {"file": path.name, "time-limit": limit,
+                               "wall": round(time.perf_counter() - started, 4),
+                               "refused": f"{exc.status} {exc.error}"}
+                        continue
                     wall = time.perf_counter() - started
                     yield {"file": path.name, "time-limit": limit,
                            "wall": round(wall, 4), "over": round(wall - limit, 4),
