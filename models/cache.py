@@ -19,12 +19,19 @@ class _Slot:
 
 
 class AffinityCache:
-    """Owner UID → rank → node, with one update time per owner (``PodNodeAffinityCache``)."""
+    """Owner UID → rank → node, with one update time per owner (``PodNodeAffinityCache``).
+
+    :meth:`copy` is copy-on-write: the copy and the original share each owner's entries
+    until one of them changes that owner (then it takes a copy of that owner's entries
+    alone), so copying costs one dictionary copy, not one object per entry.
+    """
 
     def __init__(self, ttl_seconds: int = DEFAULT_CACHE_TTL_SECONDS) -> None:
         self.ttl_seconds = ttl_seconds
         self._owners: dict[str, dict[int, _Slot]] = {}
         self._updated: dict[str, int] = {}
+        #: owners whose entry dictionary another cache (a copy) may hold too
+        self._shared: set[str] = set()
 
     # ------------------------------------------------------------------ conversion
     @classmethod
@@ -41,17 +48,34 @@ class AffinityCache:
         return cache
 
     def copy(self) -> AffinityCache:
-        """An independent copy (changing one never changes the other)."""
+        """An independent copy (changing one never changes the other).
+
+        Copy-on-write: both share every owner's entries until one of them changes an
+        owner (:meth:`_writable`); the copy costs ``O(owners)`` dictionary work.
+        """
         out = AffinityCache(self.ttl_seconds)
-        out._owners = {owner: {rank: _Slot(slot.node, slot.previous, slot.updated)
-                               for rank, slot in slots.items()}
-                       for owner, slots in self._owners.items()}
+        out._owners = dict(self._owners)
         out._updated = dict(self._updated)
+        self._shared = set(self._owners)
+        out._shared = set(self._owners)
         return out
 
-    def to_model(self) -> AffinityCacheModel:
-        """Write the cache back as a scenario section (every entry carries its owner's time)."""
-        entries = [
+    def _writable(self, owner: str) -> dict[int, _Slot] | None:
+        """The owner's entries, copied first when another cache may hold them too."""
+        slots = self._owners.get(owner)
+        if slots is not None and owner in self._shared:
+            slots = {rank: _Slot(slot.node, slot.previous, slot.updated)
+                     for rank, slot in slots.items()}
+            self._owners[owner] = slots
+            self._shared.discard(owner)
+        return slots
+
+    def owner_entries(self, owner: str) -> list[CacheEntry]:
+        """The owner's entries as :meth:`to_model` writes them, by rank ([] for none)."""
+        slots = self._owners.get(owner)
+        if not slots:
+            return []
+        return [
             CacheEntry(
                 owner_uid=owner,
                 rank=rank,
@@ -59,9 +83,16 @@ class AffinityCache:
                 updated=self._updated.get(owner, slot.updated),
                 previous=slot.previous or None,  # "" (no rollback anchor) is not written
             )
-            for owner in sorted(self._owners)
-            for rank, slot in sorted(self._owners[owner].items())
+            for rank, slot in sorted(slots.items())
         ]
+
+    def to_model(self) -> AffinityCacheModel:
+        """Write the cache back as a scenario section (every entry carries its owner's time).
+
+        Entries are ordered by owner, then rank.
+        """
+        entries = [entry for owner in sorted(self._owners)
+                   for entry in self.owner_entries(owner)]
         return AffinityCacheModel(ttl_seconds=self.ttl_seconds, entries=entries)
 
     # ------------------------------------------------------------------ operations
@@ -73,7 +104,9 @@ class AffinityCache:
         """
         if not owner:
             return
-        slots = self._owners.setdefault(owner, {})
+        slots = self._writable(owner)
+        if slots is None:
+            slots = self._owners[owner] = {}
         slot = slots.get(rank)
         if slot is None:
             slots[rank] = _Slot(node, "", now)
@@ -89,7 +122,7 @@ class AffinityCache:
         With a previous node, restore it and clear the anchor; without one, delete the
         entry, and the owner too when it becomes empty.
         """
-        slots = self._owners.get(owner)
+        slots = self._writable(owner)
         if slots is None or rank not in slots:
             return
         slot = slots[rank]
@@ -101,6 +134,7 @@ class AffinityCache:
         if not slots:
             del self._owners[owner]
             self._updated.pop(owner, None)
+            self._shared.discard(owner)
 
     def get(self, owner: str, rank: int) -> str:
         """``GetPreferredNode``: the cached node or ``""``."""
@@ -135,6 +169,7 @@ class AffinityCache:
         """``RemoveOwner``: forget every entry of ``owner`` (job deleted)."""
         self._owners.pop(owner, None)
         self._updated.pop(owner, None)
+        self._shared.discard(owner)
 
     def owners(self) -> list[str]:
         """Owners currently cached, sorted."""

@@ -357,14 +357,41 @@ def _compile_tree(name: str, levels: dict[str, LevelConfig], scenario: Scenario,
     )
 
 
+def job_origin(tasks: int, entries: dict[int, str] | None, index: dict[str, int],
+               running: np.ndarray) -> np.ndarray:
+    """A job's origin array (:attr:`JobView.origin`) from its owner's live cache entries.
+
+    Parameters
+    ----------
+    tasks
+        The job's ranks.
+    entries
+        The owner's live entries, rank → node name (``None``: none live).
+    index
+        Node name → node index.
+    running
+        The job's running ranks' nodes (-1: to place); a running rank has no origin.
+    """
+    origin = np.full(tasks, -1, dtype=np.int32)
+    if entries:
+        for rank, node in entries.items():
+            if rank < tasks:
+                origin[rank] = index[node]
+    origin[running >= 0] = -1  # running ranks are not placed: no hit, no candidate
+    return origin
+
+
 def compile_jobs(
-    scenario: Scenario, shapes: dict[str, JobShape], index: dict[str, int], now: int
+    scenario: Scenario, shapes: dict[str, JobShape], index: dict[str, int], now: int,
+    live: dict[str, dict[int, str]] | None = None,
 ) -> tuple[tuple[JobView, ...], dict[str, dict[int, str]]]:
     """Compile the pending jobs of a validated scenario against its node index.
 
     Split out of :func:`compile_scenario` so that a caller holding a compiled problem
     (the planning service) can recompile the jobs and the live cache alone when only
-    jobs, cache entries or ``now`` changed.
+    jobs, cache entries or ``now`` changed.  A caller that knows the live cache at
+    ``now`` (:func:`live_cache`: the cache and the live owners did not change) passes it
+    as ``live``.
 
     Returns
     -------
@@ -372,22 +399,18 @@ def compile_jobs(
         ``(jobs, live)``: the job views in file order and the live cache.
     """
     # Metrics measure hits against the live cache even when the preference is off.
-    live_all = live_cache(scenario, now)
+    live_all = live_cache(scenario, now) if live is None else live
     jobs = []
     for j, job in enumerate(scenario.jobs):
         shape = shapes[job.name]
-        origin = np.full(job.tasks, -1, dtype=np.int32)
-        if job.owner_uid and job.owner_uid in live_all:
-            for rank, node in live_all[job.owner_uid].items():
-                if rank < job.tasks:
-                    origin[rank] = index[node]
         fault = np.zeros(job.tasks, dtype=bool)
         if job.fault_ranks:
             fault[np.asarray(job.fault_ranks, dtype=np.int64)] = True
         running = np.full(job.tasks, -1, dtype=np.int32)
         for rank, node in job.running_ranks.items():
             running[rank] = index[node]
-        origin[running >= 0] = -1  # running ranks are not placed: no hit, no candidate
+        origin = job_origin(job.tasks, live_all.get(job.owner_uid) if job.owner_uid else None,
+                            index, running)
         jobs.append(
             JobView(
                 index=j,

@@ -53,6 +53,14 @@ def block_size(problem: Problem, j: int) -> int:
     return 0
 
 
+#: The fields :func:`to_placement` sets on an unplaced and a placed job (the others are
+#: given their defaults explicitly: pydantic's ``model_construct`` inspects a default
+#: factory's signature on every call, most of the function's time for 16 jobs).
+_UNPLACED_SET = frozenset({"name", "placed", "reason", "origin_candidates"})
+_PLACED_SET = frozenset({"name", "placed", "ranks", "blocks", "origin_hits",
+                         "origin_candidates"})
+
+
 def to_placement(
     problem: Problem,
     plan: Plan,
@@ -81,8 +89,9 @@ def to_placement(
         if nodes is None:
             reason = plan.reasons[job.index] if plan.reasons else None
             jobs.append(JobPlacement.model_construct(
-                name=job.name, placed=False, reason=reason or "not placed",
-                origin_candidates=int(candidates_j)))
+                set(_UNPLACED_SET), name=job.name, placed=False,
+                reason=reason or "not placed", origin_candidates=int(candidates_j),
+                ranks={}, blocks={}, chips={}, downgraded=[]))
             continue
         rank_names = [names[n] for n in np.asarray(nodes, dtype=np.int64).tolist()]
         if job.partly_running:  # the placement lists the ranks it places
@@ -96,11 +105,11 @@ def to_placement(
             for b in range(job.tasks // size):
                 blocks[str(b)] = rank_names[b * size:(b + 1) * size]
         jobs.append(JobPlacement.model_construct(
-            name=job.name, placed=True, ranks=ranks, blocks=blocks,
+            set(_PLACED_SET), name=job.name, placed=True, ranks=ranks, blocks=blocks,
             origin_hits=int((hits or {}).get(job.name, 0)),
-            origin_candidates=int(candidates_j)))
-    return PlacementFile.model_construct(
-        **_header(engine, status, wall_seconds, objective, bound, gap, seed), jobs=jobs)
+            origin_candidates=int(candidates_j), chips={}, downgraded=[]))
+    header = _header(engine, status, wall_seconds, objective, bound, gap, seed)
+    return PlacementFile.model_construct({*header, "jobs"}, **header, jobs=jobs, notes=[])
 
 
 def complete_placement(

@@ -514,6 +514,7 @@ def _check_ordinary(
 def validate_scenario(
     scenario: Scenario, source: str = "<scenario>",
     checked_nodes: Mapping[str, int] | None = None,
+    cache_checked: bool = False,
 ) -> tuple[dict[str, JobShape], list[str]]:
     """Check every cross-field rule of a scenario.
 
@@ -528,6 +529,10 @@ def validate_scenario(
         alone (unique names, ``free`` within ``0..npus``, super pods within
         ``super-pod-size``) are known to hold: a stored cluster whose nodes a delta left
         unchanged.  Those rules are then not run again; every other rule is.
+    cache_checked
+        The ``affinity-cache`` entries are known to name existing nodes and to be unique
+        per owner and rank (a stored cluster whose nodes and cache a delta left
+        unchanged, or whose changed entries were checked): their rules are not run again.
 
     Returns
     -------
@@ -615,7 +620,7 @@ def validate_scenario(
             )
 
     seen_keys: set[tuple[str, int]] = set()
-    for entry in scenario.affinity_cache.entries:
+    for entry in () if cache_checked else scenario.affinity_cache.entries:
         where = f"affinity-cache entry (owner-uid {entry.owner_uid}, rank {entry.rank})"
         if entry.node not in names:
             say(where, "node", f"node '{entry.node}' does not exist in nodes")

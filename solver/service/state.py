@@ -29,6 +29,12 @@ each paying only for what changed:
     cache are recompiled (:func:`models.compiled.compile_jobs`); node arrays and
     multilevel trees are reused (a vNPU node offers no free chip to the other jobs, so
     its chips are not in the arrays; the vNPU view is rebuilt from the new scenario).
+    Cache events and ``now`` moves pay for the owners they change
+    (:mod:`solver.service.cache_view`): the cache section is written by replacing the
+    touched owners' entries (checked alone; the others held), the live cache keeps every
+    unchanged owner's map, and when no job changed the rules are not run again and only
+    the jobs whose owner's live entries changed get a new origin.  The first cache event
+    after a ``PUT`` whose section is not in the order the cache writes writes it whole.
 ``structure``
     Nodes were added or removed, or a node's ``npus``, ``super-pod-id``, ``rack-id`` or
     ``labels`` changed: the in-memory scenario is compiled again (no JSON parsing).
@@ -38,6 +44,8 @@ The previous-node cache follows the RFC's lifecycle through
 becomes the rollback anchor), ``evict`` releases a pod and keeps its entry, ``discard``
 rolls a discarded allocation back, ``delete-owner`` forgets a deleted job's entries and
 ``refresh`` sets an owner's time to ``now``.
+
+The delta and summary documents are :mod:`solver.service.delta`'s (re-exported here).
 
 Every applied delta yields a new immutable :class:`ClusterSnapshot`; a plan that started on
 an older snapshot finishes on it, so deltas and plans never block each other for long.
@@ -54,16 +62,14 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from typing import Any
 
-import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 
-from heuristics.lifecycle import CacheLifecycle
+from heuristics.lifecycle import CacheLifecycle, EntryState
 from models.compiled import (
     HEALTHY,
     SUBHEALTHY,
@@ -71,34 +77,36 @@ from models.compiled import (
     Problem,
     compile_jobs,
     compile_scenario,
+    job_origin,
     job_queue,
     patch_image_holders,
+    scenario_now,
 )
-from models.limits import (
-    MAX_CACHE_ENTRIES,
-    MAX_JOBS,
-    MAX_LABELS,
-    MAX_NODES,
-    MAX_TASKS,
-    MAX_TIMESTAMP,
-    Name,
-    Text,
-    escape_text,
-)
-from models.scenario import (
-    MAX_ID,
-    MAX_NODE_IMAGES,
-    MAX_NODE_NPUS,
-    AffinityCacheModel,
-    Health,
-    ImageSizeGb,
-    Job,
-    Node,
-    Scenario,
-    VnpuChip,
-    VnpuJob,
-)
+from models.limits import escape_text
+from models.scenario import AffinityCacheModel, Health, Node, Scenario
 from models.validation import InputError, JobShape, node_value_problems, validate_scenario
+from solver.service.cache_view import (
+    CacheView,
+    cache_view,
+    owner_state_counts,
+    owner_times,
+    patch_cache,
+    patch_live,
+    remember_view,
+    same_live_owners,
+)
+from solver.service.delta import (
+    CacheEvent,
+    CacheEventKind,
+    ClusterDelta,
+    ClusterInfo,
+    NodeUpdate,
+    delta_messages,
+)
+
+__all__ = ["CacheEvent", "CacheEventKind", "Cluster", "ClusterDelta", "ClusterInfo",
+           "ClusterSnapshot", "ClusterStore", "NodeUpdate", "VersionConflict", "apply_delta",
+           "delta_messages", "owner_times", "recompile_jobs", "same_live_owners"]
 
 _HEALTH_CODE = {Health.HEALTHY: HEALTHY, Health.SUBHEALTHY: SUBHEALTHY,
                 Health.UNHEALTHY: UNHEALTHY}
@@ -106,126 +114,6 @@ _HEALTH_CODE = {Health.HEALTHY: HEALTHY, Health.SUBHEALTHY: SUBHEALTHY,
 _VALUE_FIELDS = frozenset({"free", "health", "images"})
 #: Node fields that change a vNPU node's chips (``nodes[].vnpu``): the jobs tier.
 _VNPU_FIELDS = frozenset({"vnpu_chips", "unfinished_templates"})
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
-
-
-class NodeUpdate(_Model):
-    """A change to one existing node; fields left out keep their value.
-
-    ``super-pod-id`` / ``rack-id`` set to a negative number take the node out of its super
-    pod / rack (the contract's "in none"); ``labels`` replaces the whole label map.  The
-    updated node is checked by the rules of :class:`~models.scenario.Node` itself (bounds,
-    label text), then the scenario's cross-field rules, as a full body would be.
-    """
-
-    name: Name = Field(min_length=1)
-    free: int | None = None
-    health: Health | None = None
-    npus: int | None = Field(None, gt=0, le=MAX_NODE_NPUS)
-    super_pod_id: int | None = Field(None, alias="super-pod-id", le=MAX_ID)
-    rack_id: int | None = Field(None, alias="rack-id", le=MAX_ID)
-    labels: dict[str, Any] | None = Field(
-        None, max_length=MAX_LABELS,
-        description="the node's new label map, checked as a node's labels")
-    vnpu_chips: list[VnpuChip] | None = Field(
-        None, alias="vnpu-chips", max_length=MAX_NODE_NPUS,
-        description="a vNPU node's new chip list (nodes[].vnpu.chips: each chip's free AI "
-                    "cores and CPUs, segmented, DVPP state, unstable), replacing the old one")
-    unfinished_templates: list[Text] | None = Field(
-        None, alias="unfinished-templates", max_length=64,
-        description="a vNPU node's new unfinished-templates (nodes[].vnpu)")
-    images: dict[Text, ImageSizeGb] | None = Field(
-        None, max_length=MAX_NODE_IMAGES,
-        description="the images the node holds now, name -> GB (nodes[].images, image "
-                    "locality), replacing the old map; {} for none")
-
-
-class CacheEventKind(StrEnum):
-    """Previous-node cache events (the RFC's lifecycle)."""
-
-    BIND = "bind"  # NPUAllocateFunc: record (owner, rank) -> node
-    EVICT = "evict"  # NPUDeallocateFunc, Releasing: keep the entry
-    DISCARD = "discard"  # NPUDeallocateFunc, Pending: roll the last record back
-    DELETE_OWNER = "delete-owner"  # the job was deleted: forget its entries
-    REFRESH = "refresh"  # the owner is present in this session: its time becomes now
-
-
-class CacheEvent(_Model):
-    """One cache event; ``rank`` is needed by bind/evict/discard, ``node`` by bind.
-
-    Owner, rank and node have the bounds of an ``affinity-cache`` entry.
-    """
-
-    event: CacheEventKind
-    owner_uid: Name = Field(alias="owner-uid", min_length=1)
-    rank: int | None = Field(None, ge=0, lt=MAX_TASKS)
-    node: Name | None = Field(None, min_length=1)
-
-    @model_validator(mode="after")
-    def _needs(self) -> CacheEvent:
-        needs_rank = (CacheEventKind.BIND, CacheEventKind.EVICT, CacheEventKind.DISCARD)
-        if self.event in needs_rank and self.rank is None:
-            raise ValueError(f"a '{self.event.value}' event needs 'rank'")
-        if self.event is CacheEventKind.BIND and self.node is None:
-            raise ValueError("a 'bind' event needs 'node'")
-        return self
-
-
-class ClusterDelta(_Model):
-    """Changes to a stored cluster since the last call.
-
-    Applied in this order: ``now``, ``nodes-removed``, ``nodes-added``, ``node-updates``,
-    ``jobs-removed``, ``jobs-submitted``, ``vnpu-jobs-removed``, ``vnpu-jobs-submitted``,
-    ``cache-events``.  Removing and submitting a vNPU job of the same name in one delta
-    replaces it.  A delta is applied whole or not at all: it is applied to a copy, the
-    result must pass every rule a full scenario body passes, and only then does it replace
-    the stored cluster.
-    """
-
-    now: int | None = Field(None, ge=0, le=MAX_TIMESTAMP,
-                            description="the session time (unix seconds)")
-    expect_version: int | None = Field(
-        None, alias="expect-version",
-        description="refuse the delta (409) unless the cluster is at this version")
-    node_updates: list[NodeUpdate] = Field(default_factory=list, alias="node-updates",
-                                           max_length=MAX_NODES)
-    nodes_added: list[Node] = Field(default_factory=list, alias="nodes-added",
-                                    max_length=MAX_NODES)
-    nodes_removed: list[Name] = Field(default_factory=list, alias="nodes-removed",
-                                      max_length=MAX_NODES)
-    jobs_submitted: list[Job] = Field(default_factory=list, alias="jobs-submitted",
-                                      max_length=MAX_JOBS)
-    jobs_removed: list[Name] = Field(default_factory=list, alias="jobs-removed",
-                                     max_length=MAX_JOBS)
-    vnpu_jobs_submitted: list[VnpuJob] = Field(
-        default_factory=list, alias="vnpu-jobs-submitted", max_length=MAX_JOBS,
-        description="new pending dynamic-vNPU jobs (entries of vnpu-jobs)")
-    vnpu_jobs_removed: list[Name] = Field(
-        default_factory=list, alias="vnpu-jobs-removed", max_length=MAX_JOBS,
-        description="names of pending vNPU jobs to remove (placed, deleted or replaced)")
-    cache_events: list[CacheEvent] = Field(default_factory=list, alias="cache-events",
-                                           max_length=MAX_CACHE_ENTRIES)
-
-
-class ClusterInfo(_Model):
-    """A stored cluster's summary (the answer of PUT, PATCH and GET)."""
-
-    name: str
-    version: int
-    nodes: int
-    jobs: int = Field(description="pending jobs of the scenario's jobs list (whole NPUs); "
-                      "with vnpu-jobs, every pending job is counted once")
-    vnpu_jobs: int = Field(0, alias="vnpu-jobs", description="pending vNPU jobs")
-    cache_entries: int = Field(alias="cache-entries")
-    cache_states: dict[str, int] = Field(default_factory=dict, alias="cache-states")
-    now: int | None = None
-    last_update: str = Field("full", alias="last-update",
-                             description="values, jobs, structure, full or none")
-    apply_seconds: float = Field(0.0, alias="apply-seconds")
-    notes: list[str] = Field(default_factory=list)
 
 
 class VersionConflict(Exception):
@@ -241,44 +129,6 @@ class ClusterSnapshot:
     problem: Problem
 
 
-#: Per compiled problem, the sorted newest ``updated`` time of each cache owner
-#: (:func:`owner_times`); a problem made from another with the same cache shares the array.
-_OWNER_TIMES: weakref.WeakKeyDictionary[Problem, np.ndarray] = weakref.WeakKeyDictionary()
-
-
-def owner_times(problem: Problem) -> np.ndarray:
-    """The newest ``updated`` time of every cache owner of ``problem``, sorted (int64).
-
-    Computed once per problem (one pass over the cache entries) and kept while the
-    problem lives.
-    """
-    times = _OWNER_TIMES.get(problem)
-    if times is None:
-        newest: dict[str, int] = {}
-        for entry in problem.scenario.affinity_cache.entries:
-            old = newest.get(entry.owner_uid)
-            if old is None or entry.updated > old:
-                newest[entry.owner_uid] = entry.updated
-        times = np.sort(np.fromiter(newest.values(), dtype=np.int64, count=len(newest)))
-        _OWNER_TIMES[problem] = times
-    return times
-
-
-def same_live_owners(problem: Problem, now: int) -> bool:
-    """Whether the same cache owners are live at ``now`` as at ``problem.now``.
-
-    An owner is live at ``t`` while its newest entry time is at least ``t - ttl``
-    (:func:`models.compiled.live_cache`); between the two times an owner changes exactly
-    when its newest time lies in ``[min - ttl, max - ttl)``.
-    """
-    if now == problem.now:
-        return True
-    ttl = problem.scenario.affinity_cache.ttl_seconds
-    low, high = sorted((problem.now, now))
-    times = owner_times(problem)
-    return bool(np.searchsorted(times, low - ttl) == np.searchsorted(times, high - ttl))
-
-
 def _shapes(problem: Problem) -> dict[str, JobShape]:
     return {job.name: JobShape(policy=job.policy, family=job.family, whole_node=job.whole_node,
                                node_npus=job.node_npus, sp_block=job.sp_block,
@@ -288,21 +138,26 @@ def _shapes(problem: Problem) -> dict[str, JobShape]:
 
 def recompile_jobs(problem: Problem, scenario: Scenario,
                    shapes: dict[str, JobShape] | None = None,
-                   nodes_unchanged: bool = False) -> Problem:
+                   nodes_unchanged: bool = False, cache_checked: bool = False,
+                   live: dict[str, dict[int, str]] | None = None) -> Problem:
     """A new problem with ``scenario``'s jobs, cache and ``now``; nodes and trees reused.
 
     ``scenario`` must have the same nodes (names and order) as ``problem.scenario``.
     Without ``shapes`` the cross-field rules run again (raising :class:`InputError`);
     with ``nodes_unchanged`` (no node's ``free`` or ``health`` changed either) the rules
-    on the nodes alone are not run again: they held on the stored cluster.
+    on the nodes alone are not run again: they held on the stored cluster; with
+    ``cache_checked`` the cache entries' rules neither (the entries held, or the changed
+    ones were checked: :func:`~solver.service.cache_view.patch_cache`).  ``live`` is the
+    live cache of ``scenario`` at its ``now`` when the caller knows it.
     """
     if shapes is None:
         shapes, messages = validate_scenario(
-            scenario, "<delta>", problem.node_index if nodes_unchanged else None)
+            scenario, "<delta>", problem.node_index if nodes_unchanged else None,
+            cache_checked=cache_checked)
         if messages:
             raise InputError(messages)
-    now = int(scenario.now) if scenario.now is not None else int(time.time())
-    jobs, live = compile_jobs(scenario, shapes, problem.node_index, now)
+    now = scenario_now(scenario)
+    jobs, live = compile_jobs(scenario, shapes, problem.node_index, now, live)
     return replace(problem, scenario=scenario, now=now, jobs=jobs,
                    job_index={job.name: j for j, job in enumerate(jobs)},
                    queue=job_queue(jobs), live=live)
@@ -316,27 +171,8 @@ class _Applied:
     tier: str
     notes: list[str]
     stamp: int | None = None  # the time cache events were stamped with (None: no events)
-
-
-def delta_messages(exc: ValidationError, where: str = "") -> list[str]:
-    """pydantic errors as ``<delta>: field 'node-updates[0].npus': <message>`` lines.
-
-    ``where`` prefixes the location (the item a nested model was validated for).
-    """
-    out = []
-    for error in exc.errors():
-        loc = ""
-        for part in (where, *error["loc"]) if where else error["loc"]:
-            loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
-        text = str(error["msg"]).removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            text = "unknown field"
-        value = error.get("input")
-        if isinstance(value, (int, float, bool)) or (isinstance(value, str)
-                                                     and len(value) <= 60):
-            text = f"{text} (got {value!r})"
-        out.append(escape_text(f"<delta>: field '{loc or '(the delta)'}': {text}", 2000))
-    return out
+    #: the owners whose cache entries changed (``None``: any may have)
+    touched: frozenset[str] | None = frozenset()
 
 
 def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta,
@@ -458,6 +294,7 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
         changed_where[node.name] = i
 
     jobs = list(scenario.jobs)
+    jobs_edited = False  # the jobs, the vNPU jobs or a vNPU node's chips changed
     if delta.jobs_removed:
         names = {j.name for j in jobs}
         vnames = {j.name for j in scenario.vnpu_jobs}
@@ -467,10 +304,10 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
                     " (it is a vNPU job: use vnpu-jobs-removed)" if name in vnames else ""))
         gone = set(delta.jobs_removed)
         jobs = [j for j in jobs if j.name not in gone]
-        jobs_changed = True
+        jobs_edited = True
     if delta.jobs_submitted:
         jobs.extend(delta.jobs_submitted)  # duplicates are reported by the rules below
-        jobs_changed = True
+        jobs_edited = True
     vnpu_jobs = list(scenario.vnpu_jobs)
     if delta.vnpu_jobs_removed:
         names = {j.name for j in vnpu_jobs}
@@ -481,12 +318,13 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
                     if any(j.name == name for j in scenario.jobs) else ""))
         gone = set(delta.vnpu_jobs_removed)
         vnpu_jobs = [j for j in vnpu_jobs if j.name not in gone]
-        jobs_changed = True
+        jobs_edited = True
     if delta.vnpu_jobs_submitted:
         vnpu_jobs.extend(delta.vnpu_jobs_submitted)  # duplicates: the rules below
-        jobs_changed = True
+        jobs_edited = True
     if vnpu_changed:
-        jobs_changed = True  # the vNPU rules run with the cross-field rules
+        jobs_edited = True  # the vNPU rules run with the cross-field rules
+    jobs_changed = jobs_edited
 
     node_names: Collection[str] = set()
     if delta.cache_events:  # the stored index serves while no node was added or removed
@@ -505,6 +343,8 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     cache_model = scenario.affinity_cache
     new_lifecycle = lifecycle
     used_stamp: int | None = None
+    touched: frozenset[str] | None = frozenset()  # owners whose entries changed
+    view: CacheView | None = None  # the new cache section's view, when it was patched
     if delta.cache_events or removed:
         new_lifecycle = lifecycle.copy()  # the stored one changes only when all is valid
         if stamp is None:
@@ -527,11 +367,19 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
             else:
                 if new_lifecycle.cache is not None:
                     new_lifecycle.cache.refresh_owner(owner, stamp)
-        try:
-            cache_model = new_lifecycle.to_model()
-        except ValidationError as exc:
-            raise InputError(delta_messages(exc, "(the cache after the delta)")
-                             ) from None
+        touched = frozenset(event.owner_uid for event in delta.cache_events)
+        patched = (patch_cache(cache_view(problem), new_lifecycle.cache, touched,
+                               problem.node_index)
+                   if not removed and new_lifecycle.cache is not None else None)
+        if patched is not None:  # only the touched owners' entries written and checked
+            cache_model, view = patched
+        else:
+            touched = None
+            try:
+                cache_model = new_lifecycle.to_model()
+            except ValidationError as exc:
+                raise InputError(delta_messages(exc, "(the cache after the delta)")
+                                 ) from None
         if removed:
             cache_model, dropped = _drop_removed(cache_model, removed)
             if dropped:
@@ -563,7 +411,7 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
         raise InputError(delta_messages(exc, "(the scenario after the delta)")) from None
     if structural:
         return _Applied(new, compile_scenario(new, "<delta>"), new_lifecycle, "structure",
-                        notes, used_stamp)
+                        notes, used_stamp, None)
     if changed and not jobs_changed:
         value_errors = node_value_problems(new, changed)
         if value_errors:
@@ -586,13 +434,62 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
                    else problem.image_holders)
         out = replace(out, scenario=new, free=free, health=health, image_holders=holders)
     if jobs_changed:
-        return _Applied(new, recompile_jobs(out, new, nodes_unchanged=not changed),
-                        new_lifecycle, "jobs", notes, used_stamp)
-    patched = replace(out, scenario=new, now=problem.now if now is None else int(now))
-    times = _OWNER_TIMES.get(problem)
-    if times is not None:  # the same cache entries: the same owners' times
-        _OWNER_TIMES[patched] = times
-    return _Applied(new, patched, new_lifecycle, "values", notes)
+        recompiled = _recompile(problem, out, new, view, touched, jobs_edited, changed)
+        return _Applied(new, recompiled, new_lifecycle, "jobs", notes, used_stamp, touched)
+    patched_problem = replace(out, scenario=new, now=problem.now if now is None else int(now))
+    remember_view(patched_problem, cache_view(problem))  # the same cache entries
+    return _Applied(new, patched_problem, new_lifecycle, "values", notes, used_stamp,
+                    touched)
+
+
+def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | None,
+               touched: frozenset[str] | None, jobs_edited: bool, changed: list[int]
+               ) -> Problem:
+    """The jobs tier: ``out`` (``problem`` with the node arrays patched) with ``new``'s
+    jobs, cache and ``now``.
+
+    ``view`` is the new cache section's view when only ``touched`` owners' entries
+    changed (:func:`~solver.service.cache_view.patch_cache`; ``None`` with ``touched``
+    empty: the section is the same; ``touched`` ``None``: it was written whole).  When
+    neither the jobs nor a vNPU node changed (``jobs_edited``: cache events and ``now``
+    moves, with node values perhaps), the rules are not run again (the changed nodes'
+    values are checked as in the values tier) and only the jobs whose owner's live
+    entries changed get a new origin; otherwise the rules run without the nodes and
+    cache entries that are known to hold, and every job is compiled again.  Either way
+    the problem equals :func:`recompile_jobs` of the whole scenario.
+    """
+    if touched is None:  # the cache section was written whole: the rules and jobs again
+        return recompile_jobs(out, new, nodes_unchanged=not changed)
+    if view is None:
+        view = cache_view(problem)
+    now = scenario_now(new)
+    live = patch_live(problem.live, view, touched, now,
+                      new.affinity_cache.ttl_seconds)
+    if jobs_edited or (changed and node_value_problems(new, changed)):
+        # the jobs changed (or a node value is wrong: the rules give the messages)
+        recompiled = recompile_jobs(out, new, nodes_unchanged=not changed,
+                                    cache_checked=True, live=live)
+    else:
+        jobs = tuple(job if live.get(job.owner_uid or "") is problem.live.get(
+            job.owner_uid or "") else replace(job, origin=job_origin(
+                job.tasks, live.get(job.owner_uid) if job.owner_uid else None,
+                problem.node_index, job.running))
+            for job in problem.jobs)
+        recompiled = replace(out, scenario=new, now=now, jobs=jobs, live=live)
+    remember_view(recompiled, view)
+    return recompiled
+
+
+def _shift_counts(counts: Counter[str] | None, before: CacheLifecycle,
+                  after: CacheLifecycle, touched: frozenset[str] | None
+                  ) -> Counter[str] | None:
+    """``counts`` (of ``before``) moved to ``after``, which differs in ``touched`` owners'
+    entries and states only (``None``: anywhere: counted again when asked)."""
+    if counts is None or touched is None:
+        return None
+    out = counts - owner_state_counts(before, touched)  # also drops counts down to 0
+    out.update(owner_state_counts(after, touched))
+    return out
 
 
 def _drop_removed(model: AffinityCacheModel, removed: set[str]
@@ -624,6 +521,9 @@ class Cluster:
         self.last_stamp: int | None = None
         self.apply_seconds = 0.0
         self.notes: list[str] = []
+        #: entries per cache state (``lifecycle.counts()``), kept up to date by the deltas
+        #: for the owners they change; ``None``: counted again when asked
+        self._state_counts: Counter[str] | None = None
 
     def apply(self, delta: ClusterDelta, stamp: int | None = None) -> ClusterInfo:
         """Apply a delta (whole or not at all) and return the new summary.
@@ -652,6 +552,9 @@ class Cluster:
                     f"expects {delta.expect_version}")
             # applied to copies: any failure leaves snapshot and lifecycle as they were
             applied = apply_delta(current.problem, self.lifecycle, delta, stamp)
+            if applied.lifecycle is not self.lifecycle:
+                self._state_counts = _shift_counts(self._state_counts, self.lifecycle,
+                                                   applied.lifecycle, applied.touched)
             self.lifecycle = applied.lifecycle
             self.last_stamp = applied.stamp
             if applied.tier != "none":
@@ -673,6 +576,7 @@ class Cluster:
         """Set the cache lifecycle's states exported by :meth:`export_state`."""
         with self._lock:
             self.lifecycle.restore_states(states)
+            self._state_counts = None
 
     def refresh_clock(self) -> ClusterSnapshot:
         """The snapshot to plan on; without a scenario ``now`` the live cache follows the clock.
@@ -693,6 +597,15 @@ class Cluster:
                 self.snapshot = snap
             return snap
 
+    def cache_states(self) -> dict[str, int]:
+        """Entries per cache state (:meth:`heuristics.lifecycle.CacheLifecycle.counts`),
+        in the order of :class:`heuristics.lifecycle.EntryState`."""
+        if self._state_counts is None:
+            self._state_counts = Counter(self.lifecycle.counts())
+        counts = self._state_counts
+        return {state.value: counts[state.value] for state in EntryState
+                if counts[state.value] > 0}
+
     def info(self) -> ClusterInfo:
         """The cluster's summary."""
         problem = self.snapshot.problem
@@ -701,7 +614,7 @@ class Cluster:
             name=self.name, version=self.snapshot.version, nodes=problem.num_nodes,
             jobs=len(problem.jobs), vnpu_jobs=len(scenario.vnpu_jobs),
             cache_entries=len(scenario.affinity_cache.entries),
-            cache_states=self.lifecycle.counts(), now=scenario.now,
+            cache_states=self.cache_states(), now=scenario.now,
             last_update=self.last_update, apply_seconds=round(self.apply_seconds, 6),
             notes=list(self.notes))
 

@@ -1,0 +1,186 @@
+"""Cache events and ``now`` moves applied incrementally (only the changed owners' entries
+and live maps: :mod:`solver.service.cache_view`) give exactly what the full rebuild gives:
+the same scenario, compiled problem, live cache (in the same order), cache states and
+refusals, and a problem equal to a fresh compile of the resulting scenario."""
+
+from __future__ import annotations
+
+import random
+from contextlib import ExitStack
+from typing import Any
+from unittest import mock
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from heuristics.lifecycle import CacheLifecycle
+from models.compiled import Problem, compile_scenario
+from models.scenario import AffinityCacheModel, Scenario
+from models.validation import InputError
+from solver.service import state
+from solver.service.cache_view import build_view
+from solver.service.state import Cluster, ClusterDelta, recompile_jobs
+from tests.solver.service.conftest import generated
+
+#: Cache events of the i-th delta are stamped ``STAMP + i``.
+STAMP = 1_800_000_000
+_EVENTS = ("bind", "bind", "bind", "evict", "discard", "delete-owner", "refresh")
+
+
+def _full_recompile(problem: Problem, out: Problem, new: Scenario, view: Any,
+                    touched: Any, jobs_edited: bool, changed: list[int]) -> Problem:
+    """The jobs tier as before: the rules and every job again, the live cache from all
+    entries."""
+    return recompile_jobs(out, new, nodes_unchanged=not changed)
+
+
+def _rebuilding() -> ExitStack:
+    """Every delta applied by the full rebuild (the code before the incremental path)."""
+    stack = ExitStack()
+    stack.enter_context(mock.patch.object(state, "patch_cache", lambda *args: None))
+    stack.enter_context(mock.patch.object(state, "_recompile", _full_recompile))
+    stack.enter_context(mock.patch.object(state, "_shift_counts", lambda *args: None))
+    return stack
+
+
+def _same(a: Problem, b: Problem) -> None:
+    assert a.scenario == b.scenario
+    assert a.now == b.now and a.queue == b.queue and a.job_index == b.job_index
+    assert list(a.live.items()) == list(b.live.items())  # the same maps, in the same order
+    assert [list(ranks.items()) for ranks in a.live.values()] == \
+        [list(ranks.items()) for ranks in b.live.values()]
+    assert [j.name for j in a.jobs] == [j.name for j in b.jobs]
+    for x, y in zip(a.jobs, b.jobs, strict=True):
+        for attr in ("origin", "fault", "running"):
+            assert np.array_equal(getattr(x, attr), getattr(y, attr)), (x.name, attr)
+            assert getattr(x, attr).dtype == getattr(y, attr).dtype
+        assert x == y or all(getattr(x, f) == getattr(y, f) for f in (
+            "name", "owner_uid", "policy", "tasks", "priority", "levels", "image"))
+    for attr in ("free", "health", "npus"):
+        assert np.array_equal(getattr(a, attr), getattr(b, attr)), attr
+
+
+def _deltas(scenario: Scenario, seed: int, count: int) -> list[dict[str, Any]]:
+    """``count`` random deltas: ``now`` moves (some across an owner's expiry), cache
+    events of the jobs' owners and others, node values, a job removed and submitted."""
+    rng = random.Random(seed)
+    names = [n.name for n in scenario.nodes]
+    jobs = list(scenario.jobs)
+    owners = [j.owner_uid for j in jobs if j.owner_uid] + sorted(
+        {e.owner_uid for e in scenario.affinity_cache.entries}) + ["owner-x", "owner-y"]
+    ttl = scenario.affinity_cache.ttl_seconds
+    times = [e.updated for e in scenario.affinity_cache.entries]
+    now = scenario.now or 0
+    removed: list[Any] = []
+    out: list[dict[str, Any]] = []
+    for _ in range(count):
+        delta: dict[str, Any] = {}
+        if rng.random() < 0.6:
+            now += rng.choice([1, 60, ttl // 3, ttl, -ttl // 2])
+            delta["now"] = max(now, 0)
+        elif rng.random() < 0.3:  # just at an owner's expiry (stamps: see the test)
+            newest = rng.choice([STAMP + rng.randrange(count), *times])
+            now = newest + ttl + rng.choice([-1, 0, 1])
+            delta["now"] = now
+        if rng.random() < 0.7:
+            events = []
+            for _ in range(rng.randint(1, 4)):
+                kind = rng.choice(_EVENTS)
+                event: dict[str, Any] = {"event": kind, "owner-uid": rng.choice(owners)}
+                if kind in ("bind", "evict", "discard"):
+                    event["rank"] = rng.randrange(6)
+                if kind == "bind":
+                    event["node"] = rng.choice(names) if rng.random() < 0.95 else "no-such-node"
+                events.append(event)
+            delta["cache-events"] = events
+        if rng.random() < 0.3:
+            delta["node-updates"] = [
+                {"name": name, "health": rng.choice(["healthy", "subhealthy", "unhealthy"])}
+                for name in rng.sample(names, 3)]
+        if rng.random() < 0.15:
+            node = scenario.nodes[rng.randrange(len(names))]
+            delta.setdefault("node-updates", []).append(
+                {"name": node.name, "free": rng.choice([0, node.npus, node.npus + 1])})
+        if removed and rng.random() < 0.3:
+            delta["jobs-submitted"] = [removed.pop().model_dump(by_alias=True, mode="json",
+                                                             exclude_none=True)]
+        elif jobs and rng.random() < 0.15:
+            job = jobs.pop(rng.randrange(len(jobs)))
+            removed.append(job)
+            delta["jobs-removed"] = [job.name]
+        out.append(delta)
+    return out
+
+
+def _start(scenario: Scenario, form: str) -> Scenario:
+    """The scenario with its cache section as given, ordered as the cache writes it, or
+    shuffled (a section the incremental path must first write whole)."""
+    if form == "given":
+        return scenario
+    entries = list(CacheLifecycle.from_model(scenario.affinity_cache).to_model().entries)
+    if form == "shuffled":
+        random.Random(len(entries)).shuffle(entries)
+    cache = AffinityCacheModel(ttl_seconds=scenario.affinity_cache.ttl_seconds,
+                               entries=entries)
+    return scenario.model_copy(update={"affinity_cache": cache})
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(family=st.sampled_from(["850", "950", "multilevel"]),
+       form=st.sampled_from(["given", "canonical", "shuffled"]),
+       seed=st.integers(0, 10_000), count=st.integers(1, 12))
+def test_incremental_deltas_equal_the_full_rebuild(family: str, form: str, seed: int,
+                                                   count: int) -> None:
+    scenario = _start(generated(family, 128, 6), form)
+    incremental = Cluster("inc", compile_scenario(scenario))
+    rebuilt = Cluster("full", compile_scenario(scenario))
+    for i, raw in enumerate(_deltas(scenario, seed, count)):
+        delta = ClusterDelta.model_validate(raw)
+        stamp = STAMP + i
+        refused: list[list[str] | None] = []
+        for cluster, context in ((incremental, ExitStack), (rebuilt, _rebuilding)):
+            with context():  # (entered here: _rebuilding patches when called)
+                try:
+                    cluster.apply(delta, stamp)
+                    refused.append(None)
+                except InputError as exc:
+                    refused.append(exc.messages)
+        assert refused[0] == refused[1], raw
+        a, b = incremental.snapshot.problem, rebuilt.snapshot.problem
+        _same(a, b)
+        _same(a, compile_scenario(a.scenario))
+        assert incremental.last_update == rebuilt.last_update
+        assert incremental.info().cache_states == rebuilt.lifecycle.counts()
+        assert list(incremental.info().cache_states.items()) == \
+            list(rebuilt.info().cache_states.items())
+        assert incremental.lifecycle.export_states() == rebuilt.lifecycle.export_states()
+        assert incremental.lifecycle.to_model() == rebuilt.lifecycle.to_model()
+
+
+def test_the_view_knows_a_section_the_cache_wrote() -> None:
+    scenario = generated("850", 128, 6)
+    written = CacheLifecycle.from_model(scenario.affinity_cache).to_model()
+    assert build_view(written).canonical
+    entries = list(written.entries)
+    assert len(entries) > 2
+    swapped = [entries[1], entries[0], *entries[2:]]
+    assert not build_view(written.model_copy(update={"entries": swapped})).canonical
+    older = [entries[0].model_copy(update={"updated": entries[0].updated - 1}), *entries[1:]]
+    if sum(e.owner_uid == entries[0].owner_uid for e in entries) > 1:
+        assert not build_view(written.model_copy(update={"entries": older})).canonical
+
+
+def test_a_copied_cache_does_not_see_the_other_change() -> None:
+    scenario = generated("850", 128, 6)
+    lifecycle = CacheLifecycle.from_model(scenario.affinity_cache)
+    before = lifecycle.to_model()
+    entry = before.entries[0]
+    copy = lifecycle.copy()
+    copy.allocate(entry.owner_uid, entry.rank, "elsewhere", entry.updated + 5)
+    copy.discard(before.entries[-1].owner_uid, before.entries[-1].rank)
+    assert lifecycle.to_model() == before
+    lifecycle.delete_owner(entry.owner_uid)
+    assert copy.node(entry.owner_uid, entry.rank) == "elsewhere"
+    assert lifecycle.node(entry.owner_uid, entry.rank) == ""

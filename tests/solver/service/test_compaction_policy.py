@@ -1,0 +1,48 @@
+"""When the serving process compacts a stored cluster's replay log: a large PUT body only
+when it is mostly whitespace, and the deltas between compactions in proportion to the
+base's size (an export of a 65,536-node cluster holds its worker 0.45-0.75 s)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from solver.service import pool as pool_module
+from solver.service.pool import ClusterRecord, WorkerPool, _mostly_whitespace
+
+
+def test_mostly_whitespace_tells_padded_from_compact_bodies() -> None:
+    data = {"nodes": [{"name": f"n{i}", "npus": 8, "free": 8} for i in range(5000)]}
+    compact = json.dumps(data, separators=(",", ":")).encode()
+    assert not _mostly_whitespace(compact)
+    assert not _mostly_whitespace(json.dumps(data).encode())  # ", " and ": " only
+    assert _mostly_whitespace(json.dumps(data, indent=8).encode())
+    assert _mostly_whitespace(b" " * (2 << 20) + compact)
+
+
+@pytest.mark.parametrize(("padded", "compacted"), [(False, False), (True, True)])
+def test_a_large_put_is_compacted_only_when_mostly_whitespace(
+        monkeypatch: pytest.MonkeyPatch, padded: bool, compacted: bool) -> None:
+    runner = WorkerPool(workers=1, warmup=False)  # not started: no process
+    calls: list[str] = []
+    monkeypatch.setattr(runner, "_compact", lambda record: calls.append(record.name))
+    body = json.dumps({"nodes": ["x" * 40] * 40_000}, separators=(",", ":")).encode()
+    assert len(body) > pool_module.COMPACT_PUT_BYTES
+    if padded:
+        body = b" " * (2 << 20) + body
+    runner.record_put("c", 0, body, {"version": 1})
+    assert calls == (["c"] if compacted else [])
+
+
+@pytest.mark.parametrize(("base_bytes", "every"), [(1000, 64), (10 << 20, 640)])
+def test_deltas_between_compactions_grow_with_the_base(
+        monkeypatch: pytest.MonkeyPatch, base_bytes: int, every: int) -> None:
+    runner = WorkerPool(workers=1, warmup=False)
+    calls: list[int] = []
+    record = ClusterRecord("c", 0, b"x" * base_bytes, 1, [], {"version": 1})
+    runner.clusters["c"] = record
+    monkeypatch.setattr(runner, "_compact", lambda rec: calls.append(len(rec.deltas)))
+    for version in range(2, every + 2):
+        runner.record_patch("c", {"info": {"version": version}, "log": b"{}", "stamp": None})
+    assert calls == [every]
