@@ -56,6 +56,7 @@ from typing import Any
 
 from benchmarks.generators import FAMILIES, GenParams, generate
 from heuristics.greedy import greedy_plan
+from models.documents import read_bytes
 from models.io import save_scenario
 from models.scenario import Scenario
 from solver.doors import load_problem
@@ -172,7 +173,7 @@ def plan_latency(paths: Sequence[Path], limits: Sequence[float], repeat: int
             time.sleep(0.1)
         for path in paths:
             name = path.stem.replace(".", "-")
-            client.request("PUT", f"/v1/clusters/{name}", content=path.read_bytes(),
+            client.request("PUT", f"/v1/clusters/{name}", content=read_bytes(path),
                            headers={"Content-Type": "application/json"})
             put_at = time.perf_counter()
             while True:  # warm: this cluster's first solve, once the worker is free
