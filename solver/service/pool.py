@@ -26,7 +26,7 @@ The event loop never waits on a worker process: each worker has a reader thread 
 also starts the process: a forkserver start takes 0.1 s on a loaded machine) and a writer
 thread (writing a large body into the pipe waits until the worker has read it).
 
-Why this file is long (about 880 lines): dispatch, admission by expected time, the
+Why this file is long: (about 880 lines) dispatch, admission by expected time, the
 deadline cut-off, killing overrunning workers and the stored clusters' replay log all
 act on the same per-worker queue and request records under the event loop; split
 apart they would share those private structures across modules.
