@@ -15,14 +15,15 @@ neighbourhoods only): a step's cached nodes are cells of their own, and an expli
 placed block used to get a variable for every such cell of its preferred domain, so a
 step on three 1,024-rank jobs built 15,000-30,000 variables (most of them these) and
 needed about a second of Python, more than a 1-s budget leaves after the construction.
-In a lean step a block may take, of the single-node cells, only its own ranks' cached
-nodes and its current nodes (:func:`lean_groups`,
-:meth:`solver.model.structure.Structure.may_take`); it still takes any number of the
-counted (interchangeable) nodes of its domain, and a block placed anonymously may still
-take any node.  Every answer of the smaller model is an answer of the full step model,
-and the incumbent stays one of them (its blocks keep their current nodes), so a lean
-step is still valid and its hint still representable; what it gives up is a block moving
-onto another block's cached node while staying explicit, which earns no hit anyway.
+In a lean step a block placed explicitly may take, of the single-node cells, only its
+own ranks' cached nodes and its current nodes, and a job's anonymous blocks only its own
+cached and current nodes (:func:`lean_groups`,
+:meth:`solver.model.structure.Structure.may_take`); both still take any number of the
+counted (interchangeable) nodes of their domains.  Every answer of the smaller model is
+an answer of the full step model, and the incumbent stays one of them (its blocks keep
+their current nodes), so a lean step is still valid and its hint still representable;
+what it gives up is a block moving onto a cached node of another block (explicit) or of
+another job (anonymous), which earns no hit and takes that node from its owner.
 """
 
 from __future__ import annotations

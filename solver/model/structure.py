@@ -125,14 +125,15 @@ class Structure:
     pod: dict[int, PodScope] = field(default_factory=dict)
     pod_choices: dict[int, PodChoices] = field(default_factory=dict)
     #: lean focused model (:func:`solver.model.focus.lean_groups`): per explicit leaf group
-    #: ``(job, group)``, the singleton cells it may take (``None``: every eligible cell)
+    #: ``(job, group)``, the singleton cells it may take, and per job ``(job, -1)`` those
+    #: its anonymous pool may take (``None``: every eligible cell)
     group_cells: dict[tuple[int, int], set[int]] | None = None
 
     def may_take(self, j: int, gid: int, c: int) -> bool:
-        """Whether explicit leaf group ``gid`` of job ``j`` may take nodes of cell ``c``
-        (besides eligibility): always, unless the model is lean and ``c`` is a singleton
-        cell that is neither one of the group's cached nodes nor one of its current
-        nodes."""
+        """Whether explicit leaf group ``gid`` of job ``j`` (``gid = -1``: the job's
+        anonymous pool) may take nodes of cell ``c`` (besides eligibility): always, unless
+        the model is lean and ``c`` is a singleton cell that is neither one of the group's
+        (the job's) cached nodes nor one of its current nodes."""
         if self.group_cells is None or not self.cells[c].singleton:
             return True
         allowed = self.group_cells.get((j, gid))
@@ -317,12 +318,14 @@ def _group_cells(problem: Problem, structure: Structure,
                  current: dict[int, list[int]]) -> dict[tuple[int, int], set[int]]:
     """Per leaf group of every modelled whole-node job, the singleton cells it may take in
     a lean model: those of its ranks' cached nodes and of its current nodes (``current``:
-    the warm start's nodes per job, so that the warm start stays representable)."""
+    the warm start's nodes per job, so that the warm start stays representable); under
+    ``(job, -1)`` the union over the job's groups, which its anonymous pool may take."""
     out: dict[tuple[int, int], set[int]] = {}
     for j, js in structure.jobs.items():
         checkpoint()
         job = problem.jobs[j]
         now = current.get(j)
+        pool: set[int] = set()
         for gid in js.by_level[js.leaf_level]:
             cells: set[int] = set()
             for r in js.groups[gid].ranks:
@@ -331,6 +334,8 @@ def _group_cells(problem: Problem, structure: Structure,
                     if c is not None and structure.cells[c].singleton:
                         cells.add(c)
             out[(j, gid)] = cells
+            pool |= cells
+        out[(j, -1)] = pool
     return out
 
 

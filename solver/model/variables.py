@@ -393,6 +393,8 @@ def create_variables(
         for c in js.eligible_cells:
             if c in avoided:  # taken by explicit groups only (exact fault returns)
                 continue
+            if not structure.may_take(j, -1, c):  # a lean step: another job's cached node
+                continue
             cell = structure.cells[c]
             did = _leaf_domain_of(structure, js.kinds[leaf], c, cell.tree)
             if did in leaf_cands:
