@@ -13,7 +13,12 @@ neighbourhood at a time with everything else fixed:
 * **Kept nodes**: the *units* (:func:`solver.model.focus.unit_keys`: whole super pods,
   whole multilevel domains) that the neighbourhood's current and cached nodes lie in,
   plus the :data:`solver.model.focus.EXTRA_UNITS` roomiest others; node-level jobs keep
-  their current and cached nodes and a few spares per class.
+  their current and cached nodes and a few spares per class.  Above
+  :data:`solver.model.focus.LEAN_ABOVE_NODES` nodes a step's model is *lean*: a block
+  takes, of the nodes that are cells of their own (cached nodes), only its own job's
+  (its own ranks' when placed explicitly) and its current ones, which keeps the
+  incumbent a solution and the step a fraction of the size (see
+  :mod:`solver.model.focus`).
 * **Step**: build that small model, hint it with the incumbent, solve it; accept the
   answer when :func:`models.objective.evaluate` says it is better and the independent
   validator passes.

@@ -177,7 +177,7 @@ class Constraints:
             for d in group.pref_domains:
                 take = Lin()
                 for c in domains[d].cells:
-                    if c in eligible:
+                    if c in eligible and self.structure.may_take(j, gid, c):
                         take.add(mv.cell_take[(j, gid, c)])
                 model.add(take.expr() == size * mv.explicit[(j, gid, d)])
         # anonymous leaf groups in each leaf domain draw from the job's pool

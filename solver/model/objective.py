@@ -17,7 +17,7 @@ from models.compiled import SUBHEALTHY, JobView, Problem
 from models.objective import ResolvedWeights, block_spill, job_image_hits
 from models.scenario import Family
 from solver.model.cancel import checked, checkpoint
-from solver.model.structure import JobStructure, Structure, ml_domain_at
+from solver.model.structure import DomainKey, JobStructure, Structure, ml_domain_at, ml_key
 from solver.model.variables import (
     Lin,
     ModelVariables,
@@ -250,12 +250,15 @@ class ObjectiveBuilder:
                     continue
                 per_domain[ml_domain_at(self.structure, cell, 1)].plus(lin)
             self._pinned_multilevel_reserve(per_domain, terms)
+            pinned_in: dict[int, Counter[DomainKey]] = {}  # per level, pinned nodes per domain
             for d in checked(sorted(per_domain), 1):
                 dom = self.structure.domains[d]
                 tree = int(str(dom.key[1]))
                 view = problem.trees[problem.tree_names[tree]]
-                free = _whole_free_in_domain(self.problem, self.structure, d,
-                                             self.pinned_nodes | self.pinned_partial)
+                if dom.level not in pinned_in:
+                    pinned_in[dom.level] = _nodes_per_ml_domain(
+                        problem, self.pinned_nodes | self.pinned_partial, dom.level)
+                free = _whole_free_in_domain(self.structure, d, pinned_in[dom.level])
                 slack = max(0, free - view.reserved_nodes)
                 lin = Lin(list(per_domain[d].terms), per_domain[d].const - slack)
                 terms.reserve.plus(self.reg.positive_part(lin, f"res[ml{d}]"))
@@ -565,21 +568,28 @@ def _without_touches(lin: Lin, touched: set[int]) -> Lin:
     return Lin([(v, c) for v, c in lin.terms if v.index not in touched], lin.const)
 
 
-def _whole_free_in_domain(problem: Problem, structure: Structure, d: int,
-                          pinned_nodes: set[int]) -> int:
-    """Completely free usable nodes of a multilevel level1 domain, pinned ones included."""
-    count = sum(structure.cells[c].size for c in structure.domains[d].cells)
-    return count + sum(1 for n in checked(pinned_nodes, 1024)
-                       if _node_in_domain(problem, structure, n, d))
-
-
-def _node_in_domain(problem: Problem, structure: Structure, n: int, d: int) -> bool:
+def _whole_free_in_domain(structure: Structure, d: int,
+                          pinned_in: Counter[DomainKey]) -> int:
+    """Completely free usable nodes of a multilevel level1 domain, pinned ones included
+    (``pinned_in``: :func:`_nodes_per_ml_domain` of the pinned nodes at ``d``'s level)."""
     dom = structure.domains[d]
-    tree = int(str(dom.key[1]))
-    if int(problem.node_tree[n]) != tree:
-        return False
-    view = problem.trees[problem.tree_names[tree]]
-    if not view.member[n]:
-        return False
-    path = tuple(int(view.level_value[i][n]) for i in range(view.depth))
-    return tuple(dom.key[3:]) == path[dom.level - 1:]
+    return sum(structure.cells[c].size for c in dom.cells) + pinned_in[dom.key]
+
+
+def _nodes_per_ml_domain(problem: Problem, nodes: set[int], level: int) -> Counter[DomainKey]:
+    """How many of ``nodes`` lie in each multilevel level-``level`` domain (by its key).
+
+    Counted once per model: a 65,536-node step has tens of thousands of pinned nodes, and
+    testing each against each domain took most of a multilevel step's building.
+    """
+    out: Counter[DomainKey] = Counter()
+    for n in checked(nodes, 1024):
+        tree = int(problem.node_tree[n])
+        if tree < 0:
+            continue
+        view = problem.trees[problem.tree_names[tree]]
+        if not view.member[n]:
+            continue
+        path = tuple(int(view.level_value[i][n]) for i in range(view.depth))
+        out[ml_key(tree, level, path)] += 1
+    return out

@@ -27,6 +27,7 @@ import numpy as np
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
 from models.scenario import Family
 from solver.model.cancel import checked, checkpoint
+from solver.model.focus import lean_groups
 from solver.model.podscope import PodChoices, PodScope, pod_choices, pod_scope
 
 DomainKey = tuple[object, ...]
@@ -123,6 +124,20 @@ class Structure:
     # partly running whole-node jobs modelled at node level (issue 24, solver.model.podlevel)
     pod: dict[int, PodScope] = field(default_factory=dict)
     pod_choices: dict[int, PodChoices] = field(default_factory=dict)
+    #: lean focused model (:func:`solver.model.focus.lean_groups`): per explicit leaf group
+    #: ``(job, group)``, the singleton cells it may take, and per job ``(job, -1)`` those
+    #: its anonymous pool may take (``None``: every eligible cell)
+    group_cells: dict[tuple[int, int], set[int]] | None = None
+
+    def may_take(self, j: int, gid: int, c: int) -> bool:
+        """Whether explicit leaf group ``gid`` of job ``j`` (``gid = -1``: the job's
+        anonymous pool) may take nodes of cell ``c`` (besides eligibility): always, unless
+        the model is lean and ``c`` is a singleton cell that is neither one of the group's
+        (the job's) cached nodes nor one of its current nodes."""
+        if self.group_cells is None or not self.cells[c].singleton:
+            return True
+        allowed = self.group_cells.get((j, gid))
+        return allowed is not None and c in allowed
 
 
 def _sp_key(sp: int) -> DomainKey:
@@ -135,6 +150,9 @@ def _rack_key(sp: int, rack: int) -> DomainKey:
 
 def _ml_key(tree: int, level: int, path: tuple[int, ...]) -> DomainKey:
     return ("ml", tree, level, *path[level - 1:])
+
+
+ml_key = _ml_key
 
 
 def is_node_job(job: JobView) -> bool:
@@ -287,11 +305,38 @@ def build_structure(
             continue
         structure.jobs[job.index] = _job_structure(problem, structure, job)
     _ordinary_candidates(problem, structure, pinned, extra_nodes or {}, keep, skip)
+    if keep is not None and lean_groups(problem):
+        structure.group_cells = _group_cells(problem, structure, extra_nodes or {})
     for j, scope in structure.pod.items():
         checkpoint()
         structure.pod_choices[j] = pod_choices(problem, scope, structure.ordinary[j].nodes,
                                                domain_of_key)
     return structure
+
+
+def _group_cells(problem: Problem, structure: Structure,
+                 current: dict[int, list[int]]) -> dict[tuple[int, int], set[int]]:
+    """Per leaf group of every modelled whole-node job, the singleton cells it may take in
+    a lean model: those of its ranks' cached nodes and of its current nodes (``current``:
+    the warm start's nodes per job, so that the warm start stays representable); under
+    ``(job, -1)`` the union over the job's groups, which its anonymous pool may take."""
+    out: dict[tuple[int, int], set[int]] = {}
+    for j, js in structure.jobs.items():
+        checkpoint()
+        job = problem.jobs[j]
+        now = current.get(j)
+        pool: set[int] = set()
+        for gid in js.by_level[js.leaf_level]:
+            cells: set[int] = set()
+            for r in js.groups[gid].ranks:
+                for n in (int(job.origin[r]), -1 if now is None else int(now[r])):
+                    c = structure.cell_of.get(n) if n >= 0 else None
+                    if c is not None and structure.cells[c].singleton:
+                        cells.add(c)
+            out[(j, gid)] = cells
+            pool |= cells
+        out[(j, -1)] = pool
+    return out
 
 
 def node_image_classes(problem: Problem, pinned: dict[int, np.ndarray] | None = None,

@@ -384,7 +384,7 @@ def create_variables(
             group = js.groups[gid]
             for d in group.pref_domains:
                 for c in structure.domains[d].cells:
-                    if c in eligible:
+                    if c in eligible and structure.may_take(j, gid, c):
                         cap = min(size, structure.cells[c].size)
                         mv.cell_take[(j, gid, c)] = reg.int_var(0, cap, f"k[{j},{gid},{c}]")
         # the anonymous pool of the job, per eligible cell of a candidate leaf domain
@@ -392,6 +392,8 @@ def create_variables(
         avoided = avoided_cells(structure, problem.jobs[j])
         for c in js.eligible_cells:
             if c in avoided:  # taken by explicit groups only (exact fault returns)
+                continue
+            if not structure.may_take(j, -1, c):  # a lean step: another job's cached node
                 continue
             cell = structure.cells[c]
             did = _leaf_domain_of(structure, js.kinds[leaf], c, cell.tree)

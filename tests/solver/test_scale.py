@@ -2,10 +2,11 @@
 
 One 16-job batch per family at 16,384 nodes (generator seed 37): greedy's answer, and the
 ``auto`` answer under a small deterministic time (the origin-first construction, then the
-large neighbourhoods), pass the independent validator and the contract of
-:func:`tests.solver.answers.assert_sound_answer`.  A stored 16,384-node cluster answers
-deltas of each cheap tier and plans on the result validly.  Slow: the batches alone take
-seconds to generate.
+large neighbourhoods), and the answer of the search of larger batches (neighbourhoods
+only, lean steps: :mod:`solver.model.focus`) run on them, pass the independent validator
+and the contract of :func:`tests.solver.answers.assert_sound_answer`.  A stored 16,384-node
+cluster answers deltas of each cheap tier and plans on the result validly.  Slow: the
+batches alone take seconds to generate.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from benchmarks.generators import FAMILIES, GenParams, generate
 from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.errors import InputError
+from solver import phases
 from solver.facade import solve
+from solver.model import focus
 from solver.service.state import Cluster, ClusterDelta
 from tests.solver.answers import assert_sound_answer
 
@@ -43,11 +46,26 @@ def test_greedy_answers_are_valid_at_16384_nodes(family: str) -> None:
     assert sum(job.placed for job in result.placement.jobs) > 0
 
 
-@pytest.mark.parametrize("family", ["950", "multilevel"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_auto_answers_are_valid_at_16384_nodes(family: str) -> None:
     problem = _problem(family)
     result = solve(problem, engine="auto", time_limit=300.0, workers=1, seed=0,
                    deterministic_time=0.3)
+    assert_sound_answer(problem, result)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_lean_neighbourhood_answers_are_valid_at_16384_nodes(
+        family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the search of batches above 16,384 nodes (neighbourhoods only, lean steps), run on
+    # the 16,384-node batches: every accepted step passed the validator, and so does the
+    # answer
+    monkeypatch.setattr(phases, "LNS_ONLY_NODES", 8192)
+    monkeypatch.setattr(focus, "LEAN_ABOVE_NODES", 8192)
+    problem = _problem(family)
+    assert phases.search_mode(problem) == "lns" and focus.lean_groups(problem)
+    result = solve(problem, engine="auto", time_limit=300.0, workers=1, seed=0,
+                   deterministic_time=1.0)
     assert_sound_answer(problem, result)
 
 

@@ -1,0 +1,105 @@
+"""Lean large-neighbourhood steps (solver/model/focus.py, batches above 16,384 nodes).
+
+A lean step lets an explicitly placed block take, of the single-node cells, only its own
+ranks' cached nodes and its current nodes.  These tests switch lean steps on for small
+generated batches (the threshold patched to 0) and check, for the first steps of the
+search from the origin-first start: every block's current and cached nodes stay allowed,
+the incumbent is a solution of the lean model (so a step is always feasible and its hint
+representable), the step's answer is a valid placement, and the lean model really is
+smaller than the full step model.  CP-SAT: 1 worker, seed 0, deterministic limits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ortools.sat.python import cp_model
+
+from benchmarks.generators import GenParams, generate_case
+from heuristics.greedy import greedy_plan
+from models.check import check
+from models.compiled import Problem, compile_scenario
+from models.objective import resolve_weights
+from models.placement import Status
+from models.plan import Plan, to_placement
+from solver import phases
+from solver.cpsat import BuiltModel, add_hint, build_model
+from solver.lns import _blockers, job_potential
+from solver.model import focus
+from solver.model.focus import neighbourhood_mask, unit_keys
+from solver.model.recover import recover_plan
+from solver.phases import better_start
+from tests.solver.answers import objective_fixed_to_hint
+
+STEPS = 3
+
+
+def _problem(family: str) -> Problem:
+    return compile_scenario(generate_case(GenParams(family, nodes=512, seed=3,
+                                                    jobs=6)).scenario)
+
+
+def _step(problem: Problem, plan: Plan, position: int) -> BuiltModel:
+    j = job_potential(problem, plan)[position][2]
+    hood = [j, *_blockers(problem, plan, j)]
+    fixed = {k: np.asarray(n) for k, n in enumerate(plan.nodes)
+             if k not in hood and n is not None}
+    skip = frozenset(k for k, n in enumerate(plan.nodes) if k not in hood and n is None)
+    keep = neighbourhood_mask(problem, plan, hood, unit_keys(problem))
+    return build_model(problem, resolve_weights(problem), plan, keep, fixed, skip)
+
+
+def _start(problem: Problem) -> Plan:
+    return better_start(problem, greedy_plan(problem), resolve_weights(problem))
+
+
+def test_lean_steps_start_where_the_search_has_no_whole_batch_phase() -> None:
+    # batches that may run the whole-batch phase keep their exact models (and answers)
+    assert focus.LEAN_ABOVE_NODES == phases.LNS_ONLY_NODES
+
+
+@pytest.mark.parametrize("family", ["950", "a3", "850", "multilevel"])
+def test_a_lean_step_keeps_the_incumbent_and_answers_validly(
+        family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = _problem(family)
+    plan = _start(problem)
+    full_takes = [len(_step(problem, plan, p).variables.cell_take) for p in range(STEPS)]
+    monkeypatch.setattr(focus, "LEAN_ABOVE_NODES", 0)
+    lean_takes = []
+    for position in range(STEPS):
+        built = _step(problem, plan, position)
+        structure = built.structure
+        assert structure.group_cells is not None
+        lean_takes.append(len(built.variables.cell_take))
+        # every block may take its current nodes and its ranks' cached nodes
+        for j, js in structure.jobs.items():
+            job = problem.jobs[j]
+            current = plan.nodes[j]
+            for gid in js.by_level[js.leaf_level]:
+                for r in js.groups[gid].ranks:
+                    nodes = [int(job.origin[r])]
+                    if current is not None:
+                        nodes.append(int(current[r]))
+                    for n in nodes:
+                        c = structure.cell_of.get(n)
+                        if c is not None:
+                            assert structure.may_take(j, gid, c), (j, gid, n)
+        # the incumbent is a solution of the lean model: the step is always feasible
+        expected = add_hint(built, plan)
+        assert objective_fixed_to_hint(built) == expected
+        # and what the step answers is a valid placement of the whole problem
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = 1
+        solver.parameters.random_seed = 0
+        solver.parameters.max_deterministic_time = 0.5
+        solver.parameters.max_time_in_seconds = 60.0
+        code = solver.solve(built.model)
+        assert code in (cp_model.OPTIMAL, cp_model.FEASIBLE), solver.status_name(code)
+        assert solver.objective_value >= expected
+        values = {v.index: int(solver.value(v)) for v in built.variables.reg.variables}
+        answer = recover_plan(problem, structure, built.variables, values, built.pinned)
+        placement = to_placement(problem, answer, engine="cpsat", status=Status.FEASIBLE)
+        assert check(problem, placement, include_vnpu=False) == []
+    # the restriction is not a no-op: some step has fewer block-cell variables
+    assert sum(lean_takes) < sum(full_takes), (lean_takes, full_takes)
+    assert all(lean <= full for lean, full in zip(lean_takes, full_takes))
