@@ -142,7 +142,9 @@ class Constraints:
                     for child_dom in domains[big].children:
                         if child_dom not in cands:
                             continue
-                        inside.add(mv.child_count[(j, pid, child_dom)])
+                        counted = mv.child_count.get((j, pid, child_dom))
+                        if counted is not None:  # a lean step may not spread there
+                            inside.add(counted)
                         for cid in parent.children:
                             child_var = mv.explicit.get((j, cid, child_dom))
                             if child_var is not None:

@@ -45,6 +45,10 @@ SPARE_PER_CLASS = 4
 #: the same size as :data:`solver.phases.LNS_ONLY_NODES`, so that batches searched with the
 #: whole-batch phase (at most 16,384 nodes) build exactly the models they built before.
 LEAN_ABOVE_NODES = 16384
+#: Lean steps: racks of each preferred super pod (the roomiest) that an explicit 950
+#: super-pod group may spread its anonymous windows over, besides its own racks (see
+#: :func:`solver.model.structure._spread_racks`).
+SPREAD_RACKS = 4
 
 
 def lean_groups(problem: Problem) -> bool:

@@ -374,7 +374,7 @@ def create_variables(
             kids = len(group.children)
             for d in group.pref_domains:
                 for child in structure.domains[d].children:
-                    if child in below:
+                    if child in below and structure.may_spread(j, group.id, child):
                         mv.child_count[(j, group.id, child)] = reg.int_var(
                             0, kids, f"nc[{j},{group.id},{child}]")
         # explicit leaf groups take nodes from the cells of their preferred domains
