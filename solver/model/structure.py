@@ -317,8 +317,9 @@ def build_structure(
         if is_node_job(job):
             continue
         structure.jobs[job.index] = _job_structure(problem, structure, job)
-    _ordinary_candidates(problem, structure, pinned, extra_nodes or {}, keep, skip)
-    if keep is not None and lean_groups(problem):
+    lean = keep is not None and lean_groups(problem)
+    _ordinary_candidates(problem, structure, pinned, extra_nodes or {}, keep, skip, lean)
+    if lean:
         structure.group_cells = _group_cells(problem, structure, extra_nodes or {})
         structure.spread_racks = _spread_racks(problem, structure, extra_nodes or {})
     for j, scope in structure.pod.items():
@@ -592,7 +593,15 @@ def _ordinary_candidates(
     extra_nodes: dict[int, list[int]],
     keep: np.ndarray | None = None,
     skip: frozenset[int] = frozenset(),
+    lean: bool = False,
 ) -> None:
+    """Candidate nodes of the node-level jobs (``structure.ordinary``).
+
+    In a lean model (``lean``) a node-level 950 job takes, of the single-node cells
+    (other jobs' cached nodes), only its own current and cached nodes: at 65,536 nodes a
+    950 step's single-node cells are 900-1,300 cached nodes of its large jobs, and every
+    one-rank job of the neighbourhood had a variable pair for each.
+    """
     jobs = [job for job in problem.jobs
             if is_node_job(job) and job.index not in pinned and job.index not in skip]
     if not jobs:
@@ -637,7 +646,12 @@ def _ordinary_candidates(
         mine = []
         pool = (pod_reps if job.index in structure.pod else reps) | set(
             extra_nodes.get(job.index, []))
-        pool |= {int(n) for n in job.origin if n >= 0}
+        own = {int(n) for n in job.origin if n >= 0}
+        if lean and job.family is Family.RACK:
+            own |= set(extra_nodes.get(job.index, []))
+            pool = {n for n in pool if n in own or n not in structure.cell_of
+                    or not structure.cells[structure.cell_of[n]].singleton}
+        pool |= own
         for n in checked(sorted(pool, key=lambda x: int(problem.natural_pos[x])), 1024):
             if free[n] < job.npu_per_task or not usable[n]:
                 continue
