@@ -26,8 +26,10 @@ from solver import phases
 from solver.cpsat import BuiltModel, add_hint, build_model
 from solver.lns import _blockers, job_potential
 from solver.model import focus
+from solver.model import structure as structure_module
 from solver.model.focus import neighbourhood_mask, unit_keys
 from solver.model.recover import recover_plan
+from solver.model.structure import Structure
 from solver.phases import better_start
 from tests.solver.answers import objective_fixed_to_hint
 
@@ -103,3 +105,64 @@ def test_a_lean_step_keeps_the_incumbent_and_answers_validly(
     # the restriction is not a no-op: some step has fewer block-cell variables
     assert sum(lean_takes) < sum(full_takes), (lean_takes, full_takes)
     assert all(lean <= full for lean, full in zip(lean_takes, full_takes))
+
+
+def _rack_domain(structure: Structure, problem: Problem, n: int) -> int | None:
+    return structure.domain_of_key.get(("rack", int(problem.super_pod[n]), int(problem.rack[n])))
+
+
+def test_a_lean_950_step_spreads_blocks_over_few_racks_and_keeps_the_incumbent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a small batch (with node-level jobs in its first neighbourhoods) and one roomy rack
+    # per super pod, so that both restrictions bite
+    problem = compile_scenario(generate_case(GenParams("950", nodes=1024, seed=3,
+                                                       jobs=8)).scenario)
+    plan = _start(problem)
+    monkeypatch.setattr(focus, "SPREAD_RACKS", 1)
+    monkeypatch.setattr(structure_module, "SPREAD_RACKS", 1)
+    full = [_step(problem, plan, p) for p in range(STEPS)]
+    monkeypatch.setattr(focus, "LEAN_ABOVE_NODES", 0)
+    fewer_counts = fewer_nodes = False
+    for position in range(STEPS):
+        built = _step(problem, plan, position)
+        structure = built.structure
+        assert structure.spread_racks is not None
+        # an explicit super-pod group may always count windows in its own racks
+        for (j, gid), racks in structure.spread_racks.items():
+            job = problem.jobs[j]
+            current = plan.nodes[j]
+            for r in structure.jobs[j].groups[gid].ranks:
+                for n in (int(job.origin[r]), -1 if current is None else int(current[r])):
+                    d = _rack_domain(structure, problem, n) if n >= 0 else None
+                    if d is not None:
+                        assert d in racks, (j, gid, n)
+        # node-level 950 jobs keep their own nodes among their candidates
+        for j, ordinary in structure.ordinary.items():
+            mine = plan.nodes[j]
+            if mine is not None:
+                assert {int(n) for n in mine} <= set(ordinary.nodes)
+        # the incumbent is a solution of the lean model, and the step answers validly
+        expected = add_hint(built, plan)
+        assert objective_fixed_to_hint(built) == expected
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = 1
+        solver.parameters.random_seed = 0
+        solver.parameters.max_deterministic_time = 0.5
+        solver.parameters.max_time_in_seconds = 60.0
+        code = solver.solve(built.model)
+        assert code in (cp_model.OPTIMAL, cp_model.FEASIBLE), solver.status_name(code)
+        assert solver.objective_value >= expected
+        values = {v.index: int(solver.value(v)) for v in built.variables.reg.variables}
+        answer = recover_plan(problem, structure, built.variables, values, built.pinned)
+        placement = to_placement(problem, answer, engine="cpsat", status=Status.FEASIBLE)
+        assert check(problem, placement, include_vnpu=False) == []
+        counts = len(built.variables.child_count)
+        assert counts <= len(full[position].variables.child_count)
+        fewer_counts |= counts < len(full[position].variables.child_count)
+        nodes = sum(len(o.nodes) for o in structure.ordinary.values())
+        assert nodes <= sum(len(o.nodes) for o in full[position].structure.ordinary.values())
+        fewer_nodes |= nodes < sum(len(o.nodes)
+                                   for o in full[position].structure.ordinary.values())
+    # the restrictions are not no-ops
+    assert fewer_counts
+    assert fewer_nodes
