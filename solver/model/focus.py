@@ -27,14 +27,14 @@ another job (anonymous), which earns no hit and takes that node from its owner.
 
 Two more rules make a lean step of a 950 batch small (at 65,536 nodes the first steps
 had 13,000-16,000 variables and took about 0.9 s of CPU each, so a 1-s budget got at
-most one): an explicitly placed super-pod block counts its anonymous windows only in
-the racks of its ranks' current and cached nodes and the :data:`SPREAD_RACKS` roomiest
-racks of each preferred super pod (racks hold eight nodes, so a super pod has 50-120
-candidate racks; :meth:`solver.model.structure.Structure.may_spread`), and a node-level
-950 job takes, of the single-node cells, only its own current and cached nodes.  Both
-keep the incumbent a solution; they give up a block's windows spreading over racks
-other than its own and the roomiest, and a one-rank job moving onto another job's
-cached node.
+most one).  The explicitly placed super-pod blocks of a 950 job count their anonymous
+windows together, one count per rack, instead of one per block and rack (racks hold
+eight nodes, so a super pod has 50-120 candidate racks and a job 30-60 explicit blocks;
+:data:`solver.model.structure.POOLED_PARENT`): the same solutions, as windows of
+different blocks are interchangeable for every rule of the model.  And a node-level 950
+job takes, of the single-node cells, only its own current and cached nodes: it gives up
+moving onto another job's cached node, which earns nothing and takes the node from its
+owner.  Both keep the incumbent a solution.
 """
 
 from __future__ import annotations
@@ -56,11 +56,6 @@ SPARE_PER_CLASS = 4
 #: the same size as :data:`solver.phases.LNS_ONLY_NODES`, so that batches searched with the
 #: whole-batch phase (at most 16,384 nodes) build exactly the models they built before.
 LEAN_ABOVE_NODES = 16384
-#: Lean steps: racks of each preferred super pod (the roomiest) that an explicit 950
-#: super-pod group may spread its anonymous windows over, besides its own racks (see
-#: :func:`solver.model.structure._spread_racks`).
-SPREAD_RACKS = 4
-
 
 def lean_groups(problem: Problem) -> bool:
     """Whether a focused model of ``problem`` restricts its blocks' single-node cells."""

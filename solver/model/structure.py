@@ -27,7 +27,7 @@ import numpy as np
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
 from models.scenario import Family
 from solver.model.cancel import checked, checkpoint
-from solver.model.focus import SPREAD_RACKS, lean_groups
+from solver.model.focus import lean_groups
 from solver.model.podscope import PodChoices, PodScope, pod_choices, pod_scope
 
 DomainKey = tuple[object, ...]
@@ -128,19 +128,14 @@ class Structure:
     #: ``(job, group)``, the singleton cells it may take, and per job ``(job, -1)`` those
     #: its anonymous pool may take (``None``: every eligible cell)
     group_cells: dict[tuple[int, int], set[int]] | None = None
-    #: lean focused model: per explicit super-pod group ``(job, group)`` of a 950 job, the
-    #: racks its anonymous windows may be counted in (``None``: every candidate rack of
-    #: its preferred super pods; see :func:`_spread_racks`)
-    spread_racks: dict[tuple[int, int], set[int]] | None = None
+    #: lean focused model: the 950 jobs whose explicitly placed super-pod blocks count
+    #: their anonymous windows together, per rack, instead of per block and rack (see
+    #: :attr:`POOLED_PARENT`)
+    pooled_windows: frozenset[int] = frozenset()
 
-    def may_spread(self, j: int, gid: int, d: int) -> bool:
-        """Whether the anonymous children of explicit group ``gid`` of job ``j`` may be
-        counted in domain ``d``: always, unless the model is lean and ``d`` is a rack
-        outside :func:`_spread_racks` of the group."""
-        if self.spread_racks is None:
-            return True
-        allowed = self.spread_racks.get((j, gid))
-        return allowed is None or d in allowed
+    def pools_windows(self, j: int) -> bool:
+        """Whether job ``j``'s explicit blocks count their anonymous windows together."""
+        return j in self.pooled_windows
 
     def may_take(self, j: int, gid: int, c: int) -> bool:
         """Whether explicit leaf group ``gid`` of job ``j`` (``gid = -1``: the job's
@@ -151,6 +146,16 @@ class Structure:
             return True
         allowed = self.group_cells.get((j, gid))
         return allowed is not None and c in allowed
+
+
+#: The parent id under which a job that pools its windows (:meth:`Structure.pools_windows`)
+#: keys its rack counts: ``child_count[(job, POOLED_PARENT, rack)]``, the anonymous windows
+#: of all its explicitly placed super-pod blocks in ``rack``.  Windows of different blocks
+#: are interchangeable for every rule the model states (a block's windows stay in its
+#: super pod; the racks' capacity counts windows, not blocks), so the pooled counts have
+#: the same solutions as counts per block; recovery hands each block its windows from the
+#: pool of its super pod.
+POOLED_PARENT = -1
 
 
 def _sp_key(sp: int) -> DomainKey:
@@ -321,7 +326,8 @@ def build_structure(
     _ordinary_candidates(problem, structure, pinned, extra_nodes or {}, keep, skip, lean)
     if lean:
         structure.group_cells = _group_cells(problem, structure, extra_nodes or {})
-        structure.spread_racks = _spread_racks(problem, structure, extra_nodes or {})
+        structure.pooled_windows = frozenset(
+            j for j, js in structure.jobs.items() if js.kinds == ["sp", "rack"])
     for j, scope in structure.pod.items():
         checkpoint()
         structure.pod_choices[j] = pod_choices(problem, scope, structure.ordinary[j].nodes,
@@ -351,57 +357,6 @@ def _group_cells(problem: Problem, structure: Structure,
             out[(j, gid)] = cells
             pool |= cells
         out[(j, -1)] = pool
-    return out
-
-
-def _spread_racks(problem: Problem, structure: Structure,
-                  current: dict[int, list[int]]) -> dict[tuple[int, int], set[int]]:
-    """Per super-pod group of every modelled 950 job, the racks its anonymous windows may
-    be counted in when it is placed explicitly, in a lean model: the racks of its ranks'
-    current nodes (``current``, so that the warm start stays representable) and cached
-    nodes, and the :data:`~solver.model.focus.SPREAD_RACKS` racks of each of its preferred
-    super pods with the most eligible nodes for the job in the model.
-
-    Every explicit super-pod group had a rack count for every candidate rack of its
-    preferred super pods: with racks of eight nodes, 50-120 racks per super pod, the
-    largest part of a 950 step's model (3,700-5,100 of 13,000-16,000 variables at 65,536
-    nodes).  The incumbent keeps its racks, so it stays a solution of the step.
-    """
-    out: dict[tuple[int, int], set[int]] = {}
-    cells = structure.cells
-    domains = structure.domains
-    for j, js in structure.jobs.items():
-        checkpoint()
-        if js.kinds != ["sp", "rack"]:
-            continue
-        job = problem.jobs[j]
-        eligible = set(js.eligible_cells)
-        racks = set(js.candidates[1])
-        room: dict[int, list[int]] = {}  # super pod -> its racks, roomiest first
-        now = current.get(j)
-        for gid in js.by_level[0]:
-            group = js.groups[gid]
-            if not group.pref_domains:
-                continue
-            mine: set[int] = set()
-            for r in group.ranks:
-                for n in (int(job.origin[r]), -1 if now is None else int(now[r])):
-                    if n < 0 or problem.super_pod[n] < 0 or problem.rack[n] < 0:
-                        continue
-                    d = structure.domain_of_key.get(
-                        _rack_key(int(problem.super_pod[n]), int(problem.rack[n])))
-                    if d is not None:
-                        mine.add(d)
-            for sp in group.pref_domains:
-                order = room.get(sp)
-                if order is None:
-                    kids = [d for d in domains[sp].children if d in racks]
-                    size = {d: sum(cells[c].size for c in domains[d].cells if c in eligible)
-                            for d in kids}
-                    order = sorted(kids, key=lambda d: (-size[d], d))
-                    room[sp] = order
-                mine.update(order[:SPREAD_RACKS])
-            out[(j, gid)] = mine
     return out
 
 

@@ -29,7 +29,7 @@ from solver.model import focus
 from solver.model import structure as structure_module
 from solver.model.focus import neighbourhood_mask, unit_keys
 from solver.model.recover import recover_plan
-from solver.model.structure import Structure
+from solver.model.structure import POOLED_PARENT
 from solver.phases import better_start
 from tests.solver.answers import objective_fixed_to_hint
 
@@ -107,35 +107,22 @@ def test_a_lean_step_keeps_the_incumbent_and_answers_validly(
     assert all(lean <= full for lean, full in zip(lean_takes, full_takes))
 
 
-def _rack_domain(structure: Structure, problem: Problem, n: int) -> int | None:
-    return structure.domain_of_key.get(("rack", int(problem.super_pod[n]), int(problem.rack[n])))
-
-
-def test_a_lean_950_step_spreads_blocks_over_few_racks_and_keeps_the_incumbent(
+def test_a_lean_950_step_pools_its_blocks_windows_and_keeps_the_incumbent(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # a small batch (with node-level jobs in its first neighbourhoods) and one roomy rack
-    # per super pod, so that both restrictions bite
+    # a small batch with node-level jobs in its first neighbourhoods
     problem = compile_scenario(generate_case(GenParams("950", nodes=1024, seed=3,
                                                        jobs=8)).scenario)
     plan = _start(problem)
-    monkeypatch.setattr(focus, "SPREAD_RACKS", 1)
-    monkeypatch.setattr(structure_module, "SPREAD_RACKS", 1)
     full = [_step(problem, plan, p) for p in range(STEPS)]
     monkeypatch.setattr(focus, "LEAN_ABOVE_NODES", 0)
     fewer_counts = fewer_nodes = False
     for position in range(STEPS):
         built = _step(problem, plan, position)
         structure = built.structure
-        assert structure.spread_racks is not None
-        # an explicit super-pod group may always count windows in its own racks
-        for (j, gid), racks in structure.spread_racks.items():
-            job = problem.jobs[j]
-            current = plan.nodes[j]
-            for r in structure.jobs[j].groups[gid].ranks:
-                for n in (int(job.origin[r]), -1 if current is None else int(current[r])):
-                    d = _rack_domain(structure, problem, n) if n >= 0 else None
-                    if d is not None:
-                        assert d in racks, (j, gid, n)
+        full_built = full[position]
+        assert structure.pooled_windows == frozenset(structure.jobs)
+        # one count of anonymous windows per job and rack, none per block
+        assert {pid for _, pid, _ in built.variables.child_count} <= {POOLED_PARENT}
         # node-level 950 jobs keep their own nodes among their candidates
         for j, ordinary in structure.ordinary.items():
             mine = plan.nodes[j]
@@ -157,12 +144,42 @@ def test_a_lean_950_step_spreads_blocks_over_few_racks_and_keeps_the_incumbent(
         placement = to_placement(problem, answer, engine="cpsat", status=Status.FEASIBLE)
         assert check(problem, placement, include_vnpu=False) == []
         counts = len(built.variables.child_count)
-        assert counts <= len(full[position].variables.child_count)
-        fewer_counts |= counts < len(full[position].variables.child_count)
+        assert counts <= len(full_built.variables.child_count)
+        fewer_counts |= counts < len(full_built.variables.child_count)
         nodes = sum(len(o.nodes) for o in structure.ordinary.values())
-        assert nodes <= sum(len(o.nodes) for o in full[position].structure.ordinary.values())
-        fewer_nodes |= nodes < sum(len(o.nodes)
-                                   for o in full[position].structure.ordinary.values())
+        full_nodes = sum(len(o.nodes) for o in full_built.structure.ordinary.values())
+        assert nodes <= full_nodes
+        fewer_nodes |= nodes < full_nodes
     # the restrictions are not no-ops
     assert fewer_counts
     assert fewer_nodes
+
+
+def test_pooled_windows_lose_no_solution(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a lean 950 step with pooled window counts reaches the optimum of the same step with
+    # a count per block (pooling is a reformulation, not a restriction)
+    problem = compile_scenario(generate_case(GenParams("950", nodes=512, seed=3,
+                                                       jobs=6)).scenario)
+    plan = _start(problem)
+    monkeypatch.setattr(focus, "LEAN_ABOVE_NODES", 0)
+    best = []
+    for pooled in (False, True):
+        if not pooled:
+            monkeypatch.setattr(structure_module.Structure, "pools_windows",
+                                lambda self, j: False)
+        else:
+            monkeypatch.undo()
+            monkeypatch.setattr(focus, "LEAN_ABOVE_NODES", 0)
+        built = _step(problem, plan, 0)
+        assert bool(built.structure.pooled_windows) and (
+            pooled == any(pid == POOLED_PARENT for _, pid, _ in built.variables.child_count))
+        assert built.variables.child_count  # the step has explicit blocks' windows
+        add_hint(built, plan)
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = 1
+        solver.parameters.random_seed = 0
+        solver.parameters.max_time_in_seconds = 120.0
+        code = solver.solve(built.model)
+        assert code == cp_model.OPTIMAL, solver.status_name(code)
+        best.append(round(solver.objective_value))
+    assert best[0] == best[1]
