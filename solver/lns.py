@@ -17,8 +17,9 @@ neighbourhood at a time with everything else fixed:
   :data:`solver.model.focus.LEAN_ABOVE_NODES` nodes a step's model is *lean*: a block
   takes, of the nodes that are cells of their own (cached nodes), only its own job's
   (its own ranks' when placed explicitly) and its current ones, which keeps the
-  incumbent a solution and the step a fraction of the size (see
-  :mod:`solver.model.focus`).
+  incumbent a solution and the step a fraction of the size; a 950 job's explicitly
+  placed blocks count their anonymous windows together, one count per rack, and a
+  node-level 950 job keeps off other jobs' cached nodes (see :mod:`solver.model.focus`).
 * **Step**: build that small model, hint it with the incumbent, solve it; accept the
   answer when :func:`models.objective.evaluate` says it is better and the independent
   validator passes.

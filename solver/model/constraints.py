@@ -12,6 +12,7 @@ from models.validation import UB_MEM_RACKS
 from solver.model.cancel import checked, checkpoint
 from solver.model.podlevel import add_pod_constraints
 from solver.model.structure import (
+    POOLED_PARENT,
     JobStructure,
     Structure,
     is_node_job,
@@ -135,19 +136,37 @@ class Constraints:
                     else:
                         model.add(mv.explicit[(j, gid, d)] <= parent_var)
             # children of an explicit parent: explicit ones plus counted anonymous ones
+            pooled: dict[int, tuple[Lin, Lin]] = {}  # big → (children inside, needed)
             for pid in js.by_level[li - 1]:
                 parent = js.groups[pid]
                 for big in parent.pref_domains:
-                    inside = Lin()
+                    if self.structure.pools_windows(j):
+                        inside, needed = pooled.setdefault(big, (Lin(), Lin()))
+                    else:
+                        inside, needed = Lin(), Lin()
                     for child_dom in domains[big].children:
                         if child_dom not in cands:
                             continue
-                        inside.add(mv.child_count[(j, pid, child_dom)])
+                        counted = mv.child_count.get((j, pid, child_dom))
+                        if counted is not None:
+                            inside.add(counted)
                         for cid in parent.children:
                             child_var = mv.explicit.get((j, cid, child_dom))
                             if child_var is not None:
                                 inside.add(child_var)
-                    model.add(inside.expr() == len(parent.children) * mv.explicit[(j, pid, big)])
+                    if self.structure.pools_windows(j):
+                        needed.add(mv.explicit[(j, pid, big)], len(parent.children))
+                    else:
+                        model.add(inside.expr()
+                                  == len(parent.children) * mv.explicit[(j, pid, big)])
+            # pooled (lean 950 steps): the blocks explicit in a super pod together, with
+            # one count of anonymous windows per rack (structure.POOLED_PARENT)
+            for big, (inside, needed) in sorted(pooled.items()):
+                for child_dom in domains[big].children:
+                    counted = mv.child_count.get((j, POOLED_PARENT, child_dom))
+                    if child_dom in cands and counted is not None:
+                        inside.add(counted)
+                model.add(inside.expr() == needed.expr())
             # children of anonymous parents are anonymous, counted per child domain; the
             # anonymous parents in a domain are the counted ones plus the counted
             # (non-explicit) children of explicit grandparents
@@ -189,6 +208,11 @@ class Constraints:
                 checkpoint()
                 for d in js.candidates[leaf]:
                     var = mv.child_count.get((j, pid, d))
+                    if var is not None:
+                        groups_in[d].add(var)
+            if self.structure.pools_windows(j):
+                for d in js.candidates[leaf]:
+                    var = mv.child_count.get((j, POOLED_PARENT, d))
                     if var is not None:
                         groups_in[d].add(var)
         pool_in: dict[int, Lin] = defaultdict(Lin)

@@ -12,7 +12,7 @@ from models.plan import Plan
 from models.validation import UB_MEM_RACKS
 from solver.model.cancel import checked, checkpoint
 from solver.model.podlevel import pod_hint
-from solver.model.structure import JobStructure, Structure, parent_at
+from solver.model.structure import POOLED_PARENT, JobStructure, Structure, parent_at
 from solver.model.variables import Assignment, ModelVariables, leaf_domain_of
 
 
@@ -169,7 +169,8 @@ def _job_values(problem: Problem, structure: Structure, mv: ModelVariables, js: 
                 explicit.add(gid)
                 setter((j, gid, d), mv.explicit, 1)
             elif group.parent >= 0 and group.parent in explicit:
-                child_counts[(group.parent, d)] += 1
+                pooled = structure.pools_windows(j)
+                child_counts[(POOLED_PARENT if pooled else group.parent, d)] += 1
             else:
                 anon_counts[(li, d)] += 1
     for (li, d), k in anon_counts.items():

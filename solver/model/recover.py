@@ -10,6 +10,7 @@ remaining rank avoids that node (the case the model counts as a fault return).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy as np
 from models.compiled import JobView, Problem
 from models.plan import Plan
 from solver.model.cancel import checked, checkpoint
-from solver.model.structure import JobStructure, Structure
+from solver.model.structure import POOLED_PARENT, JobStructure, Structure
 from solver.model.variables import ModelVariables, leaf_domain_of
 
 
@@ -102,6 +103,7 @@ def _recover_job(problem: Problem, structure: Structure, mv: ModelVariables, js:
             explicit.add(gid)
         else:
             domain_of[gid] = next(queue)
+    pooled_windows: dict[int, Iterator[int]] = {}  # super pod → its pooled windows' racks
     for li in range(1, len(js.sizes)):
         # anonymous children of anonymous parents share the per-child-domain counts
         anon_by_parent_domain: dict[int, list[int]] = defaultdict(list)
@@ -113,7 +115,16 @@ def _recover_job(problem: Problem, structure: Structure, mv: ModelVariables, js:
         for gid in checked(js.by_level[li - 1], 64):
             parent = js.groups[gid]
             D = domain_of[gid]
-            if gid in explicit:
+            if gid in explicit and structure.pools_windows(j):
+                # the explicit blocks of a super pod share its pooled counts, each taking
+                # as many windows as it has anonymous children
+                pool = pooled_windows.get(D)
+                if pool is None:
+                    counted = {d: value[var.index]
+                               for d, var in child_counts.get(POOLED_PARENT, [])
+                               if structure.domains[d].parent == D}
+                    pool = pooled_windows[D] = iter(_expand(counted))
+            elif gid in explicit:
                 counted = {d: value[var.index] for d, var in child_counts.get(gid, [])
                            if structure.domains[d].parent == D}
                 pool = iter(_expand(counted))

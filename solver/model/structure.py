@@ -128,6 +128,14 @@ class Structure:
     #: ``(job, group)``, the singleton cells it may take, and per job ``(job, -1)`` those
     #: its anonymous pool may take (``None``: every eligible cell)
     group_cells: dict[tuple[int, int], set[int]] | None = None
+    #: lean focused model: the 950 jobs whose explicitly placed super-pod blocks count
+    #: their anonymous windows together, per rack, instead of per block and rack (see
+    #: :attr:`POOLED_PARENT`)
+    pooled_windows: frozenset[int] = frozenset()
+
+    def pools_windows(self, j: int) -> bool:
+        """Whether job ``j``'s explicit blocks count their anonymous windows together."""
+        return j in self.pooled_windows
 
     def may_take(self, j: int, gid: int, c: int) -> bool:
         """Whether explicit leaf group ``gid`` of job ``j`` (``gid = -1``: the job's
@@ -138,6 +146,16 @@ class Structure:
             return True
         allowed = self.group_cells.get((j, gid))
         return allowed is not None and c in allowed
+
+
+#: The parent id under which a job that pools its windows (:meth:`Structure.pools_windows`)
+#: keys its rack counts: ``child_count[(job, POOLED_PARENT, rack)]``, the anonymous windows
+#: of all its explicitly placed super-pod blocks in ``rack``.  Windows of different blocks
+#: are interchangeable for every rule the model states (a block's windows stay in its
+#: super pod; the racks' capacity counts windows, not blocks), so the pooled counts have
+#: the same solutions as counts per block; recovery hands each block its windows from the
+#: pool of its super pod.
+POOLED_PARENT = -1
 
 
 def _sp_key(sp: int) -> DomainKey:
@@ -304,9 +322,12 @@ def build_structure(
         if is_node_job(job):
             continue
         structure.jobs[job.index] = _job_structure(problem, structure, job)
-    _ordinary_candidates(problem, structure, pinned, extra_nodes or {}, keep, skip)
-    if keep is not None and lean_groups(problem):
+    lean = keep is not None and lean_groups(problem)
+    _ordinary_candidates(problem, structure, pinned, extra_nodes or {}, keep, skip, lean)
+    if lean:
         structure.group_cells = _group_cells(problem, structure, extra_nodes or {})
+        structure.pooled_windows = frozenset(
+            j for j, js in structure.jobs.items() if js.kinds == ["sp", "rack"])
     for j, scope in structure.pod.items():
         checkpoint()
         structure.pod_choices[j] = pod_choices(problem, scope, structure.ordinary[j].nodes,
@@ -527,7 +548,15 @@ def _ordinary_candidates(
     extra_nodes: dict[int, list[int]],
     keep: np.ndarray | None = None,
     skip: frozenset[int] = frozenset(),
+    lean: bool = False,
 ) -> None:
+    """Candidate nodes of the node-level jobs (``structure.ordinary``).
+
+    In a lean model (``lean``) a node-level 950 job takes, of the single-node cells
+    (other jobs' cached nodes), only its own current and cached nodes: at 65,536 nodes a
+    950 step's single-node cells are 900-1,300 cached nodes of its large jobs, and every
+    one-rank job of the neighbourhood had a variable pair for each.
+    """
     jobs = [job for job in problem.jobs
             if is_node_job(job) and job.index not in pinned and job.index not in skip]
     if not jobs:
@@ -572,7 +601,12 @@ def _ordinary_candidates(
         mine = []
         pool = (pod_reps if job.index in structure.pod else reps) | set(
             extra_nodes.get(job.index, []))
-        pool |= {int(n) for n in job.origin if n >= 0}
+        own = {int(n) for n in job.origin if n >= 0}
+        if lean and job.family is Family.RACK:
+            own |= set(extra_nodes.get(job.index, []))
+            pool = {n for n in pool if n in own or n not in structure.cell_of
+                    or not structure.cells[structure.cell_of[n]].singleton}
+        pool |= own
         for n in checked(sorted(pool, key=lambda x: int(problem.natural_pos[x])), 1024):
             if free[n] < job.npu_per_task or not usable[n]:
                 continue

@@ -8,6 +8,7 @@ value from the others, so a complete hint is derived mechanically from a placeme
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -18,7 +19,7 @@ from ortools.sat.python import cp_model
 from models.compiled import Problem
 from models.validation import UB_MEM_RACKS
 from solver.model.cancel import checked, checkpoint
-from solver.model.structure import JobStructure, Structure, avoided_cells
+from solver.model.structure import POOLED_PARENT, JobStructure, Structure, avoided_cells
 
 Var = cp_model.IntVar
 Assignment = dict[int, int]  # variable index → value
@@ -367,6 +368,8 @@ def create_variables(
             for d in cands:
                 mv.anon_count[(j, li, d)] = reg.int_var(0, count, f"na[{j},{li},{d}]")
         # anonymous children of explicit groups, per child domain inside its pref domains
+        # (pooled over the groups: one count per child domain; see POOLED_PARENT)
+        pooled: dict[int, int] = defaultdict(int)
         for group in js.groups:
             if group.level == leaf or not group.pref_domains:
                 continue
@@ -374,9 +377,18 @@ def create_variables(
             kids = len(group.children)
             for d in group.pref_domains:
                 for child in structure.domains[d].children:
-                    if child in below:
+                    if child not in below:
+                        continue
+                    if structure.pools_windows(j):
+                        pooled[child] += kids
+                    else:
                         mv.child_count[(j, group.id, child)] = reg.int_var(
                             0, kids, f"nc[{j},{group.id},{child}]")
+        if pooled:
+            mv.group_level[(j, POOLED_PARENT)] = 0
+            for child, most in sorted(pooled.items()):
+                mv.child_count[(j, POOLED_PARENT, child)] = reg.int_var(
+                    0, most, f"nc[{j},*,{child}]")
         # explicit leaf groups take nodes from the cells of their preferred domains
         eligible = set(js.eligible_cells)
         size = js.sizes[leaf]

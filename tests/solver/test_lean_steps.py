@@ -26,8 +26,10 @@ from solver import phases
 from solver.cpsat import BuiltModel, add_hint, build_model
 from solver.lns import _blockers, job_potential
 from solver.model import focus
+from solver.model import structure as structure_module
 from solver.model.focus import neighbourhood_mask, unit_keys
 from solver.model.recover import recover_plan
+from solver.model.structure import POOLED_PARENT
 from solver.phases import better_start
 from tests.solver.answers import objective_fixed_to_hint
 
@@ -103,3 +105,81 @@ def test_a_lean_step_keeps_the_incumbent_and_answers_validly(
     # the restriction is not a no-op: some step has fewer block-cell variables
     assert sum(lean_takes) < sum(full_takes), (lean_takes, full_takes)
     assert all(lean <= full for lean, full in zip(lean_takes, full_takes))
+
+
+def test_a_lean_950_step_pools_its_blocks_windows_and_keeps_the_incumbent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a small batch with node-level jobs in its first neighbourhoods
+    problem = compile_scenario(generate_case(GenParams("950", nodes=1024, seed=3,
+                                                       jobs=8)).scenario)
+    plan = _start(problem)
+    full = [_step(problem, plan, p) for p in range(STEPS)]
+    monkeypatch.setattr(focus, "LEAN_ABOVE_NODES", 0)
+    fewer_counts = fewer_nodes = False
+    for position in range(STEPS):
+        built = _step(problem, plan, position)
+        structure = built.structure
+        full_built = full[position]
+        assert structure.pooled_windows == frozenset(structure.jobs)
+        # one count of anonymous windows per job and rack, none per block
+        assert {pid for _, pid, _ in built.variables.child_count} <= {POOLED_PARENT}
+        # node-level 950 jobs keep their own nodes among their candidates
+        for j, ordinary in structure.ordinary.items():
+            mine = plan.nodes[j]
+            if mine is not None:
+                assert {int(n) for n in mine} <= set(ordinary.nodes)
+        # the incumbent is a solution of the lean model, and the step answers validly
+        expected = add_hint(built, plan)
+        assert objective_fixed_to_hint(built) == expected
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = 1
+        solver.parameters.random_seed = 0
+        solver.parameters.max_deterministic_time = 0.5
+        solver.parameters.max_time_in_seconds = 60.0
+        code = solver.solve(built.model)
+        assert code in (cp_model.OPTIMAL, cp_model.FEASIBLE), solver.status_name(code)
+        assert solver.objective_value >= expected
+        values = {v.index: int(solver.value(v)) for v in built.variables.reg.variables}
+        answer = recover_plan(problem, structure, built.variables, values, built.pinned)
+        placement = to_placement(problem, answer, engine="cpsat", status=Status.FEASIBLE)
+        assert check(problem, placement, include_vnpu=False) == []
+        counts = len(built.variables.child_count)
+        assert counts <= len(full_built.variables.child_count)
+        fewer_counts |= counts < len(full_built.variables.child_count)
+        nodes = sum(len(o.nodes) for o in structure.ordinary.values())
+        full_nodes = sum(len(o.nodes) for o in full_built.structure.ordinary.values())
+        assert nodes <= full_nodes
+        fewer_nodes |= nodes < full_nodes
+    # the restrictions are not no-ops
+    assert fewer_counts
+    assert fewer_nodes
+
+
+def test_pooled_windows_lose_no_solution(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a lean 950 step with pooled window counts reaches the optimum of the same step with
+    # a count per block (pooling is a reformulation, not a restriction)
+    problem = compile_scenario(generate_case(GenParams("950", nodes=512, seed=3,
+                                                       jobs=6)).scenario)
+    plan = _start(problem)
+    monkeypatch.setattr(focus, "LEAN_ABOVE_NODES", 0)
+    best = []
+    for pooled in (False, True):
+        if not pooled:
+            monkeypatch.setattr(structure_module.Structure, "pools_windows",
+                                lambda self, j: False)
+        else:
+            monkeypatch.undo()
+            monkeypatch.setattr(focus, "LEAN_ABOVE_NODES", 0)
+        built = _step(problem, plan, 0)
+        assert bool(built.structure.pooled_windows) and (
+            pooled == any(pid == POOLED_PARENT for _, pid, _ in built.variables.child_count))
+        assert built.variables.child_count  # the step has explicit blocks' windows
+        add_hint(built, plan)
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = 1
+        solver.parameters.random_seed = 0
+        solver.parameters.max_time_in_seconds = 120.0
+        code = solver.solve(built.model)
+        assert code == cp_model.OPTIMAL, solver.status_name(code)
+        best.append(round(solver.objective_value))
+    assert best[0] == best[1]
