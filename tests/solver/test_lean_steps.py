@@ -55,6 +55,24 @@ def _start(problem: Problem) -> Plan:
     return better_start(problem, greedy_plan(problem), resolve_weights(problem))
 
 
+def _assert_step_keeps_incumbent_and_answers_validly(problem: Problem, built: BuiltModel,
+                                                    plan: Plan) -> None:
+    expected = add_hint(built, plan)
+    assert objective_fixed_to_hint(built) == expected
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    solver.parameters.max_deterministic_time = 0.5
+    solver.parameters.max_time_in_seconds = 60.0
+    code = solver.solve(built.model)
+    assert code in (cp_model.OPTIMAL, cp_model.FEASIBLE), solver.status_name(code)
+    assert solver.objective_value >= expected
+    values = {v.index: int(solver.value(v)) for v in built.variables.reg.variables}
+    answer = recover_plan(problem, built.structure, built.variables, values, built.pinned)
+    placement = to_placement(problem, answer, engine="cpsat", status=Status.FEASIBLE)
+    assert check(problem, placement, include_vnpu=False) == []
+
+
 def test_lean_steps_start_where_the_search_has_no_whole_batch_phase() -> None:
     # batches that may run the whole-batch phase keep their exact models (and answers)
     assert focus.LEAN_ABOVE_NODES == phases.LNS_ONLY_NODES
@@ -86,22 +104,9 @@ def test_a_lean_step_keeps_the_incumbent_and_answers_validly(
                         c = structure.cell_of.get(n)
                         if c is not None:
                             assert structure.may_take(j, gid, c), (j, gid, n)
-        # the incumbent is a solution of the lean model: the step is always feasible
-        expected = add_hint(built, plan)
-        assert objective_fixed_to_hint(built) == expected
-        # and what the step answers is a valid placement of the whole problem
-        solver = cp_model.CpSolver()
-        solver.parameters.num_workers = 1
-        solver.parameters.random_seed = 0
-        solver.parameters.max_deterministic_time = 0.5
-        solver.parameters.max_time_in_seconds = 60.0
-        code = solver.solve(built.model)
-        assert code in (cp_model.OPTIMAL, cp_model.FEASIBLE), solver.status_name(code)
-        assert solver.objective_value >= expected
-        values = {v.index: int(solver.value(v)) for v in built.variables.reg.variables}
-        answer = recover_plan(problem, structure, built.variables, values, built.pinned)
-        placement = to_placement(problem, answer, engine="cpsat", status=Status.FEASIBLE)
-        assert check(problem, placement, include_vnpu=False) == []
+        # the incumbent is a solution of the lean model (the step is always feasible), and
+        # what the step answers is a valid placement of the whole problem
+        _assert_step_keeps_incumbent_and_answers_validly(problem, built, plan)
     # the restriction is not a no-op: some step has fewer block-cell variables
     assert sum(lean_takes) < sum(full_takes), (lean_takes, full_takes)
     assert all(lean <= full for lean, full in zip(lean_takes, full_takes))
@@ -128,21 +133,9 @@ def test_a_lean_950_step_pools_its_blocks_windows_and_keeps_the_incumbent(
             mine = plan.nodes[j]
             if mine is not None:
                 assert {int(n) for n in mine} <= set(ordinary.nodes)
-        # the incumbent is a solution of the lean model, and the step answers validly
-        expected = add_hint(built, plan)
-        assert objective_fixed_to_hint(built) == expected
-        solver = cp_model.CpSolver()
-        solver.parameters.num_workers = 1
-        solver.parameters.random_seed = 0
-        solver.parameters.max_deterministic_time = 0.5
-        solver.parameters.max_time_in_seconds = 60.0
-        code = solver.solve(built.model)
-        assert code in (cp_model.OPTIMAL, cp_model.FEASIBLE), solver.status_name(code)
-        assert solver.objective_value >= expected
-        values = {v.index: int(solver.value(v)) for v in built.variables.reg.variables}
-        answer = recover_plan(problem, structure, built.variables, values, built.pinned)
-        placement = to_placement(problem, answer, engine="cpsat", status=Status.FEASIBLE)
-        assert check(problem, placement, include_vnpu=False) == []
+        # the incumbent is a solution of the lean model (the step is always feasible), and
+        # what the step answers is a valid placement of the whole problem
+        _assert_step_keeps_incumbent_and_answers_validly(problem, built, plan)
         counts = len(built.variables.child_count)
         assert counts <= len(full_built.variables.child_count)
         fewer_counts |= counts < len(full_built.variables.child_count)
