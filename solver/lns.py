@@ -24,22 +24,24 @@ neighbourhood at a time with everything else fixed:
   answer when :func:`models.objective.evaluate` says it is better and the independent
   validator passes.
 
-Jobs are visited by potential (missed origin hits, fault returns, unplaced jobs first),
-sweep after sweep, until the budget is spent, a sweep improves nothing (``converged``) or
-the search reached its own ``limit`` of deterministic time (``capped``).  Every step gets
-the same :data:`STEP_DETERMINISTIC_SECONDS` of CP-SAT's deterministic time, whatever the
-budget is and whether it is deterministic or wall-clock.  The budget only decides whether
-a step starts (while less than ``D`` is used, or while the wall clock leaves room to
-search it: the first step without room ends the search) and, under a wall-clock budget,
-stops the step that is running at the end (the step then offers the best solution it
-found, accepted only if better, as always).  The steps run under a budget are therefore
-the first steps of those run under any larger budget (a prefix), and the answer under a
+Jobs are visited by potential (missed origin hits, fault returns, unplaced jobs first;
+in a lean batch a super-pod job's missed ranks only where a step could win them back,
+:func:`reachable_misses`), sweep after sweep, until the budget is spent, a sweep
+improves nothing (``converged``) or the search reached its own ``limit`` of
+deterministic time (``capped``). Every step gets the same
+:data:`STEP_DETERMINISTIC_SECONDS` of CP-SAT's deterministic time, whatever the budget
+is and whether it is deterministic or wall-clock. The budget only decides whether a step
+starts (while less than ``D`` is used, or while the wall clock leaves room to search it:
+the first step without room ends the search) and, under a wall-clock budget, stops the
+step that is running at the end (the step then offers the best solution it found,
+accepted only if better, as always). The steps run under a budget are therefore the
+first steps of those run under any larger budget (a prefix), and the answer under a
 larger budget is at least as good: the step the shorter budget cut is the same search
 run further (one worker, fixed seed: CP-SAT's sequential search does so, though it does
-not promise it), and every later step only accepts improvements.  Under a deterministic
+not promise it), and every later step only accepts improvements. Under a deterministic
 budget the last step may run up to one step's time past ``D`` and the result does not
 depend on machine load; under a wall-clock budget where the plan is cut depends on the
-load, what it repeats does not.  Every step is recorded in :attr:`LnsResult.log`.
+load, what it repeats does not. Every step is recorded in :attr:`LnsResult.log`.
 
 The answer is a valid placement of the whole problem, never worse than the warm start;
 it proves nothing, so its status is ``feasible`` and it carries no bound.
