@@ -24,22 +24,24 @@ neighbourhood at a time with everything else fixed:
   answer when :func:`models.objective.evaluate` says it is better and the independent
   validator passes.
 
-Jobs are visited by potential (missed origin hits, fault returns, unplaced jobs first),
-sweep after sweep, until the budget is spent, a sweep improves nothing (``converged``) or
-the search reached its own ``limit`` of deterministic time (``capped``).  Every step gets
-the same :data:`STEP_DETERMINISTIC_SECONDS` of CP-SAT's deterministic time, whatever the
-budget is and whether it is deterministic or wall-clock.  The budget only decides whether
-a step starts (while less than ``D`` is used, or while the wall clock leaves room to
-search it: the first step without room ends the search) and, under a wall-clock budget,
-stops the step that is running at the end (the step then offers the best solution it
-found, accepted only if better, as always).  The steps run under a budget are therefore
-the first steps of those run under any larger budget (a prefix), and the answer under a
+Jobs are visited by potential (missed origin hits, fault returns, unplaced jobs first;
+in a lean batch a super-pod job's missed ranks only where a step could win them back,
+:func:`reachable_misses`), sweep after sweep, until the budget is spent, a sweep
+improves nothing (``converged``) or the search reached its own ``limit`` of
+deterministic time (``capped``). Every step gets the same
+:data:`STEP_DETERMINISTIC_SECONDS` of CP-SAT's deterministic time, whatever the budget
+is and whether it is deterministic or wall-clock. The budget only decides whether a step
+starts (while less than ``D`` is used, or while the wall clock leaves room to search it:
+the first step without room ends the search) and, under a wall-clock budget, stops the
+step that is running at the end (the step then offers the best solution it found,
+accepted only if better, as always). The steps run under a budget are therefore the
+first steps of those run under any larger budget (a prefix), and the answer under a
 larger budget is at least as good: the step the shorter budget cut is the same search
 run further (one worker, fixed seed: CP-SAT's sequential search does so, though it does
-not promise it), and every later step only accepts improvements.  Under a deterministic
+not promise it), and every later step only accepts improvements. Under a deterministic
 budget the last step may run up to one step's time past ``D`` and the result does not
 depend on machine load; under a wall-clock budget where the plan is cut depends on the
-load, what it repeats does not.  Every step is recorded in :attr:`LnsResult.log`.
+load, what it repeats does not. Every step is recorded in :attr:`LnsResult.log`.
 
 The answer is a valid placement of the whole problem, never worse than the warm start;
 it proves nothing, so its status is ``feasible`` and it carries no bound.
@@ -55,12 +57,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from models.check import check
-from models.compiled import Problem
+from models.compiled import JobView, Problem
 from models.objective import ResolvedWeights, evaluate
 from models.placement import Status
 from models.plan import Plan, to_placement
+from models.scenario import Family
 from solver.model.cancel import BuildCancelled, checkpoint, retain
-from solver.model.focus import neighbourhood_mask, origin_misses, unit_keys
+from solver.model.focus import lean_groups, neighbourhood_mask, origin_misses, unit_keys
 
 #: Most other jobs moved together with the job a step is about.
 MAX_BLOCKERS = 2
@@ -129,13 +132,17 @@ class LnsResult:
     log: list[StepRecord] = field(default_factory=list)
 
 
-def job_potential(problem: Problem, plan: Plan) -> list[tuple[int, int, int]]:
+def job_potential(problem: Problem, plan: Plan, *,
+                  reachable: bool = False) -> list[tuple[int, int, int]]:
     """``(tier, potential, job)`` per job, in visiting order.
 
     Tier 0: placed jobs that miss cached nodes or return fault ranks (by how many);
     tier 1: unplaced jobs (placing one needs room that is rarely there); tier 2: the
-    rest (only fragment, reserve and health can still improve).
+    rest (only fragment, reserve and health can still improve).  With ``reachable`` (the
+    search of a lean batch) a super-pod job's missed ranks count only where a step could
+    win them back (:func:`reachable_misses`).
     """
+    usable = usable_nodes(problem, plan) if reachable else None
     out = []
     for job in problem.jobs:
         nodes = plan.nodes[job.index]
@@ -143,10 +150,58 @@ def job_potential(problem: Problem, plan: Plan) -> list[tuple[int, int, int]]:
             out.append((1, int((job.origin >= 0).sum()), job.index))
             continue
         missed, returned = origin_misses(job, nodes)
+        if usable is not None and job.family is Family.SUPERPOD and missed:
+            missed = reachable_misses(problem, job, np.asarray(nodes), usable)
         potential = missed + 4 * returned
         out.append((0 if potential else 2, potential, job.index))
     out.sort(key=lambda t: (t[0], -t[1], t[2]))
     return out
+
+
+def usable_nodes(problem: Problem, plan: Plan) -> np.ndarray:
+    """Nodes a step could hand to a batch job: whole free ones and the batch's own."""
+    usable = problem.whole_free.copy()
+    for nodes in plan.nodes:
+        if nodes is not None and len(nodes):
+            usable[np.asarray(nodes, dtype=np.int64)] = True
+    return usable
+
+
+def reachable_misses(problem: Problem, job: JobView, nodes: np.ndarray,
+                     usable: np.ndarray) -> int:
+    """Missed ranks of a placed super-pod job that a step could put on their cached node.
+
+    A rank counts when its cached node is usable (:func:`usable_nodes`, of the job's NPU
+    count) and its super-pod group (``sp_block`` consecutive ranks, all in one super
+    pod) is cached in one super pod that has room for the whole group; a group whose
+    super pod has fewer usable nodes than the group's size must sit elsewhere, and its
+    cached nodes earn nothing.  (A3 32,768 nodes, seed 211: the 1,024-rank job with 412
+    missed ranks could win back 17 of them, as its 32-rank groups' super pods have 30-31
+    usable nodes, while the job after it won back 102.)
+    """
+    origin = job.origin
+    cached = (origin >= 0) & ~job.fault
+    missed = cached & (nodes != origin)
+    fits = np.zeros(problem.num_nodes, dtype=bool)
+    fits[origin[cached]] = True
+    fits &= usable & (problem.npus == job.npu_per_task)
+    block = job.sp_block
+    if block <= 0 or job.tasks % block:
+        return int((missed & fits[np.maximum(origin, 0)]).sum())
+    count = 0
+    pods = problem.super_pod
+    room = np.bincount(pods[usable & (pods >= 0) & (problem.npus == job.npu_per_task)],
+                       minlength=int(pods.max(initial=-1)) + 1)
+    for g in range(job.tasks // block):
+        ranks = slice(g * block, (g + 1) * block)
+        lost = missed[ranks]
+        if not lost.any():
+            continue
+        group_pods = np.unique(pods[origin[ranks][cached[ranks]]])
+        if len(group_pods) != 1 or group_pods[0] < 0 or room[group_pods[0]] < block:
+            continue
+        count += int((lost & fits[np.maximum(origin[ranks], 0)]).sum())
+    return count
 
 
 def _blockers(problem: Problem, plan: Plan, j: int) -> list[int]:
@@ -213,6 +268,7 @@ def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, searc
             stopped: threading.Event, publish: Callable[[Plan, int], None] | None,
             limit: float | None) -> None:
     units = unit_keys(problem)
+    lean = lean_groups(problem)
     incumbent = result.plan
     best = result.objective
     if not problem.jobs:
@@ -221,7 +277,7 @@ def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, searc
     det_used = 0.0
     while True:
         improved = False
-        order = [j for _, _, j in job_potential(problem, incumbent)]
+        order = [j for _, _, j in job_potential(problem, incumbent, reachable=lean)]
         for j in order:
             checkpoint()
             now = time.perf_counter()

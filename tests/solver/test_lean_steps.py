@@ -22,9 +22,10 @@ from models.compiled import Problem, compile_scenario
 from models.objective import resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
+from models.scenario import Family
 from solver import phases
 from solver.cpsat import BuiltModel, add_hint, build_model
-from solver.lns import _blockers, job_potential
+from solver.lns import _blockers, job_potential, reachable_misses
 from solver.model import focus
 from solver.model import structure as structure_module
 from solver.model.focus import neighbourhood_mask, unit_keys
@@ -176,3 +177,52 @@ def test_pooled_windows_lose_no_solution(monkeypatch: pytest.MonkeyPatch) -> Non
         assert code == cp_model.OPTIMAL, solver.status_name(code)
         best.append(round(solver.objective_value))
     assert best[0] == best[1]
+
+
+def _missed_super_pod_job(problem: Problem, plan: Plan) -> tuple[int, np.ndarray]:
+    """A placed super-pod job and the ranks of its group with the most missed cached ranks."""
+    best: tuple[int, int, np.ndarray] | None = None
+    for job in problem.jobs:
+        nodes = plan.nodes[job.index]
+        if job.family is not Family.SUPERPOD or nodes is None or job.tasks % job.sp_block:
+            continue
+        missed = (job.origin >= 0) & ~job.fault & (np.asarray(nodes) != job.origin)
+        for g in range(job.tasks // job.sp_block):
+            ranks = np.arange(g * job.sp_block, (g + 1) * job.sp_block)
+            if best is None or int(missed[ranks].sum()) > best[0]:
+                best = (int(missed[ranks].sum()), job.index, ranks)
+    assert best is not None and best[0] >= 2, "no super-pod group misses two cached nodes"
+    return best[1], best[2]
+
+
+@pytest.mark.parametrize("family", ["a3", "850"])
+def test_reachable_misses_drop_a_group_whose_super_pod_has_no_room(family: str) -> None:
+    problem = _problem(family)
+    plan = greedy_plan(problem)
+    j, ranks = _missed_super_pod_job(problem, plan)
+    job = problem.jobs[j]
+    nodes = np.asarray(plan.nodes[j])
+    missed = (job.origin >= 0) & ~job.fault & (nodes != job.origin)
+    everything = np.ones(problem.num_nodes, dtype=bool)
+    same_npus = problem.npus[np.maximum(job.origin, 0)] == job.npu_per_task
+    group_pods = np.unique(problem.super_pod[job.origin[ranks][job.origin[ranks] >= 0]])
+    assert len(group_pods) == 1  # the generator caches a group in one super pod
+    # every node usable: each missed rank on a node of the job's kind counts
+    assert reachable_misses(problem, job, nodes, everything) == int((missed & same_npus).sum())
+    # the group's super pod one node short of the group, its missed cached nodes kept
+    # usable first: none of its missed ranks counts any more, not only the one left out
+    lost_nodes = job.origin[ranks][missed[ranks]]
+    pod_nodes = np.flatnonzero(problem.super_pod == group_pods[0])
+    assert len(pod_nodes) >= job.sp_block
+    others = pod_nodes[~np.isin(pod_nodes, lost_nodes)]
+    short = everything.copy()
+    short[pod_nodes] = False
+    short[np.concatenate([lost_nodes, others])[:job.sp_block - 1]] = True
+    lost = int((missed[ranks] & same_npus[ranks]).sum())
+    assert lost >= 2
+    assert reachable_misses(problem, job, nodes, short) <= (
+        reachable_misses(problem, job, nodes, everything) - lost)
+    # the lean search's potentials never exceed the plain ones
+    ranked = {t[2]: t[1] for t in job_potential(problem, plan, reachable=True)}
+    plain = {t[2]: t[1] for t in job_potential(problem, plan)}
+    assert all(ranked[k] <= plain[k] for k in plain)
