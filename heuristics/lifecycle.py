@@ -38,7 +38,7 @@ Time is always passed in; there is no hidden clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -289,6 +289,18 @@ class CacheLifecycle:
         self._state.pop(key, None)
         self._before.pop(key, None)
         return None
+
+    def drop_entries(self, problem: Callable[[str, int, str, str | None], str | None]
+                     ) -> list[tuple[str, int, str]]:
+        """Remove the entries for which ``problem(owner, rank, node, previous)`` gives a
+        reason, with their states; returns ``(owner, rank, reason)`` of each."""
+        if self.cache is None:
+            return []
+        dropped = self.cache.drop_entries(problem)
+        for owner, rank, _ in dropped:
+            self._state.pop((owner, rank), None)
+            self._before.pop((owner, rank), None)
+        return dropped
 
     def delete_owner(self, owner: str | None) -> None:
         """The owner (the job's controller) was deleted: forget all its entries."""

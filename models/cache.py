@@ -6,6 +6,7 @@ is reproducible.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from models.scenario import DEFAULT_CACHE_TTL_SECONDS, AffinityCacheModel, CacheEntry
@@ -170,6 +171,26 @@ class AffinityCache:
         self._owners.pop(owner, None)
         self._updated.pop(owner, None)
         self._shared.discard(owner)
+
+    def drop_entries(self, problem: Callable[[str, int, str, str | None], str | None]
+                     ) -> list[tuple[str, int, str]]:
+        """Remove every entry for which ``problem(owner, rank, node, previous)`` gives a
+        reason; returns ``(owner, rank, reason)`` of each removed entry."""
+        dropped: list[tuple[str, int, str]] = []
+        for owner in list(self._owners):
+            slots = self._owners[owner]
+            bad = [(rank, why) for rank, slot in slots.items()
+                   if (why := problem(owner, rank, slot.node, slot.previous or None))]
+            if not bad:
+                continue
+            writable = self._writable(owner)
+            assert writable is not None
+            for rank, why in bad:
+                del writable[rank]
+                dropped.append((owner, rank, why))
+            if not writable:
+                self.remove_owner(owner)
+        return dropped
 
     def owners(self) -> list[str]:
         """Owners currently cached, sorted."""

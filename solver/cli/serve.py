@@ -144,6 +144,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     require_extra("serve", "npu-place serve")
     from solver.service.app import ServiceConfig
     from solver.service.auth import AccessSetupError, check_exposure, check_tls, load_token
+    from solver.service.extender.config import PrefixOverlap
     from solver.service.server import build_server, listen_socket, run_server
 
     try:
@@ -168,4 +169,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                            extender=extender)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return run_server(build_server(config, args.log_level), sock)
+    try:
+        server = build_server(config, args.log_level)
+    except PrefixOverlap as exc:
+        sock.close()
+        raise CliError(str(exc)) from None
+    return run_server(server, sock)

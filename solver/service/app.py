@@ -49,6 +49,7 @@ from models.scenario import Scenario
 from solver.service.auth import BearerAuth, HiddenToken
 from solver.service.connections import ConnectionGuard
 from solver.service.extender import ExtenderConfig, ExtenderCore, PathToken, extender_router
+from solver.service.extender.config import check_prefix
 from solver.service.metrics import PROMETHEUS_CONTENT_TYPE, ServiceMetrics
 from solver.service.parsing import (
     BadRequest,
@@ -460,6 +461,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         if config.token is not None and ext.path_token is None:
             ext = replace(ext, path_token=config.token)  # Volcano sends no header
         extender = ExtenderCore(ext)
+        extender.on_event_dropped = lambda verb, field: \
+            service.metrics.extender_events_dropped.labels(verb, field).inc()
         service.extender = extender
 
     @asynccontextmanager
@@ -665,6 +668,11 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    if extender is not None:  # the verbs' prefix must leave every other route alone
+        check_prefix(extender.config.prefix, [
+            str(getattr(route, "path", "")) for route in app.routes
+            if getattr(getattr(route, "endpoint", None), "__module__", "")
+            != extender_router.__module__])
     return app
 
 

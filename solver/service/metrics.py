@@ -65,6 +65,10 @@ class ServiceMetrics:
         self.models_built = Counter(
             "npu_place_cpsat_models_built", "CP-SAT models built, by plan (cluster, "
             "stateless)", ["plan"], registry=r)
+        self.extender_events_dropped = Counter(
+            "npu_place_extender_events_dropped",
+            "Volcano allocate/deallocate events dropped for a value outside the importer's "
+            "bounds (never stored), by verb and field", ["verb", "field"], registry=r)
         self.delta_tier = Counter("npu_place_cluster_updates",
                                   "Cluster updates by the tier they paid for (values, jobs, "
                                   "structure, full, none)", ["tier"], registry=r)

@@ -2,9 +2,61 @@
 
 from __future__ import annotations
 
+import posixpath
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from models.limits import escape_text
 from solver.service.extender.protocol import DEFAULT_PREFIX
+
+
+class PrefixOverlap(ValueError):
+    """An extender prefix that overlaps a route of the service, or is not normalised."""
+
+
+def _segments(path: str) -> list[str]:
+    return [part for part in path.split("/") if part]
+
+
+def _covers(prefix: list[str], route: list[str]) -> bool:
+    """One path is a segment-wise prefix of the other (``{name}`` matches any segment)."""
+    return all(a == b or (b.startswith("{") and b.endswith("}"))
+               for a, b in zip(prefix, route, strict=False))
+
+
+def check_prefix(prefix: str, routes: Iterable[str], option: str = "--extender-prefix"
+                 ) -> None:
+    """Refuse an extender prefix that overlaps one of the service's ``routes``.
+
+    The verbs live under ``<prefix>/`` and, with a path token, every path under it is
+    taken by the token check: a prefix equal to a route, above one (``/v1``) or below one
+    would move or shadow that route (with a token the whole ``/v1`` API would answer only
+    behind it).  The prefix is compared as written and normalised (``/volcano/../v1`` is
+    ``/v1``); a prefix that is not normalised is refused too (a client or proxy may
+    normalise it before it arrives).
+
+    Raises
+    ------
+    PrefixOverlap
+        Naming the prefix and the route.
+    """
+    shown = escape_text(prefix, 120)
+    normal = posixpath.normpath(prefix) if prefix else prefix
+    if normal.startswith("//"):
+        normal = "/" + normal.lstrip("/")
+    for path in routes:
+        route = _segments(path)
+        if not route:
+            continue  # not a path route (a mount of the application's own)
+        for form in dict.fromkeys((prefix, normal)):
+            if _covers(_segments(form), route):
+                also = f" (normalised: {normal})" if form != prefix else ""
+                raise PrefixOverlap(f"{option} {shown}{also} overlaps the service's route "
+                                    f"{path}: choose a prefix of the verbs' own, such as "
+                                    f"{DEFAULT_PREFIX}")
+    if normal != prefix.rstrip("/"):
+        raise PrefixOverlap(f"{option} {shown}: not a normalised path (no '.', '..' or empty "
+                            f"parts); did you mean {escape_text(normal, 120)}?")
 
 
 @dataclass(frozen=True)

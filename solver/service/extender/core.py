@@ -25,10 +25,12 @@ from models.joblist import job_count
 from models.kube.build import ClusterImport
 from models.kube.jobs import controller_uid
 from models.kube.source import Diagnostics
+from models.limits import escape_text
 from models.scenario import AffinityCacheModel, Family, Policy, Scenario, family_of
 from models.validation import InputError
 from solver.service.extender.config import ExtenderConfig
 from solver.service.extender.devices import DeviceSource
+from solver.service.extender.events import EventRefused, describe_event, invalid_entry, read_event
 from solver.service.extender.protocol import (
     ABSTAIN,
     CODE_UNSCHEDULABLE,
@@ -43,6 +45,11 @@ from solver.service.extender.protocol import (
 )
 
 log = logging.getLogger("npu_place.extender")
+
+#: Dropped events and cache entries logged one by one per session (the rest are counted).
+MAX_DROPS_LOGGED = 20
+#: Jobs named with their reason in a session's summary (``/sessions``) at most.
+MAX_UNSTEERED_SHOWN = 50
 
 #: Families the Ascend plugin selects nodes for itself (1e10 scores, ``super-pod-rank``).
 SELECTING_FAMILIES = frozenset({Family.SUPERPOD, Family.RACK, Family.MULTILEVEL})
@@ -114,6 +121,12 @@ class Session:
     engine: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    #: job id -> (pod name, rank) of each pending task the snapshot shows (``None``: the
+    #: snapshot was not read, own-view mode)
+    pending_tasks: dict[str, list[tuple[str, int | None]]] | None = None
+    #: (job id, rank) -> the task given that rank's planned node (one task per rank)
+    rank_holders: dict[tuple[str, int], str] = field(default_factory=dict)
+    drops_logged: int = 0
 
     def count(self, key: str) -> None:
         """Add one to a counter of the session."""
@@ -133,6 +146,46 @@ def _placement_ranks(placement: Any) -> dict[str, dict[int, str]]:
         if job.placed:
             out[job.name] = {int(rank): node for rank, node in job.ranks.items()}
     return out
+
+
+def _pending_tasks(importer: ClusterImport) -> dict[str, list[tuple[str, int | None]]]:
+    """Job id -> (pod name, rank) of every pending pod of a Volcano job in the snapshot,
+    every task role counted (a pod that requests no NPU is asked about too)."""
+    out: dict[str, list[tuple[str, int | None]]] = {}
+    for pod in importer.pods.values():
+        if pod.group and not pod.node and pod.phase not in ("Failed", "Succeeded"):
+            out.setdefault(f"{pod.namespace}/{pod.group}", []).append(
+                (f"{pod.namespace}/{pod.name}", pod.rank))
+    return out
+
+
+def _task_key(task: Any, uid: str) -> str:
+    """What tells one task from another: its UID, else its pod's namespace/name."""
+    if uid:
+        return uid
+    pod = task.get("Pod") if isinstance(task, dict) else None
+    meta = pod.get("metadata") if isinstance(pod, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return ""
+    return f"{meta.get('namespace') or 'default'}/{meta['name']}"
+
+
+def _rank_conflict(plan: JobPlan, tasks: list[tuple[str, int | None]]) -> str:
+    """Why the pending tasks of a job cannot be steered rank by rank ("" when they can):
+    each must carry a rank of the plan, and no two the same one."""
+    holder: dict[int, str] = {}
+    for pod, rank in sorted(tasks, key=lambda t: t[0]):
+        if rank is None:
+            return (f"pending task {pod} carries no rank (hccl/rankIndex, StatefulSet "
+                    "ordinal or VC_TASK_INDEX)")
+        if rank in holder:
+            return (f"pending tasks {holder[rank]} and {pod} both carry rank {rank} (a "
+                    "rank of each task role?): steering would send both to one planned node")
+        if rank not in plan.ranks:
+            return (f"pending task {pod} carries rank {rank}, which the plan does not "
+                    "place (a rank beyond the gang, or one that runs already)")
+        holder[rank] = pod
+    return ""
 
 
 class ExtenderCore:
@@ -157,6 +210,9 @@ class ExtenderCore:
         self._lock = threading.RLock()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="extender-plan")
         self.history: list[dict[str, Any]] = []  # last sessions' summaries
+        #: called with (verb, field) for every event dropped for a value outside the
+        #: bounds (the service counts them in its metrics)
+        self.on_event_dropped: Callable[[str, str], None] = lambda verb, field: None
 
     def start(self) -> None:
         """Start background work: the device source's re-listing, and the engines' imports
@@ -219,6 +275,7 @@ class ExtenderCore:
                                    import_cpu=c2 - c1)
             self._check_current(session)
             self._plan(session, scenario, deadline)
+            self._gate_ranks(session)
             session.timings["plan"] = time.perf_counter() - t2
             session.timings["plan_cpu"] = time.thread_time() - c2
         except SnapshotError as exc:
@@ -233,6 +290,50 @@ class ExtenderCore:
             session.timings["cpu"] = time.thread_time() - started  # this thread's CPU
             session.ready.set()
         return session
+
+    def _cache_model(self, session: Session) -> AffinityCacheModel:
+        """The cache as a scenario section (under the lock).  An entry outside the
+        section's bounds (which no event may store, :mod:`~solver.service.extender.
+        events`) is dropped with a log line instead of failing the session."""
+        try:
+            return self.lifecycle.to_model()
+        except ValueError:  # pydantic's ValidationError: an entry outside the bounds
+            dropped = self.lifecycle.drop_entries(invalid_entry)
+            session.counts["cache-entries-dropped"] = len(dropped)
+            for owner, rank, why in dropped[:MAX_DROPS_LOGGED]:
+                log.warning("extender session %d: cache entry of owner %s rank %d dropped: "
+                            "%s", session.number, escape_text(owner, 80), rank, why)
+            return self.lifecycle.to_model()
+
+    def _gate_ranks(self, session: Session) -> None:
+        """Leave a job to Volcano unless its pending tasks carry distinct ranks of the
+        plan: the score goes to a rank's planned node, so two tasks of one rank (Volcano
+        numbers each task role from 0) would both be sent there."""
+        if session.pending_tasks is None:
+            return  # own-view mode: the one-task-per-rank check of prioritize holds
+        for job, plan in session.jobs.items():
+            if plan.replicas or not plan.steer:
+                continue
+            reason = _rank_conflict(plan, session.pending_tasks.get(job, []))
+            if reason:
+                plan.steer, plan.reason = False, reason
+                session.count("jobs-rank-conflict")
+        session.counts["steered-jobs"] = sum(1 for j in session.jobs.values() if j.steer)
+
+    def _drop_event(self, session: Session | None, verb: str, exc: EventRefused,
+                    body: Any) -> None:
+        """Count and log (the first ones of a session) an event outside the bounds."""
+        self.on_event_dropped(verb, exc.field)
+        if session is None:
+            log.warning("extender %s dropped: %s (%s)", verb, exc, describe_event(body))
+            return
+        session.count("events-dropped")
+        with self._lock:
+            session.drops_logged += 1
+            shown = session.drops_logged <= MAX_DROPS_LOGGED
+        if shown:
+            log.warning("extender session %d: %s dropped: %s (%s)", session.number, verb,
+                        escape_text(str(exc), 300), describe_event(body))
 
     def _check_current(self, session: Session) -> None:
         """Stop working on a session a newer one replaced (a late plan must not delay
@@ -253,16 +354,18 @@ class ExtenderCore:
         """The stored cluster's cache event of an allocate (``status`` ``None``) or
         deallocate event (own-view mode); ``None`` when it concerns no cached job."""
         session = self.session
-        task = body.get("task")
-        if session is None or not isinstance(task, dict):
+        if session is None:
             return None
-        job, rank, _ = task_identity(task)
-        owner = session.owners.get(job)
-        node = task.get("NodeName")
+        try:
+            event = read_event(body, allocate=status is None)
+        except EventRefused:
+            return None  # dropped and counted by allocate / deallocate
+        owner = session.owners.get(event.job)
+        rank, node = event.rank, event.node
         if owner is None or rank is None:
             return None
         if status is None:
-            if not isinstance(node, str) or not node:
+            if node is None:
                 return None
             return {"event": "bind", "owner-uid": owner, "rank": rank, "node": node}
         kind = "evict" if status == STATUS_RELEASING else "discard"
@@ -284,7 +387,7 @@ class ExtenderCore:
                     seen_owners.add(owner)
             importer.add(obj, f"snapshot {source}")
         with self._lock:
-            cache_model = (self.lifecycle.to_model() if self.lifecycle.cache is not None
+            cache_model = (self._cache_model(session) if self.lifecycle.cache is not None
                            else AffinityCacheModel())
         try:
             result = importer.build(now=session.now,
@@ -293,6 +396,7 @@ class ExtenderCore:
             raise SnapshotError(422, [f"session snapshot: {m}" for m in exc.messages[:20]]) \
                 from None
         scenario = result.scenario
+        session.pending_tasks = _pending_tasks(importer)
         running: list[RunningPods] = [RunningPods(r.owner_uid, dict(r.ranks))
                                       for r in scenario.running]
         running += [RunningPods(j.owner_uid, dict(j.running_ranks)) for j in scenario.jobs
@@ -314,7 +418,7 @@ class ExtenderCore:
                 for rank, node in pods.ranks.items():
                     if pods.owner and self.lifecycle.node(pods.owner, rank) != node:
                         self.lifecycle.allocate(pods.owner, rank, node, session.now)
-            model = self.lifecycle.to_model()
+            model = self._cache_model(session)
         kept = {(e.owner_uid, e.rank) for e in model.entries}
         entries = [e for e in model.entries if e.node in nodes]
         # the importer's own cold-start entries (reschedule records) the lifecycle lacks
@@ -409,6 +513,24 @@ class ExtenderCore:
                 session.decided[job] = steered
         return plan if steered else None
 
+    def _hold_rank(self, session: Session, job: str, plan: JobPlan, rank: int | None,
+                   who: str, node: str) -> str | None:
+        """``node`` when the task ``who`` may take rank ``rank``'s planned node: the first
+        task asked about a rank holds it for the session.  A second task of the same rank
+        (a snapshot the session open could not check, own-view mode) leaves the whole job
+        to Volcano from then on (under the lock)."""
+        if rank is None or not who:
+            return None
+        holder = session.rank_holders.setdefault((job, rank), who)
+        if holder == who:
+            return node
+        session.decided[job] = False
+        plan.steer = False
+        plan.reason = (f"tasks {holder} and {who} both carry rank {rank}: the job was left "
+                       "to Volcano from then on")
+        session.count("jobs-rank-conflict")
+        return None
+
     def prioritize_raw(self, raw: bytes) -> bytes:
         """``prioritize`` from the request's bytes, parsing only the task.
 
@@ -448,8 +570,11 @@ class ExtenderCore:
         if session is None:
             return ABSTAIN
         plan = self._steered(session, job)
+        who = _task_key(task, uid)  # a replica without a UID must not share another's slot
         with self._lock:
-            node = plan.node_for(uid, rank, is_offered) if plan is not None else None
+            node = plan.node_for(who, rank, is_offered) if plan is not None and who else None
+            if node is not None and plan is not None and not plan.replicas:
+                node = self._hold_rank(session, job, plan, rank, who, node)
         if node is None:
             session.count("prioritize-abstained")
             return ABSTAIN
@@ -480,21 +605,26 @@ class ExtenderCore:
     def allocate(self, body: dict[str, Any]) -> bytes:
         """``allocateFunc``: record the allocation (cache ``recorded``/``updated``)."""
         session = self.session
-        task = body.get("task")
-        if session is None or not isinstance(task, dict):
+        try:
+            event = read_event(body, allocate=True)
+        except EventRefused as exc:
+            self._drop_event(session, "allocateFunc", exc, body)
             return EVENT_OK
-        job, rank, uid = task_identity(task)
-        node = task.get("NodeName")
-        if not isinstance(node, str) or not node or rank is None:
+        if session is None:
+            return EVENT_OK
+        job, rank, uid, node = event.job, event.rank, event.uid, event.node
+        if node is None or rank is None:
             return EVENT_OK
         owner = session.owners.get(job)
         with self._lock:
-            session.allocated[uid] = (job, rank, node)
+            if uid in session.allocated or len(session.allocated) < self.config.max_tasks:
+                session.allocated[uid] = (job, rank, node)
             if owner and self.lifecycle.cache is not None:
                 self.lifecycle.allocate(owner, rank, node, session.now)
             plan = session.jobs.get(job)
             if plan is not None and session.decided.get(job):
-                wanted = plan.slots.get(uid) if plan.replicas else plan.ranks.get(rank)
+                wanted = (plan.slots.get(_task_key(body["task"], uid)) if plan.replicas
+                          else plan.ranks.get(rank))
                 session.count("allocated-as-planned" if wanted == node
                               else "allocated-off-plan")
         return EVENT_OK
@@ -502,13 +632,17 @@ class ExtenderCore:
     def deallocate(self, body: dict[str, Any]) -> bytes:
         """``deallocateFunc``: a discard (Pending: undo) or an eviction (Releasing: keep)."""
         session = self.session
-        task = body.get("task")
-        if session is None or not isinstance(task, dict):
+        try:
+            event = read_event(body, allocate=False)
+        except EventRefused as exc:
+            self._drop_event(session, "deallocateFunc", exc, body)
             return EVENT_OK
-        job, rank, uid = task_identity(task)
+        if session is None:
+            return EVENT_OK
+        job, rank, uid = event.job, event.rank, event.uid
         if rank is None:
             return EVENT_OK
-        status = TaskStatus.RELEASING if task.get("Status") == STATUS_RELEASING \
+        status = TaskStatus.RELEASING if event.status == STATUS_RELEASING \
             else TaskStatus.PENDING
         owner = session.owners.get(job)
         with self._lock:
@@ -530,4 +664,8 @@ class ExtenderCore:
         summary = {"session": session.number, "engine": session.engine,
                    "error": session.error, "timings": dict(session.timings),
                    "counts": dict(session.counts)}
+        unsteered = {job: plan.reason for job, plan in session.jobs.items()
+                     if not plan.steer and plan.reason}
+        if unsteered:  # the jobs left to Volcano, and why
+            summary["not-steered"] = dict(sorted(unsteered.items())[:MAX_UNSTEERED_SHOWN])
         self.history = [*self.history[-15:], summary]
