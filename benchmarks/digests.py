@@ -20,6 +20,11 @@ fixed seed, and the tool records
 ``--compare`` recomputes them and prints each case and engine whose answer or protos
 differ (exit 1), or ``OK`` (exit 0).  Run it twice on the same code first: a case that
 differs then is not deterministic, and the tool says so rather than blaming a change.
+
+The inputs are checked before any case runs (exit 2, naming the file and the field): the
+``--compare`` file must be a digests file (an object of cases, each an object of engines
+with their fields), ``--out`` a file in an existing folder, ``--deterministic-time`` a
+positive finite number.
 """
 
 from __future__ import annotations
@@ -35,12 +40,14 @@ from typing import Any
 from benchmarks.generators import GenParams, case_name, generate_case
 from benchmarks.suite import quick_suite
 from models.documents import read_text
+from models.errors import InputError
 from models.io import load_scenario
+from models.limits import LimitError, check_deterministic_time, escape_text
 from models.scenario import Scenario
 from solver.facade import solve
 from solver.proto_digests import recording_proto_digests
 
-__all__ = ["case_digests", "cases", "compare", "main"]
+__all__ = ["case_digests", "cases", "check_out_file", "compare", "main", "read_digests"]
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "models" / "examples"
 ENGINES = ("greedy", "cpsat", "auto")
@@ -115,15 +122,94 @@ def compare(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: The fields of one engine's digests, and the type each must have in a digests file.
+_FIELDS: dict[str, tuple[type, ...]] = {
+    "engine": (str,), "status": (str,), "objective": (int, float, type(None)),
+    "answer": (str,), "protos": (list,)}
+
+
+def read_digests(path: Path) -> dict[str, Any]:
+    """A digests file written by ``--out``, checked field by field.
+
+    Raises
+    ------
+    InputError
+        Naming the file and the field: missing, unreadable, not JSON, not an object of
+        cases each holding an object per engine with the fields ``--out`` writes.
+    """
+    text = read_text(path)  # InputError: missing, a folder, too large, not UTF-8
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError([f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: "
+                          f"{exc.msg})"]) from None
+    if not isinstance(data, dict):
+        raise InputError([f"{path}: expected an object of cases (as --out writes), got a "
+                          f"{type(data).__name__}"])
+    for case, engines in data.items():
+        where = f"{path}: case '{escape_text(case, 80)}'"
+        if not isinstance(engines, dict):
+            raise InputError([f"{where}: expected an object of engines, got a "
+                              f"{type(engines).__name__}"])
+        for engine in ENGINES:
+            entry = engines.get(engine)
+            if not isinstance(entry, dict):
+                raise InputError([f"{where}, engine '{engine}': missing or not an object"])
+            for field, kinds in _FIELDS.items():
+                value = entry.get(field)
+                if field not in entry or not isinstance(value, kinds) or isinstance(value, bool):
+                    raise InputError([f"{where}, engine '{engine}', field '{field}': "
+                                      f"missing or not {' or '.join(k.__name__ for k in kinds)}"])
+            if not all(isinstance(p, str) for p in entry["protos"]):
+                raise InputError([f"{where}, engine '{engine}', field 'protos': expected a "
+                                  "list of digests (strings)"])
+    return data
+
+
+def check_out_file(path: Path) -> None:
+    """Refuse an ``--out`` that cannot take the digests file, before any case runs.
+
+    Raises
+    ------
+    InputError
+        When ``path`` is a folder or not a regular file, or its folder does not exist.
+    """
+    if path.is_dir():
+        raise InputError([f"--out {path}: a folder; give the digests file's name "
+                          f"(such as {path / 'digests.json'})"])
+    if path.exists() and not path.is_file():
+        raise InputError([f"--out {path}: not a regular file"])
+    folder = path.parent
+    if not folder.is_dir():
+        raise InputError([f"--out {path}: the folder {folder} does not exist"])
+
+
+def _budget(text: str) -> float:
+    """``--deterministic-time``: a positive finite number (argparse's exit 2 otherwise)."""
+    try:
+        return check_deterministic_time(float(text))
+    except (ValueError, LimitError) as exc:
+        message = str(exc) if isinstance(exc, LimitError) else f"not a number: {text!r}"
+        raise argparse.ArgumentTypeError(message) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.digests",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--set", default="quick", choices=("quick", "large", "deep", "all"))
-    parser.add_argument("--deterministic-time", type=float, default=0.5)
+    parser.add_argument("--deterministic-time", type=_budget, default=0.5)
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--out", type=Path, help="write the digests to this JSON file")
     group.add_argument("--compare", type=Path, help="compare with this JSON file")
     args = parser.parse_args(argv)
+    try:  # before any case runs
+        before = read_digests(args.compare) if args.compare is not None else None
+        if args.out is not None:
+            check_out_file(args.out)
+    except InputError as exc:
+        for message in exc.messages:
+            print(f"error: {message}", file=sys.stderr)
+        return 2
     now: dict[str, Any] = {}
     for name, scenario in cases(args.set):
         budget = (max(args.deterministic_time, DEEP_DETERMINISTIC_TIME)
@@ -132,10 +218,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: " + ", ".join(f"{e} {now[name][e]['objective']} "
                                       f"({len(now[name][e]['protos'])} models)"
                                       for e in ENGINES), file=sys.stderr, flush=True)
-    if args.out is not None:
-        args.out.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
+    if before is None:
+        try:
+            args.out.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
+        except OSError as exc:
+            print(f"error: --out {args.out}: cannot write: {exc.strerror}", file=sys.stderr)
+            return 2
         return 0
-    before = json.loads(read_text(args.compare))
     lines = compare(before, now)
     for line in lines:
         print(line)

@@ -4,7 +4,13 @@ notice a changed answer and a changed model."""
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
+from typing import Any
 
+import pytest
+
+from benchmarks import digests
 from benchmarks.digests import EXAMPLES, case_digests, compare
 from models.io import load_scenario
 
@@ -31,3 +37,49 @@ def test_a_different_model_gives_different_proto_digests() -> None:
     smaller = scenario.model_copy(update={"nodes": nodes})
     other = case_digests(smaller, 0.2)
     assert short["cpsat"]["protos"] != other["cpsat"]["protos"]
+
+
+def _no_case_runs(monkeypatch: Any) -> None:
+    def refuse(which: str) -> Any:
+        raise AssertionError("a case ran before the inputs were checked")
+
+    monkeypatch.setattr(digests, "cases", refuse)
+
+
+@pytest.mark.parametrize(("content", "text"), [
+    (None, "No such file"),
+    ("[1, 2]", "expected an object of cases"),
+    ("{not json", "not JSON"),
+    ('{"example:a": []}', "case 'example:a': expected an object of engines"),
+    ('{"example:a": {"greedy": {}}}', "engine 'greedy', field 'engine'"),
+])
+def test_a_bad_compare_file_is_refused_before_any_case_runs(
+        tmp_path: Path, monkeypatch: Any, capsys: Any, content: str | None, text: str) -> None:
+    _no_case_runs(monkeypatch)
+    path = tmp_path / "before.json"
+    if content is not None:
+        path.write_text(content)
+    assert digests.main(["--compare", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and text in err and "Traceback" not in err
+
+
+def test_a_bad_out_or_budget_is_refused_before_any_case_runs(
+        tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    _no_case_runs(monkeypatch)
+    assert digests.main(["--out", str(tmp_path)]) == 2
+    assert "a folder" in capsys.readouterr().err
+    assert digests.main(["--out", str(tmp_path / "missing" / "d.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    for value in ("nan", "inf", "0", "-1", "x"):
+        with pytest.raises(SystemExit) as stopped:
+            digests.main(["--out", str(tmp_path / "d.json"), "--deterministic-time", value])
+        assert stopped.value.code == 2
+        assert "--deterministic-time" in capsys.readouterr().err
+
+
+def test_a_written_file_reads_back(tmp_path: Path) -> None:
+    scenario = load_scenario(EXAMPLES / "ordinary-8npu.yaml")
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps({"example:ordinary-8npu": case_digests(scenario, 0.2)}))
+    assert set(digests.read_digests(path)) == {"example:ordinary-8npu"}
