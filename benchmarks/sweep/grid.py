@@ -44,6 +44,12 @@ GENERATE_KEYS = tuple(f.name.replace("_", "-") for f in fields(GenParams) if f.n
 _PARAM_TYPES = {f.name: str(f.type) for f in fields(GenParams)}
 #: Upper limits of generator sizes in a grid (a typo must not take a worker down).
 _PARAM_LIMITS = {"nodes": 65536, "jobs": 1024}
+#: Most scenarios (files and generator cases, every seed counted) in one grid.
+MAX_GRID_SCENARIOS = 100_000
+#: Most cells one grid expands to (scenarios x override values x limits x seeds x
+#: engines): counted before anything is expanded, so that a typo of a few list entries
+#: cannot fill the memory.
+MAX_GRID_CELLS = 1_000_000
 
 #: Columns of a sweep's ``results.csv`` before the override columns.
 HEAD_FIELDS: tuple[str, ...] = ("key", "cell", "scenario", "scenario-sha256")
@@ -225,35 +231,56 @@ def _check_path(path: str, where: str) -> None:
                           "results.csv column"])
 
 
+def generator_kwargs(entry: dict[str, Any], at: str) -> dict[str, Any]:
+    """The :class:`GenParams` keyword arguments of a generator entry (without ``seed``
+    and ``seeds``), each checked for its type and the grid's size limits.
+
+    Raises
+    ------
+    InputError
+        Naming ``at`` and the key: an unknown key, a missing family, a value of the wrong
+        type, a size above :data:`_PARAM_LIMITS`.
+    """
+    unknown = sorted(set(entry) - {*GENERATE_KEYS, "seeds", "seed"})
+    if unknown:
+        raise InputError([f"{at}: unknown key(s) {', '.join(map(str, unknown))} "
+                          f"(allowed: {', '.join(GENERATE_KEYS)}, seeds)"])
+    if "family" not in entry:
+        raise InputError([f"{at}: needs 'family' (one of {', '.join(FAMILIES)})"])
+    kwargs = {k.replace("-", "_"): v for k, v in entry.items() if k not in ("seeds", "seed")}
+    kwargs["family"] = str(kwargs["family"])
+    for name, value in kwargs.items():
+        kind = _PARAM_TYPES[name]
+        if value is None and "None" in kind:
+            continue
+        if kind.startswith("int"):
+            _number(value, f"{at}: key '{name.replace('_', '-')}'", integer=True)
+        elif kind.startswith("float"):
+            _number(value, f"{at}: key '{name.replace('_', '-')}'", positive=False)
+        if name in _PARAM_LIMITS and value > _PARAM_LIMITS[name]:
+            raise InputError([f"{at}: key '{name}': at most {_PARAM_LIMITS[name]}, got "
+                              f"{value}"])
+    return kwargs
+
+
 def _generate_entries(value: Any, where: str) -> list[Source]:
     if not isinstance(value, list):
         raise InputError([f"{where}: key 'generate': expected a list of cases, got {value!r}"])
     out: list[Source] = []
+    total = sum(len(e["seeds"]) if isinstance(e, dict) and isinstance(e.get("seeds"), list)
+                else 1 for e in value)
+    if total > MAX_GRID_SCENARIOS:
+        raise InputError([f"{where}: key 'generate': {total} generator cases (seeds counted); "
+                          f"a grid holds at most {MAX_GRID_SCENARIOS} scenarios"])
     for i, entry in enumerate(value):
         at = f"{where}: key 'generate[{i}]'"
         if not isinstance(entry, dict):
             raise InputError([f"{at}: expected a mapping such as "
                               "{family: 950, nodes: 4096, jobs: 8, seeds: [0, 1]}"])
-        unknown = sorted(set(entry) - {*GENERATE_KEYS, "seeds"})
-        if unknown:
-            raise InputError([f"{at}: unknown key(s) {', '.join(map(str, unknown))} "
-                              f"(allowed: {', '.join(GENERATE_KEYS)}, seeds)"])
-        if "family" not in entry:
-            raise InputError([f"{at}: needs 'family' (one of {', '.join(FAMILIES)})"])
+        if "seed" in entry:
+            raise InputError([f"{at}: key 'seed': a generate entry takes 'seeds' (a list)"])
         seeds = _list(entry, "seeds", at, [0])
-        kwargs = {k.replace("-", "_"): v for k, v in entry.items() if k != "seeds"}
-        kwargs["family"] = str(kwargs["family"])
-        for name, value in kwargs.items():
-            kind = _PARAM_TYPES[name]
-            if value is None and "None" in kind:
-                continue
-            if kind.startswith("int"):
-                _number(value, f"{at}: key '{name.replace('_', '-')}'", integer=True)
-            elif kind.startswith("float"):
-                _number(value, f"{at}: key '{name.replace('_', '-')}'", positive=False)
-            if name in _PARAM_LIMITS and value > _PARAM_LIMITS[name]:
-                raise InputError([f"{at}: key '{name}': at most {_PARAM_LIMITS[name]}, got "
-                                  f"{value}"])
+        kwargs = generator_kwargs(entry, at)
         for seed in seeds:
             _number(seed, f"{at}: seeds", integer=True, positive=False)
             try:
@@ -343,6 +370,7 @@ def grid_from_data(data: Any, source: str, base: Path | None = None) -> Grid:
                               "non-empty list"])
         grid.deterministic_times = [float(_number(v, f"{source}: key 'deterministic-time'"))
                                     for v in det_values]
+    _check_size(grid, source)
     grid.cpsat_workers = int(_number(data.get("cpsat-workers", 1),
                                      f"{source}: key 'cpsat-workers'", integer=True))
     if grid.cpsat_workers > 64:
@@ -358,6 +386,30 @@ def grid_from_data(data: Any, source: str, base: Path | None = None) -> Grid:
         grid.events = read_document(path)
         grid.events_label = events
     return grid
+
+
+def grid_cells(grid: Grid) -> int:
+    """How many cells :func:`expand` makes of ``grid`` (counted, nothing expanded)."""
+    count = (len(grid.sources) * len(grid.time_limits) * len(grid.deterministic_times)
+             * len(grid.seeds) * len(grid.engines))
+    for values in grid.overrides.values():
+        count *= len(values)
+    return count
+
+
+def _check_size(grid: Grid, source: str) -> None:
+    if len(grid.sources) > MAX_GRID_SCENARIOS:
+        raise InputError([f"{source}: {len(grid.sources)} scenarios; a grid holds at most "
+                          f"{MAX_GRID_SCENARIOS}"])
+    cells = grid_cells(grid)
+    if cells > MAX_GRID_CELLS:
+        sizes = [f"{len(grid.sources)} scenario(s)",
+                 *(f"{len(v)} value(s) of overrides.{k}" for k, v in grid.overrides.items()),
+                 f"{len(grid.time_limits)} time limit(s)",
+                 f"{len(grid.deterministic_times)} deterministic time(s)",
+                 f"{len(grid.seeds)} seed(s)", f"{len(grid.engines)} engine(s)"]
+        raise InputError([f"{source}: the grid makes {cells:,} cells ({' x '.join(sizes)}); "
+                          f"a sweep runs at most {MAX_GRID_CELLS:,}"])
 
 
 def load_grid(path: str | os.PathLike[str]) -> Grid:
@@ -418,6 +470,7 @@ class Cell:
 
 def expand(grid: Grid, version: str | None = None) -> list[Cell]:
     """Every cell of ``grid``: scenarios × override values × limits × seeds × engines."""
+    _check_size(grid, grid.source)
     version = project_version() if version is None else version
     combos: list[tuple[tuple[str, Any], ...]] = [()]
     for path, values in grid.overrides.items():

@@ -251,6 +251,17 @@ def test_a_raising_engine_is_recorded_in_its_row(tmp_path: Path,
     assert row["status"] == "error" and "RuntimeError: engine exploded" in row["error"]
 
 
+def test_two_million_generator_seeds_are_refused_before_any_case_is_made(
+        tmp_path: Path) -> None:
+    path = tmp_path / "grid.json"  # JSON: a YAML list this long takes minutes to read
+    path.write_text(json.dumps({"generate": [
+        {"family": "850", "nodes": 64, "seeds": list(range(2_000_000))}]}))
+    err = io.StringIO()
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")], err=err) == 2
+    assert "key 'generate': 2000000 generator cases" in err.getvalue()
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(("grid", "message"), [
     ({"scenarios": ["missing.yaml"]}, "key 'scenarios': no such file 'missing.yaml'"),
     ({"scenarios": ["nothing-*.yaml"]}, "key 'scenarios': 'nothing-*.yaml' matches no file"),
@@ -277,6 +288,11 @@ def test_a_raising_engine_is_recorded_in_its_row(tmp_path: Path,
      "key 'generate[0]': key 'nodes': expected an integer"),
     ({"generate": [{"family": "850", "nodes": 10**9}]},
      "key 'generate[0]': key 'nodes': at most 65536"),
+    # sizes counted before anything is expanded (this one filled the memory before)
+    ({"scenarios": ["superpod-850.yaml"], "overrides": {
+        "config.reserve-nodes": list(range(1000)), "now": list(range(1000)),
+        "affinity-cache.ttl-seconds": list(range(1, 1001))}},
+     "the grid makes 2,000,000,000 cells"),
 ])
 def test_grid_validation_errors_name_the_file_and_key(tmp_path: Path, grid: dict[str, Any],
                                                       message: str) -> None:
