@@ -57,7 +57,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from benchmarks.baseline_checks import check_baseline, impossible_after_run, impossible_figures
 from benchmarks.generators import GenParams, generate_case
+from benchmarks.outputs import check_out_dir, write_output
 from benchmarks.suite import (
     ENGINES,
     NO_RESULT,
@@ -84,6 +86,7 @@ from benchmarks.sweep import (
 from heuristics.greedy import EngineNotAvailable
 from models.documents import DocumentError, load_json, read_bytes, read_document, read_text
 from models.io import scenario_from_data
+from models.joblist import job_count
 from models.scenario import Scenario
 from models.validation import InputError
 
@@ -110,6 +113,9 @@ DET_USED = "solver-deterministic-seconds"
 SLOWER_PROOF_FACTOR = 1.25
 #: ... plus this many deterministic seconds (tiny proofs vary by a few hundredths).
 SLOWER_PROOF_SLACK = 0.05
+#: The files ``compare --suite --out DIR`` writes in its folder.
+REGRESSION_FILES = ("regression.md", "results.csv", "report.md", "hit_rate_by_scale.png",
+                    "wall_time_vs_nodes.png", "objective_improvement.png")
 #: Largest baseline read, in bytes of (decompressed) JSON: a full-suite baseline is about
 #: 54 MB (1.8 MB gzip-compressed), above the 32 MiB of a scenario file.
 BASELINE_MAX_BYTES = 256 * 1024 * 1024
@@ -626,9 +632,11 @@ def compare_baseline(path: Path, out: TextIO, out_dir: Path | None = None,
     if suite is not None and data.get("suite") not in (None, suite):
         raise InputError([f"{path}: the baseline is for suite '{data.get('suite')}', "
                           f"not '{suite}'"])
+    check_baseline(path, data)  # settings, generator sizes, figures: before any work
     settings = _settings(data.get("settings"))
     findings: list[Finding] = []
     stored = []
+    impossible: list[str] = []
     for i, record in enumerate(data["instances"]):
         name = str(record["name"])
         try:
@@ -636,15 +644,27 @@ def compare_baseline(path: Path, out: TextIO, out_dir: Path | None = None,
         except InputError as exc:
             findings.append(Finding(name, "-", "stored scenario is invalid: "
                                     + "; ".join(exc.messages[:3]), True))
+            impossible += impossible_figures(path, i, record, None)
             continue
+        impossible += impossible_figures(path, i, record, job_count(scenario))
+        stored.append((name, scenario, record))
+    if impossible:
+        raise InputError(impossible)
+    for name, scenario, record in stored:
         _generator_note(record, scenario, name, findings)
-        stored.append((name, scenario, record["scenario"]))
     started = time.perf_counter()
-    cells, rows, where = _run_grid(stored_grid(stored, settings), scheduler, workers)
+    cells, rows, where = _run_grid(stored_grid([(n, s, r["scenario"]) for n, s, r in stored],
+                                               settings), scheduler, workers)
+    impossible = impossible_after_run(path, data, rows)
+    if impossible:
+        raise InputError(impossible)
     old = baseline_rows(data, cells)
     findings += compare_rows(old, rows)
     findings += compare_proofs(old, rows, settings.deterministic_time
                                or DETERMINISTIC_LIMIT)
+    names = {r["cell"]: r.get("scenario", "") for r in rows if r.get("cell")}
+    for finding in findings:  # the instance's name: the settings are in the title
+        finding.cell = names.get(finding.cell, finding.cell)
     for row in rows:
         if (row.get("engine") == "cpsat" and row.get("solver-wall-seconds")
                 and float(row["solver-wall-seconds"]) >= 0.95 * settings.time_limit):
@@ -673,7 +693,7 @@ def compare_baseline(path: Path, out: TextIO, out_dir: Path | None = None,
             "suite wall time": f"{elapsed:.0f} s",
         }
         write_outputs(bench, out_dir, meta)
-        (out_dir / "regression.md").write_text(report, encoding="utf-8")
+        write_output(out_dir / "regression.md", report)
     return 1 if any(f.failure for f in findings) else 0
 
 
@@ -720,4 +740,7 @@ def run_regression(args: argparse.Namespace, out: TextIO) -> int:
                           "does not exist): give --baseline FILE (write one from a bench run "
                           "with --write-baseline --from-bench DIR)"])
     out_dir = Path(args.out) if getattr(args, "out", None) else None
+    if out_dir is not None:  # before the suite runs: a file, or a folder in use, fails now
+        check_out_dir(out_dir, force=bool(getattr(args, "force", False)),
+                      files=REGRESSION_FILES)
     return compare_baseline(path, out, out_dir, suite, scheduler)

@@ -196,7 +196,7 @@ def regression_text(title: str, new_rows: Sequence[dict[str, str]],
                       f"{row.get('placed-jobs', '')} ({base.get('placed-jobs', '-')})",
                       f"{row.get('origin-hits', '')} ({base.get('origin-hits', '-')})",
                       f"{row.get('objective', '')} ({base.get('objective', '-')})",
-                      row.get("wall-seconds", "")])
+                      _seconds_text(row.get("wall-seconds", ""))])
     text = [title, ""]
     if table:
         text += [markdown_table(("scenario", "engine", "status", "placed (baseline)",
@@ -216,6 +216,14 @@ def regression_text(title: str, new_rows: Sequence[dict[str, str]],
         text.append(coverage.text())
     text.append(regression_verdict(findings, coverage))
     return "\n".join(text) + "\n"
+
+
+def _seconds_text(value: str) -> str:
+    """Wall seconds as a person reads them (two decimals; the CSV keeps six)."""
+    try:
+        return f"{float(value):.2f}"
+    except ValueError:
+        return value
 
 
 def regression_verdict(findings: Sequence[Finding], coverage: Coverage | None = None) -> str:

@@ -19,7 +19,12 @@ from solver.doors import require_extra
 
 def register(sub: Any) -> None:
     """Add the ``bench`` subcommand to ``sub``."""
-    p = sub.add_parser("bench", help="solver-vs-greedy benchmark suite with reports and plots")
+    p = sub.add_parser(
+        "bench", help="solver-vs-greedy benchmark suite with reports and plots",
+        description="Measure greedy and CP-SAT on a generated suite: results.csv, report.md "
+                    "and plots, no pass/fail against a baseline.  To check a change of the "
+                    "code against the committed baseline use compare --suite; to compare "
+                    "two what-if sweeps use sweep --baseline.")
     p.add_argument("--suite", choices=("quick", "full", "scale"), default="quick",
                    help="quick (6 small instances), full (64 to 8,192 nodes) or scale "
                         "(every family at 16,384, 32,768 and 65,536 nodes, 16-job batches)")

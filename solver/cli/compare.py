@@ -20,14 +20,26 @@ from solver.facade import solve
 
 def register(sub: Any) -> None:
     """Add the ``compare`` subcommand to ``sub``."""
-    p = sub.add_parser("compare", help="greedy vs CP-SAT side by side, or the regression suite")
+    p = sub.add_parser(
+        "compare", help="greedy vs CP-SAT side by side, or the regression suite",
+        description="Greedy vs CP-SAT on scenario files side by side; with --suite, the "
+                    "regression gate: re-run the scenarios stored in a baseline file and "
+                    "fail (exit 1) when quality or a proof got worse, exit 2 when the "
+                    "baseline itself is impossible.  Which command for what: compare "
+                    "--suite to check a change of the code against the committed baseline "
+                    "(CI, before merging); bench to measure the engines on a suite "
+                    "(results.csv, report and plots, no pass/fail); sweep --baseline to "
+                    "compare two what-if sweeps of your own grid cell by cell.")
     p.add_argument("scenarios", metavar="SCENARIO", nargs="*")
     p.add_argument("--example", metavar="NAME", action="append", default=[],
                    help="compare on a bundled example (repeatable; see npu-place examples)")
     add_engine_options(p, engine=False, weights=True)
     p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
     p.add_argument("--suite", choices=("quick", "full"),
-                   help="re-run a stored benchmark suite (regression mode)")
+                   help="regression gate: re-run the suite's stored scenarios and compare "
+                        "with --baseline (exit 1 on a regression, 2 on an impossible "
+                        "baseline); to measure use bench, to compare two sweeps sweep "
+                        "--baseline")
     p.add_argument("--baseline", metavar="FILE",
                    help="baseline file of the regression mode (gzip-compressed when its name "
                         "ends in .gz)")
@@ -38,7 +50,11 @@ def register(sub: Any) -> None:
                         "an npu-place bench run (results.csv and scenarios/), running nothing")
     p.add_argument("--out", metavar="DIR",
                    help="where the regression mode writes regression.md and the bench's "
-                        "results.csv, report.md and plots")
+                        "results.csv, report.md and plots (a non-empty folder is refused "
+                        "unless --force, as in bench, sweep and replay)")
+    p.add_argument("--force", action="store_true",
+                   help="regression mode: write into a non-empty --out (files of the same "
+                        "names are replaced)")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="regression mode: Dask scheduler to run on (default: a local cluster)")
     p.set_defaults(run=run)

@@ -34,8 +34,10 @@ def register(sub: Any) -> None:
                    help="write into a non-empty --out, starting over (files of the same "
                         "names are replaced)")
     p.add_argument("--baseline", metavar="OLD/results.csv",
-                   help="compare cell by cell with an earlier sweep's results.csv; exit 1 on a "
-                        "regression or when not every cell could be compared")
+                   help="compare cell by cell with an earlier sweep of the same grid (a "
+                        "what-if study before and after a change); exit 1 on a regression or "
+                        "when not every cell could be compared.  The project's regression "
+                        "gate is compare --suite; bench measures a suite")
     p.add_argument("--deterministic-time", type=bounded(check_deterministic_time, float),
                    default=None, metavar="D", dest="deterministic_time",
                    help="bound every cell's CP-SAT by deterministic time D (replaces the "
