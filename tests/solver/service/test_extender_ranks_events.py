@@ -252,3 +252,49 @@ def test_a_good_event_is_still_recorded(gang: tuple[VolcanoCluster, ExtenderCore
     core.allocate({"task": task_info(pod, job, STATUS["Allocated"], node)})
     assert core.lifecycle.state(session.owners[job], rank) is EntryState.RECORDED
     assert "events-dropped" not in session.counts
+
+
+def test_own_view_forwards_no_event_outside_the_bounds() -> None:
+    core = ExtenderCore(ExtenderConfig(cluster="c1", **SETTINGS))
+    session = core.begin()
+    session.owners["train/a"] = "owner-a"
+    pod = {"metadata": {"name": "a-0", "namespace": "train", "uid": "u0",
+                        "annotations": {"hccl/rankIndex": "65536"}},
+           "spec": {"containers": []}}
+    task = {"UID": "u0", "Job": "train/a", "Pod": pod, "NodeName": "node-1"}
+    assert core.cache_event({"task": task}, None) is None
+    pod["metadata"]["annotations"]["hccl/rankIndex"] = "3"
+    assert core.cache_event({"task": dict(task, NodeName="n" * 300)}, None) is None
+    assert core.cache_event({"task": task}, None) == {
+        "event": "bind", "owner-uid": "owner-a", "rank": 3, "node": "node-1"}
+
+
+def test_vnpu_replicas_without_a_uid_take_a_slot_each(tmp_path: Path) -> None:
+    from benchmarks.kube_dump import DumpBuilder
+    from benchmarks.kube_dump_vnpu import example_vnpu
+
+    files = example_vnpu()
+    builder = DumpBuilder("device-plugin", now=1764400000)
+    builder.nodes, builder.pods = files["nodes.json"], files["pods.json"]
+    builder.podgroups = files["podgroups.json"]
+    cluster = VolcanoCluster(builder, 1764400000, extra_devices=[
+        *files["configmaps-cim.json"], *files["priorityclasses.json"],
+        *files["volcano-scheduler-configmap.json"]])
+    core = _core(cluster, tmp_path)
+    _open(core, cluster)
+    session = core.session
+    assert session is not None
+    plan = session.jobs["ai/chat-group"]
+    assert plan.replicas and len(plan.ranks) >= 2
+    nodes = _nodes(cluster)
+    given = []
+    for job, pods in _pending(cluster).items():
+        for pod in pods:
+            task = dict(task_info(pod, job, STATUS["Pending"]), UID="")
+            (node, _), = json.loads(core.prioritize({"task": task, "nodes": nodes})
+                                    )["nodeScore"].items()
+            given.append(node)
+    # one planned slot per replica (this plan puts both on one node: the slots tell them
+    # apart; without a UID every replica took the first one's slot)
+    assert sorted(given) == sorted(plan.ranks.values())
+    assert len(plan.slots) == len(given) == len(plan.ranks)
