@@ -87,6 +87,9 @@ def _npu_request(pod: dict[str, Any]) -> tuple[str | None, int]:
 
 
 def _rank(pod: dict[str, Any]) -> int:
+    annotated = (pod["metadata"].get("annotations") or {}).get("hccl/rankIndex")
+    if isinstance(annotated, str) and annotated.isdigit():
+        return int(annotated)
     for container in pod["spec"].get("containers", []):
         for env in container.get("env", []):
             if env.get("name") == "VC_TASK_INDEX":
@@ -105,10 +108,28 @@ def _active(pod: dict[str, Any]) -> bool:
 
 
 @dataclass
+class DumpObjects:
+    """The objects of kubectl dumps, sorted the way :class:`VolcanoCluster` reads them."""
+
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    podgroups: list[dict[str, Any]] = field(default_factory=list)
+    #: everything else (device-info, NodeD, switch and scheduler ConfigMaps, classes)
+    others: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, obj: dict[str, Any], source: str = "") -> None:
+        """One object of a dump (the sink of :func:`models.kube.source.read_dumps`)."""
+        kind = obj.get("kind")
+        bucket = {"Node": self.nodes, "Pod": self.pods, "PodGroup": self.podgroups}.get(
+            str(kind), self.others)
+        bucket.append(obj)
+
+
+@dataclass
 class VolcanoCluster:
     """A cluster as Kubernetes objects, changed by bindings, evictions and faults."""
 
-    builder: DumpBuilder
+    builder: DumpBuilder | DumpObjects
     now: int
     generation: int = 0
     #: device objects the builder does not make (e.g. vNPU nodes' device-info ConfigMaps)
@@ -124,8 +145,42 @@ class VolcanoCluster:
         """The Pod objects."""
         return self.builder.pods
 
+    @classmethod
+    def from_dumps(cls, paths: list[str], now: int) -> VolcanoCluster:
+        """The cluster of kubectl dumps (``kubectl get nodes,pods,podgroups,configmaps,
+        priorityclasses -o json``, files or directories, as ``npu-place import`` reads
+        them).
+
+        Raises
+        ------
+        InputError
+            A file that cannot be read or is not a Kubernetes object or List; dumps
+            without a Node or without a PodGroup.
+        """
+        from models.kube.source import read_dumps
+
+        objects = DumpObjects()
+        diagnostics = Diagnostics()
+        read_dumps(paths, objects.add, diagnostics)
+        missing = [kind for kind, found in (("Node", objects.nodes),
+                                            ("PodGroup", objects.podgroups)) if not found]
+        if missing:
+            raise InputError([f"{', '.join(paths)}: no {' and no '.join(missing)} objects: "
+                              "expected kubectl get nodes,pods,podgroups,configmaps,"
+                              "priorityclasses -A -o json output"])
+        for obj in objects.nodes + objects.pods + objects.podgroups:
+            if not isinstance(obj.get("metadata"), dict) or not isinstance(
+                    obj.get("spec", {}), dict):
+                raise InputError([f"{obj.get('kind')} object without metadata or spec"])
+            obj.setdefault("spec", {})
+            obj.setdefault("status", {})
+            obj["metadata"].setdefault("annotations", {})
+        return cls(objects, now)
+
     def device_objects(self) -> list[dict[str, Any]]:
         """What Volcano does not send: device ConfigMaps, scheduler ConfigMap, classes."""
+        if isinstance(self.builder, DumpObjects):
+            return [*self.builder.others, *self.extra_devices]
         return [*self.builder.device_configmaps(), self.builder.scheduler_configmap(),
                 *self.builder.classes, *self.extra_devices]
 
@@ -148,8 +203,16 @@ class VolcanoCluster:
         return used
 
     def node_chips(self, node: dict[str, Any]) -> list[str]:
-        """The node's chips (``baseDeviceInfos``)."""
-        return list(json.loads(node["metadata"]["annotations"]["baseDeviceInfos"]))
+        """The node's chips (``baseDeviceInfos``; a node of a kubectl dump without it:
+        ``<resource>-<i>`` per unit of its NPU capacity)."""
+        infos = (node["metadata"].get("annotations") or {}).get("baseDeviceInfos")
+        if infos:
+            return list(json.loads(infos))
+        capacity = node.get("status", {}).get("capacity", {})
+        resource = next((r for r in ("huawei.com/npu", "huawei.com/Ascend910") if r in capacity),
+                        "huawei.com/npu")
+        prefix = "Ascend910" if resource.endswith("Ascend910") else "npu"
+        return [f"{prefix}-{i}" for i in range(int(str(capacity.get(resource, 0)) or 0))]
 
     def bind(self, pod: dict[str, Any], node: str, chips: list[str],
              super_pod_rank: str | None) -> None:
@@ -202,6 +265,8 @@ class VolcanoCluster:
 
     def add_job(self, namespace: str, name: str, tasks: int, npus: int, **kwargs: Any) -> None:
         """A new pending job (see :meth:`DumpBuilder.job`)."""
+        if not isinstance(self.builder, DumpBuilder):
+            raise TypeError("add_job needs a cluster built with DumpBuilder")
         self.builder.job(namespace, name, tasks, npus, **kwargs)
 
     def bound(self) -> dict[str, dict[int, str]]:
@@ -368,14 +433,14 @@ def volcano_snapshot(cluster: VolcanoCluster) -> dict[str, Any]:
         jobs[job_id] = {
             "UID": job_id, "PgUID": pg["metadata"]["uid"], "Name": pg["metadata"]["name"],
             "Namespace": pg["metadata"]["namespace"], "Queue": "default",
-            "Priority": 0, "MinAvailable": pg["spec"]["minMember"], "WaitingTime": None,
+            "Priority": 0, "MinAvailable": pg["spec"].get("minMember", 0), "WaitingTime": None,
             "JobFitErrors": "", "NodesFitErrors": {}, "AllocatedHyperNode": "",
             "NetworkTopology": None, "SubJobs": {}, "TaskToSubJob": {}, "MinSubJobs": None,
             "TaskStatusIndex": dict(sorted(index.items())), "Tasks": tasks,
-            "TaskMinAvailable": {"worker": pg["spec"]["minMember"]},
-            "TaskMinAvailableTotal": pg["spec"]["minMember"],
+            "TaskMinAvailable": {"worker": pg["spec"].get("minMember", 0)},
+            "TaskMinAvailableTotal": pg["spec"].get("minMember", 0),
             "Allocated": _resource(), "TotalRequest": _resource(),
-            "CreationTimestamp": pg["metadata"]["creationTimestamp"],
+            "CreationTimestamp": pg["metadata"].get("creationTimestamp", ""),
             "PodGroup": {**pg, "Version": "v1beta1"},
             "ScheduleStartTimestamp": "0001-01-01T00:00:00Z", "Preemptable": False,
             "RevocableZone": "", "Budget": {"MinAvailable": "", "MaxUnavilable": ""},
@@ -709,5 +774,5 @@ def evict_jobs(cluster: VolcanoCluster, jobs: Iterable[str]) -> int:
     return sum(cluster.evict(job) for job in jobs)
 
 
-__all__ = ["AscendStandIn", "SessionReport", "VolcanoCluster", "cluster_from_scenario",
-           "run_session", "task_info", "volcano_snapshot"]
+__all__ = ["AscendStandIn", "DumpObjects", "SessionReport", "VolcanoCluster",
+           "cluster_from_scenario", "run_session", "task_info", "volcano_snapshot"]

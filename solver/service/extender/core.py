@@ -41,6 +41,7 @@ from solver.service.extender.protocol import (
     snapshot_objects,
     task_identity,
 )
+from solver.service.extender.steering import plugin_pins
 
 log = logging.getLogger("npu_place.extender")
 
@@ -172,56 +173,6 @@ def _plan_greedy_equal(session: Session, scenario: Scenario,
             consistent = False
         session.jobs[job.name] = JobPlan(family, job.owner_uid, ranks,
                                          frozenset(ranks.values()), steer, reason)
-
-
-def plugin_pins(job: Job, ranks: dict[int, str], cached: dict[int, str] | None,
-                prefer_previous: bool) -> tuple[dict[int, str] | None, str]:
-    """The node the Ascend plugin pins each pending rank of ``job`` to when the job-level
-    predicate has confined its candidates to the planned nodes ``ranks.values()``.
-
-    Follows the plugin's ``ScoreBestNPUNodes`` (A3 ``ascend910a3/superpod/frame.go``, 850
-    ``policy/chip8node8sp/frame.go``, 950 ``policy/chip8node8ra64sp/frame.go``, multilevel
-    ``policy/multilevelscheduling/frame.go``; mind-cluster commit 22bb3d98): at the job's
-    first scored task ``VerifyCachedSuperPods`` (``plugin/job.go``) keeps the job's cached
-    selection ``job.SuperPods`` (carried from the previous session) when
-    ``prefer-previous-node`` is on (multilevel: always) and every cached node either runs
-    a task of the job or is a candidate; the ranks are then pinned by
-    ``scoreNodeForReadyJob`` to the cached nodes.  Otherwise the plugin selects afresh from
-    the candidates: ``getSuperPodTop`` groups them by physical super pod in a Go map, so
-    which planned node of a physical super pod gets which rank is Go's map order, not
-    something the plan can name.
-
-    Parameters
-    ----------
-    job
-        The pending job (``running-ranks``: the ranks still running).
-    ranks
-        The plan: pending rank -> node.
-    cached
-        The plugin's cached selection as rank -> node (where the job's ranks were last
-        allocated), ``None`` when the job has none.
-    prefer_previous
-        The scheduler's ``prefer-previous-node``.
-
-    Returns
-    -------
-    tuple
-        ``(pins, "")`` when the cached selection is kept (``pins``: pending rank -> node),
-        else ``(None, why)``: why the plugin selects afresh.
-    """
-    if not cached:
-        return None, "it has no cached selection of the job"
-    if not prefer_previous and _family(job.policy) is not Family.MULTILEVEL:
-        return None, "prefer-previous-node is off"
-    running = set(job.running_ranks.values())
-    candidates = set(ranks.values())
-    stale = sorted({n for n in cached.values() if n not in running and n not in candidates})
-    if stale:
-        return None, (f"its cached selection names node {stale[0]}, neither a candidate nor "
-                      "running the job")
-    if any(rank not in cached or cached[rank] not in candidates for rank in ranks):
-        return None, "its cached selection does not cover every pending rank"
-    return {rank: cached[rank] for rank in ranks}, ""
 
 
 class ExtenderCore:
@@ -402,9 +353,9 @@ class ExtenderCore:
             for owner in gone:
                 self.lifecycle.delete_owner(owner)
                 self.selections.pop(owner, None)
-            for pods in running:  # a job first seen running: its pods show the selection
-                if pods.owner and pods.owner not in self.selections:
-                    self.selections[pods.owner] = dict(pods.ranks)
+            for pods in running:  # running pods show where the plugin's pins put them
+                if pods.owner:  # (the only source before Volcano v1.13's allocateFunc)
+                    self.selections.setdefault(pods.owner, {}).update(pods.ranks)
             session.counts["owners-deleted"] = len(gone)
             for pods in running:  # what the snapshot shows bound, recorded where new
                 for rank, node in pods.ranks.items():
@@ -692,6 +643,7 @@ class ExtenderCore:
         summary = {"session": session.number, "engine": session.engine,
                    "error": session.error, "timings": dict(session.timings),
                    "counts": dict(session.counts),
+                   "steered": sorted(job for job, yes in session.decided.items() if yes),
                    "left-to-plugin": {name: plan.reason for name, plan in
                                       sorted(session.jobs.items()) if not plan.steer},
                    "plugin-orders-ranks": sorted(name for name, plan in session.jobs.items()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from models.scenario import Family, Job
 from solver.service.extender import ExtenderConfig, ExtenderCore, JobPlan
-from solver.service.extender.core import plugin_pins
+from solver.service.extender.steering import plugin_pins
 
 
 def _job(policy: str = "chip8-node8-sp", tasks: int = 4,
