@@ -114,6 +114,8 @@ class Session:
     engine: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    #: jobs the snapshot's import refused (job id -> reason): Volcano places them
+    left_to_volcano: dict[str, str] = field(default_factory=dict)
 
     def count(self, key: str) -> None:
         """Add one to a counter of the session."""
@@ -270,7 +272,8 @@ class ExtenderCore:
 
     def _import(self, session: Session, objects: Iterable[tuple[dict[str, Any], str]]
                 ) -> Scenario:
-        importer = ClusterImport(Diagnostics())
+        # a refused object takes out only its own job (left to Volcano, named in /sessions)
+        importer = ClusterImport(Diagnostics(), strict=False)
         for obj, source in self.devices.objects():
             importer.add(obj, source)
         seen_owners: set[str] = set()  # every job's owner in the snapshot, imported or not
@@ -293,6 +296,8 @@ class ExtenderCore:
             raise SnapshotError(422, [f"session snapshot: {m}" for m in exc.messages[:20]]) \
                 from None
         scenario = result.scenario
+        session.left_to_volcano.update(result.refused)
+        session.counts["jobs-refused"] = len(result.refused)
         running: list[RunningPods] = [RunningPods(r.owner_uid, dict(r.ranks))
                                       for r in scenario.running]
         running += [RunningPods(j.owner_uid, dict(j.running_ranks)) for j in scenario.jobs
@@ -529,5 +534,6 @@ class ExtenderCore:
         session.closed = True
         summary = {"session": session.number, "engine": session.engine,
                    "error": session.error, "timings": dict(session.timings),
-                   "counts": dict(session.counts)}
+                   "counts": dict(session.counts),
+                   "left-to-volcano": dict(session.left_to_volcano)}
         self.history = [*self.history[-15:], summary]
