@@ -57,13 +57,25 @@ Decisions on the reference's inferences ([I] in cluster-integration.md), in one 
   not imported are dropped with a warning.
 * Jobs that upstream's ``ValidNPUJob`` rejects are not imported (warning quoting the rule),
   as upstream never places them; order is queue order: priority, then creation time.
+* Pending pods of one job that share a rank (Volcano numbers each task role from 0), hold
+  a bound pod's rank or a rank beyond the job's pods: the job is not imported (left to
+  Volcano, :attr:`ImportResult.refused`), in both modes: no plan can tell its pods apart.
+* Lenient mode (``strict=False``, the CLI's default and the extender's): an object the
+  importer refuses takes out only its own job (Pods, PodGroups; named in ``refused`` and
+  a warning) or itself (a Node, a device record, a PriorityClass: warned); a running job
+  that breaks a rule a pending job must meet (blocks, group sizes, a gang with a rank on
+  a node that is gone) is imported as the occupancy it is: its chips stay used and its
+  cache entries kept, but it is not a running job of the scenario (warned, naming the
+  rule).  A rule across objects that names one job (validation of the assembled
+  scenario) takes that job out the same way.  The scheduler ConfigMap's errors refuse
+  the import in both modes: every job depends on it.
 
 Why this file is long: :class:`ClusterImport` is one collector of the objects added one
 at a time (compact records kept per kind), and :meth:`ClusterImport.build` with its
 helpers (job specs, cache, running and pending jobs, vNPU jobs) makes the decisions listed
 above from those records; they read the same records and warnings, and the decisions are
-documented here, in one place, in about 60 lines of this docstring.  The file is only
-just over the limit.
+documented here, in one place, in about 75 lines of this docstring; the lenient mode's
+bookkeeping (which job an error belongs to) sits beside the collector that records them.
 """
 
 from __future__ import annotations
