@@ -38,6 +38,8 @@ from solver.service.extender.protocol import (
     PLANNED_SCORE,
     STATUS_RELEASING,
     SnapshotError,
+    check_values,
+    gc_paused,
     snapshot_objects,
     task_identity,
 )
@@ -197,25 +199,23 @@ class ExtenderCore:
         started = time.thread_time()
         t0 = time.perf_counter()
         try:
-            values = body.count(b",") + body.count(b":")
-            if values > self.config.max_values:
-                raise SnapshotError(413, [
-                    f"onSessionOpen body: about {values} JSON values; the extender parses at "
-                    f"most {self.config.max_values} (ExtenderConfig.max_values: about "
-                    f"{self.config.max_values * 85 >> 20} MB once parsed)"])
-            try:
-                data = orjson.loads(body)
-            except orjson.JSONDecodeError as exc:
-                raise SnapshotError(400, [f"onSessionOpen body: not JSON: {exc}"]) from None
-            del body
-            self._check_current(session)
-            t1, c1 = time.perf_counter(), time.thread_time()
-            if self.config.cluster is not None:  # a stored cluster's scenario
-                scenario = self._stored(session, data)
-            else:
-                objects = snapshot_objects(data, self.config.max_nodes, self.config.max_tasks)
-                del data
-                scenario = self._import(session, objects)
+            with gc_paused():  # millions of new objects: no collection can free any of them
+                check_values(body, self.config.max_values, "onSessionOpen body")
+                try:
+                    data = orjson.loads(body)
+                except orjson.JSONDecodeError as exc:
+                    raise SnapshotError(400, [f"onSessionOpen body: not JSON: {exc}"]) \
+                        from None
+                del body
+                self._check_current(session)
+                t1, c1 = time.perf_counter(), time.thread_time()
+                if self.config.cluster is not None:  # a stored cluster's scenario
+                    scenario = self._stored(session, data)
+                else:
+                    objects = snapshot_objects(data, self.config.max_nodes,
+                                               self.config.max_tasks)
+                    del data
+                    scenario = self._import(session, objects)
             t2, c2 = time.perf_counter(), time.thread_time()
             session.timings.update(parse=t1 - t0, import_=t2 - t1, parse_cpu=c1 - started,
                                    import_cpu=c2 - c1)

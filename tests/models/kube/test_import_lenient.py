@@ -168,3 +168,19 @@ def test_import_exits_0_with_warnings_and_strict_exits_2(tmp_path: Path) -> None
         == EXIT_OK
     code, err = _cli(tmp_path, "--strict")
     assert code == EXIT_INVALID and "not an integer rank" in err, err
+
+
+def test_the_synthetic_dump_writes_nodes_and_pods_of_real_size() -> None:
+    """``benchmarks/kube_dump.synthetic``: managedFields of 3-5 managers, 30-60 images,
+    5 KB or more per Node and Pod; the importer reads them as it reads the small ones."""
+    from benchmarks.kube_dump import synthetic
+
+    big, small = synthetic(64, "device-plugin"), synthetic(64, "device-plugin",
+                                                             realistic=False)
+    for obj in (*big.nodes, *big.pods):
+        assert len(json.dumps(obj, separators=(",", ":"))) >= 5000
+        assert 3 <= len(obj["metadata"]["managedFields"]) <= 5
+    assert all(30 <= len(n["status"]["images"]) <= 60 for n in big.nodes)
+    a, b = _run(big.objects(), strict=True), _run(small.objects(), strict=True)
+    assert [j["name"] for j in a.data["jobs"]] == [j["name"] for j in b.data["jobs"]]
+    assert [n["free"] for n in a.data["nodes"]] == [n["free"] for n in b.data["nodes"]]
