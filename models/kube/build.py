@@ -115,6 +115,7 @@ from models.kube.nodes import (
     NodeUsage,
     free_chips,
     node_health,
+    node_images,
     node_record,
 )
 from models.kube.source import Diagnostics, describe
@@ -318,12 +319,16 @@ class ImportResult:
 class ClusterImport:
     """Collects Kubernetes objects and builds a scenario from them."""
 
-    def __init__(self, diagnostics: Diagnostics | None = None, *, strict: bool = True) -> None:
+    def __init__(self, diagnostics: Diagnostics | None = None, *, strict: bool = True,
+                 job_images_only: bool = False) -> None:
         self.diag = diagnostics or Diagnostics()
         #: ``True``: any refused object refuses the whole import (:class:`InputError`);
         #: ``False``: a refused object takes out only its own job (or node, or record),
         #: named in the warnings and in :attr:`ImportResult.refused`.
         self.strict = strict
+        #: read of the nodes' ``status.images`` only the names some pod runs (the
+        #: scenario's ``nodes[].images`` then lists those): what placement needs
+        self.job_images_only = job_images_only
         #: job id -> why the job is not imported (lenient mode: objects refused)
         self.refused: dict[str, list[str]] = {}
         #: running jobs that break a rule, imported as occupancy only (lenient mode)
@@ -363,6 +368,21 @@ class ClusterImport:
             self.diag.warn(f"{obj.get('kind') or 'object'} refused", f"{message}: "
                            "not imported (the rest of the cluster is)")
 
+    def take_devices(self, other: ClusterImport) -> None:
+        """Start from what ``other`` read of the objects Volcano does not send (device
+        records, NodeD and switch records, the scheduler ConfigMap, PriorityClasses, the
+        reschedule history) instead of adding those objects again: the extender reads
+        them once per change, not once per session.  ``other`` must hold nothing else;
+        its records are shared (the build only reads them), its messages copied."""
+        self.devices = other.devices
+        self.classes = other.classes
+        self.scheduler_cm = other.scheduler_cm
+        self.reschedule = other.reschedule
+        self.objects += other.objects
+        self.diag.errors.extend(other.diag.errors)
+        for text, objects in other.diag._warnings.items():
+            self.diag._warnings.setdefault(text, []).extend(objects)
+
     def _refuse_job(self, job_id: str, before: int) -> None:
         """Lenient mode: the errors recorded since ``before`` refuse job ``job_id`` only."""
         if self.strict or len(self.diag.errors) == before:
@@ -382,7 +402,7 @@ class ClusterImport:
                        "missing, not a mapping, or without a string name/namespace")
             return
         if kind == "Node":
-            node = node_record(obj, diag)
+            node = node_record(obj, diag, images_later=self.job_images_only)
             if node is not None:
                 if node.name in self.nodes:
                     diag.warn(node.obj, "appears more than once in the input: the last copy "
@@ -465,6 +485,11 @@ class ClusterImport:
                 use = usage[pod.node]
                 use.chips.update(pod.chips)
                 use.requested += pod.request
+        if self.job_images_only:
+            wanted = {pod.image for pod in self.pods.values() if pod.image}
+            for record in self.nodes.values():
+                record.images = node_images(record.images_raw, record.obj, diag, wanted)
+                record.images_raw = None
         nodes: list[dict[str, Any]] = []
         node_objects: list[str] = []
         with_devices = 0  # imported nodes that a device-info record describes

@@ -161,6 +161,7 @@ class ExtenderCore:
         self._lock = threading.RLock()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="extender-plan")
         self.history: list[dict[str, Any]] = []  # last sessions' summaries
+        self._devices_read: tuple[tuple[int, ...], list[Any], ClusterImport] | None = None
 
     def start(self) -> None:
         """Start background work: the device source's re-listing, and the engines' imports
@@ -273,9 +274,8 @@ class ExtenderCore:
     def _import(self, session: Session, objects: Iterable[tuple[dict[str, Any], str]]
                 ) -> Scenario:
         # a refused object takes out only its own job (left to Volcano, named in /sessions)
-        importer = ClusterImport(Diagnostics(), strict=False)
-        for obj, source in self.devices.objects():
-            importer.add(obj, source)
+        importer = ClusterImport(Diagnostics(), strict=False, job_images_only=True)
+        importer.take_devices(self._device_records())
         seen_owners: set[str] = set()  # every job's owner in the snapshot, imported or not
         for obj, source in objects:
             if obj.get("kind") in ("PodGroup", "Pod"):
@@ -328,6 +328,20 @@ class ExtenderCore:
         cache = model.model_copy(update={"entries": entries})
         _remember_jobs(session, scenario)
         return scenario.model_copy(update={"affinity_cache": cache})
+
+    def _device_records(self) -> ClusterImport:
+        """The device source's objects as read by the importer, read again only when the
+        source's objects change (the same objects: the same records)."""
+        objects = self.devices.objects()
+        key = tuple(id(obj) for obj, _ in objects)
+        cached = self._devices_read
+        if cached is None or cached[0] != key:
+            reader = ClusterImport(Diagnostics(), strict=False)
+            for obj, source in objects:
+                reader.add(obj, source)
+            # the objects are kept with their ids, so an id cannot be reused meanwhile
+            cached = self._devices_read = (key, objects, reader)
+        return cached[2]
 
     def _plan(self, session: Session, scenario: Scenario, deadline: float) -> None:
         from solver.facade import solve

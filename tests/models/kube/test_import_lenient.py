@@ -184,3 +184,22 @@ def test_the_synthetic_dump_writes_nodes_and_pods_of_real_size() -> None:
     a, b = _run(big.objects(), strict=True), _run(small.objects(), strict=True)
     assert [j["name"] for j in a.data["jobs"]] == [j["name"] for j in b.data["jobs"]]
     assert [n["free"] for n in a.data["nodes"]] == [n["free"] for n in b.data["nodes"]]
+
+
+def test_reading_only_the_jobs_images_changes_no_job() -> None:
+    from benchmarks.kube_dump import synthetic
+
+    objects = synthetic(256, "device-plugin").objects()  # a pending job among them
+    image = next(o for o in objects if o["kind"] == "Pod")["spec"]["containers"][0]["image"]
+    node = next(o for o in objects if o["kind"] == "Node")
+    node["status"]["images"].insert(0, {"names": [image], "sizeBytes": 25_000_000_000})
+    full = _run(objects, strict=True)
+    importer = ClusterImport(Diagnostics(), strict=True, job_images_only=True)
+    for obj in objects:
+        importer.add(copy.deepcopy(obj))
+    lean = importer.build(now=NOW)
+    assert lean.data["jobs"] == full.data["jobs"]
+    assert any(j["image"] == {"name": image, "size-gb": 25.0} for j in lean.data["jobs"])
+    kept = {name for n in lean.data["nodes"] for name in n.get("images", {})}
+    assert kept == {image} and len({name for n in full.data["nodes"]
+                                    for name in n.get("images", {})}) > 100

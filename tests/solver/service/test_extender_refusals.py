@@ -43,3 +43,27 @@ def test_a_snapshot_with_every_refusal_class_still_steers_the_good_job(tmp_path:
     summary = core.history[-1]
     assert set(summary["left-to-volcano"]) == set(session.left_to_volcano)
     assert summary["counts"]["jobs-refused"] == len(REFUSED)
+
+
+def test_the_device_objects_are_read_once_per_change(tmp_path: Path) -> None:
+    cluster = VolcanoCluster(mixed_cluster(), NOW)
+    cluster.write_device_dump(tmp_path)
+    core = ExtenderCore(ExtenderConfig(configmaps=(str(tmp_path),), engine="greedy",
+                                       http_timeout=30.0), clock=lambda: NOW)
+    body = orjson.dumps(volcano_snapshot(cluster))
+    readers = []
+    for _ in range(2):
+        session = core.begin()
+        core.open_session(session, body, float("inf"))
+        assert session.error is None and core._devices_read is not None
+        readers.append(core._devices_read[2])
+    assert readers[0] is readers[1]
+    cluster.builder.priority_class("extra", 7)
+    path = cluster.write_device_dump(tmp_path)
+    import os
+    os.utime(path, (NOW + 100, NOW + 100))
+    core.devices._checked = 0.0  # the source looks at its files at most once a second
+    session = core.begin()
+    core.open_session(session, body, float("inf"))
+    assert core._devices_read is not None and core._devices_read[2] is not readers[0]
+    assert core._devices_read[2].classes.values["extra"] == 7
