@@ -29,6 +29,7 @@ from models.scenario import AffinityCacheModel, Family, Policy, Scenario, family
 from models.validation import InputError
 from solver.service.extender.config import ExtenderConfig
 from solver.service.extender.devices import DeviceSource
+from solver.service.extender.fastpath import go_layout
 from solver.service.extender.protocol import (
     ABSTAIN,
     CODE_UNSCHEDULABLE,
@@ -429,30 +430,31 @@ class ExtenderCore:
         return plan if steered else None
 
     def prioritize_raw(self, raw: bytes) -> bytes:
-        """``prioritize`` from the request's bytes, parsing only the task.
+        """``prioritize`` from the request's bytes.
 
-        Go's encoder writes ``{"task":<TaskInfo>,"nodes":[<NodeInfo>,...]}`` in this order,
-        and every ``NodeInfo`` opens with ``{"Name":<name>,"Node":``; so the task is the
-        bytes before ``,"nodes":[`` and a node is a candidate when that opening is in the
-        rest.  Any other layout is parsed whole (:meth:`prioritize`).
+        In Go's layout (``{"task":<TaskInfo>,"nodes":[<NodeInfo>,...]}``) only the task is
+        built and the candidates' names are read by a validating parser that builds no
+        objects (:func:`~solver.service.extender.fastpath.go_layout`), when that is
+        provably what a full parse gives; any other body is parsed whole
+        (:meth:`prioritize`), within :attr:`ExtenderConfig.max_verb_values`.
 
         Raises
         ------
         orjson.JSONDecodeError
             When the body is not JSON.
+        SnapshotError
+            413 when the body (or the task, in Go's layout) holds too many values.
         """
-        cut = raw.find(b',"nodes":[')
-        if not raw.startswith(b'{"task":') or cut < 0:
+        fast = go_layout(raw, self.config.max_verb_values)
+        if fast is not None:
+            task, names = fast
+            return self._prioritize(task, names.__contains__)
+        check_values(raw, self.config.max_verb_values, "prioritize body")
+        with gc_paused():
             data = orjson.loads(raw)
-            if not isinstance(data, dict):
-                return ABSTAIN
-            return self.prioritize(data)
-        try:
-            task = orjson.loads(raw[8:cut])
-        except orjson.JSONDecodeError:
-            return self.prioritize(orjson.loads(raw))
-        return self._prioritize(task, lambda name: raw.find(
-            b'{"Name":' + orjson.dumps(name) + b',"Node":', cut) >= 0)
+        if not isinstance(data, dict):
+            return ABSTAIN
+        return self.prioritize(data)
 
     def prioritize(self, body: dict[str, Any]) -> bytes:
         """``prioritize``: the planned node of the task gets :data:`PLANNED_SCORE`."""
