@@ -41,6 +41,7 @@ from solver.service.extender.protocol import (
     SnapshotError,
     check_values,
     gc_paused,
+    parse_snapshot,
     snapshot_objects,
     task_identity,
 )
@@ -204,7 +205,7 @@ class ExtenderCore:
             with gc_paused():  # millions of new objects: no collection can free any of them
                 check_values(body, self.config.max_values, "onSessionOpen body")
                 try:
-                    data = orjson.loads(body)
+                    data = parse_snapshot(body)  # in pieces: the loop answers meanwhile
                 except orjson.JSONDecodeError as exc:
                     raise SnapshotError(400, [f"onSessionOpen body: not JSON: {exc}"]) \
                         from None
