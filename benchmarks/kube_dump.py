@@ -78,6 +78,10 @@ class DumpBuilder:
     switch_records: dict[str, dict[str, Any]] = field(default_factory=dict)
     params: dict[str, str] = field(default_factory=dict)
     reschedule: dict[str, Any] = field(default_factory=dict)
+    #: write Nodes and Pods the size a real cluster's are (``managedFields`` of 3-5
+    #: managers, 30-60 ``status.images``, the usual conditions, labels and annotations:
+    #: 5 KB or more each) instead of only the fields the importer reads
+    realistic: bool = False
     _state: dict[str, _Node] = field(default_factory=dict)
 
     @property
@@ -130,16 +134,23 @@ class DumpBuilder:
             spec["unschedulable"] = True
             spec["taints"] = [{"key": "node.kubernetes.io/unschedulable",
                                "effect": "NoSchedule"}]
+        if self.realistic:
+            _bulk_node(name, node_labels, annotations, conditions, self.now)
         self.nodes.append({
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "uid": _uid("node", name), "labels": node_labels,
                          "annotations": annotations,
+                         **({"managedFields": _managed_fields(
+                             "Node", name, self.now, 3 + len(self.nodes) % 3)}
+                            if self.realistic else {}),
                          "creationTimestamp": _stamp(self.now - 90 * 86400)},
             "spec": spec,
             "status": {"capacity": capacity, "allocatable": dict(capacity, cpu="190"),
                        "conditions": conditions,
                        "nodeInfo": {"architecture": "arm64", "kubeletVersion": "v1.28.9",
-                                    "containerRuntimeVersion": "containerd://1.7.13"}},
+                                    "containerRuntimeVersion": "containerd://1.7.13"},
+                       **(_bulk_node_status(name, len(self.nodes), self.now)
+                          if self.realistic else {})},
         })
         key = self.resource
         devices = {
@@ -273,6 +284,8 @@ class DumpBuilder:
             else:
                 status["hostIP"] = f"192.168.0.{len(self.pods) % 250}"
                 status["startTime"] = _stamp(created + 10)
+            if self.realistic:
+                _bulk_pod(spec, status, pod_annotations, container, pod_name, self.now)
             self.pods.append({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": pod_name, "namespace": namespace,
@@ -287,6 +300,9 @@ class DumpBuilder:
                                  created if pod_age is None else self.now - pod_age)},
                 "spec": spec, "status": status,
             })
+            if self.realistic:
+                self.pods[-1]["metadata"]["managedFields"] = _managed_fields(
+                    "Pod", pod_name, self.now, 3 + len(self.pods) % 3)
 
     def priority_class(self, name: str, value: int, default: bool = False) -> None:
         """Add a PriorityClass."""
@@ -429,6 +445,155 @@ class DumpBuilder:
         return written
 
 
+# ---------------------------------------------------------------------- real-size objects
+#: Managers that write Nodes and Pods in a real cluster (``metadata.managedFields``).
+_MANAGERS = ("kubelet", "kube-controller-manager", "device-plugin", "noded", "kubectl-label",
+             "vc-scheduler", "kube-scheduler")
+
+
+def _managed_fields(kind: str, name: str, now: int, count: int) -> list[dict[str, Any]]:
+    """``metadata.managedFields`` of ``count`` managers, as the API server writes them."""
+    out = []
+    for i in range(count):
+        manager = _MANAGERS[(len(name) + i) % len(_MANAGERS)]
+        keys: dict[str, Any] = {f"f:{key}": {} for key in (
+            "kubernetes.io/hostname", "kubernetes.io/arch", "kubernetes.io/os",
+            "node.kubernetes.io/npu.chip.name", "accelerator", "host-arch", "nodeDEnable",
+            f"{manager}/owned-{i}")}
+        status: dict[str, Any] = {"f:conditions": {f'k:{{"type":"T{j}"}}': {
+            ".": {}, "f:lastHeartbeatTime": {}, "f:lastTransitionTime": {}, "f:message": {},
+            "f:reason": {}, "f:status": {}, "f:type": {}} for j in range(3)}}
+        if kind == "Pod" and not i % 2:
+            status = {"f:phase": {}, "f:hostIP": {}, "f:startTime": {}}
+        out.append({
+            "manager": manager, "operation": "Update" if i else "Apply",
+            "apiVersion": "v1", "time": _stamp(now - 3600 * (i + 1)), "fieldsType": "FieldsV1",
+            "subresource": "status" if i % 2 else "",
+            "fieldsV1": {"f:metadata": {"f:labels": {".": {}, **keys},
+                                        "f:annotations": {".": {}, f"f:{manager}.io/k{i}": {}}},
+                         "f:status": status}})
+    return out
+
+
+def _bulk_node(name: str, labels: dict[str, str], annotations: dict[str, str],
+               conditions: list[dict[str, Any]], now: int) -> None:
+    """The labels, annotations and conditions a real Node carries besides the importer's."""
+    digest = int(hashlib.md5(name.encode()).hexdigest()[:6], 16)
+    labels.update({
+        "beta.kubernetes.io/arch": "arm64", "beta.kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": "Atlas-900-A3-SuperPoD",
+        "topology.kubernetes.io/region": "cn-south-1",
+        "topology.kubernetes.io/zone": "cn-south-1a", "servertype": "Ascend850-64",
+        "huawei.com/npu-driver-version": "24.1.rc3", "cpu-manager-policy": "static",
+        "feature.node.kubernetes.io/cpu-cpuid.ASIMD": "true",
+        "feature.node.kubernetes.io/kernel-version.full": "5.10.0-182.0.0.95.oe2203sp3.aarch64",
+    })
+    annotations.update({
+        "kubeadm.alpha.kubernetes.io/cri-socket": "unix:///run/containerd/containerd.sock",
+        "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+        "projectcalico.org/IPv4Address": f"192.168.{digest % 250}.{digest // 250 % 250}/16",
+        "projectcalico.org/IPv4IPIPTunnelAddr": f"10.244.{digest % 250}.1",
+        "csi.volume.kubernetes.io/nodeid": json.dumps({"nfs.csi.k8s.io": name}),
+        "huawei.com/ascend-driver-info": "version=24.1.rc3;firmware=7.5.0.1.129;"
+                                         "toolkit=8.0.RC3",
+    })
+    for kind, reason in (("PIDPressure", "KubeletHasSufficientPID"),
+                         ("NetworkUnavailable", "CalicoIsUp")):
+        conditions.insert(0, {"type": kind, "status": "False", "reason": reason})
+    for cond in conditions:
+        cond.setdefault("message", f"kubelet reports {cond['reason']}")
+        cond.setdefault("lastTransitionTime", _stamp(now - 30 * 86400))
+        cond.setdefault("lastHeartbeatTime", _stamp(now - 20))
+
+
+def _bulk_node_status(name: str, index: int, now: int) -> dict[str, Any]:
+    """A real Node's addresses, daemon endpoints, node info and 30-60 cached images."""
+    count = 30 + (index * 7) % 31
+    images = []
+    for i in range(count):
+        repo = f"swr.cn-south-1.myhuaweicloud.com/ascendhub/image-{(index + i) % 97}"
+        digest = hashlib.sha256(f"{repo}{i}".encode()).hexdigest()
+        names = [f"{repo}:2.{i % 9}.0-a3-arm"]
+        if i % 3 == 0:  # some images are listed by digest too
+            names.insert(0, f"{repo}@sha256:{digest}")
+        images.append({"names": names,
+                       "sizeBytes": 200_000_000 + (i * 37_000_000) % 20_000_000_000})
+    return {
+        "addresses": [{"type": "InternalIP",
+                       "address": f"192.168.{index // 250 % 250}.{index % 250}"},
+                      {"type": "Hostname", "address": name}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "images": images,
+        "nodeInfo": {"machineID": hashlib.md5(name.encode()).hexdigest(),
+                     "systemUUID": _uid("sys", name), "bootID": _uid("boot", name, now),
+                     "kernelVersion": "5.10.0-182.0.0.95.oe2203sp3.aarch64",
+                     "osImage": "openEuler 22.03 (LTS-SP3)",
+                     "containerRuntimeVersion": "containerd://1.7.13",
+                     "kubeletVersion": "v1.28.9", "kubeProxyVersion": "v1.28.9",
+                     "operatingSystem": "linux", "architecture": "arm64"},
+    }
+
+
+def _bulk_pod(spec: dict[str, Any], status: dict[str, Any], annotations: dict[str, str],
+              container: dict[str, Any], pod_name: str, now: int) -> None:
+    """The volumes, tolerations, statuses and annotations a real Pod carries."""
+    job = pod_name.rsplit("-", 2)[0]
+    annotations.update({
+        "cni.projectcalico.org/podIP": "10.244.3.17/32",
+        "cni.projectcalico.org/containerID": hashlib.sha256(pod_name.encode()).hexdigest(),
+        "kubectl.kubernetes.io/last-applied-configuration": json.dumps(
+            {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+             "metadata": {"name": job, "annotations": {"sp-block": "64"}},
+             "spec": {"minAvailable": 1, "schedulerName": "volcano", "maxRetry": 3,
+                      "plugins": {"env": [], "svc": []}, "tasks": [
+                          {"name": "worker", "replicas": 8, "template": {"spec": {
+                              "containers": [{"name": "ascend", "image": container["image"]}],
+                              "nodeSelector": {"host-arch": "huawei-arm"}}}}]}},
+            separators=_SEP),
+    })
+    mounts = ("ascend-driver", "ascend-add-ons", "dshm", "localtime", "job-code",
+              "job-output", "kube-api-access")
+    container["volumeMounts"] = [{"name": n, "mountPath": f"/{n.replace('-', '/')}"}
+                                 for n in mounts]
+    container["env"] = [*container["env"], *({"name": k, "value": v} for k, v in (
+        ("XDL_IP", "status.hostIP"), ("HCCL_CONNECT_TIMEOUT", "1200"),
+        ("ASCEND_GLOBAL_LOG_LEVEL", "3"), ("MS_ROLE", "MS_WORKER"),
+        ("PYTHONUNBUFFERED", "1")))]
+    container["ports"] = [{"containerPort": 2222, "name": "ascendjob-port", "protocol": "TCP"}]
+    container["terminationMessagePath"] = "/dev/termination-log"
+    container["imagePullPolicy"] = "IfNotPresent"
+    spec["volumes"] = [
+        {"name": "ascend-driver", "hostPath": {"path": "/usr/local/Ascend/driver", "type": ""}},
+        {"name": "ascend-add-ons", "hostPath": {"path": "/usr/local/Ascend/add-ons",
+                                                "type": ""}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        {"name": "localtime", "hostPath": {"path": "/etc/localtime"}},
+        {"name": "job-code", "nfs": {"server": "10.0.0.9", "path": "/code"}},
+        {"name": "job-output", "nfs": {"server": "10.0.0.9", "path": "/out"}},
+        {"name": "kube-api-access", "projected": {"sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt",
+                           "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}]
+    spec["tolerations"] = [{"key": f"node.kubernetes.io/{t}", "operator": "Exists",
+                            "effect": "NoExecute", "tolerationSeconds": 300}
+                           for t in ("not-ready", "unreachable")]
+    spec.update({"dnsPolicy": "ClusterFirst", "serviceAccountName": "default",
+                 "terminationGracePeriodSeconds": 30, "enableServiceLinks": True,
+                 "preemptionPolicy": "PreemptLowerPriority", "hostname": pod_name,
+                 "subdomain": job, "securityContext": {}})
+    status.setdefault("conditions", [])
+    for kind in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady"):
+        status["conditions"].append({"type": kind, "status": "True", "lastProbeTime": None,
+                                     "lastTransitionTime": _stamp(now - 3000)})
+    status["qosClass"] = "Guaranteed"
+    status["containerStatuses"] = [{
+        "name": container["name"], "ready": True, "restartCount": 0, "started": True,
+        "image": container["image"], "imageID": container["image"] + "@sha256:"
+        + hashlib.sha256(container["image"].encode()).hexdigest(),
+        "containerID": "containerd://" + hashlib.sha256(pod_name.encode()).hexdigest(),
+        "state": {"running": {"startedAt": _stamp(now - 2990)}}, "lastState": {}}]
+
+
 # ---------------------------------------------------------------------- the examples
 
 
@@ -548,13 +713,16 @@ def example_multilevel() -> DumpBuilder:
     return b
 
 
-def synthetic(nodes: int, mode: str = "clusterd", now: int = EXAMPLE_NOW) -> DumpBuilder:
+def synthetic(nodes: int, mode: str = "clusterd", now: int = EXAMPLE_NOW,
+              realistic: bool = True) -> DumpBuilder:
     """A large 850-style cluster: super pods of 64 nodes, about 70 % of nodes busy.
 
     Jobs of 8 to 128 ranks (sp-block 64 NPUs = 8 nodes) fill super pods in order; every
-    fifth job is pending; one node in 97 is unhealthy, one in 89 sub-healthy.
+    fifth job is pending; one node in 97 is unhealthy, one in 89 sub-healthy.  Nodes and
+    Pods are of real size (``realistic``, :class:`DumpBuilder`) unless told otherwise.
     """
-    b = DumpBuilder(mode, now=now, resource="huawei.com/npu", chip_type="Ascend850")
+    b = DumpBuilder(mode, now=now, resource="huawei.com/npu", chip_type="Ascend850",
+                    realistic=realistic)
     b.params = {"super-pod-size": "64", "reserve-nodes": "2", "prefer-previous-node": "true"}
     names = [f"sp{i // 64}-node-{i % 64}" for i in range(nodes)]
     for i, name in enumerate(names):
@@ -601,11 +769,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--examples", action="store_true",
                         help="write the bundled example dumps to OUT instead")
+    parser.add_argument("--small-objects", action="store_true",
+                        help="write only the fields the importer reads (not real-size "
+                             "Nodes and Pods)")
     args = parser.parse_args(argv)
     if args.examples:
         write_examples(args.out)
         return 0
-    synthetic(args.nodes, args.mode).write(args.out, indent=None)
+    synthetic(args.nodes, args.mode, realistic=not args.small_objects).write(args.out,
+                                                                             indent=None)
     return 0
 
 

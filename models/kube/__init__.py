@@ -23,16 +23,21 @@ from models.scenario import Scenario
 
 
 def import_dumps(paths: Sequence[str], *, now: int | None = None,
-                 previous: Scenario | None = None, stdin: TextIO | None = None) -> ImportResult:
+                 previous: Scenario | None = None, stdin: TextIO | None = None,
+                 strict: bool = True) -> ImportResult:
     """Import ``kubectl`` dumps (files, directories, ``-`` for stdin) into a scenario.
+
+    ``strict=False``: an object the importer refuses takes out only its own job (or node),
+    named in the warnings and in :attr:`ImportResult.refused`, and a running job that
+    breaks a rule is imported as occupancy only (see :class:`ClusterImport`).
 
     Raises
     ------
     models.validation.InputError
-        A file cannot be read or parsed, or an object is malformed; each message names the
-        file or object and the field.
+        A file cannot be read or parsed, or (``strict``) an object is malformed; each
+        message names the file or object and the field.
     """
-    importer = ClusterImport(Diagnostics())
+    importer = ClusterImport(Diagnostics(), strict=strict)
     read_dumps(paths, importer.add, importer.diag, stdin=stdin)
     return importer.build(now=now, previous=previous)
 

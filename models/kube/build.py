@@ -57,13 +57,25 @@ Decisions on the reference's inferences ([I] in cluster-integration.md), in one 
   not imported are dropped with a warning.
 * Jobs that upstream's ``ValidNPUJob`` rejects are not imported (warning quoting the rule),
   as upstream never places them; order is queue order: priority, then creation time.
+* Pending pods of one job that share a rank (Volcano numbers each task role from 0), hold
+  a bound pod's rank or a rank beyond the job's pods: the job is not imported (left to
+  Volcano, :attr:`ImportResult.refused`), in both modes: no plan can tell its pods apart.
+* Lenient mode (``strict=False``, the CLI's default and the extender's): an object the
+  importer refuses takes out only its own job (Pods, PodGroups; named in ``refused`` and
+  a warning) or itself (a Node, a device record, a PriorityClass: warned); a running job
+  that breaks a rule a pending job must meet (blocks, group sizes, a gang with a rank on
+  a node that is gone) is imported as the occupancy it is: its chips stay used and its
+  cache entries kept, but it is not a running job of the scenario (warned, naming the
+  rule).  A rule across objects that names one job (validation of the assembled
+  scenario) takes that job out the same way.  The scheduler ConfigMap's errors refuse
+  the import in both modes: every job depends on it.
 
 Why this file is long: :class:`ClusterImport` is one collector of the objects added one
 at a time (compact records kept per kind), and :meth:`ClusterImport.build` with its
 helpers (job specs, cache, running and pending jobs, vNPU jobs) makes the decisions listed
 above from those records; they read the same records and warnings, and the decisions are
-documented here, in one place, in about 60 lines of this docstring.  The file is only
-just over the limit.
+documented here, in one place, in about 75 lines of this docstring; the lenient mode's
+bookkeeping (which job an error belongs to) sits beside the collector that records them.
 """
 
 from __future__ import annotations
@@ -103,6 +115,7 @@ from models.kube.nodes import (
     NodeUsage,
     free_chips,
     node_health,
+    node_images,
     node_record,
 )
 from models.kube.source import Diagnostics, describe
@@ -116,10 +129,11 @@ from models.scenario import (
     Job,
     Node,
     RingController,
+    RunningJob,
     Scenario,
     VnpuJob,
 )
-from models.validation import InputError, JobShape, derive_shape
+from models.validation import InputError, JobShape, check_running, derive_shape
 from models.vnpu import job_family, kind_family, request_error
 
 _Cache = dict[tuple[str, int], dict[str, Any]]
@@ -209,6 +223,40 @@ def _validated(model: type[M], item: dict[str, Any], who: str, fields: dict[str,
         return None
 
 
+def _named_jobs(messages: list[str], sections: tuple[tuple[str, str], ...]
+                ) -> dict[str, tuple[str, str]]:
+    """Each validation message that names one job -> (data section, job name)."""
+    out: dict[str, tuple[str, str]] = {}
+    for message in messages:
+        rest = message.removeprefix("<import>: ")
+        for key, word in sorted(sections, key=lambda s: -len(s[1])):
+            if rest.startswith(f"{word} '"):
+                name, sep, _ = rest[len(word) + 2:].partition("': field")
+                if sep:
+                    out[message] = (key, name)
+                break
+    return out
+
+
+def _job_of(obj: dict[str, Any]) -> str | None:
+    """The job id (``<namespace>/<podgroup>``) a Pod or PodGroup belongs to, read from the
+    raw object as far as it can be (``None``: not one, or not readable)."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return None
+    namespace = meta.get("namespace") or "default"
+    if not isinstance(namespace, str):
+        return None
+    if obj.get("kind") == "PodGroup":
+        name = meta.get("name")
+        return f"{namespace}/{name}" if isinstance(name, str) and name else None
+    if obj.get("kind") == "Pod":
+        annotations = meta.get("annotations")
+        group = annotations.get(GROUP_ANNOTATION) if isinstance(annotations, dict) else None
+        return f"{namespace}/{group}" if isinstance(group, str) and group else None
+    return None
+
+
 @dataclass
 class ImportResult:
     """A scenario and what the import could not express.
@@ -222,6 +270,9 @@ class ImportResult:
     warnings: list[str]
     mode: str
     counts: dict[str, int] = field(default_factory=dict)
+    #: jobs not imported (left to Volcano) -> the first reason: objects the importer
+    #: refused (lenient mode) and pending pods whose ranks cannot be planned
+    refused: dict[str, str] = field(default_factory=dict)
 
     def render(self, fmt: str) -> str:
         """The scenario as ``json`` or ``yaml`` text, as ``npu-place import`` writes it.
@@ -268,8 +319,20 @@ class ImportResult:
 class ClusterImport:
     """Collects Kubernetes objects and builds a scenario from them."""
 
-    def __init__(self, diagnostics: Diagnostics | None = None) -> None:
+    def __init__(self, diagnostics: Diagnostics | None = None, *, strict: bool = True,
+                 job_images_only: bool = False) -> None:
         self.diag = diagnostics or Diagnostics()
+        #: ``True``: any refused object refuses the whole import (:class:`InputError`);
+        #: ``False``: a refused object takes out only its own job (or node, or record),
+        #: named in the warnings and in :attr:`ImportResult.refused`.
+        self.strict = strict
+        #: read of the nodes' ``status.images`` only the names some pod runs (the
+        #: scenario's ``nodes[].images`` then lists those): what placement needs
+        self.job_images_only = job_images_only
+        #: job id -> why the job is not imported (lenient mode: objects refused)
+        self.refused: dict[str, list[str]] = {}
+        #: running jobs that break a rule, imported as occupancy only (lenient mode)
+        self.occupancy: list[str] = []
         self.nodes: dict[str, NodeRecord] = {}
         self.devices = DeviceState()
         self.pods: dict[tuple[str, str], PodRecord] = {}
@@ -282,7 +345,52 @@ class ClusterImport:
 
     # ------------------------------------------------------------------ intake
     def add(self, obj: dict[str, Any], source: str = "<input>") -> None:
-        """Take one Kubernetes object (any kind; unknown kinds are reported and skipped)."""
+        """Take one Kubernetes object (any kind; unknown kinds are reported and skipped).
+
+        In lenient mode (``strict=False``) an object the importer refuses takes out only
+        its own job (a Pod or PodGroup: the job is not imported, see :attr:`refused`), or
+        itself (a Node, a device-info record, a PriorityClass); the scheduler ConfigMap's
+        errors stay errors (every job depends on it).
+        """
+        before = len(self.diag.errors)
+        self._add(obj, source)
+        if self.strict or len(self.diag.errors) == before:
+            return
+        if obj.get("kind") == "ConfigMap" and is_scheduler_configmap(obj):
+            return
+        new = self.diag.errors[before:]
+        del self.diag.errors[before:]
+        job = _job_of(obj)
+        if job is not None:
+            self.refused.setdefault(job, []).extend(new)
+            return
+        for message in new:
+            self.diag.warn(f"{obj.get('kind') or 'object'} refused", f"{message}: "
+                           "not imported (the rest of the cluster is)")
+
+    def take_devices(self, other: ClusterImport) -> None:
+        """Start from what ``other`` read of the objects Volcano does not send (device
+        records, NodeD and switch records, the scheduler ConfigMap, PriorityClasses, the
+        reschedule history) instead of adding those objects again: the extender reads
+        them once per change, not once per session.  ``other`` must hold nothing else;
+        its records are shared (the build only reads them), its messages copied."""
+        self.devices = other.devices
+        self.classes = other.classes
+        self.scheduler_cm = other.scheduler_cm
+        self.reschedule = other.reschedule
+        self.objects += other.objects
+        self.diag.errors.extend(other.diag.errors)
+        for text, objects in other.diag._warnings.items():
+            self.diag._warnings.setdefault(text, []).extend(objects)
+
+    def _refuse_job(self, job_id: str, before: int) -> None:
+        """Lenient mode: the errors recorded since ``before`` refuse job ``job_id`` only."""
+        if self.strict or len(self.diag.errors) == before:
+            return
+        self.refused.setdefault(job_id, []).extend(self.diag.errors[before:])
+        del self.diag.errors[before:]
+
+    def _add(self, obj: dict[str, Any], source: str) -> None:
         self.objects += 1
         kind = obj.get("kind")
         diag = self.diag
@@ -294,7 +402,7 @@ class ClusterImport:
                        "missing, not a mapping, or without a string name/namespace")
             return
         if kind == "Node":
-            node = node_record(obj, diag)
+            node = node_record(obj, diag, images_later=self.job_images_only)
             if node is not None:
                 if node.name in self.nodes:
                     diag.warn(node.obj, "appears more than once in the input: the last copy "
@@ -377,6 +485,11 @@ class ClusterImport:
                 use = usage[pod.node]
                 use.chips.update(pod.chips)
                 use.requested += pod.request
+        if self.job_images_only:
+            wanted = {pod.image for pod in self.pods.values() if pod.image}
+            for record in self.nodes.values():
+                record.images = node_images(record.images_raw, record.obj, diag, wanted)
+                record.images_raw = None
         nodes: list[dict[str, Any]] = []
         node_objects: list[str] = []
         with_devices = 0  # imported nodes that a device-info record describes
@@ -436,6 +549,7 @@ class ClusterImport:
         for name in orphans:
             diag.warn(devices[name].obj, f"device info for node '{name}', which is not in "
                       "the input: ignored")
+        self._settle()  # lenient: a node record's refusal is a warning (node kept as read)
         node_names = set(health)
         diag.raise_errors()
 
@@ -450,13 +564,23 @@ class ClusterImport:
             raise InputError([f"{sched.obj}: field 'init-params."
                               f"{'.'.join(str(p) for p in err['loc'])}': {err['msg']}"
                               for err in exc.errors()]) from None
-        models = [_validated(Node, n, who, _NODE_FIELDS, diag)
-                  for n, who in zip(nodes, node_objects, strict=True)]
+        models = []
+        for n, who in zip(list(nodes), node_objects, strict=True):
+            before = len(diag.errors)
+            model = _validated(Node, n, who, _NODE_FIELDS, diag)
+            if model is not None:
+                models.append(model)
+            elif not self.strict:  # the node alone is left out
+                self._settle(before, "node not imported")
+                nodes.remove(n)
+                node_names.discard(n["name"])
+                health.pop(n["name"], None)
         diag.raise_errors()
-        base = Scenario(config=config, nodes=[m for m in models if m is not None])
+        base = Scenario(config=config, nodes=models)
         jobs: list[dict[str, Any]] = []
         running: list[dict[str, Any]] = []
         for spec in sorted(specs, key=lambda s: (-s.priority, s.created, s.name)):
+            before = len(diag.errors)
             if spec.bound and not spec.pending_pods:
                 item = self._running(spec, node_names, base, diag)
                 if item is not None:
@@ -466,6 +590,7 @@ class ClusterImport:
                 job = self._pending(spec, cache, health, now, base, diag)
                 if job is not None:
                     jobs.append(job)
+            self._refuse_job(spec.name, before)
         diag.raise_errors()
         running.sort(key=lambda r: natural_key(r["name"]))
         data: dict[str, Any] = {
@@ -482,22 +607,58 @@ class ClusterImport:
         }
         if vnpu_jobs:
             data["vnpu-jobs"] = vnpu_jobs
-        try:
-            scenario = scenario_from_data(data, "<import>")
-            # what is written must read back: the readers' integer range, depth and size
-            check_data(data)
-        except InputError as exc:
-            raise InputError([f"the imported cluster is not a valid scenario: {m}"
-                              for m in exc.messages]) from None
-        except DocumentError as exc:
-            raise InputError([f"the imported cluster is not a valid scenario: {exc}"]) from None
+        scenario = self._scenario(data)
+        for job_id in sorted(self.refused, key=natural_key):
+            reasons = self.refused[job_id]
+            more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+            diag.warn(f"job {job_id}", f"not imported, left to Volcano: {reasons[0]}{more}")
         counts = {"nodes": len(nodes), "jobs": len(jobs) + len(vnpu_jobs),
                   "running": len(running), "device-info": with_devices,
                   "cache": len(cache), "objects": self.objects,
                   "unhealthy": sum(1 for h in health.values() if h is Health.UNHEALTHY),
-                  "subhealthy": sum(1 for h in health.values() if h is Health.SUBHEALTHY)}
+                  "subhealthy": sum(1 for h in health.values() if h is Health.SUBHEALTHY),
+                  "refused": len(self.refused)}
         return ImportResult(scenario=scenario, data=data, warnings=diag.warnings, mode=mode,
-                            counts=counts)
+                            counts=counts,
+                            refused={job: reasons[0] for job, reasons in self.refused.items()})
+
+    def _settle(self, before: int = 0, outcome: str = "ignored") -> None:
+        """Lenient mode: the errors recorded since ``before`` become warnings (their object
+        alone is affected, as ``outcome`` says)."""
+        if self.strict:
+            return
+        for message in self.diag.errors[before:]:
+            who, _, text = message.partition(": ")
+            self.diag.warn(who, f"{text}: {outcome}")
+        del self.diag.errors[before:]
+
+    def _scenario(self, data: dict[str, Any]) -> Scenario:
+        """Validate the assembled scenario.  In lenient mode a job (pending, running or
+        vNPU) that a rule across objects refuses is taken out (named in :attr:`refused`)
+        and the rest validated again; a refusal that names no job refuses the import."""
+        sections = (("jobs", "job"), ("running", "running job"), ("vnpu-jobs", "vNPU job"))
+        for _ in range(4):
+            try:
+                scenario = scenario_from_data(data, "<import>")
+                # what is written must read back: the readers' integer range, depth and size
+                check_data(data)
+                return scenario
+            except InputError as exc:
+                messages = exc.messages
+                named = {} if self.strict else _named_jobs(messages, sections)
+                if not named or len(named) < len(set(messages)):
+                    raise InputError([f"the imported cluster is not a valid scenario: {m}"
+                                      for m in messages]) from None
+            except DocumentError as exc:
+                raise InputError([f"the imported cluster is not a valid scenario: {exc}"]) \
+                    from None
+            for message, (key, name) in named.items():
+                data[key] = [j for j in data.get(key, []) if j["name"] != name]
+                self.refused.setdefault(name, []).append(message.removeprefix("<import>: "))
+            if not data.get("vnpu-jobs"):
+                data.pop("vnpu-jobs", None)
+        raise InputError(["the imported cluster is not a valid scenario after taking out "
+                          f"the jobs {listing(sorted(self.refused))}"])
 
     # ------------------------------------------------------------------ jobs
     def _job_specs(self, diag: Diagnostics) -> list[JobSpec]:
@@ -509,6 +670,8 @@ class ClusterImport:
                     loose.append(pod.obj)
                 continue
             job_id = f"{pod.namespace}/{pod.group}"
+            if job_id in self.refused:
+                continue  # its chips still count as used (build's usage)
             if pod.npu_core > 0 and pod.resource is None:  # dynamic vNPU: models.kube.vnpu
                 self.vnpu_groups.setdefault(job_id, VnpuGroup(job_id)).pods.append(pod)
                 continue
@@ -521,15 +684,25 @@ class ClusterImport:
                               "used")
             group.pods.append(pod)
         for job_id, pg in self.podgroups.items():
-            if job_id not in self.vnpu_groups:
+            if job_id not in self.vnpu_groups and job_id not in self.refused:
                 groups.setdefault(job_id, JobGroup(job_id, pg))
         for obj in loose:
             diag.warn(obj, f"requests NPUs without {GROUP_ANNOTATION} (not a Volcano job): "
                       "its chips are counted as used, it is not imported as a job")
         specs = []
         for job_id in sorted(groups, key=natural_key):
+            if job_id in self.refused:
+                continue
+            before = len(diag.errors)
             spec = job_spec(groups[job_id], self.classes, diag)
-            if spec is not None:
+            self._refuse_job(job_id, before)
+            if spec is not None and spec.rank_problem:
+                # two pending pods of one rank (Volcano numbers each task role from 0) or a
+                # rank outside the gang: no plan can say which pod goes where
+                self.refused.setdefault(job_id, []).append(
+                    f"{spec.obj}: {spec.rank_problem}")
+                continue
+            if spec is not None and job_id not in self.refused:
                 specs.append(spec)
         return specs
 
@@ -547,8 +720,10 @@ class ClusterImport:
             priority = (self.classes.values.get(class_name, first.priority or 0)
                         if class_name else first.priority if first.priority is not None
                         else self.classes.default or 0)
+            before = len(diag.errors)
             item, entries = vnpu_job(group, priority, owner, node_names, now, diag,
                                      pg.labels if pg else None)
+            self._refuse_job(job_id, before)
             for entry in entries:
                 cache.setdefault((entry["owner-uid"], entry["rank"]), entry)
             if item is None:
@@ -635,6 +810,21 @@ class ClusterImport:
         if job is None:
             return None
         _, errors = derive_shape(job, base)
+        if not self.strict:
+            # the rules of a running job (a pending job's rules, and a gang of a selecting
+            # family runs all its ranks): a job scaled in, with pods finished or with a
+            # rank on a node that is gone breaks them; it is still the occupancy it is
+            try:
+                _, errors = check_running(RunningJob.model_validate(item), base)
+            except ValidationError as exc:
+                errors = [(".".join(map(str, e["loc"])), str(e["msg"])) for e in exc.errors()]
+            if errors:
+                diag.warn(spec.obj, "running job that breaks a rule a pending job must meet ("
+                          + "; ".join(f"{f}: {t}" for f, t in errors) + "): imported as "
+                          "occupancy only (its chips stay used, its cache entries are kept; "
+                          "it is not a running job of the scenario)")
+                self.occupancy.append(spec.name)
+                return None
         if errors:
             diag.warn(spec.obj, "running job that upstream's ValidNPUJob would reject ("
                       + "; ".join(f"{f}: {t}" for f, t in errors) + ")")

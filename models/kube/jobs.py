@@ -527,6 +527,9 @@ class JobSpec:
     bound_chips: dict[int, list[str]]
     failed_ranks: set[int]
     pending_pods: int
+    #: why the pending pods' ranks cannot be planned (two pods of one rank, a rank a bound
+    #: pod holds, a rank outside ``0..tasks-1``); empty when they can
+    rank_problem: str = ""
 
 
 def _pod_level_fields(labels: dict[str, str], annotations: dict[str, str],
@@ -728,6 +731,8 @@ def job_spec(group: JobGroup, classes: PriorityClasses, diag: Diagnostics) -> Jo
         diag.warn(who, f"{len(unranked)} bound pods carry no rank ({RANK_ANNOTATION}, "
                   "statefulset name or VC_TASK_INDEX): free ranks assigned in pod-name order")
     pending = sum(1 for p in npu_pods if not p.node and p.phase != "Failed")
+    # failed pods stand in for their ranks until recreated: the ranks run up to the pods
+    rank_problem = _pending_rank_problem(npu_pods, bound, max(tasks, len(npu_pods)))
     pods_created = min((p.created for p in npu_pods
                         if p.created is not None and p.phase != "Failed"), default=0)
     created = pg.created if pg and pg.created is not None else pods_created
@@ -737,4 +742,28 @@ def job_spec(group: JobGroup, classes: PriorityClasses, diag: Diagnostics) -> Jo
     return JobSpec(name=group.job_id, obj=who, owner=owner, policy=policy, family=family,
                    tasks=tasks, npu_per_task=npu_per_task, fields=fields, priority=priority,
                    created=created or 0, pods_created=pods_created, bound=bound,
-                   bound_chips=chips, failed_ranks=failed, pending_pods=pending)
+                   bound_chips=chips, failed_ranks=failed, pending_pods=pending,
+                   rank_problem=rank_problem)
+
+
+def _pending_rank_problem(npu_pods: list[PodRecord], bound: dict[int, str], tasks: int
+                          ) -> str:
+    """Why the pending pods' ranks cannot be planned rank by rank ("" when they can).
+
+    Volcano numbers each task role from 0 (``master-0``, ``worker-0`` both carry
+    ``VC_TASK_INDEX=0``), so two pending pods may carry one rank; a plan's rank then names
+    two pods and steering would send both to one node."""
+    ranks = Counter(p.rank for p in npu_pods
+                    if not p.node and p.phase != "Failed" and p.rank is not None)
+    twice = sorted(r for r, n in ranks.items() if n > 1)
+    if twice:
+        return (f"pending pods share rank(s) {listing(twice)} (hccl/rankIndex, statefulset "
+                "ordinal or VC_TASK_INDEX): a plan cannot tell them apart")
+    held = sorted(r for r in ranks if r in bound)
+    if held:
+        return f"pending pods carry rank(s) {listing(held)}, which bound pods hold"
+    outside = sorted(r for r in ranks if r >= tasks)
+    if outside:
+        return (f"pending pods carry rank(s) {listing(outside)}, outside 0..{tasks - 1} "
+                f"(the job's {tasks} NPU pods)")
+    return ""

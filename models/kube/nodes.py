@@ -109,6 +109,8 @@ class NodeRecord:
     npu_core: int = 0  # huawei.com/npu-core capacity (AI cores): a dynamic-vNPU node
     # image locality (issue 34): status.images, every name of an entry -> its GB
     images: dict[str, float] = field(default_factory=dict)
+    #: ``status.images`` as sent, when its reading waits for the jobs' image names
+    images_raw: Any = None
 
 
 @dataclass(slots=True)
@@ -131,8 +133,12 @@ class HealthRecord:
     status: str
 
 
-def node_record(obj: dict[str, Any], diag: Diagnostics) -> NodeRecord | None:
-    """Extract a :class:`NodeRecord` from a Node object (errors go to ``diag``)."""
+def node_record(obj: dict[str, Any], diag: Diagnostics, *, images_later: bool = False
+                ) -> NodeRecord | None:
+    """Extract a :class:`NodeRecord` from a Node object (errors go to ``diag``).
+
+    ``images_later``: keep ``status.images`` as sent (:attr:`NodeRecord.images_raw`) for
+    :func:`node_images` to read once the jobs' images are known."""
     who = describe(obj, "Node")
     meta = obj.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
@@ -209,15 +215,19 @@ def node_record(obj: dict[str, Any], diag: Diagnostics) -> NodeRecord | None:
         resource=resource, capacity=cap, allocatable=alloc, base_chips=base,
         has_vnpu=has_vnpu, ready=ready, unschedulable=bool(spec.get("unschedulable")),
         other_resources=others, npu_core=npu_core,
-        images=node_images(status.get("images"), who, diag))
+        images={} if images_later else node_images(status.get("images"), who, diag),
+        images_raw=status.get("images") if images_later else None)
 
 
-def node_images(entries: Any, who: str, diag: Diagnostics) -> dict[str, float]:
+def node_images(entries: Any, who: str, diag: Diagnostics,
+                wanted: set[str] | None = None) -> dict[str, float]:
     """``status.images`` as ``nodes[].images``: every name of an entry (``repo:tag`` and
     ``repo@sha256:…`` spell one image) -> ``sizeBytes`` in GB (10^9 bytes).
 
     The list is informational: a malformed entry is skipped with a warning, and past
-    :data:`~models.scenario.MAX_NODE_IMAGES` names the rest are left out (warned)."""
+    :data:`~models.scenario.MAX_NODE_IMAGES` names the rest are left out (warned).
+    ``wanted``: only these names are read (the images of the jobs; a name no job runs
+    changes no placement)."""
     if entries is None:
         return {}
     if not isinstance(entries, list):
@@ -233,6 +243,8 @@ def node_images(entries: Any, who: str, diag: Diagnostics) -> dict[str, float]:
                       f"(0..{MAX_IMAGE_BYTES:.0f}): entry skipped")
             continue
         for name in names:
+            if wanted is not None and name not in wanted:
+                continue
             try:
                 if not isinstance(name, str) or not name:
                     continue

@@ -33,6 +33,10 @@ def register(sub: Any) -> None:
     p.add_argument("--allow-no-devices", action="store_true", dest="allow_no_devices",
                    help="write the scenario even when no node has device information "
                         "(device-info ConfigMaps): every node then has free 0")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse the whole import (exit 2) when any object is malformed or a "
+                        "running job breaks a rule; by default such an object takes out only "
+                        "its own job (or node), named in a warning")
     p.set_defaults(run=run)
 
 
@@ -50,12 +54,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         require_extra("kube", "npu-place import --kubeconfig/--in-cluster")
         from models.kube.live import read_live  # the kubernetes client: only when live
 
-        importer = ClusterImport(Diagnostics())
+        importer = ClusterImport(Diagnostics(), strict=args.strict)
         read_live(importer.add, importer.diag, kubeconfig=args.kubeconfig or None,
                   context=args.context, in_cluster=args.in_cluster)
         result = importer.build(now=args.now, previous=previous)
     else:
-        result = import_dumps(args.paths, now=args.now, previous=previous)
+        result = import_dumps(args.paths, now=args.now, previous=previous, strict=args.strict)
     refused = result.without_devices and not args.allow_no_devices
     if not refused:
         fmt = args.format or (format_for_path(args.output) if args.output else "yaml")

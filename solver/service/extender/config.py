@@ -87,9 +87,16 @@ class ExtenderConfig:
         Most nodes and tasks in a snapshot (422 above them).
     max_values
         Most JSON values (counted as the body's ``,`` and ``:`` before parsing, 413 above
-        it): what bounds the parse's memory, about 85 bytes a value, whatever the body is
+        it): what bounds the parse's memory, about 110 bytes a value, whatever the body is
         made of (a Kubernetes snapshot has one value per 11 bytes, a hostile ``[{},{},…]``
         one per 3).
+    max_verb_values
+        Most JSON values of any other verb's body (``prioritize``, ``predicate``,
+        ``allocateFunc``, ``deallocateFunc``, ``onSessionClose``), counted the same way
+        before parsing (413 above it): 2 million values, at most about 210 MB once parsed;
+        those bodies are parsed one at a time in one thread, so that is the most their
+        parsing holds at once.  ``prioritize`` in Go's layout parses only its task, and
+        only the task's values count.
     configmaps
         Dump files or directories (``kubectl get -o json``) holding the device-info,
         NodeD, switch and scheduler ConfigMaps and the PriorityClasses: read at start and
@@ -126,6 +133,7 @@ class ExtenderConfig:
     max_nodes: int = 65536
     max_tasks: int = 1_000_000
     max_values: int = 16_000_000
+    max_verb_values: int = 2_000_000
     configmaps: tuple[str, ...] = ()
     live: bool = False
     kubeconfig: str | None = None

@@ -31,6 +31,7 @@ from models.validation import InputError
 from solver.service.extender.config import ExtenderConfig
 from solver.service.extender.devices import DeviceSource
 from solver.service.extender.events import EventRefused, describe_event, invalid_entry, read_event
+from solver.service.extender.fastpath import go_layout
 from solver.service.extender.protocol import (
     ABSTAIN,
     CODE_UNSCHEDULABLE,
@@ -40,6 +41,9 @@ from solver.service.extender.protocol import (
     PLANNED_SCORE,
     STATUS_RELEASING,
     SnapshotError,
+    check_values,
+    gc_paused,
+    parse_snapshot,
     snapshot_objects,
     task_identity,
 )
@@ -134,6 +138,8 @@ class Session:
     #: (job id, rank) -> the task given that rank's planned node (one task per rank)
     rank_holders: dict[tuple[str, int], str] = field(default_factory=dict)
     drops_logged: int = 0
+    #: jobs the snapshot's import refused (job id -> reason): Volcano places them
+    left_to_volcano: dict[str, str] = field(default_factory=dict)
 
     def count(self, key: str) -> None:
         """Add one to a counter of the session."""
@@ -256,6 +262,7 @@ class ExtenderCore:
         #: owner uid -> rank -> node where the job's ranks were last allocated: the Ascend
         #: plugin's cached selection (``job.SuperPods``) of a super-pod / 950 / multilevel job
         self.selections: dict[str, dict[int, str]] = {}
+        self._devices_read: tuple[tuple[int, ...], list[Any], ClusterImport] | None = None
 
     def start(self) -> None:
         """Start background work: the device source's re-listing, and the engines' imports
@@ -294,25 +301,23 @@ class ExtenderCore:
         started = time.thread_time()
         t0 = time.perf_counter()
         try:
-            values = body.count(b",") + body.count(b":")
-            if values > self.config.max_values:
-                raise SnapshotError(413, [
-                    f"onSessionOpen body: about {values} JSON values; the extender parses at "
-                    f"most {self.config.max_values} (ExtenderConfig.max_values: about "
-                    f"{self.config.max_values * 85 >> 20} MB once parsed)"])
-            try:
-                data = orjson.loads(body)
-            except orjson.JSONDecodeError as exc:
-                raise SnapshotError(400, [f"onSessionOpen body: not JSON: {exc}"]) from None
-            del body
-            self._check_current(session)
-            t1, c1 = time.perf_counter(), time.thread_time()
-            if self.config.cluster is not None:  # a stored cluster's scenario
-                scenario = self._stored(session, data)
-            else:
-                objects = snapshot_objects(data, self.config.max_nodes, self.config.max_tasks)
-                del data
-                scenario = self._import(session, objects)
+            with gc_paused():  # millions of new objects: no collection can free any of them
+                check_values(body, self.config.max_values, "onSessionOpen body")
+                try:
+                    data = parse_snapshot(body)  # in pieces: the loop answers meanwhile
+                except orjson.JSONDecodeError as exc:
+                    raise SnapshotError(400, [f"onSessionOpen body: not JSON: {exc}"]) \
+                        from None
+                del body
+                self._check_current(session)
+                t1, c1 = time.perf_counter(), time.thread_time()
+                if self.config.cluster is not None:  # a stored cluster's scenario
+                    scenario = self._stored(session, data)
+                else:
+                    objects = snapshot_objects(data, self.config.max_nodes,
+                                               self.config.max_tasks)
+                    del data
+                    scenario = self._import(session, objects)
             t2, c2 = time.perf_counter(), time.thread_time()
             session.timings.update(parse=t1 - t0, import_=t2 - t1, parse_cpu=c1 - started,
                                    import_cpu=c2 - c1)
@@ -416,9 +421,9 @@ class ExtenderCore:
 
     def _import(self, session: Session, objects: Iterable[tuple[dict[str, Any], str]]
                 ) -> Scenario:
-        importer = ClusterImport(Diagnostics())
-        for obj, source in self.devices.objects():
-            importer.add(obj, source)
+        # a refused object takes out only its own job (left to Volcano, named in /sessions)
+        importer = ClusterImport(Diagnostics(), strict=False, job_images_only=True)
+        importer.take_devices(self._device_records())
         seen_owners: set[str] = set()  # every job's owner in the snapshot, imported or not
         for obj, source in objects:
             if obj.get("kind") in ("PodGroup", "Pod"):
@@ -440,6 +445,8 @@ class ExtenderCore:
                 from None
         scenario = result.scenario
         session.pending_tasks = _pending_tasks(importer)
+        session.left_to_volcano.update(result.refused)
+        session.counts["jobs-refused"] = len(result.refused)
         running: list[RunningPods] = [RunningPods(r.owner_uid, dict(r.ranks))
                                       for r in scenario.running]
         running += [RunningPods(j.owner_uid, dict(j.running_ranks)) for j in scenario.jobs
@@ -474,6 +481,20 @@ class ExtenderCore:
         cache = model.model_copy(update={"entries": entries})
         _remember_jobs(session, scenario)
         return scenario.model_copy(update={"affinity_cache": cache})
+
+    def _device_records(self) -> ClusterImport:
+        """The device source's objects as read by the importer, read again only when the
+        source's objects change (the same objects: the same records)."""
+        objects = self.devices.objects()
+        key = tuple(id(obj) for obj, _ in objects)
+        cached = self._devices_read
+        if cached is None or cached[0] != key:
+            reader = ClusterImport(Diagnostics(), strict=False)
+            for obj, source in objects:
+                reader.add(obj, source)
+            # the objects are kept with their ids, so an id cannot be reused meanwhile
+            cached = self._devices_read = (key, objects, reader)
+        return cached[2]
 
     def _plan(self, session: Session, scenario: Scenario, deadline: float) -> None:
         from solver.facade import solve
@@ -636,30 +657,31 @@ class ExtenderCore:
         return None
 
     def prioritize_raw(self, raw: bytes) -> bytes:
-        """``prioritize`` from the request's bytes, parsing only the task.
+        """``prioritize`` from the request's bytes.
 
-        Go's encoder writes ``{"task":<TaskInfo>,"nodes":[<NodeInfo>,...]}`` in this order,
-        and every ``NodeInfo`` opens with ``{"Name":<name>,"Node":``; so the task is the
-        bytes before ``,"nodes":[`` and a node is a candidate when that opening is in the
-        rest.  Any other layout is parsed whole (:meth:`prioritize`).
+        In Go's layout (``{"task":<TaskInfo>,"nodes":[<NodeInfo>,...]}``) only the task is
+        built and the candidates' names are read by a validating parser that builds no
+        objects (:func:`~solver.service.extender.fastpath.go_layout`), when that is
+        provably what a full parse gives; any other body is parsed whole
+        (:meth:`prioritize`), within :attr:`ExtenderConfig.max_verb_values`.
 
         Raises
         ------
         orjson.JSONDecodeError
             When the body is not JSON.
+        SnapshotError
+            413 when the body (or the task, in Go's layout) holds too many values.
         """
-        cut = raw.find(b',"nodes":[')
-        if not raw.startswith(b'{"task":') or cut < 0:
+        fast = go_layout(raw, self.config.max_verb_values)
+        if fast is not None:
+            task, names = fast
+            return self._prioritize(task, names.__contains__)
+        check_values(raw, self.config.max_verb_values, "prioritize body")
+        with gc_paused():
             data = orjson.loads(raw)
-            if not isinstance(data, dict):
-                return ABSTAIN
-            return self.prioritize(data)
-        try:
-            task = orjson.loads(raw[8:cut])
-        except orjson.JSONDecodeError:
-            return self.prioritize(orjson.loads(raw))
-        return self._prioritize(task, lambda name: raw.find(
-            b'{"Name":' + orjson.dumps(name) + b',"Node":', cut) >= 0)
+        if not isinstance(data, dict):
+            return ABSTAIN
+        return self.prioritize(data)
 
     def prioritize(self, body: dict[str, Any]) -> bytes:
         """``prioritize``: the planned node of the task gets :data:`PLANNED_SCORE`."""
@@ -783,6 +805,7 @@ class ExtenderCore:
                                                                     or plan.mode == "confine"))}
         unsteered = {job: plan.reason for job, plan in session.jobs.items()
                      if not plan.steer}
+        unsteered.update(session.left_to_volcano)  # refused by the import: never planned
         # every planned job left to the plugin (Volcano's stock behaviour), and why
         summary["left-to-plugin"] = dict(sorted(unsteered.items())[:MAX_UNSTEERED_SHOWN])
         self.history = [*self.history[-15:], summary]

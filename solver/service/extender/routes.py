@@ -12,7 +12,7 @@ import hmac
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -22,10 +22,21 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from solver.service.auth import PATH_AUTHORIZED
 from solver.service.extender.core import ExtenderCore, Session
-from solver.service.extender.protocol import ABSTAIN, EMPTY, EVENT_OK, FITS, SnapshotError
+from solver.service.extender.protocol import (
+    ABSTAIN,
+    EMPTY,
+    EVENT_OK,
+    FITS,
+    SnapshotError,
+    check_values,
+    gc_paused,
+)
 from solver.service.parsing import BadRequest, refuse_declared_length
 
 log = logging.getLogger("npu_place.extender")
+#: Share of ``httpTimeout`` by which ``onSessionOpen`` stops waiting before its answer is
+#: due (``answer_share``), so that the answer is sent by then.
+ANSWER_SLACK_SHARE = 0.05
 
 
 class PathToken:
@@ -107,6 +118,24 @@ async def _stream(request: Request, limit: int, timeout: float,
     return size
 
 
+def parse_verb_body(body: bytes, limit: int, verb: str) -> dict[str, Any]:
+    """A verb's body as an object: 413 above ``limit`` JSON values (counted before
+    parsing), 400 when it is not JSON, 422 when it is not an object."""
+    try:
+        check_values(body, limit, f"{verb} body")
+    except SnapshotError as exc:
+        raise BadRequest(413, "too many values", exc.messages, {"Connection": "close"}) \
+            from None
+    try:
+        with gc_paused():
+            data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(400, "malformed JSON", [f"request body: not JSON: {exc}"]) from None
+    if not isinstance(data, dict):
+        raise BadRequest(422, "invalid request", ["request body: expected an object"])
+    return data
+
+
 def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
     """The verbs as routes under ``core.config.prefix``.
 
@@ -116,6 +145,12 @@ def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
     config = core.config
     router = APIRouter(prefix=config.prefix.rstrip("/"), tags=["volcano extender"])
     forwarding: set[asyncio.Task[Any]] = set()
+    # every verb body other than the snapshot is parsed here, off the event loop and one
+    # at a time: the memory of parsing is that of one body within the value bound
+    parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="extender-parse")
+
+    async def off_loop(function: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(parser, function, *args)
 
     async def stored_scenario(deadline: float) -> bytes:
         name = config.cluster
@@ -148,21 +183,20 @@ def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
         forwarding.add(task)
         task.add_done_callback(forwarding.discard)
 
-    async def small_body(request: Request) -> dict[str, Any]:
+    async def small_body(request: Request, verb: str) -> dict[str, Any]:
         body = await _read(request, config.max_verb_mb, config.http_timeout)
-        try:
-            data = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise BadRequest(400, "malformed JSON", [f"request body: not JSON: {exc}"]) \
-                from None
-        if not isinstance(data, dict):
-            raise BadRequest(422, "invalid request", ["request body: expected an object"])
+        data: dict[str, Any] = await off_loop(parse_verb_body, body, config.max_verb_values,
+                                              verb)
         return data
 
     @router.post("/onSessionOpen", summary="Volcano session open: snapshot in, plan made")
     async def on_session_open(request: Request) -> Response:
         received = request.scope.get("state", {}).get("received", time.monotonic())
-        answer_by = received + config.answer_seconds
+        # the answer is due at answer_seconds after arrival; the event loop stops waiting
+        # a twentieth of httpTimeout before it, the time to take the GIL from the plan
+        # thread and send on a loaded machine (measured 6-57 ms late at load 21-23
+        # without it)
+        answer_by = received + config.answer_seconds - ANSWER_SLACK_SHARE * config.http_timeout
         session = core.begin()
         try:
             if config.cluster is None:
@@ -174,6 +208,7 @@ def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
                 body = await stored_scenario(answer_by)
         except BadRequest as exc:
             session.error = exc.error
+            session.timings["answered"] = time.monotonic() - received
             session.ready.set()
             raise
         except SnapshotError as exc:
@@ -199,14 +234,14 @@ def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
 
     @router.post("/onSessionClose", summary="Volcano session close")
     async def on_session_close(request: Request) -> Response:
-        await _read(request, config.max_verb_mb, config.http_timeout)
+        await _drain(request, config.max_verb_mb, config.http_timeout)  # never parsed
         return _json(core.close_session())
 
     def guarded(verb: str, answer: Callable[[], bytes], abstain: bytes) -> Response:
         """The verb's answer; a failure of the service's own code abstains (logged)."""
         try:
             return _json(answer())
-        except (BadRequest, orjson.JSONDecodeError):
+        except (BadRequest, orjson.JSONDecodeError, SnapshotError):
             raise
         except Exception:
             log.exception("extender %s failed: abstaining", verb)
@@ -216,26 +251,31 @@ def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
     async def prioritize(request: Request) -> Response:
         raw = await _read(request, config.max_verb_mb, config.http_timeout)
         try:
-            return guarded("prioritize", lambda: core.prioritize_raw(raw), ABSTAIN)
+            answer: Response = await off_loop(
+                guarded, "prioritize", lambda: core.prioritize_raw(raw), ABSTAIN)
+            return answer
         except orjson.JSONDecodeError as exc:
             raise BadRequest(400, "malformed JSON", [f"request body: not JSON: {exc}"]) \
                 from None
+        except SnapshotError as exc:
+            raise BadRequest(exc.status, "too many values", exc.messages,
+                             {"Connection": "close"}) from None
 
     @router.post("/predicate", summary="Job-level filter: nodes outside the planned set")
     async def predicate(request: Request) -> Response:
-        body = await small_body(request)
+        body = await small_body(request, "predicate")
         return guarded("predicate", lambda: core.predicate(body), FITS)
 
     @router.post("/allocateFunc", summary="Volcano allocated a task")
     async def allocate(request: Request) -> Response:
-        body = await small_body(request)
+        body = await small_body(request, "allocateFunc")
         if config.cluster is not None:
             forward(core.cache_event(body, None))
         return guarded("allocateFunc", lambda: core.allocate(body), EVENT_OK)
 
     @router.post("/deallocateFunc", summary="Volcano discarded or evicted a task")
     async def deallocate(request: Request) -> Response:
-        body = await small_body(request)
+        body = await small_body(request, "deallocateFunc")
         if config.cluster is not None:
             task = body.get("task")
             forward(core.cache_event(body, task.get("Status") if isinstance(task, dict)

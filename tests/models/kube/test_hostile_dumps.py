@@ -77,8 +77,9 @@ def _import(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 
 
 def _refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
-    """Run an import that must be refused: exit 2, no internal error; the error lines."""
-    code, err = _import(capsys, *args)
+    """Run an import that ``--strict`` must refuse: exit 2, no internal error; the error
+    lines (without ``--strict`` a refused object takes out only its own job or node)."""
+    code, err = _import(capsys, *args, "--strict")
     assert "internal error" not in err and "Traceback" not in err, err
     assert code == EXIT_INVALID, err
     return "\n".join(line for line in err.splitlines() if line.startswith("error:"))

@@ -156,7 +156,7 @@ def test_malformed_input_exits_2_naming_the_problem(tmp_path: Path, text: str, e
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(text)
-    assert main(["import", str(bad)]) == EXIT_INVALID
+    assert main(["import", str(bad), "--strict"]) == EXIT_INVALID
     err = capsys.readouterr().err
     assert expected in err and "Traceback" not in err
 

@@ -1,0 +1,86 @@
+"""When ``onSessionOpen`` is answered, whatever the snapshot's size.
+
+Starts ``npu-place serve --extender`` as a subprocess (loopback), posts Volcano snapshots
+of real-size objects (:func:`benchmarks.kube_dump.synthetic`) of about the sizes asked,
+and prints per session: the body's bytes, the status, the answer time seen by the client
+and by the server (``/sessions`` "answered", from the request's arrival), whether the plan
+was ready, the server's CPU for the session and the load average::
+
+    python -m benchmarks.extender_answer --mb 10 40 80 --sessions 2
+
+A benchmark script, not a test: wall times depend on the machine's load (printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from benchmarks.extender_bench import Server
+from benchmarks.kube_dump import synthetic
+from benchmarks.volcano_session import VolcanoCluster, volcano_snapshot
+
+#: Snapshot bytes per node of :func:`~benchmarks.kube_dump.synthetic` (34.2 MB / 1,024).
+BYTES_PER_NODE = 33_400
+
+
+def measure(megabytes: float, sessions: int, engine: str, timeout: float) -> list[dict[str, Any]]:
+    """The sessions of one body size."""
+    nodes = max(64, int(megabytes * 1e6 / BYTES_PER_NODE))
+    builder = synthetic(nodes, mode="device-plugin")
+    cluster = VolcanoCluster(builder, builder.now)
+    out = []
+    with tempfile.TemporaryDirectory() as folder:
+        cluster.write_device_dump(Path(folder))
+        server = Server(Path(folder), engine, timeout)
+        try:
+            url = f"{server.url}/volcano"
+            with httpx.Client(timeout=60) as client:
+                for _ in range(sessions):
+                    body = orjson.dumps(volcano_snapshot(cluster))
+                    cpu0 = server.cpu()
+                    started = time.perf_counter()
+                    status = client.post(f"{url}/onSessionOpen", content=body).status_code
+                    wall = time.perf_counter() - started
+                    time.sleep(max(0.0, 8.0 - wall))  # the plan goes on: let it finish
+                    client.post(f"{url}/onSessionClose", content=b"{}")
+                    last = client.get(f"{url}/sessions").json()[-1]
+                    out.append({"nodes": nodes, "mb": round(len(body) / 1e6, 1),
+                                "status": status, "client_answer_s": round(wall, 3),
+                                "server_answer_s": round(last["timings"].get("answered", -1), 3),
+                                "plan_ready_in_time": not last["counts"].get(
+                                    "answered-before-plan"),
+                                "timings": {k: round(v, 3) for k, v in last["timings"].items()},
+                                "error": last["error"],
+                                "server_cpu_s": round(server.cpu() - cpu0, 2),
+                                "load": [round(x, 1) for x in os.getloadavg()]})
+                    print(json.dumps(out[-1]), flush=True)
+                    cluster.now += 60
+        finally:
+            server.stop()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.extender_answer``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mb", type=float, nargs="+", default=[10.0, 40.0, 80.0])
+    parser.add_argument("--sessions", type=int, default=2)
+    parser.add_argument("--engine", default="auto")
+    parser.add_argument("--timeout", type=float, default=1.0, help="httpTimeout, seconds")
+    args = parser.parse_args(argv)
+    for size in args.mb:
+        measure(size, args.sessions, args.engine, args.timeout)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

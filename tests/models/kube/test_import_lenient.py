@@ -1,0 +1,205 @@
+"""A refused object takes out only its own job: the lenient import (the CLI's default,
+the extender's only mode) next to ``--strict``, with every refusal class in one snapshot."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.kube_dump import EXAMPLE_NOW, DumpBuilder
+from models.kube import ClusterImport, Diagnostics, ImportResult
+from models.validation import InputError
+from solver.cli import main
+from solver.doors import EXIT_INVALID, EXIT_OK
+
+NOW = EXAMPLE_NOW
+#: job name -> what takes it out (the refusal classes of one snapshot)
+REFUSED = {
+    "bad-rank": "not an integer rank",
+    "bad-podgroup": "spec.minMember",
+    "twin-ranks": "pending pods share rank(s) 0",
+    "twin-bound": "is also held by another bound pod",
+}
+#: running jobs that break a rule a pending job must meet: occupancy only
+OCCUPANCY = {"scaled-in": "sp-block", "lost-rank": "runs all its"}
+
+
+def _job_id(objects: list[dict[str, Any]], name: str) -> str:
+    pg = next(o for o in objects if o["kind"] == "PodGroup"
+              and o["metadata"]["name"].startswith(f"{name}-"))
+    return f"{pg['metadata']['namespace']}/{pg['metadata']['name']}"
+
+
+def mixed_cluster() -> DumpBuilder:
+    """16 nodes (850 super pods of 8), two good jobs and one object of every refusal
+    class; the Volcano-side objects edited after the builder wrote them."""
+    b = DumpBuilder("device-plugin", now=NOW, resource="huawei.com/npu",
+                    chip_type="Ascend850")
+    b.params = {"super-pod-size": "8", "prefer-previous-node": "true"}
+    for i in range(16):
+        b.node(f"node-{i}", 8, super_pod=i // 8)
+    b.node("node-bad", 8, super_pod=1)
+    b.nodes[-1]["metadata"]["labels"]["x"] = "a\x1b[31m"  # a label no scenario takes
+    b.priority_class("normal", 100, default=True)
+    b.priority_class("broken", 10)
+    b.classes[-1]["value"] = 1e30  # not an int32
+    b.job("ml", "good", 2, 8, policy="chip8-node8")
+    b.job("ml", "good-running", 1, 8, policy="chip8-node8", bound={0: "node-15"})
+    # a super-pod job scaled in to 3 of its 8-chip pods: 24 NPUs, not a multiple of 16
+    b.job("ml", "scaled-in", 3, 8, policy="chip8-node8-sp", annotations={"sp-block": "16"},
+          bound={r: f"node-{r}" for r in range(3)})
+    # a super-pod gang whose rank 1 runs on a node that is gone from the cluster
+    b.job("ml", "lost-rank", 2, 8, policy="chip8-node8-sp", annotations={"sp-block": "16"},
+          bound={0: "node-4", 1: "node-5"})
+    b.job("ml", "bad-rank", 1, 8, policy="chip8-node8", bound={0: "node-6"})
+    b.job("ml", "bad-podgroup", 1, 8, policy="chip8-node8")
+    b.job("ml", "twin-ranks", 2, 8, policy="chip8-node8")
+    b.job("ml", "twin-bound", 2, 8, policy="chip8-node8", bound={0: "node-8", 1: "node-9"})
+    pods = {p["metadata"]["name"]: p for p in b.pods}
+    pods["lost-rank-worker-1"]["spec"]["nodeName"] = "node-gone"
+    pods["bad-rank-worker-0"]["metadata"]["annotations"]["hccl/rankIndex"] = "abc"
+    pods["twin-ranks-worker-1"]["spec"]["containers"][0]["env"][0]["value"] = "0"
+    pods["twin-bound-worker-1"]["metadata"]["annotations"]["hccl/rankIndex"] = "0"
+    pg = next(p for p in b.podgroups if p["metadata"]["name"].startswith("bad-podgroup-"))
+    pg["spec"]["minMember"] = -1
+    return b
+
+
+def _run(objects: list[dict[str, Any]], strict: bool) -> ImportResult:
+    importer = ClusterImport(Diagnostics(), strict=strict)
+    for obj in objects:
+        importer.add(copy.deepcopy(obj))
+    return importer.build(now=NOW)
+
+
+def test_each_refused_object_takes_out_only_its_own_job() -> None:
+    objects = mixed_cluster().objects()
+    result = _run(objects, strict=False)
+    good, running = _job_id(objects, "good"), _job_id(objects, "good-running")
+    assert [j["name"] for j in result.data["jobs"]] == [good]
+    assert [r["name"] for r in result.data["running"]] == [running]
+    # the refused jobs, each with its reason, left to Volcano
+    assert set(result.refused) == {_job_id(objects, n) for n in REFUSED}
+    for name, says in REFUSED.items():
+        assert says in result.refused[_job_id(objects, name)], result.refused
+    text = "\n".join(result.warnings)
+    for name in REFUSED:
+        assert f"job {_job_id(objects, name)}: not imported, left to Volcano" in text, text
+    # running jobs that break a rule: their chips stay used, a warning names job and rule
+    for name, rule in OCCUPANCY.items():
+        line = next(w for w in result.warnings if _job_id(objects, name) in w
+                    and "occupancy only" in w)
+        assert rule in line, line
+    free = {n["name"]: n["free"] for n in result.data["nodes"]}
+    assert free["node-0"] == free["node-1"] == free["node-2"] == 0
+    assert free["node-4"] == 0 and free["node-6"] == 0
+    # their cache entries are kept (the job's origins), on nodes that exist
+    owners = {e["owner-uid"] for e in result.data["affinity-cache"]["entries"]}
+    scaled = next(p for p in objects if p["kind"] == "PodGroup"
+                  and p["metadata"]["name"].startswith("scaled-in-"))
+    assert scaled["metadata"]["ownerReferences"][0]["uid"] in owners
+    # a refused node and PriorityClass are left out by themselves
+    assert "node-bad" not in free and len(free) == 16
+    assert "contains the control or formatting character" in text
+    assert "PriorityClass broken" in text
+    assert result.counts["refused"] == len(REFUSED)
+
+
+def test_strict_refuses_the_whole_import() -> None:
+    objects = mixed_cluster().objects()
+    with pytest.raises(InputError) as caught:
+        _run(objects, strict=True)
+    text = "\n".join(caught.value.messages)
+    assert "not an integer rank" in text and "spec.minMember" in text
+
+
+def test_a_running_job_breaking_a_rule_alone_is_occupancy_not_a_refusal() -> None:
+    """The 26-of-a-block case: strict (the old import) refuses the cluster; lenient
+    imports the job as occupancy and plans the rest."""
+    b = DumpBuilder("device-plugin", now=NOW, resource="huawei.com/npu",
+                    chip_type="Ascend850")
+    b.params = {"super-pod-size": "8"}
+    for i in range(8):
+        b.node(f"node-{i}", 8, super_pod=0)
+    b.job("ml", "scaled-in", 3, 8, policy="chip8-node8-sp", annotations={"sp-block": "16"},
+          bound={r: f"node-{r}" for r in range(3)})
+    b.job("ml", "waiting", 2, 8, policy="chip8-node8-sp", annotations={"sp-block": "16"})
+    with pytest.raises(InputError, match="sp-block"):
+        _run(b.objects(), strict=True)
+    result = _run(b.objects(), strict=False)
+    assert [j["name"] for j in result.data["jobs"]] == [_job_id(b.objects(), "waiting")]
+    assert result.data["running"] == [] and result.refused == {}
+
+
+def test_duplicate_pending_ranks_are_named_and_not_imported_in_either_mode() -> None:
+    b = DumpBuilder("device-plugin", now=NOW, resource="huawei.com/npu",
+                    chip_type="Ascend850")
+    for i in range(4):
+        b.node(f"node-{i}", 8)
+    b.job("ml", "roles", 2, 8, policy="chip8-node8")  # master-0 and worker-0
+    b.pods[1]["spec"]["containers"][0]["env"][0]["value"] = "0"
+    for strict in (True, False):
+        result = _run(b.objects(), strict=strict)
+        job = _job_id(b.objects(), "roles")
+        assert result.data["jobs"] == [] and "share rank(s) 0" in result.refused[job]
+        assert any(f"job {job}: not imported, left to Volcano" in w for w in result.warnings)
+
+
+def _cli(tmp_path: Path, *args: str) -> tuple[int, str]:
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps({"kind": "List", "apiVersion": "v1",
+                                "items": mixed_cluster().objects()}))
+    err = io.StringIO()
+    code = main(["import", str(dump), "--now", str(NOW), "--output",
+                 str(tmp_path / "s.yaml"), *args], io.StringIO(), err)
+    return code, err.getvalue()
+
+
+def test_import_exits_0_with_warnings_and_strict_exits_2(tmp_path: Path) -> None:
+    code, err = _cli(tmp_path)
+    assert code == EXIT_OK, err
+    assert "not imported, left to Volcano" in err and "occupancy only" in err
+    assert main(["validate", str(tmp_path / "s.yaml")], io.StringIO(), io.StringIO()) \
+        == EXIT_OK
+    code, err = _cli(tmp_path, "--strict")
+    assert code == EXIT_INVALID and "not an integer rank" in err, err
+
+
+def test_the_synthetic_dump_writes_nodes_and_pods_of_real_size() -> None:
+    """``benchmarks/kube_dump.synthetic``: managedFields of 3-5 managers, 30-60 images,
+    5 KB or more per Node and Pod; the importer reads them as it reads the small ones."""
+    from benchmarks.kube_dump import synthetic
+
+    big, small = synthetic(64, "device-plugin"), synthetic(64, "device-plugin",
+                                                             realistic=False)
+    for obj in (*big.nodes, *big.pods):
+        assert len(json.dumps(obj, separators=(",", ":"))) >= 5000
+        assert 3 <= len(obj["metadata"]["managedFields"]) <= 5
+    assert all(30 <= len(n["status"]["images"]) <= 60 for n in big.nodes)
+    a, b = _run(big.objects(), strict=True), _run(small.objects(), strict=True)
+    assert [j["name"] for j in a.data["jobs"]] == [j["name"] for j in b.data["jobs"]]
+    assert [n["free"] for n in a.data["nodes"]] == [n["free"] for n in b.data["nodes"]]
+
+
+def test_reading_only_the_jobs_images_changes_no_job() -> None:
+    from benchmarks.kube_dump import synthetic
+
+    objects = synthetic(256, "device-plugin").objects()  # a pending job among them
+    image = next(o for o in objects if o["kind"] == "Pod")["spec"]["containers"][0]["image"]
+    node = next(o for o in objects if o["kind"] == "Node")
+    node["status"]["images"].insert(0, {"names": [image], "sizeBytes": 25_000_000_000})
+    full = _run(objects, strict=True)
+    importer = ClusterImport(Diagnostics(), strict=True, job_images_only=True)
+    for obj in objects:
+        importer.add(copy.deepcopy(obj))
+    lean = importer.build(now=NOW)
+    assert lean.data["jobs"] == full.data["jobs"]
+    assert any(j["image"] == {"name": image, "size-gb": 25.0} for j in lean.data["jobs"])
+    kept = {name for n in lean.data["nodes"] for name in n.get("images", {})}
+    assert kept == {image} and len({name for n in full.data["nodes"]
+                                    for name in n.get("images", {})}) > 100
