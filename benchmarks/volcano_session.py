@@ -55,6 +55,7 @@ from heuristics.lifecycle import CacheLifecycle, RunningPods
 from models.compiled import natural_key
 from models.kube.build import ClusterImport
 from models.kube.source import Diagnostics
+from models.numbers import parse_int
 from models.scenario import AffinityCacheModel, Family, Job, Policy, Scenario, family_of
 from models.validation import InputError
 
@@ -88,8 +89,9 @@ def _npu_request(pod: dict[str, Any]) -> tuple[str | None, int]:
 
 def _rank(pod: dict[str, Any]) -> int:
     annotated = (pod["metadata"].get("annotations") or {}).get("hccl/rankIndex")
-    if isinstance(annotated, str) and annotated.isdigit():
-        return int(annotated)
+    rank = parse_int(annotated) if isinstance(annotated, str) else None
+    if rank is not None and rank >= 0:
+        return rank
     for container in pod["spec"].get("containers", []):
         for env in container.get("env", []):
             if env.get("name") == "VC_TASK_INDEX":
