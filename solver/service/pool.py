@@ -169,6 +169,8 @@ class _Request:
     on_reply: Callable[[Any], None] | None = None
     on_error: Callable[[], None] | None = None
     parsed: list[str] | None = None
+    #: the stored cluster's version the worker planned from (``None``: a body)
+    version: int | None = None
     greedy: dict[str, Any] | None = None
     final: dict[str, Any] | None = None
     final_info: dict[str, Any] = field(default_factory=dict)
@@ -231,6 +233,9 @@ class PlanOutcome:
     #: the answering solve's CP-SAT models (``carried``, ``within``, ``built``), when it
     #: ran CP-SAT and its final answer arrived in time
     models: dict[str, int] | None = None
+    #: the stored cluster's version the worker planned from (``None``: a plan of a body);
+    #: the answer is valid for this version, whatever deltas were applied since
+    cluster_version: int | None = None
 
 
 def _mostly_whitespace(body: bytes, sample: int = 1 << 20) -> bool:
@@ -404,7 +409,7 @@ class WorkerPool:
         if req is None or req.rid != rid:
             return  # an answer to a request that is gone
         if kind == "parsed":
-            req.parsed = message[2]
+            req.parsed, req.version = message[2], message[3]
         elif kind == "greedy":
             req.greedy = message[2]
             if req.started is not None:
@@ -794,6 +799,7 @@ class WorkerPool:
                                       "the queue and could not start before this request's "
                                       "time limit; retry later"])
         outcome = self._outcome(req)
+        outcome.cluster_version = req.version
         if req.started is not None:
             outcome.queued_seconds = req.started - req.submitted
         return outcome

@@ -8,8 +8,9 @@ serving process's event loop stays free for health checks and other requests' de
 Requests (tuples) and answers:
 
 ``("plan", id, body | None, cluster | None, engine, deadline, seed, det_time)``
-    Answers ``(id, "parsed", job names)`` once the scenario is compiled (or the stored
-    cluster's snapshot taken), ``(id, "greedy", placement, info)`` as soon as the facade
+    Answers ``(id, "parsed", job names, version | None)`` once the scenario is compiled
+    (or the stored cluster's snapshot taken: its version, which every later answer of
+    the plan is valid for), ``(id, "greedy", placement, info)`` as soon as the facade
     publishes a fallback answer (greedy's, then origin-first's if better: the
     ``on_fallback`` hook of :func:`solver.facade.solve`, so greedy runs once per plan),
     then ``(id, "final", placement | None, info)`` (``None``: the fallback stands);
@@ -216,12 +217,16 @@ class Worker:
              deadline: float, seed: int, deterministic_time: float | None) -> None:
         """The facade with the whole budget; its fallback answers (greedy, then
         origin-first) are sent as soon as they exist, then its final answer."""
+        version: int | None = None
         if body is not None:
             problem = parse_problem(body)
         else:
             assert cluster is not None
-            problem = self._cluster(cluster).refresh_clock().problem
-        self.send(rid, "parsed", job_names(problem.scenario))  # both kinds: the empty answer
+            snapshot = self._cluster(cluster).refresh_clock()
+            problem, version = snapshot.problem, snapshot.version
+        # both kinds: the job names make the empty answer; the version is the one every
+        # answer of this plan is valid for (a delta applied after it must not relabel it)
+        self.send(rid, "parsed", job_names(problem.scenario), version)
         options: dict[str, Any] = {"seed": seed, "deterministic_time": deterministic_time}
         if cluster is not None:  # the last answer and models of a stored cluster
             options["cache"] = self.solve_caches.setdefault(cluster, SolveCache())

@@ -71,7 +71,7 @@ def _timed_get(url: str) -> float:
 
 def _wait_idle(service: Any, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
-    while service.runner.in_flight:
+    while service.pool.in_flight:
         assert time.monotonic() < deadline, "solves still in flight"
         time.sleep(0.05)
 
@@ -91,10 +91,10 @@ def test_an_overrunning_solve_gets_greedys_answer_on_time() -> None:
         assert placement.engine == "greedy" and placement.jobs[0].placed
         assert any("did not finish" in n for n in placement.notes)
         assert check(compile_scenario(scenario), placement) == []
-        assert svc.runner.abandoned == 1  # still counted until its worker is free
+        assert svc.pool.abandoned == 1  # still counted until its worker is free
         _wait_idle(svc)
-        assert svc.runner.abandoned == 0
-        assert svc.runner.killed == 1  # 2 s of sleep > deadline + kill grace: killed
+        assert svc.pool.abandoned == 0
+        assert svc.pool.killed == 1  # 2 s of sleep > deadline + kill grace: killed
         response, _ = timed_plan(url, body(scenario), engine="greedy", **{"time-limit": 5})
         assert response.status_code == 200  # served by the restarted worker
 
