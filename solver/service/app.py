@@ -56,7 +56,13 @@ from solver.service.parsing import (
     ValidateResponse,
     refuse_declared_length,
 )
-from solver.service.pool import SOURCE_SOLVE, PlanOutcome, Saturated, WorkerPool
+from solver.service.pool import (
+    PARSE_NOT_DONE,
+    SOURCE_SOLVE,
+    PlanOutcome,
+    Saturated,
+    WorkerPool,
+)
 from solver.service.state import ClusterDelta, ClusterInfo
 from solver.service.worker import DEFAULT_SOLVE
 
@@ -318,6 +324,12 @@ class PlanningService:
                                          "query parameter 'deterministic-time'")
         except LimitError as exc:
             raise BadRequest(422, "invalid request", [str(exc)]) from None
+        if limit <= self.config.reply_margin:
+            # the answer is sent by the deadline minus the margin: no time to plan at all
+            raise BadRequest(422, "invalid request", [
+                f"query parameter 'time-limit': {limit:g} s is not above the service's "
+                f"reply margin ({self.config.reply_margin:g} s, kept for sending the "
+                "answer): no plan can be made in it"])
         received = request.scope.get("state", {}).get("received", time.monotonic())
         return limit, received + limit
 
@@ -388,7 +400,8 @@ class PlanningService:
             if exc.status == 500:
                 self.metrics.solve_errors.inc()
             elif exc.status == 503:
-                self.metrics.rejected.labels("parse-deadline").inc()
+                self.metrics.rejected.labels(
+                    "parse-deadline" if exc.error == PARSE_NOT_DONE else "plan-deadline").inc()
             raise
         if outcome.solve_failed:
             self.metrics.solve_errors.inc()

@@ -85,6 +85,11 @@ SOURCE_SOLVE = "solve"
 SOURCE_GREEDY = "greedy-fallback"
 SOURCE_EMPTY = "empty"
 
+#: The error of a plan whose time limit passed before its body was parsed, and of a
+#: stored cluster's plan whose limit passed before its worker took the cluster's snapshot.
+PARSE_NOT_DONE = "time limit passed while parsing"
+PLAN_NOT_STARTED = "time limit passed before planning"
+
 #: Deleted clusters whose last version is remembered (a re-created name continues it).
 RETIRED_VERSIONS_KEPT = 4096
 
@@ -830,7 +835,12 @@ class WorkerPool:
             raise BadRequest(*req.error)
         if req.parsed is not None:
             return PlanOutcome(empty_placement(req.parsed), SOURCE_EMPTY, None, None)
-        raise BadRequest(503, "time limit passed while parsing", [
+        if req.args[1] is not None:  # a stored cluster: there was no body to parse
+            raise BadRequest(503, PLAN_NOT_STARTED, [
+                "the request's time limit passed before its worker had taken the stored "
+                "cluster's snapshot (the worker was busy; retry, or give a longer "
+                "time limit)"], {"Retry-After": "1"})
+        raise BadRequest(503, PARSE_NOT_DONE, [
             "the request's time limit passed before its body was parsed and checked "
             "(the service is loaded; large clusters should use PUT/PATCH "
             "/v1/clusters/{name} and plan the stored cluster)"], {"Retry-After": "1"})
