@@ -564,8 +564,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         service.admit_early()
         body = await service.read_body(request)
         try:  # the limit bounds the worker's time: it counts from the body's arrival
-            result = await service.pool.call("validate", (body,), admit=True,
-                                               deadline=time.monotonic() + limit)
+            result = await service.pool.validate(body, deadline=time.monotonic() + limit)
         except Saturated:
             service.metrics.rejected.labels("saturated").inc()
             raise BadRequest(503, "saturated", ["too many requests in flight; retry later"],
@@ -616,10 +615,10 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
              responses={404: {"model": ErrorBody}},
              summary="The stored cluster as a full scenario")
     async def get_cluster_scenario(name: str = name_p) -> Response:
-        record = _known(name)
-        reply = await service.pool.call("dump", (name,), home=record.home)
-        return Response(reply["scenario"], media_type="application/json",
-                        headers={"X-Cluster-Version": str(reply["version"])})
+        _known(name)
+        reply = await service.pool.dump_cluster(name)
+        return Response(reply.scenario, media_type="application/json",
+                        headers={"X-Cluster-Version": str(reply.version)})
 
     @app.delete("/v1/clusters/{name}", status_code=204, tags=["clusters"],
                 responses={404: {"model": ErrorBody}})

@@ -47,13 +47,38 @@ import time
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
 from solver.service.admission import SolveTimes
+from solver.service.messages import (
+    TERMINAL,
+    Answer,
+    Call,
+    DeleteAnswer,
+    DeleteCluster,
+    DumpAnswer,
+    DumpCluster,
+    Exit,
+    ExportAnswer,
+    ExportCluster,
+    Failure,
+    FallbackAnswer,
+    FinalAnswer,
+    Parsed,
+    PatchAnswer,
+    PatchCluster,
+    PlanRequest,
+    PutAnswer,
+    PutCluster,
+    Ready,
+    Reply,
+    Request,
+    ValidateRequest,
+)
 from solver.service.parsing import BadRequest, empty_placement
-from solver.service.worker import DEFAULT_SOLVE, TERMINAL, worker_main
+from solver.service.worker import DEFAULT_SOLVE, worker_main
 
 log = logging.getLogger("npu_place.service")
 
@@ -121,7 +146,7 @@ def _ask_to_exit(worker: _Worker) -> None:
     Closing the pipe alone is not enough: the reader thread blocked in ``recv`` keeps the
     socket open, so the worker would never see end-of-file.
     """
-    worker.outbox.put(("exit", 0))
+    worker.outbox.put(Call(0, Exit()))
     worker.outbox.put(None)
 
 
@@ -161,9 +186,10 @@ class Saturated(Exception):
 
 @dataclass(eq=False)
 class _Request:
+    """A request of the serving process and what its worker has answered so far."""
+
     rid: int
-    kind: str
-    args: tuple[Any, ...]
+    request: Request
     deadline: float | None = None  # time.monotonic()
     start_by: float | None = None  # a plan not started by then is withdrawn (503)
     submitted: float = field(default_factory=time.monotonic)
@@ -173,17 +199,20 @@ class _Request:
     internal: bool = False
     on_reply: Callable[[Any], None] | None = None
     on_error: Callable[[], None] | None = None
-    parsed: list[str] | None = None
-    #: the stored cluster's version the worker planned from (``None``: a body)
-    version: int | None = None
-    greedy: dict[str, Any] | None = None
-    final: dict[str, Any] | None = None
-    final_info: dict[str, Any] = field(default_factory=dict)
+    parsed: Parsed | None = None
+    #: the last fallback plan the facade published (greedy's, or a better one)
+    fallback: FallbackAnswer | None = None
+    final: FinalAnswer | None = None
     reply: Any = None
     error: tuple[int, str, list[str]] | None = None
     terminal: bool = False
     abandoned: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def kind(self) -> str:
+        """The request's kind (``plan``, ``put``, ...)."""
+        return self.request.kind
 
 
 @dataclass(eq=False)
@@ -192,7 +221,7 @@ class _Worker:
     process: Any
     conn: Connection
     #: messages for the worker, sent by its writer thread (``None``: close the pipe)
-    outbox: queue.SimpleQueue[tuple[Any, ...] | None] = field(
+    outbox: queue.SimpleQueue[Call | None] = field(
         default_factory=queue.SimpleQueue)
     #: set once ``process.start()`` has returned (or failed), in the worker's thread
     started: threading.Event = field(default_factory=threading.Event)
@@ -254,7 +283,8 @@ def _mostly_whitespace(body: bytes, sample: int = 1 << 20) -> bool:
 
 def _time_kind(req: _Request) -> str:
     """The :class:`SolveTimes` kind of a request: a full solve or a short request."""
-    return "solve" if req.kind == "plan" and req.args[2] != "greedy" else "short"
+    request = req.request
+    return "solve" if isinstance(request, PlanRequest) and request.full_solve else "short"
 
 
 class WorkerPool:
@@ -400,37 +430,37 @@ class WorkerPool:
             except RuntimeError:
                 return
 
-    def _on_message(self, worker: _Worker, message: tuple[Any, ...]) -> None:
+    def _on_message(self, worker: _Worker, message: Answer) -> None:
         if worker.dead:
             return
-        rid, kind = message[0], message[1]
-        if kind == "ready":
+        if isinstance(message, Ready):
             worker.ready = True
-            if len(message) > 2 and message[2] is not None:
-                worker.times.record("solve", float(message[2]))
+            if message.seconds is not None:
+                worker.times.record("solve", float(message.seconds))
             self._next(worker)
             return
         req = worker.current
-        if req is None or req.rid != rid:
+        if req is None or req.rid != message.rid:
             return  # an answer to a request that is gone
-        if kind == "parsed":
-            req.parsed, req.version = message[2], message[3]
-        elif kind == "greedy":
-            req.greedy = message[2]
+        if isinstance(message, Parsed):
+            req.parsed = message
+        elif isinstance(message, FallbackAnswer):
+            req.fallback = message
             if req.started is not None:
                 worker.times.record("first", time.monotonic() - req.started)
-        elif kind == "final":
-            req.final, req.final_info = message[2], message[3]
-            models = req.final_info.get("models")
-            if models is not None and self.on_models is not None:
+        elif isinstance(message, FinalAnswer):
+            req.final = message
+            if message.models is not None and self.on_models is not None:
                 # every solve's count, also one whose request was answered without it
-                self.on_models(models, req.kind == "plan" and req.args[1] is not None)
-        elif kind == "reply":
-            req.reply = message[2]
-        elif kind == "error":
-            req.error = (message[2], message[3], message[4])
+                request = req.request
+                self.on_models(message.models, isinstance(request, PlanRequest)
+                               and request.cluster is not None)
+        elif isinstance(message, Reply):
+            req.reply = message.value
+        elif isinstance(message, Failure):
+            req.error = (message.status, message.error, message.messages)
         req.wake.set()
-        if kind in TERMINAL:
+        if isinstance(message, TERMINAL):
             worker.current = None
             if req.started is not None:
                 worker.times.record(_time_kind(req), time.monotonic() - req.started)
@@ -446,8 +476,8 @@ class WorkerPool:
     def _finish(self, req: _Request) -> None:
         req.terminal = True
         req.wake.set()
-        if req.kind == "put" and not req.internal:
-            self._unpin(req.args[0])
+        if isinstance(req.request, PutCluster) and not req.internal:
+            self._unpin(req.request.name)
         if req.admitted:
             self.in_flight -= 1
             if req.abandoned:
@@ -467,18 +497,18 @@ class WorkerPool:
             req = worker.queue.popleft()
             if req.terminal:
                 continue  # withdrawn while queued
-            if (req.kind in ("plan", "validate") and req.deadline is not None
-                    and req.deadline <= time.monotonic()):
+            if (isinstance(req.request, (PlanRequest, ValidateRequest))
+                    and req.deadline is not None and req.deadline <= time.monotonic()):
                 self._finish(req)  # its answer was already sent: skip the work
                 continue
-            if req.kind == "put" and not req.internal:
+            if isinstance(req.request, PutCluster) and not req.internal:
                 # the version is taken when the worker starts the PUT: every earlier
                 # request for the name (same worker, in order) has answered by then
-                name, body = req.args[:2]
-                req.args = (name, body, self.next_version(name))
+                req.request = replace(req.request,
+                                      version=self.next_version(req.request.name))
             worker.current = req
             req.started = time.monotonic()
-            worker.outbox.put((req.kind, req.rid, *req.args))  # sent by its writer thread
+            worker.outbox.put(Call(req.rid, req.request))  # sent by its writer thread
 
     def _lost(self, worker: _Worker, why: str, restart_count: bool = True) -> None:
         """A worker died, was killed or is recycled: fail its request (if any), start a new
@@ -502,10 +532,11 @@ class WorkerPool:
         replay = []
         for record in self.clusters.values():
             if record.home == worker.index:
-                replay.append(self._request("put", (record.name, record.base,
-                                                    record.base_version, record.base_states),
-                                            internal=True))
-                replay += [self._request("patch", (record.name, delta, stamp), internal=True)
+                replay.append(self._request(
+                    PutCluster(record.name, record.base, record.base_version,
+                               record.base_states), internal=True))
+                replay += [self._request(PatchCluster(record.name, delta, stamp),
+                                         internal=True)
                            for delta, stamp in record.deltas]
         fresh.queue.extendleft(reversed(replay))
         self._workers[worker.index] = fresh
@@ -530,8 +561,8 @@ class WorkerPool:
         await asyncio.gather(*(asyncio.to_thread(_reap, worker) for worker in self._workers))
 
     # ------------------------------------------------------------------ dispatch
-    def _request(self, kind: str, args: tuple[Any, ...], **kw: Any) -> _Request:
-        return _Request(next(self._ids), kind, args, **kw)
+    def _request(self, request: Request, **kw: Any) -> _Request:
+        return _Request(next(self._ids), request, **kw)
 
     def _pick(self) -> _Worker:
         homes = {i: 0 for i in range(len(self._workers))}
@@ -625,8 +656,8 @@ class WorkerPool:
             self.retired.popitem(last=False)
 
     async def put_cluster(self, name: str, body: bytes) -> dict[str, Any]:
-        """Store (or replace) cluster ``name`` in its home worker; the worker's reply
-        (``info``, ``created``).
+        """Store (or replace) cluster ``name`` in its home worker; the worker's
+        :class:`~solver.service.messages.PutAnswer` as a dict (``info``, ``created``).
 
         The record of the serving process changes when the worker's answer arrives, so it
         follows the worker's order whatever else is queued for the name (a DELETE sent
@@ -640,10 +671,10 @@ class WorkerPool:
         home = self.home_for(name)
         _, count = self._pinned.get(name, (home, 0))
         self._pinned[name] = (home, count + 1)  # released when the request ends (_finish)
-        reply: dict[str, Any] = await self.call(
-            "put", (name, body), home=home,
-            on_reply=lambda r: self.record_put(name, home, body, r["info"]))
-        return reply
+        reply: PutAnswer = await self.call(
+            PutCluster(name, body), home=home,
+            on_reply=lambda r: self.record_put(name, home, body, r.info))
+        return asdict(reply)
 
     async def delete_cluster(self, name: str) -> bool:
         """Delete cluster ``name`` in its home worker; whether the worker held it.
@@ -655,12 +686,15 @@ class WorkerPool:
         record = self.clusters.get(name)
         if record is None:
             return False
-        reply = await self.call("delete", (name,), home=record.home,
-                                on_reply=lambda r: self.record_delete(name, r))
-        return bool(reply["deleted"])
+        reply: DeleteAnswer = await self.call(
+            DeleteCluster(name), home=record.home,
+            on_reply=lambda r: self.record_delete(name, r))
+        return reply.deleted
 
     async def patch_cluster(self, name: str, body: bytes) -> dict[str, Any]:
-        """Apply a delta to cluster ``name`` in its home worker; the worker's reply.
+        """Apply a delta to cluster ``name`` in its home worker; the worker's
+        :class:`~solver.service.messages.PatchAnswer` as a dict (``info``, ``log``,
+        ``stamp``).
 
         Raises
         ------
@@ -672,15 +706,48 @@ class WorkerPool:
         if record is None:
             raise BadRequest(404, "no such cluster", [f"cluster '{name}' is not stored "
                                                       "(PUT it first)"])
-        reply: dict[str, Any] = await self.call(
-            "patch", (name, body), home=record.home,
+        reply: PatchAnswer = await self.call(
+            PatchCluster(name, body), home=record.home,
             on_reply=lambda r: self.record_patch(name, r))
+        return asdict(reply)
+
+    async def dump_cluster(self, name: str, deadline: float | None = None) -> DumpAnswer:
+        """Cluster ``name`` as its home worker holds it: scenario JSON and version.
+
+        Raises
+        ------
+        BadRequest
+            404 when the cluster is not stored; 503 when ``deadline``
+            (``time.monotonic``) passed first.
+        """
+        record = self.clusters.get(name)
+        if record is None:
+            raise BadRequest(404, "no such cluster", [f"cluster '{name}' is not stored "
+                                                      "(PUT it first)"])
+        reply: DumpAnswer = await self.call(DumpCluster(name), home=record.home,
+                                            deadline=deadline)
         return reply
 
-    async def call(self, kind: str, args: tuple[Any, ...], *, home: int | None = None,
+    async def validate(self, body: bytes, deadline: float) -> dict[str, Any]:
+        """Check a ``{"scenario", "placement"}`` body in a worker (admitted as a plan is);
+        the validation document.
+
+        Raises
+        ------
+        BadRequest
+            With the worker's status and messages, or 503 when ``deadline`` passed.
+        Saturated
+            When the pool is saturated.
+        """
+        result: dict[str, Any] = await self.call(ValidateRequest(body), admit=True,
+                                                 deadline=deadline)
+        return result
+
+    async def call(self, request: Request, *, home: int | None = None,
                    admit: bool = False, on_reply: Callable[[Any], None] | None = None,
                    deadline: float | None = None) -> Any:
-        """Run a non-plan request in a worker and return its reply.
+        """Run a non-plan request in a worker and return its reply (the request's answer
+        kind, :mod:`solver.service.messages`).
 
         With a ``deadline`` (``time.monotonic``) the request is given up at that time: it
         is skipped if it has not started, and its worker is killed (and its clusters
@@ -696,7 +763,8 @@ class WorkerPool:
         """
         if admit:
             self._admit()
-        req = self._request(kind, args, admitted=admit, on_reply=on_reply, deadline=deadline)
+        kind = request.kind
+        req = self._request(request, admitted=admit, on_reply=on_reply, deadline=deadline)
         index = self._submit(req, home)
         while not req.terminal:
             req.wake.clear()
@@ -756,15 +824,15 @@ class WorkerPool:
                 f"the solver is expected to be busy for {eta - now:.2f} s, past this "
                 "request's time limit; retry later"])
         self._admit()
-        req = self._request("plan", (body, cluster, engine, deadline, seed,
-                                     deterministic_time), deadline=deadline,
+        req = self._request(PlanRequest(body, cluster, engine, deadline, seed,
+                                        deterministic_time), deadline=deadline,
                             start_by=start_by, admitted=True)
         index = self._submit(req, worker.index)
         hurry_task = asyncio.ensure_future(hurry.wait()) if hurry is not None else None
         try:
             while not req.terminal:
                 hurrying = hurry is not None and hurry.is_set()
-                if hurrying and req.greedy is not None:
+                if hurrying and req.fallback is not None:
                     break
                 now = time.monotonic()
                 if req.started is None and (hurrying or now >= start_by):
@@ -804,26 +872,31 @@ class WorkerPool:
                                       "the queue and could not start before this request's "
                                       "time limit; retry later"])
         outcome = self._outcome(req)
-        outcome.cluster_version = req.version
+        outcome.cluster_version = req.parsed.version if req.parsed is not None else None
         if req.started is not None:
             outcome.queued_seconds = req.started - req.submitted
         return outcome
 
     @staticmethod
     def _outcome(req: _Request) -> PlanOutcome:
-        greedy_obj = req.greedy.get("objective") if req.greedy is not None else None
-        if req.final is not None:
-            return PlanOutcome(req.final, SOURCE_SOLVE, greedy_obj, req.final.get("objective"),
-                               models=req.final_info.get("models"))
-        if req.greedy is not None:
-            if req.terminal and not req.final_info and req.error is None:
-                return PlanOutcome(req.greedy, SOURCE_SOLVE, greedy_obj, greedy_obj)
-            placement = dict(req.greedy)
-            failed = req.error is not None or bool(req.final_info.get("error"))
+        fallback = req.fallback.placement if req.fallback is not None else None
+        greedy_obj = fallback.get("objective") if fallback is not None else None
+        final = req.final
+        if final is not None and final.placement is not None:
+            return PlanOutcome(final.placement, SOURCE_SOLVE, greedy_obj,
+                               final.placement.get("objective"), models=final.models)
+        if fallback is not None:
+            if req.terminal and final is not None and final.fallback_stands \
+                    and req.error is None:
+                return PlanOutcome(fallback, SOURCE_SOLVE, greedy_obj, greedy_obj)
+            placement = dict(fallback)
+            failed_after = final is not None and final.error is not None
+            failed = req.error is not None or failed_after
             if req.error is not None:  # the worker died (or was killed) during the solve
                 why = f"the full solve failed ({'; '.join(req.error[2]) or req.error[1]})"
-            elif req.final_info.get("error"):
-                why = f"the solver failed ({req.final_info['error']})"
+            elif failed_after:
+                assert final is not None
+                why = f"the solver failed ({final.error})"
             else:
                 why = "the full solve did not finish within the request's time limit"
             placement["notes"] = [*placement.get("notes", []),
@@ -834,8 +907,9 @@ class WorkerPool:
         if req.error is not None:
             raise BadRequest(*req.error)
         if req.parsed is not None:
-            return PlanOutcome(empty_placement(req.parsed), SOURCE_EMPTY, None, None)
-        if req.args[1] is not None:  # a stored cluster: there was no body to parse
+            return PlanOutcome(empty_placement(req.parsed.jobs), SOURCE_EMPTY, None, None)
+        if isinstance(req.request, PlanRequest) and req.request.cluster is not None:
+            # a stored cluster: there was no body to parse
             raise BadRequest(503, PLAN_NOT_STARTED, [
                 "the request's time limit passed before its worker had taken the stored "
                 "cluster's snapshot (the worker was busy; retry, or give a longer "
@@ -854,26 +928,26 @@ class WorkerPool:
         if len(body) > COMPACT_PUT_BYTES and _mostly_whitespace(body):
             self._compact(record)
 
-    def record_delete(self, name: str, reply: dict[str, Any]) -> None:
+    def record_delete(self, name: str, reply: DeleteAnswer) -> None:
         """Forget a deleted cluster (the worker no longer holds the name, whatever it
         held) and remember its last version."""
         record = self.clusters.pop(name, None)
-        versions = [int(v) for v in (reply.get("version"),
+        versions = [int(v) for v in (reply.version,
                                      record.info.get("version") if record else None)
                     if v is not None]
         if versions:
             self._retire_version(name, max(versions))
 
-    def record_patch(self, name: str, reply: dict[str, Any]) -> None:
+    def record_patch(self, name: str, reply: PatchAnswer) -> None:
         """Remember an applied delta (compact, with its stamp); compact the log when it
         holds :data:`COMPACT_EVERY` deltas or :data:`COMPACT_BYTES` bytes."""
         record = self.clusters.get(name)
         if record is None:
             return
-        info = reply["info"]
+        info = reply.info
         if info.get("version") != record.info.get("version"):
-            record.deltas.append((reply["log"], reply["stamp"]))
-            record.log_bytes += len(reply["log"])
+            record.deltas.append((reply.log, reply.stamp))
+            record.log_bytes += len(reply.log)
         record.info = info
         every = max(COMPACT_EVERY, int(len(record.base) * COMPACT_EVERY_PER_BYTE))
         if len(record.deltas) >= every or record.log_bytes >= COMPACT_BYTES:
@@ -886,12 +960,12 @@ class WorkerPool:
             return
         record.compacting = True
 
-        def compacted(reply: Any) -> None:
+        def compacted(reply: ExportAnswer) -> None:
             # A worker answers in order: every delta logged before this answer was
             # applied before the export, so the export holds them all.
-            record.base = reply["scenario"]
-            record.base_states = reply["states"]
-            record.base_version = int(reply["version"])
+            record.base = reply.scenario
+            record.base_states = reply.states
+            record.base_version = int(reply.version)
             record.deltas = []
             record.log_bytes = 0
             record.compacting = False
@@ -899,6 +973,6 @@ class WorkerPool:
         def failed() -> None:  # the worker was lost: the full log replays instead
             record.compacting = False
 
-        req = self._request("export", (record.name,), internal=True, on_reply=compacted,
+        req = self._request(ExportCluster(record.name), internal=True, on_reply=compacted,
                             on_error=failed)
         self._submit(req, record.home)

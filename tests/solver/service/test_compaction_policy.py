@@ -9,6 +9,7 @@ import json
 import pytest
 
 from solver.service import pool as pool_module
+from solver.service.messages import PatchAnswer
 from solver.service.pool import ClusterRecord, WorkerPool, _mostly_whitespace
 
 
@@ -44,5 +45,5 @@ def test_deltas_between_compactions_grow_with_the_base(
     runner.clusters["c"] = record
     monkeypatch.setattr(runner, "_compact", lambda rec: calls.append(len(rec.deltas)))
     for version in range(2, every + 2):
-        runner.record_patch("c", {"info": {"version": version}, "log": b"{}", "stamp": None})
+        runner.record_patch("c", PatchAnswer({"version": version}, b"{}", None))
     assert calls == [every]

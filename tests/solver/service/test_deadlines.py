@@ -240,12 +240,14 @@ def test_a_limit_within_the_reply_margin_is_refused_naming_the_margin() -> None:
 def test_a_stored_cluster_plan_out_of_time_before_its_snapshot_names_no_parse() -> None:
     """Nothing answered by the cut-off: a body plan ran out while parsing, a stored
     cluster's plan before its worker took the snapshot (there was no body)."""
+    from solver.service.messages import PlanRequest
     from solver.service.parsing import BadRequest
     from solver.service.pool import PARSE_NOT_DONE, PLAN_NOT_STARTED, WorkerPool
     from solver.service.pool import _Request as Request
 
     for cluster, error in ((None, PARSE_NOT_DONE), ("c", PLAN_NOT_STARTED)):
-        req = Request(1, "plan", (None if cluster else b"{}", cluster, "auto", 0.0, 0, None))
+        req = Request(1, PlanRequest(None if cluster else b"{}", cluster, "auto", 0.0, 0,
+                                     None))
         try:
             WorkerPool._outcome(req)
         except BadRequest as exc:
