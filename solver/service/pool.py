@@ -15,21 +15,25 @@ back at once.
 Each worker serves one request at a time.  Stateless requests go to the worker expected
 to be free first, avoiding workers that hold a stored cluster while another exists; a
 stored cluster lives in one *home* worker, which also runs its plans.  The serving
-process keeps, per cluster, the last full scenario body and the deltas applied since
-(compacted every :data:`COMPACT_EVERY` deltas, more for a large cluster:
-:data:`COMPACT_EVERY_PER_BYTE`) and replays them into a restarted worker,
-so a killed or crashed worker loses no cluster.  That record changes when the worker
-answers, in the worker's order (a ``DELETE`` behind a queued ``PUT`` deletes what the
-``PUT`` stored), and every request for a name goes to one worker.
+process keeps, per cluster, a replay log (the last full scenario body and the deltas
+applied since, compacted from time to time) and the cluster's versions
+(:mod:`solver.service.cluster_log`), and replays them into a restarted worker, so a
+killed or crashed worker loses no cluster.  That record changes when the worker answers,
+in the worker's order (a ``DELETE`` behind a queued ``PUT`` deletes what the ``PUT``
+stored), and every request for a name goes to one worker.  The messages to and from the
+workers are :mod:`solver.service.messages`'s.
 
 The event loop never waits on a worker process: each worker has a reader thread (which
 also starts the process: a forkserver start takes 0.1 s on a loaded machine) and a writer
 thread (writing a large body into the pipe waits until the worker has read it).
 
 Why this file is long: (about 880 lines) dispatch, admission by expected time, the
-deadline cut-off, killing overrunning workers and the stored clusters' replay log all
-act on the same per-worker queue and request records under the event loop; split
-apart they would share those private structures across modules.
+deadline cut-off, killing overrunning workers and restarting them with their clusters
+all act on the same per-worker queues and request records under the event loop; split
+apart they would share those private structures across modules.  What does not share
+them lives elsewhere: the replay log and versions (:mod:`solver.service.cluster_log`),
+the messages (:mod:`solver.service.messages`), admission's measured times
+(:mod:`solver.service.admission`).
 """
 
 from __future__ import annotations
@@ -45,13 +49,14 @@ import queue
 import threading
 import time
 import weakref
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
 from solver.service.admission import SolveTimes
+from solver.service.cluster_log import ClusterLog, ClusterRecord
 from solver.service.messages import (
     TERMINAL,
     Answer,
@@ -61,7 +66,6 @@ from solver.service.messages import (
     DumpAnswer,
     DumpCluster,
     Exit,
-    ExportAnswer,
     ExportCluster,
     Failure,
     FallbackAnswer,
@@ -82,23 +86,6 @@ from solver.service.worker import DEFAULT_SOLVE, worker_main
 
 log = logging.getLogger("npu_place.service")
 
-#: Deltas kept per cluster before the log is compacted into one scenario body.
-COMPACT_EVERY = 64
-#: Bytes of (compact) deltas kept per cluster before the log is compacted, whatever their
-#: number.  The log holds each applied delta in compact JSON (only the fields set, no
-#: whitespace), never the request body.
-COMPACT_BYTES = 8 * 1024 * 1024
-#: A PUT body above this size that is mostly whitespace (:func:`_mostly_whitespace`) is
-#: kept only until the worker has answered its compact scenario.  A body that is compact
-#: already is kept as it is: exporting a 65,536-node scenario holds the worker 0.45-0.75 s
-#: (0.3-0.5 s of CPU, 7-17 MB of JSON), during which a plan of that worker waits or is
-#: refused.
-COMPACT_PUT_BYTES = 1024 * 1024
-#: Per byte of a cluster's replay base, deltas kept before the log is compacted (at least
-#: :data:`COMPACT_EVERY`): compacting exports the whole scenario, which costs in
-#: proportion to its size (0.45-0.75 s at 65,536 nodes), while replaying a delta costs
-#: milliseconds; a 10 MB base is compacted every 640 deltas instead of every 64.
-COMPACT_EVERY_PER_BYTE = 1 / 16384
 #: Expected seconds of a short request (greedy only, validate, cluster updates) when
 #: estimating when a worker will be free; also the least time worth starting a plan with
 #: (before its cut-off), and the wait assumed for a running request that has outlived its
@@ -115,8 +102,6 @@ SOURCE_EMPTY = "empty"
 PARSE_NOT_DONE = "time limit passed while parsing"
 PLAN_NOT_STARTED = "time limit passed before planning"
 
-#: Deleted clusters whose last version is remembered (a re-created name continues it).
-RETIRED_VERSIONS_KEPT = 4096
 
 #: Seconds a retired worker (recycled, lost, or the pool closing) gets to exit after its
 #: stop message before it is killed.
@@ -140,7 +125,7 @@ def _kill_live_processes() -> None:
 atexit.register(_kill_live_processes)
 
 
-def _ask_to_exit(worker: _Worker) -> None:
+def _ask_to_exit(worker: WorkerProcess) -> None:
     """Queue a worker's stop message; its writer thread sends it and closes the pipe.
 
     Closing the pipe alone is not enough: the reader thread blocked in ``recv`` keeps the
@@ -150,7 +135,7 @@ def _ask_to_exit(worker: _Worker) -> None:
     worker.outbox.put(None)
 
 
-def _reap(worker: _Worker) -> None:
+def _reap(worker: WorkerProcess) -> None:
     """Wait :data:`RETIRE_GRACE` for a process asked to exit; kill it if it has not."""
     if not worker.started.wait(RETIRE_GRACE + 30.0):
         return  # never started (its start failed or hangs): nothing to reap
@@ -164,7 +149,7 @@ def _reap(worker: _Worker) -> None:
     _LIVE_PROCESSES.discard(process)
 
 
-def _retire(worker: _Worker) -> None:
+def _retire(worker: WorkerProcess) -> None:
     """Ask a worker process to exit and reap it in a thread (never blocks the loop)."""
     _ask_to_exit(worker)
     threading.Thread(target=_reap, args=(worker,), daemon=True,
@@ -216,7 +201,10 @@ class _Request:
 
 
 @dataclass(eq=False)
-class _Worker:
+class WorkerProcess:
+    """One worker process as the serving process sees it: its pipe, queue, the request
+    it runs and its measured solve times."""
+
     index: int
     process: Any
     conn: Connection
@@ -233,24 +221,6 @@ class _Worker:
     times: SolveTimes = field(default_factory=SolveTimes)
 
 
-@dataclass
-class ClusterRecord:
-    """What the serving process keeps of a stored cluster (to answer GET and to replay).
-
-    ``base`` is the last full scenario (the PUT body, or the compacted scenario with its
-    cache states in ``base_states``); ``deltas`` the deltas applied since, each in compact
-    form with the time its cache events were stamped with, ``log_bytes`` their size.
-    """
-
-    name: str
-    home: int
-    base: bytes
-    base_version: int
-    deltas: list[tuple[bytes, int | None]] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
-    compacting: bool = False
-    base_states: bytes | None = None
-    log_bytes: int = 0
 
 
 @dataclass
@@ -272,13 +242,6 @@ class PlanOutcome:
     cluster_version: int | None = None
 
 
-def _mostly_whitespace(body: bytes, sample: int = 1 << 20) -> bool:
-    """Whether a quarter or more of ``body``'s first ``sample`` bytes are whitespace
-    (an indented or padded body, worth replacing by the worker's compact export)."""
-    head = body[:sample]
-    blanks = (head.count(b" ") + head.count(b"\n") + head.count(b"\t")
-              + head.count(b"\r"))
-    return 4 * blanks >= len(head)
 
 
 def _time_kind(req: _Request) -> str:
@@ -329,15 +292,14 @@ class WorkerPool:
         #: called with the model counts of every final answer of a plan and whether it
         #: planned a stored cluster (metrics)
         self.on_models: Callable[[dict[str, int], bool], None] | None = None
-        #: the stored clusters as their home workers hold them: every change is recorded
-        #: when the worker's answer arrives, in the order the worker applied it
-        self.clusters: dict[str, ClusterRecord] = {}
-        #: last versions of deleted clusters, so a name's versions never go backwards
-        self.retired: OrderedDict[str, int] = OrderedDict()
+        #: the stored clusters as their home workers hold them (replay logs, versions):
+        #: every change is recorded when the worker's answer arrives, in the order the
+        #: worker applied it
+        self.clusters = ClusterLog()
         #: names with a PUT sent or queued -> (its worker, how many): every request for a
         #: name goes to one worker, so that worker's order is the name's order
         self._pinned: dict[str, tuple[int, int]] = {}
-        self._workers: list[_Worker] = []
+        self._workers: list[WorkerProcess] = []
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -357,11 +319,17 @@ class WorkerPool:
         return bool(self._workers) and all(w.ready for w in self._workers)
 
     @property
+    def workers(self) -> tuple[WorkerProcess, ...]:
+        """The worker processes by index (a restarted worker replaces its entry; read
+        them, the pool changes them)."""
+        return tuple(self._workers)
+
+    @property
     def saturated(self) -> bool:
         """True when a new plan or validate request would be refused."""
         return self.in_flight >= self.capacity
 
-    def _spawn(self, index: int) -> _Worker:
+    def _spawn(self, index: int) -> WorkerProcess:
         """A new worker; its process is started in its reader thread, never on the loop
         (a forkserver start took 0.1-0.2 s on a loaded machine: every deadline of the
         serving process waited that long)."""
@@ -369,12 +337,12 @@ class WorkerPool:
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(target=worker_main, name=f"npu-place-worker-{index}",
                                     args=(child, self.solve_path, self.warmup), daemon=True)
-        worker = _Worker(index, process, parent)
+        worker = WorkerProcess(index, process, parent)
         threading.Thread(target=self._start_and_read, args=(worker, child, self._loop),
                          daemon=True, name=f"npu-place-reader-{index}").start()
         return worker
 
-    def _start_and_read(self, worker: _Worker, child: Connection,
+    def _start_and_read(self, worker: WorkerProcess, child: Connection,
                         loop: asyncio.AbstractEventLoop) -> None:
         """Start the worker's process and its writer thread, then read its answers."""
         try:
@@ -396,7 +364,7 @@ class WorkerPool:
                          name=f"npu-place-writer-{worker.index}").start()
         self._reader(worker, loop)
 
-    def _writer(self, worker: _Worker, loop: asyncio.AbstractEventLoop) -> None:
+    def _writer(self, worker: WorkerProcess, loop: asyncio.AbstractEventLoop) -> None:
         """Send the worker's queued messages (a thread per worker: writing a 6.7 MB body
         into the pipe waits for the worker to read it, 0.03-0.14 s measured on a loaded
         machine, which on the loop delayed every other request's answer)."""
@@ -414,7 +382,7 @@ class WorkerPool:
                         self._lost, worker, "the solver worker process ended unexpectedly")
                 return
 
-    def _reader(self, worker: _Worker, loop: asyncio.AbstractEventLoop) -> None:
+    def _reader(self, worker: WorkerProcess, loop: asyncio.AbstractEventLoop) -> None:
         """Blocking reads of one worker's answers, handed to the loop (a thread per worker:
         the pipe stays blocking, and the GIL is free while it waits)."""
         while True:
@@ -430,7 +398,7 @@ class WorkerPool:
             except RuntimeError:
                 return
 
-    def _on_message(self, worker: _Worker, message: Answer) -> None:
+    def _on_message(self, worker: WorkerProcess, message: Answer) -> None:
         if worker.dead:
             return
         if isinstance(message, Ready):
@@ -492,7 +460,7 @@ class WorkerPool:
         if req.on_error is not None and req.error is not None:
             req.on_error()
 
-    def _next(self, worker: _Worker) -> None:
+    def _next(self, worker: WorkerProcess) -> None:
         while worker.current is None and worker.ready and worker.queue and not self._closed:
             req = worker.queue.popleft()
             if req.terminal:
@@ -510,7 +478,7 @@ class WorkerPool:
             req.started = time.monotonic()
             worker.outbox.put(Call(req.rid, req.request))  # sent by its writer thread
 
-    def _lost(self, worker: _Worker, why: str, restart_count: bool = True) -> None:
+    def _lost(self, worker: WorkerProcess, why: str, restart_count: bool = True) -> None:
         """A worker died, was killed or is recycled: fail its request (if any), start a new
         one, and replay its clusters into it."""
         if worker.dead:
@@ -529,15 +497,9 @@ class WorkerPool:
         fresh = self._spawn(worker.index)
         fresh.queue = worker.queue
         fresh.times = worker.times  # the measured solve times stay valid
-        replay = []
-        for record in self.clusters.values():
-            if record.home == worker.index:
-                replay.append(self._request(
-                    PutCluster(record.name, record.base, record.base_version,
-                               record.base_states), internal=True))
-                replay += [self._request(PatchCluster(record.name, delta, stamp),
-                                         internal=True)
-                           for delta, stamp in record.deltas]
+        replay = [self._request(request, internal=True)
+                  for record in self.clusters.held_by(worker.index)
+                  for request in record.replay()]
         fresh.queue.extendleft(reversed(replay))
         self._workers[worker.index] = fresh
 
@@ -564,7 +526,7 @@ class WorkerPool:
     def _request(self, request: Request, **kw: Any) -> _Request:
         return _Request(next(self._ids), request, **kw)
 
-    def _pick(self) -> _Worker:
+    def _pick(self) -> WorkerProcess:
         homes = {i: 0 for i in range(len(self._workers))}
         for record in self.clusters.values():
             homes[record.home] = homes.get(record.home, 0) + 1
@@ -573,7 +535,7 @@ class WorkerPool:
         return min(self._workers, key=lambda w: (homes[w.index] > 0, round(self._eta(w), 2),
                                                  len(w.queue), homes[w.index], w.index))
 
-    def _eta(self, worker: _Worker) -> float:
+    def _eta(self, worker: WorkerProcess) -> float:
         """When ``worker`` is expected to be free for a new request (``time.monotonic``).
 
         From measured durations (:class:`~solver.service.admission.SolveTimes`), not
@@ -639,21 +601,9 @@ class WorkerPool:
             del self._pinned[name]
 
     def next_version(self, name: str) -> int:
-        """The version a full body for ``name`` gets: one past the stored cluster's (or the
-        deleted one's), 1 for a name never seen.  A daemon using ``expect-version`` can so
-        never accept a delta meant for a cluster that was replaced."""
-        record = self.clusters.get(name)
-        if record is not None:
-            return int(record.info["version"]) + 1
-        return self.retired.get(name, 0) + 1
-
-    def _retire_version(self, name: str, version: int) -> None:
-        """Remember a deleted cluster's last version (the newest
-        :data:`RETIRED_VERSIONS_KEPT` names)."""
-        self.retired[name] = max(version, self.retired.get(name, 0))
-        self.retired.move_to_end(name)
-        while len(self.retired) > RETIRED_VERSIONS_KEPT:
-            self.retired.popitem(last=False)
+        """The version a full body for ``name`` gets
+        (:meth:`~solver.service.cluster_log.ClusterLog.next_version`)."""
+        return self.clusters.next_version(name)
 
     async def put_cluster(self, name: str, body: bytes) -> dict[str, Any]:
         """Store (or replace) cluster ``name`` in its home worker; the worker's
@@ -921,36 +871,20 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ clusters
     def record_put(self, name: str, home: int, body: bytes, info: dict[str, Any]) -> None:
-        """Remember a stored cluster's full body (the replay base); a body above
-        :data:`COMPACT_PUT_BYTES` is replaced by the worker's compact scenario at once."""
-        record = ClusterRecord(name, home, body, int(info["version"]), [], info)
-        self.clusters[name] = record
-        if len(body) > COMPACT_PUT_BYTES and _mostly_whitespace(body):
+        """Remember a stored cluster's full body (the replay base); a large body that is
+        mostly whitespace is replaced by the worker's compact scenario at once."""
+        record = self.clusters.put(name, home, body, info)
+        if self.clusters.compact_at_put(body):
             self._compact(record)
 
     def record_delete(self, name: str, reply: DeleteAnswer) -> None:
-        """Forget a deleted cluster (the worker no longer holds the name, whatever it
-        held) and remember its last version."""
-        record = self.clusters.pop(name, None)
-        versions = [int(v) for v in (reply.version,
-                                     record.info.get("version") if record else None)
-                    if v is not None]
-        if versions:
-            self._retire_version(name, max(versions))
+        """Forget a deleted cluster and remember its last version."""
+        self.clusters.deleted(name, reply)
 
     def record_patch(self, name: str, reply: PatchAnswer) -> None:
-        """Remember an applied delta (compact, with its stamp); compact the log when it
-        holds :data:`COMPACT_EVERY` deltas or :data:`COMPACT_BYTES` bytes."""
-        record = self.clusters.get(name)
-        if record is None:
-            return
-        info = reply.info
-        if info.get("version") != record.info.get("version"):
-            record.deltas.append((reply.log, reply.stamp))
-            record.log_bytes += len(reply.log)
-        record.info = info
-        every = max(COMPACT_EVERY, int(len(record.base) * COMPACT_EVERY_PER_BYTE))
-        if len(record.deltas) >= every or record.log_bytes >= COMPACT_BYTES:
+        """Remember an applied delta; compact the cluster's log when it is long enough."""
+        record = self.clusters.patched(name, reply)
+        if record is not None and self.clusters.needs_compaction(record):
             self._compact(record)
 
     def _compact(self, record: ClusterRecord) -> None:
@@ -960,19 +894,9 @@ class WorkerPool:
             return
         record.compacting = True
 
-        def compacted(reply: ExportAnswer) -> None:
-            # A worker answers in order: every delta logged before this answer was
-            # applied before the export, so the export holds them all.
-            record.base = reply.scenario
-            record.base_states = reply.states
-            record.base_version = int(reply.version)
-            record.deltas = []
-            record.log_bytes = 0
-            record.compacting = False
-
         def failed() -> None:  # the worker was lost: the full log replays instead
             record.compacting = False
 
-        req = self._request(ExportCluster(record.name), internal=True, on_reply=compacted,
-                            on_error=failed)
+        req = self._request(ExportCluster(record.name), internal=True,
+                            on_reply=record.compacted, on_error=failed)
         self._submit(req, record.home)

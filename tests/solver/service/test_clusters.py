@@ -379,7 +379,7 @@ def test_recycled_workers_keep_their_clusters() -> None:
     scenario = example("superpod-850")
     with running_server(ServiceConfig(warmup=False, recycle_after=2)) as (url, service), \
             PlanClient(url) as c:
-        old_processes = [w.process for w in service.pool._workers]
+        old_processes = [w.process for w in service.pool.workers]
         c.put_cluster("r", scenario)  # request 1
         c.patch_cluster("r", {"node-updates": [{"name": scenario.nodes[0].name,
                                                 "free": 0}]})  # 2: recycled after it

@@ -24,7 +24,7 @@ from models.compiled import compile_scenario
 from models.limits import MAX_ERRORS_SHOWN
 from models.placement import PlacementFile
 from models.scenario import Scenario
-from solver.service import pool as pool_module
+from solver.service import cluster_log
 from solver.service.app import ServiceConfig
 from tests.solver.service.conftest import HTTP_TIMEOUT, example, running_server
 
@@ -221,12 +221,12 @@ def _kill_home_worker(service: Any, name: str) -> None:
     replacement to have replayed its clusters."""
     pool = service.pool
     home = pool.clusters[name].home
-    old = pool._workers[home]
+    old = pool.workers[home]
     restarts = pool.restarts
     old.process.kill()
-    _wait(lambda: pool.restarts > restarts and pool._workers[home] is not old)
-    _wait(lambda: pool._workers[home].ready and pool._workers[home].current is None
-          and not pool._workers[home].queue)
+    _wait(lambda: pool.restarts > restarts and pool.workers[home] is not old)
+    _wait(lambda: pool.workers[home].ready and pool.workers[home].current is None
+          and not pool.workers[home].queue)
 
 
 def _session_delta(i: int) -> dict[str, Any]:
@@ -257,7 +257,7 @@ def test_a_restarted_worker_rebuilds_the_cluster_exactly(sessions: int) -> None:
             if i == 2:
                 time.sleep(1.1)  # a replay at another second must not re-stamp entries
         record = service.pool.clusters["plain"]
-        if sessions >= pool_module.COMPACT_EVERY:
+        if sessions >= cluster_log.COMPACT_EVERY:
             _wait(lambda: not record.compacting)
             assert record.base_states is not None and len(record.deltas) < sessions
         before = {name: state(http, name) for name in ("plain", "timed")}
@@ -272,7 +272,7 @@ def test_a_restarted_worker_rebuilds_the_cluster_exactly(sessions: int) -> None:
 
 def test_the_replay_log_keeps_compact_deltas_bounded_in_bytes(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pool_module, "COMPACT_BYTES", 4096)
+    monkeypatch.setattr(cluster_log, "COMPACT_BYTES", 4096)
     with running_server(ServiceConfig(warmup=False, max_body_mb=4)) as (url, service), \
             httpx.Client(base_url=url, timeout=HTTP_TIMEOUT) as http:
         padding = b" " * (3 * 1024 * 1024)  # 3 MB of whitespace around a tiny body
