@@ -50,19 +50,14 @@ from solver.service.auth import BearerAuth, HiddenToken
 from solver.service.connections import ConnectionGuard
 from solver.service.extender import ExtenderConfig, ExtenderCore, PathToken, extender_router
 from solver.service.metrics import PROMETHEUS_CONTENT_TYPE, ServiceMetrics
+from solver.service.outcome import PARSE_NOT_DONE, SOURCE_SOLVE, PlanOutcome, Saturated
 from solver.service.parsing import (
     BadRequest,
     ValidateRequest,
     ValidateResponse,
     refuse_declared_length,
 )
-from solver.service.pool import (
-    PARSE_NOT_DONE,
-    SOURCE_SOLVE,
-    PlanOutcome,
-    Saturated,
-    WorkerPool,
-)
+from solver.service.pool import WorkerPool
 from solver.service.state import ClusterDelta, ClusterInfo
 from solver.service.worker import DEFAULT_SOLVE
 

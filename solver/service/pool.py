@@ -27,12 +27,13 @@ The event loop never waits on a worker process: each worker has a reader thread 
 also starts the process: a forkserver start takes 0.1 s on a loaded machine) and a writer
 thread (writing a large body into the pipe waits until the worker has read it).
 
-Why this file is long: (about 880 lines) dispatch, admission by expected time, the
+Why this file is long: (about 840 lines) dispatch, admission by expected time, the
 deadline cut-off, killing overrunning workers and restarting them with their clusters
 all act on the same per-worker queues and request records under the event loop; split
 apart they would share those private structures across modules.  What does not share
 them lives elsewhere: the replay log and versions (:mod:`solver.service.cluster_log`),
-the messages (:mod:`solver.service.messages`), admission's measured times
+the messages (:mod:`solver.service.messages`), how a plan's answer is made from its
+worker's answers (:mod:`solver.service.outcome`), admission's measured times
 (:mod:`solver.service.admission`).
 """
 
@@ -81,10 +82,23 @@ from solver.service.messages import (
     Request,
     ValidateRequest,
 )
-from solver.service.parsing import BadRequest, empty_placement
+from solver.service.outcome import (
+    PARSE_NOT_DONE,
+    PLAN_NOT_STARTED,
+    SOURCE_EMPTY,
+    SOURCE_GREEDY,
+    SOURCE_SOLVE,
+    PlanOutcome,
+    Saturated,
+    plan_outcome,
+)
+from solver.service.parsing import BadRequest
 from solver.service.worker import DEFAULT_SOLVE, worker_main
 
 log = logging.getLogger("npu_place.service")
+
+__all__ = ["PARSE_NOT_DONE", "PLAN_NOT_STARTED", "SOURCE_EMPTY", "SOURCE_GREEDY",
+           "SOURCE_SOLVE", "PlanOutcome", "Saturated", "WorkerPool", "WorkerProcess"]
 
 #: Expected seconds of a short request (greedy only, validate, cluster updates) when
 #: estimating when a worker will be free; also the least time worth starting a plan with
@@ -92,15 +106,6 @@ log = logging.getLogger("npu_place.service")
 #: deadline (it ends or is killed soon).
 SHORT_SECONDS = 0.1
 
-#: The answer came from the full solve, greedy's fallback, or nothing finished in time.
-SOURCE_SOLVE = "solve"
-SOURCE_GREEDY = "greedy-fallback"
-SOURCE_EMPTY = "empty"
-
-#: The error of a plan whose time limit passed before its body was parsed, and of a
-#: stored cluster's plan whose limit passed before its worker took the cluster's snapshot.
-PARSE_NOT_DONE = "time limit passed while parsing"
-PLAN_NOT_STARTED = "time limit passed before planning"
 
 
 #: Seconds a retired worker (recycled, lost, or the pool closing) gets to exit after its
@@ -156,17 +161,6 @@ def _retire(worker: WorkerProcess) -> None:
                      name=f"npu-place-reap-{worker.index}").start()
 
 
-class Saturated(Exception):
-    """Refused (too many requests in flight, or it could not start before its deadline);
-    retry after :attr:`retry_after` seconds.  :attr:`reason` labels the rejection metric,
-    :attr:`messages` are the answer's."""
-
-    def __init__(self, retry_after: int = 1, reason: str = "saturated",
-                 messages: list[str] | None = None) -> None:
-        super().__init__("the planner is saturated")
-        self.retry_after = retry_after
-        self.reason = reason
-        self.messages = messages or ["too many requests in flight; retry later"]
 
 
 @dataclass(eq=False)
@@ -223,23 +217,6 @@ class WorkerProcess:
 
 
 
-@dataclass
-class PlanOutcome:
-    """A plan answer and how it was obtained."""
-
-    placement: dict[str, Any]
-    source: str
-    greedy_objective: int | None
-    objective: int | None
-    queued_seconds: float | None = None
-    #: the full solve failed (raised, or its worker process died): greedy's plan stands
-    solve_failed: bool = False
-    #: the answering solve's CP-SAT models (``carried``, ``within``, ``built``), when it
-    #: ran CP-SAT and its final answer arrived in time
-    models: dict[str, int] | None = None
-    #: the stored cluster's version the worker planned from (``None``: a plan of a body);
-    #: the answer is valid for this version, whatever deltas were applied since
-    cluster_version: int | None = None
 
 
 
@@ -821,53 +798,12 @@ class WorkerPool:
                             messages=[f"waited {time.monotonic() - req.submitted:.2f} s in "
                                       "the queue and could not start before this request's "
                                       "time limit; retry later"])
-        outcome = self._outcome(req)
-        outcome.cluster_version = req.parsed.version if req.parsed is not None else None
+        assert isinstance(req.request, PlanRequest)
+        outcome = plan_outcome(req.request, parsed=req.parsed, fallback=req.fallback,
+                               final=req.final, error=req.error, terminal=req.terminal)
         if req.started is not None:
             outcome.queued_seconds = req.started - req.submitted
         return outcome
-
-    @staticmethod
-    def _outcome(req: _Request) -> PlanOutcome:
-        fallback = req.fallback.placement if req.fallback is not None else None
-        greedy_obj = fallback.get("objective") if fallback is not None else None
-        final = req.final
-        if final is not None and final.placement is not None:
-            return PlanOutcome(final.placement, SOURCE_SOLVE, greedy_obj,
-                               final.placement.get("objective"), models=final.models)
-        if fallback is not None:
-            if req.terminal and final is not None and final.fallback_stands \
-                    and req.error is None:
-                return PlanOutcome(fallback, SOURCE_SOLVE, greedy_obj, greedy_obj)
-            placement = dict(fallback)
-            failed_after = final is not None and final.error is not None
-            failed = req.error is not None or failed_after
-            if req.error is not None:  # the worker died (or was killed) during the solve
-                why = f"the full solve failed ({'; '.join(req.error[2]) or req.error[1]})"
-            elif failed_after:
-                assert final is not None
-                why = f"the solver failed ({final.error})"
-            else:
-                why = "the full solve did not finish within the request's time limit"
-            placement["notes"] = [*placement.get("notes", []),
-                                  f"{why}; answered with the fallback plan "
-                                  f"({placement.get('engine', 'greedy')})"]
-            return PlanOutcome(placement, SOURCE_GREEDY, greedy_obj, greedy_obj,
-                               solve_failed=failed)
-        if req.error is not None:
-            raise BadRequest(*req.error)
-        if req.parsed is not None:
-            return PlanOutcome(empty_placement(req.parsed.jobs), SOURCE_EMPTY, None, None)
-        if isinstance(req.request, PlanRequest) and req.request.cluster is not None:
-            # a stored cluster: there was no body to parse
-            raise BadRequest(503, PLAN_NOT_STARTED, [
-                "the request's time limit passed before its worker had taken the stored "
-                "cluster's snapshot (the worker was busy; retry, or give a longer "
-                "time limit)"], {"Retry-After": "1"})
-        raise BadRequest(503, PARSE_NOT_DONE, [
-            "the request's time limit passed before its body was parsed and checked "
-            "(the service is loaded; large clusters should use PUT/PATCH "
-            "/v1/clusters/{name} and plan the stored cluster)"], {"Retry-After": "1"})
 
     # ------------------------------------------------------------------ clusters
     def record_put(self, name: str, home: int, body: bytes, info: dict[str, Any]) -> None:

@@ -241,15 +241,14 @@ def test_a_stored_cluster_plan_out_of_time_before_its_snapshot_names_no_parse() 
     """Nothing answered by the cut-off: a body plan ran out while parsing, a stored
     cluster's plan before its worker took the snapshot (there was no body)."""
     from solver.service.messages import PlanRequest
+    from solver.service.outcome import PARSE_NOT_DONE, PLAN_NOT_STARTED, plan_outcome
     from solver.service.parsing import BadRequest
-    from solver.service.pool import PARSE_NOT_DONE, PLAN_NOT_STARTED, WorkerPool
-    from solver.service.pool import _Request as Request
 
     for cluster, error in ((None, PARSE_NOT_DONE), ("c", PLAN_NOT_STARTED)):
-        req = Request(1, PlanRequest(None if cluster else b"{}", cluster, "auto", 0.0, 0,
-                                     None))
+        plan = PlanRequest(None if cluster else b"{}", cluster, "auto", 0.0, 0, None)
         try:
-            WorkerPool._outcome(req)
+            plan_outcome(plan, parsed=None, fallback=None, final=None, error=None,
+                         terminal=False)
         except BadRequest as exc:
             assert (exc.status, exc.error) == (503, error)
             assert ("parsed" in " ".join(exc.messages)) == (cluster is None)
