@@ -34,6 +34,7 @@ import time
 from typing import Any
 
 from benchmarks.generators import GenParams, generate_case
+from solver.service.messages import PatchCluster, PutCluster, Reply
 from solver.service.worker import DEFAULT_SOLVE, Worker
 
 #: The loops measured: name -> (send ``now``, add a cache refresh event).
@@ -61,7 +62,7 @@ def run_loop(body: bytes, names: list[str], npus: dict[str, int], owner: str | N
     """One loop of ``sessions`` PATCHes on a fresh copy of the cluster."""
     pipe = _Pipe()
     worker = Worker(pipe, DEFAULT_SOLVE)  # type: ignore[arg-type]
-    worker.handle("put", 0, ("daemon", body, 1))
+    worker.handle(0, PutCluster("daemon", body, 1))
     rng = random.Random(seed)
     cpu: list[float] = []
     tiers: dict[str, int] = {}
@@ -79,12 +80,12 @@ def run_loop(body: bytes, names: list[str], npus: dict[str, int], owner: str | N
             delta["cache-events"] = [{"event": "refresh", "owner-uid": owner}]
         raw = json.dumps(delta).encode()
         start = time.thread_time()
-        worker.handle("patch", session, ("daemon", raw))
+        worker.handle(session, PatchCluster("daemon", raw))
         cpu.append(time.thread_time() - start)
-        _rid, kind, value = pipe.last
-        if kind != "reply":
-            raise SystemExit(f"session {session}: the worker answered {kind}: {value}")
-        tier = value["info"]["last-update"]
+        answer = pipe.last
+        if not isinstance(answer, Reply):
+            raise SystemExit(f"session {session}: the worker answered {answer}")
+        tier = answer.value.info["last-update"]
         tiers[tier] = tiers.get(tier, 0) + 1
     return {"sessions": sessions, "tiers": tiers,
             "cpu-median": round(statistics.median(cpu), 4),

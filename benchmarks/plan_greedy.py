@@ -23,6 +23,7 @@ from typing import Any
 
 import solver.facade as facade
 from benchmarks.generators import GenParams, generate_case
+from solver.service.messages import FallbackAnswer, FinalAnswer, PlanRequest, PutCluster
 from solver.service.worker import DEFAULT_SOLVE, Worker
 
 
@@ -30,9 +31,9 @@ class _Recorder:
     """Stands in for the worker's pipe: keeps every answer with its time."""
 
     def __init__(self) -> None:
-        self.messages: list[tuple[float, tuple[Any, ...]]] = []
+        self.messages: list[tuple[float, Any]] = []
 
-    def send(self, message: tuple[Any, ...]) -> None:
+    def send(self, message: Any) -> None:
         self.messages.append((time.monotonic(), message))
 
 
@@ -43,7 +44,7 @@ def measure(family: str, nodes: int, plans: int, time_limit: float, seed: int
     body = json.dumps(scenario.to_dict()).encode()
     recorder = _Recorder()
     worker = Worker(recorder, DEFAULT_SOLVE)  # type: ignore[arg-type]
-    worker.handle("put", 0, ("bench", body, 1))
+    worker.handle(0, PutCluster("bench", body, 1))
     original = facade.greedy_plan
     calls: list[float] = []
 
@@ -64,14 +65,15 @@ def measure(family: str, nodes: int, plans: int, time_limit: float, seed: int
             calls.clear()
             recorder.messages.clear()
             started = time.monotonic()
-            worker.plan(rid, None, "bench", "auto", started + time_limit, 0, None)
-            first = next(t for t, m in recorder.messages if m[1] == "greedy")
-            final = next(m for _, m in recorder.messages if m[1] == "final")
+            worker.plan(rid, PlanRequest(None, "bench", "auto", started + time_limit, 0,
+                                         None))
+            first = next(t for t, m in recorder.messages if isinstance(m, FallbackAnswer))
+            final = next(m for _, m in recorder.messages if isinstance(m, FinalAnswer))
             rows.append({"greedy-calls": len(calls),
                          "greedy-seconds": round(sum(calls), 4),
                          "first-answer-seconds": round(first - started, 4),
-                         "final-objective": None if final[2] is None
-                         else final[2].get("objective")})
+                         "final-objective": None if final.placement is None
+                         else final.placement.get("objective")})
     finally:
         facade.greedy_plan = original
     return {"family": family, "nodes": len(scenario.nodes), "time-limit": time_limit,

@@ -50,6 +50,7 @@ from models.check import check
 from models.compiled import Problem
 from solver.facade import solve
 from solver.reuse import SolveCache
+from solver.service.messages import PatchCluster, PutCluster
 from solver.service.worker import DEFAULT_SOLVE, Worker
 
 
@@ -133,7 +134,7 @@ def measure(family: str, nodes: int, sessions: int, time_limit: float, changes: 
     scenario = generate_case(GenParams(family, nodes=nodes, seed=seed, jobs=jobs)).scenario
     body = json.dumps(scenario.to_dict()).encode()
     worker = Worker(_Pipe(), DEFAULT_SOLVE)  # type: ignore[arg-type]
-    worker.handle("put", 0, ("bench", body, 1))
+    worker.handle(0, PutCluster("bench", body, 1))
     stored = worker.clusters.get("bench")
     assert stored is not None
     rng = random.Random(seed)
@@ -147,7 +148,7 @@ def measure(family: str, nodes: int, sessions: int, time_limit: float, changes: 
     for session in range(1, sessions + 1):
         if session > 1:
             delta = _delta(rng, stored.snapshot.problem, changes, free_changes)
-            worker.handle("patch", session, ("bench", json.dumps(delta).encode()))
+            worker.handle(session, PatchCluster("bench", json.dumps(delta).encode()))
         problem = stored.snapshot.problem
         row: dict[str, Any] = {"session": session}
         for variant in VARIANTS:

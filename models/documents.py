@@ -630,13 +630,32 @@ def _load_yaml_events(text: str, max_depth: int | None, max_values: int | None, 
                     raise DocumentError(f"{_where(mark)}: a mapping or list "
                                         "cannot be a key")
                 if value in top.data:
-                    raise DocumentError(f"{_where(mark)}: duplicate key "
-                                        f"'{escape_text(str(value), 60)}' (each key may "
-                                        "appear once in a mapping)")
+                    raise DocumentError(_duplicate_key(value, top.data, event, mark))
                 top.key = value
                 top.has_key = True
     finally:
         loader.dispose()
+
+
+def _written(key: Any) -> str:
+    """A key read from YAML as YAML writes it (``true``, ``null``, ``1``)."""
+    if key is None or isinstance(key, bool):
+        return {None: "null", True: "true", False: "false"}[key]
+    return str(key)
+
+
+def _duplicate_key(key: Any, data: dict[Any, Any], event: Any, mark: Any) -> str:
+    """The message of a key equal to one already in a mapping, naming both as written:
+    ``1`` and ``true`` (or ``0`` and ``false``, ``1`` and ``1.0``) are different YAML
+    values that are one key once read."""
+    written = event.value if isinstance(event, yaml.ScalarEvent) else _written(key)
+    earlier = _written(next(k for k in data if k == key))
+    if written == earlier:
+        return (f"{_where(mark)}: duplicate key '{escape_text(written, 60)}' (each key may "
+                "appear once in a mapping)")
+    return (f"{_where(mark)}: key '{escape_text(written, 60)}' is the same key as "
+            f"'{escape_text(earlier, 60)}' once read (each key may appear once in a "
+            "mapping; quote keys that are names)")
 
 
 def dump_data(data: Any, fmt: str) -> str:

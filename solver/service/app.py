@@ -51,13 +51,14 @@ from solver.service.connections import ConnectionGuard
 from solver.service.extender import ExtenderConfig, ExtenderCore, PathToken, extender_router
 from solver.service.extender.config import check_prefix
 from solver.service.metrics import PROMETHEUS_CONTENT_TYPE, ServiceMetrics
+from solver.service.outcome import PARSE_NOT_DONE, SOURCE_SOLVE, PlanOutcome, Saturated
 from solver.service.parsing import (
     BadRequest,
     ValidateRequest,
     ValidateResponse,
     refuse_declared_length,
 )
-from solver.service.pool import SOURCE_SOLVE, PlanOutcome, Saturated, WorkerPool
+from solver.service.pool import WorkerPool
 from solver.service.state import ClusterDelta, ClusterInfo
 from solver.service.worker import DEFAULT_SOLVE
 
@@ -228,16 +229,16 @@ class PlanningService:
 
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config
-        self.runner = WorkerPool(workers=config.workers, queue=config.queue,
+        self.pool = WorkerPool(workers=config.workers, queue=config.queue,
                                  reply_margin=config.reply_margin,
                                  kill_grace=config.kill_grace, solve_path=config.solve,
                                  warmup=config.warmup, recycle_after=config.recycle_after)
-        self.metrics = ServiceMetrics(lambda: self.runner.in_flight,
-                                      lambda: self.runner.abandoned,
-                                      lambda: len(self.runner.clusters),
-                                      lambda: self.runner.killed,
-                                      lambda: self.runner.restarts)
-        self.runner.on_models = self.metrics.count_models
+        self.metrics = ServiceMetrics(lambda: self.pool.in_flight,
+                                      lambda: self.pool.abandoned,
+                                      lambda: len(self.pool.clusters),
+                                      lambda: self.pool.killed,
+                                      lambda: self.pool.restarts)
+        self.pool.on_models = self.metrics.count_models
         self.connections = ConnectionGuard(config.max_connections, config.header_timeout)
         self.metrics.watch_connections(self.connections.waiting_count,
                                        lambda: self.connections.evicted,
@@ -250,16 +251,22 @@ class PlanningService:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
+    def runner(self) -> WorkerPool:
+        """The worker pool under its former name (kept for callers written against it;
+        use :attr:`pool`)."""
+        return self.pool
+
+    @property
     def ready(self) -> bool:
         """Every worker started (and warmed up)."""
-        return self.runner.ready
+        return self.pool.ready
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         """Start the workers (called at start-up, on the loop)."""
         self._loop = asyncio.get_running_loop()
         self._drain_event = asyncio.Event()
-        self.runner.start()
+        self.pool.start()
 
     def begin_drain(self) -> None:
         """Graceful shutdown: refuse new plans, hurry in-flight ones (thread-safe)."""
@@ -282,7 +289,7 @@ class PlanningService:
             507 when the service holds (or is storing) ``max_clusters`` clusters and
             ``name`` is new.
         """
-        clusters = self.runner.clusters
+        clusters = self.pool.clusters
         limit = self.config.max_clusters
         if name not in clusters and name not in self._storing:
             held = len(clusters) + sum(1 for n in self._storing if n not in clusters)
@@ -313,6 +320,12 @@ class PlanningService:
                                          "query parameter 'deterministic-time'")
         except LimitError as exc:
             raise BadRequest(422, "invalid request", [str(exc)]) from None
+        if limit <= self.config.reply_margin:
+            # the answer is sent by the deadline minus the margin: no time to plan at all
+            raise BadRequest(422, "invalid request", [
+                f"query parameter 'time-limit': {limit:g} s is not above the service's "
+                f"reply margin ({self.config.reply_margin:g} s, kept for sending the "
+                "answer): no plan can be made in it"])
         received = request.scope.get("state", {}).get("received", time.monotonic())
         return limit, received + limit
 
@@ -322,11 +335,11 @@ class PlanningService:
             self.metrics.rejected.labels("draining").inc()
             raise BadRequest(503, "shutting down", ["the service is shutting down"],
                              {"Retry-After": "1", "Connection": "close"})
-        if self.runner.saturated:
+        if self.pool.saturated:
             self.metrics.rejected.labels("saturated").inc()
             raise BadRequest(503, "saturated", [
-                f"{self.runner.in_flight} requests in flight (capacity "
-                f"{self.runner.capacity}); retry later"], {"Retry-After": "1"})
+                f"{self.pool.in_flight} requests in flight (capacity "
+                f"{self.pool.capacity}); retry later"], {"Retry-After": "1"})
 
     async def read_body(self, request: Request, deadline: float | None = None) -> bytes:
         """The request body, refused with 413 above ``max-body-mb``.
@@ -370,7 +383,7 @@ class PlanningService:
                    deterministic_time: float | None) -> Response:
         """Solve in a worker and answer on time; records the plan metrics."""
         try:
-            outcome = await self.runner.plan(body=body, cluster=cluster, engine=engine,
+            outcome = await self.pool.plan(body=body, cluster=cluster, engine=engine,
                                              deadline=deadline, seed=seed,
                                              deterministic_time=deterministic_time,
                                              hurry=self._drain_event)
@@ -383,7 +396,8 @@ class PlanningService:
             if exc.status == 500:
                 self.metrics.solve_errors.inc()
             elif exc.status == 503:
-                self.metrics.rejected.labels("parse-deadline").inc()
+                self.metrics.rejected.labels(
+                    "parse-deadline" if exc.error == PARSE_NOT_DONE else "plan-deadline").inc()
             raise
         if outcome.solve_failed:
             self.metrics.solve_errors.inc()
@@ -398,10 +412,10 @@ class PlanningService:
             self.metrics.queue_wait.observe(outcome.queued_seconds)
         if outcome.models is not None:
             headers["X-Models-Reused"] = models_header(outcome.models)
-        if cluster is not None:
-            record = self.runner.clusters.get(cluster)
-            if record is not None:
-                headers["X-Cluster-Version"] = str(record.info.get("version", ""))
+        if outcome.cluster_version is not None:
+            # the version the worker planned from, carried in its answer: the cluster's
+            # record may already hold a later delta
+            headers["X-Cluster-Version"] = str(outcome.cluster_version)
         return JSONResponse(outcome.placement, headers=headers)
 
     def _record(self, outcome: PlanOutcome, engine: str) -> None:
@@ -474,7 +488,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         service.begin_drain()
         if extender is not None:
             extender.close()
-        await service.runner.close()
+        await service.pool.close()
 
     app = FastAPI(title="npu-place planning service", version=API_VERSION,
                   description="Whole-session placement plans for Ascend NPU gang jobs: "
@@ -486,7 +500,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     if config.token is not None:  # inside the timing middleware: 401s are counted too
         app.add_middleware(BearerAuth, token=HiddenToken(config.token))
     if extender is not None:
-        app.include_router(extender_router(extender, service.runner))
+        app.include_router(extender_router(extender, service.pool))
         if extender.config.path_token is not None:  # outside the bearer check
             app.add_middleware(PathToken, prefix=extender.config.prefix,
                                token=extender.config.path_token)
@@ -548,8 +562,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         service.admit_early()
         body = await service.read_body(request)
         try:  # the limit bounds the worker's time: it counts from the body's arrival
-            result = await service.runner.call("validate", (body,), admit=True,
-                                               deadline=time.monotonic() + limit)
+            result = await service.pool.validate(body, deadline=time.monotonic() + limit)
         except Saturated:
             service.metrics.rejected.labels("saturated").inc()
             raise BadRequest(503, "saturated", ["too many requests in flight; retry later"],
@@ -557,7 +570,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         return JSONResponse(result)
 
     def _known(name: str) -> Any:
-        record = service.runner.clusters.get(name)
+        record = service.pool.clusters.get(name)
         if record is None:
             raise BadRequest(404, "no such cluster", [f"cluster '{name}' is not stored "
                                                       "(PUT it first)"])
@@ -567,7 +580,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
              openapi_extra=_body_schema("Scenario"), tags=["clusters"],
              summary="Store a cluster (body: a full scenario)")
     async def put_cluster(request: Request, name: str = name_p) -> Response:
-        pool = service.runner
+        pool = service.pool
         with service.cluster_slot(name):  # --max-clusters holds under concurrent PUTs
             body = await service.read_body(request)
             # the bookkeeping runs as the reply arrives, in the worker's order
@@ -582,7 +595,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         _known(name)
         body = await service.read_body(request)
         try:
-            reply = await service.runner.patch_cluster(name, body)
+            reply = await service.pool.patch_cluster(name, body)
         except BadRequest as exc:
             if exc.status == 422:
                 exc.error = "invalid delta"
@@ -600,10 +613,10 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
              responses={404: {"model": ErrorBody}},
              summary="The stored cluster as a full scenario")
     async def get_cluster_scenario(name: str = name_p) -> Response:
-        record = _known(name)
-        reply = await service.runner.call("dump", (name,), home=record.home)
-        return Response(reply["scenario"], media_type="application/json",
-                        headers={"X-Cluster-Version": str(reply["version"])})
+        _known(name)
+        reply = await service.pool.dump_cluster(name)
+        return Response(reply.scenario, media_type="application/json",
+                        headers={"X-Cluster-Version": str(reply.version)})
 
     @app.delete("/v1/clusters/{name}", status_code=204, tags=["clusters"],
                 responses={404: {"model": ErrorBody}})
@@ -611,7 +624,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         _known(name)
         # the serving process forgets the cluster when its worker has deleted it, in the
         # worker's order (a PUT queued before this DELETE is deleted too)
-        if not await service.runner.delete_cluster(name):  # a DELETE queued before it won
+        if not await service.pool.delete_cluster(name):  # a DELETE queued before it won
             raise BadRequest(404, "no such cluster", [f"cluster '{name}' is not stored "
                                                       "(PUT it first)"])
         return Response(status_code=204)
@@ -642,9 +655,9 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         return _health("ready", 200)
 
     def _health(status: str, code: int) -> Response:
-        body = HealthBody(status=status, in_flight=service.runner.in_flight,
-                          abandoned=service.runner.abandoned,
-                          capacity=service.runner.capacity)
+        body = HealthBody(status=status, in_flight=service.pool.in_flight,
+                          abandoned=service.pool.abandoned,
+                          capacity=service.pool.capacity)
         return JSONResponse(body.model_dump(by_alias=True), status_code=code)
 
     @app.get("/metrics", tags=["ops"], response_class=Response,

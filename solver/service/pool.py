@@ -15,21 +15,26 @@ back at once.
 Each worker serves one request at a time.  Stateless requests go to the worker expected
 to be free first, avoiding workers that hold a stored cluster while another exists; a
 stored cluster lives in one *home* worker, which also runs its plans.  The serving
-process keeps, per cluster, the last full scenario body and the deltas applied since
-(compacted every :data:`COMPACT_EVERY` deltas, more for a large cluster:
-:data:`COMPACT_EVERY_PER_BYTE`) and replays them into a restarted worker,
-so a killed or crashed worker loses no cluster.  That record changes when the worker
-answers, in the worker's order (a ``DELETE`` behind a queued ``PUT`` deletes what the
-``PUT`` stored), and every request for a name goes to one worker.
+process keeps, per cluster, a replay log (the last full scenario body and the deltas
+applied since, compacted from time to time) and the cluster's versions
+(:mod:`solver.service.cluster_log`), and replays them into a restarted worker, so a
+killed or crashed worker loses no cluster.  That record changes when the worker answers,
+in the worker's order (a ``DELETE`` behind a queued ``PUT`` deletes what the ``PUT``
+stored), and every request for a name goes to one worker.  The messages to and from the
+workers are :mod:`solver.service.messages`'s.
 
 The event loop never waits on a worker process: each worker has a reader thread (which
 also starts the process: a forkserver start takes 0.1 s on a loaded machine) and a writer
 thread (writing a large body into the pipe waits until the worker has read it).
 
-Why this file is long: (about 880 lines) dispatch, admission by expected time, the
-deadline cut-off, killing overrunning workers and the stored clusters' replay log all
-act on the same per-worker queue and request records under the event loop; split
-apart they would share those private structures across modules.
+Why this file is long: (about 840 lines) dispatch, admission by expected time, the
+deadline cut-off, killing overrunning workers and restarting them with their clusters
+all act on the same per-worker queues and request records under the event loop; split
+apart they would share those private structures across modules.  What does not share
+them lives elsewhere: the replay log and versions (:mod:`solver.service.cluster_log`),
+the messages (:mod:`solver.service.messages`), how a plan's answer is made from its
+worker's answers (:mod:`solver.service.outcome`), admission's measured times
+(:mod:`solver.service.admission`).
 """
 
 from __future__ import annotations
@@ -45,48 +50,63 @@ import queue
 import threading
 import time
 import weakref
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
 from solver.service.admission import SolveTimes
-from solver.service.parsing import BadRequest, empty_placement
-from solver.service.worker import DEFAULT_SOLVE, TERMINAL, worker_main
+from solver.service.cluster_log import ClusterLog, ClusterRecord
+from solver.service.messages import (
+    TERMINAL,
+    Answer,
+    Call,
+    DeleteAnswer,
+    DeleteCluster,
+    DumpAnswer,
+    DumpCluster,
+    Exit,
+    ExportCluster,
+    Failure,
+    FallbackAnswer,
+    FinalAnswer,
+    Parsed,
+    PatchAnswer,
+    PatchCluster,
+    PlanRequest,
+    PutAnswer,
+    PutCluster,
+    Ready,
+    Reply,
+    Request,
+    ValidateRequest,
+)
+from solver.service.outcome import (
+    PARSE_NOT_DONE,
+    PLAN_NOT_STARTED,
+    SOURCE_EMPTY,
+    SOURCE_GREEDY,
+    SOURCE_SOLVE,
+    PlanOutcome,
+    Saturated,
+    plan_outcome,
+)
+from solver.service.parsing import BadRequest
+from solver.service.worker import DEFAULT_SOLVE, worker_main
 
 log = logging.getLogger("npu_place.service")
 
-#: Deltas kept per cluster before the log is compacted into one scenario body.
-COMPACT_EVERY = 64
-#: Bytes of (compact) deltas kept per cluster before the log is compacted, whatever their
-#: number.  The log holds each applied delta in compact JSON (only the fields set, no
-#: whitespace), never the request body.
-COMPACT_BYTES = 8 * 1024 * 1024
-#: A PUT body above this size that is mostly whitespace (:func:`_mostly_whitespace`) is
-#: kept only until the worker has answered its compact scenario.  A body that is compact
-#: already is kept as it is: exporting a 65,536-node scenario holds the worker 0.45-0.75 s
-#: (0.3-0.5 s of CPU, 7-17 MB of JSON), during which a plan of that worker waits or is
-#: refused.
-COMPACT_PUT_BYTES = 1024 * 1024
-#: Per byte of a cluster's replay base, deltas kept before the log is compacted (at least
-#: :data:`COMPACT_EVERY`): compacting exports the whole scenario, which costs in
-#: proportion to its size (0.45-0.75 s at 65,536 nodes), while replaying a delta costs
-#: milliseconds; a 10 MB base is compacted every 640 deltas instead of every 64.
-COMPACT_EVERY_PER_BYTE = 1 / 16384
+__all__ = ["PARSE_NOT_DONE", "PLAN_NOT_STARTED", "SOURCE_EMPTY", "SOURCE_GREEDY",
+           "SOURCE_SOLVE", "PlanOutcome", "Saturated", "WorkerPool", "WorkerProcess"]
+
 #: Expected seconds of a short request (greedy only, validate, cluster updates) when
 #: estimating when a worker will be free; also the least time worth starting a plan with
 #: (before its cut-off), and the wait assumed for a running request that has outlived its
 #: deadline (it ends or is killed soon).
 SHORT_SECONDS = 0.1
 
-#: The answer came from the full solve, greedy's fallback, or nothing finished in time.
-SOURCE_SOLVE = "solve"
-SOURCE_GREEDY = "greedy-fallback"
-SOURCE_EMPTY = "empty"
 
-#: Deleted clusters whose last version is remembered (a re-created name continues it).
-RETIRED_VERSIONS_KEPT = 4096
 
 #: Seconds a retired worker (recycled, lost, or the pool closing) gets to exit after its
 #: stop message before it is killed.
@@ -110,17 +130,17 @@ def _kill_live_processes() -> None:
 atexit.register(_kill_live_processes)
 
 
-def _ask_to_exit(worker: _Worker) -> None:
+def _ask_to_exit(worker: WorkerProcess) -> None:
     """Queue a worker's stop message; its writer thread sends it and closes the pipe.
 
     Closing the pipe alone is not enough: the reader thread blocked in ``recv`` keeps the
     socket open, so the worker would never see end-of-file.
     """
-    worker.outbox.put(("exit", 0))
+    worker.outbox.put(Call(0, Exit()))
     worker.outbox.put(None)
 
 
-def _reap(worker: _Worker) -> None:
+def _reap(worker: WorkerProcess) -> None:
     """Wait :data:`RETIRE_GRACE` for a process asked to exit; kill it if it has not."""
     if not worker.started.wait(RETIRE_GRACE + 30.0):
         return  # never started (its start failed or hangs): nothing to reap
@@ -134,31 +154,21 @@ def _reap(worker: _Worker) -> None:
     _LIVE_PROCESSES.discard(process)
 
 
-def _retire(worker: _Worker) -> None:
+def _retire(worker: WorkerProcess) -> None:
     """Ask a worker process to exit and reap it in a thread (never blocks the loop)."""
     _ask_to_exit(worker)
     threading.Thread(target=_reap, args=(worker,), daemon=True,
                      name=f"npu-place-reap-{worker.index}").start()
 
 
-class Saturated(Exception):
-    """Refused (too many requests in flight, or it could not start before its deadline);
-    retry after :attr:`retry_after` seconds.  :attr:`reason` labels the rejection metric,
-    :attr:`messages` are the answer's."""
-
-    def __init__(self, retry_after: int = 1, reason: str = "saturated",
-                 messages: list[str] | None = None) -> None:
-        super().__init__("the planner is saturated")
-        self.retry_after = retry_after
-        self.reason = reason
-        self.messages = messages or ["too many requests in flight; retry later"]
 
 
 @dataclass(eq=False)
 class _Request:
+    """A request of the serving process and what its worker has answered so far."""
+
     rid: int
-    kind: str
-    args: tuple[Any, ...]
+    request: Request
     deadline: float | None = None  # time.monotonic()
     start_by: float | None = None  # a plan not started by then is withdrawn (503)
     submitted: float = field(default_factory=time.monotonic)
@@ -168,24 +178,32 @@ class _Request:
     internal: bool = False
     on_reply: Callable[[Any], None] | None = None
     on_error: Callable[[], None] | None = None
-    parsed: list[str] | None = None
-    greedy: dict[str, Any] | None = None
-    final: dict[str, Any] | None = None
-    final_info: dict[str, Any] = field(default_factory=dict)
+    parsed: Parsed | None = None
+    #: the last fallback plan the facade published (greedy's, or a better one)
+    fallback: FallbackAnswer | None = None
+    final: FinalAnswer | None = None
     reply: Any = None
     error: tuple[int, str, list[str]] | None = None
     terminal: bool = False
     abandoned: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
+    @property
+    def kind(self) -> str:
+        """The request's kind (``plan``, ``put``, ...)."""
+        return self.request.kind
+
 
 @dataclass(eq=False)
-class _Worker:
+class WorkerProcess:
+    """One worker process as the serving process sees it: its pipe, queue, the request
+    it runs and its measured solve times."""
+
     index: int
     process: Any
     conn: Connection
     #: messages for the worker, sent by its writer thread (``None``: close the pipe)
-    outbox: queue.SimpleQueue[tuple[Any, ...] | None] = field(
+    outbox: queue.SimpleQueue[Call | None] = field(
         default_factory=queue.SimpleQueue)
     #: set once ``process.start()`` has returned (or failed), in the worker's thread
     started: threading.Event = field(default_factory=threading.Event)
@@ -197,54 +215,16 @@ class _Worker:
     times: SolveTimes = field(default_factory=SolveTimes)
 
 
-@dataclass
-class ClusterRecord:
-    """What the serving process keeps of a stored cluster (to answer GET and to replay).
-
-    ``base`` is the last full scenario (the PUT body, or the compacted scenario with its
-    cache states in ``base_states``); ``deltas`` the deltas applied since, each in compact
-    form with the time its cache events were stamped with, ``log_bytes`` their size.
-    """
-
-    name: str
-    home: int
-    base: bytes
-    base_version: int
-    deltas: list[tuple[bytes, int | None]] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
-    compacting: bool = False
-    base_states: bytes | None = None
-    log_bytes: int = 0
 
 
-@dataclass
-class PlanOutcome:
-    """A plan answer and how it was obtained."""
-
-    placement: dict[str, Any]
-    source: str
-    greedy_objective: int | None
-    objective: int | None
-    queued_seconds: float | None = None
-    #: the full solve failed (raised, or its worker process died): greedy's plan stands
-    solve_failed: bool = False
-    #: the answering solve's CP-SAT models (``carried``, ``within``, ``built``), when it
-    #: ran CP-SAT and its final answer arrived in time
-    models: dict[str, int] | None = None
 
 
-def _mostly_whitespace(body: bytes, sample: int = 1 << 20) -> bool:
-    """Whether a quarter or more of ``body``'s first ``sample`` bytes are whitespace
-    (an indented or padded body, worth replacing by the worker's compact export)."""
-    head = body[:sample]
-    blanks = (head.count(b" ") + head.count(b"\n") + head.count(b"\t")
-              + head.count(b"\r"))
-    return 4 * blanks >= len(head)
 
 
 def _time_kind(req: _Request) -> str:
     """The :class:`SolveTimes` kind of a request: a full solve or a short request."""
-    return "solve" if req.kind == "plan" and req.args[2] != "greedy" else "short"
+    request = req.request
+    return "solve" if isinstance(request, PlanRequest) and request.full_solve else "short"
 
 
 class WorkerPool:
@@ -289,15 +269,14 @@ class WorkerPool:
         #: called with the model counts of every final answer of a plan and whether it
         #: planned a stored cluster (metrics)
         self.on_models: Callable[[dict[str, int], bool], None] | None = None
-        #: the stored clusters as their home workers hold them: every change is recorded
-        #: when the worker's answer arrives, in the order the worker applied it
-        self.clusters: dict[str, ClusterRecord] = {}
-        #: last versions of deleted clusters, so a name's versions never go backwards
-        self.retired: OrderedDict[str, int] = OrderedDict()
+        #: the stored clusters as their home workers hold them (replay logs, versions):
+        #: every change is recorded when the worker's answer arrives, in the order the
+        #: worker applied it
+        self.clusters = ClusterLog()
         #: names with a PUT sent or queued -> (its worker, how many): every request for a
         #: name goes to one worker, so that worker's order is the name's order
         self._pinned: dict[str, tuple[int, int]] = {}
-        self._workers: list[_Worker] = []
+        self._workers: list[WorkerProcess] = []
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -317,11 +296,17 @@ class WorkerPool:
         return bool(self._workers) and all(w.ready for w in self._workers)
 
     @property
+    def workers(self) -> tuple[WorkerProcess, ...]:
+        """The worker processes by index (a restarted worker replaces its entry; read
+        them, the pool changes them)."""
+        return tuple(self._workers)
+
+    @property
     def saturated(self) -> bool:
         """True when a new plan or validate request would be refused."""
         return self.in_flight >= self.capacity
 
-    def _spawn(self, index: int) -> _Worker:
+    def _spawn(self, index: int) -> WorkerProcess:
         """A new worker; its process is started in its reader thread, never on the loop
         (a forkserver start took 0.1-0.2 s on a loaded machine: every deadline of the
         serving process waited that long)."""
@@ -329,12 +314,12 @@ class WorkerPool:
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(target=worker_main, name=f"npu-place-worker-{index}",
                                     args=(child, self.solve_path, self.warmup), daemon=True)
-        worker = _Worker(index, process, parent)
+        worker = WorkerProcess(index, process, parent)
         threading.Thread(target=self._start_and_read, args=(worker, child, self._loop),
                          daemon=True, name=f"npu-place-reader-{index}").start()
         return worker
 
-    def _start_and_read(self, worker: _Worker, child: Connection,
+    def _start_and_read(self, worker: WorkerProcess, child: Connection,
                         loop: asyncio.AbstractEventLoop) -> None:
         """Start the worker's process and its writer thread, then read its answers."""
         try:
@@ -356,7 +341,7 @@ class WorkerPool:
                          name=f"npu-place-writer-{worker.index}").start()
         self._reader(worker, loop)
 
-    def _writer(self, worker: _Worker, loop: asyncio.AbstractEventLoop) -> None:
+    def _writer(self, worker: WorkerProcess, loop: asyncio.AbstractEventLoop) -> None:
         """Send the worker's queued messages (a thread per worker: writing a 6.7 MB body
         into the pipe waits for the worker to read it, 0.03-0.14 s measured on a loaded
         machine, which on the loop delayed every other request's answer)."""
@@ -374,7 +359,7 @@ class WorkerPool:
                         self._lost, worker, "the solver worker process ended unexpectedly")
                 return
 
-    def _reader(self, worker: _Worker, loop: asyncio.AbstractEventLoop) -> None:
+    def _reader(self, worker: WorkerProcess, loop: asyncio.AbstractEventLoop) -> None:
         """Blocking reads of one worker's answers, handed to the loop (a thread per worker:
         the pipe stays blocking, and the GIL is free while it waits)."""
         while True:
@@ -390,37 +375,37 @@ class WorkerPool:
             except RuntimeError:
                 return
 
-    def _on_message(self, worker: _Worker, message: tuple[Any, ...]) -> None:
+    def _on_message(self, worker: WorkerProcess, message: Answer) -> None:
         if worker.dead:
             return
-        rid, kind = message[0], message[1]
-        if kind == "ready":
+        if isinstance(message, Ready):
             worker.ready = True
-            if len(message) > 2 and message[2] is not None:
-                worker.times.record("solve", float(message[2]))
+            if message.seconds is not None:
+                worker.times.record("solve", float(message.seconds))
             self._next(worker)
             return
         req = worker.current
-        if req is None or req.rid != rid:
+        if req is None or req.rid != message.rid:
             return  # an answer to a request that is gone
-        if kind == "parsed":
-            req.parsed = message[2]
-        elif kind == "greedy":
-            req.greedy = message[2]
+        if isinstance(message, Parsed):
+            req.parsed = message
+        elif isinstance(message, FallbackAnswer):
+            req.fallback = message
             if req.started is not None:
                 worker.times.record("first", time.monotonic() - req.started)
-        elif kind == "final":
-            req.final, req.final_info = message[2], message[3]
-            models = req.final_info.get("models")
-            if models is not None and self.on_models is not None:
+        elif isinstance(message, FinalAnswer):
+            req.final = message
+            if message.models is not None and self.on_models is not None:
                 # every solve's count, also one whose request was answered without it
-                self.on_models(models, req.kind == "plan" and req.args[1] is not None)
-        elif kind == "reply":
-            req.reply = message[2]
-        elif kind == "error":
-            req.error = (message[2], message[3], message[4])
+                request = req.request
+                self.on_models(message.models, isinstance(request, PlanRequest)
+                               and request.cluster is not None)
+        elif isinstance(message, Reply):
+            req.reply = message.value
+        elif isinstance(message, Failure):
+            req.error = (message.status, message.error, message.messages)
         req.wake.set()
-        if kind in TERMINAL:
+        if isinstance(message, TERMINAL):
             worker.current = None
             if req.started is not None:
                 worker.times.record(_time_kind(req), time.monotonic() - req.started)
@@ -436,8 +421,8 @@ class WorkerPool:
     def _finish(self, req: _Request) -> None:
         req.terminal = True
         req.wake.set()
-        if req.kind == "put" and not req.internal:
-            self._unpin(req.args[0])
+        if isinstance(req.request, PutCluster) and not req.internal:
+            self._unpin(req.request.name)
         if req.admitted:
             self.in_flight -= 1
             if req.abandoned:
@@ -452,25 +437,25 @@ class WorkerPool:
         if req.on_error is not None and req.error is not None:
             req.on_error()
 
-    def _next(self, worker: _Worker) -> None:
+    def _next(self, worker: WorkerProcess) -> None:
         while worker.current is None and worker.ready and worker.queue and not self._closed:
             req = worker.queue.popleft()
             if req.terminal:
                 continue  # withdrawn while queued
-            if (req.kind in ("plan", "validate") and req.deadline is not None
-                    and req.deadline <= time.monotonic()):
+            if (isinstance(req.request, (PlanRequest, ValidateRequest))
+                    and req.deadline is not None and req.deadline <= time.monotonic()):
                 self._finish(req)  # its answer was already sent: skip the work
                 continue
-            if req.kind == "put" and not req.internal:
+            if isinstance(req.request, PutCluster) and not req.internal:
                 # the version is taken when the worker starts the PUT: every earlier
                 # request for the name (same worker, in order) has answered by then
-                name, body = req.args[:2]
-                req.args = (name, body, self.next_version(name))
+                req.request = replace(req.request,
+                                      version=self.next_version(req.request.name))
             worker.current = req
             req.started = time.monotonic()
-            worker.outbox.put((req.kind, req.rid, *req.args))  # sent by its writer thread
+            worker.outbox.put(Call(req.rid, req.request))  # sent by its writer thread
 
-    def _lost(self, worker: _Worker, why: str, restart_count: bool = True) -> None:
+    def _lost(self, worker: WorkerProcess, why: str, restart_count: bool = True) -> None:
         """A worker died, was killed or is recycled: fail its request (if any), start a new
         one, and replay its clusters into it."""
         if worker.dead:
@@ -489,14 +474,9 @@ class WorkerPool:
         fresh = self._spawn(worker.index)
         fresh.queue = worker.queue
         fresh.times = worker.times  # the measured solve times stay valid
-        replay = []
-        for record in self.clusters.values():
-            if record.home == worker.index:
-                replay.append(self._request("put", (record.name, record.base,
-                                                    record.base_version, record.base_states),
-                                            internal=True))
-                replay += [self._request("patch", (record.name, delta, stamp), internal=True)
-                           for delta, stamp in record.deltas]
+        replay = [self._request(request, internal=True)
+                  for record in self.clusters.held_by(worker.index)
+                  for request in record.replay()]
         fresh.queue.extendleft(reversed(replay))
         self._workers[worker.index] = fresh
 
@@ -520,10 +500,10 @@ class WorkerPool:
         await asyncio.gather(*(asyncio.to_thread(_reap, worker) for worker in self._workers))
 
     # ------------------------------------------------------------------ dispatch
-    def _request(self, kind: str, args: tuple[Any, ...], **kw: Any) -> _Request:
-        return _Request(next(self._ids), kind, args, **kw)
+    def _request(self, request: Request, **kw: Any) -> _Request:
+        return _Request(next(self._ids), request, **kw)
 
-    def _pick(self) -> _Worker:
+    def _pick(self) -> WorkerProcess:
         homes = {i: 0 for i in range(len(self._workers))}
         for record in self.clusters.values():
             homes[record.home] = homes.get(record.home, 0) + 1
@@ -532,7 +512,7 @@ class WorkerPool:
         return min(self._workers, key=lambda w: (homes[w.index] > 0, round(self._eta(w), 2),
                                                  len(w.queue), homes[w.index], w.index))
 
-    def _eta(self, worker: _Worker) -> float:
+    def _eta(self, worker: WorkerProcess) -> float:
         """When ``worker`` is expected to be free for a new request (``time.monotonic``).
 
         From measured durations (:class:`~solver.service.admission.SolveTimes`), not
@@ -598,25 +578,13 @@ class WorkerPool:
             del self._pinned[name]
 
     def next_version(self, name: str) -> int:
-        """The version a full body for ``name`` gets: one past the stored cluster's (or the
-        deleted one's), 1 for a name never seen.  A daemon using ``expect-version`` can so
-        never accept a delta meant for a cluster that was replaced."""
-        record = self.clusters.get(name)
-        if record is not None:
-            return int(record.info["version"]) + 1
-        return self.retired.get(name, 0) + 1
-
-    def _retire_version(self, name: str, version: int) -> None:
-        """Remember a deleted cluster's last version (the newest
-        :data:`RETIRED_VERSIONS_KEPT` names)."""
-        self.retired[name] = max(version, self.retired.get(name, 0))
-        self.retired.move_to_end(name)
-        while len(self.retired) > RETIRED_VERSIONS_KEPT:
-            self.retired.popitem(last=False)
+        """The version a full body for ``name`` gets
+        (:meth:`~solver.service.cluster_log.ClusterLog.next_version`)."""
+        return self.clusters.next_version(name)
 
     async def put_cluster(self, name: str, body: bytes) -> dict[str, Any]:
-        """Store (or replace) cluster ``name`` in its home worker; the worker's reply
-        (``info``, ``created``).
+        """Store (or replace) cluster ``name`` in its home worker; the worker's
+        :class:`~solver.service.messages.PutAnswer` as a dict (``info``, ``created``).
 
         The record of the serving process changes when the worker's answer arrives, so it
         follows the worker's order whatever else is queued for the name (a DELETE sent
@@ -630,10 +598,10 @@ class WorkerPool:
         home = self.home_for(name)
         _, count = self._pinned.get(name, (home, 0))
         self._pinned[name] = (home, count + 1)  # released when the request ends (_finish)
-        reply: dict[str, Any] = await self.call(
-            "put", (name, body), home=home,
-            on_reply=lambda r: self.record_put(name, home, body, r["info"]))
-        return reply
+        reply: PutAnswer = await self.call(
+            PutCluster(name, body), home=home,
+            on_reply=lambda r: self.record_put(name, home, body, r.info))
+        return asdict(reply)
 
     async def delete_cluster(self, name: str) -> bool:
         """Delete cluster ``name`` in its home worker; whether the worker held it.
@@ -645,12 +613,15 @@ class WorkerPool:
         record = self.clusters.get(name)
         if record is None:
             return False
-        reply = await self.call("delete", (name,), home=record.home,
-                                on_reply=lambda r: self.record_delete(name, r))
-        return bool(reply["deleted"])
+        reply: DeleteAnswer = await self.call(
+            DeleteCluster(name), home=record.home,
+            on_reply=lambda r: self.record_delete(name, r))
+        return reply.deleted
 
     async def patch_cluster(self, name: str, body: bytes) -> dict[str, Any]:
-        """Apply a delta to cluster ``name`` in its home worker; the worker's reply.
+        """Apply a delta to cluster ``name`` in its home worker; the worker's
+        :class:`~solver.service.messages.PatchAnswer` as a dict (``info``, ``log``,
+        ``stamp``).
 
         Raises
         ------
@@ -662,15 +633,48 @@ class WorkerPool:
         if record is None:
             raise BadRequest(404, "no such cluster", [f"cluster '{name}' is not stored "
                                                       "(PUT it first)"])
-        reply: dict[str, Any] = await self.call(
-            "patch", (name, body), home=record.home,
+        reply: PatchAnswer = await self.call(
+            PatchCluster(name, body), home=record.home,
             on_reply=lambda r: self.record_patch(name, r))
+        return asdict(reply)
+
+    async def dump_cluster(self, name: str, deadline: float | None = None) -> DumpAnswer:
+        """Cluster ``name`` as its home worker holds it: scenario JSON and version.
+
+        Raises
+        ------
+        BadRequest
+            404 when the cluster is not stored; 503 when ``deadline``
+            (``time.monotonic``) passed first.
+        """
+        record = self.clusters.get(name)
+        if record is None:
+            raise BadRequest(404, "no such cluster", [f"cluster '{name}' is not stored "
+                                                      "(PUT it first)"])
+        reply: DumpAnswer = await self.call(DumpCluster(name), home=record.home,
+                                            deadline=deadline)
         return reply
 
-    async def call(self, kind: str, args: tuple[Any, ...], *, home: int | None = None,
+    async def validate(self, body: bytes, deadline: float) -> dict[str, Any]:
+        """Check a ``{"scenario", "placement"}`` body in a worker (admitted as a plan is);
+        the validation document.
+
+        Raises
+        ------
+        BadRequest
+            With the worker's status and messages, or 503 when ``deadline`` passed.
+        Saturated
+            When the pool is saturated.
+        """
+        result: dict[str, Any] = await self.call(ValidateRequest(body), admit=True,
+                                                 deadline=deadline)
+        return result
+
+    async def call(self, request: Request, *, home: int | None = None,
                    admit: bool = False, on_reply: Callable[[Any], None] | None = None,
                    deadline: float | None = None) -> Any:
-        """Run a non-plan request in a worker and return its reply.
+        """Run a non-plan request in a worker and return its reply (the request's answer
+        kind, :mod:`solver.service.messages`).
 
         With a ``deadline`` (``time.monotonic``) the request is given up at that time: it
         is skipped if it has not started, and its worker is killed (and its clusters
@@ -686,7 +690,8 @@ class WorkerPool:
         """
         if admit:
             self._admit()
-        req = self._request(kind, args, admitted=admit, on_reply=on_reply, deadline=deadline)
+        kind = request.kind
+        req = self._request(request, admitted=admit, on_reply=on_reply, deadline=deadline)
         index = self._submit(req, home)
         while not req.terminal:
             req.wake.clear()
@@ -746,15 +751,15 @@ class WorkerPool:
                 f"the solver is expected to be busy for {eta - now:.2f} s, past this "
                 "request's time limit; retry later"])
         self._admit()
-        req = self._request("plan", (body, cluster, engine, deadline, seed,
-                                     deterministic_time), deadline=deadline,
+        req = self._request(PlanRequest(body, cluster, engine, deadline, seed,
+                                        deterministic_time), deadline=deadline,
                             start_by=start_by, admitted=True)
         index = self._submit(req, worker.index)
         hurry_task = asyncio.ensure_future(hurry.wait()) if hurry is not None else None
         try:
             while not req.terminal:
                 hurrying = hurry is not None and hurry.is_set()
-                if hurrying and req.greedy is not None:
+                if hurrying and req.fallback is not None:
                     break
                 now = time.monotonic()
                 if req.started is None and (hurrying or now >= start_by):
@@ -793,74 +798,29 @@ class WorkerPool:
                             messages=[f"waited {time.monotonic() - req.submitted:.2f} s in "
                                       "the queue and could not start before this request's "
                                       "time limit; retry later"])
-        outcome = self._outcome(req)
+        assert isinstance(req.request, PlanRequest)
+        outcome = plan_outcome(req.request, parsed=req.parsed, fallback=req.fallback,
+                               final=req.final, error=req.error, terminal=req.terminal)
         if req.started is not None:
             outcome.queued_seconds = req.started - req.submitted
         return outcome
 
-    @staticmethod
-    def _outcome(req: _Request) -> PlanOutcome:
-        greedy_obj = req.greedy.get("objective") if req.greedy is not None else None
-        if req.final is not None:
-            return PlanOutcome(req.final, SOURCE_SOLVE, greedy_obj, req.final.get("objective"),
-                               models=req.final_info.get("models"))
-        if req.greedy is not None:
-            if req.terminal and not req.final_info and req.error is None:
-                return PlanOutcome(req.greedy, SOURCE_SOLVE, greedy_obj, greedy_obj)
-            placement = dict(req.greedy)
-            failed = req.error is not None or bool(req.final_info.get("error"))
-            if req.error is not None:  # the worker died (or was killed) during the solve
-                why = f"the full solve failed ({'; '.join(req.error[2]) or req.error[1]})"
-            elif req.final_info.get("error"):
-                why = f"the solver failed ({req.final_info['error']})"
-            else:
-                why = "the full solve did not finish within the request's time limit"
-            placement["notes"] = [*placement.get("notes", []),
-                                  f"{why}; answered with the fallback plan "
-                                  f"({placement.get('engine', 'greedy')})"]
-            return PlanOutcome(placement, SOURCE_GREEDY, greedy_obj, greedy_obj,
-                               solve_failed=failed)
-        if req.error is not None:
-            raise BadRequest(*req.error)
-        if req.parsed is not None:
-            return PlanOutcome(empty_placement(req.parsed), SOURCE_EMPTY, None, None)
-        raise BadRequest(503, "time limit passed while parsing", [
-            "the request's time limit passed before its body was parsed and checked "
-            "(the service is loaded; large clusters should use PUT/PATCH "
-            "/v1/clusters/{name} and plan the stored cluster)"], {"Retry-After": "1"})
-
     # ------------------------------------------------------------------ clusters
     def record_put(self, name: str, home: int, body: bytes, info: dict[str, Any]) -> None:
-        """Remember a stored cluster's full body (the replay base); a body above
-        :data:`COMPACT_PUT_BYTES` is replaced by the worker's compact scenario at once."""
-        record = ClusterRecord(name, home, body, int(info["version"]), [], info)
-        self.clusters[name] = record
-        if len(body) > COMPACT_PUT_BYTES and _mostly_whitespace(body):
+        """Remember a stored cluster's full body (the replay base); a large body that is
+        mostly whitespace is replaced by the worker's compact scenario at once."""
+        record = self.clusters.put(name, home, body, info)
+        if self.clusters.compact_at_put(body):
             self._compact(record)
 
-    def record_delete(self, name: str, reply: dict[str, Any]) -> None:
-        """Forget a deleted cluster (the worker no longer holds the name, whatever it
-        held) and remember its last version."""
-        record = self.clusters.pop(name, None)
-        versions = [int(v) for v in (reply.get("version"),
-                                     record.info.get("version") if record else None)
-                    if v is not None]
-        if versions:
-            self._retire_version(name, max(versions))
+    def record_delete(self, name: str, reply: DeleteAnswer) -> None:
+        """Forget a deleted cluster and remember its last version."""
+        self.clusters.deleted(name, reply)
 
-    def record_patch(self, name: str, reply: dict[str, Any]) -> None:
-        """Remember an applied delta (compact, with its stamp); compact the log when it
-        holds :data:`COMPACT_EVERY` deltas or :data:`COMPACT_BYTES` bytes."""
-        record = self.clusters.get(name)
-        if record is None:
-            return
-        info = reply["info"]
-        if info.get("version") != record.info.get("version"):
-            record.deltas.append((reply["log"], reply["stamp"]))
-            record.log_bytes += len(reply["log"])
-        record.info = info
-        every = max(COMPACT_EVERY, int(len(record.base) * COMPACT_EVERY_PER_BYTE))
-        if len(record.deltas) >= every or record.log_bytes >= COMPACT_BYTES:
+    def record_patch(self, name: str, reply: PatchAnswer) -> None:
+        """Remember an applied delta; compact the cluster's log when it is long enough."""
+        record = self.clusters.patched(name, reply)
+        if record is not None and self.clusters.needs_compaction(record):
             self._compact(record)
 
     def _compact(self, record: ClusterRecord) -> None:
@@ -870,19 +830,9 @@ class WorkerPool:
             return
         record.compacting = True
 
-        def compacted(reply: Any) -> None:
-            # A worker answers in order: every delta logged before this answer was
-            # applied before the export, so the export holds them all.
-            record.base = reply["scenario"]
-            record.base_states = reply["states"]
-            record.base_version = int(reply["version"])
-            record.deltas = []
-            record.log_bytes = 0
-            record.compacting = False
-
         def failed() -> None:  # the worker was lost: the full log replays instead
             record.compacting = False
 
-        req = self._request("export", (record.name,), internal=True, on_reply=compacted,
-                            on_error=failed)
+        req = self._request(ExportCluster(record.name), internal=True,
+                            on_reply=record.compacted, on_error=failed)
         self._submit(req, record.home)

@@ -56,6 +56,12 @@ keeps one cache per stored cluster next to its :class:`ClusterStore`
 (``solver.service.worker.Worker.solve_caches``), hands it to ``solve(..., cache=)`` and
 drops it on a ``PUT`` or ``DELETE``.  A delta leaves it in place; the solve decides what
 still fits the new problem (:mod:`solver.reuse`, :mod:`solver.model.reuse`).
+
+Why this file is long: (about 760 lines) applying a delta (the section edits, the cache
+events and one function per tier) and the cluster that holds the result share the
+private records of one application (:class:`_Edit`, :class:`_CacheChange`,
+:class:`_Applied`); the cache section's incremental view is
+:mod:`solver.service.cache_view`'s and the documents are :mod:`solver.service.delta`'s.
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -83,7 +89,15 @@ from models.compiled import (
     scenario_now,
 )
 from models.limits import escape_text
-from models.scenario import AffinityCacheModel, Health, Node, Scenario
+from models.scenario import (
+    AffinityCacheModel,
+    Health,
+    Job,
+    Node,
+    RunningJob,
+    Scenario,
+    VnpuJob,
+)
 from models.validation import InputError, JobShape, node_value_problems, validate_scenario
 from solver.service.cache_view import (
     CacheView,
@@ -175,6 +189,49 @@ class _Applied:
     touched: frozenset[str] | None = frozenset()
 
 
+@dataclass
+class _Edit:
+    """A delta's changes to the sections of a stored scenario, before the cache events:
+    what :func:`apply_delta` decides the tier from."""
+
+    scenario: Scenario
+    now: int | None
+    now_moved: bool
+    nodes: list[Node]
+    removed: set[str]
+    #: nodes added, removed or changed in a field other than the node values
+    structural: bool = False
+    #: positions of nodes whose values (``free``, ``health``, ``images``) alone changed
+    changed: list[int] = field(default_factory=list)
+    #: node name -> index of its update in ``node-updates`` (for messages)
+    changed_where: dict[str, int] = field(default_factory=dict)
+    #: a vNPU node's chips changed (the scenario's nodes, not the node arrays)
+    vnpu_changed: bool = False
+    jobs: list[Job] = field(default_factory=list)
+    vnpu_jobs: list[VnpuJob] = field(default_factory=list)
+    #: the jobs, the vNPU jobs or a vNPU node's chips changed
+    jobs_edited: bool = False
+    running: list[RunningJob] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def say(self, where: str, text: str) -> None:
+        """Record a problem of the delta at ``where`` (a field path)."""
+        self.errors.append(escape_text(f"<delta>: {where}: {text}", 2000))
+
+
+@dataclass
+class _CacheChange:
+    """The cache after a delta's cache events (and removed nodes)."""
+
+    model: AffinityCacheModel
+    lifecycle: CacheLifecycle
+    stamp: int | None = None
+    #: owners whose entries changed (``None``: the section was written whole)
+    touched: frozenset[str] | None = frozenset()
+    #: the new cache section's view, when only the touched owners' entries were written
+    view: CacheView | None = None
+
+
 def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta,
                 stamp: int | None = None) -> _Applied:
     """Apply ``delta`` to a compiled cluster without touching the inputs.
@@ -185,7 +242,10 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     cross-field rules run again (all of :func:`models.validation.validate_scenario` in
     the ``jobs`` and ``structure`` tiers; in the ``values`` tier, where only ``free`` and
     ``health`` changed, the rules those two fields take part in,
-    :func:`models.validation.node_value_problems`).
+    :func:`models.validation.node_value_problems`).  The sections are edited first
+    (:func:`_edit_nodes`, :func:`_edit_jobs`), then the cache events applied
+    (:func:`_apply_cache_events`); the tier that is paid builds the new problem
+    (:func:`_structure_tier`, :func:`_jobs_tier`, :func:`_values_tier`).
 
     Parameters
     ----------
@@ -212,25 +272,60 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
         With every problem found, each naming the delta field and the node, job or event.
     """
     scenario = problem.scenario
-    errors: list[str] = []
+    edit = _Edit(scenario=scenario,
+                 now=delta.now if delta.now is not None else scenario.now,
+                 now_moved=delta.now is not None and delta.now != scenario.now,
+                 nodes=list(scenario.nodes), removed=set(delta.nodes_removed))
+    _edit_nodes(problem, delta, edit)
+    _edit_jobs(problem, delta, edit)
+    if edit.errors:
+        raise InputError(edit.errors)
     notes: list[str] = []
+    jobs_changed = edit.jobs_edited
+    cache: _CacheChange | None = None
+    if delta.cache_events or edit.removed:
+        cache = _apply_cache_events(problem, lifecycle, delta, edit, stamp, notes)
+        jobs_changed = True
+    if edit.now_moved and not jobs_changed and not edit.structural:
+        # now alone: the jobs tier only when an owner expires or revives (values otherwise)
+        assert edit.now is not None
+        jobs_changed = not same_live_owners(problem, edit.now)
+    if cache is None:
+        cache = _CacheChange(scenario.affinity_cache, lifecycle)
+    update: dict[str, Any] = {}
+    if edit.structural or edit.changed or edit.vnpu_changed:
+        update["nodes"] = edit.nodes
+    if jobs_changed:
+        update.update(jobs=edit.jobs, affinity_cache=cache.model, now=edit.now,
+                      running=edit.running, vnpu_jobs=edit.vnpu_jobs)
+    elif edit.now_moved:
+        update["now"] = edit.now
+    if not update:
+        return _Applied(scenario, problem, lifecycle, "none", notes)
+    # the scenario's own bounds (now, section sizes); the items are validated already
+    whole = {name: getattr(scenario, name) for name in Scenario.model_fields} | update
+    try:
+        new = Scenario.model_validate(whole)
+    except ValidationError as exc:
+        raise InputError(delta_messages(exc, "(the scenario after the delta)")) from None
+    if edit.structural:
+        return _structure_tier(new, cache, notes)
+    if jobs_changed:
+        return _jobs_tier(problem, new, edit, cache, notes)
+    return _values_tier(problem, new, edit, cache, notes)
 
-    def say(where: str, text: str) -> None:
-        errors.append(escape_text(f"<delta>: {where}: {text}", 2000))
 
-    structural = False
-    now_moved = delta.now is not None and delta.now != scenario.now
-    jobs_changed = False
-    now = delta.now if delta.now is not None else scenario.now
-    nodes = list(scenario.nodes)
-
-    removed = set(delta.nodes_removed)
-    if removed:
+def _edit_nodes(problem: Problem, delta: ClusterDelta, edit: _Edit) -> None:
+    """``nodes-removed``, ``nodes-added`` and ``node-updates`` applied to ``edit.nodes``
+    (each node checked by its own rules when more than its values changed)."""
+    say = edit.say
+    nodes = edit.nodes
+    if edit.removed:
         for i, name in enumerate(delta.nodes_removed):
             if name not in problem.node_index:
                 say(f"field 'nodes-removed[{i}]'", f"node '{name}' does not exist")
-        nodes = [n for n in nodes if n.name not in removed]
-        structural = True
+        nodes[:] = [n for n in nodes if n.name not in edit.removed]
+        edit.structural = True
     if delta.nodes_added:
         present = {n.name for n in nodes}
         for i, node in enumerate(delta.nodes_added):
@@ -239,13 +334,10 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
                     f"node '{node.name}' already exists (use node-updates)")
             present.add(node.name)
         nodes.extend(delta.nodes_added)
-        structural = True
+        edit.structural = True
 
-    position = ({n.name: i for i, n in enumerate(nodes)} if structural
+    position = ({n.name: i for i, n in enumerate(nodes)} if edit.structural
                 else problem.node_index)
-    changed: list[int] = []
-    changed_where: dict[str, int] = {}
-    vnpu_changed = False  # a vNPU node's chips: the scenario's nodes, not the node arrays
     for i, node_update in enumerate(delta.node_updates):
         at = position.get(node_update.name)
         if at is None:
@@ -271,9 +363,9 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
                 "unfinished_templates": node_update.unfinished_templates
                 if "unfinished_templates" in vnpu_fields else spec.unfinished_templates})
             nodes[at] = nodes[at].model_copy(update={"vnpu": spec})
-            vnpu_changed = True
+            edit.vnpu_changed = True
             fields -= _VNPU_FIELDS
-            changed_where[node_update.name] = i
+            edit.changed_where[node_update.name] = i
             if not fields:
                 continue
         values = {f: getattr(node_update, f) for f in fields}
@@ -284,17 +376,22 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
             try:
                 node = Node.model_validate(merged)
             except ValidationError as exc:
-                errors.extend(delta_messages(exc, f"node-updates[{i}]"))
+                edit.errors.extend(delta_messages(exc, f"node-updates[{i}]"))
                 continue
-            structural = True
+            edit.structural = True
         else:  # free (an int, checked with npus below) and health (an enum), not null
             node = nodes[at].model_copy(update=values)
-            changed.append(at)
+            edit.changed.append(at)
         nodes[at] = node
-        changed_where[node.name] = i
+        edit.changed_where[node.name] = i
 
+
+def _edit_jobs(problem: Problem, delta: ClusterDelta, edit: _Edit) -> None:
+    """The jobs and vNPU jobs removed and submitted, the cache events' nodes checked, and
+    the running jobs' ranks on removed nodes dropped."""
+    say = edit.say
+    scenario = edit.scenario
     jobs = list(scenario.jobs)
-    jobs_edited = False  # the jobs, the vNPU jobs or a vNPU node's chips changed
     if delta.jobs_removed:
         names = {j.name for j in jobs}
         vnames = {j.name for j in scenario.vnpu_jobs}
@@ -304,10 +401,10 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
                     " (it is a vNPU job: use vnpu-jobs-removed)" if name in vnames else ""))
         gone = set(delta.jobs_removed)
         jobs = [j for j in jobs if j.name not in gone]
-        jobs_edited = True
+        edit.jobs_edited = True
     if delta.jobs_submitted:
         jobs.extend(delta.jobs_submitted)  # duplicates are reported by the rules below
-        jobs_edited = True
+        edit.jobs_edited = True
     vnpu_jobs = list(scenario.vnpu_jobs)
     if delta.vnpu_jobs_removed:
         names = {j.name for j in vnpu_jobs}
@@ -318,128 +415,140 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
                     if any(j.name == name for j in scenario.jobs) else ""))
         gone = set(delta.vnpu_jobs_removed)
         vnpu_jobs = [j for j in vnpu_jobs if j.name not in gone]
-        jobs_edited = True
+        edit.jobs_edited = True
     if delta.vnpu_jobs_submitted:
         vnpu_jobs.extend(delta.vnpu_jobs_submitted)  # duplicates: the rules below
-        jobs_edited = True
-    if vnpu_changed:
-        jobs_edited = True  # the vNPU rules run with the cross-field rules
-    jobs_changed = jobs_edited
+        edit.jobs_edited = True
+    if edit.vnpu_changed:
+        edit.jobs_edited = True  # the vNPU rules run with the cross-field rules
+    edit.jobs, edit.vnpu_jobs = jobs, vnpu_jobs
 
     node_names: Collection[str] = set()
     if delta.cache_events:  # the stored index serves while no node was added or removed
-        node_names = ({n.name for n in nodes} if removed or delta.nodes_added
+        node_names = ({n.name for n in edit.nodes} if edit.removed or delta.nodes_added
                       else problem.node_index)
     for i, event in enumerate(delta.cache_events):
         if event.event is CacheEventKind.BIND and event.node not in node_names:
             say(f"field 'cache-events[{i}].node'", f"node '{event.node}' does not exist")
-    running = scenario.running
-    if removed and running:
+    running = list(scenario.running)
+    if edit.removed and running:
         running = [r.model_copy(update={"ranks": {k: v for k, v in r.ranks.items()
-                                                  if v not in removed}}) for r in running]
-    if errors:
-        raise InputError(errors)
+                                                  if v not in edit.removed}})
+                   for r in running]
+    edit.running = running
 
-    cache_model = scenario.affinity_cache
-    new_lifecycle = lifecycle
-    used_stamp: int | None = None
-    touched: frozenset[str] | None = frozenset()  # owners whose entries changed
-    view: CacheView | None = None  # the new cache section's view, when it was patched
-    if delta.cache_events or removed:
-        new_lifecycle = lifecycle.copy()  # the stored one changes only when all is valid
-        if stamp is None:
-            stamp = int(now) if now is not None else int(time.time())
-        used_stamp = stamp
-        for i, event in enumerate(delta.cache_events):
-            owner, rank = event.owner_uid, event.rank
-            if event.event is CacheEventKind.BIND:
-                assert rank is not None and event.node is not None
-                new_lifecycle.allocate(owner, rank, event.node, stamp)
-            elif event.event is CacheEventKind.EVICT:
-                assert rank is not None
-                if new_lifecycle.release(owner, rank) is None:
-                    notes.append(f"cache-events[{i}]: no entry for ({owner}, {rank}) to keep")
-            elif event.event is CacheEventKind.DISCARD:
-                assert rank is not None
-                new_lifecycle.discard(owner, rank)
-            elif event.event is CacheEventKind.DELETE_OWNER:
-                new_lifecycle.delete_owner(owner)
-            else:
-                if new_lifecycle.cache is not None:
-                    new_lifecycle.cache.refresh_owner(owner, stamp)
-        touched = frozenset(event.owner_uid for event in delta.cache_events)
-        patched = (patch_cache(cache_view(problem), new_lifecycle.cache, touched,
-                               problem.node_index)
-                   if not removed and new_lifecycle.cache is not None else None)
-        if patched is not None:  # only the touched owners' entries written and checked
-            cache_model, view = patched
+
+def _apply_cache_events(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta,
+                        edit: _Edit, stamp: int | None, notes: list[str]) -> _CacheChange:
+    """The cache lifecycle after the delta's cache events (on a copy: the stored one
+    changes only when all is valid) and the cache section it writes; entries on removed
+    nodes dropped."""
+    new_lifecycle = lifecycle.copy()
+    if stamp is None:
+        stamp = int(edit.now) if edit.now is not None else int(time.time())
+    for i, event in enumerate(delta.cache_events):
+        owner, rank = event.owner_uid, event.rank
+        if event.event is CacheEventKind.BIND:
+            assert rank is not None and event.node is not None
+            new_lifecycle.allocate(owner, rank, event.node, stamp)
+        elif event.event is CacheEventKind.EVICT:
+            assert rank is not None
+            if new_lifecycle.release(owner, rank) is None:
+                notes.append(f"cache-events[{i}]: no entry for ({owner}, {rank}) to keep")
+        elif event.event is CacheEventKind.DISCARD:
+            assert rank is not None
+            new_lifecycle.discard(owner, rank)
+        elif event.event is CacheEventKind.DELETE_OWNER:
+            new_lifecycle.delete_owner(owner)
         else:
-            touched = None
-            try:
-                cache_model = new_lifecycle.to_model()
-            except ValidationError as exc:
-                raise InputError(delta_messages(exc, "(the cache after the delta)")
-                                 ) from None
-        if removed:
-            cache_model, dropped = _drop_removed(cache_model, removed)
-            if dropped:
-                notes.append(f"dropped {dropped} cache entries of removed nodes")
-            states = new_lifecycle.export_states()
-            new_lifecycle = CacheLifecycle.from_model(cache_model)
-            new_lifecycle.restore_states(states)
-        jobs_changed = True
+            if new_lifecycle.cache is not None:
+                new_lifecycle.cache.refresh_owner(owner, stamp)
+    owners = frozenset(event.owner_uid for event in delta.cache_events)
+    removed = edit.removed
+    patched = (patch_cache(cache_view(problem), new_lifecycle.cache, owners,
+                           problem.node_index)
+               if not removed and new_lifecycle.cache is not None else None)
+    view: CacheView | None = None
+    touched: frozenset[str] | None = owners
+    if patched is not None:  # only the touched owners' entries written and checked
+        cache_model, view = patched
+    else:
+        touched = None
+        try:
+            cache_model = new_lifecycle.to_model()
+        except ValidationError as exc:
+            raise InputError(delta_messages(exc, "(the cache after the delta)")) from None
+    if removed:
+        cache_model, dropped = _drop_removed(cache_model, removed)
+        if dropped:
+            notes.append(f"dropped {dropped} cache entries of removed nodes")
+        states = new_lifecycle.export_states()
+        new_lifecycle = CacheLifecycle.from_model(cache_model)
+        new_lifecycle.restore_states(states)
+    return _CacheChange(cache_model, new_lifecycle, stamp, touched, view)
 
-    if now_moved and not jobs_changed and not structural:
-        # now alone: the jobs tier only when an owner expires or revives (values otherwise)
-        assert now is not None
-        jobs_changed = not same_live_owners(problem, now)
-    update: dict[str, Any] = {}
-    if structural or changed or vnpu_changed:
-        update["nodes"] = nodes
-    if jobs_changed:
-        update.update(jobs=jobs, affinity_cache=cache_model, now=now, running=running,
-                      vnpu_jobs=vnpu_jobs)
-    elif now_moved:
-        update["now"] = now
-    if not update:
-        return _Applied(scenario, problem, lifecycle, "none", notes)
-    # the scenario's own bounds (now, section sizes); the items are validated already
-    whole = {name: getattr(scenario, name) for name in Scenario.model_fields} | update
-    try:
-        new = Scenario.model_validate(whole)
-    except ValidationError as exc:
-        raise InputError(delta_messages(exc, "(the scenario after the delta)")) from None
-    if structural:
-        return _Applied(new, compile_scenario(new, "<delta>"), new_lifecycle, "structure",
-                        notes, used_stamp, None)
-    if changed and not jobs_changed:
-        value_errors = node_value_problems(new, changed)
-        if value_errors:
-            raise InputError([escape_text(
-                f"<delta>: field 'node-updates[{changed_where[name]}].free': node "
-                f"'{name}': {text}", 2000) for name, text in value_errors])
-    out = problem
-    if changed:
-        free = problem.free.copy()
-        health = problem.health.copy()
-        moved: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
-        for at in changed:
-            # a vNPU node serves vNPU jobs only: no free chip for the others (compiled)
-            free[at] = 0 if nodes[at].vnpu is not None else nodes[at].free
-            health[at] = _HEALTH_CODE[nodes[at].health]
-            old, now_held = scenario.nodes[at].images or {}, nodes[at].images or {}
-            if old.keys() != now_held.keys():
-                moved[at] = (frozenset(old), frozenset(now_held))
-        holders = (patch_image_holders(problem.image_holders, moved) if moved
-                   else problem.image_holders)
-        out = replace(out, scenario=new, free=free, health=health, image_holders=holders)
-    if jobs_changed:
-        recompiled = _recompile(problem, out, new, view, touched, jobs_edited, changed)
-        return _Applied(new, recompiled, new_lifecycle, "jobs", notes, used_stamp, touched)
+
+def _structure_tier(new: Scenario, cache: _CacheChange, notes: list[str]) -> _Applied:
+    """Nodes were added, removed or changed beyond their values: ``new`` compiled again
+    (no JSON parsing)."""
+    return _Applied(new, compile_scenario(new, "<delta>"), cache.lifecycle, "structure",
+                    notes, cache.stamp, None)
+
+
+def _value_errors(new: Scenario, edit: _Edit) -> None:
+    """The rules the changed node values take part in (:class:`InputError` naming the
+    update's ``free``)."""
+    value_errors = node_value_problems(new, edit.changed)
+    if value_errors:
+        raise InputError([escape_text(
+            f"<delta>: field 'node-updates[{edit.changed_where[name]}].free': node "
+            f"'{name}': {text}", 2000) for name, text in value_errors])
+
+
+def _patched_arrays(problem: Problem, new: Scenario, edit: _Edit) -> Problem:
+    """``problem`` with the changed nodes' ``free``, ``health`` and image holders
+    patched, and ``new`` as its scenario."""
+    if not edit.changed:
+        return problem
+    nodes, scenario = edit.nodes, edit.scenario
+    free = problem.free.copy()
+    health = problem.health.copy()
+    moved: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
+    for at in edit.changed:
+        # a vNPU node serves vNPU jobs only: no free chip for the others (compiled)
+        free[at] = 0 if nodes[at].vnpu is not None else nodes[at].free
+        health[at] = _HEALTH_CODE[nodes[at].health]
+        old, now_held = scenario.nodes[at].images or {}, nodes[at].images or {}
+        if old.keys() != now_held.keys():
+            moved[at] = (frozenset(old), frozenset(now_held))
+    holders = (patch_image_holders(problem.image_holders, moved) if moved
+               else problem.image_holders)
+    return replace(problem, scenario=new, free=free, health=health, image_holders=holders)
+
+
+def _jobs_tier(problem: Problem, new: Scenario, edit: _Edit, cache: _CacheChange,
+               notes: list[str]) -> _Applied:
+    """Jobs, cache events, ``now`` across an owner's expiry or a vNPU node's chips: the
+    node arrays patched, the jobs and the live cache compiled again (:func:`_recompile`)."""
+    out = _patched_arrays(problem, new, edit)
+    recompiled = _recompile(problem, out, new, cache.view, cache.touched, edit.jobs_edited,
+                            edit.changed)
+    return _Applied(new, recompiled, cache.lifecycle, "jobs", notes, cache.stamp,
+                    cache.touched)
+
+
+def _values_tier(problem: Problem, new: Scenario, edit: _Edit, cache: _CacheChange,
+                 notes: list[str]) -> _Applied:
+    """Only node values and a ``now`` that expires no owner: the node arrays patched, the
+    compiled jobs kept."""
+    if edit.changed:
+        _value_errors(new, edit)
+    out = _patched_arrays(problem, new, edit)
+    now = edit.now
     patched_problem = replace(out, scenario=new, now=problem.now if now is None else int(now))
     remember_view(patched_problem, cache_view(problem))  # the same cache entries
-    return _Applied(new, patched_problem, new_lifecycle, "values", notes, used_stamp,
-                    touched)
+    return _Applied(new, patched_problem, cache.lifecycle, "values", notes, cache.stamp,
+                    cache.touched)
 
 
 def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | None,

@@ -5,30 +5,23 @@ and reads the answers; everything that holds the GIL for long (JSON and pydantic
 of 8,000-node bodies, compiling, greedy, building the CP-SAT model) happens here, so the
 serving process's event loop stays free for health checks and other requests' deadlines.
 
-Requests (tuples) and answers:
+The requests and answers are the dataclasses of :mod:`solver.service.messages`.  A plan
+answers :class:`~solver.service.messages.Parsed` once the scenario is compiled (or the
+stored cluster's snapshot taken: with its version), a
+:class:`~solver.service.messages.FallbackAnswer` each time the facade publishes a fallback
+(greedy's, then origin-first's or the kept answer's if better: the ``on_fallback`` hook of
+:func:`solver.facade.solve`, so greedy runs once per plan), then one
+:class:`~solver.service.messages.FinalAnswer`.  Every other request answers one
+:class:`~solver.service.messages.Reply`: a patch its summary, the applied delta in compact
+form and the time its cache events were stamped with (the replay log keeps both); an
+export the scenario, version and cache states (log compaction); a delete whether the
+cluster was held and its last version.  A ``put`` from a client carries the version the
+serving process sets when the worker starts it.
 
-``("plan", id, body | None, cluster | None, engine, deadline, seed, det_time)``
-    Answers ``(id, "parsed", job names)`` once the scenario is compiled (or the stored
-    cluster's snapshot taken), ``(id, "greedy", placement, info)`` as soon as the facade
-    publishes a fallback answer (greedy's, then origin-first's if better: the
-    ``on_fallback`` hook of :func:`solver.facade.solve`, so greedy runs once per plan),
-    then ``(id, "final", placement | None, info)`` (``None``: the fallback stands);
-    ``info["models"]``, when CP-SAT ran, counts its models (``carried`` from earlier
-    sessions, ``within`` this solve, ``built``: :class:`solver.model.reuse.ModelCounts`).
-    ``deadline`` is a ``time.monotonic()`` value (system-wide on Linux).
-``("validate", id, body)``, ``("put", id, name, body, version[, states])``,
-``("patch", id, name, body[, stamp])``, ``("dump", id, name)``, ``("export", id, name)``,
-``("delete", id, name)``
-    Answer ``(id, "reply", value)``.  A patch answers the summary, the applied delta in
-    compact form and the time its cache events were stamped with (the replay log keeps
-    both); ``export`` answers the scenario, version and cache states (log compaction);
-    ``delete`` answers whether the cluster was held and its last version.  A ``put`` from a
-    client carries the version the serving process sets when the worker starts it.
-
-Any failure answers ``(id, "error", status, error, messages)``.  A started worker sends
-``(0, "ready", seconds | None)``: how long its warm-up solve took (the first measured
-solve time admission uses, :mod:`solver.service.admission`).  Exactly one terminal
-answer (``final``, ``reply`` or ``error``) ends every request.
+Any failure answers :class:`~solver.service.messages.Failure`.  A started worker sends
+:class:`~solver.service.messages.Ready`: how long its warm-up solve took (the first
+measured solve time admission uses, :mod:`solver.service.admission`).  Exactly one
+terminal answer ends every request.
 """
 
 from __future__ import annotations
@@ -48,6 +41,29 @@ from typing import Any
 from models.joblist import job_names
 from models.validation import InputError
 from solver.reuse import SolveCache
+from solver.service.messages import (
+    Call,
+    DeleteAnswer,
+    DeleteCluster,
+    DumpAnswer,
+    DumpCluster,
+    Exit,
+    ExportAnswer,
+    ExportCluster,
+    Failure,
+    FallbackAnswer,
+    FinalAnswer,
+    Parsed,
+    PatchAnswer,
+    PatchCluster,
+    PlanRequest,
+    PutAnswer,
+    PutCluster,
+    Ready,
+    Reply,
+    Request,
+    ValidateRequest,
+)
 from solver.service.parsing import BadRequest, capped, parse_delta, parse_problem, run_validate
 from solver.service.state import ClusterDelta, ClusterStore, VersionConflict
 
@@ -73,8 +89,6 @@ log = logging.getLogger("npu_place.service.worker")
 
 #: The facade the workers call unless a test names another (``module:function``).
 DEFAULT_SOLVE = "solver.facade:solve"
-
-TERMINAL = ("final", "reply", "error")
 
 #: Scheduling priority of the workers relative to the serving process (``nice``).
 WORKER_NICE = 5
@@ -115,8 +129,9 @@ class Worker:
         self.solve(problem, engine="auto", time_limit=0.5)
         return time.monotonic() - started
 
-    def send(self, *message: Any) -> None:
-        """Send one answer to the serving process.
+    def send(self, message: Any) -> None:
+        """Send one answer (a :mod:`~solver.service.messages` dataclass) to the serving
+        process.
 
         Raises
         ------
@@ -139,72 +154,69 @@ class Worker:
     def _serve(self) -> None:
         while True:
             try:
-                message = self.conn.recv()
+                call: Call = self.conn.recv()
             except (EOFError, OSError):
                 return
-            kind, rid = message[0], message[1]
-            if kind == "exit":  # retired by the serving process
+            rid, request = call.rid, call.request
+            if isinstance(request, Exit):  # retired by the serving process
                 return
             try:
-                self.handle(kind, rid, message[2:])
+                self.handle(rid, request)
             except PipeClosed:
                 raise
             except BadRequest as exc:
-                self.send(rid, "error", exc.status, exc.error, exc.messages)
+                self.send(Failure(rid, exc.status, exc.error, exc.messages))
             except InputError as exc:
-                self.send(rid, "error", 422, "invalid input", capped(exc.messages))
+                self.send(Failure(rid, 422, "invalid input", capped(exc.messages)))
             except VersionConflict as exc:
-                self.send(rid, "error", 409, "version conflict", [str(exc)])
+                self.send(Failure(rid, 409, "version conflict", [str(exc)]))
             except Exception as exc:  # a crash is a 500 for this request only
-                log.exception("request %s failed", kind)
-                self.send(rid, "error", 500, "internal error", [f"{type(exc).__name__}: {exc}"])
+                log.exception("request %s failed", type(request).__name__)
+                self.send(Failure(rid, 500, "internal error",
+                                  [f"{type(exc).__name__}: {exc}"]))
 
-    def handle(self, kind: str, rid: int, args: tuple[Any, ...]) -> None:
+    def handle(self, rid: int, request: Request) -> None:
         """Dispatch one request."""
-        if kind == "plan":
-            self.plan(rid, *args)
-        elif kind == "validate":
-            self.send(rid, "reply", run_validate(args[0]).model_dump(by_alias=True, mode="json"))
-        elif kind == "put":
-            name, body, version = args[:3]
-            states = args[3] if len(args) > 3 else None
-            problem = parse_problem(body)
-            cluster, created = self.clusters.put(name, problem, version)
-            self.solve_caches.pop(name, None)  # a new body: nothing to continue from
+        if isinstance(request, PlanRequest):
+            self.plan(rid, request)
+            return
+        self.send(Reply(rid, self.answer(request)))
+
+    def answer(self, request: Request) -> Any:
+        """The answer of a request other than a plan."""
+        if isinstance(request, ValidateRequest):
+            return run_validate(request.body).model_dump(by_alias=True, mode="json")
+        if isinstance(request, PutCluster):
+            problem = parse_problem(request.body)
+            cluster, created = self.clusters.put(request.name, problem, request.version)
+            self.solve_caches.pop(request.name, None)  # a new body: nothing to continue from
             settle_heap()
-            if states is not None:  # a replay of a compacted cluster: its cache states too
-                cluster.restore_state(json.loads(states))
-            self.send(rid, "reply", {"info": cluster.info().model_dump(by_alias=True),
-                                     "created": created})
-        elif kind == "patch":
-            name, body = args[:2]
-            stamp = args[2] if len(args) > 2 else None
-            cluster = self._cluster(name)
-            delta = parse_delta(body)
-            info = cluster.apply(delta, stamp)
-            self.send(rid, "reply", {"info": info.model_dump(by_alias=True),
-                                     "log": compact_delta(delta),
-                                     "stamp": cluster.last_stamp})
-        elif kind == "dump":
-            cluster = self._cluster(args[0])
+            if request.states is not None:  # a replay of a compacted cluster: its cache too
+                cluster.restore_state(json.loads(request.states))
+            return PutAnswer(cluster.info().model_dump(by_alias=True), created)
+        if isinstance(request, PatchCluster):
+            cluster = self._cluster(request.name)
+            delta = parse_delta(request.body)
+            info = cluster.apply(delta, request.stamp)
+            return PatchAnswer(info.model_dump(by_alias=True), compact_delta(delta),
+                               cluster.last_stamp)
+        if isinstance(request, DumpCluster):
+            cluster = self._cluster(request.name)
             data = cluster.snapshot.problem.scenario.to_dict()
-            self.send(rid, "reply", {"scenario": json.dumps(data).encode(),
-                                     "version": cluster.snapshot.version})
-        elif kind == "export":  # compaction: the scenario plus the cache states
-            cluster = self._cluster(args[0])
-            state = cluster.export_state()
-            self.send(rid, "reply", {
-                "scenario": json.dumps(state["scenario"], separators=(",", ":")).encode(),
-                "version": state["version"],
-                "states": json.dumps(state["cache-states"], separators=(",", ":")).encode()})
-        elif kind == "delete":
-            self.solve_caches.pop(args[0], None)
-            held = self.clusters.get(args[0])
-            self.send(rid, "reply", {"deleted": self.clusters.delete(args[0]),
-                                     "version": None if held is None
-                                     else held.snapshot.version})
-        else:
-            raise BadRequest(500, "internal error", [f"unknown worker request {kind!r}"])
+            return DumpAnswer(json.dumps(data).encode(), cluster.snapshot.version)
+        if isinstance(request, ExportCluster):  # compaction: the scenario plus cache states
+            state = self._cluster(request.name).export_state()
+            return ExportAnswer(
+                json.dumps(state["scenario"], separators=(",", ":")).encode(),
+                state["version"],
+                json.dumps(state["cache-states"], separators=(",", ":")).encode())
+        if isinstance(request, DeleteCluster):
+            self.solve_caches.pop(request.name, None)
+            held = self.clusters.get(request.name)
+            return DeleteAnswer(self.clusters.delete(request.name),
+                                None if held is None else held.snapshot.version)
+        raise BadRequest(500, "internal error",
+                         [f"unknown worker request {type(request).__name__}"])
 
     def _cluster(self, name: str) -> Any:
         cluster = self.clusters.get(name)
@@ -212,56 +224,61 @@ class Worker:
             raise BadRequest(404, "no such cluster", [f"cluster '{name}' is not stored"])
         return cluster
 
-    def plan(self, rid: int, body: bytes | None, cluster: str | None, engine: str,
-             deadline: float, seed: int, deterministic_time: float | None) -> None:
+    def plan(self, rid: int, request: PlanRequest) -> None:
         """The facade with the whole budget; its fallback answers (greedy, then
-        origin-first) are sent as soon as they exist, then its final answer."""
-        if body is not None:
-            problem = parse_problem(body)
+        origin-first or the kept answer) are sent as soon as they exist, then its final
+        answer."""
+        version: int | None = None
+        if request.body is not None:
+            problem = parse_problem(request.body)
         else:
-            assert cluster is not None
-            problem = self._cluster(cluster).refresh_clock().problem
-        self.send(rid, "parsed", job_names(problem.scenario))  # both kinds: the empty answer
-        options: dict[str, Any] = {"seed": seed, "deterministic_time": deterministic_time}
-        if cluster is not None:  # the last answer and models of a stored cluster
-            options["cache"] = self.solve_caches.setdefault(cluster, SolveCache())
+            assert request.cluster is not None
+            snapshot = self._cluster(request.cluster).refresh_clock()
+            problem, version = snapshot.problem, snapshot.version
+        # both kinds: the job names make the empty answer; the version is the one every
+        # answer of this plan is valid for (a delta applied after it must not relabel it)
+        self.send(Parsed(rid, job_names(problem.scenario), version))
+        options: dict[str, Any] = {"seed": request.seed,
+                                   "deterministic_time": request.deterministic_time}
+        if request.cluster is not None:  # the last answer and models of a stored cluster
+            options["cache"] = self.solve_caches.setdefault(request.cluster, SolveCache())
+        deadline = request.deadline
         started = time.monotonic()
         if deadline <= started:
-            self.send(rid, "final", None, {})
+            self.send(FinalAnswer(rid))
             return
-        if engine == "greedy":
+        if not request.full_solve:
             greedy = self.solve(problem, engine="greedy",
                                 time_limit=max(0.001, deadline - started), **options)
-            self.send(rid, "greedy", greedy.placement.to_dict(), {"objective": greedy.objective})
-            self.send(rid, "final", None, {})
+            self.send(FallbackAnswer(rid, greedy.placement.to_dict(), greedy.objective))
+            self.send(FinalAnswer(rid))
             return
         published: list[int] = []
 
         def publish(fallback: Any) -> None:
             # the facade's greedy (then origin-first) answer, sent as soon as it exists:
             # greedy runs once per plan
-            self.send(rid, "greedy", fallback.placement.to_dict(),
-                      {"objective": fallback.objective})
+            self.send(FallbackAnswer(rid, fallback.placement.to_dict(), fallback.objective))
             published.append(fallback.objective)
 
         remaining = deadline - started
         budget = max(0.001, remaining - self.solve_slack - 0.05 * remaining)
         try:
-            result = self.solve(problem, engine=engine, time_limit=budget,
+            result = self.solve(problem, engine=request.engine, time_limit=budget,
                                 on_fallback=publish, **options)
         except Exception as exc:
             if not published:
                 raise  # no answer at all: a 500 for this request
             log.exception("solve failed after its fallback answer")
-            self.send(rid, "final", None, {"error": f"{type(exc).__name__}: {exc}"})
+            self.send(FinalAnswer(rid, error=f"{type(exc).__name__}: {exc}"))
             return
-        info: dict[str, Any] = {"objective": result.objective,
-                                "greedy-objective": result.greedy_objective}
         counts = getattr(result, "models", None)  # a test's facade may return less
+        models = None
         if counts is not None:  # the solve's own count, as data (never read from a note)
-            info["models"] = {"carried": counts.carried, "within": counts.within,
-                              "built": counts.built}
-        self.send(rid, "final", result.placement.to_dict(), info)
+            models = {"carried": counts.carried, "within": counts.within,
+                      "built": counts.built}
+        self.send(FinalAnswer(rid, result.placement.to_dict(), result.objective,
+                              result.greedy_objective, models))
 
 
 def compact_delta(delta: ClusterDelta) -> bytes:
@@ -289,7 +306,7 @@ def worker_main(conn: Connection, solve_path: str, warmup: bool) -> None:
         except Exception:  # best effort
             log.exception("warm-up failed")
     try:
-        conn.send((0, "ready", warmed))
+        conn.send(Ready(warmed))
     except (BrokenPipeError, OSError):
         return
     worker.run()

@@ -327,6 +327,10 @@ REFUSED_YAML = {
     "a: .nan\n": "non-finite number",
     "a: 1.0e+999\n": "non-finite number",
     "a: 1\na: 2\n": "line 2, column 1: duplicate key 'a'",
+    # different YAML values that are one key once read: both named as written
+    "images: {1: 5, true: 6}\n": "key 'true' is the same key as '1' once read",
+    "0: x\nfalse: y\n": "line 2, column 1: key 'false' is the same key as '0' once read",
+    "1: x\n1.0: y\n": "key '1.0' is the same key as '1' once read",
     "a: !!set {x, y}\n": "the tag 'tag:yaml.org,2002:set' is not supported",
     "a: !!omap [x: 1]\n": "the tag 'tag:yaml.org,2002:omap' is not supported",
     "a: =\n": "the value '=' is not supported",

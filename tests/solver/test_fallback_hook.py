@@ -18,6 +18,7 @@ from models.io import load_scenario
 from models.placement import PlacementFile
 from solver.doors import example_path
 from solver.facade import Result, solve
+from solver.service.messages import FallbackAnswer, FinalAnswer, Parsed, PlanRequest
 from solver.service.worker import DEFAULT_SOLVE, Worker
 
 
@@ -88,9 +89,9 @@ def test_a_failing_callback_does_not_break_the_solve() -> None:
 
 class _Pipe:
     def __init__(self) -> None:
-        self.messages: list[tuple[Any, ...]] = []
+        self.messages: list[Any] = []
 
-    def send(self, message: tuple[Any, ...]) -> None:
+    def send(self, message: Any) -> None:
         self.messages.append(message)
 
 
@@ -101,14 +102,14 @@ def test_the_worker_sends_the_facades_fallback_and_runs_greedy_once(
     pipe = _Pipe()
     worker = Worker(pipe, DEFAULT_SOLVE)  # type: ignore[arg-type]
     calls = _count_greedy(monkeypatch)
-    worker.plan(1, body, None, "auto", time.monotonic() + 5, 0, None)
-    assert [m[1] for m in pipe.messages] == ["parsed", "greedy", "final"]
+    worker.plan(1, PlanRequest(body, None, "auto", time.monotonic() + 5, 0, None))
+    assert [type(m) for m in pipe.messages] == [Parsed, FallbackAnswer, FinalAnswer]
     assert len(calls) == 1
-    early = PlacementFile.model_validate(pipe.messages[1][2])
+    early = PlacementFile.model_validate(pipe.messages[1].placement)
     assert early.engine == "greedy" and check(problem, early) == []
-    final = PlacementFile.model_validate(pipe.messages[2][2])
+    final = PlacementFile.model_validate(pipe.messages[2].placement)
     assert check(problem, final) == []
-    assert pipe.messages[2][3]["greedy-objective"] == pipe.messages[1][3]["objective"]
+    assert pipe.messages[2].greedy_objective == pipe.messages[1].objective
 
 
 @pytest.mark.parametrize("engine", ["auto", "cpsat"])

@@ -20,6 +20,7 @@ from models.placement import PlacementFile
 from solver.doors import example_path
 from solver.facade import VNPU_PENDING_REASON, Result, solve
 from solver.reuse import SolveCache
+from solver.service.messages import FallbackAnswer, FinalAnswer, Parsed, PlanRequest
 from solver.service.worker import DEFAULT_SOLVE, Worker
 
 
@@ -104,9 +105,9 @@ def test_the_other_jobs_last_answer_is_reused_next_to_vnpu_jobs() -> None:
 
 class _Pipe:
     def __init__(self) -> None:
-        self.messages: list[tuple[Any, ...]] = []
+        self.messages: list[Any] = []
 
-    def send(self, message: tuple[Any, ...]) -> None:
+    def send(self, message: Any) -> None:
         self.messages.append(message)
 
 
@@ -115,18 +116,19 @@ def test_the_service_worker_sends_an_early_answer_with_the_vnpu_jobs() -> None:
     pipe = _Pipe()
     worker = Worker(pipe, DEFAULT_SOLVE)  # type: ignore[arg-type]
     body = json.dumps(problem.scenario.to_dict()).encode()
-    worker.plan(1, body, None, "auto", time.monotonic() + 10, 0, 0.5)
+    worker.plan(1, PlanRequest(body, None, "auto", time.monotonic() + 10, 0, 0.5))
     # the job names (the service's empty answer) hold both kinds; then the other jobs'
     # greedy answer with the vNPU jobs pending, the whole greedy answer, the final one
-    assert [m[1] for m in pipe.messages] == ["parsed", "greedy", "greedy", "final"]
-    assert pipe.messages[0][2] == job_names(problem.scenario)
+    assert [type(m) for m in pipe.messages] == [Parsed, FallbackAnswer, FallbackAnswer,
+                                                FinalAnswer]
+    assert pipe.messages[0].jobs == job_names(problem.scenario)
     for message in pipe.messages[1:3]:
-        early = PlacementFile.model_validate(message[2])
+        early = PlacementFile.model_validate(message.placement)
         assert early.engine == "greedy" and check(problem, early) == []
         assert [jp.name for jp in early.jobs] == job_names(problem.scenario)
-    final = PlacementFile.model_validate(pipe.messages[3][2])
+    final = PlacementFile.model_validate(pipe.messages[3].placement)
     assert check(problem, final) == []
-    assert pipe.messages[3][3]["greedy-objective"] == pipe.messages[2][3]["objective"]
+    assert pipe.messages[3].greedy_objective == pipe.messages[2].objective
 
 
 def test_the_vnpu_greedy_stops_at_its_deadline() -> None:

@@ -72,6 +72,10 @@ def _remember_jobs(session: Session, scenario: Scenario) -> None:
     session.counts["pending-jobs"] = job_count(scenario)
 
 
+#: The error of a session a newer one replaced before it was planned.
+SUPERSEDED = "superseded: a newer session opened before this one was planned"
+
+
 class _Superseded(Exception):
     """A newer session opened while this one was being read or imported."""
 
@@ -282,7 +286,7 @@ class ExtenderCore:
         """A new session (the previous one ends)."""
         with self._lock:
             if self.session is not None and not self.session.closed:
-                self._finish(self.session)
+                self._finish(self.session, replaced=True)
             self.sessions += 1
             self.session = Session(self.sessions, time.monotonic(), int(self.clock()))
             return self.session
@@ -330,7 +334,7 @@ class ExtenderCore:
             session.error = "; ".join(exc.messages[:3])
             raise
         except _Superseded:
-            session.error = "superseded: a newer session opened before this one was planned"
+            session.error = SUPERSEDED
         except Exception as exc:  # every failure leaves Volcano's stock behaviour
             log.exception("extender session %d: planning failed", session.number)
             session.error = f"{type(exc).__name__}: {exc}"
@@ -794,9 +798,18 @@ class ExtenderCore:
                 self._finish(self.session)
         return EMPTY
 
-    def _finish(self, session: Session) -> None:
+    def _finish(self, session: Session, replaced: bool = False) -> None:
+        """Close ``session`` and list it in :attr:`history` with its state: ``closed``
+        (``onSessionClose``), ``replaced`` (a newer session opened after its plan was
+        ready) or ``superseded`` (a newer one opened before it was planned: its reason is
+        its error, and its counts are what it had counted)."""
         session.closed = True
-        summary = {"session": session.number, "engine": session.engine,
+        state = "closed"
+        if replaced:
+            state = "replaced" if session.ready.is_set() else "superseded"
+            if state == "superseded" and session.error is None:
+                session.error = SUPERSEDED
+        summary = {"session": session.number, "state": state, "engine": session.engine,
                    "error": session.error, "timings": dict(session.timings),
                    "counts": dict(session.counts),
                    "steered": sorted(job for job, yes in session.decided.items() if yes),

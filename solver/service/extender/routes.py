@@ -159,10 +159,10 @@ def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
             raise SnapshotError(422, [f"stored cluster '{name}' does not exist (PUT "
                                       f"/v1/clusters/{name} first)"])
         try:
-            reply = await pool.call("dump", (name,), home=record.home, deadline=deadline)
+            reply = await pool.dump_cluster(name, deadline=deadline)
         except BadRequest as exc:
             raise SnapshotError(exc.status, exc.messages) from None
-        return bytes(reply["scenario"])
+        return bytes(reply.scenario)
 
     def forward(event: dict[str, Any] | None) -> None:
         """Send a cache event to the stored cluster (in order, without waiting)."""
@@ -174,8 +174,7 @@ def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
 
         async def send() -> None:
             try:
-                await pool.call("patch", (name, body), home=record.home,
-                                on_reply=lambda r: pool.record_patch(name, r))
+                await pool.patch_cluster(name, body)
             except BadRequest as exc:
                 log.warning("extender: cache event %s not applied: %s", event, exc.messages)
 

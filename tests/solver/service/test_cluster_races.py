@@ -54,18 +54,18 @@ def _agreeing(http: httpx.Client, service: Any, names: list[str]) -> set[str]:
             info = _status(http, "GET", f"/v1/clusters/{name}").json()
             dumped = _status(http, "GET", f"/v1/clusters/{name}/scenario")
             assert dumped.headers["X-Cluster-Version"] == str(info["version"]), name
-    assert set(service.runner.clusters) & set(names) == present
+    assert set(service.pool.clusters) & set(names) == present
     return present
 
 
 def _restart_workers(service: Any) -> None:
     """Kill every worker process (as the OOM killer would) and wait for the new ones."""
-    pool = service.runner
+    pool = service.pool
     before = pool.restarts
-    for worker in list(pool._workers):
+    for worker in list(pool.workers):
         os.kill(worker.process.pid, signal.SIGKILL)
     deadline = time.monotonic() + 60
-    while pool.restarts < before + len(pool._workers) or not pool.ready or pool.in_flight:
+    while pool.restarts < before + len(pool.workers) or not pool.ready or pool.in_flight:
         assert time.monotonic() < deadline, "the workers did not come back"
         time.sleep(0.05)
 
@@ -85,7 +85,7 @@ def test_a_delete_behind_a_queued_put_leaves_no_ghost() -> None:
                            solve="tests.solver.service.faults:slow_greedy")
     with running_server(config) as (url, service), httpx.Client(base_url=url) as http:
         assert _status(http, "PUT", "/v1/clusters/c", json=SCENARIO).status_code == 201
-        worker = service.runner._workers[0]
+        worker = service.pool.workers[0]
         answers: dict[str, int] = {}
 
         def call(key: str, method: str, path: str, **kwargs: Any) -> None:
@@ -106,7 +106,7 @@ def test_a_delete_behind_a_queued_put_leaves_no_ghost() -> None:
         put.join(60)
         assert answers == {"plan": 200, "put": 200}
         assert _views(http, "c") == dict.fromkeys(("info", "scenario", "patch", "plan"), 404)
-        assert "c" not in service.runner.clusters
+        assert "c" not in service.pool.clusters
         _restart_workers(service)
         assert _views(http, "c") == dict.fromkeys(("info", "scenario", "patch", "plan"), 404)
         # the name's versions still go on: the queued PUT stored version 2, deleted

@@ -366,7 +366,7 @@ def test_a_cluster_survives_its_worker_being_killed() -> None:
         placement = c.plan_cluster("k", engine="auto", time_limit=0.4)  # overruns: killed
         assert placement.engine == "greedy"
         deadline = time.monotonic() + 20
-        while service.runner.killed == 0 or service.runner.in_flight:
+        while service.pool.killed == 0 or service.pool.in_flight:
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert c.cluster_scenario("k") == before  # replayed into the new worker
@@ -379,12 +379,12 @@ def test_recycled_workers_keep_their_clusters() -> None:
     scenario = example("superpod-850")
     with running_server(ServiceConfig(warmup=False, recycle_after=2)) as (url, service), \
             PlanClient(url) as c:
-        old_processes = [w.process for w in service.runner._workers]
+        old_processes = [w.process for w in service.pool.workers]
         c.put_cluster("r", scenario)  # request 1
         c.patch_cluster("r", {"node-updates": [{"name": scenario.nodes[0].name,
                                                 "free": 0}]})  # 2: recycled after it
         first = c.plan_cluster("r", engine="greedy", time_limit=10)  # replayed, then planned
-        assert service.runner.recycled >= 1 and service.runner.restarts == 0
+        assert service.pool.recycled >= 1 and service.pool.restarts == 0
         # the retired process really ends (a worker left alive would leak, and hang exit)
         deadline = time.monotonic() + 10
         while any(p.is_alive() for p in old_processes) and time.monotonic() < deadline:

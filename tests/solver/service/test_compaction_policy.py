@@ -8,27 +8,29 @@ import json
 
 import pytest
 
-from solver.service import pool as pool_module
-from solver.service.pool import ClusterRecord, WorkerPool, _mostly_whitespace
+from solver.service import cluster_log
+from solver.service.cluster_log import mostly_whitespace
+from solver.service.messages import PatchAnswer
+from solver.service.pool import WorkerPool
 
 
 def test_mostly_whitespace_tells_padded_from_compact_bodies() -> None:
     data = {"nodes": [{"name": f"n{i}", "npus": 8, "free": 8} for i in range(5000)]}
     compact = json.dumps(data, separators=(",", ":")).encode()
-    assert not _mostly_whitespace(compact)
-    assert not _mostly_whitespace(json.dumps(data).encode())  # ", " and ": " only
-    assert _mostly_whitespace(json.dumps(data, indent=8).encode())
-    assert _mostly_whitespace(b" " * (2 << 20) + compact)
+    assert not mostly_whitespace(compact)
+    assert not mostly_whitespace(json.dumps(data).encode())  # ", " and ": " only
+    assert mostly_whitespace(json.dumps(data, indent=8).encode())
+    assert mostly_whitespace(b" " * (2 << 20) + compact)
 
 
 @pytest.mark.parametrize(("padded", "compacted"), [(False, False), (True, True)])
-def test_a_large_put_is_compacted_only_when_mostly_whitespace(
+def test_a_large_put_is_compacted_only_whenmostly_whitespace(
         monkeypatch: pytest.MonkeyPatch, padded: bool, compacted: bool) -> None:
     runner = WorkerPool(workers=1, warmup=False)  # not started: no process
     calls: list[str] = []
     monkeypatch.setattr(runner, "_compact", lambda record: calls.append(record.name))
     body = json.dumps({"nodes": ["x" * 40] * 40_000}, separators=(",", ":")).encode()
-    assert len(body) > pool_module.COMPACT_PUT_BYTES
+    assert len(body) > cluster_log.COMPACT_PUT_BYTES
     if padded:
         body = b" " * (2 << 20) + body
     runner.record_put("c", 0, body, {"version": 1})
@@ -40,9 +42,8 @@ def test_deltas_between_compactions_grow_with_the_base(
         monkeypatch: pytest.MonkeyPatch, base_bytes: int, every: int) -> None:
     runner = WorkerPool(workers=1, warmup=False)
     calls: list[int] = []
-    record = ClusterRecord("c", 0, b"x" * base_bytes, 1, [], {"version": 1})
-    runner.clusters["c"] = record
+    runner.clusters.put("c", 0, b"x" * base_bytes, {"version": 1})
     monkeypatch.setattr(runner, "_compact", lambda rec: calls.append(len(rec.deltas)))
     for version in range(2, every + 2):
-        runner.record_patch("c", {"info": {"version": version}, "log": b"{}", "stamp": None})
+        runner.record_patch("c", PatchAnswer({"version": version}, b"{}", None))
     assert calls == [every]

@@ -71,7 +71,7 @@ def _timed_get(url: str) -> float:
 
 def _wait_idle(service: Any, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
-    while service.runner.in_flight:
+    while service.pool.in_flight:
         assert time.monotonic() < deadline, "solves still in flight"
         time.sleep(0.05)
 
@@ -91,10 +91,10 @@ def test_an_overrunning_solve_gets_greedys_answer_on_time() -> None:
         assert placement.engine == "greedy" and placement.jobs[0].placed
         assert any("did not finish" in n for n in placement.notes)
         assert check(compile_scenario(scenario), placement) == []
-        assert svc.runner.abandoned == 1  # still counted until its worker is free
+        assert svc.pool.abandoned == 1  # still counted until its worker is free
         _wait_idle(svc)
-        assert svc.runner.abandoned == 0
-        assert svc.runner.killed == 1  # 2 s of sleep > deadline + kill grace: killed
+        assert svc.pool.abandoned == 0
+        assert svc.pool.killed == 1  # 2 s of sleep > deadline + kill grace: killed
         response, _ = timed_plan(url, body(scenario), engine="greedy", **{"time-limit": 5})
         assert response.status_code == 200  # served by the restarted worker
 
@@ -214,3 +214,43 @@ def test_readyz_turns_503_while_draining() -> None:
         assert httpx.get(url + "/readyz").status_code == 503
         response, _ = timed_plan(url, body(example()))
         assert response.status_code == 503 and json.loads(response.text)["error"]
+
+
+def test_a_limit_within_the_reply_margin_is_refused_naming_the_margin() -> None:
+    """A stored-cluster plan has no body: a limit too short to plan in is refused as what
+    it is (422 naming the query parameter and the margin), never as a parse that ran out
+    of time; a plan with a body alike."""
+    with running_server(ServiceConfig(warmup=False, reply_margin=0.05)) as (url, _), \
+            httpx.Client(base_url=url, timeout=60) as http:
+        assert http.put("/v1/clusters/c", json=example("ordinary-8npu").to_dict()
+                        ).status_code == 201
+        for limit in (0.01, 0.03, 0.05):
+            for path, content in (("/v1/clusters/c/plan", None),
+                                  ("/v1/plan", body(example("ordinary-8npu")))):
+                answer = http.post(path, content=content, params={"time-limit": limit})
+                assert answer.status_code == 422, (path, limit, answer.text)
+                text = " ".join(answer.json()["messages"])
+                assert "'time-limit'" in text and "reply margin (0.05 s" in text
+                assert "pars" not in answer.text
+        planned = http.post("/v1/clusters/c/plan", params={"time-limit": 5,
+                                                           "engine": "greedy"})
+        assert planned.status_code == 200
+
+
+def test_a_stored_cluster_plan_out_of_time_before_its_snapshot_names_no_parse() -> None:
+    """Nothing answered by the cut-off: a body plan ran out while parsing, a stored
+    cluster's plan before its worker took the snapshot (there was no body)."""
+    from solver.service.messages import PlanRequest
+    from solver.service.outcome import PARSE_NOT_DONE, PLAN_NOT_STARTED, plan_outcome
+    from solver.service.parsing import BadRequest
+
+    for cluster, error in ((None, PARSE_NOT_DONE), ("c", PLAN_NOT_STARTED)):
+        plan = PlanRequest(None if cluster else b"{}", cluster, "auto", 0.0, 0, None)
+        try:
+            plan_outcome(plan, parsed=None, fallback=None, final=None, error=None,
+                         terminal=False)
+        except BadRequest as exc:
+            assert (exc.status, exc.error) == (503, error)
+            assert ("parsed" in " ".join(exc.messages)) == (cluster is None)
+        else:
+            raise AssertionError("no answer must be a 503")

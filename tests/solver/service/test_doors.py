@@ -24,7 +24,7 @@ from models.compiled import compile_scenario
 from models.limits import MAX_ERRORS_SHOWN
 from models.placement import PlacementFile
 from models.scenario import Scenario
-from solver.service import pool as pool_module
+from solver.service import cluster_log
 from solver.service.app import ServiceConfig
 from tests.solver.service.conftest import HTTP_TIMEOUT, example, running_server
 
@@ -219,14 +219,14 @@ def _wait(condition: Any, seconds: float = 30.0) -> None:
 def _kill_home_worker(service: Any, name: str) -> None:
     """Kill the cluster's worker process (as the OOM killer would) and wait for the
     replacement to have replayed its clusters."""
-    pool = service.runner
+    pool = service.pool
     home = pool.clusters[name].home
-    old = pool._workers[home]
+    old = pool.workers[home]
     restarts = pool.restarts
     old.process.kill()
-    _wait(lambda: pool.restarts > restarts and pool._workers[home] is not old)
-    _wait(lambda: pool._workers[home].ready and pool._workers[home].current is None
-          and not pool._workers[home].queue)
+    _wait(lambda: pool.restarts > restarts and pool.workers[home] is not old)
+    _wait(lambda: pool.workers[home].ready and pool.workers[home].current is None
+          and not pool.workers[home].queue)
 
 
 def _session_delta(i: int) -> dict[str, Any]:
@@ -256,8 +256,8 @@ def test_a_restarted_worker_rebuilds_the_cluster_exactly(sessions: int) -> None:
                 assert response.status_code == 200, response.text
             if i == 2:
                 time.sleep(1.1)  # a replay at another second must not re-stamp entries
-        record = service.runner.clusters["plain"]
-        if sessions >= pool_module.COMPACT_EVERY:
+        record = service.pool.clusters["plain"]
+        if sessions >= cluster_log.COMPACT_EVERY:
             _wait(lambda: not record.compacting)
             assert record.base_states is not None and len(record.deltas) < sessions
         before = {name: state(http, name) for name in ("plain", "timed")}
@@ -272,13 +272,13 @@ def test_a_restarted_worker_rebuilds_the_cluster_exactly(sessions: int) -> None:
 
 def test_the_replay_log_keeps_compact_deltas_bounded_in_bytes(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pool_module, "COMPACT_BYTES", 4096)
+    monkeypatch.setattr(cluster_log, "COMPACT_BYTES", 4096)
     with running_server(ServiceConfig(warmup=False, max_body_mb=4)) as (url, service), \
             httpx.Client(base_url=url, timeout=HTTP_TIMEOUT) as http:
         padding = b" " * (3 * 1024 * 1024)  # 3 MB of whitespace around a tiny body
         response = http.put("/v1/clusters/c", content=padding + json.dumps(ordinary()).encode())
         assert response.status_code == 201, response.text
-        record = service.runner.clusters["c"]
+        record = service.pool.clusters["c"]
         _wait(lambda: not record.compacting)
         assert len(record.base) < 10_000 and record.base_states is not None
         for i in range(6):
@@ -323,7 +323,7 @@ def test_a_worker_killed_mid_solve_answers_greedy_labelled_and_counted() -> None
         metrics = http.get("/metrics").text
         assert "npu_place_solve_errors_total 1.0" in metrics
         assert 'source="greedy-fallback"' in metrics
-        _wait(lambda: service.runner.restarts == 1 and service.runner.ready)
+        _wait(lambda: service.pool.restarts == 1 and service.pool.ready)
         # a greedy-only plan is the answer asked for: labelled solve, no error counted
         response = http.post("/v1/plan", content=json.dumps(scenario.to_dict()),
                              params={"engine": "greedy", "time-limit": 20})
@@ -347,14 +347,14 @@ def test_max_clusters_holds_under_concurrent_puts() -> None:
         with ThreadPoolExecutor(16) as pool:
             codes = list(pool.map(store, [f"race-{i}" for i in range(32)]))
         assert sorted(set(codes)) == [201, 507], codes
-        assert codes.count(201) == 4 and len(service.runner.clusters) == 4
+        assert codes.count(201) == 4 and len(service.pool.clusters) == 4
         assert "npu_place_clusters 4.0" in http.get("/metrics").text
-        stored = sorted(service.runner.clusters)
+        stored = sorted(service.pool.clusters)
         assert store(stored[0]) == 200  # replacing a stored cluster is always allowed
         assert store("one-more") == 507
         assert http.delete(f"/v1/clusters/{stored[0]}").status_code == 204
         assert store("one-more") == 201
-        assert len(service.runner.clusters) == 4
+        assert len(service.pool.clusters) == 4
 
 
 # --------------------------------------------------------------------------- item 6
@@ -473,7 +473,7 @@ def test_a_request_being_answered_is_never_evicted() -> None:
         with ThreadPoolExecutor(1) as pool:
             future = pool.submit(httpx.post, url + "/v1/plan", content=content,
                                  params={"engine": "greedy", "time-limit": 20}, timeout=60)
-            _wait(lambda: service.runner.in_flight == 1)
+            _wait(lambda: service.pool.in_flight == 1)
             stalled = [_half_sent(_port(url)) for _ in range(40)]
             try:
                 response = future.result(timeout=60)
@@ -522,9 +522,9 @@ def test_validate_is_bounded_in_time_and_spares_stored_clusters() -> None:
         response = http.post("/v1/validate", content=content)
         assert response.status_code == 503, response.text[:300]
         assert response.headers["retry-after"] == "1"
-        _wait(lambda: service.runner.in_flight == 0)
+        _wait(lambda: service.pool.in_flight == 0)
         # the worker that overran was killed and replaced; the stored cluster is intact
-        assert service.runner.killed == 1
+        assert service.pool.killed == 1
         assert state(http, "kept") == before
         assert greedy_plan(http, "kept")
         fast = http.post("/v1/validate", params={"time-limit": 30},

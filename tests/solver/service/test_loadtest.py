@@ -73,4 +73,4 @@ def test_a_protected_service_is_load_tested_with_its_token_file(
         loaded = report.summary()
         assert 0 < loaded["requests"] <= 12
         assert loaded["errors"] == 0 and loaded["stateful-plans"] > 0, loaded
-        assert service.runner.clusters  # the stateful client's PUT carried the token
+        assert service.pool.clusters  # the stateful client's PUT carried the token

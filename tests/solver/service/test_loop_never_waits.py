@@ -32,7 +32,7 @@ def test_a_worker_that_does_not_read_its_pipe_never_stalls_the_loop() -> None:
     assert len(content) > 4 * 65536  # more than the pipe holds: a write must wait
     with running_server(config) as (url, service), httpx.Client(base_url=url,
                                                                 timeout=10) as http:
-        worker = service.runner._workers[0]
+        worker = service.pool.workers[0]
         os.kill(worker.process.pid, signal.SIGSTOP)
         answers: dict[str, Any] = {}
         try:

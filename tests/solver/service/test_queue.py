@@ -29,7 +29,7 @@ FAULTS = "tests.solver.service.faults:"
 
 def _wait_idle(service: Any, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
-    while service.runner.in_flight:
+    while service.pool.in_flight:
         assert time.monotonic() < deadline, "solves still in flight"
         time.sleep(0.05)
 
@@ -110,7 +110,7 @@ def test_a_queued_plan_that_cannot_start_in_time_is_a_503_before_its_deadline() 
         assert "could not start" in queued.json()["messages"][0]
         assert elapsed <= 1.2 + SLACK  # answered by its own deadline, not after it
         _wait_idle(service)
-        worker_times = service.runner._workers[0].times
+        worker_times = service.pool.workers[0].times
         assert worker_times.expect("solve") >= 1.5  # the 2 s hold was measured
         # now the estimate knows: a short request behind a long one is refused at once
         with ThreadPoolExecutor(1) as pool:

@@ -8,14 +8,15 @@ import weakref
 from typing import Any
 
 from benchmarks.generators import GenParams, generate
+from solver.service.messages import PutCluster, Reply
 from solver.service.worker import DEFAULT_SOLVE, Worker
 
 
 class _Recorder:
     def __init__(self) -> None:
-        self.messages: list[tuple[Any, ...]] = []
+        self.messages: list[Any] = []
 
-    def send(self, message: tuple[Any, ...]) -> None:
+    def send(self, message: Any) -> None:
         self.messages.append(message)
 
 
@@ -35,10 +36,10 @@ def test_a_put_reclaims_frozen_cyclic_garbage_and_freezes_what_is_alive() -> Non
         del cycle
         gc.collect()
         assert gone() is not None
-        worker.handle("put", 1, ("c", body, 1))  # ... but a PUT's does
+        worker.handle(1, PutCluster("c", body, 1))  # ... but a PUT's does
         assert gone() is None
         assert gc.get_freeze_count() > 0  # what is alive (the stored cluster) is frozen
-        assert recorder.messages[-1][1] == "reply"
+        assert isinstance(recorder.messages[-1], Reply)
         stored = worker.clusters.get("c")
         assert stored is not None and stored.snapshot.problem.num_nodes == 64
     finally:

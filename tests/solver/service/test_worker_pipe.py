@@ -9,6 +9,7 @@ from multiprocessing import Pipe
 import pytest
 
 from solver.doors import example_path
+from solver.service.messages import Call, Reply, ValidateRequest
 from solver.service.worker import DEFAULT_SOLVE, PipeClosed, Worker
 
 
@@ -16,8 +17,9 @@ def test_a_closed_pipe_ends_the_worker_without_a_traceback(
         caplog: pytest.LogCaptureFixture) -> None:
     parent, child = Pipe()
     scenario = example_path("superpod-850").read_text(encoding="utf-8")
-    parent.send(("validate", 1, json.dumps({"scenario": {"nodes": [], "jobs": []}}).encode()))
-    parent.send(("validate", 2, scenario.encode()))
+    parent.send(Call(1, ValidateRequest(
+        json.dumps({"scenario": {"nodes": [], "jobs": []}}).encode())))
+    parent.send(Call(2, ValidateRequest(scenario.encode())))
     parent.close()  # the serving process is gone before the answers are sent
     worker = Worker(child, DEFAULT_SOLVE)
     with caplog.at_level(logging.DEBUG, logger="npu_place"):
@@ -25,4 +27,4 @@ def test_a_closed_pipe_ends_the_worker_without_a_traceback(
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert any("closed the pipe" in r.getMessage() for r in caplog.records)
     with pytest.raises(PipeClosed):
-        worker.send(3, "reply", {})
+        worker.send(Reply(3, {}))
