@@ -16,19 +16,25 @@ scheduling session the way Volcano does it (``framework.OpenSession`` → ``allo
   ``percentageNodesToFind`` of the nodes fit (from a rotating start node), skipping nodes
   the error cache holds for the job and task role;
 * ``prioritize`` with the candidate nodes, summed with a stand-in for the Ascend plugin
-  (:class:`AscendStandIn`: up to 1e10 on the nodes of its own super-pod / 950 /
-  multilevel selection, which it computes with the greedy port on the session's state
-  and its own previous-node cache; a best-fit score below 100 otherwise) and a binpack
-  score below 100; the highest sum wins (ties: a seeded random pick, as Volcano picks one
-  at random);
+  (:class:`AscendStandIn`, following the plugin's code: a super-pod / 950 / multilevel
+  job's selection made from the candidates of its first scored task, kept across
+  sessions, 1e10 on each rank's node of it; a best-fit score below 100 otherwise) and a
+  binpack score below 100; the highest sum wins (ties: a seeded random pick, as Volcano
+  picks one at random);
 * ``allocateFunc`` per allocated task; a job that does not get all its tasks is discarded
   (``deallocateFunc`` with status Pending, last first), else bound: the pod gets the node,
-  its chips, ``hccl/rankIndex`` and the plugin's ``super-pod-rank`` (empty when the node is
-  not in the plugin's selection);
+  its chips, ``hccl/rankIndex`` and, for A3 and 850 jobs, the plugin's ``super-pod-rank``
+  (:meth:`AscendStandIn.super_pod_rank`);
 * ``onSessionClose``.
 
-Between sessions :meth:`VolcanoCluster.evict` deletes a running job's pods (the job's
-controller recreates them pending) and :meth:`VolcanoCluster.fault` makes a node NotReady.
+Between sessions :meth:`VolcanoCluster.evict` deletes a running job's pods, or some of
+them (the job's controller recreates them pending), and :meth:`VolcanoCluster.fault` makes
+a node NotReady.
+
+Why this file is long: the session is one loop over Volcano's steps and the Ascend plugin
+stand-in re-creates the plugin's selection, cache and annotation steps that loop calls;
+split apart, each half would need the other's private state (free chips, candidates,
+the plugin's per-session tags) passed through every call.
 """
 
 from __future__ import annotations
@@ -49,7 +55,8 @@ from heuristics.lifecycle import CacheLifecycle, RunningPods
 from models.compiled import natural_key
 from models.kube.build import ClusterImport
 from models.kube.source import Diagnostics
-from models.scenario import Family, Job, Policy, Scenario, family_of
+from models.scenario import AffinityCacheModel, Family, Job, Policy, Scenario, family_of
+from models.validation import InputError
 
 PLUGIN_SELECTION_SCORE = 1.0e10
 PREDICATE_WORKERS = 16
@@ -80,6 +87,9 @@ def _npu_request(pod: dict[str, Any]) -> tuple[str | None, int]:
 
 
 def _rank(pod: dict[str, Any]) -> int:
+    annotated = (pod["metadata"].get("annotations") or {}).get("hccl/rankIndex")
+    if isinstance(annotated, str) and annotated.isdigit():
+        return int(annotated)
     for container in pod["spec"].get("containers", []):
         for env in container.get("env", []):
             if env.get("name") == "VC_TASK_INDEX":
@@ -98,10 +108,28 @@ def _active(pod: dict[str, Any]) -> bool:
 
 
 @dataclass
+class DumpObjects:
+    """The objects of kubectl dumps, sorted the way :class:`VolcanoCluster` reads them."""
+
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    podgroups: list[dict[str, Any]] = field(default_factory=list)
+    #: everything else (device-info, NodeD, switch and scheduler ConfigMaps, classes)
+    others: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, obj: dict[str, Any], source: str = "") -> None:
+        """One object of a dump (the sink of :func:`models.kube.source.read_dumps`)."""
+        kind = obj.get("kind")
+        bucket = {"Node": self.nodes, "Pod": self.pods, "PodGroup": self.podgroups}.get(
+            str(kind), self.others)
+        bucket.append(obj)
+
+
+@dataclass
 class VolcanoCluster:
     """A cluster as Kubernetes objects, changed by bindings, evictions and faults."""
 
-    builder: DumpBuilder
+    builder: DumpBuilder | DumpObjects
     now: int
     generation: int = 0
     #: device objects the builder does not make (e.g. vNPU nodes' device-info ConfigMaps)
@@ -117,8 +145,42 @@ class VolcanoCluster:
         """The Pod objects."""
         return self.builder.pods
 
+    @classmethod
+    def from_dumps(cls, paths: list[str], now: int) -> VolcanoCluster:
+        """The cluster of kubectl dumps (``kubectl get nodes,pods,podgroups,configmaps,
+        priorityclasses -o json``, files or directories, as ``npu-place import`` reads
+        them).
+
+        Raises
+        ------
+        InputError
+            A file that cannot be read or is not a Kubernetes object or List; dumps
+            without a Node or without a PodGroup.
+        """
+        from models.kube.source import read_dumps
+
+        objects = DumpObjects()
+        diagnostics = Diagnostics()
+        read_dumps(paths, objects.add, diagnostics)
+        missing = [kind for kind, found in (("Node", objects.nodes),
+                                            ("PodGroup", objects.podgroups)) if not found]
+        if missing:
+            raise InputError([f"{', '.join(paths)}: no {' and no '.join(missing)} objects: "
+                              "expected kubectl get nodes,pods,podgroups,configmaps,"
+                              "priorityclasses -A -o json output"])
+        for obj in objects.nodes + objects.pods + objects.podgroups:
+            if not isinstance(obj.get("metadata"), dict) or not isinstance(
+                    obj.get("spec", {}), dict):
+                raise InputError([f"{obj.get('kind')} object without metadata or spec"])
+            obj.setdefault("spec", {})
+            obj.setdefault("status", {})
+            obj["metadata"].setdefault("annotations", {})
+        return cls(objects, now)
+
     def device_objects(self) -> list[dict[str, Any]]:
         """What Volcano does not send: device ConfigMaps, scheduler ConfigMap, classes."""
+        if isinstance(self.builder, DumpObjects):
+            return [*self.builder.others, *self.extra_devices]
         return [*self.builder.device_configmaps(), self.builder.scheduler_configmap(),
                 *self.builder.classes, *self.extra_devices]
 
@@ -141,8 +203,16 @@ class VolcanoCluster:
         return used
 
     def node_chips(self, node: dict[str, Any]) -> list[str]:
-        """The node's chips (``baseDeviceInfos``)."""
-        return list(json.loads(node["metadata"]["annotations"]["baseDeviceInfos"]))
+        """The node's chips (``baseDeviceInfos``; a node of a kubectl dump without it:
+        ``<resource>-<i>`` per unit of its NPU capacity)."""
+        infos = (node["metadata"].get("annotations") or {}).get("baseDeviceInfos")
+        if infos:
+            return list(json.loads(infos))
+        capacity = node.get("status", {}).get("capacity", {})
+        resource = next((r for r in ("huawei.com/npu", "huawei.com/Ascend910") if r in capacity),
+                        "huawei.com/npu")
+        prefix = "Ascend910" if resource.endswith("Ascend910") else "npu"
+        return [f"{prefix}-{i}" for i in range(int(str(capacity.get(resource, 0)) or 0))]
 
     def bind(self, pod: dict[str, Any], node: str, chips: list[str],
              super_pod_rank: str | None) -> None:
@@ -158,11 +228,14 @@ class VolcanoCluster:
         pod["status"] = {"phase": "Running", "hostIP": "192.168.0.1",
                          "startTime": "2026-01-01T00:00:00Z"}
 
-    def evict(self, job_id: str) -> int:
-        """Delete a job's pods; its controller recreates them pending.  Returns how many."""
+    def evict(self, job_id: str, ranks: Iterable[int] | None = None) -> int:
+        """Delete a job's pods (only those of ``ranks`` when given: a pod-level
+        reschedule); its controller recreates them pending.  Returns how many."""
         count = 0
+        only = None if ranks is None else set(ranks)
         for pod in self.pods:
-            if _job_id(pod) == job_id and pod["spec"].get("nodeName"):
+            if _job_id(pod) == job_id and pod["spec"].get("nodeName") and (
+                    only is None or _rank(pod) in only):
                 ann = pod["metadata"]["annotations"]
                 for key in ("hccl/rankIndex", "huawei.com/AscendReal", "huawei.com/npu",
                             "huawei.com/Ascend910", "super-pod-rank", "predicate-time"):
@@ -192,6 +265,8 @@ class VolcanoCluster:
 
     def add_job(self, namespace: str, name: str, tasks: int, npus: int, **kwargs: Any) -> None:
         """A new pending job (see :meth:`DumpBuilder.job`)."""
+        if not isinstance(self.builder, DumpBuilder):
+            raise TypeError("add_job needs a cluster built with DumpBuilder")
         self.builder.job(namespace, name, tasks, npus, **kwargs)
 
     def bound(self) -> dict[str, dict[int, str]]:
@@ -358,14 +433,14 @@ def volcano_snapshot(cluster: VolcanoCluster) -> dict[str, Any]:
         jobs[job_id] = {
             "UID": job_id, "PgUID": pg["metadata"]["uid"], "Name": pg["metadata"]["name"],
             "Namespace": pg["metadata"]["namespace"], "Queue": "default",
-            "Priority": 0, "MinAvailable": pg["spec"]["minMember"], "WaitingTime": None,
+            "Priority": 0, "MinAvailable": pg["spec"].get("minMember", 0), "WaitingTime": None,
             "JobFitErrors": "", "NodesFitErrors": {}, "AllocatedHyperNode": "",
             "NetworkTopology": None, "SubJobs": {}, "TaskToSubJob": {}, "MinSubJobs": None,
             "TaskStatusIndex": dict(sorted(index.items())), "Tasks": tasks,
-            "TaskMinAvailable": {"worker": pg["spec"]["minMember"]},
-            "TaskMinAvailableTotal": pg["spec"]["minMember"],
+            "TaskMinAvailable": {"worker": pg["spec"].get("minMember", 0)},
+            "TaskMinAvailableTotal": pg["spec"].get("minMember", 0),
             "Allocated": _resource(), "TotalRequest": _resource(),
-            "CreationTimestamp": pg["metadata"]["creationTimestamp"],
+            "CreationTimestamp": pg["metadata"].get("creationTimestamp", ""),
             "PodGroup": {**pg, "Version": "v1beta1"},
             "ScheduleStartTimestamp": "0001-01-01T00:00:00Z", "Preemptable": False,
             "RevocableZone": "", "Budget": {"MinAvailable": "", "MaxUnavilable": ""},
@@ -383,22 +458,54 @@ def volcano_snapshot(cluster: VolcanoCluster) -> dict[str, Any]:
 
 
 class AscendStandIn:
-    """Stand-in for the Ascend plugin's node scores, selections and cache.
+    """Stand-in for the Ascend plugin's node scores, selections and annotations.
 
-    For a super-pod / 950 / multilevel job it selects nodes at the job's first task with
-    the greedy port on the session's state (nodes' free chips after this session's
-    allocations, its own previous-node cache), adds 1e10 to the selected nodes and, when
-    binding, writes ``super-pod-rank`` from that selection (empty elsewhere).  Other jobs
-    get a best-fit score below 100.
+    It follows the plugin's code (mind-cluster commit 22bb3d98,
+    ``component/ascend-for-volcano``) step by step for super-pod (A3, 850), 950 and
+    multilevel jobs, and gives other jobs a best-fit score below 100:
+
+    * a job's selection is made at its first scored task of the session, from the
+      candidate nodes the allocate loop hands to ``BatchNodeOrderFn`` for that task
+      (:meth:`scores` re-creates ``ScoreBestNPUNodes``), and kept for the job across
+      sessions (:attr:`super_pods`: ``job.SuperPods``, copied from session to session by
+      ``InitNPUSession``);
+    * the cached selection is kept when ``VerifyCachedSuperPods`` holds (:meth:`_verify`);
+    * a fresh selection that cannot be made clears ``JobReadyTag`` (:attr:`ready`): no
+      scores for the job for the rest of the session;
+    * each task's rank is pinned to its node of the selection with 1e10
+      (``scoreNodeForReadyJob``: 1e8 × the plugin's score weight 100), nothing when that
+      node is not a candidate;
+    * ``super-pod-rank`` (A3 and 850 ``UseAnnotation``) is the node's logical super pod in
+      a selection made this session (``nodeVPodId``, filled only by a fresh selection of a
+      handler built per session), empty otherwise; 950 and multilevel write none.
+
+    The fresh selection itself is the greedy port's (the plugin's strategies) on a view of
+    the cluster holding only the candidates, with Go's map order re-created by a seeded
+    shuffle of the ranks among the selected nodes of each physical super pod (950: of each
+    rack): ``getSuperPodTop`` / ``getSuperPodMap`` keep the nodes of a super pod in a Go
+    map, so which of them gets which rank is not defined by the plugin.  Not re-created:
+    the rescheduler's fault-job path (``selectNodesForFaultJob``: the harness evicts, it
+    does not run the rescheduler), batch scoring (``podgroup-sched-enable``), the
+    inference and MindIE paths, and the random order of ties between super pods.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, seed: int = 0) -> None:
         self.lifecycle = CacheLifecycle(None)
         self.base: Scenario | None = None
-        self.selection: dict[str, dict[str, str]] = {}  # job -> node -> super-pod rank
+        self.rng = random.Random(seed)
+        #: job id -> rank -> node: the plugin's ``job.SuperPods``, kept across sessions
+        self.super_pods: dict[str, dict[int, str]] = {}
+        #: job id -> node -> logical super pod of this session's fresh selection
+        #: (``nodeVPodId``); a job whose cached selection was kept has none
+        self.node_vpod: dict[str, dict[str, str]] = {}
+        #: job id -> ``JobReadyTag`` of this session (absent: true)
+        self.ready: dict[str, bool] = {}
+        self.verified: set[str] = set()  # ``SuperPodsVerified`` of this session
+        self.fresh: set[str] = set()  # jobs selected afresh this session
 
     def open(self, cluster: VolcanoCluster) -> Scenario:
-        """Session open: the cluster as the plugin sees it; the cache refreshed."""
+        """Session open (``InitNPUSession``): the cluster as the plugin sees it, the cache
+        refreshed, every job ``JobReadyTag = true`` and ``SuperPodsVerified = false``."""
         base = cluster.scenario()
         running = [RunningPods(r.owner_uid, dict(r.ranks)) for r in base.running]
         running += [RunningPods(j.owner_uid, dict(j.running_ranks)) for j in base.jobs
@@ -411,40 +518,116 @@ class AscendStandIn:
                 if pods.owner and self.lifecycle.node(pods.owner, rank) != node:
                     self.lifecycle.allocate(pods.owner, rank, node, cluster.now)
         self.base = base
-        self.selection = {}
+        self.node_vpod, self.ready, self.verified, self.fresh = {}, {}, set(), set()
         return base
 
-    def select(self, job: Job, free: dict[str, int]) -> dict[str, str]:
-        """The plugin's own node selection for ``job`` (node → super-pod rank)."""
-        if job.name in self.selection:
-            return self.selection[job.name]
+    @property
+    def selection(self) -> dict[str, dict[str, str]]:
+        """Job id -> node -> ``super-pod-rank`` of the jobs selected this session."""
+        return {job: dict(nodes) for job, nodes in self.node_vpod.items()}
+
+    def _verify(self, job: Job, candidates: list[str]) -> bool:
+        """``VerifyCachedSuperPods`` (``plugin/job.go``; multilevel's
+        ``tryUseCachedSuperPods`` is not gated by ``prefer-previous-node``): keep the
+        cached selection when every cached node runs a task of the job or is a candidate
+        (``IsCachedSuperPodsValid``)."""
+        cached = self.super_pods.get(job.name)
+        if not cached:
+            return False
+        if job.name in self.verified:
+            return True
+        self.verified.add(job.name)
+        assert self.base is not None
+        prefer = self.base.config.prefer_previous_node
+        if not prefer and _policy_family(job.policy) is not Family.MULTILEVEL:
+            return False
+        running = set(job.running_ranks.values())
+        offered = set(candidates)
+        return all(n in running or n in offered for n in cached.values())
+
+    def _select(self, job: Job, candidates: list[str], free: dict[str, int]
+                ) -> dict[int, str] | None:
+        """A fresh selection from the candidates (``selectSuperPodForJob`` →
+        ``getSuperPodTop`` → ``classifySuperPod`` and its passes for A3/850,
+        ``selectNodesForJob`` → ``getSuperPodMap`` and its strategies for 950, the
+        multilevel tree's), as the greedy port makes it on a view holding only the
+        candidates; ``None`` when it fails (the plugin's errors clear ``JobReadyTag``)."""
         from solver.facade import solve
 
         assert self.base is not None
-        names = {n.name for n in self.base.nodes}
-        model = self.lifecycle.to_model()
-        cache = model.model_copy(update={"entries": [e for e in model.entries
-                                                     if e.node in names]})
+        offered = set(candidates)
+        if job.tasks > len(offered):  # "not enough node, npuTaskNum: %d, nodes: %d"
+            return None
         nodes = [n.model_copy(update={"free": free.get(n.name, n.free)})
-                 for n in self.base.nodes]
-        view = self.base.model_copy(update={"nodes": nodes, "jobs": [job],
-                                            "affinity_cache": cache, "vnpu_jobs": []})
-        placement = solve(view, engine="greedy", time_limit=30).placement
-        chosen: dict[str, str] = {}
-        for item in placement.jobs:
-            if item.name == job.name and item.placed:
-                block = max(1, (job.sp_block or job.npu_per_task) // job.npu_per_task)
-                for rank, node in item.ranks.items():
-                    chosen[node] = str(int(rank) // block)
-        self.selection[job.name] = chosen
-        return chosen
+                 for n in self.base.nodes if n.name in offered]
+        view = self.base.model_copy(update={
+            "nodes": nodes, "running": [], "vnpu_jobs": [],
+            "jobs": [job.model_copy(update={"running_ranks": {}, "fault_ranks": []})],
+            "affinity_cache": AffinityCacheModel()})
+        try:
+            placement = solve(view, engine="greedy", time_limit=30).placement
+        except InputError:
+            return None
+        chosen = next((item for item in placement.jobs
+                       if item.name == job.name and item.placed), None)
+        if chosen is None:
+            return None
+        ranks = {int(rank): node for rank, node in chosen.ranks.items()}
+        return self._go_map_order(job, ranks)
 
-    def scores(self, job: Job, nodes: list[str], free: dict[str, int]) -> dict[str, float]:
-        """The plugin's scores of the candidate nodes for one task of ``job``."""
-        if _policy_family(job.policy) in (Family.SUPERPOD, Family.RACK, Family.MULTILEVEL):
-            chosen = self.select(job, free)
-            return {n: PLUGIN_SELECTION_SCORE for n in nodes if n in chosen}
-        return {n: float(max(0, 64 - 8 * (free[n] - job.npu_per_task))) for n in nodes}
+    def _go_map_order(self, job: Job, ranks: dict[int, str]) -> dict[int, str]:
+        """The ranks shuffled among the selected nodes of each physical super pod (950:
+        of each rack): the plugin iterates those nodes in Go map order
+        (``selectNodesFromSuperPod``; 950: ``transferSuperPodToRackIdMap``)."""
+        family = _policy_family(job.policy)
+        if family is Family.MULTILEVEL:
+            return ranks
+        assert self.base is not None
+        where = {n.name: (n.super_pod_id, n.rack_id if family is Family.RACK else None)
+                 for n in self.base.nodes}
+        groups: dict[Any, list[int]] = {}
+        for rank in sorted(ranks):
+            groups.setdefault(where.get(ranks[rank]), []).append(rank)
+        out: dict[int, str] = {}
+        for members in groups.values():
+            nodes = [ranks[r] for r in members]
+            self.rng.shuffle(nodes)
+            out.update(zip(members, nodes, strict=True))
+        return out
+
+    def scores(self, job: Job, nodes: list[str], free: dict[str, int],
+               rank: int = 0) -> dict[str, float]:
+        """The plugin's scores of the candidate nodes for the task of ``rank`` of ``job``
+        (``BatchNodeOrderFn`` → the handler's ``ScoreBestNPUNodes``)."""
+        family = _policy_family(job.policy)
+        if family not in (Family.SUPERPOD, Family.RACK, Family.MULTILEVEL):
+            return {n: float(max(0, 64 - 8 * (free[n] - job.npu_per_task))) for n in nodes}
+        if not self.ready.get(job.name, True):  # JobReadyTag false: no scores
+            return {}
+        if not self._verify(job, nodes):
+            chosen = self._select(job, nodes, free)
+            if chosen is None:
+                self.ready[job.name] = False
+                return {}
+            self.super_pods[job.name] = chosen
+            self.verified.add(job.name)
+            self.fresh.add(job.name)
+            if family is Family.SUPERPOD:  # nodeVPodId: A3 and 850 write super-pod-rank
+                block = max(1, (job.sp_block or job.npu_per_task * job.tasks)
+                            // job.npu_per_task)
+                self.node_vpod[job.name] = {node: str(r // block)
+                                            for r, node in chosen.items()}
+        node = self.super_pods[job.name].get(rank)  # scoreNodeForReadyJob
+        if node is None or node not in nodes:
+            return {}
+        return {node: PLUGIN_SELECTION_SCORE}
+
+    def super_pod_rank(self, job: Job, node: str) -> str | None:
+        """The ``super-pod-rank`` the plugin's ``UseAnnotation`` writes for a task of
+        ``job`` bound on ``node`` (``None``: the handler writes none)."""
+        if _policy_family(job.policy) is not Family.SUPERPOD:
+            return None
+        return self.node_vpod.get(job.name, {}).get(node, "")
 
 
 # --------------------------------------------------------------------------- session
@@ -554,7 +737,7 @@ def run_session(client: httpx.Client, url: str, cluster: VolcanoCluster,
                     "task": info, "nodes": [snapshot_nodes[n] for n in candidates]}, report)
                 extender = answer.json().get("nodeScore") or {} \
                     if answer.status_code == 200 else {}
-                ascend = plugin.scores(job, candidates, free)
+                ascend = plugin.scores(job, candidates, free, _rank(pod))
                 total = {n: float(extender.get(n, 0.0)) + ascend.get(n, 0.0)
                          + 10.0 * (1 - free[n] / max(1, need * 8)) for n in candidates}
                 best = max(total.values())
@@ -576,9 +759,8 @@ def run_session(client: httpx.Client, url: str, cluster: VolcanoCluster,
                         pod, job.name, STATUS["Pending"], node)}, report)
                 report.discarded.append(job.name)
                 continue
-            selection = plugin.selection.get(job.name)
             for pod, node, chips in allocated:
-                spr = None if selection is None else selection.get(node, "")
+                spr = plugin.super_pod_rank(job, node)
                 cluster.bind(pod, node, chips, spr)
                 report.bindings.setdefault(job.name, {})[_rank(pod)] = node
                 if spr is not None:
@@ -592,5 +774,5 @@ def evict_jobs(cluster: VolcanoCluster, jobs: Iterable[str]) -> int:
     return sum(cluster.evict(job) for job in jobs)
 
 
-__all__ = ["AscendStandIn", "SessionReport", "VolcanoCluster", "cluster_from_scenario",
-           "run_session", "task_info", "volcano_snapshot"]
+__all__ = ["AscendStandIn", "DumpObjects", "SessionReport", "VolcanoCluster",
+           "cluster_from_scenario", "run_session", "task_info", "volcano_snapshot"]

@@ -80,6 +80,11 @@ def register(sub: Any) -> None:
                      help="the service's own view: plan the stored cluster NAME (PUT/PATCH "
                           "/v1/clusters/NAME, kept current by a watcher) instead of parsing "
                           "Volcano's snapshot; allocate/deallocate become its cache events")
+    ext.add_argument("--extender-predicate", action="store_true", dest="extender_predicate",
+                     help="the scheduler ConfigMap sets extender.predicateVerb (Volcano >= "
+                          "v1.12): the job-level predicate confines the Ascend plugin to the "
+                          "planned nodes, so super-pod, 950 and multilevel jobs are steered "
+                          "too (docs/extender.md)")
     ext.add_argument("--extender-max-snapshot-mb", type=in_range(float, 0.001, 4096),
                      default=256.0, metavar="M", dest="extender_max_snapshot_mb",
                      help="largest onSessionOpen body in MB (default 256; 413 above it)")
@@ -134,6 +139,7 @@ def extender_settings(args: argparse.Namespace) -> Any:
                           in_cluster=args.extender_in_cluster,
                           refresh_seconds=args.extender_refresh,
                           max_snapshot_mb=args.extender_max_snapshot_mb,
+                          predicate_verb=args.extender_predicate,
                           cluster=args.extender_cluster)
 
 

@@ -101,6 +101,12 @@ class ExtenderConfig:
     path_token
         When set, the verbs are served only under ``<prefix>/<token>/<verb>`` (Volcano
         sends no headers of its own; the token rides in ``urlPrefix``).
+    predicate_verb
+        The scheduler ConfigMap sets ``extender.predicateVerb`` (Volcano v1.12 or later):
+        the job-level ``predicate`` then confines the Ascend plugin's own selection of a
+        super-pod / 950 / multilevel job to the planned nodes, and those jobs are steered
+        (``docs/extender.md``, "Which jobs it steers").  Off: such a job is steered only
+        when its plan equals the plugin's own greedy selection.
     cluster
         The service's own view: plan this stored cluster (``PUT``/``PATCH
         /v1/clusters/{name}``, kept current by whoever watches the cluster) instead of
@@ -126,6 +132,7 @@ class ExtenderConfig:
     in_cluster: bool = False
     refresh_seconds: float = 30.0
     path_token: str | None = field(default=None, repr=False)
+    predicate_verb: bool = False
     cluster: str | None = None
 
     @property

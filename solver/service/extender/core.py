@@ -26,7 +26,7 @@ from models.kube.build import ClusterImport
 from models.kube.jobs import controller_uid
 from models.kube.source import Diagnostics
 from models.limits import escape_text
-from models.scenario import AffinityCacheModel, Family, Policy, Scenario, family_of
+from models.scenario import AffinityCacheModel, Family, Job, Policy, Scenario, family_of
 from models.validation import InputError
 from solver.service.extender.config import ExtenderConfig
 from solver.service.extender.devices import DeviceSource
@@ -43,6 +43,7 @@ from solver.service.extender.protocol import (
     snapshot_objects,
     task_identity,
 )
+from solver.service.extender.steering import plugin_pins
 
 log = logging.getLogger("npu_place.extender")
 
@@ -81,6 +82,12 @@ class JobPlan:
     nodes: frozenset[str]
     steer: bool
     reason: str = ""
+    #: ``pin``: :data:`PLANNED_SCORE` on each rank's planned node (and the job-level
+    #: predicate); ``confine``: the predicate only, the Ascend plugin orders the ranks
+    #: inside the planned node set (its own selection from those candidates)
+    mode: str = "pin"
+    #: the plan's ranks were replaced by the Ascend plugin's mapping inside the planned set
+    adopted: bool = False
     #: the tasks are interchangeable replicas (vNPU jobs): a task takes the next planned
     #: node not yet given to another task, whatever its rank
     replicas: bool = False
@@ -188,6 +195,39 @@ def _rank_conflict(plan: JobPlan, tasks: list[tuple[str, int | None]]) -> str:
     return ""
 
 
+def _plan_greedy_equal(session: Session, scenario: Scenario,
+                       planned: dict[str, dict[int, str]],
+                       stock_ranks: dict[str, dict[int, str]], selecting: bool) -> None:
+    """Which jobs to steer without the job-level predicate (``predicateVerb`` unset).
+
+    The Ascend plugin then selects the nodes of a super-pod / 950 / multilevel job from
+    every candidate (the greedy port reproduces it), on the state the earlier jobs leave.
+    A job of those families is steered when its plan equals that selection and every
+    earlier job ends where greedy put it: such jobs that are not steered get the plugin's
+    own (greedy's) placement, so only a steered job of another family whose plan differs
+    from greedy's moves the later selections away from greedy's.
+    """
+    consistent = True
+    for job in scenario.jobs:
+        family = _family(job.policy)
+        ranks = planned.get(job.name)
+        if ranks is None:
+            continue  # abstains: the plugin places it as greedy does
+        greedy_nodes = sorted(stock_ranks.get(job.name, {}).values())
+        steer, reason = True, ""
+        if family in SELECTING_FAMILIES:
+            if not consistent:
+                steer, reason = False, ("an earlier steered job leaves other free nodes "
+                                        "than the Ascend plugin's selection assumes")
+            elif sorted(ranks.values()) != greedy_nodes:
+                steer, reason = False, ("the plan differs from the Ascend plugin's own "
+                                        "selection")
+        elif selecting and sorted(ranks.values()) != greedy_nodes:
+            consistent = False
+        session.jobs[job.name] = JobPlan(family, job.owner_uid, ranks,
+                                         frozenset(ranks.values()), steer, reason)
+
+
 class ExtenderCore:
     """The extender's state and verbs, independent of HTTP (the routes call these).
 
@@ -213,6 +253,9 @@ class ExtenderCore:
         #: called with (verb, field) for every event dropped for a value outside the
         #: bounds (the service counts them in its metrics)
         self.on_event_dropped: Callable[[str, str], None] = lambda verb, field: None
+        #: owner uid -> rank -> node where the job's ranks were last allocated: the Ascend
+        #: plugin's cached selection (``job.SuperPods``) of a super-pod / 950 / multilevel job
+        self.selections: dict[str, dict[int, str]] = {}
 
     def start(self) -> None:
         """Start background work: the device source's re-listing, and the engines' imports
@@ -413,6 +456,10 @@ class ExtenderCore:
                                 else []) if o not in seen_owners]
             for owner in gone:
                 self.lifecycle.delete_owner(owner)
+                self.selections.pop(owner, None)
+            for pods in running:  # running pods show where the plugin's pins put them
+                if pods.owner:  # (the only source before Volcano v1.13's allocateFunc)
+                    self.selections.setdefault(pods.owner, {}).update(pods.ranks)
             session.counts["owners-deleted"] = len(gone)
             for pods in running:  # what the snapshot shows bound, recorded where new
                 for rank, node in pods.ranks.items():
@@ -453,31 +500,10 @@ class ExtenderCore:
         session.engine = result.engine
         planned = _placement_ranks(result.placement)
         stock_ranks = _placement_ranks(stock.placement) if stock is not None else {}
-        # The Ascend plugin selects the nodes of a super-pod / 950 / multilevel job itself
-        # (the greedy port reproduces it), on the state the earlier jobs leave.  A job of
-        # those families is steered when its plan equals that selection and every earlier
-        # job ends where greedy put it: such jobs that are not steered get the plugin's
-        # own (greedy's) placement, so only a steered job of another family whose plan
-        # differs from greedy's moves the later selections away from greedy's.
-        consistent = True
-        for job in scenario.jobs:
-            family = _family(job.policy)
-            ranks = planned.get(job.name)
-            if ranks is None:
-                continue  # abstains: the plugin places it as greedy does
-            greedy_nodes = sorted(stock_ranks.get(job.name, {}).values())
-            steer, reason = True, ""
-            if family in SELECTING_FAMILIES:
-                if not consistent:
-                    steer, reason = False, ("an earlier steered job leaves other free nodes "
-                                            "than the Ascend plugin's selection assumes")
-                elif sorted(ranks.values()) != greedy_nodes:
-                    steer, reason = False, ("the plan differs from the Ascend plugin's own "
-                                            "selection")
-            elif stock is not None and sorted(ranks.values()) != greedy_nodes:
-                consistent = False
-            session.jobs[job.name] = JobPlan(family, job.owner_uid, ranks,
-                                             frozenset(ranks.values()), steer, reason)
+        if self.config.predicate_verb:
+            self._plan_confined(session, scenario, planned, stock_ranks)
+        else:
+            _plan_greedy_equal(session, scenario, planned, stock_ranks, stock is not None)
         for vjob in scenario.vnpu_jobs:
             ranks = planned.get(vjob.name)
             if ranks is not None:
@@ -486,6 +512,84 @@ class ExtenderCore:
                                                   replicas=True)
         session.counts["planned-jobs"] = len(session.jobs)
         session.counts["steered-jobs"] = sum(1 for j in session.jobs.values() if j.steer)
+
+    def _plan_confined(self, session: Session, scenario: Scenario,
+                       planned: dict[str, dict[int, str]],
+                       stock_ranks: dict[str, dict[int, str]]) -> None:
+        """Which jobs to steer with the job-level predicate (``predicateVerb`` set).
+
+        The predicate confines the candidates of every task of a steered job to its
+        planned nodes, so the Ascend plugin selects a super-pod / 950 / multilevel job
+        inside that set (:func:`plugin_pins`).  Such a job is steered when the plugin's
+        ranks inside the set equal the plan's; when they differ it is steered on the
+        plugin's mapping (adopted) if that keeps every origin hit of the plan; when the
+        plugin selects afresh (its rank order inside a physical super pod is Go's map
+        order) it is confined only (``mode`` ``confine``: the plugin orders the ranks, its
+        ``super-pod-rank`` follows its own selection) if the plan has no origin hit to
+        keep and every rank is pending; otherwise it is left to the plugin with the
+        reason.  A job whose planned nodes an earlier job left to the plugin may take
+        (the greedy port's placement of it) is left to the plugin too.
+        """
+        origins = {(e.owner_uid, e.rank): e.node for e in scenario.affinity_cache.entries}
+        prefer = scenario.config.prefer_previous_node
+        claimed: dict[str, str] = {}  # node -> job left to the plugin that may take it
+        for job in scenario.jobs:
+            family = _family(job.policy)
+            ranks = planned.get(job.name)
+            if ranks is None:
+                for node in stock_ranks.get(job.name, {}).values():
+                    claimed.setdefault(node, job.name)
+                continue
+            plan = JobPlan(family, job.owner_uid, ranks, frozenset(ranks.values()), True)
+            taken = sorted(n for n in plan.nodes if n in claimed)
+            if family in SELECTING_FAMILIES and taken:
+                plan.steer, plan.reason = False, (
+                    f"job {claimed[taken[0]]}, left to the Ascend plugin earlier in the "
+                    f"session, may take planned node {taken[0]}")
+            elif family in SELECTING_FAMILIES:
+                self._confine(plan, job, origins, prefer)
+            session.jobs[job.name] = plan
+            if not plan.steer:
+                for node in stock_ranks.get(job.name, {}).values():
+                    claimed.setdefault(node, job.name)
+
+    def _confine(self, plan: JobPlan, job: Job, origins: dict[tuple[str, int], str],
+                 prefer: bool) -> None:
+        """Steer a super-pod / 950 / multilevel job inside its planned set, adopt the
+        plugin's mapping, or leave it to the plugin (:meth:`_plan_confined`)."""
+        owner = job.owner_uid or ""
+        with self._lock:
+            cached = self.selections.get(owner)
+            cached = dict(cached) if cached is not None else None
+        faulty = set(job.fault_ranks)
+        hits = {r for r, n in plan.ranks.items()
+                if r not in faulty and origins.get((owner, r)) == n}
+        pins, why = plugin_pins(job, plan.ranks, cached, prefer)
+        if pins is not None:
+            if pins == plan.ranks:
+                return
+            kept = {r for r in hits if pins[r] == plan.ranks[r]}
+            if len(kept) == len(hits):
+                plan.ranks, plan.adopted = pins, True
+                return
+            plan.steer, plan.reason = False, (
+                f"the Ascend plugin keeps its cached selection, which puts "
+                f"{sum(1 for r in pins if pins[r] != plan.ranks[r])} rank(s) on other planned "
+                f"nodes than the plan and keeps {len(kept)} of the plan's {len(hits)} "
+                "origin hit(s)")
+            return
+        if job.running_ranks:
+            plan.steer, plan.reason = False, (
+                f"the Ascend plugin selects this partly running job afresh ({why}), and "
+                f"a selection from the {len(plan.nodes)} planned node(s) alone cannot hold "
+                f"its {job.tasks} tasks")
+        elif hits:
+            plan.steer, plan.reason = False, (
+                f"the Ascend plugin selects this job afresh ({why}) and orders the ranks "
+                f"inside a physical super pod by Go map order: the plan's {len(hits)} origin "
+                "hit(s) would not be kept")
+        else:
+            plan.mode = "confine"
 
     # ------------------------------------------------------------------ per-task verbs
     def _current(self, job: str | None = None) -> Session | None:
@@ -570,6 +674,9 @@ class ExtenderCore:
         if session is None:
             return ABSTAIN
         plan = self._steered(session, job)
+        if plan is not None and plan.mode == "confine":
+            session.count("prioritize-left-to-plugin")  # the predicate confines the plugin
+            return ABSTAIN
         who = _task_key(task, uid)  # a replica without a UID must not share another's slot
         with self._lock:
             node = plan.node_for(who, rank, is_offered) if plan is not None and who else None
@@ -621,12 +728,18 @@ class ExtenderCore:
                 session.allocated[uid] = (job, rank, node)
             if owner and self.lifecycle.cache is not None:
                 self.lifecycle.allocate(owner, rank, node, session.now)
+            if owner:  # where the Ascend plugin's pins put the rank: its job.SuperPods
+                self.selections.setdefault(owner, {})[rank] = node
             plan = session.jobs.get(job)
             if plan is not None and session.decided.get(job):
-                wanted = (plan.slots.get(_task_key(body["task"], uid)) if plan.replicas
-                          else plan.ranks.get(rank))
-                session.count("allocated-as-planned" if wanted == node
-                              else "allocated-off-plan")
+                if plan.mode == "confine":
+                    session.count("allocated-in-planned-set" if node in plan.nodes
+                                  else "allocated-off-plan")
+                else:
+                    wanted = (plan.slots.get(_task_key(body["task"], uid)) if plan.replicas
+                              else plan.ranks.get(rank))
+                    session.count("allocated-as-planned" if wanted == node
+                                  else "allocated-off-plan")
         return EVENT_OK
 
     def deallocate(self, body: dict[str, Any]) -> bytes:
@@ -663,9 +776,13 @@ class ExtenderCore:
         session.closed = True
         summary = {"session": session.number, "engine": session.engine,
                    "error": session.error, "timings": dict(session.timings),
-                   "counts": dict(session.counts)}
+                   "counts": dict(session.counts),
+                   "steered": sorted(job for job, yes in session.decided.items() if yes),
+                   "plugin-orders-ranks": sorted(name for name, plan in session.jobs.items()
+                                                 if plan.steer and (plan.adopted
+                                                                    or plan.mode == "confine"))}
         unsteered = {job: plan.reason for job, plan in session.jobs.items()
-                     if not plan.steer and plan.reason}
-        if unsteered:  # the jobs left to Volcano, and why
-            summary["not-steered"] = dict(sorted(unsteered.items())[:MAX_UNSTEERED_SHOWN])
+                     if not plan.steer}
+        # every planned job left to the plugin (Volcano's stock behaviour), and why
+        summary["left-to-plugin"] = dict(sorted(unsteered.items())[:MAX_UNSTEERED_SHOWN])
         self.history = [*self.history[-15:], summary]

@@ -104,7 +104,7 @@ def test_two_pending_tasks_of_one_rank_leave_the_job_to_volcano(
     assert other, "the other jobs are still steered"
     core.close_session()
     summary = core.history[-1]
-    assert "both carry rank 0" in summary["not-steered"][job]
+    assert "both carry rank 0" in summary["left-to-plugin"][job]
     assert summary["counts"]["jobs-rank-conflict"] == 1
 
 

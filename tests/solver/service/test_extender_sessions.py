@@ -21,8 +21,9 @@ from benchmarks.volcano_session import (
     cluster_from_scenario,
     run_session,
 )
+from models.scenario import Family, Job
 from solver.service.app import ServiceConfig
-from solver.service.extender import SELECTING_FAMILIES, ExtenderConfig, ExtenderCore
+from solver.service.extender import ExtenderConfig, ExtenderCore
 from tests.solver.service.conftest import running_server
 
 #: deterministic CP-SAT (1 worker, fixed seed): the same plan under any load
@@ -42,18 +43,42 @@ def extender_server(cluster: VolcanoCluster, folder: Path, **settings: Any
         yield f"{url}/volcano", core
 
 
-def check_steered(core: ExtenderCore, report: SessionReport) -> list[str]:
-    """Steered jobs bound exactly as planned, with a super-pod rank from the plugin's
-    selection for selecting families.  Returns the steered jobs."""
+def check_steered(core: ExtenderCore, report: SessionReport, plugin: AscendStandIn,
+                  cluster: VolcanoCluster, specs: dict[str, Job] | None = None) -> list[str]:
+    """Steered jobs bound as planned: rank by rank when pinned; inside the planned node set
+    when the plugin orders the ranks (``confine``).  The ``super-pod-rank`` the plugin
+    writes (A3, 850) names the logical super pod the plan gives the rank (``rank //
+    sp-block nodes``) in a session where it selected the job afresh, and is empty where it
+    kept its cached selection.  Returns the steered jobs."""
     session = core.session
     assert session is not None and session.error is None, session and session.error
+    scenario = cluster.scenario()
+    jobs = {**(specs or {}), **{j.name: j for j in scenario.jobs}}
+    super_pod = {n.name: n.super_pod_id for n in scenario.nodes}
     steered = [job for job, yes in session.decided.items() if yes]
     for job in steered:
         plan = session.jobs[job]
-        assert job in report.bindings, f"steered job {job} was not bound"
-        assert report.bindings[job] == plan.ranks, job
-        if plan.family in SELECTING_FAMILIES and plan.family.value != "multilevel":
-            assert all(report.super_pod_ranks[job].values()), (job, report.super_pod_ranks)
+        bound = report.bindings.get(job)
+        assert bound is not None, f"steered job {job} was not bound"
+        if plan.mode == "confine":
+            assert sorted(bound) == sorted(plan.ranks) and set(bound.values()) == plan.nodes, job
+        else:
+            assert bound == plan.ranks, job
+        if plan.family is not Family.SUPERPOD:
+            assert job not in report.super_pod_ranks  # 950 and multilevel write none
+            continue
+        spec = jobs[job]
+        annotation = report.super_pod_ranks[job]
+        if job in plugin.fresh:
+            size = max(1, (spec.sp_block or spec.npu_per_task * spec.tasks)
+                       // spec.npu_per_task)
+            blocks: dict[str, set[int | None]] = {}
+            for rank, node in bound.items():
+                assert annotation[rank] == str(rank // size), (job, rank, annotation)
+                blocks.setdefault(annotation[rank], set()).add(super_pod[node])
+            assert all(len(ids) == 1 for ids in blocks.values()), blocks  # one physical pod
+        else:
+            assert set(annotation.values()) == {""}, annotation  # cached selection kept
     return steered
 
 
@@ -75,47 +100,93 @@ def returns(origins: dict[str, dict[int, str]], report: SessionReport, jobs: lis
 
 @pytest.mark.parametrize("family", ["ordinary", "a3", "850", "950", "multilevel"])
 def test_sessions_bind_the_plan_and_origins_return(family: str, tmp_path: Path) -> None:
+    """With the job-level predicate every family is steered: all pending (the plugin
+    selects inside the planned set), every job evicted (its cached selection is the plan),
+    a node fault and its job evicted (a selecting job with origin hits the plugin would
+    re-order is left to it, named with the reason), a pod-level reschedule."""
     case = generate_case(GenParams(family, nodes=24, seed=3, jobs=3, occupancy=0.3,
                                    unhealthy=0.0, subhealthy=0.0))
     cluster = cluster_from_scenario(case.scenario, family)
-    plugin = AscendStandIn()
-    with extender_server(cluster, tmp_path) as (url, core), httpx.Client(timeout=60) as client:
+    plugin = AscendStandIn(seed=7)
+    selecting = family != "ordinary"
+    specs = {j.name: j for j in cluster.scenario().jobs}
+    with extender_server(cluster, tmp_path, predicate_verb=True) as (url, core), \
+            httpx.Client(timeout=60) as client:
         first = run_session(client, url, cluster, plugin, seed=1)
         assert first.open_status == 200
-        check_steered(core, first)
-        assert first.bindings, "nothing was bound in the first session"
-        # session 2: every job evicted (preemption): the plan brings every rank back
+        steered = check_steered(core, first, plugin, cluster, specs)
+        session = core.session
+        assert session is not None
+        assert sorted(steered) == sorted(session.jobs) and first.bindings
+        if selecting:  # fresh jobs: the plugin orders the ranks inside the planned set
+            assert all(session.jobs[j].mode == "confine" for j in steered)
+        # session 2: every job evicted (preemption): the plan brings every rank back, and
+        # the plugin's cached selection equals it (pinned, not only confined)
         origins = cluster.bound()
         for job in origins:
             cluster.evict(job)
         cluster.now += 120
         second = run_session(client, url, cluster, plugin, seed=2)
-        steered = check_steered(core, second)
+        steered = check_steered(core, second, plugin, cluster, specs)
+        session = core.session
+        assert session is not None
         assert sorted(steered) == sorted(origins), "an evicted job was not steered"
+        assert all(session.jobs[j].mode == "pin" for j in steered)
         assert returns(origins, second, steered) == (sum(map(len, origins.values())), 0)
-        # session 3: a node of the first job fails, that job is evicted: steered jobs bind
-        # their plan; a selecting family's job whose plan differs from the plugin's own
-        # selection is left to the plugin (stock behaviour, a super-pod rank of its own)
+        # session 3: a node of the largest job fails, that job is evicted
         origins = cluster.bound()
-        job = sorted(origins)[0]
+        job = max(sorted(origins), key=lambda j: len(origins[j]))
         lost = origins[job][0]
         cluster.fault(lost)
         cluster.evict(job)
         cluster.now += 120
         third = run_session(client, url, cluster, plugin, seed=3)
-        steered = check_steered(core, third)
+        steered = check_steered(core, third, plugin, cluster, specs)
         session = core.session
         assert session is not None
         plan = session.jobs[job]
-        if plan.family not in SELECTING_FAMILIES:
+        if not selecting:
             assert steered == [job]
-        elif steered != [job]:
-            assert "differs" in plan.reason
-            assert all(third.super_pod_ranks.get(job, {0: "x"}).values())
-        back, missed = returns(origins, third, steered, lost)
-        assert missed == 0  # every rank whose origin node is alive came back
-        assert back == sum(1 for j in steered for n in origins[j].values() if n != lost)
-        assert [h["session"] for h in core.history] == [1, 2, 3]
+            back, missed = returns(origins, third, steered, lost)
+            assert missed == 0 and back == sum(1 for n in origins[job].values() if n != lost)
+        elif any(plan.ranks.get(r) == n for r, n in origins[job].items()):
+            # the plugin's cache names the failed node: it selects afresh and would
+            # re-order the ranks the plan keeps on their origins
+            assert steered == [] and "afresh" in plan.reason and lost in plan.reason
+            assert core.history[-1]["left-to-plugin"] == {job: plan.reason}
+            assert job in third.bindings  # stock behaviour: the plugin places it
+        else:
+            raise AssertionError(f"{job}: the plan keeps no rank on its origin node")
+        # session 4: one pod of another running job is deleted (pod-level reschedule)
+        other = sorted(j for j in cluster.bound() if j != job)[0]
+        rank = max(cluster.bound()[other])
+        node = cluster.bound()[other][rank]
+        assert cluster.evict(other, ranks=[rank]) == 1
+        cluster.now += 120
+        fourth = run_session(client, url, cluster, plugin, seed=4)
+        assert check_steered(core, fourth, plugin, cluster, specs) == [other]
+        assert fourth.bindings[other] == {rank: node}
+        assert [h["session"] for h in core.history] == [1, 2, 3, 4]
+
+
+def test_without_the_predicate_verb_a_selecting_job_differing_from_greedy_is_left(
+        tmp_path: Path) -> None:
+    """Without ``predicateVerb`` the plugin selects from every candidate: a super-pod job
+    is steered only when its plan equals the plugin's own (greedy's) selection."""
+    case = generate_case(GenParams("850", nodes=24, seed=3, jobs=3, occupancy=0.3,
+                                   unhealthy=0.0, subhealthy=0.0))
+    cluster = cluster_from_scenario(case.scenario, "850")
+    with extender_server(cluster, tmp_path) as (url, core), httpx.Client(timeout=60) as client:
+        run_session(client, url, cluster, AscendStandIn(), seed=1, predicate=False)
+        session = core.session
+        assert session is not None and session.jobs
+        for plan in session.jobs.values():
+            assert plan.mode == "pin" and not plan.adopted
+            assert plan.steer or plan.reason in (
+                "the plan differs from the Ascend plugin's own selection",
+                "an earlier steered job leaves other free nodes than the Ascend plugin's "
+                "selection assumes")
+        assert session.counts.get("prioritize-left-to-plugin", 0) == 0
 
 
 def test_a_gang_that_does_not_fit_is_discarded_and_rolled_back(tmp_path: Path) -> None:
@@ -160,7 +231,7 @@ def test_early_stopped_predicates_lose_the_planned_node_unless_filtered(
             session = core.session
             assert session is not None
             if predicate:
-                assert check_steered(core, report)
+                assert check_steered(core, report, AscendStandIn(), cluster)
                 assert "planned-node-not-offered" not in session.counts
                 continue
             steered = [job for job, yes in session.decided.items() if yes]
