@@ -109,6 +109,13 @@ def test_the_generator_sees_a_new_option(tmp_path: Path) -> None:
     assert reference.main([str(path), "--check"]) == 0
 
 
+def test_every_argument_of_the_cli_reference_has_a_meaning() -> None:
+    """An argument without a help string leaves its row's "meaning" cell empty."""
+    page = CLI_PAGE.read_text(encoding="utf-8")
+    empty = re.findall(r"^\| (`[^`]+`) \|\s*\|$", page, flags=re.MULTILINE)
+    assert not empty, f"docs/cli.md: arguments without a help string: {empty}"
+
+
 def test_the_generator_refuses_a_page_without_markers() -> None:
     with pytest.raises(ValueError, match="markers"):
         reference.render("# Command line\n")

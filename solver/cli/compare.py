@@ -21,11 +21,14 @@ from solver.facade import solve
 def register(sub: Any) -> None:
     """Add the ``compare`` subcommand to ``sub``."""
     p = sub.add_parser("compare", help="greedy vs CP-SAT side by side, or the regression suite")
-    p.add_argument("scenarios", metavar="SCENARIO", nargs="*")
+    p.add_argument("scenarios", metavar="SCENARIO", nargs="*",
+                   help="scenario files (YAML or JSON), or example:NAME for bundled examples")
     p.add_argument("--example", metavar="NAME", action="append", default=[],
                    help="compare on a bundled example (repeatable; see npu-place examples)")
     add_engine_options(p, engine=False, weights=True)
-    p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("--format", choices=("table", "json", "yaml"), default="table",
+                   help="table (default): one row per scenario and engine; json or yaml: "
+                        "the same rows with every metric")
     p.add_argument("--suite", choices=("quick", "full"),
                    help="re-run a stored benchmark suite (regression mode)")
     p.add_argument("--baseline", metavar="FILE",
