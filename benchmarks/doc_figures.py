@@ -11,11 +11,17 @@ A figure is a block of a page of ``docs/`` between two marker comments::
     <!-- end of figure NAME -->
 
 and :data:`FIGURES` says how each is made: the replay tables of the bundled days (every
-engine's day replayed under the default deterministic budget), the recorded-day table, the
-bundled example scenarios planned by greedy and CP-SAT under a deterministic budget, the
-quick regression suite's stored results, and the transcript of the import walkthrough
-(the commands run as a user runs them, wall times elided).  Without ``--check`` the
-blocks are rewritten; with it nothing is written and the exit code is 1 when a block
+engine's day replayed under the default deterministic budget) and their plots, the
+recorded-day table, the plan table of a bundled example, the bundled example scenarios
+planned by greedy and CP-SAT under a deterministic budget, the quick regression suite's
+stored results, and the transcript of the import walkthrough (the commands run as a user
+runs them, wall times elided).  Every block ends with the command and the code version
+that made it.
+
+A figure with plots draws them from one replay with its table and stores the data series
+the plots draw beside the PNG files (``docs/figures/NAME.json``), so that a test compares
+the series, not the pixels.  Without ``--check`` the blocks, series and PNG files are
+rewritten; with it nothing is written and the exit code is 1 when a block or a series
 differs from what its command gives now (``tests/benchmarks/test_doc_figures.py`` runs
 the same comparison).  Every figure is a function of the code and the bundled inputs:
 none depends on the machine or its load.
@@ -24,6 +30,7 @@ none depends on the machine or its load.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -57,13 +64,58 @@ _BLOCK = re.compile(r"<!-- figure ([\w-]+): [^\n]*-->\n(.*?)<!-- end of figure \
 
 @dataclass(frozen=True)
 class Figure:
-    """One generated block: its page, whether it is slow to make, and how it is made."""
+    """One generated block: its page, whether it is slow to make, and how it is made.
+
+    A figure with ``series`` has plots too: ``series()`` gives the data the plots draw,
+    stored beside them as ``docs/figures/NAME.json`` (checked like the block), and
+    ``draw(folder)`` writes the PNG files from the same data.
+    """
 
     name: str
     page: str
     slow: bool
     make: Callable[[], str]
     about: str
+    series: Callable[[], dict[str, Any]] | None = None
+    draw: Callable[[Path], list[str]] | None = None
+
+
+def code_version() -> str:
+    """The version of the code that makes the figures (the installed npu-place's)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("npu-place")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout
+        return "unknown"
+
+
+def made_by(figure: Figure) -> str:
+    """The line under every figure: the command and code version that made it, and the
+    test that keeps it true."""
+    data = (f"; the plots' data series are in [{figure.name}.json](figures/{figure.name}.json)"
+            if figure.series is not None else "")
+    return (f"*Made by `python -m benchmarks.doc_figures {figure.name}` with npu-place "
+            f"{code_version()}{data}; `tests/benchmarks/test_doc_figures.py` compares it with "
+            "what the code gives, on every CI run.*")
+
+
+def block_text(figure: Figure) -> str:
+    """What the figure's block holds: the figure, then :func:`made_by`."""
+    return figure.make() + "\n\n" + made_by(figure)
+
+
+def series_file(figure: Figure, docs: Path = DOCS) -> Path:
+    """Where the figure's plot series are stored: ``docs/figures/NAME.json``."""
+    return docs / "figures" / f"{figure.name}.json"
+
+
+def series_text(figure: Figure) -> str:
+    """The JSON of ``docs/figures/NAME.json``: command, code version and series."""
+    assert figure.series is not None
+    data = {"command": f"python -m benchmarks.doc_figures {figure.name}",
+            "npu-place": code_version(), "series": figure.series()}
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -76,26 +128,50 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 # --------------------------------------------------------------------------- replay
 
 
+@functools.lru_cache(maxsize=4)
+def _replay(example: str) -> Any:
+    """``npu-place replay --example NAME`` with the default options (every engine,
+    deterministic time 1 per session, seed 0); kept, so that a day's table and its plots
+    come from one replay."""
+    from benchmarks.replay.api import example_path, read_spec
+    from benchmarks.replay.generate import generate_day
+    from benchmarks.replay.run import ReplayOptions, replay_day
+
+    return replay_day(generate_day(read_spec(example_path(example)), 0), ReplayOptions())
+
+
+def _day_series(example: str) -> dict[str, Any]:
+    from benchmarks.replay.report import plot_series
+
+    series: dict[str, Any] = plot_series(_replay(example))
+    return series
+
+
+def _draw_day(example: str, folder: Path) -> list[str]:
+    from benchmarks.replay.report import write_plots
+
+    return write_plots(_replay(example), folder, prefix=f"replay-{example}-")
+
+
+def _plot_links(example: str) -> str:
+    return (f"![cumulative GB pulled, {example}](figures/replay-{example}-pulled-gb.png)\n"
+            f"![hit rate per hour, {example}](figures/replay-{example}-hit-rate.png)")
+
+
 def _replay_rows(example: str | None = None, snapshots: Path | None = None
                  ) -> list[dict[str, Any]]:
     """The summary rows of ``npu-place replay --example NAME`` (or ``--snapshots DIR``)
     with the default options: every engine, deterministic time 1 per session, seed 0."""
-    from benchmarks.replay.api import example_path, read_spec
-    from benchmarks.replay.generate import generate_day
     from benchmarks.replay.report import summary_row
     from benchmarks.replay.run import ReplayOptions, replay_day
 
-    if snapshots is not None:
-        from benchmarks.replay.snapshots import series_day
+    if example is not None:
+        return [summary_row(run, 0) for run in _replay(example).runs]
+    from benchmarks.replay.snapshots import series_day
 
-        day = series_day(snapshots, interval=300)
-        seed = 0
-    else:
-        assert example is not None
-        seed = 0
-        day = generate_day(read_spec(example_path(example)), seed)
-    replay = replay_day(day, ReplayOptions())
-    return [summary_row(run, seed) for run in replay.runs]
+    assert snapshots is not None
+    replay = replay_day(series_day(snapshots, interval=300), ReplayOptions())
+    return [summary_row(run, 0) for run in replay.runs]
 
 
 def _fixed(value: Any, digits: int) -> str:
@@ -128,7 +204,7 @@ def _day_table(example: str) -> str:
         _ratio(r["origin-hits"], r["origin-candidates"]), r["rfc-target-met"] or "-",
         f"{r['pending-p99']:g}", _fixed(r["wait-mean"], 2), r["evicted-pods"],
         _rate(r["fragmentation-end"])]
-        for r in rows])
+        for r in rows]) + "\n\n" + _plot_links(example)
 
 
 def _vnpu_day_table() -> str:
@@ -140,7 +216,8 @@ def _vnpu_day_table() -> str:
         r["engine"], r["pods-placed"], r["pulls"], _fixed(r["pulled-gb"], 0),
         _fixed(r["pull-minutes"], 0), _rate(r["image-hit-rate"]),
         _ratio(r["origin-hits"], r["origin-candidates"]), r["vnpu-pods"], r["vnpu-pulls"],
-        _fixed(r["vnpu-pulled-gb"], 0), _rate(r["vnpu-origin-hit-rate"])] for r in rows])
+        _fixed(r["vnpu-pulled-gb"], 0), _rate(r["vnpu-origin-hit-rate"])] for r in rows]
+    ) + "\n\n" + _plot_links("vnpu-inference-day")
 
 
 def _recorded_day_table() -> str:
@@ -324,20 +401,36 @@ def _walkthrough(block: str) -> str:
     return "\n".join([*out, "```"])
 
 
+# --------------------------------------------------------------------------- plan table
+
+#: The command of the plan table of ``docs/plan-output.md``.
+PLAN_TABLE = "npu-place plan --example superpod-850 --deterministic-time 5"
+
+
+def _plan_table() -> str:
+    """``npu-place plan`` of a bundled example as a user sees it (wall time elided)."""
+    with tempfile.TemporaryDirectory(prefix="npu-place-figures-") as tmp:
+        text = _WALL.sub(r"\1…", _run_line(PLAN_TABLE, Path(tmp)))
+    return "\n".join(["```", f"$ {PLAN_TABLE}", *text.rstrip("\n").splitlines(), "```"])
+
+
 # --------------------------------------------------------------------------- registry
 
 
 def _figures() -> dict[str, Figure]:
+    def day(example: str, make: Callable[[], str]) -> Figure:
+        return Figure(f"replay-{example}", "replay.md", True, make,
+                      f"npu-place replay --example {example} (summary table and plots)",
+                      series=lambda: _day_series(example),
+                      draw=lambda folder: _draw_day(example, folder))
+
     figures = [
-        Figure("replay-sharing-850", "replay.md", True, lambda: _day_table("sharing-850"),
-               "npu-place replay --example sharing-850 (summary table)"),
-        Figure("replay-faults-950-multilevel", "replay.md", True,
-               lambda: _day_table("faults-950-multilevel"),
-               "npu-place replay --example faults-950-multilevel (summary table)"),
-        Figure("replay-vnpu-inference-day", "replay.md", True, _vnpu_day_table,
-               "npu-place replay --example vnpu-inference-day (summary table)"),
+        day("sharing-850", lambda: _day_table("sharing-850")),
+        day("faults-950-multilevel", lambda: _day_table("faults-950-multilevel")),
+        day("vnpu-inference-day", _vnpu_day_table),
         Figure("replay-recorded-850", "replay.md", False, _recorded_day_table,
                "npu-place replay --snapshots models/kube/examples/superpod-850"),
+        Figure("plan-table", "plan-output.md", True, _plan_table, PLAN_TABLE),
         Figure("examples", "examples.md", False, _examples_table,
                "every bundled example: npu-place compare --example NAME "
                "--deterministic-time 5"),
@@ -402,9 +495,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     differ = 0
     for figure in chosen:
         page = args.docs / figure.page
-        made = figure.make()
+        made = block_text(figure)
         text = read_text(page)  # after the (slow) make: edits meanwhile are kept
         new = replace_block(text, figure.name, made)
+        if figure.series is not None:
+            data, stored = series_text(figure), series_file(figure, args.docs)
+            if not stored.is_file() or read_text(stored) != data:
+                differ += 1
+                if args.check:
+                    print(f"{figure.name}: {stored} differs from the series the code gives")
+                else:
+                    stored.parent.mkdir(parents=True, exist_ok=True)
+                    stored.write_text(data, "utf-8")
+                    assert figure.draw is not None
+                    drawn = figure.draw(stored.parent)
+                    print(f"{figure.name}: {stored} and {', '.join(drawn)} rewritten")
         if new == text:
             print(f"{figure.name}: unchanged")
             continue

@@ -32,9 +32,13 @@ from models.scenario import Scenario
 from models.validation import InputError, validate_scenario
 
 __all__ = [
+    "EXAMPLES_DIR",
+    "EXAMPLE_PREFIX",
     "DocumentError",
     "InputError",
     "best_effort_messages",
+    "bundled_example_names",
+    "bundled_example_path",
     "document_kind",
     "dump_data",
     "format_for_path",
@@ -341,15 +345,55 @@ def scenario_from_data(data: Any, source: str = "<scenario>") -> Scenario:
     return scenario
 
 
-def load_scenario(path: str | os.PathLike[str]) -> Scenario:
-    """Load a scenario file (YAML or JSON) and check every input rule.
+#: How a bundled example scenario is named instead of a path (``example:superpod-850``).
+EXAMPLE_PREFIX = "example:"
+#: The folder of the bundled example scenarios (package data of :mod:`models`).
+EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
+
+
+def bundled_example_names() -> list[str]:
+    """Names of the bundled example scenarios (``models/examples/NAME.yaml``, not the
+    ``NAME.events.yaml`` session files beside them)."""
+    return sorted(p.name[:-5] for p in EXAMPLES_DIR.iterdir()
+                  if p.name.endswith(".yaml") and not p.name.endswith(".events.yaml"))
+
+
+def bundled_example_path(name: str) -> Path:
+    """The file of the bundled example scenario ``name``.
 
     Raises
     ------
     InputError
-        With every problem found, each naming the file, the job or node, and the field.
+        When no bundled example has that name (the message lists the names and the
+        closest one).
+    """
+    names = bundled_example_names()
+    if name not in names:  # never a path outside the folder: only listed names resolve
+        close = closest_name(name, names)
+        hint = f" (did you mean '{close}'?)" if close else ""
+        raise InputError([f"{EXAMPLE_PREFIX}{name}: no bundled example scenario of that "
+                          f"name{hint}; choose one of {', '.join(names)}"])
+    return EXAMPLES_DIR / f"{name}.yaml"
+
+
+def load_scenario(path: str | os.PathLike[str]) -> Scenario:
+    """Load a scenario file (YAML or JSON) and check every input rule.
+
+    Parameters
+    ----------
+    path
+        A scenario file, or ``example:NAME`` for a bundled example scenario (the names
+        ``npu-place examples`` lists; ``example:superpod-850``).
+
+    Raises
+    ------
+    InputError
+        With every problem found, each naming the file, the job or node, and the field;
+        for an unknown ``example:NAME``, the names there are.
     """
     source = str(path)
+    if isinstance(path, str) and path.startswith(EXAMPLE_PREFIX):
+        path = bundled_example_path(path[len(EXAMPLE_PREFIX):])
     return scenario_from_data(read_document(path), source)
 
 

@@ -28,14 +28,16 @@ DOCS = ROOT / "docs"
 CLI_PAGE = DOCS / "cli.md"
 #: The README's first lines: the two set-up commands in one code block.
 SETUP_COMMANDS = (
-    "python3 -m venv .venv && . .venv/bin/activate && pip install . && npu-place plan",
+    "python3 -m venv .venv && . .venv/bin/activate && pip install . && npu-place plan "
+    "--example rack-950",
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' "
     "&& python -m pytest -q -n auto",
 )
 
 
 #: The manual's topic pages the front page links (other pages are reached from the site).
-TOPICS = {"cli.md", "limits.md", "import.md", "library.md", "scenario.md", "objective.md",
+TOPICS = {"getting-started.md", "cli.md", "limits.md", "import.md", "library.md",
+          "scenario.md", "objective.md",
           "greedy.md", "cpsat.md", "benchmarks.md", "sweeps.md", "replay.md", "service.md",
           "development.md"}
 
@@ -109,6 +111,13 @@ def test_the_generator_sees_a_new_option(tmp_path: Path) -> None:
     assert reference.main([str(path), "--check"]) == 0
 
 
+def test_every_argument_of_the_cli_reference_has_a_meaning() -> None:
+    """An argument without a help string leaves its row's "meaning" cell empty."""
+    page = CLI_PAGE.read_text(encoding="utf-8")
+    empty = re.findall(r"^\| (`[^`]+`) \|\s*\|$", page, flags=re.MULTILINE)
+    assert not empty, f"docs/cli.md: arguments without a help string: {empty}"
+
+
 def test_the_generator_refuses_a_page_without_markers() -> None:
     with pytest.raises(ValueError, match="markers"):
         reference.render("# Command line\n")
@@ -164,6 +173,53 @@ def test_every_command_the_pages_show_parses(page: str, line: str) -> None:
             parser.parse_args(shlex.split(line)[1:])
     except SystemExit:
         pytest.fail(f"{page}: {line}: {err.getvalue().strip().splitlines()[-1]}")
+
+
+def _nav_pages(items: object) -> list[str]:
+    """The pages of an ``mkdocs.yml`` nav, in order."""
+    if isinstance(items, str):
+        return [items]
+    if isinstance(items, list):
+        return [p for item in items for p in _nav_pages(item)]
+    if isinstance(items, dict):
+        return [p for value in items.values() for p in _nav_pages(value)]
+    return []
+
+
+def _nav() -> list[object]:
+    import yaml
+
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    assert isinstance(nav, list)
+    return nav
+
+
+def test_every_page_of_the_manual_is_linked_from_its_home_page() -> None:
+    home = (DOCS / "index.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([\w-]+\.md)", home))
+    pages = {p.name for p in DOCS.glob("*.md")} - {"index.md"}
+    assert pages <= linked, f"docs/index.md does not link {sorted(pages - linked)}"
+    assert set(_nav_pages(_nav())) == pages | {"index.md"}
+
+
+def test_the_navigation_goes_install_guides_concepts_reference_development() -> None:
+    sections = [next(iter(item)) for item in _nav() if isinstance(item, dict)]
+    assert sections == ["Home", "Install", "Guides", "Concepts", "Reference", "Development"]
+    install = next(item["Install"] for item in _nav()
+                   if isinstance(item, dict) and "Install" in item)
+    assert _nav_pages(install)[0] == "getting-started.md"
+    # a section's page is not called what its section is called ("Development → Development")
+    for item in _nav():
+        if isinstance(item, dict) and isinstance(next(iter(item.values())), list):
+            (section, pages), = item.items()
+            assert section not in {next(iter(p)) for p in pages if isinstance(p, dict)}
+
+
+@pytest.mark.parametrize("page", sorted(DOCS.glob("*.md")), ids=lambda p: p.name)
+def test_no_page_title_names_a_work_round_or_a_door(page: Path) -> None:
+    title = page.read_text(encoding="utf-8").splitlines()[0]
+    assert title.startswith("# ")
+    assert not re.search(r"\b(round|door|doors)\b", title, flags=re.IGNORECASE), title
 
 
 def test_the_manuals_home_shows_the_readmes_two_commands() -> None:

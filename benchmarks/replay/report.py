@@ -146,19 +146,38 @@ def hourly_hit_rates(run: EngineRun) -> list[tuple[int, float | None]]:
     return [(h, hits[h] / cands[h] if cands[h] else None) for h in sorted(cands)]
 
 
-def write_plots(replay: Replay, out: Path) -> list[str]:
-    """``pulled-gb.png`` and ``hit-rate.png``; returns the file names written."""
+def plot_series(replay: Replay) -> dict[str, Any]:
+    """The data series the two plots draw, per engine: ``pulled-gb`` (cumulative GB at
+    each session's hour, from 0 at hour 0) and ``hit-rate`` (origin hit rate in % per
+    hour of the day, the hours with a placed candidate).  :func:`write_plots` draws
+    exactly these, so a check of the series is a check of the plots."""
+    pulled: dict[str, dict[str, list[float]]] = {}
+    rates: dict[str, dict[str, list[float]]] = {}
+    for run in replay.runs:
+        xs = [0.0] + [float(row.hour) for row in run.sessions]
+        ys = np.cumsum([0.0] + [row.pulled_gb for row in run.sessions])
+        pulled[run.engine] = {"hour": xs, "gb": [round(float(y), 6) for y in ys]}
+        points = [(h, 100.0 * r) for h, r in hourly_hit_rates(run) if r is not None]
+        rates[run.engine] = {"hour": [p[0] + 0.5 for p in points],
+                             "percent": [round(p[1], 6) for p in points]}
+    return {"title": f"{replay.day.settings.name}, seed {replay.day.seed}",
+            "pulled-gb": pulled, "hit-rate": rates, "rfc-target-percent": 100.0 * RFC_TARGET}
+
+
+def write_plots(replay: Replay, out: Path, prefix: str = "") -> list[str]:
+    """``pulled-gb.png`` and ``hit-rate.png`` (each name after ``prefix``) from
+    :func:`plot_series`; returns the file names written."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    title = f"{replay.day.settings.name}, seed {replay.day.seed}"
+    series = plot_series(replay)
+    title = series["title"]
     fig = Figure(figsize=(7.5, 4.2))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    for run in replay.runs:
-        xs = [0.0] + [row.hour for row in run.sessions]
-        ys = np.cumsum([0.0] + [row.pulled_gb for row in run.sessions])
-        ax.step(xs, ys, where="post", label=f"{run.engine} ({ys[-1]:.0f} GB)")
+    for engine, line in series["pulled-gb"].items():
+        ax.step(line["hour"], line["gb"], where="post",
+                label=f"{engine} ({line['gb'][-1]:.0f} GB)")
     ax.set_ylim(bottom=0)
     ax.set_xlabel("hour of the day")
     ax.set_ylabel("image GB pulled (cumulative)")
@@ -166,17 +185,15 @@ def write_plots(replay: Replay, out: Path) -> list[str]:
     ax.legend(loc="upper left", fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    save_figure(fig, out / "pulled-gb.png", dpi=100)
+    save_figure(fig, out / f"{prefix}pulled-gb.png", dpi=100)
 
     fig = Figure(figsize=(7.5, 4.2))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    for run in replay.runs:
-        points = [(h, 100.0 * r) for h, r in hourly_hit_rates(run) if r is not None]
-        if points:
-            ax.plot([p[0] + 0.5 for p in points], [p[1] for p in points], marker="o",
-                    markersize=3, label=run.engine)
-    ax.axhline(100.0 * RFC_TARGET, color="tab:green", linestyle="--", linewidth=1,
+    for engine, line in series["hit-rate"].items():
+        if line["hour"]:
+            ax.plot(line["hour"], line["percent"], marker="o", markersize=3, label=engine)
+    ax.axhline(series["rfc-target-percent"], color="tab:green", linestyle="--", linewidth=1,
                label="RFC target 80 %")
     ax.set_ylim(0, 105)
     ax.set_xlabel("hour of the day")
@@ -185,8 +202,8 @@ def write_plots(replay: Replay, out: Path) -> list[str]:
     ax.legend(loc="lower left", fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    save_figure(fig, out / "hit-rate.png", dpi=100)
-    return ["pulled-gb.png", "hit-rate.png"]
+    save_figure(fig, out / f"{prefix}hit-rate.png", dpi=100)
+    return [f"{prefix}pulled-gb.png", f"{prefix}hit-rate.png"]
 
 
 def render_report(replay: Replay, rows: Sequence[dict[str, Any]], plots: Sequence[str],

@@ -61,7 +61,7 @@ Bad specs are refused with :class:`models.validation.InputError`, one message pe
 each naming the file and the field (``cluster.pools.0.nodes``).  Besides each field's range,
 the bounds bound the work: the vnpu pools hold at most :data:`MAX_VNPU_CHIPS` chips, and
 sessions x (nodes + vNPU chips) x pods (:data:`MAX_DAY_WORK`, ``WorkloadSpec._work_problems``)
-is capped (``docs/doors.md``).
+is capped (``docs/unusual-input.md``).
 """
 
 from __future__ import annotations

@@ -30,11 +30,14 @@ def register(sub: Any) -> None:
                     "(CI, before merging); bench to measure the engines on a suite "
                     "(results.csv, report and plots, no pass/fail); sweep --baseline to "
                     "compare two what-if sweeps of your own grid cell by cell.")
-    p.add_argument("scenarios", metavar="SCENARIO", nargs="*")
+    p.add_argument("scenarios", metavar="SCENARIO", nargs="*",
+                   help="scenario files (YAML or JSON), or example:NAME for bundled examples")
     p.add_argument("--example", metavar="NAME", action="append", default=[],
                    help="compare on a bundled example (repeatable; see npu-place examples)")
     add_engine_options(p, engine=False, weights=True)
-    p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
+    p.add_argument("--format", choices=("table", "json", "yaml"), default="table",
+                   help="table (default): one row per scenario and engine; json or yaml: "
+                        "the same rows with every metric")
     p.add_argument("--suite", choices=("quick", "full"),
                    help="regression gate: re-run the suite's stored scenarios and compare "
                         "with --baseline (exit 1 on a regression, 2 on an impossible "

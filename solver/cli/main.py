@@ -35,7 +35,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("serve", "serve", "run the planning service (HTTP, loopback by default)"),
     ("volcano", "volcano_session",
      "play one Volcano session from kubectl dumps against serve --extender"),
-    ("examples", "examples", "list the bundled example scenarios, or print one"),
+    ("examples", "examples", "list the bundled examples, print one, or copy one"),
     ("schema", "schema", "print the JSON Schema of the scenario or placement file"),
 )
 
@@ -150,6 +150,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     out = out or sys.stdout
     err = err or sys.stderr
     argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:  # bare ``npu-place``: what it can do, not argparse's one-line complaint
+        err.write(build_parser("").format_help())
+        err.write("\nnpu-place COMMAND --help shows a command's options; start with "
+                  "npu-place plan --example rack-950\n")
+        return 2
     # without a known command (--help, --version, a usage error) no command is built
     parser = build_parser(chosen_command(argv) or "")
     try:

@@ -80,6 +80,10 @@ FAULT_MARK = "!"
 RANK_MAP_LEGEND = (f"rank:node (A-B:n = ranks A to B on node n; A-B:n-X..Y = on nodes n-X to "
                    f"n-Y in order); {HIT_MARK} origin hit, {FAULT_MARK} fault return")
 
+#: The last line of a plan table: where each of its lines is explained.
+COLUMNS_NOTE = ("every line of this table is explained in the manual's \"Reading the plan "
+                "table\" (docs/plan-output.md)")
+
 
 def _numbered(name: str) -> tuple[str, str] | None:
     """``("sp0-node-", "12")`` for ``sp0-node-12``: the name's prefix and trailing number."""
@@ -210,6 +214,7 @@ def render_result_table(problem: Problem, result: Result) -> str:
         parts.append(RANK_MAP_LEGEND)
     if result.notes:
         parts += ["", *(f"note: {n}" for n in result.notes)]
+    parts += ["", COLUMNS_NOTE]
     return "\n".join(parts) + "\n"
 
 

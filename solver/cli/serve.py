@@ -39,7 +39,8 @@ def register(sub: Any) -> None:
                    metavar="N", dest="recycle_after",
                    help="replace a worker process after N requests (0: never; default 1000)")
     p.add_argument("--log-level", default="info", dest="log_level",
-                   choices=("debug", "info", "warning", "error"))
+                   choices=("debug", "info", "warning", "error"),
+                   help="least severe message logged to stderr (default info)")
     p.add_argument("--token-file", metavar="FILE", dest="token_file",
                    help="require 'Authorization: Bearer <token>' (the file's content) on "
                         "every route except /healthz and /readyz")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from models.io import dump_data, read_document, save_scenario, scenario_from_data
-from solver.cli.options import add_engine_options
+from solver.cli.options import add_engine_options, scenario_argument
 from solver.cli.output import output_format
 from solver.doors import EXIT_OK, CliError, require_extra
 
@@ -15,8 +15,13 @@ from solver.doors import EXIT_OK, CliError, require_extra
 def register(sub: Any) -> None:
     """Add the ``simulate`` subcommand to ``sub``."""
     p = sub.add_parser("simulate", help="multi-session what-if: events, placements, cache")
-    p.add_argument("scenario", metavar="SCENARIO")
-    p.add_argument("events", metavar="EVENTS")
+    p.add_argument("scenario", metavar="SCENARIO",
+                   help="the starting state: scenario file (YAML or JSON), or example:NAME "
+                        "for a bundled example")
+    p.add_argument("events", metavar="EVENTS",
+                   help="sessions of events (evictions, faults, scale-ups, time passing) "
+                        "as YAML or JSON (npu-place examples "
+                        "rfc-inference-training.events shows one)")
     add_engine_options(p)
     p.add_argument("--format", choices=("table", "json", "yaml"), default=None,
                    help="table, json or yaml (default: from --output's suffix, .json/.yaml/"
@@ -36,7 +41,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         require_extra("plot", "npu-place simulate --plot")
     scenario_source = str(args.scenario)
     events_source = str(args.events)
-    scenario = scenario_from_data(read_document(args.scenario), scenario_source)
+    scenario = scenario_from_data(read_document(scenario_argument(args.scenario)),
+                                  scenario_source)
     events = read_document(args.events)
     report = simulate(scenario, events, engine=args.engine, time_limit=args.time_limit,
                       workers=args.workers, seed=args.seed,

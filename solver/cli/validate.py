@@ -9,6 +9,7 @@ from typing import Any, TextIO
 from models.errors import InputError
 from models.io import dump_data, load_placement, read_document
 from models.placement import MetricsModel, PlacementFile
+from solver.cli.options import scenario_argument
 from solver.cli.output import metrics_rows, table
 from solver.doors import EXIT_FAILED, EXIT_INVALID, EXIT_OK, Verdict, validate_data
 
@@ -16,8 +17,11 @@ from solver.doors import EXIT_FAILED, EXIT_INVALID, EXIT_OK, Verdict, validate_d
 def register(sub: Any) -> None:
     """Add the ``validate`` subcommand to ``sub`` (an ``add_subparsers`` result)."""
     p = sub.add_parser("validate", help="check a scenario, and optionally a placement")
-    p.add_argument("scenario", metavar="SCENARIO")
-    p.add_argument("placement", metavar="PLACEMENT", nargs="?")
+    p.add_argument("scenario", metavar="SCENARIO",
+                   help="scenario file (YAML or JSON), or example:NAME for a bundled example")
+    p.add_argument("placement", metavar="PLACEMENT", nargs="?",
+                   help="a placement file (plan --output) to check against the scenario's "
+                        "hard constraints")
     p.add_argument("--format", choices=("table", "json", "yaml"), default="table",
                    help="table (default), or json/yaml: the answer of the service's "
                         "POST /v1/validate (valid, errors, violations, metrics, nodes, jobs)")
@@ -29,7 +33,7 @@ def _verdict(args: argparse.Namespace) -> Verdict:
     errors: list[str] = []
     scenario: Any = None
     try:
-        scenario = read_document(args.scenario)
+        scenario = read_document(scenario_argument(args.scenario))
     except InputError as exc:
         errors += exc.messages
     placement: PlacementFile | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -329,25 +330,67 @@ def test_internal_error_exit_1_without_traceback(
 # --------------------------------------------------------------------------- examples
 
 
-def test_examples_lists_the_bundled_scenarios() -> None:
+def test_examples_lists_every_example_with_what_it_is() -> None:
     from benchmarks.replay.api import EXAMPLES as DAYS
-    from benchmarks.replay.api import example_path as day_path
 
     code, out, err = run("examples")
     assert (code, err) == (0, "")
-    rows = [line.split("\t") for line in out.splitlines()]
-    listed = dict(row for row in rows if len(row) == 2)
-    days = {row[0]: row[1] for row in rows if len(row) == 3 and row[2].startswith("(a day")}
-    assert len(listed) + len(days) == len(rows)
+    rows = {}
+    for line in out.splitlines():
+        words = line.split(maxsplit=2)
+        if len(words) == 3 and not line.startswith(" ") and not line.startswith("print"):
+            rows[words[0]] = (words[1], words[2])
     assert set(scenario_examples()) >= {"ordinary-8npu", "superpod-850", "rack-950",
                                         "multilevel"}
-    assert set(listed) >= set(scenario_examples())
-    for name, where in listed.items():
-        assert Path(where) == example_path(name)
-        assert Path(where).is_file()
-    assert set(days) == set(DAYS)  # the replay days (npu-place replay --example NAME)
-    for name, where in days.items():
-        assert Path(where) == day_path(name) and Path(where).is_file()
+    assert {n for n, (kind, _about) in rows.items() if kind == "scenario"} == set(
+        scenario_examples())
+    assert {n for n, (kind, _about) in rows.items() if kind == "day"} == set(DAYS)
+    assert {"superpod-850-dump", "sweep-grid", "extender-deploy"} <= set(rows)
+    # each line says what the example is (the start of its description), not a path
+    assert rows["rack-950"][1].startswith("Atlas 950 super pods")
+    assert all("/" not in about.split()[0] for _kind, about in rows.values())
+
+
+def test_examples_copy_writes_a_dump_folder(tmp_path: Path) -> None:
+    code, out, err = run("examples", "--copy", "superpod-850-dump", str(tmp_path / "dump"))
+    assert (code, err) == (0, "")
+    assert (tmp_path / "dump" / "t1" / "pods.json").is_file()
+    assert (tmp_path / "dump" / "events.yaml").is_file()
+    assert "wrote 14 file(s)" in out
+    again = run("examples", "--copy", "superpod-850-dump", str(tmp_path / "dump"))
+    assert again[0] == 2 and "already exist" in again[2] and "nothing was copied" in again[2]
+
+
+def test_examples_copy_writes_a_grid_with_its_scenarios(tmp_path: Path) -> None:
+    from benchmarks.sweep.grid import expand, load_grid
+
+    code, _out, err = run("examples", "--copy", "sweep-grid", str(tmp_path))
+    assert (code, err) == (0, "")
+    grid = load_grid(tmp_path / "grid.yaml")
+    assert len(expand(grid)) == 8  # 2 scenarios x 2 settings x 2 engines
+
+
+def test_examples_copy_of_an_unknown_name_suggests_one(tmp_path: Path) -> None:
+    code, out, err = run("examples", "--copy", "sweep-gird", str(tmp_path))
+    assert code == 2 and out == ""
+    assert "did you mean 'sweep-grid'" in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_examples_prints_no_folder() -> None:
+    code, out, err = run("examples", "rack-950-dump")
+    assert code == 2 and out == ""
+    assert "--copy rack-950-dump DIR" in err
+
+
+def test_bare_npu_place_lists_its_commands() -> None:
+    from solver.cli.main import COMMANDS
+
+    code, out, err = run()
+    assert code == 2 and out == ""
+    for name, _module, help_line in COMMANDS:
+        assert re.search(rf"^\s+{name}\s+{re.escape(help_line.split()[0])}", err,
+                         flags=re.MULTILINE), name
 
 
 @pytest.mark.parametrize("name", scenario_examples())

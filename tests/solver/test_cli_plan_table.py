@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 
 import pytest
 
 from models.objective import evaluate
 from solver.cli import main
 from solver.cli.output import (
+    COLUMNS_NOTE,
     FAULT_MARK,
     HIT_MARK,
     RANK_MAP_LEGEND,
@@ -105,6 +107,14 @@ def test_the_table_marks_exactly_the_origin_hits_and_lists_every_rank(name: str)
         hits = sum(1 for _, _, mark in entries if mark == HIT_MARK)
         assert hits == jp.origin_hits, (jp.name, cells[jp.name])
     assert RANK_MAP_LEGEND in text
+
+
+def test_the_table_ends_with_the_page_that_explains_it() -> None:
+    problem = load_problem(example_path("rack-950"))
+    text = render_result_table(problem, solve(problem, engine="greedy"))
+    assert text.rstrip("\n").splitlines()[-1] == COLUMNS_NOTE
+    page = Path(__file__).resolve().parents[2] / "docs" / "plan-output.md"
+    assert page.is_file() and "(docs/plan-output.md)" in COLUMNS_NOTE
 
 
 @pytest.mark.parametrize("name", example_names())
