@@ -12,6 +12,15 @@ write (reference cluster-integration.md A.0–A.5): node labels and ``baseDevice
 extended-resource capacity, device-info ConfigMaps of either mode, PodGroups owned by a
 vcjob or AscendJob, pods with ``hccl/rankIndex`` and their chip annotations, the
 scheduler ConfigMap's ``init-params``, PriorityClasses and ``job-reschedule-reason``.
+With ``realistic`` (the synthetic dumps' default) Nodes and Pods also carry what a real
+cluster's do and the importer skips (``managedFields``, ``status.images``, conditions,
+volumes, statuses), so that the snapshot path is measured on objects of real size.
+
+Why this file is long: :class:`DumpBuilder` writes every object kind of a snapshot in the
+shapes the importer reads, and the real-size additions extend the same Node and Pod
+objects it builds (they share its clock, uid and stamp helpers); the bundled examples and
+the synthetic cluster are built with it below.  Split, the additions would have to import
+the builder's private helpers back.
 """
 
 from __future__ import annotations
