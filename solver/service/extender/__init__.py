@@ -64,7 +64,7 @@ The names others use are re-exported here.
 """
 
 from solver.service.extender.config import ExtenderConfig
-from solver.service.extender.core import SELECTING_FAMILIES, ExtenderCore, JobPlan, Session
+from solver.service.extender.core import ExtenderCore
 from solver.service.extender.devices import DeviceSource
 from solver.service.extender.protocol import (
     CODE_SUCCESS,
@@ -79,6 +79,7 @@ from solver.service.extender.protocol import (
     task_identity,
 )
 from solver.service.extender.routes import PathToken, extender_router
+from solver.service.extender.session import SELECTING_FAMILIES, JobPlan, Session
 
 __all__ = ["CODE_SUCCESS", "CODE_UNSCHEDULABLE", "DEFAULT_PREFIX", "PLANNED_SCORE",
            "SELECTING_FAMILIES", "STATUS_PENDING", "STATUS_RELEASING", "VERBS", "DeviceSource",

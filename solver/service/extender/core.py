@@ -15,19 +15,17 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from heuristics.lifecycle import CacheLifecycle, RunningPods, TaskStatus
 from models.io import scenario_from_data
-from models.joblist import job_count
 from models.kube.build import ClusterImport
 from models.kube.jobs import controller_uid
 from models.kube.source import Diagnostics
 from models.limits import escape_text
-from models.scenario import AffinityCacheModel, Family, Job, Policy, Scenario, family_of
+from models.scenario import AffinityCacheModel, Family, Job, Scenario
 from models.validation import InputError
 from solver.service.extender.config import ExtenderConfig
 from solver.service.extender.devices import DeviceSource
@@ -48,6 +46,19 @@ from solver.service.extender.protocol import (
     snapshot_objects,
     task_identity,
 )
+from solver.service.extender.session import (
+    SELECTING_FAMILIES,
+    SUPERSEDED,
+    JobPlan,
+    Session,
+    pending_tasks_of,
+    placement_ranks,
+    plan_greedy_equal,
+    policy_family,
+    rank_conflict,
+    remember_jobs,
+    task_key,
+)
 from solver.service.extender.steering import plugin_pins
 
 log = logging.getLogger("npu_place.extender")
@@ -57,186 +68,8 @@ MAX_DROPS_LOGGED = 20
 #: Jobs named with their reason in a session's summary (``/sessions``) at most.
 MAX_UNSTEERED_SHOWN = 50
 
-#: Families the Ascend plugin selects nodes for itself (1e10 scores, ``super-pod-rank``).
-SELECTING_FAMILIES = frozenset({Family.SUPERPOD, Family.RACK, Family.MULTILEVEL})
-
-
-def _remember_jobs(session: Session, scenario: Scenario) -> None:
-    """Note every pending job's owner (both kinds: ``jobs`` and ``vnpu-jobs``) and the
-    session's node and job counts."""
-    owners = [(j.name, j.owner_uid) for j in scenario.jobs]
-    owners += [(v.name, v.owner_uid) for v in scenario.vnpu_jobs]
-    for name, owner in owners:
-        if owner:
-            session.owners[name] = owner
-    session.counts["nodes"] = len(scenario.nodes)
-    session.counts["pending-jobs"] = job_count(scenario)
-
-
-#: The error of a session a newer one replaced before it was planned.
-SUPERSEDED = "superseded: a newer session opened before this one was planned"
-
-
 class _Superseded(Exception):
     """A newer session opened while this one was being read or imported."""
-
-
-@dataclass
-class JobPlan:
-    """What the session's plan says about one job."""
-
-    family: Family
-    owner: str | None
-    ranks: dict[int, str]
-    nodes: frozenset[str]
-    steer: bool
-    reason: str = ""
-    #: ``pin``: :data:`PLANNED_SCORE` on each rank's planned node (and the job-level
-    #: predicate); ``confine``: the predicate only, the Ascend plugin orders the ranks
-    #: inside the planned node set (its own selection from those candidates)
-    mode: str = "pin"
-    #: the plan's ranks were replaced by the Ascend plugin's mapping inside the planned set
-    adopted: bool = False
-    #: the tasks are interchangeable replicas (vNPU jobs): a task takes the next planned
-    #: node not yet given to another task, whatever its rank
-    replicas: bool = False
-    slots: dict[str, str] = field(default_factory=dict)  # task uid -> planned node
-
-    def node_for(self, uid: str, rank: int | None,
-                 is_offered: Callable[[str], bool]) -> str | None:
-        """The planned node of a task (``None``: the plan has none for it); a replica
-        prefers a planned node among the candidates."""
-        if not self.replicas:
-            return self.ranks.get(rank) if rank is not None else None
-        if uid in self.slots:
-            return self.slots[uid]
-        left = list(self.ranks.values())
-        for taken in self.slots.values():
-            left.remove(taken)
-        if not left:
-            return None
-        node = next((n for n in left if is_offered(n)), left[0])
-        self.slots[uid] = node
-        return node
-
-
-@dataclass
-class Session:
-    """One Volcano scheduling session as the extender sees it."""
-
-    number: int
-    opened: float
-    now: int
-    ready: threading.Event = field(default_factory=threading.Event)
-    jobs: dict[str, JobPlan] = field(default_factory=dict)
-    owners: dict[str, str] = field(default_factory=dict)  # job id -> owner uid
-    decided: dict[str, bool] = field(default_factory=dict)  # job id -> steered
-    allocated: dict[str, tuple[str, int, str]] = field(default_factory=dict)
-    closed: bool = False
-    error: str | None = None
-    engine: str = ""
-    timings: dict[str, float] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=dict)
-    #: job id -> (pod name, rank) of each pending task the snapshot shows (``None``: the
-    #: snapshot was not read, own-view mode)
-    pending_tasks: dict[str, list[tuple[str, int | None]]] | None = None
-    #: (job id, rank) -> the task given that rank's planned node (one task per rank)
-    rank_holders: dict[tuple[str, int], str] = field(default_factory=dict)
-    drops_logged: int = 0
-    #: jobs the snapshot's import refused (job id -> reason): Volcano places them
-    left_to_volcano: dict[str, str] = field(default_factory=dict)
-
-    def count(self, key: str) -> None:
-        """Add one to a counter of the session."""
-        self.counts[key] = self.counts.get(key, 0) + 1
-
-
-def _family(policy: str) -> Family:
-    try:
-        return family_of(Policy(policy))
-    except ValueError:  # not a policy the contract knows: never a selecting family
-        return Family.ORDINARY
-
-
-def _placement_ranks(placement: Any) -> dict[str, dict[int, str]]:
-    out: dict[str, dict[int, str]] = {}
-    for job in placement.jobs:
-        if job.placed:
-            out[job.name] = {int(rank): node for rank, node in job.ranks.items()}
-    return out
-
-
-def _pending_tasks(importer: ClusterImport) -> dict[str, list[tuple[str, int | None]]]:
-    """Job id -> (pod name, rank) of every pending pod of a Volcano job in the snapshot,
-    every task role counted (a pod that requests no NPU is asked about too)."""
-    out: dict[str, list[tuple[str, int | None]]] = {}
-    for pod in importer.pods.values():
-        if pod.group and not pod.node and pod.phase not in ("Failed", "Succeeded"):
-            out.setdefault(f"{pod.namespace}/{pod.group}", []).append(
-                (f"{pod.namespace}/{pod.name}", pod.rank))
-    return out
-
-
-def _task_key(task: Any, uid: str) -> str:
-    """What tells one task from another: its UID, else its pod's namespace/name."""
-    if uid:
-        return uid
-    pod = task.get("Pod") if isinstance(task, dict) else None
-    meta = pod.get("metadata") if isinstance(pod, dict) else None
-    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
-        return ""
-    return f"{meta.get('namespace') or 'default'}/{meta['name']}"
-
-
-def _rank_conflict(plan: JobPlan, tasks: list[tuple[str, int | None]]) -> str:
-    """Why the pending tasks of a job cannot be steered rank by rank ("" when they can):
-    each must carry a rank of the plan, and no two the same one."""
-    holder: dict[int, str] = {}
-    for pod, rank in sorted(tasks, key=lambda t: t[0]):
-        if rank is None:
-            return (f"pending task {pod} carries no rank (hccl/rankIndex, StatefulSet "
-                    "ordinal or VC_TASK_INDEX)")
-        if rank in holder:
-            return (f"pending tasks {holder[rank]} and {pod} both carry rank {rank} (a "
-                    "rank of each task role?): steering would send both to one planned node")
-        if rank not in plan.ranks:
-            return (f"pending task {pod} carries rank {rank}, which the plan does not "
-                    "place (a rank beyond the gang, or one that runs already)")
-        holder[rank] = pod
-    return ""
-
-
-def _plan_greedy_equal(session: Session, scenario: Scenario,
-                       planned: dict[str, dict[int, str]],
-                       stock_ranks: dict[str, dict[int, str]], selecting: bool) -> None:
-    """Which jobs to steer without the job-level predicate (``predicateVerb`` unset).
-
-    The Ascend plugin then selects the nodes of a super-pod / 950 / multilevel job from
-    every candidate (the greedy port reproduces it), on the state the earlier jobs leave.
-    A job of those families is steered when its plan equals that selection and every
-    earlier job ends where greedy put it: such jobs that are not steered get the plugin's
-    own (greedy's) placement, so only a steered job of another family whose plan differs
-    from greedy's moves the later selections away from greedy's.
-    """
-    consistent = True
-    for job in scenario.jobs:
-        family = _family(job.policy)
-        ranks = planned.get(job.name)
-        if ranks is None:
-            continue  # abstains: the plugin places it as greedy does
-        greedy_nodes = sorted(stock_ranks.get(job.name, {}).values())
-        steer, reason = True, ""
-        if family in SELECTING_FAMILIES:
-            if not consistent:
-                steer, reason = False, ("an earlier steered job leaves other free nodes "
-                                        "than the Ascend plugin's selection assumes")
-            elif sorted(ranks.values()) != greedy_nodes:
-                steer, reason = False, ("the plan differs from the Ascend plugin's own "
-                                        "selection")
-        elif selecting and sorted(ranks.values()) != greedy_nodes:
-            consistent = False
-        session.jobs[job.name] = JobPlan(family, job.owner_uid, ranks,
-                                         frozenset(ranks.values()), steer, reason)
 
 
 class ExtenderCore:
@@ -372,7 +205,7 @@ class ExtenderCore:
         for job, plan in session.jobs.items():
             if plan.replicas or not plan.steer:
                 continue
-            reason = _rank_conflict(plan, session.pending_tasks.get(job, []))
+            reason = rank_conflict(plan, session.pending_tasks.get(job, []))
             if reason:
                 plan.steer, plan.reason = False, reason
                 session.count("jobs-rank-conflict")
@@ -405,7 +238,7 @@ class ExtenderCore:
             scenario = scenario_from_data(data, f"stored cluster {self.config.cluster}")
         except InputError as exc:
             raise SnapshotError(422, exc.messages[:20]) from None
-        _remember_jobs(session, scenario)
+        remember_jobs(session, scenario)
         return scenario
 
     def cache_event(self, body: dict[str, Any], status: int | None) -> dict[str, Any] | None:
@@ -454,7 +287,7 @@ class ExtenderCore:
             raise SnapshotError(422, [f"session snapshot: {m}" for m in exc.messages[:20]]) \
                 from None
         scenario = result.scenario
-        session.pending_tasks = _pending_tasks(importer)
+        session.pending_tasks = pending_tasks_of(importer)
         session.left_to_volcano.update(result.refused)
         session.counts["jobs-refused"] = len(result.refused)
         running: list[RunningPods] = [RunningPods(r.owner_uid, dict(r.ranks))
@@ -489,7 +322,7 @@ class ExtenderCore:
         entries += [e for e in scenario.affinity_cache.entries
                     if (e.owner_uid, e.rank) not in kept and e.node in nodes]
         cache = model.model_copy(update={"entries": entries})
-        _remember_jobs(session, scenario)
+        remember_jobs(session, scenario)
         return scenario.model_copy(update={"affinity_cache": cache})
 
     def _device_records(self) -> ClusterImport:
@@ -511,7 +344,7 @@ class ExtenderCore:
 
         left = deadline - time.monotonic()
         limit = min(self.config.plan_seconds, left)
-        selecting = any(_family(j.policy) in SELECTING_FAMILIES for j in scenario.jobs)
+        selecting = any(policy_family(j.policy) in SELECTING_FAMILIES for j in scenario.jobs)
         engine = self.config.engine if limit > 0.05 else "greedy"
         stock = None
         if selecting:  # the plugin's own choice for super-pod / 950 / multilevel jobs
@@ -529,12 +362,12 @@ class ExtenderCore:
                            seed=self.config.seed,
                            deterministic_time=self.config.deterministic_time)
         session.engine = result.engine
-        planned = _placement_ranks(result.placement)
-        stock_ranks = _placement_ranks(stock.placement) if stock is not None else {}
+        planned = placement_ranks(result.placement)
+        stock_ranks = placement_ranks(stock.placement) if stock is not None else {}
         if self.config.predicate_verb:
             self._plan_confined(session, scenario, planned, stock_ranks)
         else:
-            _plan_greedy_equal(session, scenario, planned, stock_ranks, stock is not None)
+            plan_greedy_equal(session, scenario, planned, stock_ranks, stock is not None)
         for vjob in scenario.vnpu_jobs:
             ranks = planned.get(vjob.name)
             if ranks is not None:
@@ -565,7 +398,7 @@ class ExtenderCore:
         prefer = scenario.config.prefer_previous_node
         claimed: dict[str, str] = {}  # node -> job left to the plugin that may take it
         for job in scenario.jobs:
-            family = _family(job.policy)
+            family = policy_family(job.policy)
             ranks = planned.get(job.name)
             if ranks is None:
                 for node in stock_ranks.get(job.name, {}).values():
@@ -709,7 +542,7 @@ class ExtenderCore:
         if plan is not None and plan.mode == "confine":
             session.count("prioritize-left-to-plugin")  # the predicate confines the plugin
             return ABSTAIN
-        who = _task_key(task, uid)  # a replica without a UID must not share another's slot
+        who = task_key(task, uid)  # a replica without a UID must not share another's slot
         with self._lock:
             node = plan.node_for(who, rank, is_offered) if plan is not None and who else None
             if node is not None and plan is not None and not plan.replicas:
@@ -768,7 +601,7 @@ class ExtenderCore:
                     session.count("allocated-in-planned-set" if node in plan.nodes
                                   else "allocated-off-plan")
                 else:
-                    wanted = (plan.slots.get(_task_key(body["task"], uid)) if plan.replicas
+                    wanted = (plan.slots.get(task_key(body["task"], uid)) if plan.replicas
                               else plan.ranks.get(rank))
                     session.count("allocated-as-planned" if wanted == node
                                   else "allocated-off-plan")

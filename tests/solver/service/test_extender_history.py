@@ -7,7 +7,7 @@ counts, as if it had been served; it is listed as ``superseded`` with that reaso
 from __future__ import annotations
 
 from solver.service.extender import ExtenderConfig, ExtenderCore
-from solver.service.extender.core import SUPERSEDED
+from solver.service.extender.session import SUPERSEDED
 
 
 def test_each_session_is_listed_with_how_it_ended() -> None:

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from models.scenario import Family
 from solver.service.extender import ExtenderConfig, ExtenderCore
-from solver.service.extender.core import JobPlan, Session
 from solver.service.extender.protocol import ABSTAIN
+from solver.service.extender.session import JobPlan, Session
 
 JOB = "ns/pg"
 PLANNED = "node-1"
