@@ -44,6 +44,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
+from benchmarks.outputs import write_output
 from benchmarks.regression import read_baseline_file
 from models.documents import read_text
 
@@ -506,7 +507,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"{figure.name}: {stored} differs from the series the code gives")
                 else:
                     stored.parent.mkdir(parents=True, exist_ok=True)
-                    stored.write_text(data, "utf-8")
+                    write_output(stored, data)  # no symbolic link followed
                     assert figure.draw is not None
                     drawn = figure.draw(stored.parent)
                     print(f"{figure.name}: {stored} and {', '.join(drawn)} rewritten")
