@@ -75,8 +75,6 @@ ALLOWED: dict[tuple[str, str, str], tuple[int, str]] = {
         (1, "write: rewrites the manual's generated CLI page"),
     ("benchmarks/doc_figures.py", "main", "page.write_text"):
         (1, "write: rewrites a page of the repository's own docs/"),
-    ("benchmarks/doc_figures.py", "main", "stored.write_text"):
-        (1, "write: rewrites a plot's data series in the repository's own docs/figures/"),
     ("benchmarks/extender_bench.py", "main", "Path(args.out).write_text"): (2, "write: --out"),
     ("benchmarks/volcano_session.py", "VolcanoCluster.write_device_dump", "path.write_text"):
         (1, "write: the harness's own device-info dump in its temporary folder"),
