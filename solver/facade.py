@@ -21,7 +21,10 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from os import PathLike
 from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
 
 from heuristics.greedy import EngineNotAvailable, greedy_plan  # noqa: F401 - re-exported
 from models.check import Violation, check
@@ -160,6 +163,62 @@ def _checked(problem: Problem, plan: Plan, engine: str) -> PlacementFile:
 
 #: Seconds kept at the end of a budget for returning (result assembly, stack unwinding).
 RETURN_MARGIN_SECONDS = 0.005
+#: What a number argument of :func:`solve` may be (bools are refused apart).
+_INTEGERS = (int, np.integer)
+_REALS = (int, float, np.integer, np.floating)
+
+
+def check_solve_arguments(scenario: object, engine: object, time_limit: object,
+                          workers: object, seed: object, weights: object,
+                          deterministic_time: object, on_fallback: object = None,
+                          cache: object = None) -> tuple[float, int, int, float | None]:
+    """Raise ``TypeError`` (wrong kind) or ``ValueError`` (out of range) naming the
+    argument of :func:`solve` that is wrong, before any work is done; return
+    ``time_limit``, ``workers``, ``seed`` and ``deterministic_time`` as Python numbers.
+
+    Every engine checks every argument: a float seed is refused for ``engine="greedy"``
+    too, where it would otherwise be recorded in the answer without being used.
+    """
+    if not isinstance(scenario, (Scenario, Problem)):
+        hint = (" (read a file with models.io.load_scenario(path) first)"
+                if isinstance(scenario, (str, PathLike)) else "")
+        raise TypeError("scenario must be a models.scenario.Scenario or a compiled "
+                        f"models.compiled.Problem, got {type(scenario).__name__}{hint}")
+    if not isinstance(engine, str):
+        raise TypeError(f"engine must be a string, one of {', '.join(ENGINES)}; "
+                        f"got {type(engine).__name__}")
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    if isinstance(time_limit, (bool, np.bool_)) or not isinstance(time_limit, _REALS):
+        raise TypeError(f"time_limit must be a number of seconds, got {time_limit!r}")
+    if isinstance(workers, (bool, np.bool_)) or not isinstance(workers, _INTEGERS):
+        raise TypeError(f"workers must be an integer, got {workers!r}")
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, _INTEGERS):
+        raise TypeError(f"seed must be an integer, got {seed!r}")
+    if weights is not None and not isinstance(weights, Weights):
+        hint = (" (build one with models.objective.Weights.model_validate(mapping))"
+                if isinstance(weights, dict) else "")
+        raise TypeError("weights must be a models.objective.Weights or None, got "
+                        f"{type(weights).__name__}{hint}")
+    if deterministic_time is not None and (isinstance(deterministic_time, (bool, np.bool_))
+                                           or not isinstance(deterministic_time, _REALS)):
+        raise TypeError("deterministic_time must be a number or None, got "
+                        f"{deterministic_time!r}")
+    if on_fallback is not None and not callable(on_fallback):
+        raise TypeError("on_fallback must be callable or None, got "
+                        f"{type(on_fallback).__name__}")
+    if cache is not None:
+        from solver.reuse import SolveCache
+
+        if not isinstance(cache, SolveCache):
+            raise TypeError("cache must be a solver.reuse.SolveCache or None, got "
+                            f"{type(cache).__name__}")
+    checked = (float(time_limit), int(workers), int(seed),
+               None if deterministic_time is None else float(deterministic_time))
+    check_solve_options(*checked)
+    return checked
+
+
 def check_solve_options(time_limit: float, workers: int, seed: int,
                         deterministic_time: float | None) -> None:
     """Raise ``ValueError`` naming the option when a solve option is out of range.
@@ -260,13 +319,15 @@ def solve(
     Result
         The validated answer with its metrics, status, bound and gap.
     """
+    # every argument is checked before any work: a wrong kind is named here rather than
+    # failing inside OR-Tools after greedy ran
+    time_limit, workers, seed, deterministic_time = check_solve_arguments(
+        scenario, engine, time_limit, workers, seed, weights, deterministic_time,
+        on_fallback, cache)
     # OR-Tools' first import (about 1 s cold) is paid before the budget starts, and the
     # greedy path never loads it
     preload(engine)
     started = time.perf_counter()
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
-    check_solve_options(time_limit, workers, seed, deterministic_time)
     # no collector pauses, and no model freed, just before the deadline (cancel.quiet)
     with quiet(time_limit):
         problem = scenario if isinstance(scenario, Problem) else compile_scenario(scenario)
