@@ -29,6 +29,7 @@ from heuristics.state import ClusterState
 from models.check import check
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
 from models.documents import paused_gc
+from models.errors import OutOfTime
 from models.objective import ResolvedWeights, evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
@@ -310,10 +311,6 @@ def _ordinary_attempt(problem: Problem, plan: Plan, free: np.ndarray, jobs: list
     return nodes
 
 
-class OutOfTime(Exception):
-    """The construction passed its deadline (the caller keeps its other answer)."""
-
-
 def _check_deadline(deadline: float | None) -> None:
     if deadline is not None and time.perf_counter() > deadline:
         raise OutOfTime
@@ -347,7 +344,6 @@ def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
         return base
     # loaded here: a batch without multilevel jobs does not load the multilevel strategy
     from heuristics.multilevel_first import (
-        MultilevelOutOfTime,
         multilevel_pass,
         relabel_plan,
     )
@@ -360,7 +356,7 @@ def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
             candidate = (relabel_plan(problem, base) if hold_back is None
                          else multilevel_pass(problem, base, hold_back, deadline,
                                               guided=guided))
-        except MultilevelOutOfTime:
+        except OutOfTime:
             return best
         objective = _improves(problem, candidate, best_objective, weights)
         if objective is not None:

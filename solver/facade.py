@@ -425,7 +425,8 @@ def _solve(scenario: Scenario | Problem, engine: str, time_limit: float, workers
     # check and score its answer (twice what greedy's took: the answer may be larger)
     construction_end = None if deterministic else deadline - 2 * check_cost
     candidate: Plan | None = None
-    from heuristics.origin_first import OutOfTime, origin_first_plan
+    from heuristics.origin_first import origin_first_plan
+    from models.errors import OutOfTime
 
     if _has_origin_first(problem) and (construction_end is None
                                        or time.perf_counter() < construction_end):

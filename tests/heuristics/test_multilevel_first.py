@@ -9,13 +9,14 @@ import pytest
 
 from benchmarks.generators import GenParams, generate
 from heuristics.greedy import greedy_plan
-from heuristics.multilevel_first import MultilevelOutOfTime, better_ranks, multilevel_pass
+from heuristics.multilevel_first import better_ranks, multilevel_pass
 from heuristics.multilevel_guided import guided_layout
 from heuristics.multilevel_ranks import relabel_ranks
 from heuristics.origin_first import origin_first_plan
 from heuristics.state import ClusterState
 from models.check import check
 from models.compiled import Problem, compile_scenario
+from models.errors import OutOfTime
 from models.objective import evaluate
 from models.placement import Status
 from models.plan import Plan, to_placement
@@ -170,7 +171,7 @@ def test_a_passed_deadline_stops_the_passes_and_keeps_the_base() -> None:
     problem = compile_scenario(generate(GenParams(family="multilevel", nodes=256, seed=1,
                                                   jobs=6)))
     base = greedy_plan(problem)
-    with pytest.raises(MultilevelOutOfTime):
+    with pytest.raises(OutOfTime):
         multilevel_pass(problem, base, False, deadline=time.perf_counter() - 1.0)
     job = next(job for job in problem.jobs
                if guided_layout(problem, job, ClusterState.initial(problem)) is not None)
