@@ -110,10 +110,7 @@ def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = 
     for j, nodes in checked(pinned.items(), 16):
         np.add.at(pinned_use, problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)
     focused = keep is not None or bool(fixed) or bool(skip)
-    # the bound-only rows would change the steps' search paths for no use: a focused
-    # model reports no bound (multilevel-n8192-batch11-d4-s0 at D = 10: 388 origin hits
-    # with them in the steps, against 679 without)
-    Constraints(model, problem, structure, mv, pinned_use, bound_rows=not focused).add_all()
+    Constraints(model, problem, structure, mv, pinned_use).add_all()
     terms = ObjectiveBuilder(mv.reg, problem, structure, mv, weights, pinned).build()
     objective = terms.total(weights)
     model.maximize(objective.expr())

@@ -480,7 +480,7 @@ def test_aggregate_rows_state_the_cluster_capacity(ordinary: bool) -> None:
 def test_aggregate_rows_are_added_only_when_they_can_bind(
     nodes: int, added: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import solver.model.constraints as rules
+    from solver.model.constraints import Constraints
 
     problem = _problem({
         "config": {"super-pod-size": 8, "reserve-nodes": 0},
@@ -490,7 +490,7 @@ def test_aggregate_rows_are_added_only_when_they_can_bind(
     })
     weights = resolve_weights(problem)
     with_rows = len(build_model(problem, weights).model.proto.constraints)
-    monkeypatch.setattr(rules, "AGGREGATE_ROWS", False)
+    monkeypatch.setattr(Constraints, "aggregate_capacity", lambda self: None)
     without = len(build_model(problem, weights).model.proto.constraints)
     # 4 nodes: the chip, whole-node and block rows; 8 nodes: none
     assert with_rows - without == added
