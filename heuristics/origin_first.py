@@ -333,6 +333,20 @@ def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = Non
         return _multilevel_plan(problem, plan, deadline, weights) if multilevel else plan
 
 
+def origin_first_parts(problem: Problem, base: Plan, deadline: float | None = None,
+                       weights: ResolvedWeights | None = None) -> tuple[Plan, Plan]:
+    """:func:`origin_first_plan` with ``multilevel`` off and on, from one construction:
+    its first part (the multilevel jobs as ``base`` has them) and the whole.
+
+    Raises :class:`~models.errors.OutOfTime` as :func:`origin_first_plan` does.  The
+    facade keeps the first part for the whole-batch search of small multilevel batches,
+    which starts from it (:data:`solver.phases.FULL_MODEL_OLD_START`).
+    """
+    with paused_gc():
+        blocks = _block_plan(problem, base, deadline, weights)
+        return blocks, _multilevel_plan(problem, blocks, deadline, weights)
+
+
 def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
                      weights: ResolvedWeights | None) -> Plan:
     """The best by the objective of ``base``, ``base`` with its multilevel jobs' ranks

@@ -73,9 +73,9 @@ def solve_cpsat(request: SolveRequest) -> CpsatOutcome:
         viewed = solve_cpsat(replace(
             request, problem=vproblem, hint=_to_view(request.hint, subs),
             start=None if request.start is None else _to_view(request.start, subs)))
-        if viewed.plan is not None:
-            viewed.plan = _from_view(viewed.plan, problem, subs)
-        return viewed
+        if viewed.plan is None:
+            return viewed
+        return replace(viewed, plan=_from_view(viewed.plan, problem, subs))
     # a cache of this run's own when the caller keeps none: repeated steps are handed
     # back, not built again (same proto; solver.model.reuse)
     own_models = request.models is None
@@ -131,8 +131,7 @@ def solve_cpsat(request: SolveRequest) -> CpsatOutcome:
         raise error
     outcome = box["outcome"]
     assert isinstance(outcome, CpsatOutcome)
-    outcome.models = counts
-    return outcome
+    return replace(outcome, models=counts)
 
 
 def ordinary_pending_view(problem: Problem) -> tuple[Problem, dict[int, np.ndarray]] | None:
