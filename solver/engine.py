@@ -111,6 +111,7 @@ def solve_cpsat(request: SolveRequest) -> CpsatOutcome:
             _LIVE.pop(threading.current_thread(), None)
 
     thread = threading.Thread(target=work, name=WORKER_THREAD_NAME, daemon=True)
+    _register_exit_hook()
     _LIVE[thread] = (token, control)
     thread.start()
     thread.join(max(0.0, request.search_end - time.perf_counter()))
@@ -207,9 +208,18 @@ def _abandoned(request: SolveRequest, thread: threading.Thread, cache: ModelCach
 
 #: Worker threads not yet joined, with what stops them (see :func:`_stop_workers_at_exit`).
 _LIVE: dict[threading.Thread, tuple[CancelToken, SearchControl]] = {}
+#: Whether :func:`_stop_workers_at_exit` is registered with :mod:`atexit` (by the first
+#: worker thread started, not by importing this module).
+_EXIT_HOOK = {"registered": False}
 
 
-@atexit.register
+def _register_exit_hook() -> None:
+    """Register :func:`_stop_workers_at_exit` once, when the first worker starts."""
+    if not _EXIT_HOOK["registered"]:
+        _EXIT_HOOK["registered"] = True
+        atexit.register(_stop_workers_at_exit)
+
+
 def _stop_workers_at_exit() -> None:
     """Stop and join any abandoned worker before the interpreter exits.
 
