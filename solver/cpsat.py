@@ -227,7 +227,7 @@ def run_whole_batch(request: SolveRequest, start: Plan, notes: list[str]) -> Cps
     ``notes`` are the run's notes so far; the outcome carries them with its own.
     """
     problem = request.problem
-    built = cached_build(request.models, problem, request.weights, request.hint)
+    built = cached_build(request.models, problem, request.weights, request.anchor)
     retain(built)
     hint_objective: int | None = None
     try:

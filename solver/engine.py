@@ -71,8 +71,9 @@ def solve_cpsat(request: SolveRequest) -> CpsatOutcome:
     if view is not None:
         vproblem, subs = view
         viewed = solve_cpsat(replace(
-            request, problem=vproblem, hint=_to_view(request.hint, subs),
-            start=None if request.start is None else _to_view(request.start, subs)))
+            request, problem=vproblem, anchor=_to_view(request.anchor, subs),
+            warm_start=(None if request.warm_start is None
+                        else _to_view(request.warm_start, subs))))
         if viewed.plan is None:
             return viewed
         return replace(viewed, plan=_from_view(viewed.plan, problem, subs))
@@ -86,8 +87,8 @@ def solve_cpsat(request: SolveRequest) -> CpsatOutcome:
         mode = search_mode(problem)
     elif mode not in SEARCH_MODES:
         raise ValueError(f"unknown search mode {mode!r}; choose one of {SEARCH_MODES}")
-    control = SearchControl()
-    request = replace(request, mode=mode, models=cache, control=control)
+    control = request.control
+    request = replace(request, mode=mode, models=cache)
     box: dict[str, object] = {}
     # building and recovery stop a little before the deadline, so that unwinding the
     # worker fits inside it even on a busy machine

@@ -454,7 +454,7 @@ class FallbackChain:
         outcome = solve_cpsat(SolveRequest(
             problem, greedy.plan, request.resolved, time_limit=remaining,
             workers=request.workers, seed=request.seed,
-            deterministic_time=request.deterministic_time, start=start,
+            deterministic_time=request.deterministic_time, warm_start=start,
             recover_reserve=min(0.2 * remaining, 2 * finish_cost + 0.01), models=models))
         notes = self.notes
         notes.extend(outcome.notes)

@@ -208,7 +208,7 @@ def test_small_multilevel_batches_search_from_the_older_start(
     real_block_plan = origin_first._block_plan
 
     def spy(request: SolveRequest) -> Any:
-        starts.append(request.start)
+        starts.append(request.warm_start)
         return real(request)
 
     def counted(*args: Any, **kwargs: Any) -> Any:
