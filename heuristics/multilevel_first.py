@@ -31,12 +31,9 @@ from heuristics.multilevel_guided import guided_layout
 from heuristics.multilevel_ranks import relabel_ranks
 from heuristics.state import ClusterState
 from models.compiled import JobView, Problem
+from models.errors import OutOfTime
 from models.plan import Plan
 from models.scenario import Family
-
-
-class MultilevelOutOfTime(Exception):
-    """The pass went past its deadline (the caller keeps its other answer)."""
 
 
 def _reachable(problem: Problem, j: int, free: np.ndarray) -> int:
@@ -109,7 +106,7 @@ def multilevel_pass(problem: Problem, base: Plan, hold_back: bool,
             if job.prefer_previous else np.zeros(0, dtype=np.int64)
     for k, j in enumerate(order):
         if deadline is not None and time.perf_counter() > deadline:
-            raise MultilevelOutOfTime
+            raise OutOfTime
         job = problem.jobs[j]
         outcome = None
         later = [wants[i] for i in order[k + 1:] if len(wants[i])]
@@ -128,7 +125,7 @@ def multilevel_pass(problem: Problem, base: Plan, hold_back: bool,
             chosen = better_ranks(job, chosen)
         if guided:
             if deadline is not None and time.perf_counter() > deadline:
-                raise MultilevelOutOfTime
+                raise OutOfTime
             other = None
             if hold_back and later:
                 other = guided_layout(problem, job, trial, deadline)

@@ -29,6 +29,7 @@ from heuristics.state import ClusterState
 from models.check import check
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
 from models.documents import paused_gc
+from models.errors import OutOfTime
 from models.objective import ResolvedWeights, evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
@@ -310,10 +311,6 @@ def _ordinary_attempt(problem: Problem, plan: Plan, free: np.ndarray, jobs: list
     return nodes
 
 
-class OutOfTime(Exception):
-    """The construction passed its deadline (the caller keeps its other answer)."""
-
-
 def _check_deadline(deadline: float | None) -> None:
     if deadline is not None and time.perf_counter() > deadline:
         raise OutOfTime
@@ -336,6 +333,20 @@ def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = Non
         return _multilevel_plan(problem, plan, deadline, weights) if multilevel else plan
 
 
+def origin_first_parts(problem: Problem, base: Plan, deadline: float | None = None,
+                       weights: ResolvedWeights | None = None) -> tuple[Plan, Plan]:
+    """:func:`origin_first_plan` with ``multilevel`` off and on, from one construction:
+    its first part (the multilevel jobs as ``base`` has them) and the whole.
+
+    Raises :class:`~models.errors.OutOfTime` as :func:`origin_first_plan` does.  The
+    facade keeps the first part for the whole-batch search of small multilevel batches,
+    which starts from it (:data:`solver.phases.FULL_MODEL_OLD_START`).
+    """
+    with paused_gc():
+        blocks = _block_plan(problem, base, deadline, weights)
+        return blocks, _multilevel_plan(problem, blocks, deadline, weights)
+
+
 def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
                      weights: ResolvedWeights | None) -> Plan:
     """The best by the objective of ``base``, ``base`` with its multilevel jobs' ranks
@@ -347,7 +358,6 @@ def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
         return base
     # loaded here: a batch without multilevel jobs does not load the multilevel strategy
     from heuristics.multilevel_first import (
-        MultilevelOutOfTime,
         multilevel_pass,
         relabel_plan,
     )
@@ -360,7 +370,7 @@ def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
             candidate = (relabel_plan(problem, base) if hold_back is None
                          else multilevel_pass(problem, base, hold_back, deadline,
                                               guided=guided))
-        except MultilevelOutOfTime:
+        except OutOfTime:
             return best
         objective = _improves(problem, candidate, best_objective, weights)
         if objective is not None:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from heuristics.images import tie_list
 from models.compiled import SUBHEALTHY, Problem
+from models.errors import OutOfTime
 from models.scenario import VnpuDvpp
 from models.vnpu import (
     ASCEND_310P,
@@ -258,10 +259,6 @@ def node_scores(problem: Problem, view: VnpuProblem, state: VnpuState, j: int, r
             score[chosen] = bonus
     return [max(0, s - 1) * SCORE_WEIGHT if problem.health_list[view.nodes[c.position].node]
             == SUBHEALTHY else s * SCORE_WEIGHT for s, c in zip(score, cands, strict=True)]
-
-
-class OutOfTime(Exception):
-    """The vNPU greedy reached its deadline."""
 
 
 #: Ranks placed between two looks at the clock.

@@ -1,10 +1,23 @@
 """The error every input check raises: one message per problem found, and the
-did-you-mean hint that names the closest known name of a misspelt one."""
+did-you-mean hint that names the closest known name of a misspelt one; the one "out of
+time" of every engine."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+
+
+class OutOfTime(Exception):
+    """Work stopped because its time budget ran out (or it was told to stop).
+
+    The one "out of time" of every engine: greedy's vNPU pass, the origin-first
+    construction and its multilevel passes raise it as it is; CP-SAT's model building
+    raises its subclass :class:`solver.model.cancel.BuildCancelled` (cancelled at a
+    checkpoint, by the deadline or a stop request), and a neighbourhood step that finds
+    no room to search :class:`solver.lns.StepNotStarted`.  Whoever catches it keeps the
+    answer it had before the interrupted work started.
+    """
 
 
 class InputError(Exception):

@@ -110,10 +110,7 @@ def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = 
     for j, nodes in checked(pinned.items(), 16):
         np.add.at(pinned_use, problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)
     focused = keep is not None or bool(fixed) or bool(skip)
-    # the bound-only rows would change the steps' search paths for no use: a focused
-    # model reports no bound (multilevel-n8192-batch11-d4-s0 at D = 10: 388 origin hits
-    # with them in the steps, against 679 without)
-    Constraints(model, problem, structure, mv, pinned_use, bound_rows=not focused).add_all()
+    Constraints(model, problem, structure, mv, pinned_use).add_all()
     terms = ObjectiveBuilder(mv.reg, problem, structure, mv, weights, pinned).build()
     objective = terms.total(weights)
     model.maximize(objective.expr())
@@ -230,7 +227,7 @@ def run_whole_batch(request: SolveRequest, start: Plan, notes: list[str]) -> Cps
     ``notes`` are the run's notes so far; the outcome carries them with its own.
     """
     problem = request.problem
-    built = cached_build(request.models, problem, request.weights, request.hint)
+    built = cached_build(request.models, problem, request.weights, request.anchor)
     retain(built)
     hint_objective: int | None = None
     try:

@@ -71,11 +71,12 @@ def solve_cpsat(request: SolveRequest) -> CpsatOutcome:
     if view is not None:
         vproblem, subs = view
         viewed = solve_cpsat(replace(
-            request, problem=vproblem, hint=_to_view(request.hint, subs),
-            start=None if request.start is None else _to_view(request.start, subs)))
-        if viewed.plan is not None:
-            viewed.plan = _from_view(viewed.plan, problem, subs)
-        return viewed
+            request, problem=vproblem, anchor=_to_view(request.anchor, subs),
+            warm_start=(None if request.warm_start is None
+                        else _to_view(request.warm_start, subs))))
+        if viewed.plan is None:
+            return viewed
+        return replace(viewed, plan=_from_view(viewed.plan, problem, subs))
     # a cache of this run's own when the caller keeps none: repeated steps are handed
     # back, not built again (same proto; solver.model.reuse)
     own_models = request.models is None
@@ -86,8 +87,8 @@ def solve_cpsat(request: SolveRequest) -> CpsatOutcome:
         mode = search_mode(problem)
     elif mode not in SEARCH_MODES:
         raise ValueError(f"unknown search mode {mode!r}; choose one of {SEARCH_MODES}")
-    control = SearchControl()
-    request = replace(request, mode=mode, models=cache, control=control)
+    control = request.control
+    request = replace(request, mode=mode, models=cache)
     box: dict[str, object] = {}
     # building and recovery stop a little before the deadline, so that unwinding the
     # worker fits inside it even on a busy machine
@@ -111,6 +112,7 @@ def solve_cpsat(request: SolveRequest) -> CpsatOutcome:
             _LIVE.pop(threading.current_thread(), None)
 
     thread = threading.Thread(target=work, name=WORKER_THREAD_NAME, daemon=True)
+    _register_exit_hook()
     _LIVE[thread] = (token, control)
     thread.start()
     thread.join(max(0.0, request.search_end - time.perf_counter()))
@@ -131,8 +133,7 @@ def solve_cpsat(request: SolveRequest) -> CpsatOutcome:
         raise error
     outcome = box["outcome"]
     assert isinstance(outcome, CpsatOutcome)
-    outcome.models = counts
-    return outcome
+    return replace(outcome, models=counts)
 
 
 def ordinary_pending_view(problem: Problem) -> tuple[Problem, dict[int, np.ndarray]] | None:
@@ -208,9 +209,18 @@ def _abandoned(request: SolveRequest, thread: threading.Thread, cache: ModelCach
 
 #: Worker threads not yet joined, with what stops them (see :func:`_stop_workers_at_exit`).
 _LIVE: dict[threading.Thread, tuple[CancelToken, SearchControl]] = {}
+#: Whether :func:`_stop_workers_at_exit` is registered with :mod:`atexit` (by the first
+#: worker thread started, not by importing this module).
+_EXIT_HOOK = {"registered": False}
 
 
-@atexit.register
+def _register_exit_hook() -> None:
+    """Register :func:`_stop_workers_at_exit` once, when the first worker starts."""
+    if not _EXIT_HOOK["registered"]:
+        _EXIT_HOOK["registered"] = True
+        atexit.register(_stop_workers_at_exit)
+
+
 def _stop_workers_at_exit() -> None:
     """Stop and join any abandoned worker before the interpreter exits.
 

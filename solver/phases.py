@@ -205,11 +205,11 @@ def run_phases(request: SolveRequest) -> CpsatOutcome:
     """Run the plan of the module docstring for ``request`` (its ``mode`` decided, its
     model cache set); runs in the worker thread of :func:`solver.engine.solve_cpsat`."""
     notes: list[str] = []
-    start = request.start
+    start = request.warm_start
     if start is None:  # rule 2
-        start = better_start(request.problem, request.hint, request.weights,
+        start = better_start(request.problem, request.anchor, request.weights,
                              multilevel=not (FULL_MODEL_OLD_START and request.mode == "full"))
-        if start is not request.hint:
+        if start is not request.anchor:
             notes.append("warm start: the origin-first construction beat greedy")
     if request.mode == "full":  # rule 4: the whole search
         return run_whole_batch(request, start, notes)
@@ -236,7 +236,7 @@ def run_phases(request: SolveRequest) -> CpsatOutcome:
         log.debug("phase %s", first.phases[-1])
         return first
     # the whole-batch model is built around the incumbent, so it stays representable
-    whole_batch = replace(request, hint=first.plan,
+    whole_batch = replace(request, anchor=first.plan,
                           deterministic_time=left if request.deterministic else None)
     full_notes = list(first.notes)
     try:

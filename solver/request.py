@@ -1,10 +1,12 @@
 """What one CP-SAT solve is asked (:class:`SolveRequest`) and what it answers
 (:class:`CpsatOutcome`).
 
-A request holds everything a solve reads: the problem, the resolved weights, the warm
-start, the budget (when it started, its wall-clock limit, its deterministic time, the
-seconds kept for recovery), the search parameters (workers, seed), the model cache and
-the channel that stops the search at the deadline (:class:`SearchControl`).  It is
+A request holds everything a solve reads: the problem, the plan its models are built
+around (:attr:`SolveRequest.anchor`), the resolved weights, the warm start
+(:attr:`SolveRequest.warm_start`), the budget (when it started, its wall-clock limit,
+its deterministic time, the seconds kept for recovery), the search parameters (workers,
+seed), the model cache and the channel that stops the search at the deadline
+(:class:`SearchControl`).  It is
 immutable: every function of the solve takes the request instead of a long parameter
 list, and a phase that runs under a different budget (the whole-batch phase after the
 neighbourhoods, with the deterministic time they left) runs on a derived request,
@@ -67,9 +69,11 @@ class SolveRequest:
     ----------
     problem
         The compiled scenario.
-    hint
-        Greedy's plan: soft jobs whose blocks spill are pinned to it, and its nodes stay
-        candidates of node-level jobs, so it is always representable.
+    anchor
+        The plan the models are built around (greedy's; the whole-batch phase after the
+        neighbourhoods uses their answer): soft jobs whose blocks spill are pinned to it,
+        and its nodes stay candidates of node-level jobs, so it is always representable.
+        Not the warm start (:attr:`warm_start`), which may be another plan.
     weights
         The resolved objective weights.
     time_limit
@@ -81,9 +85,11 @@ class SolveRequest:
         the wall-clock limit stays as a safety net, and a note says when it was hit.
     fix_to_hint
         Fix every variable to its hinted value (tests use it to show the hint is exact).
-    start
-        The warm start to hint (default: the better of ``hint`` and its origin-first
-        reconstruction, :func:`solver.phases.better_start`).
+    warm_start
+        The plan the search starts from, hinted to CP-SAT (the facade gives its fallback
+        answer; default: the better of ``anchor`` and its origin-first reconstruction,
+        :func:`solver.phases.better_start`, for callers of :func:`solver.engine.solve_cpsat`
+        that give none).
     recover_reserve
         Seconds kept at the end of the budget for turning the solution into a plan.
     mode
@@ -100,11 +106,13 @@ class SolveRequest:
         ``time.perf_counter()`` when the budget started (default: when the request was
         made).
     control
-        How the caller stops the search (the solve installs a fresh one when it starts).
+        How the caller stops the search, made with the request: a request is one solve
+        (:func:`solver.engine.solve_cpsat` stops it at the deadline), and the requests
+        derived from it during that solve share it.  Solve again with a new request.
     """
 
     problem: Problem
-    hint: Plan
+    anchor: Plan
     weights: ResolvedWeights
     _: KW_ONLY
     time_limit: float
@@ -112,7 +120,7 @@ class SolveRequest:
     seed: int = 0
     deterministic_time: float | None = None
     fix_to_hint: bool = False
-    start: Plan | None = None
+    warm_start: Plan | None = None
     recover_reserve: float = 0.0
     mode: str | None = None
     models: ModelCache | None = None

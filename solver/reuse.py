@@ -54,6 +54,10 @@ class SolveCache:
     reused: int = 0
     models: ModelCache = field(default_factory=ModelCache)
 
+    def kept(self) -> None:
+        """Count a session whose warm start was the recalled answer (:attr:`reused`)."""
+        self.reused += 1
+
     def remember(self, placement: PlacementFile) -> None:
         """Keep an answer by names (job → node per rank, placed jobs only) and the
         engine that produced it."""
@@ -63,7 +67,8 @@ class SolveCache:
         self.engine = placement.engine
 
     def recall(self, problem: Problem, complete_with: Plan) -> Plan | None:
-        """The last answer translated to ``problem`` and still valid there, else ``None``.
+        """The last answer translated to ``problem`` and still valid there, else ``None``;
+        counts a session (:attr:`sessions`).
 
         Jobs the last answer placed keep their nodes when the job still asks for the same
         ranks (a partly running job: the same pending ranks; its running ranks keep their
@@ -76,6 +81,7 @@ class SolveCache:
         the jobs named by the violations go back to ``complete_with``'s placement, once; a
         plan still invalid after that is not used.
         """
+        self.sessions += 1
         if not self.placed:
             return None
         remembered: dict[int, np.ndarray] = {}

@@ -52,8 +52,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                    deterministic_time=args.deterministic_time)
     note = expired_cache_note(problem)
     if note:
-        result.notes.append(note)
-        result.placement.notes.append(note)
+        result = result.with_note(note)
     if fmt == "table":
         text = f"scenario: {source_label(path)}\n" + render_result_table(problem, result)
     else:

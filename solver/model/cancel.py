@@ -20,11 +20,13 @@ from contextvars import ContextVar
 from itertools import islice
 from typing import Any, TypeVar
 
+from models.errors import OutOfTime
+
 T = TypeVar("T")
 
 
-class BuildCancelled(Exception):
-    """The work was cancelled (deadline passed or stop requested)."""
+class BuildCancelled(OutOfTime):
+    """The work was cancelled at a checkpoint (deadline passed or stop requested)."""
 
 
 class CancelToken:

@@ -27,15 +27,6 @@ from solver.model.variables import (
     leaf_domain_of,
 )
 
-#: Add :meth:`Constraints.aggregate_capacity` (switch kept for measurement).
-AGGREGATE_ROWS = True
-#: Add :meth:`Constraints.explicit_take_links` (off; switch kept for measurement).  Valid
-#: rows with a small LP effect (185 → 182.5 hits on ``multilevel-n1024-batch8-d3-s2``),
-#: but they change the whole-batch search's path: on ``950-n1024-batch8-s4`` at
-#: deterministic time 10 the answer fell from 60,154,177 to 55,388,512 with them (full
-#: suite of 2026-12-02), so they are not added by default.
-LINK_ROWS = False
-
 
 class Constraints:
     """Adds every hard constraint of the contract to the model.
@@ -52,14 +43,10 @@ class Constraints:
         The model's variables.
     pinned_use
         Chips per node already used by pinned jobs.
-    bound_rows
-        Add the rows that only tighten the LP bound (:meth:`explicit_take_links`); off
-        for focused models (large-neighbourhood steps), which report no bound.
     """
 
     def __init__(self, model: cp_model.CpModel, problem: Problem, structure: Structure,
-                 mv: ModelVariables, pinned_use: np.ndarray, bound_rows: bool = True) -> None:
-        self.bound_rows = bound_rows
+                 mv: ModelVariables, pinned_use: np.ndarray) -> None:
         self.model = model
         self.problem = problem
         self.structure = structure
@@ -67,17 +54,14 @@ class Constraints:
         self.pinned_use = pinned_use
 
     def add_all(self) -> None:
-        """Add every rule family."""
+        """Add every rule family (not :meth:`explicit_take_links`: see there)."""
         for j, js in self.structure.jobs.items():
             self.gang_and_blocks(j, js)
             self.leaf_cells(j, js)
             self.domain_capacity_cuts(j, js)
             self.ub_memory(j, js)
-            if LINK_ROWS and self.bound_rows:
-                self.explicit_take_links(j, js)
         self.cell_capacity()
-        if AGGREGATE_ROWS:
-            self.aggregate_capacity()
+        self.aggregate_capacity()
         self.node_level_jobs()
         self.origin_hits()
         self.fault_returns()
@@ -254,7 +238,13 @@ class Constraints:
         job placed: multilevel-n1024-batch8-d3-s2 185 → 182.5 (best answer found 177),
         950-n4096-batch10-s0 1022.3 → 1021.3: small on the suite, whose batch gaps came
         mostly from weak answers (see ``FREE_SEARCH_FAMILIES`` in :mod:`solver.cpsat` and
-        the origin-first second pass).  Only in the whole-batch model (``bound_rows``).
+        the origin-first second pass).
+
+        Not added to the engine's models (:meth:`add_all` leaves them out): valid, but
+        they change the whole-batch search's path (on ``950-n1024-batch8-s4`` at
+        deterministic time 10 the answer fell from 60,154,177 to 55,388,512 with them).
+        Kept for measuring the LP bound; ``tests/solver/test_gap_rows.py`` adds them to a
+        built model.
         """
         mv = self.mv
         size = js.sizes[js.leaf_level]

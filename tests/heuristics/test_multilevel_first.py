@@ -9,13 +9,14 @@ import pytest
 
 from benchmarks.generators import GenParams, generate
 from heuristics.greedy import greedy_plan
-from heuristics.multilevel_first import MultilevelOutOfTime, better_ranks, multilevel_pass
+from heuristics.multilevel_first import better_ranks, multilevel_pass
 from heuristics.multilevel_guided import guided_layout
 from heuristics.multilevel_ranks import relabel_ranks
 from heuristics.origin_first import origin_first_plan
 from heuristics.state import ClusterState
 from models.check import check
 from models.compiled import Problem, compile_scenario
+from models.errors import OutOfTime
 from models.objective import evaluate
 from models.placement import Status
 from models.plan import Plan, to_placement
@@ -170,7 +171,7 @@ def test_a_passed_deadline_stops_the_passes_and_keeps_the_base() -> None:
     problem = compile_scenario(generate(GenParams(family="multilevel", nodes=256, seed=1,
                                                   jobs=6)))
     base = greedy_plan(problem)
-    with pytest.raises(MultilevelOutOfTime):
+    with pytest.raises(OutOfTime):
         multilevel_pass(problem, base, False, deadline=time.perf_counter() - 1.0)
     job = next(job for job in problem.jobs
                if guided_layout(problem, job, ClusterState.initial(problem)) is not None)
@@ -182,9 +183,14 @@ def test_a_passed_deadline_stops_the_passes_and_keeps_the_base() -> None:
 def test_small_multilevel_batches_search_from_the_older_start(
         old_start: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     # full-mode batches: CP-SAT starts from the construction without its multilevel part
-    # (solver.phases.FULL_MODEL_OLD_START); the construction stays the fallback
+    # (solver.phases.FULL_MODEL_OLD_START); the construction stays the fallback.  The
+    # facade chooses that start and hands it to the search, from the one construction it
+    # ran (the search builds none of its own)
+    import heuristics.origin_first as origin_first
     import solver.engine as engine
     import solver.phases as phases
+    from heuristics.greedy import greedy_plan
+    from models.objective import evaluate, resolve_weights
     from solver.facade import solve
     from solver.request import SolveRequest
 
@@ -192,16 +198,35 @@ def test_small_multilevel_batches_search_from_the_older_start(
         {"name": "A", "owner-uid": "uid-a", "tasks": 2, "affinity-config": "level1=2",
          "priority": 10},
         {"name": "B", "owner-uid": "uid-b", "tasks": 2, "affinity-config": "level1=2"}])
-    starts: list[object] = []
+    weights = resolve_weights(problem)
+    greedy = greedy_plan(problem)
+    blocks = origin_first.origin_first_plan(problem, greedy, weights=weights, multilevel=False)
+    whole = origin_first.origin_first_plan(problem, greedy, weights=weights)
+    starts: list[Any] = []
+    constructions: list[int] = []
     real = engine.solve_cpsat
+    real_block_plan = origin_first._block_plan
 
     def spy(request: SolveRequest) -> Any:
-        starts.append(request.start)
+        starts.append(request.warm_start)
         return real(request)
 
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        constructions.append(1)
+        return real_block_plan(*args, **kwargs)
+
     monkeypatch.setattr(engine, "solve_cpsat", spy)
+    monkeypatch.setattr(origin_first, "_block_plan", counted)
     monkeypatch.setattr(phases, "FULL_MODEL_OLD_START", old_start)
     result = solve(problem, engine="cpsat", time_limit=20.0, workers=1, seed=0)
     assert result.origin_first_objective is not None
     assert result.metrics.origin_hits == 2
-    assert (starts[0] is None) is old_start
+    assert len(constructions) == 1  # the construction ran once
+    expected = blocks if old_start else whole
+    assert starts[0] is not None
+    assert [None if n is None else n.tolist() for n in starts[0].nodes] == [
+        None if n is None else n.tolist() for n in expected.nodes]
+    beat = (evaluate(problem, blocks.as_mapping(), weights).objective
+            > evaluate(problem, greedy.as_mapping(), weights).objective)
+    assert ("warm start: the origin-first construction beat greedy" in result.notes) is (
+        old_start and beat)

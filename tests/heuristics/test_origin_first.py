@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from benchmarks.generators import GenParams, generate
 from heuristics.greedy import greedy_plan
-from heuristics.origin_first import OutOfTime, origin_first_plan
+from heuristics.origin_first import origin_first_plan
 from models.check import check
 from models.compiled import Problem, compile_scenario
+from models.errors import OutOfTime
 from models.objective import evaluate
 from models.placement import Status
 from models.plan import Plan, to_placement

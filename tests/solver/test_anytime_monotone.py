@@ -50,7 +50,7 @@ def _answer(problem: Problem, deterministic_time: float, mode: str | None) -> in
     greedy = greedy_plan(problem)
     outcome = solve_cpsat(SolveRequest(
         problem, greedy, weights, time_limit=600.0, workers=1, seed=0,
-        deterministic_time=deterministic_time, start=greedy, mode=mode))
+        deterministic_time=deterministic_time, warm_start=greedy, mode=mode))
     plan = outcome.plan if outcome.plan is not None else greedy
     assert check(problem, to_placement(problem, plan, engine="cpsat",
                                        status=Status.FEASIBLE)) == []
@@ -156,7 +156,7 @@ def test_wall_clock_neighbourhoods_repeat_the_same_steps_under_a_longer_budget()
     weights = resolve_weights(problem)
     greedy = greedy_plan(problem)
     runs = [solve_cpsat(SolveRequest(problem, greedy, weights, time_limit=limit, workers=1,
-                                     seed=0, start=greedy, mode="lns"))
+                                     seed=0, warm_start=greedy, mode="lns"))
             for limit in (60.0, 600.0)]
     for outcome in runs:
         assert outcome.plan is not None
@@ -178,7 +178,7 @@ def test_wall_clock_hybrid_repeats_the_neighbourhoods_then_keeps_their_answer() 
     weights = resolve_weights(problem)
     greedy = greedy_plan(problem)
     runs = {mode: solve_cpsat(SolveRequest(problem, greedy, weights, time_limit=120.0,
-                                           workers=1, seed=0, start=greedy, mode=mode))
+                                           workers=1, seed=0, warm_start=greedy, mode=mode))
             for mode in ("lns", "hybrid")}
     short, long = runs["lns"], runs["hybrid"]
     assert long.plan is not None and short.objective is not None

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from ortools.sat.python import cp_model
 
-from heuristics.greedy import EngineNotAvailable, greedy_plan
+from heuristics.greedy import greedy_plan
 from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.io import load_scenario
@@ -43,13 +43,6 @@ def _example(name: str) -> Problem:
     return compile_scenario(load_scenario(example_path(name)))
 
 
-def _greedy_or_skip(problem: Problem) -> Plan:
-    try:
-        return greedy_plan(problem)
-    except EngineNotAvailable as exc:  # a family's greedy strategy is not there yet
-        pytest.skip(str(exc))
-
-
 def _cpsat(problem: Problem, limit: float = 20.0) -> Any:
     return solve(problem, engine="cpsat", time_limit=limit, workers=1, seed=0)
 
@@ -60,7 +53,7 @@ def _cpsat(problem: Problem, limit: float = 20.0) -> Any:
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_examples_are_valid_optimal_and_exact(name: str) -> None:
     problem = _example(name)
-    _greedy_or_skip(problem)
+    greedy_plan(problem)
     result = _cpsat(problem)
     assert check(problem, result.placement) == []
     assert result.status is Status.OPTIMAL
@@ -77,7 +70,7 @@ def test_examples_are_valid_optimal_and_exact(name: str) -> None:
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_warm_start_hint_is_complete_and_exact(name: str) -> None:
     problem = _example(name)
-    greedy = _greedy_or_skip(problem)
+    greedy = greedy_plan(problem)
     weights = resolve_weights(problem)
     built = build_model(problem, weights, greedy)
     hint_objective = add_hint(built, greedy)
@@ -101,7 +94,7 @@ class _FirstSolution(cp_model.CpSolverSolutionCallback):
 @pytest.mark.parametrize("name", ["superpod-850", "ordinary-8npu"])
 def test_hint_is_accepted_as_the_first_solution(name: str) -> None:
     problem = _example(name)
-    greedy = _greedy_or_skip(problem)
+    greedy = greedy_plan(problem)
     weights = resolve_weights(problem)
     built = build_model(problem, weights, greedy)
     hint_objective = add_hint(built, greedy)
@@ -164,7 +157,7 @@ def test_superpod_greedy_spends_the_origin_super_pod_on_the_wrong_job() -> None:
              "npu-per-task": 8, "sp-block": 16},
         ],
     })
-    greedy = evaluate(problem, _greedy_or_skip(problem).as_mapping())
+    greedy = evaluate(problem, greedy_plan(problem).as_mapping())
     assert greedy.placed_jobs == 2 and greedy.origin_hits == 0
     result = _cpsat(problem)
     assert result.status is Status.OPTIMAL
@@ -188,7 +181,7 @@ def test_batch_greedy_blocks_a_second_job_that_a_joint_placement_fits() -> None:
              "sp-block": 16},
         ],
     })
-    greedy = evaluate(problem, _greedy_or_skip(problem).as_mapping())
+    greedy = evaluate(problem, greedy_plan(problem).as_mapping())
     assert greedy.placed_jobs == 1
     result = _cpsat(problem)
     assert result.status is Status.OPTIMAL
@@ -216,7 +209,7 @@ def test_rack_window_whose_origin_rack_is_partly_taken() -> None:
         "jobs": [{"name": "J", "owner-uid": "u", "policy": "chip8-node8-ra64-sp",
                   "tasks": 4, "npu-per-task": 8, "sp-block": 32, "ra-block": 16}],
     })
-    greedy = evaluate(problem, _greedy_or_skip(problem).as_mapping())
+    greedy = evaluate(problem, greedy_plan(problem).as_mapping())
     result = _cpsat(problem)
     assert result.status is Status.OPTIMAL
     assert result.metrics.origin_hits == 2
@@ -246,7 +239,7 @@ def test_multilevel_greedy_best_fit_takes_another_jobs_origin_rack() -> None:
              "npu-per-task": 16, "affinity-config": "level1=2"},
         ],
     })
-    greedy = evaluate(problem, _greedy_or_skip(problem).as_mapping())
+    greedy = evaluate(problem, greedy_plan(problem).as_mapping())
     result = _cpsat(problem)
     assert result.status is Status.OPTIMAL
     assert result.metrics.origin_hits == 2
@@ -299,12 +292,10 @@ def test_same_inputs_same_answer_with_one_worker() -> None:
     assert first.objective == second.objective
 
 
-def test_time_budget_is_respected_with_a_generous_margin() -> None:
+def test_a_short_wall_clock_budget_gives_a_valid_answer() -> None:
+    # the deadline itself is tested with a measured margin in test_deadline.py
     problem = _example("superpod-850")
-    started = time.perf_counter()
     result = solve(problem, engine="auto", time_limit=2.0, workers=1, seed=0)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 2.0 + 10.0  # generous: the guarantee is checked, not the speed
     assert check(problem, result.placement) == []
 
 
@@ -489,7 +480,7 @@ def test_aggregate_rows_state_the_cluster_capacity(ordinary: bool) -> None:
 def test_aggregate_rows_are_added_only_when_they_can_bind(
     nodes: int, added: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import solver.model.constraints as rules
+    from solver.model.constraints import Constraints
 
     problem = _problem({
         "config": {"super-pod-size": 8, "reserve-nodes": 0},
@@ -499,7 +490,7 @@ def test_aggregate_rows_are_added_only_when_they_can_bind(
     })
     weights = resolve_weights(problem)
     with_rows = len(build_model(problem, weights).model.proto.constraints)
-    monkeypatch.setattr(rules, "AGGREGATE_ROWS", False)
+    monkeypatch.setattr(Constraints, "aggregate_capacity", lambda self: None)
     without = len(build_model(problem, weights).model.proto.constraints)
     # 4 nodes: the chip, whole-node and block rows; 8 nodes: none
     assert with_rows - without == added

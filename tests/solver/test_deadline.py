@@ -203,7 +203,7 @@ def test_large_neighbourhood_search_is_valid_and_never_worse(family: str, nodes:
     start_value = evaluate(problem, greedy.as_mapping(), weights).objective
     outcome = solve_cpsat(SolveRequest(
         problem, greedy, weights, time_limit=20.0, workers=1, seed=0, deterministic_time=2.0,
-        start=greedy, mode="lns"))
+        warm_start=greedy, mode="lns"))
     assert outcome.plan is not None
     assert outcome.status is Status.FEASIBLE and outcome.bound is None
     value = evaluate(problem, outcome.plan.as_mapping(), weights).objective
@@ -223,7 +223,7 @@ def test_large_neighbourhood_search_improves_a_batch() -> None:
     greedy_value = evaluate(problem, greedy.as_mapping(), weights).objective
     outcome = solve_cpsat(SolveRequest(
         problem, greedy, weights, time_limit=20.0, workers=1, seed=0, deterministic_time=2.0,
-        start=greedy, mode="lns"))
+        warm_start=greedy, mode="lns"))
     assert outcome.objective is not None and outcome.objective > greedy_value
 
 
@@ -280,10 +280,10 @@ def test_hybrid_search_is_valid_and_never_worse_than_its_neighbourhoods() -> Non
     greedy = greedy_plan(problem)
     lns_only = solve_cpsat(SolveRequest(
         problem, greedy, weights, time_limit=30.0, workers=1, seed=0, deterministic_time=0.6,
-        start=greedy, mode="lns"))
+        warm_start=greedy, mode="lns"))
     hybrid = solve_cpsat(SolveRequest(
         problem, greedy, weights, time_limit=30.0, workers=1, seed=0, deterministic_time=2.0,
-        start=greedy, mode="hybrid"))
+        warm_start=greedy, mode="hybrid"))
     assert hybrid.plan is not None and lns_only.objective is not None
     value = evaluate(problem, hybrid.plan.as_mapping(), weights).objective
     assert value >= lns_only.objective  # the same neighbourhood phase, then the full model

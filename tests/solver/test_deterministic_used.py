@@ -26,7 +26,7 @@ def test_hybrid_run_sums_its_phases_and_is_reproducible() -> None:
     weights = resolve_weights(problem)
     greedy = greedy_plan(problem)
     runs = [solve_cpsat(SolveRequest(problem, greedy, weights, time_limit=30.0, workers=1,
-                                     seed=0, deterministic_time=6.0, start=greedy,
+                                     seed=0, deterministic_time=6.0, warm_start=greedy,
                                      mode="hybrid"))
             for _ in range(2)]
     used = runs[0].deterministic_seconds

@@ -131,7 +131,7 @@ def test_the_fallback_handed_back_unchanged_is_not_checked_again(
         return original(problem, plan, engine)
 
     def unchanged(request: SolveRequest) -> CpsatOutcome:
-        return CpsatOutcome(request.start, facade.Status.FEASIBLE, None, 10**12, 0.0,
+        return CpsatOutcome(request.warm_start, facade.Status.FEASIBLE, None, 10**12, 0.0,
                             ["large-neighbourhood search: 0 steps (time up)"], None, "LNS")
 
     monkeypatch.setattr(facade, "_checked", counted)

@@ -23,6 +23,7 @@ from models.plan import Plan, to_placement
 from models.scenario import Scenario
 from solver.cpsat import BuiltModel, add_hint, build_model
 from solver.facade import solve
+from solver.model.constraints import Constraints
 from tests.solver.answers import objective_fixed_to_hint
 
 NOW = 1764400000
@@ -81,11 +82,17 @@ def lp_max_hits(built: BuiltModel) -> float:
     return float(goal.Value())
 
 
-def test_link_rows_admit_the_best_placement_and_it_is_exact(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    import solver.model.constraints as rules
+def with_link_rows(built: BuiltModel) -> BuiltModel:
+    """``built`` with :meth:`Constraints.explicit_take_links` added for every job (the
+    engine's models leave them out: they change the search's path)."""
+    rules = Constraints(built.model, built.problem, built.structure, built.variables,
+                        np.zeros(built.problem.num_nodes, dtype=np.int64))
+    for j, js in built.structure.jobs.items():
+        rules.explicit_take_links(j, js)
+    return built
 
-    monkeypatch.setattr(rules, "LINK_ROWS", True)  # off by default: they change the path
+
+def test_link_rows_admit_the_best_placement_and_it_is_exact() -> None:
     problem = _split_origins()
     j = problem.job_index["B"]
     names = list(problem.node_names)
@@ -93,27 +100,23 @@ def test_link_rows_admit_the_best_placement_and_it_is_exact(
     plan.nodes[j] = np.array([names.index("a0"), names.index("a1")], dtype=np.int32)
     assert check(problem, to_placement(problem, plan, engine="t", status=Status.FEASIBLE)) == []
     weights = resolve_weights(problem)
-    built = build_model(problem, weights, plan)
+    built = with_link_rows(build_model(problem, weights, plan))
     expected = add_hint(built, plan)
     assert objective_fixed_to_hint(built) == expected
     assert expected == evaluate(problem, plan.as_mapping(), weights).objective
-    result = solve(problem, engine="cpsat", time_limit=20.0, workers=1, seed=0)
-    assert result.status is Status.OPTIMAL
-    assert result.metrics.origin_hits == 1
 
 
 @pytest.mark.parametrize(("rows", "hits"), [(True, 1.0), (False, 2.0)])
 def test_link_rows_bound_the_hits_of_a_group_split_over_racks(
-    rows: bool, hits: float, monkeypatch: pytest.MonkeyPatch
+    rows: bool, hits: float
 ) -> None:
     # without the rows the LP puts half the group in each rack and takes both cached
     # nodes in full (two hits); with them a cached node is taken at most as much as
     # the group sits in its rack (one hit in all)
-    import solver.model.constraints as rules
-
-    monkeypatch.setattr(rules, "LINK_ROWS", rows)
     problem = _split_origins()
     built = build_model(problem, resolve_weights(problem))
+    if rows:
+        with_link_rows(built)
     assert lp_max_hits(built) == pytest.approx(hits)
 
 
@@ -148,18 +151,15 @@ def test_whole_batch_search_follows_the_hint_except_on_multilevel_batches(
     assert seen and all(flag is follows for flag in seen)
 
 
-def test_link_rows_are_left_out_of_focused_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    # a large-neighbourhood step reports no bound: the rows would only change its path
-    import solver.model.constraints as rules
-
-    monkeypatch.setattr(rules, "LINK_ROWS", True)
+def test_link_rows_are_left_out_of_the_engines_models() -> None:
+    # they would change the search's path: neither the whole-batch model nor a
+    # large-neighbourhood step's has them
     problem = _split_origins()
     weights = resolve_weights(problem)
     everything = np.ones(problem.num_nodes, dtype=bool)
     whole = len(build_model(problem, weights).model.proto.constraints)
     focused = len(build_model(problem, weights, keep=everything).model.proto.constraints)
-    monkeypatch.setattr(rules, "LINK_ROWS", False)
-    without = len(build_model(problem, weights).model.proto.constraints)
+    linked = len(with_link_rows(build_model(problem, weights)).model.proto.constraints)
     # cells a0, a1 in rack r0 and b0, b1 in rack r1: one row each
-    assert whole - without == 4
-    assert focused == without
+    assert linked - whole == 4
+    assert focused == whole

@@ -234,7 +234,7 @@ def test_reuse_answers_as_a_cold_build_does(family: str, mode: str) -> None:
             before = cache.carried
             outcome = solve_cpsat(SolveRequest(
                 problem, greedy, weights, time_limit=600.0, workers=1, seed=0,
-                deterministic_time=1.0, start=greedy, mode=mode, models=models))
+                deterministic_time=1.0, warm_start=greedy, mode=mode, models=models))
             if models is cache:
                 hits.append(cache.carried - before)
             else:

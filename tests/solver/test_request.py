@@ -13,7 +13,8 @@ from benchmarks.generators import GenParams, generate_case
 from heuristics.greedy import greedy_plan
 from models.compiled import compile_scenario
 from models.objective import resolve_weights
-from solver.request import SolveRequest
+from models.placement import Status
+from solver.request import CpsatOutcome, SearchControl, SolveRequest
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,7 @@ def test_the_budget_runs_from_started(request_: SolveRequest) -> None:
     assert request_.deadline == 110.0
     assert request_.search_end == 108.0
     before = time.perf_counter()
-    made = SolveRequest(request_.problem, request_.hint, request_.weights, time_limit=1.0)
+    made = SolveRequest(request_.problem, request_.anchor, request_.weights, time_limit=1.0)
     assert before <= made.started <= time.perf_counter()
 
 
@@ -56,3 +57,23 @@ def test_a_search_starts_only_with_room_and_before_the_stop(request_: SolveReque
         cp_model.CpSolver(), latency=0.1)
     roomy.control.stop()
     assert not roomy.begin_search(cp_model.CpSolver(), latency=0.01)
+
+
+def test_the_solve_stops_the_requests_own_channel(request_: SolveRequest,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # the request is not given a new channel when its solve starts: what its maker holds
+    # (request.control) is what the worker's phases publish to and the deadline stops
+    import solver.engine as engine
+
+    seen: list[SearchControl] = []
+
+    def phases(request: SolveRequest) -> CpsatOutcome:
+        seen.append(request.control)
+        return CpsatOutcome(None, Status.GREEDY, None, None, 0.0, [], None, "NOT_RUN")
+
+    monkeypatch.setattr(engine, "run_phases", phases)
+    monkeypatch.setattr(engine, "tighten_bound", lambda request, found: None)
+    fresh = dataclasses.replace(request_, started=time.perf_counter(), time_limit=5.0)
+    engine.solve_cpsat(fresh)
+    assert seen == [fresh.control]
+    assert seen[0] is fresh.control

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -114,13 +115,19 @@ def test_without_any_answer_in_time_the_reply_places_nothing_validly() -> None:
 
 
 def test_a_body_not_parsed_by_the_deadline_is_a_503_on_time() -> None:
-    big = body(generated("multilevel", 8192, 4))  # 0.25 s or more to parse and compile
+    # parsing and compiling 8,192 nodes is a counted amount of work (about 1.5 MB of JSON,
+    # 0.25 s or more on an idle core) that no machine does within the 10 ms limit: the 503
+    # comes from the work, not from how loaded the machine is
+    big = body(generated("multilevel", 8192, 4))
+    limit = 0.01
     with running_server(ServiceConfig(warmup=False)) as (url, _):
-        response, elapsed = timed_plan(url, big, **{"time-limit": 0.16})
+        response, elapsed = timed_plan(url, big, **{"time-limit": limit})
         assert response.status_code == 503
         assert response.headers["retry-after"] == "1"
-        assert "while parsing" in response.json()["error"]
-        assert elapsed <= 0.16 + SLACK + 0.2  # the upload of ~1.5 MB is part of it
+        # still reading the ~1.5 MB upload or already parsing it: either way not parsed
+        assert re.search("time limit passed while (reading the body|parsing)",
+                         response.json()["error"])
+        assert elapsed <= limit + SLACK + 0.2  # the upload of ~1.5 MB is part of it
         assert timed_plan(url, big, engine="greedy", **{"time-limit": 20})[0].status_code == 200
 
 

@@ -66,13 +66,11 @@ def test_plan_greedy_equals_the_facade(client: PlanClient, name: str) -> None:
     assert check(compile_scenario(scenario), got) == []
 
 
-def test_plan_auto_answers_within_its_limit(client: PlanClient) -> None:
+def test_plan_auto_answers_a_valid_placement(client: PlanClient) -> None:
+    # how soon it answers is a deadline test's (test_deadlines.py), not a route's
     scenario = example("rack-950")
-    started = time.perf_counter()
     got = client.plan(scenario, engine="auto", time_limit=1.0, seed=3)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 1.0 + 0.3  # generous: the machine is shared
-    assert got.engine in ("greedy", "cpsat")
+    assert got.engine in ("greedy", "origin-first", "cpsat")
     assert check(compile_scenario(scenario), got) == []
 
 
