@@ -83,7 +83,7 @@ from models.compiled import (
     scenario_now,
 )
 from models.limits import escape_text
-from models.scenario import AffinityCacheModel, Health, Node, Scenario
+from models.scenario import AffinityCacheModel, Health, Node, RunningJob, Scenario
 from models.validation import InputError, JobShape, node_value_problems, validate_scenario
 from solver.service.cache_view import (
     CacheView,
@@ -333,10 +333,17 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     for i, event in enumerate(delta.cache_events):
         if event.event is CacheEventKind.BIND and event.node not in node_names:
             say(f"field 'cache-events[{i}].node'", f"node '{event.node}' does not exist")
+    # a node removed and added again in one delta is replaced, not gone
+    removed -= {n.name for n in delta.nodes_added}
     running = scenario.running
     if removed and running:
         running = [r.model_copy(update={"ranks": {k: v for k, v in r.ranks.items()
                                                   if v not in removed}}) for r in running]
+    if delta.running_removed or delta.running_submitted:
+        running = _replace_running(running, delta, say)
+        jobs_edited = jobs_changed = True
+    if delta.config is not None and delta.config != scenario.config:
+        structural = True
     if errors:
         raise InputError(errors)
 
@@ -345,8 +352,10 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     used_stamp: int | None = None
     touched: frozenset[str] | None = frozenset()  # owners whose entries changed
     view: CacheView | None = None  # the new cache section's view, when it was patched
-    if delta.cache_events or removed:
-        new_lifecycle = lifecycle.copy()  # the stored one changes only when all is valid
+    if delta.cache_events or removed or delta.affinity_cache is not None:
+        # the stored lifecycle changes only when all is valid: a copy, or the new section's
+        new_lifecycle = (lifecycle.copy() if delta.affinity_cache is None
+                         else CacheLifecycle.from_model(delta.affinity_cache))
         if stamp is None:
             stamp = int(now) if now is not None else int(time.time())
         used_stamp = stamp
@@ -370,13 +379,15 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
         touched = frozenset(event.owner_uid for event in delta.cache_events)
         patched = (patch_cache(cache_view(problem), new_lifecycle.cache, touched,
                                problem.node_index)
-                   if not removed and new_lifecycle.cache is not None else None)
+                   if not removed and delta.affinity_cache is None
+                   and new_lifecycle.cache is not None else None)
         if patched is not None:  # only the touched owners' entries written and checked
             cache_model, view = patched
         else:
             touched = None
             try:
-                cache_model = new_lifecycle.to_model()
+                cache_model = (delta.affinity_cache if delta.affinity_cache is not None
+                               and not delta.cache_events else new_lifecycle.to_model())
             except ValidationError as exc:
                 raise InputError(delta_messages(exc, "(the cache after the delta)")
                                  ) from None
@@ -396,6 +407,8 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     update: dict[str, Any] = {}
     if structural or changed or vnpu_changed:
         update["nodes"] = nodes
+    if delta.config is not None and structural:
+        update["config"] = delta.config
     if jobs_changed:
         update.update(jobs=jobs, affinity_cache=cache_model, now=now, running=running,
                       vnpu_jobs=vnpu_jobs)
@@ -490,6 +503,25 @@ def _shift_counts(counts: Counter[str] | None, before: CacheLifecycle,
     out = counts - owner_state_counts(before, touched)  # also drops counts down to 0
     out.update(owner_state_counts(after, touched))
     return out
+
+
+def _replace_running(running: list[RunningJob], delta: ClusterDelta, say: Any
+                     ) -> list[RunningJob]:
+    """``running`` without ``running-removed`` and with ``running-submitted`` appended
+    (a name in both is replaced); unknown names and duplicates are reported to ``say``."""
+    names = {r.name for r in running}
+    for i, name in enumerate(delta.running_removed):
+        if name not in names:
+            say(f"field 'running-removed[{i}]'", f"running job '{name}' does not exist")
+    gone = set(delta.running_removed)
+    out = [r for r in running if r.name not in gone]
+    present = {r.name for r in out}
+    for i, job in enumerate(delta.running_submitted):
+        if job.name in present:
+            say(f"field 'running-submitted[{i}].name'", f"running job '{job.name}' exists "
+                "already (remove it in running-removed to replace it)")
+        present.add(job.name)
+    return out + list(delta.running_submitted)
 
 
 def _drop_removed(model: AffinityCacheModel, removed: set[str]
