@@ -18,7 +18,9 @@ for a client of list and watch:
   than the compaction gets the API server's ``ERROR`` event with a ``410 Expired`` status;
 * :meth:`LoopbackApiServer.compact` forgets the events up to now (the next watch from an
   older version gets 410); :meth:`LoopbackApiServer.drop_watches` cuts every open stream
-  mid-way (no final chunk), as a restarting API server or a load balancer does.
+  mid-way (no final chunk), as a restarting API server or a load balancer does;
+  :attr:`LoopbackApiServer.unavailable` answers every request ``503`` meanwhile (an API
+  server that is down), :attr:`LoopbackApiServer.refuse_watches` only the watches.
 
 What it does not model: authentication and RBAC, ``resourceVersionMatch`` and the
 consistent-read semantics of ``resourceVersion=0`` (every list is read at the newest
@@ -133,7 +135,11 @@ class LoopbackApiServer:
         self._cleared: dict[str, int] = {}
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
-        self.requests: dict[str, int] = {"list": 0, "watch": 0, "gone": 0}
+        self.requests: dict[str, int] = {"list": 0, "watch": 0, "gone": 0, "refused": 0}
+        #: while set, every request is answered 503 (the API server is down)
+        self.unavailable = False
+        #: while set, every watch request is answered 503 (lists are served)
+        self.refuse_watches = False
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -372,6 +378,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, _status(404, "NotFound", f"no route {parts.path}"))
             return
         resource, namespace = route
+        watch = "watch=true" in parts.query or "watch=1" in parts.query
+        if self.server_state.unavailable or (watch and self.server_state.refuse_watches):
+            self.server_state.requests["refused"] += 1
+            self._send_json(503, _status(503, "ServiceUnavailable", "the API server is down"))
+            return
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         labels, fields = query.get("labelSelector"), query.get("fieldSelector")
         state = self.server_state

@@ -184,7 +184,10 @@ class WatchedCluster:
         self._records: dict[str, dict[tuple[str, str], Any]] = {k: {} for k in RECORD_KINDS}
         self._owners_of: dict[tuple[str, str, str], int] = {}  # kind, key -> its stream
         self._groups: dict[str, set[tuple[str, str]]] = {}  # job id -> pod keys
-        self._noted: dict[tuple[str, int], tuple[str, int]] = {}  # (owner, rank) -> node, t
+        self._pods_on: dict[str, set[tuple[str, str]]] = {}  # node -> pod keys bound there
+        #: cache changes of the event boundaries since the last build: (owner, rank) ->
+        #: (node, time) bound then, or ``None``: dropped with its node
+        self._noted: dict[tuple[str, int], tuple[str, int] | None] = {}
         self.previous = previous
         self.last: ImportResult | None = None
         self.refused: dict[str, list[str]] = {}  # object -> its errors (not kept)
@@ -250,16 +253,26 @@ class WatchedCluster:
             rkey = key
         if record is None:
             return
+        old = records.get(rkey)
         if kind == "Pod":
-            old = records.get(rkey)
-            if old is not None and old.group is not None:
-                self._groups.get(f"{old.namespace}/{old.group}", set()).discard(rkey)
+            if old is not None:
+                self._unindex(rkey, old)
             if record.group is not None:
                 self._groups.setdefault(f"{record.namespace}/{record.group}", set()).add(rkey)
+            if record.node:
+                self._pods_on.setdefault(record.node, set()).add(rkey)
         records[rkey] = record
         self._owners_of[(kind, *rkey)] = index
         if kind == "Pod" and record.group is not None:
             self._note_bound(f"{record.namespace}/{record.group}")
+        elif kind == "Node" and record.resource is None and record.npu_core <= 0:
+            self._note_dropped(record.name)  # not an NPU node (any more): not imported
+        elif kind == "Node" and (old is None or (old.resource is None and old.npu_core <= 0)):
+            # imported again: an import here records the ranks bound on it
+            groups = {f"{p.namespace}/{p.group}" for k in self._pods_on.get(record.name, ())
+                      if (p := self._records["Pod"][k]).group is not None}
+            for job_id in sorted(groups):
+                self._note_bound(job_id)
 
     def _forget(self, index: int, obj: dict[str, Any]) -> None:
         kind = str(obj.get("kind"))
@@ -271,13 +284,26 @@ class WatchedCluster:
             return
         self._owners_of.pop((kind, *rkey), None)
         record = self._records[kind].pop(rkey, None)
-        if kind == "Pod" and record is not None and record.group is not None:
-            job_id = f"{record.namespace}/{record.group}"
+        if kind == "Node":
+            self._note_dropped(key[1])
+        if kind == "Pod" and record is not None:
+            self._unindex(rkey, record)
+
+    def _unindex(self, key: tuple[str, str], pod: PodRecord) -> None:
+        """Take a pod out of the group and node indexes."""
+        if pod.group is not None:
+            job_id = f"{pod.namespace}/{pod.group}"
             members = self._groups.get(job_id)
             if members is not None:
-                members.discard(rkey)
+                members.discard(key)
                 if not members:
                     del self._groups[job_id]
+        if pod.node:
+            bound = self._pods_on.get(pod.node)
+            if bound is not None:
+                bound.discard(key)
+                if not bound:
+                    del self._pods_on[pod.node]
 
     def _note_bound(self, job_id: str) -> None:
         """Note the ranks ``job_id`` has bound now (the cache of an import at this event)."""
@@ -303,6 +329,17 @@ class WatchedCluster:
             record = nodes.get(("", node))
             if record is not None and (record.resource is not None or record.npu_core > 0):
                 self._noted[(spec.owner, rank)] = (node, stamp)
+
+    def _note_dropped(self, node: str) -> None:
+        """Note that ``node`` is not imported at this event: an import here drops the
+        cache entries on it (those of the last build and those noted since)."""
+        base = self.previous.affinity_cache.entries if self.previous is not None else []
+        for entry in base:
+            if entry.node == node and (entry.owner_uid, entry.rank) not in self._noted:
+                self._noted[(entry.owner_uid, entry.rank)] = None
+        for key, value in self._noted.items():
+            if value is not None and value[0] == node:
+                self._noted[key] = None
 
     def _classes(self) -> Any:
         importer = ClusterImport(Diagnostics())
@@ -359,9 +396,12 @@ class WatchedCluster:
         ttl = base.affinity_cache.ttl_seconds if base is not None else None
         entries = {(e.owner_uid, e.rank): e for e in
                    (base.affinity_cache.entries if base is not None else [])}
-        for (owner, rank), (node, stamp) in self._noted.items():
-            entries[(owner, rank)] = CacheEntry(owner_uid=owner, rank=rank, node=node,
-                                                updated=stamp)
+        for (owner, rank), noted in self._noted.items():
+            if noted is None:
+                entries.pop((owner, rank), None)
+            else:
+                entries[(owner, rank)] = CacheEntry(owner_uid=owner, rank=rank,
+                                                    node=noted[0], updated=noted[1])
         cache = (AffinityCacheModel(ttl_seconds=ttl) if ttl is not None
                  else AffinityCacheModel())
         cache = cache.model_copy(update={"entries": [entries[k] for k in sorted(entries)]})
@@ -574,7 +614,7 @@ class ClusterStreams:
             if response is not None:
                 try:
                     response.shutdown()
-                except (AttributeError, OSError):
+                except (AttributeError, OSError, ValueError):
                     with contextlib.suppress(OSError):
                         response.close()
         for thread in self.threads:
