@@ -33,7 +33,7 @@ from solver.service.state import ClusterStore
 from solver.service.watcher import ClusterWatcher, StoreTarget, start_watch
 
 pytest.importorskip("kubernetes")
-from kubernetes import client  # noqa: E402 - after the skip
+from kubernetes import client
 
 NOW = 1_764_400_000
 DUMP = Path(__file__).resolve().parents[3] / "models/kube/examples/superpod-850/t0"
@@ -209,9 +209,9 @@ def importable_after(server: LoopbackApiServer, base: dict[str, list[dict[str, A
 
 
 CHANGES = st.tuples(
-    st.sampled_from(["evict", "evict", "bind", "bind", "place", "place", "unplace", "fail", "delete-pod", "cordon",
-                     "label", "delete-node", "restore-node", "delete-group", "restore-group",
-                     "delete-map", "restore-map"]),
+    st.sampled_from(["evict", "evict", "bind", "bind", "place", "place", "unplace", "fail",
+                     "delete-pod", "cordon", "label", "delete-node", "restore-node",
+                     "delete-group", "restore-group", "delete-map", "restore-map"]),
     st.integers(0, 40), st.integers(0, 3))
 DISRUPTIONS = st.tuples(st.sampled_from(["drop", "gone", "sync"]), st.just(0),
                         st.just(0))
@@ -259,9 +259,9 @@ def test_stored_cluster_equals_the_import_chain(monkeypatch: pytest.MonkeyPatch,
                         server.drop_watches()
                         server.compact()
                         server.refuse_watches = False
-                elif importable_after(server, base, step, h.chain.scenario):
-                    if apply_step(server, base, step):
-                        h.step()
+                elif importable_after(server, base, step, h.chain.scenario) and apply_step(
+                        server, base, step):
+                    h.step()
             assert h.caught_up(), (
                 f"stored cluster differs from the import chain; watcher: "
                 f"{h.watcher.counts()}")
@@ -336,7 +336,7 @@ def test_bursts_coalesce_into_few_patches(harness: Harness) -> None:
 def test_unused_subtrees_are_dropped_on_arrival() -> None:
     """managedFields, the last-applied annotation and unread subtrees are not kept, and
     pods that neither request NPUs nor belong to a Volcano group are not kept at all."""
-    pod = {"kind": "Pod", "metadata": {
+    pod: dict[str, Any] = {"kind": "Pod", "metadata": {
         "name": "p", "managedFields": [{"manager": "kubectl"}],
         "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "a": "b"}},
         "spec": {"volumes": [{"name": "v"}], "containers": []},
