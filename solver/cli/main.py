@@ -33,6 +33,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("import", "kube_import", "kubectl dumps or a live cluster -> a scenario"),
     ("sweep", "sweep", "what-if grid of scenarios x overrides x engines on Dask"),
     ("serve", "serve", "run the planning service (HTTP, loopback by default)"),
+    ("watch", "watch", "keep a service's stored cluster current from the Kubernetes API"),
     ("examples", "examples", "list the bundled example scenarios, or print one"),
     ("schema", "schema", "print the JSON Schema of the scenario or placement file"),
 )
@@ -49,6 +50,7 @@ CLOSING = {
     "import": "nothing was imported",
     "sweep": "no cell was run",
     "serve": "the service did not start",
+    "watch": "the cluster was not watched",
 }
 
 

@@ -49,6 +49,7 @@ from models.scenario import Scenario
 from solver.service.auth import BearerAuth, HiddenToken
 from solver.service.connections import ConnectionGuard
 from solver.service.extender import ExtenderConfig, ExtenderCore, PathToken, extender_router
+from solver.service.extender.events import CacheEventForwarder
 from solver.service.metrics import PROMETHEUS_CONTENT_TYPE, ServiceMetrics
 from solver.service.parsing import (
     BadRequest,
@@ -144,6 +145,9 @@ class ServiceConfig:
     ssl_keyfile: str | None = None
     #: Volcano's extender verbs (:mod:`solver.service.extender`); ``None``: not served
     extender: ExtenderConfig | None = None
+    #: ``serve --watch``: keep a stored cluster current from the Kubernetes API
+    #: (:class:`solver.service.watcher.WatchConfig`); ``None``: no watch
+    watch: Any = None
 
 
 # --------------------------------------------------------------------------- bodies
@@ -443,6 +447,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _watched(config: ServiceConfig, cluster: str) -> bool:
+    """Whether ``serve --watch`` keeps ``cluster`` current."""
+    return config.watch is not None and config.watch.cluster == cluster
+
+
 def create_app(config: ServiceConfig | None = None) -> FastAPI:
     """Build the service application.
 
@@ -461,14 +470,29 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             ext = replace(ext, path_token=config.token)  # Volcano sends no header
         extender = ExtenderCore(ext)
         service.extender = extender
+    # the own view's cache events, coalesced; a watched cluster sees the binds itself
+    events = (CacheEventForwarder(service.runner, extender.config.cluster)
+              if extender is not None and extender.config.cluster is not None
+              and not _watched(config, extender.config.cluster) else None)
+    watch = None
+    if config.watch is not None:
+        from solver.service.watcher import ServiceWatch  # the kubernetes client's side
+
+        watch = ServiceWatch(config.watch, service.runner)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.start()
         if extender is not None:
             extender.start()
+        if watch is not None:
+            watch.start(asyncio.get_running_loop())
         yield
         service.begin_drain()
+        if watch is not None:
+            await asyncio.get_running_loop().run_in_executor(None, watch.stop)
+        if events is not None:
+            await asyncio.get_running_loop().run_in_executor(None, events.stop)
         if extender is not None:
             extender.close()
         await service.runner.close()
@@ -480,10 +504,11 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                   lifespan=lifespan, dependencies=[Depends(_known_query)])
     app.state.service = service
     app.state.extender = extender
+    app.state.watch = watch
     if config.token is not None:  # inside the timing middleware: 401s are counted too
         app.add_middleware(BearerAuth, token=HiddenToken(config.token))
     if extender is not None:
-        app.include_router(extender_router(extender, service.runner))
+        app.include_router(extender_router(extender, service.runner, events))
         if extender.config.path_token is not None:  # outside the bearer check
             app.add_middleware(PathToken, prefix=extender.config.prefix,
                                token=extender.config.path_token)

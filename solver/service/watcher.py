@@ -32,6 +32,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import orjson
@@ -113,7 +114,8 @@ class PoolTarget:
 
     def put(self, scenario: dict[str, Any]) -> int:
         """``PUT`` through the pool."""
-        reply = self._run(self.pool.put_cluster(self.name, orjson.dumps(scenario)))
+        body = orjson.dumps(scenario, option=orjson.OPT_NON_STR_KEYS)  # rank maps
+        reply = self._run(self.pool.put_cluster(self.name, body))
         return int(reply["info"]["version"])
 
     def patch(self, delta: dict[str, Any]) -> int:
@@ -121,7 +123,8 @@ class PoolTarget:
         from solver.service.parsing import BadRequest
 
         try:
-            reply = self._run(self.pool.patch_cluster(self.name, orjson.dumps(delta)))
+            body = orjson.dumps(delta, option=orjson.OPT_NON_STR_KEYS)
+            reply = self._run(self.pool.patch_cluster(self.name, body))
         except BadRequest as exc:
             if exc.status in (404, 409):
                 raise Replaced("; ".join(exc.messages[:2])) from None
@@ -276,3 +279,104 @@ def start_watch(api: Any, target: ClusterTarget, *, interval: float = DEFAULT_IN
     watcher.start()
     watcher.coalescer.poke()  # the first stored cluster: the listed objects
     return watcher, streams
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    """``serve --watch NAME``: the cluster to keep current and where to read it from.
+
+    Parameters
+    ----------
+    cluster
+        The stored cluster's name.
+    kubeconfig, context, in_cluster
+        As ``import --kubeconfig/--context/--in-cluster``.
+    host
+        An API server's URL without credentials (the loopback test server); overrides the
+        kubeconfig.
+    interval
+        The coalescing interval in seconds.
+    settings
+        Paging, timeouts and backoff of the streams.
+    clock
+        Unix seconds: each import's ``now``.
+    """
+
+    cluster: str
+    kubeconfig: str | None = None
+    context: str | None = None
+    in_cluster: bool = False
+    host: str | None = None
+    interval: float = DEFAULT_INTERVAL
+    settings: WatchSettings = field(default_factory=WatchSettings)
+    clock: Callable[[], float] = time.time
+
+    def api(self) -> Any:
+        """The ``ApiClient`` of these settings.
+
+        Raises
+        ------
+        InputError
+            When no configuration can be loaded.
+        """
+        from kubernetes import client
+
+        from models.kube.live import api_client
+
+        if self.host is not None:
+            return client.ApiClient(client.Configuration(host=self.host))
+        return api_client(self.kubeconfig, self.context, self.in_cluster)
+
+
+class ServiceWatch:
+    """The watcher of ``serve --watch``, in the service's process: the pool's ``PUT`` and
+    ``PATCH`` on the service's event loop, the streams and the coalescer in threads.
+
+    :meth:`start` returns at once; the first list runs in a background thread (the service
+    answers meanwhile: the cluster is stored once every stream has listed).
+    """
+
+    def __init__(self, config: WatchConfig, pool: Any) -> None:
+        self.config = config
+        self.pool = pool
+        self.watcher: ClusterWatcher | None = None
+        self.streams: ClusterStreams | None = None
+        self.error: str | None = None
+        self._thread: threading.Thread | None = None
+        self._stopped = threading.Event()
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """List and watch in the background, storing into the pool on ``loop``."""
+        def run() -> None:
+            try:
+                target = PoolTarget(self.pool, self.config.cluster, loop)
+                watcher, streams = start_watch(self.config.api(), target,
+                                               interval=self.config.interval,
+                                               settings=self.config.settings,
+                                               clock=self.config.clock)
+            except InputError as exc:
+                self.error = "; ".join(exc.messages[:3])
+                log.error("watch of cluster %s: %s", self.config.cluster, self.error)
+                return
+            self.watcher, self.streams = watcher, streams
+            if self._stopped.is_set():
+                self.stop()
+
+        self._thread = threading.Thread(target=run, name="watch-start", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the streams and the coalescer (what is pending is not sent)."""
+        self._stopped.set()
+        if self.streams is not None:
+            self.streams.stop()
+        if self.watcher is not None:
+            self.watcher.coalescer.stop(flush=False)
+
+    def status(self) -> dict[str, Any]:
+        """The watcher's counts (or its start error)."""
+        if self.watcher is None:
+            return {"cluster": self.config.cluster, "state": "listing" if self.error is None
+                    else "failed", "error": self.error}
+        return {"cluster": self.config.cluster, "state": "watching",
+                **self.watcher.counts()}

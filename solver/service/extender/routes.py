@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from solver.service.auth import PATH_AUTHORIZED
 from solver.service.extender.core import ExtenderCore, Session
+from solver.service.extender.events import CacheEventForwarder
 from solver.service.extender.protocol import ABSTAIN, EMPTY, EVENT_OK, FITS, SnapshotError
 from solver.service.parsing import BadRequest, refuse_declared_length
 
@@ -104,15 +105,16 @@ async def _stream(request: Request, limit: int, timeout: float,
     return size
 
 
-def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
+def extender_router(core: ExtenderCore, pool: Any = None,
+                    events: CacheEventForwarder | None = None) -> APIRouter:
     """The verbs as routes under ``core.config.prefix``.
 
     ``pool`` is the service's :class:`~solver.service.pool.WorkerPool`, which holds the
-    stored clusters (own-view mode, :attr:`ExtenderConfig.cluster`).
+    stored clusters (own-view mode, :attr:`ExtenderConfig.cluster`); ``events`` forwards
+    the own view's cache events to it (``None``: not forwarded).
     """
     config = core.config
     router = APIRouter(prefix=config.prefix.rstrip("/"), tags=["volcano extender"])
-    forwarding: set[asyncio.Task[Any]] = set()
 
     async def stored_scenario(deadline: float) -> bytes:
         name = config.cluster
@@ -127,23 +129,12 @@ def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
         return bytes(reply["scenario"])
 
     def forward(event: dict[str, Any] | None) -> None:
-        """Send a cache event to the stored cluster (in order, without waiting)."""
-        name = config.cluster
-        record = pool.clusters.get(name) if pool is not None and name else None
-        if event is None or record is None:
-            return
-        body = orjson.dumps({"cache-events": [event]})
-
-        async def send() -> None:
-            try:
-                await pool.call("patch", (name, body), home=record.home,
-                                on_reply=lambda r: pool.record_patch(name, r))
-            except BadRequest as exc:
-                log.warning("extender: cache event %s not applied: %s", event, exc.messages)
-
-        task = asyncio.ensure_future(send())
-        forwarding.add(task)
-        task.add_done_callback(forwarding.discard)
+        """Queue a cache event for the stored cluster (coalesced: at most one PATCH per
+        interval, :mod:`solver.service.extender.events`); nothing when the cluster is
+        kept by a watch (the watch sees the binds)."""
+        if events is not None and event is not None:
+            events.start(asyncio.get_running_loop())
+            events.add(event)
 
     async def small_body(request: Request) -> dict[str, Any]:
         body = await _read(request, config.max_verb_mb, config.http_timeout)
