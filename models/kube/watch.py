@@ -193,12 +193,16 @@ class WatchedCluster:
         self.refused: dict[str, list[str]] = {}  # object -> its errors (not kept)
         self.changes = 0
         self.builds = 0
+        #: the importer of the ConfigMaps and PriorityClasses (``None``: one changed)
+        self._static: ClusterImport | None = None
 
     # ------------------------------------------------------------------ intake
     def replace(self, index: int, objects: list[dict[str, Any]]) -> None:
         """A fresh list of stream ``index``: its objects become exactly ``objects``."""
         with self._lock:
             stream = self.streams[index]
+            if stream.call.kind not in RECORD_KINDS:
+                self._static = None
             fresh = {_key(o): o for o in objects if wanted(o)}
             for key in [k for k in stream.objects if k not in fresh]:
                 self._forget(index, stream.objects.pop(key))
@@ -214,6 +218,8 @@ class WatchedCluster:
         """One watch event (``ADDED``, ``MODIFIED``, ``DELETED``) of stream ``index``."""
         with self._lock:
             stream = self.streams[index]
+            if stream.call.kind not in RECORD_KINDS:
+                self._static = None
             key = _key(obj)
             if kind == "DELETED" or not wanted(obj):
                 old = stream.objects.pop(key, None)
@@ -318,7 +324,7 @@ class WatchedCluster:
         group = JobGroup(job_id, self._records["PodGroup"].get((namespace, name)))
         group.pods.extend(pods)
         try:
-            spec = job_spec(group, self._classes(), diag)
+            spec = job_spec(group, self._static_import().classes, diag)
         except (ValueError, KeyError, TypeError):
             return
         if spec is None or spec.owner is None:
@@ -341,14 +347,6 @@ class WatchedCluster:
             if value is not None and value[0] == node:
                 self._noted[key] = None
 
-    def _classes(self) -> Any:
-        importer = ClusterImport(Diagnostics())
-        for stream in self.streams:
-            if stream.call.kind == "PriorityClass":
-                for _, obj in sorted(stream.objects.items()):
-                    importer.add(obj, "watch")
-        return importer.classes
-
     # ------------------------------------------------------------------ build
     def build(self, now: int | None = None) -> ImportResult:
         """The scenario of the objects now, imported with ``--previous`` the last build
@@ -368,12 +366,13 @@ class WatchedCluster:
                              for key in sorted(self._records["Pod"])}
             importer.podgroups = {f"{key[0]}/{key[1]}": self._records["PodGroup"][key]
                                   for key in sorted(self._records["PodGroup"])}
-            for stream in self.streams:
-                if stream.call.kind in RECORD_KINDS:
-                    importer.objects += len(stream.objects)
-                    continue
-                for _, obj in sorted(stream.objects.items()):
-                    importer.add(obj, f"watch of {stream.call.what}")
+            static = self._static_import()
+            importer.devices, importer.classes = static.devices, static.classes
+            importer.scheduler_cm, importer.reschedule = static.scheduler_cm, static.reschedule
+            importer.diag.errors.extend(static.diag.errors)
+            for text, objs in static.diag._warnings.items():
+                importer.diag._warnings.setdefault(text, []).extend(objs)
+            importer.objects = sum(len(stream.objects) for stream in self.streams)
             previous = self._previous_with_noted()
             noted = self._noted
             self._noted = {}
@@ -387,6 +386,20 @@ class WatchedCluster:
         self.last = result
         self.builds += 1
         return result
+
+    def _static_import(self) -> ClusterImport:
+        """The ConfigMaps and PriorityClasses added to an importer, in the order of the
+        list calls; kept until one of them changes (device info is parsed once per
+        change, not once per build)."""
+        if self._static is None:
+            static = ClusterImport(Diagnostics())
+            for stream in self.streams:
+                if stream.call.kind in RECORD_KINDS:
+                    continue
+                for _, obj in sorted(stream.objects.items()):
+                    static.add(obj, f"watch of {stream.call.what}")
+            self._static = static
+        return self._static
 
     def _previous_with_noted(self) -> Scenario | None:
         """The last build's scenario with the ranks noted since written into its cache."""

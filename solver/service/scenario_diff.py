@@ -11,7 +11,8 @@ that the stored cluster, once the delta is applied, exports exactly the newer sc
 * jobs, vNPU jobs, running jobs and nodes keep the order of the newer scenario: items are
   compared by name, the longest prefix of unchanged items in the same order is kept, and
   every other item is removed and submitted again (submitted items go to the end);
-* ``config`` and ``affinity-cache`` are sent whole when they differ.
+* ``config`` and ``affinity-cache`` are sent whole when they differ (the cache also when
+  a node goes: the stored cluster rewrites its cache then).
 
 A delta with nothing in it is ``None``.
 """
@@ -134,7 +135,10 @@ def scenario_delta(old: Scenario, new: Scenario) -> dict[str, Any] | None:
                                                     exclude_none=True) for item in submitted]
     if new.config != old.config:
         delta["config"] = new.config.model_dump(by_alias=True, mode="json", exclude_none=True)
-    if new.affinity_cache != old.affinity_cache:
+    nodes_gone = set(removed) - {n.name for n in added}
+    # a node that goes rewrites the stored cache through the lifecycle (one time per
+    # owner): the section is sent whenever one does, so that it stays the import's
+    if new.affinity_cache != old.affinity_cache or nodes_gone:
         delta["affinity-cache"] = new.affinity_cache.model_dump(by_alias=True, mode="json",
                                                                 exclude_none=True)
     return delta or None
