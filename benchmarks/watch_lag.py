@@ -16,7 +16,8 @@ the worker's apply, without the HTTP hop), and this script measures:
   wait for the next plan;
 * a 410 resync: watches refused and cut, changes made, the history compacted, watches
   allowed again; seconds until the stored cluster holds the changes (one PATCH);
-* peak resident memory of this process above its level before the watch started.
+* peak resident memory of this process above its level before the watch started
+  (``VmHWM``, :class:`benchmarks.common.MemoryProbe`).
 
 The machine's load average is printed with every figure (a shared machine: prefer CPU
 seconds).  Usage::
@@ -32,39 +33,14 @@ import json
 import multiprocessing
 import os
 import statistics
-import threading
 import time
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
+from benchmarks.common import MemoryProbe
+
 NOW = 1_764_400_000
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-class _Peak:
-    """Sample this process's resident memory every 50 ms; the peak."""
-
-    def __init__(self) -> None:
-        self.peak = _rss_mb()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.05):
-            self.peak = max(self.peak, _rss_mb())
-
-    def stop(self) -> float:
-        self._stop.set()
-        self._thread.join()
-        return max(self.peak, _rss_mb())
 
 
 def _child(conn: Connection, nodes: int) -> None:
@@ -148,8 +124,8 @@ def run(nodes: int, rates: list[int], seconds: float, interval: float,
     process.start()
     url = parent.recv()
     out: dict[str, Any] = {"nodes": nodes}
-    base_rss = _rss_mb()
-    peak = _Peak()
+    probe = MemoryProbe()
+    base_rss = probe.reset()
     store = ClusterStore()
     cpu, wall = time.process_time(), time.perf_counter()
     watcher, streams = start_watch(client.ApiClient(client.Configuration(host=url)),
@@ -208,7 +184,7 @@ def run(nodes: int, rates: list[int], seconds: float, interval: float,
                      "patches": watcher.patches - patches, "puts-total": watcher.puts,
                      "load": _load()}
     print(f"410 resync: {out['resync']}", flush=True)
-    out["peak-mb-above-start"] = round(peak.stop() - base_rss, 1)
+    out["peak-mb-above-start"] = round(probe.peak() - base_rss, 1)
     print(f"peak resident memory above the start: {out['peak-mb-above-start']} MB", flush=True)
     streams.stop()
     watcher.stop()
@@ -232,8 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                for n in args.nodes]
     text = json.dumps(results, indent=1)
     if args.out:
-        with open(args.out, "w") as handle:
-            handle.write(text + "\n")
+        Path(args.out).write_text(text + "\n")
     print(text)
     return 0
 
