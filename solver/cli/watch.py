@@ -79,18 +79,32 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     import logging
 
     require_extra("serve", "npu-place watch")
-    from models.validation import InputError
     from solver.service.auth import AccessSetupError, load_token
-    from solver.service.client import PlanClient
-    from solver.service.watcher import HttpTarget, start_watch
 
     config = watch_settings(args, args.cluster)
     try:
         token = None if args.token_file is None else load_token(args.token_file)
     except AccessSetupError as exc:
         raise CliError(str(exc)) from None
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logger = logging.getLogger("npu_place")
+    handler = logging.StreamHandler(sys.stderr)  # this command's lines, removed at the end
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        return _watch(args, config, token)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _watch(args: argparse.Namespace, config: Any, token: str | None) -> int:
+    """Start the watcher into the service and run it until interrupted (or --seconds)."""
+    from models.validation import InputError
+    from solver.service.client import PlanClient
+    from solver.service.watcher import HttpTarget, start_watch
+
     client = PlanClient(args.service, token=token)
     try:
         watcher, streams = start_watch(config.api(), HttpTarget(client, config.cluster),

@@ -26,6 +26,8 @@ import orjson
 from solver.service.coalesce import DEFAULT_INTERVAL, DEFAULT_MAX_EVENTS, Coalescer
 
 log = logging.getLogger("npu_place.extender")
+#: Seconds between two PATCHes of cache events (read when a forwarder is made).
+EVENT_INTERVAL = DEFAULT_INTERVAL
 
 
 class CacheEventForwarder:
@@ -38,18 +40,19 @@ class CacheEventForwarder:
     cluster
         The stored cluster's name.
     interval, max_events
-        The coalescer's interval and queue bound.
+        The coalescer's interval (default :data:`EVENT_INTERVAL`) and queue bound.
     timeout
         Seconds one ``PATCH`` may take.
     """
 
-    def __init__(self, pool: Any, cluster: str, interval: float = DEFAULT_INTERVAL,
+    def __init__(self, pool: Any, cluster: str, interval: float | None = None,
                  max_events: int = DEFAULT_MAX_EVENTS, timeout: float = 30.0) -> None:
         self.pool = pool
         self.cluster = cluster
         self.timeout = timeout
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.coalescer = Coalescer(self._send, interval, max_events,
+        self.coalescer = Coalescer(self._send, EVENT_INTERVAL if interval is None
+                                   else interval, max_events,
                                    name="extender-cache-events")
         self.patches = 0
         self.refused = 0

@@ -27,6 +27,7 @@ from models.kube.watch import WatchSettings
 from solver.cli import main
 from solver.service.app import ServiceConfig
 from solver.service.extender import ExtenderConfig
+from solver.service.extender import events as extender_events
 from solver.service.watcher import WatchConfig
 from tests.solver.service.conftest import running_server
 from tests.solver.service.test_watcher import NOW, oracle_at_once
@@ -98,10 +99,12 @@ def test_serve_watch_keeps_the_stored_cluster_equal_to_the_import() -> None:
             assert any("finetune" in job for job in session.owners)
 
 
-def test_own_view_events_are_coalesced_and_bounded() -> None:
+def test_own_view_events_are_coalesced_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Own view without a watch: a flood of allocateFunc events becomes few PATCHes of
     cache events (not one each), a bad event is dropped alone, and every good bind
-    reaches the stored cluster's cache; the next session opens."""
+    reaches the stored cluster's cache; the next session opens.  The interval is 1 s here,
+    so that the count does not depend on how fast a loaded machine posts the events."""
+    monkeypatch.setattr(extender_events, "EVENT_INTERVAL", 1.0)
     case = generate_case(GenParams("ordinary", nodes=8, seed=2, jobs=2, occupancy=0.2,
                                    unhealthy=0.0, subhealthy=0.0))
     cluster = cluster_from_scenario(case.scenario, "ordinary")
