@@ -49,7 +49,7 @@ from models.scenario import Scenario
 from solver.service.auth import BearerAuth, HiddenToken
 from solver.service.connections import ConnectionGuard
 from solver.service.extender import ExtenderConfig, ExtenderCore, PathToken, extender_router
-from solver.service.extender.events import CacheEventForwarder
+from solver.service.extender.forward import CacheEventForwarder
 from solver.service.metrics import PROMETHEUS_CONTENT_TYPE, ServiceMetrics
 from solver.service.parsing import (
     BadRequest,

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from solver.service.auth import PATH_AUTHORIZED
 from solver.service.extender.core import ExtenderCore, Session
-from solver.service.extender.events import CacheEventForwarder
+from solver.service.extender.forward import CacheEventForwarder
 from solver.service.extender.protocol import ABSTAIN, EMPTY, EVENT_OK, FITS, SnapshotError
 from solver.service.parsing import BadRequest, refuse_declared_length
 
@@ -130,7 +130,7 @@ def extender_router(core: ExtenderCore, pool: Any = None,
 
     def forward(event: dict[str, Any] | None) -> None:
         """Queue a cache event for the stored cluster (coalesced: at most one PATCH per
-        interval, :mod:`solver.service.extender.events`); nothing when the cluster is
+        interval, :mod:`solver.service.extender.forward`); nothing when the cluster is
         kept by a watch (the watch sees the binds)."""
         if events is not None and event is not None:
             events.start(asyncio.get_running_loop())

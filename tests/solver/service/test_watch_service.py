@@ -27,7 +27,7 @@ from models.kube.watch import WatchSettings
 from solver.cli import main
 from solver.service.app import ServiceConfig
 from solver.service.extender import ExtenderConfig
-from solver.service.extender import events as extender_events
+from solver.service.extender import forward as extender_events
 from solver.service.watcher import WatchConfig
 from tests.solver.service.conftest import running_server
 from tests.solver.service.test_watcher import NOW, oracle_at_once
