@@ -76,6 +76,7 @@ ALLOWED: dict[tuple[str, str, str], tuple[int, str]] = {
     ("benchmarks/doc_figures.py", "main", "page.write_text"):
         (1, "write: rewrites a page of the repository's own docs/"),
     ("benchmarks/extender_bench.py", "main", "Path(args.out).write_text"): (2, "write: --out"),
+    ("benchmarks/watch_lag.py", "main", "Path(args.out).write_text"): (1, "write: --out"),
     ("benchmarks/volcano_session.py", "VolcanoCluster.write_device_dump", "path.write_text"):
         (1, "write: the harness's own device-info dump in its temporary folder"),
     ("models/io.py", "save_scenario", "Path(path).write_text"): (1, "write: --output"),

@@ -35,6 +35,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("serve", "serve", "run the planning service (HTTP, loopback by default)"),
     ("volcano", "volcano_session",
      "play one Volcano session from kubectl dumps against serve --extender"),
+    ("watch", "watch", "keep a service's stored cluster current from the Kubernetes API"),
     ("examples", "examples", "list the bundled examples, print one, or copy one"),
     ("schema", "schema", "print the JSON Schema of the scenario or placement file"),
 )
@@ -52,6 +53,7 @@ CLOSING = {
     "sweep": "no cell was run",
     "serve": "the service did not start",
     "volcano": "no session was played",
+    "watch": "the cluster was not watched",
 }
 
 

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from models.limits import MAX_WORKERS, check_time_limit
 from solver.cli.options import bounded, in_range
+from solver.cli.watch import add_source_options, watch_settings
 from solver.doors import CliError, require_extra
 
 
@@ -89,6 +90,12 @@ def register(sub: Any) -> None:
     ext.add_argument("--extender-max-snapshot-mb", type=in_range(float, 0.001, 4096),
                      default=256.0, metavar="M", dest="extender_max_snapshot_mb",
                      help="largest onSessionOpen body in MB (default 256; 413 above it)")
+    watch = p.add_argument_group("Kubernetes watch (docs/watch.md)")
+    watch.add_argument("--watch", metavar="NAME", dest="watch",
+                       help="keep the stored cluster NAME current from the Kubernetes API "
+                            "(list and watch, as npu-place watch); with --extender, the "
+                            "extender's own view plans it (--extender-cluster NAME)")
+    add_source_options(watch, "watch-")
     p.set_defaults(run=run)
 
 
@@ -120,6 +127,12 @@ def extender_settings(args: argparse.Namespace) -> Any:
                        "--ssl-keyfile; the --token-file token then rides in urlPrefix), or "
                        "--insecure if the network is protected otherwise; the default is a "
                        "loopback sidecar in the scheduler's pod")
+    if args.watch is not None:  # the own view plans the watched cluster
+        if args.extender_cluster not in (None, args.watch):
+            raise CliError(f"--extender-cluster {args.extender_cluster} with --watch "
+                           f"{args.watch}: the extender plans the watched cluster (give one "
+                           "name)")
+        args.extender_cluster = args.watch
     if args.extender_cluster is not None and not re.fullmatch(CLUSTER_NAME,
                                                               args.extender_cluster):
         raise CliError(f"--extender-cluster {args.extender_cluster}: not a cluster name "
@@ -173,7 +186,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                            max_clusters=args.max_clusters,
                            recycle_after=args.recycle_after, token=token,
                            ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
-                           extender=extender)
+                           extender=extender,
+                           watch=None if args.watch is None
+                           else watch_settings(args, args.watch))
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

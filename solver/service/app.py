@@ -50,6 +50,7 @@ from solver.service.auth import BearerAuth, HiddenToken
 from solver.service.connections import ConnectionGuard
 from solver.service.extender import ExtenderConfig, ExtenderCore, PathToken, extender_router
 from solver.service.extender.config import check_prefix
+from solver.service.extender.forward import CacheEventForwarder
 from solver.service.metrics import PROMETHEUS_CONTENT_TYPE, ServiceMetrics
 from solver.service.outcome import PARSE_NOT_DONE, SOURCE_SOLVE, PlanOutcome, Saturated
 from solver.service.parsing import (
@@ -146,6 +147,9 @@ class ServiceConfig:
     ssl_keyfile: str | None = None
     #: Volcano's extender verbs (:mod:`solver.service.extender`); ``None``: not served
     extender: ExtenderConfig | None = None
+    #: ``serve --watch``: keep a stored cluster current from the Kubernetes API
+    #: (:class:`solver.service.watcher.WatchConfig`); ``None``: no watch
+    watch: Any = None
 
 
 # --------------------------------------------------------------------------- bodies
@@ -458,6 +462,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _watched(config: ServiceConfig, cluster: str) -> bool:
+    """Whether ``serve --watch`` keeps ``cluster`` current."""
+    return config.watch is not None and config.watch.cluster == cluster
+
+
 def create_app(config: ServiceConfig | None = None) -> FastAPI:
     """Build the service application.
 
@@ -478,14 +487,29 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         extender.on_event_dropped = lambda verb, field: \
             service.metrics.extender_events_dropped.labels(verb, field).inc()
         service.extender = extender
+    # the own view's cache events, coalesced; a watched cluster sees the binds itself
+    events = (CacheEventForwarder(service.pool, extender.config.cluster)
+              if extender is not None and extender.config.cluster is not None
+              and not _watched(config, extender.config.cluster) else None)
+    watch = None
+    if config.watch is not None:
+        from solver.service.watcher import ServiceWatch  # the kubernetes client's side
+
+        watch = ServiceWatch(config.watch, service.pool)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.start()
         if extender is not None:
             extender.start()
+        if watch is not None:
+            watch.start(asyncio.get_running_loop())
         yield
         service.begin_drain()
+        if watch is not None:
+            await asyncio.get_running_loop().run_in_executor(None, watch.stop)
+        if events is not None:
+            await asyncio.get_running_loop().run_in_executor(None, events.stop)
         if extender is not None:
             extender.close()
         await service.pool.close()
@@ -497,10 +521,11 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                   lifespan=lifespan, dependencies=[Depends(_known_query)])
     app.state.service = service
     app.state.extender = extender
+    app.state.watch = watch
     if config.token is not None:  # inside the timing middleware: 401s are counted too
         app.add_middleware(BearerAuth, token=HiddenToken(config.token))
     if extender is not None:
-        app.include_router(extender_router(extender, service.pool))
+        app.include_router(extender_router(extender, service.pool, events))
         if extender.config.path_token is not None:  # outside the bearer check
             app.add_middleware(PathToken, prefix=extender.config.prefix,
                                token=extender.config.path_token)

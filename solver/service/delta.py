@@ -25,10 +25,13 @@ from models.scenario import (
     MAX_ID,
     MAX_NODE_IMAGES,
     MAX_NODE_NPUS,
+    AffinityCacheModel,
+    Config,
     Health,
     ImageSizeGb,
     Job,
     Node,
+    RunningJob,
     VnpuChip,
     VnpuJob,
 )
@@ -105,10 +108,13 @@ class ClusterDelta(_Model):
 
     Applied in this order: ``now``, ``nodes-removed``, ``nodes-added``, ``node-updates``,
     ``jobs-removed``, ``jobs-submitted``, ``vnpu-jobs-removed``, ``vnpu-jobs-submitted``,
-    ``cache-events``.  Removing and submitting a vNPU job of the same name in one delta
-    replaces it.  A delta is applied whole or not at all: it is applied to a copy, the
-    result must pass every rule a full scenario body passes, and only then does it replace
-    the stored cluster.
+    ``running-removed``, ``running-submitted``, ``config``, ``affinity-cache``,
+    ``cache-events``.  Removing and submitting a vNPU job (or a running job, or a node) of
+    the same name in one delta replaces it.  ``config`` and ``affinity-cache`` replace the
+    whole section: what a watcher of the cluster sends when the importer's answer changed
+    there (``npu-place watch``, docs/watch.md).  A delta is applied whole or not at all: it
+    is applied to a copy, the result must pass every rule a full scenario body passes, and
+    only then does it replace the stored cluster.
     """
 
     now: int | None = Field(None, ge=0, le=MAX_TIMESTAMP,
@@ -132,6 +138,18 @@ class ClusterDelta(_Model):
     vnpu_jobs_removed: list[Name] = Field(
         default_factory=list, alias="vnpu-jobs-removed", max_length=MAX_JOBS,
         description="names of pending vNPU jobs to remove (placed, deleted or replaced)")
+    running_submitted: list[RunningJob] = Field(
+        default_factory=list, alias="running-submitted", max_length=MAX_JOBS,
+        description="running jobs added (or replaced, with running-removed)")
+    running_removed: list[Name] = Field(
+        default_factory=list, alias="running-removed", max_length=MAX_JOBS,
+        description="names of running jobs to remove (finished, evicted or replaced)")
+    config: Config | None = Field(
+        None, description="the scheduler configuration replacing the stored one")
+    affinity_cache: AffinityCacheModel | None = Field(
+        None, alias="affinity-cache",
+        description="the whole affinity-cache section replacing the stored one (the "
+                    "entries' lifecycle states become 'kept'); cache-events apply after it")
     cache_events: list[CacheEvent] = Field(default_factory=list, alias="cache-events",
                                            max_length=MAX_CACHE_ENTRIES)
 

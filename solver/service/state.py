@@ -283,7 +283,7 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     notes: list[str] = []
     jobs_changed = edit.jobs_edited
     cache: _CacheChange | None = None
-    if delta.cache_events or edit.removed:
+    if delta.cache_events or edit.removed or delta.affinity_cache is not None:
         cache = _apply_cache_events(problem, lifecycle, delta, edit, stamp, notes)
         jobs_changed = True
     if edit.now_moved and not jobs_changed and not edit.structural:
@@ -295,6 +295,8 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     update: dict[str, Any] = {}
     if edit.structural or edit.changed or edit.vnpu_changed:
         update["nodes"] = edit.nodes
+    if delta.config is not None and edit.structural:
+        update["config"] = delta.config
     if jobs_changed:
         update.update(jobs=edit.jobs, affinity_cache=cache.model, now=edit.now,
                       running=edit.running, vnpu_jobs=edit.vnpu_jobs)
@@ -430,11 +432,18 @@ def _edit_jobs(problem: Problem, delta: ClusterDelta, edit: _Edit) -> None:
     for i, event in enumerate(delta.cache_events):
         if event.event is CacheEventKind.BIND and event.node not in node_names:
             say(f"field 'cache-events[{i}].node'", f"node '{event.node}' does not exist")
+    # a node removed and added again in one delta is replaced, not gone
+    edit.removed -= {n.name for n in delta.nodes_added}
     running = list(scenario.running)
     if edit.removed and running:
         running = [r.model_copy(update={"ranks": {k: v for k, v in r.ranks.items()
                                                   if v not in edit.removed}})
                    for r in running]
+    if delta.running_removed or delta.running_submitted:
+        running = _replace_running(running, delta, say)
+        edit.jobs_edited = True
+    if delta.config is not None and delta.config != scenario.config:
+        edit.structural = True
     edit.running = running
 
 
@@ -443,7 +452,10 @@ def _apply_cache_events(problem: Problem, lifecycle: CacheLifecycle, delta: Clus
     """The cache lifecycle after the delta's cache events (on a copy: the stored one
     changes only when all is valid) and the cache section it writes; entries on removed
     nodes dropped."""
-    new_lifecycle = lifecycle.copy()
+    # the new section's lifecycle when the delta carries the whole section (a watcher's
+    # resync), else a copy of the stored one
+    new_lifecycle = (lifecycle.copy() if delta.affinity_cache is None
+                     else CacheLifecycle.from_model(delta.affinity_cache))
     if stamp is None:
         stamp = int(edit.now) if edit.now is not None else int(time.time())
     for i, event in enumerate(delta.cache_events):
@@ -467,7 +479,8 @@ def _apply_cache_events(problem: Problem, lifecycle: CacheLifecycle, delta: Clus
     removed = edit.removed
     patched = (patch_cache(cache_view(problem), new_lifecycle.cache, owners,
                            problem.node_index)
-               if not removed and new_lifecycle.cache is not None else None)
+               if not removed and delta.affinity_cache is None
+               and new_lifecycle.cache is not None else None)
     view: CacheView | None = None
     touched: frozenset[str] | None = owners
     if patched is not None:  # only the touched owners' entries written and checked
@@ -475,7 +488,8 @@ def _apply_cache_events(problem: Problem, lifecycle: CacheLifecycle, delta: Clus
     else:
         touched = None
         try:
-            cache_model = new_lifecycle.to_model()
+            cache_model = (delta.affinity_cache if delta.affinity_cache is not None
+                           and not delta.cache_events else new_lifecycle.to_model())
         except ValidationError as exc:
             raise InputError(delta_messages(exc, "(the cache after the delta)")) from None
     if removed:
@@ -599,6 +613,25 @@ def _shift_counts(counts: Counter[str] | None, before: CacheLifecycle,
     out = counts - owner_state_counts(before, touched)  # also drops counts down to 0
     out.update(owner_state_counts(after, touched))
     return out
+
+
+def _replace_running(running: list[RunningJob], delta: ClusterDelta, say: Any
+                     ) -> list[RunningJob]:
+    """``running`` without ``running-removed`` and with ``running-submitted`` appended
+    (a name in both is replaced); unknown names and duplicates are reported to ``say``."""
+    names = {r.name for r in running}
+    for i, name in enumerate(delta.running_removed):
+        if name not in names:
+            say(f"field 'running-removed[{i}]'", f"running job '{name}' does not exist")
+    gone = set(delta.running_removed)
+    out = [r for r in running if r.name not in gone]
+    present = {r.name for r in out}
+    for i, job in enumerate(delta.running_submitted):
+        if job.name in present:
+            say(f"field 'running-submitted[{i}].name'", f"running job '{job.name}' exists "
+                "already (remove it in running-removed to replace it)")
+        present.add(job.name)
+    return out + list(delta.running_submitted)
 
 
 def _drop_removed(model: AffinityCacheModel, removed: set[str]

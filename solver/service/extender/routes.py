@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from solver.service.auth import PATH_AUTHORIZED
 from solver.service.extender.core import ExtenderCore, Session
+from solver.service.extender.forward import CacheEventForwarder
 from solver.service.extender.protocol import (
     ABSTAIN,
     EMPTY,
@@ -136,15 +137,16 @@ def parse_verb_body(body: bytes, limit: int, verb: str) -> dict[str, Any]:
     return data
 
 
-def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
+def extender_router(core: ExtenderCore, pool: Any = None,
+                    events: CacheEventForwarder | None = None) -> APIRouter:
     """The verbs as routes under ``core.config.prefix``.
 
     ``pool`` is the service's :class:`~solver.service.pool.WorkerPool`, which holds the
-    stored clusters (own-view mode, :attr:`ExtenderConfig.cluster`).
+    stored clusters (own-view mode, :attr:`ExtenderConfig.cluster`); ``events`` forwards
+    the own view's cache events to it (``None``: not forwarded).
     """
     config = core.config
     router = APIRouter(prefix=config.prefix.rstrip("/"), tags=["volcano extender"])
-    forwarding: set[asyncio.Task[Any]] = set()
     # every verb body other than the snapshot is parsed here, off the event loop and one
     # at a time: the memory of parsing is that of one body within the value bound
     parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="extender-parse")
@@ -165,22 +167,12 @@ def extender_router(core: ExtenderCore, pool: Any = None) -> APIRouter:
         return bytes(reply.scenario)
 
     def forward(event: dict[str, Any] | None) -> None:
-        """Send a cache event to the stored cluster (in order, without waiting)."""
-        name = config.cluster
-        record = pool.clusters.get(name) if pool is not None and name else None
-        if event is None or record is None:
-            return
-        body = orjson.dumps({"cache-events": [event]})
-
-        async def send() -> None:
-            try:
-                await pool.patch_cluster(name, body)
-            except BadRequest as exc:
-                log.warning("extender: cache event %s not applied: %s", event, exc.messages)
-
-        task = asyncio.ensure_future(send())
-        forwarding.add(task)
-        task.add_done_callback(forwarding.discard)
+        """Queue a cache event for the stored cluster (coalesced: at most one PATCH per
+        interval, :mod:`solver.service.extender.forward`); nothing when the cluster is
+        kept by a watch (the watch sees the binds)."""
+        if events is not None and event is not None:
+            events.start(asyncio.get_running_loop())
+            events.add(event)
 
     async def small_body(request: Request, verb: str) -> dict[str, Any]:
         body = await _read(request, config.max_verb_mb, config.http_timeout)

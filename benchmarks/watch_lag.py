@@ -1,0 +1,217 @@
+"""The watcher at scale: first list, sustained pod events, a 410 resync (docs/watch.md).
+
+A loopback API server (:mod:`benchmarks.kube_api`) holding a synthetic cluster of the
+project's dump generator (:func:`benchmarks.kube_dump.synthetic`) runs in a child process,
+so that its JSON work is not counted in the watcher's CPU or memory.  The watcher runs
+here, into a stored cluster of this process (:class:`~solver.service.watcher.StoreTarget`:
+the worker's apply, without the HTTP hop), and this script measures:
+
+* the first list and the first stored cluster (wall and CPU seconds);
+* sustained pod events (a running rank evicted, i.e. its pod re-created pending, then
+  bound again, alternately) at each ``--rates`` for ``--seconds`` each: the lag from an
+  event's arrival at the watcher to the stored version that holds it (p50, p99), the
+  PATCHes sent, CPU seconds of this process, and the events the server wrote;
+* one plan (greedy) on the stored cluster: a version is seen by every plan that starts
+  after it is stored, so the lag to a plan that sees an event is the lag above plus the
+  wait for the next plan;
+* a 410 resync: watches refused and cut, changes made, the history compacted, watches
+  allowed again; seconds until the stored cluster holds the changes (one PATCH);
+* peak resident memory of this process above its level before the watch started
+  (``VmHWM``, :class:`benchmarks.common.MemoryProbe`).
+
+The machine's load average is printed with every figure (a shared machine: prefer CPU
+seconds).  Usage::
+
+    python -m benchmarks.watch_lag --nodes 16384 --rates 100 1000 5000 --seconds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import multiprocessing
+import os
+import statistics
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import MemoryProbe
+
+NOW = 1_764_400_000
+
+
+def _child(conn: Connection, nodes: int) -> None:
+    """The API server's process: build, serve, and write events on command."""
+    from benchmarks.kube_api import LoopbackApiServer
+    from benchmarks.kube_dump import synthetic
+
+    objects = synthetic(nodes, now=NOW).objects()
+    server = LoopbackApiServer(bookmark_seconds=5.0)
+    for obj in objects:
+        server.apply(obj)
+    running = [o for o in objects if o["kind"] == "Pod" and o["spec"].get("nodeName")]
+    del objects
+    server.start()
+    conn.send(server.url)
+    flip = 0
+    while True:
+        command = conn.recv()
+        if command[0] == "stop":
+            server.stop()
+            conn.send("stopped")
+            return
+        if command[0] == "events":
+            rate, seconds = command[1], command[2]
+            started = time.monotonic()
+            written = 0
+            while time.monotonic() - started < seconds:
+                due = int((time.monotonic() - started) * rate) + 1
+                while written < due:
+                    pod = running[(written // 2) % len(running)]
+                    if (written + flip) % 2 == 0:
+                        pending = copy.deepcopy(pod)
+                        pending["spec"].pop("nodeName", None)
+                        pending["status"] = {"phase": "Pending"}
+                        server.apply(pending)
+                    else:
+                        server.apply(pod)
+                    written += 1
+                time.sleep(0.001)
+            flip += written % 2
+            conn.send(written)
+        elif command[0] == "resync":
+            count = command[1]
+            server.refuse_watches = True
+            server.drop_watches()
+            for pod in running[:count]:
+                pending = copy.deepcopy(pod)
+                pending["spec"].pop("nodeName", None)
+                pending["status"] = {"phase": "Pending"}
+                server.apply(pending)
+            server.compact()
+            conn.send("compacted")
+            conn.recv()  # allow
+            server.refuse_watches = False
+            conn.send("allowed")
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.1f}/{five:.1f}"
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
+
+
+def run(nodes: int, rates: list[int], seconds: float, interval: float,
+        resync_pods: int) -> dict[str, Any]:
+    """Measure one cluster size; the figures as a dict (printed as they come)."""
+    from kubernetes import client
+
+    from models.kube.watch import WatchSettings
+    from solver.facade import solve
+    from solver.service.state import ClusterStore
+    from solver.service.watcher import StoreTarget, start_watch
+
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    process = context.Process(target=_child, args=(child, nodes), daemon=True)
+    process.start()
+    url = parent.recv()
+    out: dict[str, Any] = {"nodes": nodes}
+    probe = MemoryProbe()
+    base_rss = probe.reset()
+    store = ClusterStore()
+    cpu, wall = time.process_time(), time.perf_counter()
+    watcher, streams = start_watch(client.ApiClient(client.Configuration(host=url)),
+                                   StoreTarget(store, "bench"), interval=interval,
+                                   settings=WatchSettings(page_size=500), clock=lambda: NOW,
+                                   sync_timeout=1800)
+    listed = time.perf_counter() - wall
+    while watcher.version is None:
+        time.sleep(0.05)
+    watcher.coalescer.wait_idle(600)
+    out["first"] = {"list-wall": round(listed, 2),
+                    "stored-wall": round(time.perf_counter() - wall, 2),
+                    "cpu": round(time.process_time() - cpu, 2), "load": _load(),
+                    "objects": watcher.counts()["objects"]}
+    print(f"first list + stored cluster at {nodes} nodes: {out['first']}", flush=True)
+    out["rates"] = []
+    for rate in rates:
+        watcher.lags.clear()
+        patches, cpu, wall = watcher.patches, time.process_time(), time.perf_counter()
+        parent.send(("events", rate, seconds))
+        written = parent.recv()
+        watcher.coalescer.wait_idle(600)
+        time.sleep(interval * 2)
+        watcher.coalescer.wait_idle(600)
+        lags = list(watcher.lags)
+        row = {"rate": rate, "written": written, "lag-samples": len(lags),
+               "lag-p50": round(_percentile(lags, 0.5), 3),
+               "lag-p99": round(_percentile(lags, 0.99), 3),
+               "patches": watcher.patches - patches,
+               "wall": round(time.perf_counter() - wall, 2),
+               "cpu": round(time.process_time() - cpu, 2), "load": _load()}
+        out["rates"].append(row)
+        print(f"{rate} events/s for {seconds} s: {row}", flush=True)
+    cluster = store.get("bench")
+    assert cluster is not None
+    plans = []
+    for _ in range(3):
+        started = time.perf_counter()
+        solve(cluster.snapshot.problem, engine="greedy", time_limit=60)
+        plans.append(time.perf_counter() - started)
+    out["plan"] = {"greedy-wall-median": round(statistics.median(plans), 3), "load": _load()}
+    print(f"greedy plan on the stored cluster: {out['plan']}", flush=True)
+    gone, patches = watcher.counts()["gone"], watcher.patches
+    parent.send(("resync", resync_pods))
+    parent.recv()
+    cpu, wall = time.process_time(), time.perf_counter()
+    parent.send("allow")
+    parent.recv()
+    while watcher.counts()["gone"] < gone + len(streams.streams) or watcher.patches == patches:
+        time.sleep(0.01)
+        if time.perf_counter() - wall > 600:
+            break
+    watcher.coalescer.wait_idle(600)
+    out["resync"] = {"changes": resync_pods, "wall": round(time.perf_counter() - wall, 2),
+                     "cpu": round(time.process_time() - cpu, 2),
+                     "patches": watcher.patches - patches, "puts-total": watcher.puts,
+                     "load": _load()}
+    print(f"410 resync: {out['resync']}", flush=True)
+    out["peak-mb-above-start"] = round(probe.peak() - base_rss, 1)
+    print(f"peak resident memory above the start: {out['peak-mb-above-start']} MB", flush=True)
+    streams.stop()
+    watcher.stop()
+    parent.send(("stop",))
+    parent.recv()
+    process.join(30)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: sizes, rates, seconds per rate, interval; prints JSON at the end."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[16384])
+    parser.add_argument("--rates", type=int, nargs="+", default=[100, 1000, 5000])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--interval", type=float, default=0.1)
+    parser.add_argument("--resync-pods", type=int, default=64, dest="resync_pods")
+    parser.add_argument("--out", help="write the figures as JSON here")
+    args = parser.parse_args(argv)
+    results = [run(n, args.rates, args.seconds, args.interval, args.resync_pods)
+               for n in args.nodes]
+    text = json.dumps(results, indent=1)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
