@@ -297,12 +297,14 @@ def _pinned_hosts(problem: Problem, hint_nodes: list[np.ndarray | None] | None,
         return np.zeros(0, dtype=np.int64)
     hosts: set[int] = set()
     for j, nodes in fixed.items():
+        checkpoint()
         job = problem.jobs[int(j)]
         if job.whole_node:
-            hosts.update(int(n) for n in job.placed_nodes(np.asarray(nodes, dtype=np.int64)))
+            hosts.update(job.placed_nodes(np.asarray(nodes, dtype=np.int64)).tolist())
     for k, other in enumerate(hint_nodes or []):
         if other is not None and k not in fixed:
-            hosts.difference_update(int(n) for n in other)
+            checkpoint()
+            hosts.difference_update(np.asarray(other, dtype=np.int64).tolist())
     for job in problem.jobs:
         hosts.difference_update(int(n) for n in job.running if n >= 0)
     return np.asarray(sorted(hosts), dtype=np.int64)
