@@ -173,20 +173,26 @@ LP_BOUND_MIN_SECONDS = 0.9
 LP_BOUND_SHARE = 0.25
 
 
-def search_mode(problem: Problem, time_limit: float | None = None,
-                deterministic_time: float | None = None) -> str:
+def search_mode(problem: Problem) -> str:
     """``"hybrid"``, ``"full"`` or ``"lns"``: how ``problem`` is searched (rule 1 of the
     module docstring).
 
-    Chosen by the problem's shape only, never by the budget or machine load: problems
-    below :data:`LNS_MIN_NODES` nodes and problems of at most :data:`FULL_MAX_JOBS` jobs
-    get one model of the whole batch (``full``), which builds fast enough there or proves
-    a single job quickly; batches of more than :data:`LNS_ONLY_NODES` nodes search by
-    large neighbourhoods only (``lns``); the others by large neighbourhoods first, then
-    the whole-batch model (``hybrid``).  ``time_limit`` and ``deterministic_time`` are
-    accepted for callers of the earlier signature and ignored.
+    Chosen by the problem's shape only: problems below :data:`LNS_MIN_NODES` nodes and
+    problems of at most :data:`FULL_MAX_JOBS` jobs get one model of the whole batch
+    (``full``), which builds fast enough there or proves a single job quickly; batches of
+    more than :data:`LNS_ONLY_NODES` nodes search by large neighbourhoods only (``lns``:
+    the node count stands for the whole-batch model's memory); the others by large
+    neighbourhoods first, then the whole-batch model (``hybrid``).
+
+    The budget is deliberately no input (it was an ignored argument before): the anytime
+    rule needs the plan of a longer budget to begin with the plan of a shorter one, which a
+    budget-dependent choice breaks (a 1-s ``lns`` plan of uncapped steps is not the start
+    of a 10-s ``hybrid`` plan, whose steps stop at :data:`LNS_LIMIT_DETERMINISTIC`).  The
+    budget decides only whether the whole-batch phase of ``hybrid`` runs
+    (:data:`FULL_MIN_DETERMINISTIC`, :data:`FULL_MIN_SECONDS`), and below that every
+    ``hybrid`` run is the ``lns`` run.  What makes short budgets weak on large batches is
+    the cost of the first steps, not this choice (docs/scale.md, *The 1-s answer*).
     """
-    del time_limit, deterministic_time
     if (problem.num_nodes < LNS_MIN_NODES or len(problem.jobs) <= FULL_MAX_JOBS):
         return "full"
     if problem.num_nodes > LNS_ONLY_NODES:

@@ -138,9 +138,13 @@ def neighbourhood_mask(problem: Problem, plan: Plan, hood: list[int],
     checkpoint()
     left = problem.free - used
     whole = (left == problem.npus) & problem.whole_free & (problem.health != UNHEALTHY)
-    room = Counter(units[whole & (units >= 0)].tolist())
-    extra = [u for u, _ in sorted(room.items(), key=lambda kv: (-kv[1], kv[0]))
-             if u not in keep_units][:EXTRA_UNITS]
+    # whole free nodes per unit, by counting (a Counter of 60,000 units was most of a
+    # 19 ms stretch of a 65,536-node multilevel step): roomiest first, then by unit id
+    room = np.bincount(units[whole & (units >= 0)], minlength=int(units.max(initial=-1)) + 1)
+    checkpoint()
+    ranked = np.flatnonzero(room)
+    ranked = ranked[np.lexsort((ranked, -room[ranked]))]
+    extra = [u for u in ranked.tolist() if u not in keep_units][:EXTRA_UNITS]
     keep_units.update(extra)
     checkpoint()
     if keep_units:

@@ -124,12 +124,16 @@ def _feed(h: Any, value: Any) -> None:
         h.update(array.tobytes())
     elif isinstance(value, tuple | list):
         h.update(b"(%d" % len(value))
-        for item in value:
+        for i, item in enumerate(value):
+            if i % 256 == 255:  # long lists (a multilevel tree's label values)
+                checkpoint()
             _feed(h, item)
         h.update(b")")
     elif isinstance(value, dict):
         h.update(b"{%d" % len(value))
-        for key in sorted(value, key=repr):
+        for i, key in enumerate(sorted(value, key=repr)):
+            if i % 256 == 255:
+                checkpoint()
             _feed(h, key)
             _feed(h, value[key])
         h.update(b"}")
@@ -169,12 +173,15 @@ def _fixed_part(problem: Problem) -> tuple[bytes, np.ndarray]:
               problem.natural_order, problem.natural_pos, problem.node_tree,
               problem.tree_names, problem.super_pod_size, problem.super_pod_size_configured,
               problem.reserve_nodes, problem.prefer_previous_node))
-    _feed(h, problem.trees)
+    checkpoint()
+    _feed(h, problem.trees)  # long lists inside checkpoint in _feed
     checkpoint()
     # image locality (issue 34): the cells are split by the images the nodes hold
     _feed(h, (problem.image_locality, problem.image_holders))
+    checkpoint()
     topology = h.copy().digest()
     _feed(h, problem.queue)
+    checkpoint()
     _feed(h, problem.jobs)
     checkpoint()
     # topology class of each node: every column a count outside R is taken by
