@@ -167,8 +167,10 @@ FULL_MODEL_OLD_START = True
 GAP_MIN_NODES = 16384
 #: The origin-hit LP bound is computed before the neighbourhoods only with at least this
 #: many wall-clock seconds before the search's end (always under a deterministic budget);
-#: otherwise the bound is the cheaper sum of achievable hits.
-LP_BOUND_MIN_SECONDS = 0.9
+#: otherwise the bound is the cheaper sum of achievable hits.  Kept below what any step
+#: needs, so that whether the LP runs does not decide which steps a budget gets: every
+#: budget that reaches a step paid for the LP first (a shift of the same plan).
+LP_BOUND_MIN_SECONDS = 0.05
 #: ... and GLOP then gets at most this share of the time left.
 LP_BOUND_SHARE = 0.25
 
