@@ -46,7 +46,7 @@ BATCH_JOBS = {4096: 10, 8192: 11, 16384: 16, 32768: 16, 65536: 16}
 COLUMNS = ("instance", "family", "nodes", "jobs", "budget", "wall-seconds", "overrun-ms",
            "engine", "status", "objective", "greedy-objective", "gain", "origin-hits",
            "origin-candidates", "threads-after", "search-after", "deterministic",
-           "share-captured", "hits-lost")
+           "share-captured", "hits-lost", "bound", "gap")
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,9 @@ def run_instance(instance: AnytimeInstance, problem: Problem, budgets: Iterable[
             "search-after": sum(1 for t in threading.enumerate()
                                 if t.name == WORKER_THREAD_NAME and t.is_alive()),
             "deterministic": deterministic,
+            # the answer's bound and relative gap (None: the answer has no bound)
+            "bound": result.bound,
+            "gap": None if result.gap is None else round(result.gap, 6),
         })
     return rows
 
@@ -221,6 +224,16 @@ def goal_summary(rows: list[dict[str, Any]], short: float = 1.0) -> str:
             f"calls returned with a search running: {running}")
 
 
+def gap_table(rows: list[dict[str, Any]]) -> list[list[str]]:
+    """One row per instance: the answer's gap at every budget of the run, in percent."""
+    budgets = sorted({float(r["budget"]) for r in rows})
+    by: dict[str, dict[float, Any]] = defaultdict(dict)
+    for row in rows:
+        by[str(row["instance"])][float(row["budget"])] = row.get("gap")
+    return [[name, *["-" if by[name].get(b) is None else f"{100 * float(by[name][b]):.3f} %"
+                     for b in budgets]] for name in sorted(by)]
+
+
 def overrun_known(rows: list[dict[str, Any]]) -> bool:
     """Whether the rows were measured by wall clock (overruns mean something)."""
     return bool(rows) and not any(r.get("deterministic") for r in rows)
@@ -254,7 +267,12 @@ def write_report(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Pat
                               VIOLATION_HEADER))
     else:
         text.append("None: no instance got a worse answer from a longer budget.")
-    text.append("")
+    text += ["", "## Gap to the bound", "",
+             "Per instance and budget, the answer's relative gap to its bound "
+             "(`(bound - objective) / bound`; - : no bound).", "",
+             _markdown(gap_table(rows), ["instance", *[f"{b:g}" for b in
+                                                      sorted({float(r['budget']) for r in rows})]]),
+             ""]
     plotted = plot_anytime(rows, out_dir / "anytime.png")
     if plotted:
         text += ["![anytime curve](anytime.png)", ""]

@@ -319,7 +319,8 @@ def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, searc
             # each: a checkpoint between them (none after the check: a validated
             # improvement is always kept)
             checkpoint()
-            objective = evaluate(problem, candidate.as_mapping(), weights).objective
+            objective = evaluate(problem, candidate.as_mapping(), weights,
+                                 tick=checkpoint).objective
             checkpoint()
             if objective <= best:
                 result.log[-1] = replace(record, outcome="not better")

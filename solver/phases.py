@@ -3,7 +3,7 @@
 The plan
 --------
 A solve (:func:`solver.engine.solve_cpsat` runs :func:`run_phases` on its
-:class:`~solver.request.SolveRequest`) follows four rules:
+:class:`~solver.request.SolveRequest`) follows five rules:
 
 1. **Which search** depends on the problem's shape only, never on the budget or the
    machine's load (:func:`search_mode`):
@@ -33,6 +33,12 @@ A solve (:func:`solver.engine.solve_cpsat` runs :func:`run_phases` on its
    keeps, their answer, and gets all the rest of the budget.  When its model could not
    search and the neighbourhoods had been capped, the rest of a wall-clock budget goes
    back to neighbourhoods (:data:`RESUME_LNS_SECONDS`).
+
+5. **The bound.**  Neighbourhoods prove nothing, so a search that starts with them on a
+   batch of at least :data:`GAP_MIN_NODES` nodes computes a bound on the objective before
+   them (:func:`neighbourhood_bound`: the origin-hit LP when the budget leaves room, else
+   the sum of achievable hits) and reports it with its answer, the smaller of it and the
+   whole-batch model's own when that phase ran: every such answer has a gap.
 
 The anytime rule: more budget never gives a worse answer
 ----------------------------------------------------------
@@ -107,9 +113,11 @@ from functools import partial
 from heuristics.origin_first import ORIGIN_FIRST_FAMILIES, origin_first_plan
 from models.check import check
 from models.compiled import Problem
+from models.eligibility import achievable_hits
 from models.objective import ResolvedWeights, evaluate
 from models.placement import Status
 from models.plan import Plan, to_placement
+from solver.bounds.hit_lp import BOUND_MAX_SECONDS, objective_bound
 from solver.cpsat import run_whole_batch, solve_step
 from solver.explain import fill_reasons
 from solver.lns import LnsResult, large_neighbourhood_search
@@ -154,22 +162,39 @@ RESUME_LNS_SECONDS = 0.2
 #: than the fallback.  Large batches (``hybrid``) start their neighbourhoods from the
 #: full construction (multilevel-n8192-batch11-d4-s0: 1,018 hits against 679).
 FULL_MODEL_OLD_START = True
+#: Searches that start with neighbourhoods on batches of at least this many nodes report
+#: a bound, and so a gap, with every answer (rule 5: :func:`neighbourhood_bound`).
+GAP_MIN_NODES = 16384
+#: The origin-hit LP bound is computed before the neighbourhoods only with at least this
+#: many wall-clock seconds before the search's end (always under a deterministic budget);
+#: otherwise the bound is the cheaper sum of achievable hits.  Kept below what any step
+#: needs, so that whether the LP runs does not decide which steps a budget gets: every
+#: budget that reaches a step paid for the LP first (a shift of the same plan).
+LP_BOUND_MIN_SECONDS = 0.05
+#: ... and GLOP then gets at most this share of the time left.
+LP_BOUND_SHARE = 0.25
 
 
-def search_mode(problem: Problem, time_limit: float | None = None,
-                deterministic_time: float | None = None) -> str:
+def search_mode(problem: Problem) -> str:
     """``"hybrid"``, ``"full"`` or ``"lns"``: how ``problem`` is searched (rule 1 of the
     module docstring).
 
-    Chosen by the problem's shape only, never by the budget or machine load: problems
-    below :data:`LNS_MIN_NODES` nodes and problems of at most :data:`FULL_MAX_JOBS` jobs
-    get one model of the whole batch (``full``), which builds fast enough there or proves
-    a single job quickly; batches of more than :data:`LNS_ONLY_NODES` nodes search by
-    large neighbourhoods only (``lns``); the others by large neighbourhoods first, then
-    the whole-batch model (``hybrid``).  ``time_limit`` and ``deterministic_time`` are
-    accepted for callers of the earlier signature and ignored.
+    Chosen by the problem's shape only: problems below :data:`LNS_MIN_NODES` nodes and
+    problems of at most :data:`FULL_MAX_JOBS` jobs get one model of the whole batch
+    (``full``), which builds fast enough there or proves a single job quickly; batches of
+    more than :data:`LNS_ONLY_NODES` nodes search by large neighbourhoods only (``lns``:
+    the node count stands for the whole-batch model's memory); the others by large
+    neighbourhoods first, then the whole-batch model (``hybrid``).
+
+    The budget is deliberately no input (it was an ignored argument before): the anytime
+    rule needs the plan of a longer budget to begin with the plan of a shorter one, which a
+    budget-dependent choice breaks (a 1-s ``lns`` plan of uncapped steps is not the start
+    of a 10-s ``hybrid`` plan, whose steps stop at :data:`LNS_LIMIT_DETERMINISTIC`).  The
+    budget decides only whether the whole-batch phase of ``hybrid`` runs
+    (:data:`FULL_MIN_DETERMINISTIC`, :data:`FULL_MIN_SECONDS`), and below that every
+    ``hybrid`` run is the ``lns`` run.  What makes short budgets weak on large batches is
+    the cost of the first steps, not this choice (docs/scale.md, *The 1-s answer*).
     """
-    del time_limit, deterministic_time
     if (problem.num_nodes < LNS_MIN_NODES or len(problem.jobs) <= FULL_MAX_JOBS):
         return "full"
     if problem.num_nodes > LNS_ONLY_NODES:
@@ -203,7 +228,62 @@ def better_start(problem: Problem, hint: Plan, weights: ResolvedWeights,
 
 def run_phases(request: SolveRequest) -> CpsatOutcome:
     """Run the plan of the module docstring for ``request`` (its ``mode`` decided, its
-    model cache set); runs in the worker thread of :func:`solver.engine.solve_cpsat`."""
+    model cache set); runs in the worker thread of :func:`solver.engine.solve_cpsat`.
+
+    A search that starts with neighbourhoods on a batch of at least
+    :data:`GAP_MIN_NODES` nodes gets its bound first (:func:`neighbourhood_bound`, rule 5
+    of the module docstring): the neighbourhoods prove nothing, and under a wall-clock
+    budget they use it to the end, so the bound cannot wait until after them.
+    """
+    bound: int | None = None
+    if request.mode in ("lns", "hybrid") and request.problem.num_nodes >= GAP_MIN_NODES:
+        bound = neighbourhood_bound(request)
+    outcome = _run_phases(request)
+    if bound is not None:
+        if outcome.bound is None or bound < outcome.bound:
+            outcome.bound = bound
+        outcome.lp_bound = bound
+    return outcome
+
+
+def neighbourhood_bound(request: SolveRequest) -> int | None:
+    """An upper bound on the objective of every valid placement of ``request.problem``.
+
+    The origin-hit LP (:func:`solver.bounds.hit_lp.objective_bound`: at most 0.13 s of
+    CPU at 65,536 nodes, every family) when the budget leaves it room (a deterministic
+    budget, or at least :data:`LP_BOUND_MIN_SECONDS` of wall clock before the search's
+    end), else ``Σ job_placed + origin_hit · Σ achievable hits``
+    (:func:`hits_bound`), which costs milliseconds and is looser.  ``None`` when a
+    weight is negative (a term's best value is then not 0).
+    """
+    problem, weights = request.problem, request.weights
+    cheap = hits_bound(problem, weights)
+    if cheap is None:
+        return None
+    left = request.search_end - time.perf_counter()
+    if request.deterministic or left >= LP_BOUND_MIN_SECONDS:
+        found = objective_bound(problem, weights,
+                                time_limit=min(BOUND_MAX_SECONDS, LP_BOUND_SHARE * left))
+        if found is not None and found < cheap:
+            return found
+    return cheap
+
+
+def hits_bound(problem: Problem, weights: ResolvedWeights) -> int | None:
+    """``Σ job_placed + origin_hit · Σ achievable hits``: every job placed, every origin
+    candidate whose cached node is usable hit, every penalty at 0 (``None`` when a weight
+    is negative)."""
+    penalties = (weights.fault_return, weights.affinity_spill, weights.subhealthy,
+                 weights.reserve, weights.fragment)
+    if (weights.origin_hit < 0 or min(penalties) < 0
+            or any(w < 0 for w in weights.job_placed)):
+        return None
+    hits = sum(achievable_hits(problem, job) for job in problem.jobs)
+    return int(sum(weights.job_placed)) + weights.origin_hit * hits
+
+
+def _run_phases(request: SolveRequest) -> CpsatOutcome:
+    """The plan of the module docstring, without the bound of rule 5."""
     notes: list[str] = []
     start = request.warm_start
     if start is None:  # rule 2

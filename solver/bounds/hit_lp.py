@@ -179,7 +179,8 @@ def tighten_bound(request: SolveRequest, outcome: CpsatOutcome) -> None:
     under a deterministic budget, whose wall clock is a safety net; a wall-clock search
     uses its budget to the end).  Nothing the search does depends on it.
     """
-    if outcome.bound is None or outcome.status is Status.OPTIMAL:
+    if (outcome.bound is None or outcome.status is Status.OPTIMAL
+            or outcome.lp_bound is not None):  # computed already (solver.phases, rule 5)
         return
     if not any(job.family in POD_FAMILIES for job in request.problem.jobs):
         return

@@ -80,7 +80,7 @@ from pydantic import BaseModel
 from models.compiled import UNHEALTHY, Problem
 from models.objective import ResolvedWeights
 from models.plan import Plan
-from solver.model.cancel import retain
+from solver.model.cancel import checkpoint, retain
 
 if TYPE_CHECKING:  # pragma: no cover
     from solver.model.variables import Lin
@@ -124,12 +124,16 @@ def _feed(h: Any, value: Any) -> None:
         h.update(array.tobytes())
     elif isinstance(value, tuple | list):
         h.update(b"(%d" % len(value))
-        for item in value:
+        for i, item in enumerate(value):
+            if i % 256 == 255:  # long lists (a multilevel tree's label values)
+                checkpoint()
             _feed(h, item)
         h.update(b")")
     elif isinstance(value, dict):
         h.update(b"{%d" % len(value))
-        for key in sorted(value, key=repr):
+        for i, key in enumerate(sorted(value, key=repr)):
+            if i % 256 == 255:
+                checkpoint()
             _feed(h, key)
             _feed(h, value[key])
         h.update(b"}")
@@ -157,19 +161,29 @@ def _fixed_part(problem: Problem) -> tuple[bytes, np.ndarray]:
     h = hashlib.blake2b(digest_size=20)
     _feed(h, DIGEST_VERSION)
     # names as one string plus their lengths (one update, not one per node)
+    # checkpoints between the stages: at 65,536 nodes each is a few milliseconds, all
+    # of them together (two sorts per column) were one stretch of about 25 ms of CPU
+    # at a step's start, which a deadline inside could not stop
     _feed(h, "".join(problem.node_names))
+    checkpoint()
     _feed(h, np.fromiter(map(len, problem.node_names), dtype=np.int64,
                          count=problem.num_nodes))
+    checkpoint()
     _feed(h, (problem.npus, problem.super_pod, problem.rack,
               problem.natural_order, problem.natural_pos, problem.node_tree,
               problem.tree_names, problem.super_pod_size, problem.super_pod_size_configured,
               problem.reserve_nodes, problem.prefer_previous_node))
-    _feed(h, problem.trees)
+    checkpoint()
+    _feed(h, problem.trees)  # long lists inside checkpoint in _feed
+    checkpoint()
     # image locality (issue 34): the cells are split by the images the nodes hold
     _feed(h, (problem.image_locality, problem.image_holders))
+    checkpoint()
     topology = h.copy().digest()
     _feed(h, problem.queue)
+    checkpoint()
     _feed(h, problem.jobs)
+    checkpoint()
     # topology class of each node: every column a count outside R is taken by
     columns = [problem.npus, problem.super_pod, problem.rack, problem.node_tree]
     member = np.zeros(problem.num_nodes, dtype=np.int64)
@@ -177,6 +191,7 @@ def _fixed_part(problem: Problem) -> tuple[bytes, np.ndarray]:
     path = [np.full(problem.num_nodes, -1, dtype=np.int64) for _ in range(depth)]
     for t, name in enumerate(problem.tree_names):
         view = problem.trees[name]
+        checkpoint()
         mine = problem.node_tree == t
         member[mine] = view.member[mine]
         for i in range(view.depth):
@@ -184,8 +199,10 @@ def _fixed_part(problem: Problem) -> tuple[bytes, np.ndarray]:
     # exact class ids, one column at a time: (class so far, column) → dense id
     classes = np.zeros(problem.num_nodes, dtype=np.int64)
     for column in [*columns, member, *path]:
+        checkpoint()
         _, codes = np.unique(np.asarray(column, dtype=np.int64), return_inverse=True)
         codes = np.asarray(codes, dtype=np.int64).reshape(-1)
+        checkpoint()
         _, classes = np.unique(classes * (int(codes.max(initial=0)) + 1) + codes,
                                return_inverse=True)
         classes = np.asarray(classes, dtype=np.int64).reshape(-1)
@@ -227,6 +244,7 @@ def step_digest(problem: Problem, hint: Plan | None, keep: np.ndarray | None,
     """The digest of one :func:`solver.cpsat.build_model` call but its weights (see the
     module docstring): equal digests give the same model up to its objective's weights."""
     fixed_digest, classes = _fixed_part(problem)
+    checkpoint()
     h = hashlib.blake2b(digest_size=20)
     h.update(fixed_digest)
     # node indices by value (an answer recalled from the last session holds int64
@@ -238,6 +256,7 @@ def step_digest(problem: Problem, hint: Plan | None, keep: np.ndarray | None,
     _feed(h, None if fixed is None else {int(j): np.asarray(n, dtype=np.int64)
                                          for j, n in fixed.items()})
     _feed(h, skip)
+    checkpoint()
     n = problem.num_nodes
     if keep is None:
         seen = np.ones(n, dtype=bool)
@@ -259,9 +278,11 @@ def step_digest(problem: Problem, hint: Plan | None, keep: np.ndarray | None,
         # counts only as "unhealthy or not" and in the sub-healthy term's constant,
         # which a hit sets again (ModelCache.get)
         health[hosts] = np.where(health[hosts] == UNHEALTHY, UNHEALTHY, -1)
+    checkpoint()
     _feed(h, inside)
     _feed(h, np.asarray(problem.free, dtype=np.int64)[inside])
     _feed(h, health[inside])
+    checkpoint()
     outside = ~seen
     if outside.any():
         free = np.asarray(problem.free, dtype=np.int64)[outside]
@@ -283,12 +304,14 @@ def _pinned_hosts(problem: Problem, hint_nodes: list[np.ndarray | None] | None,
         return np.zeros(0, dtype=np.int64)
     hosts: set[int] = set()
     for j, nodes in fixed.items():
+        checkpoint()
         job = problem.jobs[int(j)]
         if job.whole_node:
-            hosts.update(int(n) for n in job.placed_nodes(np.asarray(nodes, dtype=np.int64)))
+            hosts.update(job.placed_nodes(np.asarray(nodes, dtype=np.int64)).tolist())
     for k, other in enumerate(hint_nodes or []):
         if other is not None and k not in fixed:
-            hosts.difference_update(int(n) for n in other)
+            checkpoint()
+            hosts.difference_update(np.asarray(other, dtype=np.int64).tolist())
     for job in problem.jobs:
         hosts.difference_update(int(n) for n in job.running if n >= 0)
     return np.asarray(sorted(hosts), dtype=np.int64)

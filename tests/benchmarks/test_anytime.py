@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from benchmarks.anytime import (
     BUDGET_HEADER,
     AnytimeInstance,
@@ -110,3 +112,18 @@ def test_command_line_runs_a_tiny_deterministic_curve(tmp_path: Path) -> None:
     assert code == 0
     text = (tmp_path / "anytime.md").read_text(encoding="utf-8")
     assert "monotonicity violations: 0;" in text
+
+
+def test_checkpoint_gaps_reports_every_family_and_restores_the_solver(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import solver.cpsat
+    import solver.engine
+    from benchmarks import checkpoint_gaps
+
+    token, search = solver.engine.CancelToken, solver.cpsat.cp_model.CpSolver.solve
+    assert checkpoint_gaps.main(["--nodes", "256", "--seed", "5", "--families", "950,a3",
+                                 "--deterministic-time", "0.05", "--report-ms", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "950 256 nodes, seed 5: longest stretch" in out and "a3 256 nodes" in out
+    assert solver.engine.CancelToken is token
+    assert solver.cpsat.cp_model.CpSolver.solve is search

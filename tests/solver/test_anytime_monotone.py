@@ -8,6 +8,7 @@ assertion: the wall-clock limits are only generous safety nets).
 
 from __future__ import annotations
 
+import inspect
 import threading
 from types import SimpleNamespace
 from typing import cast
@@ -199,9 +200,9 @@ def test_search_mode_depends_on_the_shape_only() -> None:
     assert search_mode(_shape(LNS_MIN_NODES - 1, 10)) == "full"
     assert search_mode(_shape(8192, FULL_MAX_JOBS)) == "full"  # one big job: the model proves
     assert search_mode(_shape(8192, FULL_MAX_JOBS + 1)) == "hybrid"
-    for budget in (0.1, 1.0, 10.0, 100.0):
-        assert search_mode(_shape(8192, 11), budget, budget) == "hybrid"
-        assert search_mode(_shape(4608, 1), budget, None) == "full"
+    assert search_mode(_shape(4608, 1)) == "full"
+    # no budget parameter: a budget-dependent choice would break the anytime rule
+    assert list(inspect.signature(search_mode).parameters) == ["problem"]
 
 
 def test_batches_above_lns_only_nodes_search_by_neighbourhoods_only() -> None:

@@ -1,0 +1,67 @@
+"""Answers of a neighbourhood search on a large batch carry a bound, so a gap.
+
+Neighbourhoods prove nothing; :func:`solver.phases.neighbourhood_bound` gives such an
+answer a bound before the search (the origin-hit LP, or the sum of achievable hits when
+the budget is short).  The batches here are small (the rule's node count is lowered for
+the test); the bound must hold for the answer and for every fallback.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import solver.phases as phases
+from benchmarks.generators import GenParams, generate_case
+from heuristics.greedy import greedy_plan
+from models.compiled import Problem, compile_scenario
+from models.objective import resolve_weights
+from solver.engine import solve_cpsat
+from solver.facade import solve
+from solver.phases import hits_bound
+from solver.request import SolveRequest
+
+
+def _problem(family: str, nodes: int, seed: int, jobs: int) -> Problem:
+    return compile_scenario(generate_case(GenParams(family, nodes=nodes, seed=seed,
+                                                    jobs=jobs)).scenario)
+
+
+def test_a_neighbourhood_answer_reports_a_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = _problem("950", 2048, 3, 4)
+    monkeypatch.setattr(phases, "GAP_MIN_NODES", 1024)
+    result = solve(problem, engine="auto", time_limit=120.0, workers=1, seed=0,
+                   deterministic_time=0.2)
+    assert phases.search_mode(problem) in ("lns", "hybrid")
+    assert result.bound is not None and result.gap is not None
+    assert result.bound >= result.objective
+    cheap = hits_bound(problem, resolve_weights(problem))
+    assert cheap is not None and result.bound <= cheap
+
+
+def test_a_short_wall_clock_budget_gets_the_cheap_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = _problem("950", 2048, 3, 5)
+    monkeypatch.setattr(phases, "GAP_MIN_NODES", 1024)
+    # no room for the LP before the search's end: the sum of achievable hits is the bound
+    monkeypatch.setattr(phases, "LP_BOUND_MIN_SECONDS", 1e9)
+    weights = resolve_weights(problem)
+    greedy = greedy_plan(problem)
+    outcome = solve_cpsat(SolveRequest(problem, greedy, weights, time_limit=0.5, workers=1,
+                                       seed=0, start=greedy, mode="lns"))
+    assert outcome.bound is not None and outcome.bound == hits_bound(problem, weights)
+
+
+
+def test_a_multilevel_neighbourhood_answer_has_the_hits_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # multilevel jobs have no LP rows: the LP's bound is the sum of achievable hits
+    problem = _problem("multilevel", 1024, 3, 4)
+    monkeypatch.setattr(phases, "GAP_MIN_NODES", 512)
+    weights = resolve_weights(problem)
+    greedy = greedy_plan(problem)
+    outcome = solve_cpsat(SolveRequest(problem, greedy, weights, time_limit=120.0, workers=1,
+                                       seed=0, deterministic_time=0.2, start=greedy,
+                                       mode="lns"))
+    assert outcome.plan is not None and outcome.objective is not None
+    assert outcome.bound == hits_bound(problem, weights)
+    assert outcome.bound is not None and outcome.bound >= outcome.objective
