@@ -47,7 +47,7 @@ def test_a_short_wall_clock_budget_gets_the_cheap_bound(
     weights = resolve_weights(problem)
     greedy = greedy_plan(problem)
     outcome = solve_cpsat(SolveRequest(problem, greedy, weights, time_limit=0.5, workers=1,
-                                       seed=0, start=greedy, mode="lns"))
+                                       seed=0, warm_start=greedy, mode="lns"))
     assert outcome.bound is not None and outcome.bound == hits_bound(problem, weights)
 
 
@@ -60,7 +60,7 @@ def test_a_multilevel_neighbourhood_answer_has_the_hits_bound(
     weights = resolve_weights(problem)
     greedy = greedy_plan(problem)
     outcome = solve_cpsat(SolveRequest(problem, greedy, weights, time_limit=120.0, workers=1,
-                                       seed=0, deterministic_time=0.2, start=greedy,
+                                       seed=0, deterministic_time=0.2, warm_start=greedy,
                                        mode="lns"))
     assert outcome.plan is not None and outcome.objective is not None
     assert outcome.bound == hits_bound(problem, weights)
