@@ -103,7 +103,7 @@ Deviations from upstream code (RFC followed, or choices where upstream is silent
   fault rank may stay: placing the job comes first.
 * Strict rule with a cache: the plain schedule is also computed and wins when it has more
   origin hits (the strict rule is not a hard constraint).
-* Fault nodes held back (issue 16, ``f5``/``f5b``): a choice of this port, from the RFC's
+* Fault nodes held back (RFC cases ``f5``/``f5b``): a choice of this port, from the RFC's
   rule above; upstream only lowers a fault node's score.  Holding them back can cost
   fragment score or reserve (never a hit of the job, never its placement), and in a batch
   the other layout may take a node a later job wanted: a greedy order effect.
@@ -223,7 +223,7 @@ def _no_tree_reason(ctx: Context, head: str, extra: list[str]) -> str:
 
 
 def _around_running(ctx: Context) -> JobOutcome:
-    """Pod-level repair of a partly running job (issue 24, reference §2.6.9).
+    """Pod-level repair of a partly running job (reference §2.6.9).
 
     The running ranks are the pinned layout and the other ranks are missing: each
     missing rank's largest fault subtree is re-scheduled inside its parent group's

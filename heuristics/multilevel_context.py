@@ -43,7 +43,7 @@ class Context:
         self.levels = job.levels
         self.tasks = job.tasks
         self.num_nodes = problem.num_nodes
-        # natural positions, holders of the job's image first (issue 34; natural order
+        # natural positions, holders of the job's image first (natural order
         # without image locality)
         self.npos = tie_list(problem, job.image)
         self.health = problem.health_list
@@ -54,7 +54,7 @@ class Context:
                              if job.origin[r] >= 0}
         self.fault_nodes = set(self.fault_origin.values())
         self.leaf_rank = _leaf_rank(problem, self.fault_nodes, job.image)
-        # Ranks still running (a partly running job, issue 24): fixed, never swapped.
+        # Ranks still running (a partly running job): fixed, never swapped.
         self.fixed = set(np.flatnonzero(~job.to_place).tolist())
         self.needed = self.tasks - len(self.fixed)  # nodes the job still needs
         # Usable trees in natural name order (tie-break between trees).

@@ -18,7 +18,7 @@ on the node set), and the caller keeps the new order only when it scores better.
 Deterministic: ties go to the lower index.
 
 Why the Hungarian method is written here and not ``scipy.optimize.linear_sum_assignment``
-(issue 36, measured on 2026-12-02, load average 2–5): ties can be broken
+(measured on 2026-12-02, load average 2–5): ties can be broken
 deterministically with the library (costs ``weight * (n + 1) + [i == j]`` keep every
 maximum and prefer a child on its own block; the rest is scipy's fixed row order), but
 no such rule reproduces this method's choice (the lexicographically smallest maximum

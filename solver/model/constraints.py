@@ -32,8 +32,8 @@ AGGREGATE_ROWS = True
 #: Add :meth:`Constraints.explicit_take_links` (off; switch kept for measurement).  Valid
 #: rows with a small LP effect (185 → 182.5 hits on ``multilevel-n1024-batch8-d3-s2``),
 #: but they change the whole-batch search's path: on ``950-n1024-batch8-s4`` at
-#: deterministic time 10 the answer fell from 60,154,177 to 55,388,512 with them (full
-#: suite of 2026-12-02), so they are not added by default.
+#: deterministic time 10 the answer fell from 60,154,177 to 55,388,512 with them (over
+#: the full benchmark suite), so they are not added by default.
 LINK_ROWS = False
 
 

@@ -1,4 +1,4 @@
-"""Built CP-SAT models kept between solves of a stored cluster (issue 22, item 3).
+"""Built CP-SAT models kept between solves of a stored cluster.
 
 A stored cluster changes a little between sessions (a few nodes' free chips or health),
 and the large-neighbourhood search (:mod:`solver.lns`) builds the same step models again
@@ -165,7 +165,7 @@ def _fixed_part(problem: Problem) -> tuple[bytes, np.ndarray]:
               problem.tree_names, problem.super_pod_size, problem.super_pod_size_configured,
               problem.reserve_nodes, problem.prefer_previous_node))
     _feed(h, problem.trees)
-    # image locality (issue 34): the cells are split by the images the nodes hold
+    # image locality: the cells are split by the images the nodes hold
     _feed(h, (problem.image_locality, problem.image_holders))
     topology = h.copy().digest()
     _feed(h, problem.queue)

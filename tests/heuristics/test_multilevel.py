@@ -547,7 +547,7 @@ def test_missing_label_invalidates_the_tree_with_a_named_reason() -> None:
 
 
 def test_missing_label_of_a_trimmed_level_keeps_the_node_in_the_tree() -> None:
-    """Issue 11: upstream trims the levels above the job's (``removeRedundantLayers``)
+    """Upstream trims the levels above the job's (``removeRedundantLayers``)
     before it reads any label, so a node lacking only a trimmed level's label stays a leaf.
 
     ``n2`` lacks ``switch`` (level2); the job uses level1 only and needs all three nodes.
@@ -563,7 +563,7 @@ def test_missing_label_of_a_trimmed_level_keeps_the_node_in_the_tree() -> None:
 
 
 def test_missing_label_of_a_used_level_invalidates_the_tree() -> None:
-    """Issue 11, the pair's other half: the same node lacking ``switch`` invalidates the
+    """The pair's other half: the same node lacking ``switch`` invalidates the
     tree for a job that uses level2, and the reason names the node and the label."""
     nodes = [node("n0", rack="r0", switch="s0"), node("n1", rack="r0", switch="s0"),
              node("n2", rack="r0"), node("n3", rack="r1", switch="s0")]

@@ -1,4 +1,4 @@
-"""Multilevel greedy: fault nodes are taken last across domains (issue 16, f5 and f5b).
+"""Multilevel greedy: fault nodes are taken last across domains (RFC cases f5 and f5b).
 
 The RFC's rule: a fault pod prefers not to return to its cached node but is never banned
 from it.  ``place_multilevel`` schedules the job once with every usable node and once with

@@ -1,4 +1,4 @@
-"""The multilevel origin-first passes (part of the origin-first warm start, issue 20)."""
+"""The multilevel origin-first passes (part of the origin-first warm start)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Multilevel greedy: placements on generated batches are those of the reference port.
 
-``heuristics/multilevel.py`` is a faithful port of upstream's greedy; its speed-ups (issue
-20: pass-2 domains that cannot complete a group skipped, repairs that cannot escalate
+``heuristics/multilevel.py`` is a faithful port of upstream's greedy; its speed-ups (pass-2
+domains that cannot complete a group skipped, repairs that cannot escalate
 stopped at the first failure, incremental leaf counts, integer leaf keys, ...) must not
 change one placement.  ``tests/data/multilevel_golden.json`` holds, per generated batch, a
 digest of every placement and reason: the greedy batch (``greedy_plan``) and every job

@@ -1,7 +1,7 @@
 """Tests of one multilevel ``Schedule`` call (``heuristics.multilevel_run.Run``).
 
 Pass 2 is skipped when pushing every free leaf cannot complete the root
-(``Run._completes``, issue 37); the skip must never change an answer, so the prediction
+(``Run._completes``); the skip must never change an answer, so the prediction
 is checked against pass 2 run in full on generated batches.
 """
 

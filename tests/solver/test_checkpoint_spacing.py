@@ -2,7 +2,7 @@
 
 The worker that builds, hints and recovers a model stops only at checkpoints
 (:mod:`solver.model.cancel`); a stretch of Python work without one holds it past its
-deadline, and the caller then abandons it with a search possibly still to come (issue 20:
+deadline, and the caller then abandons it with a search possibly still to come (seen on
 ``950-n4096-batch10-s0`` at 5 and 10 s).  Time cannot be asserted on a shared machine, so
 these tests measure work instead: a profile hook counts the Python and C function calls
 the worker makes between two consecutive checkpoints, and every stage must stay below a

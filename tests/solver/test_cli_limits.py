@@ -1,4 +1,4 @@
-"""The command line refuses hostile arguments and files with exit 2 (issue 11)."""
+"""The command line refuses hostile arguments and files with exit 2."""
 
 from __future__ import annotations
 

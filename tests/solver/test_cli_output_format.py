@@ -1,4 +1,4 @@
-"""``plan`` and ``simulate`` write the format ``--output``'s file name asks for (issue 23).
+"""``plan`` and ``simulate`` write the format ``--output``'s file name asks for.
 
 Without ``--format`` the suffix decides (``.json``, ``.yaml``/``.yml``, else the table), as
 ``import`` does; a ``--format`` that contradicts the suffix is refused with exit 2, naming

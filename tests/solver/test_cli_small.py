@@ -1,4 +1,4 @@
-"""Small things a new user trips on (issue 23): --version, option typos, compare --example,
+"""Small things a new user trips on: --version, option typos, compare --example,
 the closing line after input errors, upstream's misspelt text quoted, not repeated."""
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def test_upstream_text_is_quoted_and_the_message_is_spelt_right(tmp_path: Path) 
 
 
 def test_the_lazy_parser_lists_every_subcommand_as_the_full_one() -> None:
-    """``npu-place`` builds only the options of the command it runs (issue 20); the other
+    """``npu-place`` builds only the options of the command it runs; the other
     commands' help lines in ``main.COMMANDS`` are those their modules register."""
     import argparse
 

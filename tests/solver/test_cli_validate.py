@@ -1,6 +1,6 @@
 """``validate`` lists every error in one run, and answers JSON/YAML in the service's shape.
 
-Issue 23: the field errors (an unknown key, ``tasks: 0``) used to hide the cross-field
+Before, the field errors (an unknown key, ``tasks: 0``) used to hide the cross-field
 errors (``reserve-nodes: -1``, ``free: 99``) until they were fixed; ``--format json`` on
 an invalid scenario printed nothing on stdout; a kubectl dump or a scenario given where
 another document belongs gave a list of unknown-field errors.

@@ -1,4 +1,4 @@
-"""Redundant rows that tighten the bound of the counted model (issue 20's batch gaps).
+"""Redundant rows that tighten the bound of the counted model (the gaps of batches).
 
 Each row must admit every valid placement (the feasible side, also covered by the
 property test ``test_every_valid_placement_is_a_solution_of_the_model``) and must cut a

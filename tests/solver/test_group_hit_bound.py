@@ -1,4 +1,4 @@
-"""The combinatorial bound on origin hits (:mod:`solver.bounds.group_hits`, issue 20).
+"""The combinatorial bound on origin hits (:mod:`solver.bounds.group_hits`).
 
 It adds nothing to the model: it must never fall below what a valid placement scores
 (the valid side, checked against CP-SAT's optimum on small generated batches), and it

@@ -1,4 +1,4 @@
-"""Issue 33 item 10: a warm start that differs from the plan the model was built with is
+"""A warm start that differs from the plan the model was built with is
 representable when it only uses other, interchangeable nodes of a cell.
 
 The model keeps for node-level jobs the first nodes of each cell of identical whole free

@@ -1,4 +1,4 @@
-"""One job list through every door (issue 32): a scenario with a job of every family and
+"""One job list through every door: a scenario with a job of every family and
 vNPU jobs of both handler families goes through ``plan`` (table, JSON, YAML),
 ``validate``, ``compare``, ``simulate``, a sweep cell, the service (stateless and stored,
 ``/v1/validate``), the facade's early (fallback) answers and the deadline's empty answer;
@@ -179,7 +179,7 @@ def test_every_door_answers_each_job_once(data: dict[str, Any]) -> None:
 
 
 def test_the_expired_cache_note_is_printed_once_next_to_vnpu_jobs(tmp_path: Path) -> None:
-    """Issue 32 item 5: with vNPU jobs the TTL note landed in the table twice (the result's
+    """With vNPU jobs the TTL note landed in the table twice (the result's
     notes and the placement's were one list)."""
     from tests.models.builders import NOW, entry, job, node
     from tests.models.test_vnpu import doc

@@ -1,10 +1,10 @@
-"""Issue 21, items 13 and 14, against the real command line.
+"""Tree depth and baseline reads, against the real command line.
 
-13. A multilevel tree or ``affinity-config`` deeper than ``MAX_LEVELS`` is refused by
+* A multilevel tree or ``affinity-config`` deeper than ``MAX_LEVELS`` is refused by
     validation (exit 2 naming the tree and the job): upstream's fragment score multiplies
     by 10 per level, which overflowed CP-SAT's 64-bit domains at 20 levels (OR-Tools
     ``Domain`` TypeError, exit 1).  Trees up to the bound plan with ``--engine auto``.
-14. ``compare --suite … --baseline`` and ``sweep … --baseline`` read the baseline through
+* ``compare --suite … --baseline`` and ``sweep … --baseline`` read the baseline through
     the bounded readers: ``/dev/zero`` is refused at the size limit, not read to
     MemoryError.
 """

@@ -332,7 +332,7 @@ def test_an_abandoned_search_drops_the_kept_models(
     assert check(problem, result.placement) == []
 
 
-# ------------------------------------------------------- partly running jobs (issue 24)
+# ------------------------------------------------------- partly running jobs
 
 
 def _partly_running(family: str, sessions: int, seed: int) -> tuple[Problem, int]:

@@ -1,4 +1,4 @@
-"""CP-SAT's model of partly running A3/850, 950 and multilevel jobs (issue 24).
+"""CP-SAT's model of partly running A3/850, 950 and multilevel jobs.
 
 The running ranks are fixed and anchor their groups; the pending ranks are decided within
 the domains the stage allows (``solver.model.podscope``).  Per family: a case per stage

@@ -1,4 +1,4 @@
-"""``simulate`` agrees with ``validate`` and ``plan`` and bounds its events (issue 11)."""
+"""``simulate`` agrees with ``validate`` and ``plan`` and bounds its events."""
 
 from __future__ import annotations
 

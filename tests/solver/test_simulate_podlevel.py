@@ -1,4 +1,4 @@
-"""``simulate`` with pod-level rescheduling (issue 24): a fault pod is deleted alone, the
+"""``simulate`` with pod-level rescheduling: a fault pod is deleted alone, the
 job is repaired around its running pods, and a repair that cannot be placed escalates
 across sessions (reference §4.4)."""
 

@@ -92,7 +92,7 @@ def test_submit_vnpu_adds_a_vnpu_job_and_bad_ones_are_refused() -> None:
 def test_a_scaled_job_keeps_the_family_of_its_running_ranks() -> None:
     """A 10-core job without ``ring-controller`` runs its first rank on a whole 310P-10
     chip; scaled up, its new rank may not take the 910B3 slice that is free (one family
-    per job, issue 32): it waits."""
+    per job): it waits."""
     data = {"now": 1764400000, "nodes": [
         {"name": "p", "npus": 1, "free": 1, "vnpu": {"chip-kind": "Ascend310P", "ai-cores": 10}},
         {"name": "b3", "npus": 1, "free": 1, "vnpu": {"chip-kind": "910B3"}}],

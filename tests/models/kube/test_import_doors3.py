@@ -1,4 +1,4 @@
-"""Issue 33 items 8 and 9 at ``npu-place import``: an import that can place nothing says so
+"""At ``npu-place import``: an import that can place nothing says so
 (exit 2 naming what to add, unless ``--allow-no-devices``), and warnings of one kind are one
 line with a count and a few samples at any scale."""
 

@@ -1,4 +1,4 @@
-"""Issue 21, the service doors under attack: a stored cluster is never corrupted or made
+"""The service doors under attack: a stored cluster is never corrupted or made
 invalid by a delta, and the replay log that rebuilds it after a worker restart is bounded
 and exact.  Every test runs against a real server on loopback."""
 

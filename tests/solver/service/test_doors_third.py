@@ -1,4 +1,4 @@
-"""Issue 33 items 1 and 2 at the service: a partly running job whose running ranks break
+"""At the service: a partly running job whose running ranks break
 their rack window, and node names with digits other than ASCII, answer 200 (stateless
 and stored clusters, PUT, PATCH and plan) where they answered 500."""
 
@@ -27,7 +27,7 @@ def client() -> Iterator[PlanClient]:
 
 
 def _broken_window() -> dict[str, Any]:
-    """The issue's case: ranks 0 and 1 (rack window 0) run in racks 0 and 1."""
+    """Ranks 0 and 1 (rack window 0) run in racks 0 and 1."""
     nodes = [pod_node(f"r{rack}-n{i}", 0, rack, free=0 if i == 0 else 8)
              for rack in (0, 1) for i in range(3)]
     train = job("train", "chip8-node8-ra64-sp", tasks=4, sp_block=32, ra_block=16,

@@ -1,4 +1,4 @@
-"""vNPU deltas, fuzzed (issue 26): after any sequence of accepted and refused deltas that
+"""vNPU deltas, fuzzed: after any sequence of accepted and refused deltas that
 change vNPU chips and ``vnpu-jobs``, the stored problem passes full validation, equals a
 fresh compile of its scenario in its vNPU view, and its greedy answer passes the
 validator; a refused delta changes nothing; a delta that only updates nodes is accepted

@@ -1,4 +1,4 @@
-"""Issue 26 on the service's doors: a PATCH changes a stored cluster's vNPU chips and its
+"""vNPU on the service's doors: a PATCH changes a stored cluster's vNPU chips and its
 ``vnpu-jobs`` by the full body's rules; a refused one leaves the cluster byte-identical;
 a restarted worker rebuilds the vNPU state from its replay log.  A real server on
 loopback."""
