@@ -23,7 +23,7 @@ from models.validation import InputError
 from solver.service.app import ServiceConfig
 from tests.solver.service.conftest import running_server
 from tests.solver.service.deltas import by_hand, fully_valid
-from tests.solver.service.test_doors import ordinary, put
+from tests.solver.service.test_service_under_attack import ordinary, put
 
 #: Wall-clock budget of the whole fuzz run (examples stop being drawn after it).
 FUZZ_SECONDS = 60.0

@@ -14,7 +14,7 @@ import pytest
 from models.scenario import Scenario
 from solver.service.app import ServiceConfig
 from tests.solver.service.conftest import HTTP_TIMEOUT, example, running_server
-from tests.solver.service.test_doors import (
+from tests.solver.service.test_service_under_attack import (
     _kill_home_worker,
     full_body_accepted,
     greedy_plan,
