@@ -26,7 +26,7 @@ from solver.cli import main
 from solver.doors import DEFAULT_EXAMPLE, example_path
 from tests.models.builders import job, node, placed, scenario, scenario_examples, write
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STRATEGY_MODULES = {
     Family.ORDINARY: "heuristics.ordinary",
     Family.SUPERPOD: "heuristics.superpod",

@@ -113,7 +113,7 @@ def test_the_table_ends_with_the_page_that_explains_it() -> None:
     problem = load_problem(example_path("rack-950"))
     text = render_result_table(problem, solve(problem, engine="greedy"))
     assert text.rstrip("\n").splitlines()[-1] == COLUMNS_NOTE
-    page = Path(__file__).resolve().parents[2] / "docs" / "plan-output.md"
+    page = Path(__file__).resolve().parents[3] / "docs" / "plan-output.md"
     assert page.is_file() and "(docs/plan-output.md)" in COLUMNS_NOTE
 
 

@@ -13,7 +13,7 @@ from models.scenario import Scenario
 from solver.facade import solve
 from solver.simulate import SimulationReport, simulate
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "models" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "models" / "examples"
 SCENARIO = EXAMPLES / "vnpu-inference.yaml"
 EVENTS = EXAMPLES / "vnpu-inference.events.yaml"
 

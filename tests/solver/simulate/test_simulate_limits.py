@@ -15,7 +15,7 @@ from solver.cli import main
 from solver.simulate import simulate
 from tests.models.builders import entry, job, node, scenario, write
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "models" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "models" / "examples"
 RFC = EXAMPLES / "rfc-inference-training.yaml"
 RFC_EVENTS = EXAMPLES / "rfc-inference-training.events.yaml"
 

@@ -16,7 +16,7 @@ from models.validation import InputError
 from solver.cli import main
 from solver.simulate import SimulationReport, simulate
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "models" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "models" / "examples"
 RFC = EXAMPLES / "rfc-inference-training.yaml"
 RFC_EVENTS = EXAMPLES / "rfc-inference-training.events.yaml"
 

@@ -20,7 +20,7 @@ import pytest
 from solver.cli import main
 from solver.doors import EXTRAS, example_path, missing_extra_module, require_extra
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _without(monkeypatch: pytest.MonkeyPatch, *extras: str) -> None:
