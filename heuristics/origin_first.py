@@ -346,7 +346,7 @@ def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
                for job in problem.jobs):
         return base
     # loaded here: a batch without multilevel jobs does not load the multilevel strategy
-    from heuristics.multilevel_first import (
+    from heuristics.multilevel.first import (
         MultilevelOutOfTime,
         multilevel_pass,
         relabel_plan,

@@ -239,7 +239,7 @@ def test_greedy_commands_load_neither_ortools_nor_pandas(argv: list[str], tmp_pa
 #: what only CP-SAT, the service, the simulator, replays and the benchmarks use, the other
 #: subcommands' modules, and ``numpy.ma`` (which ``np.unique`` imports).
 NOT_FOR_GREEDY = ("heuristics.podlevel", "heuristics.inference", "heuristics.origin_first",
-                  "heuristics.multilevel_first", "heuristics.vnpu", "heuristics.lifecycle",
+                  "heuristics.multilevel.first", "heuristics.vnpu", "heuristics.lifecycle",
                   "solver.cpsat", "solver.engine", "solver.phases", "solver.request",
                   "solver.bounds", "solver.lns",
                   "solver.reuse", "solver.service", "solver.simulate", "benchmarks",

@@ -238,8 +238,8 @@ def test_reference_examples(case: str, make: Any, expected: list[str]) -> None:
 
 def test_e25_scores() -> None:
     """E25's initial scores: the tree's fragment score is the root's (100)."""
-    from heuristics.multilevel_context import Context
-    from heuristics.multilevel_run import Run
+    from heuristics.multilevel.context import Context
+    from heuristics.multilevel.run import Run
 
     problem = compile_scenario(_e25())
     ctx = Context(problem, problem.jobs[0], ClusterState.initial(problem))
@@ -254,8 +254,8 @@ def test_e25_scores() -> None:
 
 def test_e26_initial_scores() -> None:
     """E26: W0 alloc 1 frag 0; W1 alloc 0 frag 1; root alloc 0 frag 12."""
-    from heuristics.multilevel_context import Context
-    from heuristics.multilevel_run import Run
+    from heuristics.multilevel.context import Context
+    from heuristics.multilevel.run import Run
 
     problem = compile_scenario(_e26(4))
     ctx = Context(problem, problem.jobs[0], ClusterState.initial(problem))
@@ -765,9 +765,9 @@ def test_single_pod_repair_picks_what_a_scheduling_run_picks(
     healths: list[str], reserve: int, prefs: list[int], faults: list[int]
 ) -> None:
     """``repair_pod`` (the single-pod repair shortcut) equals a full :class:`Run`."""
-    from heuristics.multilevel_context import Context
-    from heuristics.multilevel_history import repair_pod
-    from heuristics.multilevel_run import Run
+    from heuristics.multilevel.context import Context
+    from heuristics.multilevel.history import repair_pod
+    from heuristics.multilevel.run import Run
 
     count = len(healths)
     nodes = [node(f"n{i}", health=h, switch="W0") for i, h in enumerate(healths)]

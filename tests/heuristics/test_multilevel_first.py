@@ -9,9 +9,9 @@ import pytest
 
 from benchmarks.generators import GenParams, generate
 from heuristics.greedy import greedy_plan
-from heuristics.multilevel_first import MultilevelOutOfTime, better_ranks, multilevel_pass
-from heuristics.multilevel_guided import guided_layout
-from heuristics.multilevel_ranks import relabel_ranks
+from heuristics.multilevel.first import MultilevelOutOfTime, better_ranks, multilevel_pass
+from heuristics.multilevel.guided import guided_layout
+from heuristics.multilevel.ranks import relabel_ranks
 from heuristics.origin_first import origin_first_plan
 from heuristics.state import ClusterState
 from models.check import check

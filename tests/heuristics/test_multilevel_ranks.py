@@ -11,7 +11,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heuristics.multilevel_ranks import _assign, _hungarian_max
+from heuristics.multilevel.ranks import _assign, _hungarian_max
 
 
 @st.composite

@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.generators import GenParams, generate
 from heuristics.greedy import greedy_plan
-from heuristics.multilevel_run import Run
+from heuristics.multilevel.run import Run
 from models.compiled import compile_scenario
 
 

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from heuristics.multilevel_tree import Span, TreeIndex, all_true, divmod_by, group_runs
+from heuristics.multilevel.tree import Span, TreeIndex, all_true, divmod_by, group_runs
 
 #: Weight of the children's fragment scores in a parent's score (upstream ``frag`` formula).
 _CHILD_FRAG_WEIGHT = 10

@@ -27,8 +27,8 @@ import time
 import numpy as np
 
 from heuristics.multilevel import place_multilevel
-from heuristics.multilevel_guided import guided_layout
-from heuristics.multilevel_ranks import relabel_ranks
+from heuristics.multilevel.guided import guided_layout
+from heuristics.multilevel.ranks import relabel_ranks
 from heuristics.state import ClusterState
 from models.compiled import JobView, Problem
 from models.plan import Plan

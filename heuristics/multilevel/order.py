@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from models.compiled import natural_key
 
 if TYPE_CHECKING:
-    from heuristics.multilevel_run import Run
+    from heuristics.multilevel.run import Run
 
 T = TypeVar("T")
 

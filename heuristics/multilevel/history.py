@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from heuristics.multilevel_run import Run
-from heuristics.multilevel_tree import TreeIndex
+from heuristics.multilevel.run import Run
+from heuristics.multilevel.tree import TreeIndex
 from models.compiled import TreeView
 
 if TYPE_CHECKING:
-    from heuristics.multilevel_context import Context
+    from heuristics.multilevel.context import Context
 
 
 def with_history(ctx: Context) -> list[int] | None:

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from heuristics.images import tie_list, tie_positions
-from heuristics.multilevel_order import write_layout
-from heuristics.multilevel_run import Run
-from heuristics.multilevel_tree import Span, TreeIndex
+from heuristics.multilevel.order import write_layout
+from heuristics.multilevel.run import Run
+from heuristics.multilevel.tree import Span, TreeIndex
 from heuristics.state import ClusterState
 from models.compiled import SUBHEALTHY, JobView, Problem, TreeView, natural_key
 

@@ -133,9 +133,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from heuristics.base import JobOutcome
-from heuristics.multilevel_context import Context
-from heuristics.multilevel_history import repair, with_history
-from heuristics.multilevel_order import (
+from heuristics.multilevel.context import Context
+from heuristics.multilevel.history import repair, with_history
+from heuristics.multilevel.order import (
     level1_rank,
     ranks_from_level1_groups,
     sort_nodes_by_cached_rank,
