@@ -115,14 +115,14 @@ schedule of the job, :func:`solve_job`: around running ranks, from history or af
 over every tree with the strict-rule attempt, then the fault-return swap and the
 guard) and re-exports upstream's rank helpers; the parts live beside it:
 
-* :mod:`heuristics.multilevel_context`: what one job's schedules share (candidates per
+* :mod:`heuristics.multilevel.context`: what one job's schedules share (candidates per
   tree, tree indexes, one ``Schedule`` on a tree, the leaf order);
-* :mod:`heuristics.multilevel_history`: reuse and repair of the cached layout;
-* :mod:`heuristics.multilevel_run`: one ``Schedule`` call (scheduling tree with ``alloc``
+* :mod:`heuristics.multilevel.history`: reuse and repair of the cached layout;
+* :mod:`heuristics.multilevel.run`: one ``Schedule`` call (scheduling tree with ``alloc``
   and fragment scores, pass 1 and pass 2);
-* :mod:`heuristics.multilevel_tree`: the level structure of a resource tree (domains as
+* :mod:`heuristics.multilevel.tree`: the level structure of a resource tree (domains as
   contiguous position runs), shared across jobs;
-* :mod:`heuristics.multilevel_order`: the rank order (position pre-allocation, cached
+* :mod:`heuristics.multilevel.order`: the rank order (position pre-allocation, cached
   positions, ``getL1Ranks``).
 """
 

@@ -6,8 +6,8 @@
 ``Problem.memo`` across jobs), one ``Schedule`` on a whole tree
 (:meth:`Context.schedule_tree`), the leaf order inside a level1 domain
 (:meth:`Context.leaf_key`), and the answers of repairs
-(:mod:`heuristics.multilevel_history`).  One ``Schedule`` call is
-:class:`heuristics.multilevel_run.Run`, the rank order :mod:`heuristics.multilevel_order`.
+(:mod:`heuristics.multilevel.history`).  One ``Schedule`` call is
+:class:`heuristics.multilevel.run.Run`, the rank order :mod:`heuristics.multilevel.order`.
 Part of :mod:`heuristics.multilevel`.
 """
 
@@ -171,7 +171,7 @@ class Context:
     # ----------------------------------------------------------------- ranks
     def write(self, run: Run, base: int, out: list[int]) -> None:
         """Turn ``run``'s task tree into ranks ``base..`` of ``out``
-        (:func:`heuristics.multilevel_order.write_layout`)."""
+        (:func:`heuristics.multilevel.order.write_layout`)."""
         write_layout(run, base, out, self.npos, self.tasks)
 
     def leaf_key(self, pref: dict[int, int], reserved: frozenset[int] | set[int],

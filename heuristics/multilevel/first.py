@@ -11,9 +11,9 @@ placed, the cached nodes that jobs still to come want are held back (the job is 
 the nodes without them when that fails).  Two passes are built, with and without holding
 back, and the caller keeps the best by the objective of these and its base plan.  Every
 job placed by a pass gets its ranks reordered within its layout
-(:mod:`heuristics.multilevel_ranks`) when that returns more ranks to their cached node;
+(:mod:`heuristics.multilevel.ranks`) when that returns more ranks to their cached node;
 :func:`relabel_plan` does only that to a plan's multilevel jobs.  A job with cached
-nodes also gets an origin-guided layout (:mod:`heuristics.multilevel_guided`: every group
+nodes also gets an origin-guided layout (:mod:`heuristics.multilevel.guided`: every group
 to the domain holding most of its cached nodes), kept when it has more hits.
 
 Jobs of other families and partly running jobs keep their base answer.  Deterministic: no
@@ -64,7 +64,7 @@ def _score(job: JobView, nodes: np.ndarray) -> tuple[int, int]:
 
 
 def better_ranks(job: JobView, nodes: np.ndarray) -> np.ndarray:
-    """``nodes`` in :func:`heuristics.multilevel_ranks.relabel_ranks`' order when that
+    """``nodes`` in :func:`heuristics.multilevel.ranks.relabel_ranks`' order when that
     gives more hits and no more fault returns (or as many hits and fewer returns)."""
     other = relabel_ranks(job, nodes)
     if other is nodes:
@@ -92,7 +92,7 @@ def multilevel_pass(problem: Problem, base: Plan, hold_back: bool,
                     guided: bool = True) -> Plan:
     """Re-place the multilevel jobs of ``base`` origin-first (see the module docstring),
     each job's ranks reordered by :func:`better_ranks` unless ``relabel`` is off; with
-    ``guided`` a job takes :func:`heuristics.multilevel_guided.guided_layout` instead of
+    ``guided`` a job takes :func:`heuristics.multilevel.guided.guided_layout` instead of
     upstream's layout when that has more hits (or as many and fewer fault returns)."""
     redo = [j for j in problem.queue
             if problem.jobs[j].family is Family.MULTILEVEL and not problem.jobs[j].partly_running]

@@ -6,7 +6,7 @@ level1 group takes its ranks' cached nodes there and fills up with other free no
 (fault ranks' old nodes last).  A level ``i`` domain can hold ``cap_i`` groups:
 ``free // a1`` for level1, ``⌊Σ children's cap / (a_i / a_(i-1))⌋`` above; taking a group
 lowers its domain's ``cap`` by exactly one, so a group never runs out of room once its
-domain is chosen.  Used by :mod:`heuristics.multilevel_first` next to upstream's layout.
+domain is chosen.  Used by :mod:`heuristics.multilevel.first` next to upstream's layout.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ missing rank's largest fault subtree inside its parent group's domain
 (``rescheduleSubTask``, :func:`_repair_subtree`; one pod inside its level1 domain by the
 shortcut :func:`repair_pod`), escalating a fault job's failed subtrees up to the whole job
 (:func:`repair`).  :func:`repair` is also the pod-level repair of a partly running job
-(:meth:`heuristics.multilevel_context.Context.solve`).  Part of
+(:meth:`heuristics.multilevel.context.Context.solve`).  Part of
 :mod:`heuristics.multilevel`.
 """
 
@@ -211,7 +211,7 @@ def _repair_subtree(
 
 def repair_pod(ctx: Context, tix: TreeIndex, leaves: np.ndarray,
                pref: dict[int, int]) -> list[int] | None:
-    """One pod inside its level1 domain: what a :class:`heuristics.multilevel_run.Run`
+    """One pod inside its level1 domain: what a :class:`heuristics.multilevel.run.Run`
     over ``leaves`` picks.
 
     ``leaves`` are the domain's offered nodes in label (natural) order.  The reserve is

@@ -2,7 +2,7 @@
 
 The public helpers are upstream's rank conventions (``sortNodesByCachedRank``,
 ``getL1Ranks``); :func:`write_layout` turns a finished
-:class:`heuristics.multilevel_run.Run`'s task tree into ranks, with the RFC's position
+:class:`heuristics.multilevel.run.Run`'s task tree into ranks, with the RFC's position
 pre-allocation (``sortFreeTasksByPreferredRank``: :func:`slots_by_votes`) at every level
 and cached positions inside a level1 group (:func:`leaf_order`).  Part of
 :mod:`heuristics.multilevel`, which re-exports the public helpers.

@@ -2,13 +2,13 @@
 
 :class:`Run` builds the scheduling tree (``schedulingTreeNode``: ``alloc`` and the
 fragment score ``frag`` of every domain, the reserved leaves) over one domain of a
-:class:`heuristics.multilevel_tree.TreeIndex`, vectorised per depth, then runs pass 1
+:class:`heuristics.multilevel.tree.TreeIndex`, vectorised per depth, then runs pass 1
 (``traverseTree`` / ``traverseSiblings``: best fit by ``(frag, alloc)``, overflow by
 ``(alloc, frag)``, preferred siblings first) and pass 2 (untraversed and reserved
 leaves complete partial groups), building the task tree bottom-up (§2.6.5–§2.6.8).
 :class:`Dom` objects are made only for the domains the traversal visits.  Part of
 :mod:`heuristics.multilevel`; the job-level driver is
-:class:`heuristics.multilevel_context.Context`.
+:class:`heuristics.multilevel.context.Context`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ _SMALL = 64
 
 class JobOfRun(Protocol):
     """What a :class:`Run` reads of the job it schedules
-    (:class:`heuristics.multilevel_context.Context`)."""
+    (:class:`heuristics.multilevel.context.Context`)."""
 
     num_nodes: int
     tasks: int

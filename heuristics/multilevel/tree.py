@@ -3,9 +3,9 @@
 :class:`TreeIndex` orders the nodes of one topotree (trimmed to a job's levels) so that
 every domain at every level is a contiguous run of positions; :class:`Span` is the domain
 structure below one domain of it (run starts, parents, first children), which every
-:class:`heuristics.multilevel_run.Run` scheduling in that domain shares.  Both depend on
+:class:`heuristics.multilevel.run.Run` scheduling in that domain shares.  Both depend on
 the problem alone and are kept in ``Problem.memo`` across jobs
-(:meth:`heuristics.multilevel_context.Context.index`).  Part of
+(:meth:`heuristics.multilevel.context.Context.index`).  Part of
 :mod:`heuristics.multilevel`.
 """
 
@@ -97,7 +97,7 @@ _ALL_TRUE: dict[int, np.ndarray] = {}
 class Span:
     """The domains of one depth-``d0`` domain (positions ``[lo, hi)`` of a
     :class:`TreeIndex`) down to level1, the structure every
-    :class:`heuristics.multilevel_run.Run` in it shares.
+    :class:`heuristics.multilevel.run.Run` in it shares.
 
     Per depth ``d0..k1``: ``starts`` (run starts, positions relative to ``lo``) and
     ``owner`` (index of the parent domain); ``pos_dom`` the level1 domain of each

@@ -1,6 +1,6 @@
 """Multilevel greedy: placements on generated batches are those of the reference port.
 
-``heuristics/multilevel.py`` is a faithful port of upstream's greedy; its speed-ups (pass-2
+``heuristics/multilevel/`` is a faithful port of upstream's greedy; its speed-ups (pass-2
 domains that cannot complete a group skipped, repairs that cannot escalate
 stopped at the first failure, incremental leaf counts, integer leaf keys, ...) must not
 change one placement.  ``tests/data/multilevel_golden.json`` holds, per generated batch, a

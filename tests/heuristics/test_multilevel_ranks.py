@@ -1,4 +1,4 @@
-"""The assignment inside the rank relabelling (``heuristics.multilevel_ranks``).
+"""The assignment inside the rank relabelling (``heuristics.multilevel.ranks``).
 
 The hand-written Hungarian method must find a maximum-weight assignment: its total is
 compared with brute force over every permutation of small matrices.

@@ -1,4 +1,4 @@
-"""Tests of one multilevel ``Schedule`` call (``heuristics.multilevel_run.Run``).
+"""Tests of one multilevel ``Schedule`` call (``heuristics.multilevel.run.Run``).
 
 Pass 2 is skipped when pushing every free leaf cannot complete the root
 (``Run._completes``); the skip must never change an answer, so the prediction
