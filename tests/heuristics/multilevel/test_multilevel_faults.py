@@ -22,7 +22,7 @@ from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import Scenario
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "rfc"
+DATA = Path(__file__).resolve().parents[2] / "data" / "rfc"
 NOW = 1_764_400_000
 
 

@@ -12,7 +12,7 @@ jobs, busy clusters, and the generator's ``reservedNode`` 1.
 
 Regenerate (only when an answer is meant to change, saying why in the commit)::
 
-    python -m tests.heuristics.test_multilevel_golden
+    python -m tests.heuristics.multilevel.test_multilevel_golden
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from heuristics.multilevel import place_multilevel
 from heuristics.state import ClusterState
 from models.compiled import compile_scenario
 
-GOLDEN = Path(__file__).resolve().parents[1] / "data" / "multilevel_golden.json"
+GOLDEN = Path(__file__).resolve().parents[2] / "data" / "multilevel_golden.json"
 
 
 def _cases() -> dict[str, GenParams]:
