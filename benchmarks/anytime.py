@@ -210,7 +210,7 @@ VIOLATION_HEADER = ["instance", "shorter budget s", "longer budget s", "objectiv
 
 
 def goal_summary(rows: list[dict[str, Any]], short: float = 1.0) -> str:
-    """The issue's goals: median share captured at ``short``, violations, worst overrun."""
+    """The anytime goals: median share captured at ``short``, violations, worst overrun."""
     add_shares(rows)
     shares = [float(r["share-captured"]) for r in rows
               if float(r["budget"]) == short and r.get("share-captured") is not None]

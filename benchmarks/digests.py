@@ -1,4 +1,4 @@
-"""Digests of what the engines do, to prove a refactoring changed nothing (issue 36).
+"""Digests of what the engines do, to prove a refactoring changed nothing.
 
 ::
 

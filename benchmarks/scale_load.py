@@ -1,4 +1,4 @@
-"""CPU time of reading a large scenario file and of greedy on it (issue 37).
+"""CPU time of reading a large scenario file and of greedy on it.
 
 ::
 

@@ -1,4 +1,4 @@
-"""One stateless solve with and without its own model cache (issue 22).
+"""One stateless solve with and without its own model cache.
 
 ::
 

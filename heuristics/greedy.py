@@ -61,7 +61,7 @@ def _registry() -> dict[Family, Callable[[], Strategy]]:
 def _with_paths(strategy: Strategy) -> Strategy:
     """``strategy`` with partly running jobs sent to :func:`heuristics.podlevel.place_pod_level`
     and inference jobs to the infer-service / MindIE paths of :mod:`heuristics.inference`
-    (the dispatcher of §2.3 and §2.5.6, issue 24); those modules are imported when such a
+    (the dispatcher of §2.3 and §2.5.6); those modules are imported when such a
     job comes."""
 
     def place(problem: Problem, j: int, state: ClusterState) -> JobOutcome:

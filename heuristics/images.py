@@ -1,4 +1,4 @@
-"""Image locality in the greedy's tie-breaks (issue 34; an npu-place addition).
+"""Image locality in the greedy's tie-breaks (an npu-place addition).
 
 Wherever a strategy breaks a tie between equally scored nodes by natural node-name order
 (upstream iterates Go maps there), a node that already holds the job's image

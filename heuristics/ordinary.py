@@ -359,7 +359,7 @@ def place_ordinary_job(problem: Problem, job: JobView, state: ClusterState) -> J
     usable0 = state.free >= request
     usable0 &= problem.health != UNHEALTHY
     cand = problem.natural_order[usable0[problem.natural_order]]
-    # npu-place addition (issue 34): among equal scores, nodes holding the job's image
+    # npu-place addition: among equal scores, nodes holding the job's image
     # first (a lower local index wins a tie); natural order without image locality
     cand = image_first(problem, job.image, cand)
     room = int((state.free[cand] // request).sum()) if cand.size else 0

@@ -13,7 +13,7 @@ goes back to it, for all ordinary jobs of the batch (greedy places job after job
 early job's uncached ranks can take a later job's cached nodes), then each job's other
 ranks fill the fullest nodes first (upstream's best fit), keeping off nodes other ranks
 still want and fault ranks off their old node.  Multilevel jobs are re-placed last, by
-upstream's own strategy in an origin-first order (:mod:`heuristics.multilevel_first`).
+upstream's own strategy in an origin-first order (:mod:`heuristics.multilevel.first`).
 Every other job keeps greedy's answer, and so does every partly running job
 (``running-ranks``).
 """
@@ -350,14 +350,14 @@ def origin_first_parts(problem: Problem, base: Plan, deadline: float | None = No
 def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
                      weights: ResolvedWeights | None) -> Plan:
     """The best by the objective of ``base``, ``base`` with its multilevel jobs' ranks
-    reordered, and its four multilevel origin-first passes (:mod:`heuristics.multilevel_first`,
+    reordered, and its four multilevel origin-first passes (:mod:`heuristics.multilevel.first`,
     with and without holding back later jobs' cached nodes, with and without the
     origin-guided layouts) that pass the validator."""
     if not any(job.family is Family.MULTILEVEL and not job.partly_running
                for job in problem.jobs):
         return base
     # loaded here: a batch without multilevel jobs does not load the multilevel strategy
-    from heuristics.multilevel_first import (
+    from heuristics.multilevel.first import (
         multilevel_pass,
         relabel_plan,
     )

@@ -47,7 +47,7 @@ pending pods may go is this module's, per family:
     with running ranks in their rack, the others in the best-fit rack that holds their
     cached nodes first), blocks with no running rank go through the strategy chain.
 * **Multilevel** (§2.6.9, ``rescheduleWithSuperPods`` with the running ranks pinned):
-  see ``heuristics.multilevel_context`` (``Context._around_running``).
+  see ``heuristics.multilevel.context`` (``Context._around_running``).
 
 Inference jobs (``inferserviceid``; MindIE's ``app`` + ``jobID``) that are not partly
 running go to :mod:`heuristics.inference`.

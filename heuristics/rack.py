@@ -236,8 +236,8 @@ class _Selector:
         self.descending: list[int] = []
         self.sp_count = 0
         self.unready: list[int] = []
-        # Blocks already placed and ranks that never move (a partly running job's,
-        # issue 24: filled by ``heuristics.podlevel`` before :meth:`run`).
+        # Blocks already placed and ranks that never move (a partly running job's:
+        # filled by ``heuristics.podlevel`` before :meth:`run`).
         self.done: set[int] = set()
         self.fixed: set[int] = set()
 
@@ -263,7 +263,7 @@ class _Selector:
         cand = order[ok[order]]
         if cand.size == 0:
             return
-        # npu-place addition (issue 34): holders of the job's image first inside a rack
+        # npu-place addition: holders of the job's image first inside a rack
         tie = tie_positions(problem, self.job.image)
         if tie is not problem.natural_pos:  # else the topology order is already the order
             cand = cand[np.lexsort((tie[cand], problem.rack[cand], problem.super_pod[cand]))]

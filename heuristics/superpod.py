@@ -246,7 +246,7 @@ class _Selection:
         order = problem.topology_order(by_rack=False)
         cand = order[np.asarray(candidates, dtype=bool)[order]]
         sps = problem.super_pod[cand]
-        # npu-place addition (issue 34): holders of the job's image first in a super pod
+        # npu-place addition: holders of the job's image first in a super pod
         self.tie = tie_positions(problem, job.image)
         if self.tie is not problem.natural_pos:  # else the topology order is the order
             order = np.lexsort((self.tie[cand], sps))
@@ -264,7 +264,7 @@ class _Selection:
         self.pieces: list[tuple[list[int], list[int]]] = []
         self.unready: list[int] = []
         self.next = 0  # unready[next] is the smallest block ID still to carve
-        # Ranks that never move (running ranks of a partly running job, issue 24); their
+        # Ranks that never move (running ranks of a partly running job); their
         # blocks are put in ``blocks`` before :meth:`run` by ``heuristics.podlevel``.
         self.fixed: set[int] = set()
         # Origin-node preference (only with prefer-previous-node on).
@@ -345,7 +345,7 @@ class _Selection:
         Which blocks level 1 places, and where, is known before any carving (each takes
         exactly ``spBlock`` nodes of its origin super pod), so a cached node of a rank whose
         block goes to another super pod is not held back for it: it is an ordinary node of
-        its health bucket (f7 of issue 16: health before claims of blocks placed
+        its health bucket (RFC case f7 in ``tests/data/rfc/``: health before claims of blocks placed
         elsewhere).
         """
         sp = self.sp

@@ -220,7 +220,7 @@ def take(view: VnpuProblem, state: VnpuState, pick: Candidate) -> None:
 
 
 def _tie_list(problem: Problem, view: VnpuProblem, j: int) -> list[int]:
-    """Natural positions, holders of vNPU job ``j``'s image first (issue 34): the
+    """Natural positions, holders of vNPU job ``j``'s image first: the
     tie-break between equally scored nodes."""
     image = view.jobs[j].spec.image
     return tie_list(problem, image.name if image is not None else None)

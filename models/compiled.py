@@ -131,7 +131,7 @@ class JobView:
     origin: np.ndarray  # int32 [tasks]: node index of the live cache entry, -1 when none
     fault: np.ndarray  # bool [tasks]: rank listed in fault-ranks
     prefer_previous: bool  # config prefer-previous-node: engines chase origins only if true
-    # Pod-level rescheduling (issue 24): node index of each running rank, -1 for the ranks
+    # Pod-level rescheduling: node index of each running rank, -1 for the ranks
     # to place.  A running rank's ``origin`` is -1: hits count for placed ranks only.
     running: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     pod_rescheduling: bool = False
@@ -141,7 +141,7 @@ class JobView:
     mindie: bool = False  # labels app and jobID both set (A3's MindIE path)
     pod_affinity: tuple[tuple[str, str], ...] = ()  # MindIE preferred matchLabels
     sp_fit_idlest: bool = False  # MindIE: super pods with more free nodes first
-    # Image locality (issue 34): the image the job's pods run (``image_size_gb`` is its
+    # Image locality: the image the job's pods run (``image_size_gb`` is its
     # size), None when the job names none
     image: str | None = None
 
@@ -214,7 +214,7 @@ class Problem:
     node_tree: np.ndarray  # int32 index into tree_names, -1 when the node names no tree
     tree_names: tuple[str, ...]
     live: dict[str, dict[int, str]] = field(repr=False)  # live cache, owner → rank → node
-    # Image locality (issue 34): image name → node indices holding it (int32, ascending),
+    # Image locality: image name → node indices holding it (int32, ascending),
     # from ``nodes[].images``; and config ``image-locality`` (the term and tie-break on)
     image_holders: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     image_locality: bool = True

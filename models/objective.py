@@ -41,7 +41,7 @@ One function of ``(scenario, placement)`` measures every engine identically.  Th
     * ordinary: the nodes hosting the job that are left partly used
       (``0 < free − used < npus``).
 
-``image-hits`` (image locality, issue 34; an npu-place addition)
+``image-hits`` (image locality; an npu-place addition)
     Per placed job that names an ``image``, the distinct nodes hosting its placed ranks
     (vNPU jobs: its slices) that already hold the image (``nodes[].images``): pulls
     avoided, as the kubelet pulls once per node.  Each is worth
@@ -121,7 +121,7 @@ class Weights(BaseModel):
     reserve: int = Field(2, ge=0, le=MAX_WEIGHT)
     fragment: int = Field(1, ge=0, le=MAX_WEIGHT)
     priority_levels: bool = Field(True, alias="priority-levels")
-    # image locality (issue 34): reward per GB of image already on a hosting node
+    # image locality: reward per GB of image already on a hosting node
     image_gb: int = Field(1, alias="image-gb", ge=0, le=MAX_WEIGHT)
 
 
@@ -138,7 +138,7 @@ class ResolvedWeights:
     fragment: int
     notes: tuple[str, ...] = ()
     vnpu_placed: tuple[int, ...] = ()  # per vNPU job index (``vnpu-jobs``)
-    # image locality (issue 34): reward per node hosting a job that holds its image, per
+    # image locality: reward per node hosting a job that holds its image, per
     # job index and per vNPU job index (0: no image, no holder, or the term off)
     image: tuple[int, ...] = ()
     vnpu_image: tuple[int, ...] = ()
@@ -191,7 +191,7 @@ class Metrics:
     fragment_score: int = 0
     affinity_spill: int = 0
     achievable_origin_hits: int = 0
-    image_hits: int = 0  # nodes hosting a job that already hold its image (issue 34)
+    image_hits: int = 0  # nodes hosting a job that already hold its image
     image_hit_gb: float = 0.0  # their images' GB (pulls avoided)
     objective: int = 0
     per_job_hits: dict[str, int] = field(default_factory=dict)

@@ -47,7 +47,7 @@ MAX_ID = 2**31 - 1
 MAX_SUPER_POD_SIZE = 100_000
 #: Largest ``pending-sessions`` accepted (upstream counts sessions in an int).
 MAX_PENDING_SESSIONS = 1_000_000
-#: Pod-level and inference keys of jobs (issue 24) and their defaults: left out of dumps
+#: Pod-level and inference keys of jobs and their defaults: left out of dumps
 #: when they hold the default.
 POD_LEVEL_DEFAULTS: dict[str, Any] = {
     "running-ranks": {}, "pod-rescheduling": False, "process-recover": False,
@@ -339,7 +339,7 @@ ImageSizeGb = Annotated[float, Field(ge=0, le=MAX_IMAGE_SIZE_GB, allow_inf_nan=F
 
 
 class JobImage(_Model):
-    """The container image a job runs (``jobs[].image``, image locality, issue 34).
+    """The container image a job runs (``jobs[].image``, image locality).
 
     ``size-gb`` absent: the job's ``image-size-gb``.
     """
@@ -479,7 +479,7 @@ class Job(_Model):
     image_size_gb: float = Field(DEFAULT_IMAGE_SIZE_GB, alias="image-size-gb", ge=0,
                                  le=MAX_IMAGE_SIZE_GB, allow_inf_nan=False, description=(
         "The job's image size, for the pulls simulate and replay report."))
-    # Pod-level rescheduling (issue 24): ranks of this job still running, which stay on
+    # Pod-level rescheduling: ranks of this job still running, which stay on
     # their nodes (their chips are not in the nodes' ``free``); the other ranks are placed
     # around them.  Upstream's job labels ``pod-rescheduling=on`` and
     # ``process-recover-enable=on`` and the rescheduler's ``PendingSessionNum``.
@@ -552,7 +552,7 @@ class RunningJob(_Model):
     super_pod_affinity: AffinityLabel = Field(SuperPodAffinity.HARD, alias="super-pod-affinity",
                                               description="As on jobs.")
     ub_memory: bool = Field(False, alias="ub-memory", description="As on jobs.")
-    # Read by the inference paths of pending jobs (issue 24): a running job of the same
+    # Read by the inference paths of pending jobs: a running job of the same
     # ``inferserviceid`` draws its service's next instances to its super pods / racks, and
     # its ``labels`` are matched by MindIE jobs' ``pod-affinity``.
     inferserviceid: Text | None = Field(None, description=(
@@ -561,7 +561,7 @@ class RunningJob(_Model):
                                      description=(
         "The job's labels, matched by pending jobs' pod-affinity."))
     # Upstream's pod-level switches: ``simulate`` deletes only a fault pod of such a job
-    # and repairs the job around the running ones (issue 24).
+    # and repairs the job around the running ones.
     pod_rescheduling: bool = Field(False, alias="pod-rescheduling", description=(
         "simulate repairs a fault of this job at pod level (only the fault pod moves)."))
     process_recover: bool = Field(False, alias="process-recover", description=(
@@ -637,7 +637,7 @@ class Scenario(_Model):
     def to_dict(self) -> dict[str, Any]:
         """Return the scenario with the contract's key names, for YAML/JSON output.
 
-        The pod-level and inference fields (issue 24) are written only when set, so that
+        The pod-level and inference fields are written only when set, so that
         a scenario without them dumps as before.
         """
         data = self.model_dump(by_alias=True, mode="json", exclude_none=True)

@@ -241,7 +241,7 @@ def derive_shape(job: Job, scenario: Scenario) -> tuple[JobShape | None, list[tu
 
 
 def _check_pod_level(job: Job, family: Family, policy: Policy) -> list[tuple[str, str]]:
-    """Rules of ``running-ranks`` and of the inference fields (issue 24).
+    """Rules of ``running-ranks`` and of the inference fields.
 
     Node names and capacity are checked with the other jobs' chips in
     :func:`validate_scenario`; the layout of the running ranks (one super pod per block,

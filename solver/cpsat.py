@@ -87,7 +87,7 @@ def build_model(problem: Problem, weights: ResolvedWeights, hint: Plan | None = 
     hint = hint or Plan.empty(problem)
     pinned = pinned_jobs(problem, hint)
     pinned.update(fixed or {})
-    # Partly running super-pod / 950 / multilevel jobs (issue 24) are modelled around
+    # Partly running super-pod / 950 / multilevel jobs are modelled around
     # their running ranks (solver.model.podlevel); those whose running ranks break their
     # own group tree keep the warm start's pod-level answer as a fixed part of the batch,
     # or stay unplaced without one.  Ordinary ones are modelled through

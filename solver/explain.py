@@ -74,7 +74,7 @@ def _alone(problem: Problem, job: JobView) -> str | None:
 
 
 def _pod_level(problem: Problem, job: JobView) -> str:
-    """Why partly running job ``job`` (issue 24) is not completed."""
+    """Why partly running job ``job`` is not completed."""
     pending = int(job.to_place.sum())
     head = f"pod-level rescheduling of job '{job.name}'"
     if job.family is Family.ORDINARY or not job.whole_node:

@@ -131,8 +131,8 @@ SEARCH_MODES = ("lns", "hybrid", "full")
 LNS_MIN_NODES = 2048
 #: Batches of more nodes search by large neighbourhoods only, without the whole-batch
 #: phase: its model of a 65,536-node multilevel batch took the process from 0.7 to 2.6 GB
-#: (peak resident memory; deterministic time 10, issue 37's limit is 2 GB), where the
-#: neighbourhoods had already converged on most batches of that size.
+#: (peak resident memory; deterministic time 10; the goal at that scale is 2 GB), where
+#: the neighbourhoods had already converged on most batches of that size.
 LNS_ONLY_NODES = 16384
 #: Problems with at most this many jobs always get the full model: a single job's whole
 #: model proves it in seconds where neighbourhoods prove nothing (a 512-rank job on

@@ -1,4 +1,4 @@
-"""Digests of the CP-SAT models a solve hands to the solver (issue 36).
+"""Digests of the CP-SAT models a solve hands to the solver.
 
 :func:`recording_proto_digests` is a context manager for tools that prove a refactoring
 changed nothing (``python -m benchmarks.digests``): while it is open, every

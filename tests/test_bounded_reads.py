@@ -1,4 +1,4 @@
-"""Every file npu-place opens goes through its bounded readers (issue 33, item 3).
+"""Every file npu-place opens goes through its bounded readers.
 
 The README promises that everything the tool reads is bounded: a regular file by its size
 before it is read, ``/dev/zero`` and pipes one byte past the limit, a named pipe without a

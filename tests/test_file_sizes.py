@@ -1,4 +1,4 @@
-"""No long room without a reason (issue 36): a source file over :data:`LIMIT` lines says why.
+"""No long room without a reason: a source file over :data:`LIMIT` lines says why.
 
 Every ``.py`` file under the packages (``models``, ``heuristics``, ``solver``,
 ``benchmarks``) with more than :data:`LIMIT` lines must state in its module docstring why

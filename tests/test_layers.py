@@ -234,12 +234,12 @@ def test_greedy_commands_load_neither_ortools_nor_pandas(argv: list[str], tmp_pa
     assert stdout.strip() == "0 []"
 
 
-#: What a greedy ``plan`` must not load (issue 20, "greedy starts fast"): the strategy
+#: What a greedy ``plan`` must not load (so that greedy starts fast): the strategy
 #: modules of the families the example does not have, the paths of jobs it does not have,
 #: what only CP-SAT, the service, the simulator, replays and the benchmarks use, the other
 #: subcommands' modules, and ``numpy.ma`` (which ``np.unique`` imports).
 NOT_FOR_GREEDY = ("heuristics.podlevel", "heuristics.inference", "heuristics.origin_first",
-                  "heuristics.multilevel_first", "heuristics.vnpu", "heuristics.lifecycle",
+                  "heuristics.multilevel.first", "heuristics.vnpu", "heuristics.lifecycle",
                   "solver.cpsat", "solver.engine", "solver.phases", "solver.request",
                   "solver.bounds", "solver.lns",
                   "solver.reuse", "solver.service", "solver.simulate", "benchmarks",
@@ -280,7 +280,7 @@ def test_a_greedy_plan_loads_only_what_its_jobs_need(example: str, family_module
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["no-such-command"]])
 def test_version_and_help_load_no_library(argv: list[str], tmp_path: Path) -> None:
     """``npu-place --version`` / ``--help`` / a misspelt command build no subcommand and
-    import neither numpy nor pydantic nor the house (issue 20)."""
+    import neither numpy nor pydantic nor the house."""
     script = (
         "import sys, io, contextlib\n"
         "from solver.cli import main\n"

@@ -1,4 +1,4 @@
-"""Issue 16: RFC fidelity of the origin preference (fault ranks, sub-healthy origins).
+"""RFC fidelity of the origin preference (fault ranks, sub-healthy origins).
 
 * The shared cases (``tests/data/rfc/``, copied from ``shared/cases/rfc-preference``): the
   greedy facts the RFC asks for (950, 850, ordinary; the multilevel greedy cases f5/f5b

@@ -343,7 +343,7 @@ PAIRED_FIELDS: tuple[str, ...] = ("pulls", "pulled-gb", "pull-minutes", "origin-
 VNPU_PAIRED_FIELDS: tuple[str, ...] = ("vnpu-pulls", "vnpu-pulled-gb")
 
 
-#: Engine pairs the image-locality section of a many-seed report compares (issue 34).
+#: Engine pairs the image-locality section of a many-seed report compares.
 IMAGE_PAIRS: tuple[tuple[str, str], ...] = (
     ("cpsat", "rfc"), ("cpsat", "upstream"), ("cpsat", "cpsat-no-image"),
     ("rfc", "rfc-no-image"), ("cpsat-no-image", "rfc-no-image"))

@@ -38,7 +38,7 @@ Engines:
 
 Before each session the nodes' images are written into the session's scenario from the
 engine's image stores (``nodes[].images``), and every job names its image
-(``jobs[].image``): the image-locality term (issue 34) sees what the kubelet would report.
+(``jobs[].image``): the image-locality term sees what the kubelet would report.
 """
 
 from __future__ import annotations

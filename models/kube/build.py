@@ -20,8 +20,8 @@ Decisions on the reference's inferences ([I] in cluster-integration.md), in one 
 * ``rack-id``: only when the device-info record has the ``RackID`` key (≥ 0), so a missing
   key is not read as rack 0.
 * Job state: all NPU pods unbound → pending job; all bound → running job; some of each →
-  pending job whose ``running-ranks`` are the bound ranks (pod-level rescheduling, issue
-  24; bound ranks on nodes that are not imported are left to be placed, with a warning).
+  pending job whose ``running-ranks`` are the bound ranks (pod-level rescheduling;
+  bound ranks on nodes that are not imported are left to be placed, with a warning).
   Labels ``pod-rescheduling=on`` / ``process-recover-enable=on`` become
   ``pod-rescheduling`` / ``process-recover``; ``inferserviceid`` is read for super-pod and
   950 jobs (running ones too); MindIE's ``app`` and ``jobID`` become the job's ``labels``
@@ -891,7 +891,7 @@ class ClusterImport:
 
 def _image_sizes(specs: list[JobSpec], records: Iterable[NodeRecord]) -> None:
     """Each job's ``image.size-gb`` from any node's ``status.images`` that lists the image
-    (image locality, issue 34); left out (the job's ``image-size-gb``) when none does."""
+    (image locality); left out (the job's ``image-size-gb``) when none does."""
     sizes: dict[str, float] = {}
     for record in records:
         sizes.update(record.images)

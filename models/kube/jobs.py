@@ -158,7 +158,7 @@ class PodRecord:
     # slice is cut (huawei.com/AscendReal present) and the vnpu-level/vnpu-dvpp labels
     # (and ring-controller.atlas, the job's handler family)
     npu_core: int = 0
-    # image locality (issue 34): the first container's image
+    # image locality: the first container's image
     image: str | None = None
     vnpu_annotation: str | None = None
     vnpu_real: bool = False
@@ -293,7 +293,7 @@ def pod_record(obj: dict[str, Any], diag: Diagnostics) -> PodRecord | None:
 
 
 def _first_image(containers: list[Any]) -> str | None:
-    """The first container's image (image locality, issue 34); None when absent or not
+    """The first container's image (image locality); None when absent or not
     printable text of at most 1,024 characters."""
     image = containers[0].get("image") if containers and isinstance(containers[0], dict) \
         else None
@@ -536,7 +536,7 @@ def _pod_level_fields(labels: dict[str, str], annotations: dict[str, str],
                       live: list[PodRecord], family: Family, policy: str,
                       fields: dict[str, Any], who: str, diag: Diagnostics) -> None:
     """Pod-level rescheduling switches, the inference labels and MindIE's ``sp-fit``
-    annotation (issue 24)."""
+    annotation."""
     if labels.get("pod-rescheduling") == "on":
         fields["pod-rescheduling"] = True
     if labels.get("process-recover-enable") == "on":

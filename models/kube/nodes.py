@@ -107,7 +107,7 @@ class NodeRecord:
     unschedulable: bool
     other_resources: list[str] = field(default_factory=list)
     npu_core: int = 0  # huawei.com/npu-core capacity (AI cores): a dynamic-vNPU node
-    # image locality (issue 34): status.images, every name of an entry -> its GB
+    # image locality: status.images, every name of an entry -> its GB
     images: dict[str, float] = field(default_factory=dict)
     #: ``status.images`` as sent, when its reading waits for the jobs' image names
     images_raw: Any = None

@@ -1,4 +1,4 @@
-"""A cheap upper bound on the objective from a small LP over origin hits (issue 20).
+"""A cheap upper bound on the objective from a small LP over origin hits.
 
 On large 950 batches the whole-batch model's bound stays at "every reachable origin
 hit" (``950-n8192-batch11-s0`` at deterministic time 10: 956 of 957), while the LP of

@@ -41,7 +41,7 @@ class ObjectiveTerms:
     reserve: Lin = field(default_factory=Lin)
     fragment: Lin = field(default_factory=Lin)
     spill: Lin = field(default_factory=Lin)
-    # image locality (issue 34): per job, the nodes hosting it that hold its image
+    # image locality: per job, the nodes hosting it that hold its image
     image: dict[int, Lin] = field(default_factory=dict)
 
     def total(self, w: ResolvedWeights) -> Lin:
@@ -150,7 +150,7 @@ class ObjectiveBuilder:
             terms.spill.const += block_spill(self.problem, job, [int(n) for n in nodes])
 
     def _image(self, terms: ObjectiveTerms) -> None:
-        """Image locality (issue 34): per job, the hosting nodes that hold its image.
+        """Image locality: per job, the hosting nodes that hold its image.
 
         Whole-node jobs take whole nodes of cells, and the cells are split by the images
         their nodes hold (:func:`solver.model.structure.node_image_classes`), so a cell's

@@ -1,4 +1,4 @@
-"""Partly running A3/850, 950 and multilevel jobs in the CP-SAT model (issue 24).
+"""Partly running A3/850, 950 and multilevel jobs in the CP-SAT model.
 
 Such a job's running ranks never move: they are not variables at all (their nodes are
 not free), but they anchor the groups that hold them (:mod:`solver.model.podscope`).  Its

@@ -1,4 +1,4 @@
-"""Where the missing ranks of a partly running job may go (issue 24; no ortools here).
+"""Where the missing ranks of a partly running job may go (no ortools here).
 
 A partly running A3/850, 950 or multilevel job (``running-ranks``) is modelled by CP-SAT
 at node level: its pending ranks take whole free nodes one by one, and its group tree

@@ -1,4 +1,4 @@
-"""Built CP-SAT models kept between solves of a stored cluster (issue 22, item 3).
+"""Built CP-SAT models kept between solves of a stored cluster.
 
 A stored cluster changes a little between sessions (a few nodes' free chips or health),
 and the large-neighbourhood search (:mod:`solver.lns`) builds the same step models again
@@ -28,7 +28,7 @@ through counts (audited in ``solver/model/``):
   ranks' and cache entries' nodes (in ``R``), its fields (the jobs' part of the digest)
   and the topology; the scope's node mask is read on the job's candidates only, which
   are kept nodes, and a leaf domain exists in the model only when a kept node is in it
-  (``tests/solver/test_model_reuse.py`` changes nodes of the scope's domains outside
+  (``tests/solver/model/test_model_reuse.py`` changes nodes of the scope's domains outside
   ``R`` and requires the fresh build's proto);
 * the health of a node outside ``R`` enters only as "unhealthy or not".
 
@@ -51,7 +51,7 @@ build with the new weights gives.  A model whose last row is not that bound row 
 builder changed) is reused with its own weights only.
 
 Should a later change to the model code read something else, the digest could miss it:
-``tests/solver/test_model_reuse.py`` rebuilds the model for random deltas and requires
+``tests/solver/model/test_model_reuse.py`` rebuilds the model for random deltas and requires
 the same proto whenever the cache hands a kept (possibly re-weighted) model back.  Even
 then a wrong model could not make an invalid or a worse answer: a step's answer is
 accepted only when :func:`models.check.check` passes and
@@ -176,7 +176,7 @@ def _fixed_part(problem: Problem) -> tuple[bytes, np.ndarray]:
     checkpoint()
     _feed(h, problem.trees)  # long lists inside checkpoint in _feed
     checkpoint()
-    # image locality (issue 34): the cells are split by the images the nodes hold
+    # image locality: the cells are split by the images the nodes hold
     _feed(h, (problem.image_locality, problem.image_holders))
     checkpoint()
     topology = h.copy().digest()

@@ -121,7 +121,7 @@ class Structure:
     ordinary: dict[int, OrdinaryStructure]
     ordinary_nodes: list[int]  # union of ordinary candidate nodes
     special: set[int]  # nodes that are their own cell
-    # partly running whole-node jobs modelled at node level (issue 24, solver.model.podlevel)
+    # partly running whole-node jobs modelled at node level (solver.model.podlevel)
     pod: dict[int, PodScope] = field(default_factory=dict)
     pod_choices: dict[int, PodChoices] = field(default_factory=dict)
     #: lean focused model (:func:`solver.model.focus.lean_groups`): per explicit leaf group
@@ -246,7 +246,7 @@ def build_structure(
     need_rack = Family.RACK in families
     need_tree = Family.MULTILEVEL in families
     order = problem.natural_order
-    # image locality (issue 34): nodes holding different images of the batch's jobs are
+    # image locality: nodes holding different images of the batch's jobs are
     # not interchangeable for the image term
     images = node_image_classes(problem, pinned, skip)
     for n in checked(order[whole[order]].tolist(), 1024):
@@ -362,8 +362,8 @@ def _group_cells(problem: Problem, structure: Structure,
 
 def node_image_classes(problem: Problem, pinned: dict[int, np.ndarray] | None = None,
                        skip: frozenset[int] = frozenset()) -> np.ndarray | None:
-    """Per node, an id of the set of the modelled jobs' images it holds (image locality,
-    issue 34); None when no modelled job's image is on any node (or the term is off)."""
+    """Per node, an id of the set of the modelled jobs' images it holds (image locality);
+    None when no modelled job's image is on any node (or the term is off)."""
     masks = []
     seen: set[str] = set()
     for job in problem.jobs:

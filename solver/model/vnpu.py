@@ -72,7 +72,7 @@ class VnpuModel:
     on_node: dict[tuple[int, int, int], cp_model.LinearExprT] = field(default_factory=dict)
     whole_rank: dict[tuple[int, int, int], cp_model.IntVar] = field(default_factory=dict)
     used: dict[int, cp_model.IntVar] = field(default_factory=dict)  # sub-healthy v → used
-    # image locality (issue 34): (job, v) → "the job has a slice on node v", on nodes
+    # image locality: (job, v) → "the job has a slice on node v", on nodes
     # holding the job's image
     image_host: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)
     objective: cp_model.LinearExprT = 0

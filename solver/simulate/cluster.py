@@ -85,7 +85,7 @@ class SimulatedCluster:
         self.free: dict[str, int] = {node.name: node.free for node in scenario.nodes}
         self.health: dict[str, Health] = {node.name: node.health for node in scenario.nodes}
         self.jobs: dict[str, SimJob] = {}
-        # image locality (issue 34): the images each node holds, written into every
+        # image locality: the images each node holds, written into every
         # session's scenario (``nodes[].images``); the replay sets them from its image
         # stores before each session.  A node not listed keeps its scenario's images.
         self.node_images: dict[str, dict[str, float]] = {}

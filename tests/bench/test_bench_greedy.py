@@ -3,7 +3,7 @@
 ``solve(problem, engine="greedy")`` is what a caller gets: ``resolve_weights``,
 ``greedy_plan``, the validator ``check`` and ``evaluate``.  ``greedy_plan`` is also timed
 alone.  Each round starts from a freshly compiled problem (compiling is not timed), so
-caches kept per problem start cold, as in a scheduling session.  Target (issue 15):
+caches kept per problem start cold, as in a scheduling session.  Target:
 <= 50 ms per call at 8,192 nodes for every family.  The batches come from the benchmark
 generators (``benchmarks.generators``, seed 0, 10 jobs).  CI runs a 1,024-node variant
 once per case and validates the answer; measure the large ones with::

@@ -1,5 +1,5 @@
 """The full-suite regression baseline: gzip files, baselines made from a bench run, and
-proofs compared by deterministic time (issue 20)."""
+proofs compared by deterministic time."""
 
 from __future__ import annotations
 

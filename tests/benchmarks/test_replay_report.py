@@ -171,7 +171,7 @@ def test_paired_rows_hand_computed() -> None:
 
 
 # --------------------------------------------------------------------------- --out folder
-# issue 33, item 6: the bench/sweep rule, checked before any work; no symlink followed
+# the bench/sweep rule, checked before any work; no symlink followed
 
 
 def _cli_replay(tmp_path: Path, out_dir: Path, *extra: str) -> tuple[int, str]:

@@ -1,4 +1,4 @@
-"""Issue 33 item 2 at ``replay --snapshots``: a ``now`` file or a folder name holding
+"""At ``replay --snapshots``: a ``now`` file or a folder name holding
 digits other than ASCII, or more digits than Python converts, ends in exit 2 naming the
 file (or is read in natural order), never an internal error."""
 

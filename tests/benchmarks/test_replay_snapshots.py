@@ -118,7 +118,7 @@ def test_bad_series_are_refused(tmp_path: Path) -> None:
 
 
 def test_the_now_file_is_read_within_a_bound(tmp_path: Path) -> None:
-    """Issue 33, item 3: a 400 MB sparse ``now`` file was read whole (3.7 GB peak); a
+    """A 400 MB sparse ``now`` file was read whole (3.7 GB peak); a
     ``now`` that is a named pipe without a writer or a device must not block or grow."""
     root = _series(tmp_path / "series")
     stamp = root / "t1" / "now"

@@ -1,4 +1,4 @@
-"""Issue 33 item 4: workload specs within every bound are replayable in bounded work.
+"""Workload specs within every bound are replayable in bounded work.
 
 Each bound bounds the work it stands for: gang weights are finite and so is their sum,
 pull times are finite, the chips of the vnpu pools and the day's sessions x places x pods
@@ -35,7 +35,8 @@ def _vnpu(nodes: int, chips: int, replicas: int, hours: float = 24) -> dict[str,
         training=[])
 
 
-#: The issue's specs (each within every bound documented before) and the field named.
+#: Specs that once took unbounded work (each within every bound documented before) and
+#: the field named.
 REFUSED = {
     "gang-weights-overflow": (short_spec(training=[
         {"name": "llm", "pool": "sp", "images": ["train"],

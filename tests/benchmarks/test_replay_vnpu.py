@@ -1,4 +1,4 @@
-"""``npu-place replay`` with vNPU pools and vNPU inference services (issue 26)."""
+"""``npu-place replay`` with vNPU pools and vNPU inference services."""
 
 from __future__ import annotations
 

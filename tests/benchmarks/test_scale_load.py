@@ -1,4 +1,4 @@
-"""``python -m benchmarks.scale_load``: the load and greedy CPU figures of issue 37."""
+"""``python -m benchmarks.scale_load``: the load and greedy CPU figures at 16,384-65,536 nodes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``scale`` benchmark suite and the anytime batches at 16,384-65,536 nodes (issue 37)."""
+"""The ``scale`` benchmark suite and the anytime batches at 16,384-65,536 nodes."""
 
 from __future__ import annotations
 

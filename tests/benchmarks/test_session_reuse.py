@@ -1,6 +1,6 @@
 """``benchmarks.session_reuse`` on a small cluster under a deterministic budget: the three
 variants answer alike, an unchanged session carries the kept model over, and the summary
-adds up (which deltas keep a model: ``tests/solver/test_model_reuse.py``)."""
+adds up (which deltas keep a model: ``tests/solver/model/test_model_reuse.py``)."""
 
 from __future__ import annotations
 

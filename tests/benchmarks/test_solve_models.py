@@ -1,5 +1,5 @@
 """``benchmarks.solve_models``: a stateless solve keeps its own models for the steps it
-repeats (issue 22), and answers exactly as a solve that builds every step (deterministic
+repeats, and answers exactly as a solve that builds every step (deterministic
 budget, 1 worker, seed 0)."""
 
 from __future__ import annotations

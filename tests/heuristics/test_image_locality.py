@@ -1,4 +1,4 @@
-"""Image locality (issue 34) in the greedy's tie-breaks and in the objective's order.
+"""Image locality in the greedy's tie-breaks and in the objective's order.
 
 The tie-break puts nodes holding the job's image before the others among nodes upstream's
 order finds equal, and is off with ``image-locality: false`` (upstream's order exactly).

@@ -1,4 +1,4 @@
-"""Inference paths (issue 24): infer service (reference §2.3.5, E24 as expected facts;
+"""Inference paths: infer service (reference §2.3.5, E24 as expected facts;
 §2.5.6 for 950) and MindIE (§2.3.4), through greedy and CP-SAT."""
 
 from __future__ import annotations

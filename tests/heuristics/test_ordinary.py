@@ -187,7 +187,7 @@ def test_e32_task_order_of_a_job_puts_cached_ranks_first() -> None:
                    [{"name": "j", "tasks": 5, "npu-per-task": 1, "fault-ranks": [1]}],
                    [("uid-j", 3, "n0"), ("uid-j", 1, "n1"), ("uid-j", 4, "n2")])
     # rank 1 is a fault rank: its entry is not a preference; it goes after the cached ranks
-    # and before the uncached ones, so that they cannot force it back (issue 16, f8)
+    # and before the uncached ones, so that they cannot force it back (RFC case f8)
     assert task_order(problem.jobs[0]).tolist() == [3, 4, 1, 0, 2]
 
 

@@ -1,4 +1,4 @@
-"""Pod-level rescheduling (partly running jobs, issue 24): one handmade case per family and
+"""Pod-level rescheduling (partly running jobs): one handmade case per family and
 stage, upstream's worked examples (reference E23, E28) as expected facts, through greedy
 and CP-SAT alike (every answer valid, running ranks never moved, CP-SAT's objective equal
 to ``evaluate``).

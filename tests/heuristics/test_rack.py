@@ -621,7 +621,7 @@ def test_random_clusters_valid_or_reason_and_deterministic(
     assert again.nodes is not None and again.nodes.tolist() == first.nodes.tolist()
     validated(problem, one_job_plan(problem, 0, first.nodes))
     # Fault ranks may return to their cached node when leaving it would cost a hit or
-    # break a rule (issue 16); tests/test_rfc_preference.py checks that exactly on tiny
+    # break a rule; tests/test_rfc_preference.py checks that exactly on tiny
     # clusters.  Here: a fault rank back on its node is never next to an unused spare in
     # its own rack that it could have taken instead.
     used = {int(n) for n in first.nodes}

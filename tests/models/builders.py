@@ -137,7 +137,7 @@ def pod_node(name: str, pod: int | None = None, rack: int | None = None,
 
 
 # --------------------------------------------------------------------------- pod level
-# Set-ups of the pod-level rescheduling tests (partly running jobs, issue 24), shared by
+# Set-ups of the pod-level rescheduling tests (partly running jobs), shared by
 # greedy's tests (tests/heuristics/test_podlevel.py), CP-SAT's, the model cache's and the
 # CLI's.
 

@@ -1,4 +1,4 @@
-"""The compiled view built in bulk (issue 37) equals the node-by-node construction.
+"""The compiled view built in bulk equals the node-by-node construction.
 
 :func:`models.compiled.compile_scenario` reads the node attributes column by column and
 the multilevel trees label by label; ``_reference`` below is the node-by-node construction

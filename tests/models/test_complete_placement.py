@@ -1,5 +1,5 @@
 """``models.plan.complete_placement``: the same file as ``to_placement`` with the same
-arguments, from the placement the validator read (the facade's answers, issue 20)."""
+arguments, from the placement the validator read (the facade's answers)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Input bounds (issue 11): hostile documents are refused in bounded time and memory.
+"""Input bounds: hostile documents are refused in bounded time and memory.
 
 Every hostile file is generated small in ``tmp_path``; the bounds that would need a big
 file to reach are lowered with ``monkeypatch`` instead.

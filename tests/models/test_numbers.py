@@ -1,10 +1,10 @@
-"""Issue 33 item 2: numbers and natural order read from text (``models.numbers``).
+"""Numbers and natural order read from text (``models.numbers``).
 
 ``str.isdigit()`` is true for ``²`` and other digit-like characters ``int()`` refuses,
 ``int()`` accepts every Unicode decimal digit and refuses more than 4,300 digits.  The one
 helper reads ASCII digits only, bounded; natural order never converts a digit run.  The
 properties draw text from the Unicode digit and number classes (Nd, Nl, No) mixed with
-ASCII; the cases are the issue's, through every door that reads such text.
+ASCII; the handmade cases go through every door that reads such text.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Partly running jobs (``running-ranks``, issue 24): input rules, validator, objective.
+"""Partly running jobs (``running-ranks``): input rules, validator, objective.
 
 Each input rule has a valid and an invalid case; each hard constraint a satisfying and a
 violating placement with running ranks counting for the job's structure.

@@ -71,7 +71,7 @@ ML: dict[str, Any] = {"policy": "multilevel", "npu": 8}
 NO_POD: dict[str, Any] = {"nodes": loose_nodes()}
 
 CASES = [
-    # --- the issue's list -----------------------------------------------------------------
+    # --- one case per input rule --------------------------------------------------------
     Case("unknown-policy",
          lambda: with_job(policy="chip8-node8", tasks=2),
          lambda: with_job(policy="chip8-node9", tasks=2),
@@ -463,7 +463,7 @@ CASES = [
          lambda: {**scenario(pod_nodes(), [job("j")]), "running": [{"name": "r"}]},
          lambda: {**scenario(pod_nodes(), [job("j")]), "running": [{"name": "j"}]},
          "running job 'j'", "name", "a running job has the same name as a pending job"),
-    # Running jobs are checked by the rules of pending jobs (issue 11): validate, plan and
+    # Running jobs are checked by the rules of pending jobs: validate, plan and
     # simulate agree on them.
     Case("running-job-unknown-policy",
          lambda: {**scenario(busy_nodes(), [job("j")]),

@@ -308,7 +308,7 @@ def test_downgrade_only_for_the_shapes_upstream_allows(cores: int, extra: dict[s
 
 
 def test_no_downgrade_where_the_full_request_fits() -> None:
-    """Issue 32 item 2: one 310P node, a 2-core high job: its full vir02 fits, so the
+    """One 310P node, a 2-core high job: its full vir02 fits, so the
     1-AI-CPU slice is not upstream's."""
     data = doc([vnode_row("v1", npus=1)], [vjob("a", cores=2, vnpu_level="high")])
     assert Rule.VNPU_DOWNGRADE in rules(data, vplaced("a", ["v1"], [[0]], downgraded=[0]))
@@ -316,7 +316,7 @@ def test_no_downgrade_where_the_full_request_fits() -> None:
 
 
 def test_no_downgrade_to_match_an_unfinished_template() -> None:
-    """Issue 32 item 2: a node whose unfinished template is vir02_1c refuses a vir02 task
+    """A node whose unfinished template is vir02_1c refuses a vir02 task
     ("is using a, and not rewrite"): the full request fits, so no downgrade either."""
     row = vnode_row("v1", npus=2, unfinished_templates=["vir02_1c"])
     data = doc([row], [vjob("a", cores=2, vnpu_level="high")])
@@ -354,7 +354,7 @@ def test_downgrade_judged_with_the_plans_other_slices() -> None:
 
 
 def test_request_against_the_nodes_own_chip_kind() -> None:
-    """Issue 32 item 1: a 24-core high-level task is a whole 910B2 card by size, but a
+    """A 24-core high-level task is a whole 910B2 card by size, but a
     910B2 refuses level high (``validDyVNPUTaskDVPPLabel``); a 10-core DVPP task fits a
     910B4 (vir10_4c_16g_m) but a 910B3 refuses DVPP yes."""
     mixed = doc([vnode_row("p310", npus=2), vnode_row("b2", kind="910B2", npus=8)],
@@ -378,7 +378,7 @@ def test_whole_card_skips_chips_whose_dvpp_state_is_no() -> None:
 
 
 def test_one_family_per_job() -> None:
-    """Issue 32 item 6: a 10-core job may not take a whole 310P-10 chip for one rank and a
+    """A 10-core job may not take a whole 310P-10 chip for one rank and a
     910B3 slice for another; ``ring-controller`` binds a job to its handler's nodes."""
     nodes = [vnode_row("p", npus=2, ai_cores=10), vnode_row("b3", kind="910B3", npus=2)]
     data = doc(nodes, [vjob("a", tasks=2, cores=10)])

@@ -1,4 +1,4 @@
-"""CP-SAT's deterministic time used, summed over a run's phases (issue 20: proofs are
+"""CP-SAT's deterministic time used, summed over a run's phases (proofs are
 compared by it, never by the clock)."""
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ def test_the_worker_sends_the_facades_fallback_and_runs_greedy_once(
 def test_the_fallback_handed_back_unchanged_is_not_checked_again(
         monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
     """When the search hands the fallback back as it is (no neighbourhood improved it), the
-    end of the budget is not spent checking, scoring and assembling it again (issue 20);
+    end of the budget is not spent checking, scoring and assembling it again;
     the answer is the fallback with the search's notes and bound, and still valid."""
     import solver.engine as cpsat_engine
     from solver.request import CpsatOutcome, SolveRequest

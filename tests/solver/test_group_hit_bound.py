@@ -1,4 +1,4 @@
-"""The combinatorial bound on origin hits (:mod:`solver.bounds.group_hits`, issue 20).
+"""The combinatorial bound on origin hits (:mod:`solver.bounds.group_hits`).
 
 It adds nothing to the model: it must never fall below what a valid placement scores
 (the valid side, checked against CP-SAT's optimum on small generated batches), and it
@@ -25,7 +25,7 @@ from solver.bounds.group_hits import (
 )
 from solver.cpsat import build_model
 from solver.facade import solve
-from tests.solver.test_gap_rows import _split_origins, lp_max_hits
+from tests.solver.model.test_gap_rows import _split_origins, lp_max_hits
 
 NOW = 1764400000
 THREE_LEVEL_CONFIG = {"resource-level-config": {"default": {

@@ -1,4 +1,4 @@
-"""The origin-hit LP bound (:mod:`solver.bounds.hit_lp`, issue 20's 950 batch gaps).
+"""The origin-hit LP bound (:mod:`solver.bounds.hit_lp`, the gaps of 950 batches).
 
 Valid: never below the optimum CP-SAT proves on small generated super-pod-family
 batches (950, 850, A3, soft jobs included).  Useful: strictly below "every reachable

@@ -1,4 +1,4 @@
-"""Image locality (issue 34): the CP-SAT image term equals ``evaluate()``'s, on random
+"""Image locality: the CP-SAT image term equals ``evaluate()``'s, on random
 scenarios of every family with random node images, and CP-SAT's answers stay sound."""
 
 from __future__ import annotations

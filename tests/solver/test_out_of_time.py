@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-import heuristics.multilevel_first as multilevel_first
+import heuristics.multilevel.first as multilevel_first
 import heuristics.origin_first as origin_first
 import heuristics.vnpu as vnpu_greedy
 from models.errors import OutOfTime

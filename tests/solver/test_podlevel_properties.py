@@ -1,4 +1,4 @@
-"""Property test (issue 24): a random partly running job never moves a running rank, and
+"""Property test: a random partly running job never moves a running rank, and
 every answer of both engines passes the validator with CP-SAT's objective = evaluate.
 
 A random valid placement of a random scenario is drawn; a random proper subset of one

@@ -1,4 +1,4 @@
-"""Issue 33 item 1: a partly running job whose running ranks already break a hard rule of
+"""A partly running job whose running ranks already break a hard rule of
 its own (a rack window in two racks, a block in two super pods, a UB-memory job in two
 domains, a multilevel group in two domains, a rank outside the job's super pods, racks or
 topotree) can never be completed.  Every engine leaves it pending with a reason naming
@@ -56,7 +56,7 @@ def _rack(running: dict[str, str], sp_block: int = 32, **extra: Any) -> dict[str
 
 #: (case, scenario builder, the rule the reason names)
 CASES: dict[str, tuple[Any, str]] = {
-    # the issue's case: rack window 0 fully running, in racks 0 and 1
+    # rack window 0 fully running, in racks 0 and 1
     "950-window-in-two-racks": (lambda s: scenario(
         _pods(), [_rack({"0": "r0-n0", "1": "r1-n0"}, pending_sessions=s), OTHER],
         {"super-pod-size": 16, "reserve-nodes": 0}), "rack-window"),

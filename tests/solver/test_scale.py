@@ -1,4 +1,4 @@
-"""Every answer stays valid at 16,384 nodes (issue 37: a whole SuperCluster in one session).
+"""Every answer stays valid at 16,384 nodes (a whole SuperCluster in one session).
 
 One 16-job batch per family at 16,384 nodes (generator seed 37): greedy's answer, and the
 ``auto`` answer under a small deterministic time (the origin-first construction, then the

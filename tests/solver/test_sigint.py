@@ -1,4 +1,4 @@
-"""Issue 33 item 10: Ctrl-C while CP-SAT searches in a worker thread is Python's.
+"""Ctrl-C while CP-SAT searches in a worker thread is Python's.
 
 CP-SAT installs its own SIGINT handler around each solve unless told not to; a SIGINT
 that arrives while a search runs in a thread other than the main one then aborts the

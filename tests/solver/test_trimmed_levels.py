@@ -1,4 +1,4 @@
-"""Both engines on a node that lacks only the label of a trimmed level (issue 11).
+"""Both engines on a node that lacks only the label of a trimmed level.
 
 Greedy keeps such a node in the tree, as upstream (``removeRedundantLayers`` runs before
 any label is read); the CP-SAT model only knows fully labelled nodes, so greedy's warm

@@ -1,5 +1,5 @@
 """vNPU jobs in the service's early answer (``solve(on_fallback=...)``) and in the reuse
-cache (``solve(cache=...)``), issue 26: the hook sees whole answers (the other jobs'
+cache (``solve(cache=...)``): the hook sees whole answers (the other jobs'
 fallback joined with greedy's vNPU answer), and the other jobs' last answer is a warm
 start although the scenario has vNPU jobs."""
 

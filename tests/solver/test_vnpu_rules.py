@@ -1,4 +1,4 @@
-"""Every engine obeys the upstream vNPU rules of the validator (issue 32): the issue's cases,
+"""Every engine obeys the upstream vNPU rules of the validator: handmade cases of each rule,
 hypothesis-generated mixed-kind clusters checked with the validator, and CP-SAT's optimum
 equal to the best valid plan found by enumerating every plan of small clusters."""
 
@@ -50,7 +50,7 @@ def answer(data: dict[str, Any], engine: str) -> tuple[Problem, Any]:
     return prob, {jp.name: jp for jp in result.placement.jobs}
 
 
-# ----------------------------------------------------------------- the issue's cases
+# ------------------------------------------------------ handmade cases of each rule
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -1,4 +1,4 @@
-"""``npu-place import`` under attack (issue 21, items 10-12): every hostile dump is exit 2
+"""``npu-place import`` under attack: every hostile dump is exit 2
 with a message naming the file or the object and the field, in bounded time and memory.
 
 Each test writes its hostile input to ``tmp_path`` and runs the real command line

@@ -1,4 +1,4 @@
-"""Image locality (issue 34): ``node.status.images`` and the pods' container images."""
+"""Image locality: ``node.status.images`` and the pods' container images."""
 
 from __future__ import annotations
 

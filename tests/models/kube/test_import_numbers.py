@@ -1,4 +1,4 @@
-"""Issue 33 item 2 at the importer: annotations and labels holding digits other than ASCII
+"""At the importer: annotations and labels holding digits other than ASCII
 (``²``, ``¹``, Arabic-Indic) or too many of them are reported, never an internal error."""
 
 from __future__ import annotations

@@ -274,7 +274,7 @@ def test_npu_request_defaults_to_the_limit() -> None:
     assert job_of(run(objects), "ml/lim-")["npu-per-task"] == 4
 
 
-# --------------------------------------------------------------------------- issue 24
+# --------------------------------------------------------------------------- partly running jobs
 
 
 def _pod_level_dump() -> tuple[DumpBuilder, str]:

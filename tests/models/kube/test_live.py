@@ -240,7 +240,7 @@ def _limit_memory() -> None:  # pragma: no cover - runs in the child
 @pytest.mark.parametrize("what", ["zero", "fifo"])
 def test_a_kubeconfig_that_is_no_regular_file_is_refused_unread(tmp_path: Path,
                                                                 what: str) -> None:
-    """Issue 33, item 3: the Kubernetes client reads a kubeconfig whole by its name; a
+    """The Kubernetes client reads a kubeconfig whole by its name; a
     device would fill the memory and a named pipe without a writer block it forever (a
     child process, bounded in memory and time, so that neither can hang the tests)."""
     import os

@@ -1,4 +1,4 @@
-"""Partly running jobs of every family from the bundled dumps (issue 24): one pod of a
+"""Partly running jobs of every family from the bundled dumps: one pod of a
 running job is made pending again; the import writes a pending job with
 ``running-ranks`` and both engines repair it without moving a running rank."""
 

@@ -217,7 +217,7 @@ def test_tls_and_token_on_a_real_server_and_no_token_in_its_log(tmp_path: Path) 
 
 
 # --------------------------------------------------------------------------- setup files
-# (issue 33, items 3 and 5): every file ``serve`` reads is bounded, and it never prompts
+# Every file ``serve`` reads is bounded, and it never prompts
 
 
 def _limit_memory() -> None:  # pragma: no cover - runs in the child

@@ -1,4 +1,4 @@
-"""Stored clusters under concurrent PUT, DELETE, PATCH and plan (issue 33, item 7).
+"""Stored clusters under concurrent PUT, DELETE, PATCH and plan.
 
 The serving process keeps a record of every stored cluster (to answer GET and to replay
 the cluster into a restarted worker); the cluster itself lives in its home worker.  Both
@@ -78,7 +78,7 @@ def _wait_until(check: Any, what: str) -> None:
 
 
 def test_a_delete_behind_a_queued_put_leaves_no_ghost() -> None:
-    """The issue's reproduction: one worker busy with a plan, a second PUT of ``c`` queued
+    """The race: one worker busy with a plan, a second PUT of ``c`` queued
     behind it, then DELETE ``c``: afterwards ``c`` is gone everywhere, also after a worker
     restart."""
     config = ServiceConfig(warmup=False, workers=1, queue=8,

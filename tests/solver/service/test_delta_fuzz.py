@@ -1,4 +1,4 @@
-"""Hostile deltas, fuzzed (issue 21): after any sequence of accepted and refused deltas
+"""Hostile deltas, fuzzed: after any sequence of accepted and refused deltas
 the stored cluster passes full validation, every plan passes the validator, a refused
 delta is a 422 that leaves the cluster byte-identical, and a delta that only updates
 nodes is accepted exactly when the same scenario as a full body is."""
@@ -23,7 +23,7 @@ from models.validation import InputError
 from solver.service.app import ServiceConfig
 from tests.solver.service.conftest import running_server
 from tests.solver.service.deltas import by_hand, fully_valid
-from tests.solver.service.test_doors import ordinary, put
+from tests.solver.service.test_service_under_attack import ordinary, put
 
 #: Wall-clock budget of the whole fuzz run (examples stop being drawn after it).
 FUZZ_SECONDS = 60.0
@@ -61,7 +61,7 @@ _good_delta = st.fixed_dictionaries({}, optional={
     "cache-events": st.lists(_good_event, max_size=3),
 })
 
-# ---- hostile pieces (issue 21's classes)
+# ---- hostile pieces (names, numbers and shapes an attacker sends)
 _names = st.one_of(st.sampled_from([*NODES, "nope"]), st.text(max_size=8),
                    st.just("evil\x1b[31m"), st.just("n" * 300))
 _ints = st.one_of(st.integers(-3, 20), st.integers(-2**41, 2**41), st.just(70000),

@@ -1,4 +1,4 @@
-"""Image locality (issue 34): a node's images change by a values-tier delta, and the
+"""Image locality: a node's images change by a values-tier delta, and the
 patched problem equals a fresh compile of the new scenario."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The serving process's event loop never waits on a worker process (issue 33, item 11).
+"""The serving process's event loop never waits on a worker process.
 
 A ``POST /v1/plan?time-limit=1`` answered 503 82 ms after its limit while both workers
 were busy with abandoned 6.7 MB requests.  The time went into two waits on the event loop:

@@ -102,7 +102,7 @@ def test_malformed_json_is_400(server: tuple[str, object]) -> None:
 @pytest.mark.parametrize("path", ["/v1/plan", "/v1/validate"])
 def test_hostile_bodies_are_refused_like_hostile_files(server: tuple[str, object], path: str,
                                                        content: bytes, words: str) -> None:
-    """The service reads bodies with the CLI's bounded JSON reader (issue 11): before, a
+    """The service reads bodies with the CLI's bounded JSON reader: before, a
     100k-deep body was a 500 "RecursionError" and a duplicate key silently won."""
     response = _post(server[0], path, content)
     assert response.status_code == 422, response.text

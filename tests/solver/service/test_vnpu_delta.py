@@ -33,7 +33,7 @@ def test_value_delta_on_a_vnpu_node_keeps_it_full_for_other_jobs() -> None:
         "train-1"]] == 5
 
 
-# --------------------------------------------------------------------------- issue 26:
+# --------------------------------------------------------------------------- vNPU:
 # a PATCH changes a vNPU node's chips and the vnpu-jobs, by the full body's rules
 
 

@@ -1,9 +1,9 @@
-"""vNPU deltas, fuzzed (issue 26): after any sequence of accepted and refused deltas that
+"""vNPU deltas, fuzzed: after any sequence of accepted and refused deltas that
 change vNPU chips and ``vnpu-jobs``, the stored problem passes full validation, equals a
 fresh compile of its scenario in its vNPU view, and its greedy answer passes the
 validator; a refused delta changes nothing; a delta that only updates nodes is accepted
 exactly when the same scenario as a full body is.  In process (``apply_delta``): the
-doors are tested in ``test_vnpu_doors.py``."""
+doors are tested in ``test_vnpu_stored_cluster.py``."""
 
 from __future__ import annotations
 

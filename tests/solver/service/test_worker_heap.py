@@ -1,4 +1,4 @@
-"""The worker's heap after a PUT (issue 37): garbage reclaimed, the rest frozen."""
+"""The worker's heap after a PUT: garbage reclaimed, the rest frozen."""
 
 from __future__ import annotations
 
