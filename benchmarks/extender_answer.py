@@ -16,17 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 
-from benchmarks.extender_bench import Server
-from benchmarks.kube_dump import synthetic
-from benchmarks.volcano_session import VolcanoCluster, volcano_snapshot
+from benchmarks.extender_bench import extender_on_synthetic
+from benchmarks.volcano_session import volcano_snapshot
 
 #: Snapshot bytes per node of :func:`~benchmarks.kube_dump.synthetic` (34.2 MB / 1,024).
 BYTES_PER_NODE = 33_400
@@ -35,37 +32,29 @@ BYTES_PER_NODE = 33_400
 def measure(megabytes: float, sessions: int, engine: str, timeout: float) -> list[dict[str, Any]]:
     """The sessions of one body size."""
     nodes = max(64, int(megabytes * 1e6 / BYTES_PER_NODE))
-    builder = synthetic(nodes, mode="device-plugin")
-    cluster = VolcanoCluster(builder, builder.now)
     out = []
-    with tempfile.TemporaryDirectory() as folder:
-        cluster.write_device_dump(Path(folder))
-        server = Server(Path(folder), engine, timeout)
-        try:
-            url = f"{server.url}/volcano"
-            with httpx.Client(timeout=60) as client:
-                for _ in range(sessions):
-                    body = orjson.dumps(volcano_snapshot(cluster))
-                    cpu0 = server.cpu()
-                    started = time.perf_counter()
-                    status = client.post(f"{url}/onSessionOpen", content=body).status_code
-                    wall = time.perf_counter() - started
-                    time.sleep(max(0.0, 8.0 - wall))  # the plan goes on: let it finish
-                    client.post(f"{url}/onSessionClose", content=b"{}")
-                    last = client.get(f"{url}/sessions").json()[-1]
-                    out.append({"nodes": nodes, "mb": round(len(body) / 1e6, 1),
-                                "status": status, "client_answer_s": round(wall, 3),
-                                "server_answer_s": round(last["timings"].get("answered", -1), 3),
-                                "plan_ready_in_time": not last["counts"].get(
-                                    "answered-before-plan"),
-                                "timings": {k: round(v, 3) for k, v in last["timings"].items()},
-                                "error": last["error"],
-                                "server_cpu_s": round(server.cpu() - cpu0, 2),
-                                "load": [round(x, 1) for x in os.getloadavg()]})
-                    print(json.dumps(out[-1]), flush=True)
-                    cluster.now += 60
-        finally:
-            server.stop()
+    with (extender_on_synthetic(nodes, engine, timeout) as (cluster, server, url),
+          httpx.Client(timeout=60) as client):
+        for _ in range(sessions):
+            body = orjson.dumps(volcano_snapshot(cluster))
+            cpu0 = server.cpu()
+            started = time.perf_counter()
+            status = client.post(f"{url}/onSessionOpen", content=body).status_code
+            wall = time.perf_counter() - started
+            time.sleep(max(0.0, 8.0 - wall))  # the plan goes on: let it finish
+            client.post(f"{url}/onSessionClose", content=b"{}")
+            last = client.get(f"{url}/sessions").json()[-1]
+            out.append({"nodes": nodes, "mb": round(len(body) / 1e6, 1),
+                        "status": status, "client_answer_s": round(wall, 3),
+                        "server_answer_s": round(last["timings"].get("answered", -1), 3),
+                        "plan_ready_in_time": not last["counts"].get(
+                            "answered-before-plan"),
+                        "timings": {k: round(v, 3) for k, v in last["timings"].items()},
+                        "error": last["error"],
+                        "server_cpu_s": round(server.cpu() - cpu0, 2),
+                        "load": [round(x, 1) for x in os.getloadavg()]})
+            print(json.dumps(out[-1]), flush=True)
+            cluster.now += 60
     return out
 
 

@@ -34,6 +34,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -114,93 +116,102 @@ def _load_calls(client: httpx.Client, url: str, body: bytes, stop: threading.Eve
         seconds.append(time.perf_counter() - started)
 
 
-def measure(nodes: int, sessions: int, prioritize_calls: int, engine: str,
-            timeout: float) -> dict[str, Any]:
-    """The figures of one cluster size."""
+@contextmanager
+def extender_on_synthetic(nodes: int, engine: str, timeout: float
+                          ) -> Iterator[tuple[VolcanoCluster, Server, str]]:
+    """A generated cluster of ``nodes`` nodes, its device records in a temporary folder,
+    and a ``serve --extender`` reading them: ``(cluster, server, extender URL)``; the
+    server is stopped and the folder removed on exit."""
     builder = synthetic(nodes, mode="device-plugin")
     cluster = VolcanoCluster(builder, builder.now)
-    out: dict[str, Any] = {"nodes": nodes, "load": os.getloadavg()}
     with tempfile.TemporaryDirectory() as folder:
         cluster.write_device_dump(Path(folder))
         server = Server(Path(folder), engine, timeout)
         try:
-            url = f"{server.url}/volcano"
-            with httpx.Client(timeout=60) as client:
-                opens = []
-                for _ in range(sessions):
-                    snapshot = volcano_snapshot(cluster)
-                    body = json.dumps(snapshot, separators=_SEP).encode()
-                    cpu0 = server.cpu()
-                    started = time.perf_counter()
-                    status = client.post(f"{url}/onSessionOpen", content=body).status_code
-                    wall = time.perf_counter() - started
-                    time.sleep(max(0.0, timeout - wall) + 0.5)  # a late plan finishes
-                    history = client.get(f"{url}/sessions").json()
-                    client.post(f"{url}/onSessionClose", content=b"{}")
-                    history = client.get(f"{url}/sessions").json()
-                    last = history[-1]
-                    opens.append({"status": status, "bytes": len(body), "wall": wall,
-                                  "server": last["timings"], "counts": last["counts"],
-                                  "engine": last["engine"], "error": last["error"],
-                                  "cpu_process": server.cpu() - cpu0})
-                    cluster.now += 60
-                out["onSessionOpen"] = opens
-                # the per-task verbs under 16 predicate callers, in a session of their own
-                snapshot = volcano_snapshot(cluster)
-                client.post(f"{url}/onSessionOpen",
-                            content=json.dumps(snapshot, separators=_SEP).encode())
-                time.sleep(timeout + 0.5)
-                job, pod = next((j, p) for j, p in _pending_pods(cluster))
-                task = task_info(pod, job, STATUS["Pending"])
-                node_infos = list(snapshot["Nodes"].values())
-                predicate_body = json.dumps({"task": task, "node": node_infos[0]},
-                                            separators=_SEP).encode()
-                prioritize_body = json.dumps({"task": task, "nodes": node_infos},
-                                             separators=_SEP).encode()
-                allocate_body = json.dumps({"task": task_info(
-                    pod, job, STATUS["Allocated"], node_infos[0]["Name"])},
-                    separators=_SEP).encode()
-                del snapshot, node_infos
-                stop = threading.Event()
-                predicate_seconds: list[float] = []
-                loaders = [threading.Thread(target=_load_calls, args=(
-                    httpx.Client(timeout=60), url, predicate_body, stop, predicate_seconds))
-                    for _ in range(16)]
-                for thread in loaders:
-                    thread.start()
-                cpu0 = server.cpu()
-                prioritize_seconds = []
-                answers = set()
-                for _ in range(prioritize_calls):
-                    started = time.perf_counter()
-                    answer = client.post(f"{url}/prioritize", content=prioritize_body)
-                    prioritize_seconds.append(time.perf_counter() - started)
-                    answers.add(json.dumps(answer.json().get("nodeScore"))
-                                if answer.status_code == 200 else str(answer.status_code))
-                allocate_seconds = []
-                for _ in range(20):
-                    started = time.perf_counter()
-                    client.post(f"{url}/allocateFunc", content=allocate_body)
-                    allocate_seconds.append(time.perf_counter() - started)
-                stop.set()
-                for thread in loaders:
-                    thread.join()
-                out["load_after"] = os.getloadavg()
-                out["verbs"] = {
-                    "prioritize": {"bytes": len(prioritize_body), "calls": prioritize_calls,
-                                   "p50": _percentile(prioritize_seconds, 0.5),
-                                   "p99": _percentile(prioritize_seconds, 0.99),
-                                   "answers": sorted(answers)[:3]},
-                    "predicate": {"bytes": len(predicate_body), "calls": len(predicate_seconds),
-                                  "p50": _percentile(predicate_seconds, 0.5),
-                                  "p99": _percentile(predicate_seconds, 0.99)},
-                    "allocateFunc": {"bytes": len(allocate_body),
-                                     "p50": _percentile(allocate_seconds, 0.5),
-                                     "p99": _percentile(allocate_seconds, 0.99)},
-                    "server_cpu_during_load": server.cpu() - cpu0,
-                }
+            yield cluster, server, f"{server.url}/volcano"
         finally:
             server.stop()
+
+
+def measure(nodes: int, sessions: int, prioritize_calls: int, engine: str,
+            timeout: float) -> dict[str, Any]:
+    """The figures of one cluster size."""
+    out: dict[str, Any] = {"nodes": nodes, "load": os.getloadavg()}
+    with (extender_on_synthetic(nodes, engine, timeout) as (cluster, server, url),
+          httpx.Client(timeout=60) as client):
+        opens = []
+        for _ in range(sessions):
+            snapshot = volcano_snapshot(cluster)
+            body = json.dumps(snapshot, separators=_SEP).encode()
+            cpu0 = server.cpu()
+            started = time.perf_counter()
+            status = client.post(f"{url}/onSessionOpen", content=body).status_code
+            wall = time.perf_counter() - started
+            time.sleep(max(0.0, timeout - wall) + 0.5)  # a late plan finishes
+            history = client.get(f"{url}/sessions").json()
+            client.post(f"{url}/onSessionClose", content=b"{}")
+            history = client.get(f"{url}/sessions").json()
+            last = history[-1]
+            opens.append({"status": status, "bytes": len(body), "wall": wall,
+                          "server": last["timings"], "counts": last["counts"],
+                          "engine": last["engine"], "error": last["error"],
+                          "cpu_process": server.cpu() - cpu0})
+            cluster.now += 60
+        out["onSessionOpen"] = opens
+        # the per-task verbs under 16 predicate callers, in a session of their own
+        snapshot = volcano_snapshot(cluster)
+        client.post(f"{url}/onSessionOpen",
+                    content=json.dumps(snapshot, separators=_SEP).encode())
+        time.sleep(timeout + 0.5)
+        job, pod = next((j, p) for j, p in _pending_pods(cluster))
+        task = task_info(pod, job, STATUS["Pending"])
+        node_infos = list(snapshot["Nodes"].values())
+        predicate_body = json.dumps({"task": task, "node": node_infos[0]},
+                                    separators=_SEP).encode()
+        prioritize_body = json.dumps({"task": task, "nodes": node_infos},
+                                     separators=_SEP).encode()
+        allocate_body = json.dumps({"task": task_info(
+            pod, job, STATUS["Allocated"], node_infos[0]["Name"])},
+            separators=_SEP).encode()
+        del snapshot, node_infos
+        stop = threading.Event()
+        predicate_seconds: list[float] = []
+        loaders = [threading.Thread(target=_load_calls, args=(
+            httpx.Client(timeout=60), url, predicate_body, stop, predicate_seconds))
+            for _ in range(16)]
+        for thread in loaders:
+            thread.start()
+        cpu0 = server.cpu()
+        prioritize_seconds = []
+        answers = set()
+        for _ in range(prioritize_calls):
+            started = time.perf_counter()
+            answer = client.post(f"{url}/prioritize", content=prioritize_body)
+            prioritize_seconds.append(time.perf_counter() - started)
+            answers.add(json.dumps(answer.json().get("nodeScore"))
+                        if answer.status_code == 200 else str(answer.status_code))
+        allocate_seconds = []
+        for _ in range(20):
+            started = time.perf_counter()
+            client.post(f"{url}/allocateFunc", content=allocate_body)
+            allocate_seconds.append(time.perf_counter() - started)
+        stop.set()
+        for thread in loaders:
+            thread.join()
+        out["load_after"] = os.getloadavg()
+        out["verbs"] = {
+            "prioritize": {"bytes": len(prioritize_body), "calls": prioritize_calls,
+                           "p50": _percentile(prioritize_seconds, 0.5),
+                           "p99": _percentile(prioritize_seconds, 0.99),
+                           "answers": sorted(answers)[:3]},
+            "predicate": {"bytes": len(predicate_body), "calls": len(predicate_seconds),
+                          "p50": _percentile(predicate_seconds, 0.5),
+                          "p99": _percentile(predicate_seconds, 0.99)},
+            "allocateFunc": {"bytes": len(allocate_body),
+                             "p50": _percentile(allocate_seconds, 0.5),
+                             "p99": _percentile(allocate_seconds, 0.99)},
+            "server_cpu_during_load": server.cpu() - cpu0,
+        }
     return out
 
 
