@@ -148,7 +148,6 @@ def measure(nodes: int, sessions: int, prioritize_calls: int, engine: str,
             status = client.post(f"{url}/onSessionOpen", content=body).status_code
             wall = time.perf_counter() - started
             time.sleep(max(0.0, timeout - wall) + 0.5)  # a late plan finishes
-            history = client.get(f"{url}/sessions").json()
             client.post(f"{url}/onSessionClose", content=b"{}")
             history = client.get(f"{url}/sessions").json()
             last = history[-1]
