@@ -25,8 +25,8 @@ import orjson
 from benchmarks.extender_bench import extender_on_synthetic
 from benchmarks.volcano_session import volcano_snapshot
 
-#: Snapshot bytes per node of :func:`~benchmarks.kube_dump.synthetic` (34.2 MB / 1,024).
-BYTES_PER_NODE = 33_400
+#: Snapshot bytes per node of :func:`~benchmarks.kube_dump.synthetic` (61.2 MB / 1,024).
+BYTES_PER_NODE = 59_700
 
 
 def measure(megabytes: float, sessions: int, engine: str, timeout: float) -> list[dict[str, Any]]:
