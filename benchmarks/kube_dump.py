@@ -688,11 +688,11 @@ def _system_pod(app: str, node: str, index: int, now: int, daemon: bool) -> dict
             "nodeSelectorTerms": [{"matchFields": [
                 {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
     started = _stamp(now - 20 * 86400 - index % 3600)
-    status = {
+    pod_ip = f"10.244.{index // 250 % 250}.{index % 250}"
+    status: dict[str, Any] = {
         "phase": "Running", "qosClass": "Burstable", "startTime": started,
         "hostIP": f"192.168.{index // 250 % 250}.{index % 250}",
-        "podIP": f"10.244.{index // 250 % 250}.{index % 250}",
-        "podIPs": [{"ip": f"10.244.{index // 250 % 250}.{index % 250}"}],
+        "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
         "conditions": [{"type": kind, "status": "True", "lastProbeTime": None,
                         "lastTransitionTime": started}
                        for kind in ("PodReadyToStartContainers", "Initialized", "Ready",
@@ -713,7 +713,7 @@ def _system_pod(app: str, node: str, index: int, now: int, daemon: bool) -> dict
                        suffix[5:15], **({"pod-template-generation": "3"} if daemon else {})},
             "annotations": {"kubectl.kubernetes.io/restartedAt": _stamp(now - 30 * 86400),
                             "prometheus.io/scrape": "true", "prometheus.io/port": "9100",
-                            "cni.projectcalico.org/podIP": status["podIP"] + "/32"},
+                            "cni.projectcalico.org/podIP": pod_ip + "/32"},
             "ownerReferences": [{"apiVersion": "apps/v1",
                                  "kind": "DaemonSet" if daemon else "ReplicaSet",
                                  "name": owner_name, "uid": _uid("owner", namespace, owner_name),
