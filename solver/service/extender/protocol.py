@@ -17,6 +17,7 @@ import orjson
 
 from models.kube.jobs import GROUP_ANNOTATION, pod_record
 from models.kube.source import Diagnostics
+from models.kube.watch import strip_object, wanted
 from models.limits import escape_text
 
 #: Route prefix of the extender verbs (``extender.urlPrefix`` ends with it).
@@ -224,13 +225,18 @@ def _mapping(value: Any, where: str, errors: list[str], required: bool = True
 
 
 def snapshot_objects(data: Any, max_nodes: int, max_tasks: int,
-                     between: Callable[[], None] = _nothing
+                     between: Callable[[], None] = _nothing, lean: bool = True
                      ) -> Iterator[tuple[dict[str, Any], str]]:
     """The Kubernetes objects of an ``OnSessionOpenRequest``: Nodes, Pods, PodGroups.
 
     Pods come from the jobs' ``Tasks`` and from the nodes' ``Tasks`` (pods of other
     schedulers use chips too); PodGroups are Volcano's ``PodGroup`` wrapper with its
-    ``Version`` field dropped.
+    ``Version`` field dropped.  ``lean`` (the extender's path) leaves out what the
+    importer never reads, as the cluster watch does (:mod:`models.kube.watch`): Pods that
+    neither request a ``huawei.com/`` resource nor belong to a Volcano group (the node
+    agents and services, most of a real cluster's pods), and ``managedFields``,
+    ``kubectl``'s last-applied annotation and the unused subtrees of the others; the
+    import is the same (``tests/solver/service/test_snapshot_lean.py``).
 
     Raises
     ------
@@ -274,7 +280,12 @@ def snapshot_objects(data: Any, max_nodes: int, max_tasks: int,
         tasks += 1
         if tasks > max_tasks:
             raise SnapshotError(422, [f"more than {max_tasks} tasks in the snapshot"])
-        out.append((dict(pod, kind="Pod"), where))
+        obj = dict(pod, kind="Pod")
+        if lean:
+            if not wanted(obj):
+                return
+            strip_object(obj)
+        out.append((obj, where))
 
     for name, info in nodes.items():
         between()
@@ -286,7 +297,8 @@ def snapshot_objects(data: Any, max_nodes: int, max_tasks: int,
         if not isinstance(node, dict):
             errors.append(f"{where}.Node: expected a v1.Node object")
             continue
-        out.append((dict(node, kind="Node"), where))
+        out.append((strip_object(dict(node, kind="Node")) if lean else dict(node, kind="Node"),
+                    where))
         for uid, task in _mapping(record.get("Tasks"), f"{where}.Tasks", errors,
                                   required=False).items():
             pod_of(task, f"{where}.Tasks[{escape_text(str(uid), 80)}]")
@@ -301,8 +313,9 @@ def snapshot_objects(data: Any, max_nodes: int, max_tasks: int,
             if not isinstance(group, dict):
                 errors.append(f"{where}.PodGroup: expected an object")
             else:
-                pg = {k: v for k, v in group.items() if k != "Version"}
-                out.append((dict(pg, kind="PodGroup"), where))
+                pg = dict({k: v for k, v in group.items() if k != "Version"},
+                          kind="PodGroup")
+                out.append((strip_object(pg) if lean else pg, where))
         for uid, task in _mapping(record.get("Tasks"), f"{where}.Tasks", errors,
                                   required=False).items():
             pod_of(task, f"{where}.Tasks[{escape_text(str(uid), 80)}]")
