@@ -167,6 +167,7 @@ class ExtenderCore:
                 else:
                     objects = snapshot_objects(data, self.config.max_nodes,
                                                self.config.max_tasks, between)
+                    between()  # what the import does not read is freed here
                     del data
                     scenario = self._import(session, objects, between)
                 between()  # the parsed objects not kept are freed here
