@@ -49,6 +49,19 @@ class AnswerGate:
         self._sent = threading.Event()
         #: how many times :meth:`make_way` waited (the session's count)
         self.waits = 0
+        self._kept: list[object] = []
+
+    def free_later(self, value: object) -> None:
+        """Keep ``value`` until :meth:`release` (after the answer): freeing a parsed
+        snapshot is one deallocation that holds the GIL (80-110 ms at 1,024 real-size
+        nodes), which must not run while the answer is due."""
+        if self._sent.is_set():
+            return  # answered already: the caller's reference goes now
+        self._kept.append(value)
+
+    def release(self) -> None:
+        """Drop what :meth:`free_later` kept (call after the answer is sent)."""
+        self._kept.clear()
 
     def sent(self) -> None:
         """The answer is sent (or will never be): the plan thread goes on."""

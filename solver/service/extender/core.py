@@ -167,7 +167,7 @@ class ExtenderCore:
                 else:
                     objects = snapshot_objects(data, self.config.max_nodes,
                                                self.config.max_tasks, between)
-                    between()  # what the import does not read is freed here
+                    gate.free_later(data)  # what the import does not read: after the answer
                     del data
                     scenario = self._import(session, objects, between)
                 between()  # the parsed objects not kept are freed here
@@ -203,9 +203,11 @@ class ExtenderCore:
         for later they hold their memory into the next session's parse (which then cost
         0.89-1.44 s of CPU instead of 0.20-0.33 s at 1,024 real-size nodes).  The
         collection holds the GIL all along (0.1-0.4 s at 1,024 real-size nodes), so it
-        waits for the answer: run it in the plan thread after :meth:`open_session`."""
+        waits for the answer (and first frees what :meth:`open_session` left to
+        ``gate``): run it in the plan thread after :meth:`open_session`."""
         if gate is not None:
             gate.wait_sent()
+            gate.release()
         gc.collect()
 
     def _cache_model(self, session: Session) -> AffinityCacheModel:

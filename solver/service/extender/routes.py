@@ -210,7 +210,7 @@ def extender_router(core: ExtenderCore, pool: Any = None,
             """The answer is on its way: the plan thread goes on, then collects."""
             session.timings["sent"] = time.monotonic() - received
             gate.sent()
-            core.executor.submit(core.collect)
+            core.executor.submit(core.collect, gate)
 
         try:
             if config.cluster is None:

@@ -51,6 +51,28 @@ def test_the_gate_waits_only_when_the_answer_is_due_and_unsent() -> None:
     assert gate.waits == 1
 
 
+def test_a_parsed_snapshot_is_freed_after_the_answer_not_before() -> None:
+    import weakref
+
+    class Tree(dict):  # type: ignore[type-arg]
+        """A parsed snapshot that can be watched."""
+
+    gate = AnswerGate(10.0)
+    tree = Tree(Nodes={})
+    watch = weakref.ref(tree)
+    gate.free_later(tree)
+    del tree
+    assert watch() is not None  # kept while the answer is due
+    gate.sent()
+    gate.release()
+    assert watch() is None
+    late = Tree()
+    watch = weakref.ref(late)
+    gate.free_later(late)  # answered already: not kept
+    del late
+    assert watch() is None
+
+
 def test_the_answer_leaves_while_the_parse_goes_on_and_no_piece_starts_in_its_way(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = _cluster_and_devices(tmp_path)
