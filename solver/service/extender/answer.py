@@ -19,10 +19,11 @@ import time
 from collections.abc import Callable
 
 #: Share of ``httpTimeout`` before the loop's answer time from which the plan thread starts
-#: no new GIL-holding stretch until the answer is sent: longer than the longest stretch
-#: between two :meth:`AnswerGate.make_way` calls (a 1 MB piece of orjson, 2-8 ms of CPU;
-#: the importer's scenario validation, 30-70 ms at 1,024 real-size nodes).
-QUIET_SHARE = 0.1
+#: no new GIL-holding stretch until the answer is sent: about the longest stretch between
+#: two :meth:`AnswerGate.make_way` calls (a 1 MB piece of orjson, 2-8 ms of CPU; the
+#: importer's scenario validation, 30-70 ms at 1,024 real-size nodes), which then ends
+#: well before the answer is due (the loop answers a tenth of ``httpTimeout`` early).
+QUIET_SHARE = 0.05
 
 
 class AnswerGate:

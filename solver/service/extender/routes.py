@@ -198,7 +198,7 @@ def extender_router(core: ExtenderCore, pool: Any = None,
         # the answer is due at answer_seconds after arrival; the event loop stops waiting
         # a tenth of httpTimeout before it, the time to wake, take the GIL and send on a
         # loaded machine (measured 6-57 ms late at load 21-23 without it); the plan
-        # thread makes way from a tenth before that (answer.py)
+        # thread makes way from a twentieth before that (answer.py)
         answer_by = received + config.answer_seconds - ANSWER_SLACK_SHARE * config.http_timeout
         gate = AnswerGate(answer_by - QUIET_SHARE * config.http_timeout,
                           longest_wait=config.http_timeout)
