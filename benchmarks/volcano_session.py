@@ -342,7 +342,7 @@ def cluster_from_scenario(scenario: Scenario, family: str, now: int = 1764400000
             annotations["ra-block"] = str(job.ra_block)
         if job.affinity_config:
             annotations["huawei.com/affinity-config"] = job.affinity_config
-        labels = {}
+        labels = {"fault-scheduling": "grace"}  # the rescheduler acts on the job's faults
         if job.super_pod_affinity is not None:
             labels["super-pod-affinity"] = str(job.super_pod_affinity.value)
         b.job("train", job.name, job.tasks, job.npu_per_task, policy=job.policy,
@@ -497,6 +497,9 @@ class AscendStandIn:
         self.rng = random.Random(seed)
         #: job id -> rank -> node: the plugin's ``job.SuperPods``, kept across sessions
         self.super_pods: dict[str, dict[int, str]] = {}
+        #: job id -> rank -> node of the last selection, kept when the cache goes stale
+        #: (multilevel's ``resolveSuperPodsForReschedule`` reads job.SuperPods then)
+        self.previous: dict[str, dict[int, str]] = {}
         #: job id -> node -> logical super pod of this session's fresh selection
         #: (``nodeVPodId``); a job whose cached selection was kept has none
         self.node_vpod: dict[str, dict[str, str]] = {}
@@ -504,6 +507,9 @@ class AscendStandIn:
         self.ready: dict[str, bool] = {}
         self.verified: set[str] = set()  # ``SuperPodsVerified`` of this session
         self.fresh: set[str] = set()  # jobs selected afresh this session
+        #: job id -> (``fJob.SuperPods`` as rank -> node, the fault tasks' nodes): the
+        #: rescheduler's fault jobs (``FaultJobs`` with ``IsFaultJob``), kept across sessions
+        self.fault_jobs: dict[str, tuple[dict[int, str], set[str]]] = {}
 
     def open(self, cluster: VolcanoCluster) -> Scenario:
         """Session open (``InitNPUSession``): the cluster as the plugin sees it, the cache
@@ -521,7 +527,29 @@ class AscendStandIn:
                     self.lifecycle.allocate(pods.owner, rank, node, cluster.now)
         self.base = base
         self.node_vpod, self.ready, self.verified, self.fresh = {}, {}, set(), set()
+        self._note_fault_jobs(base, cluster)
         return base
+
+    def _note_fault_jobs(self, base: Scenario, cluster: VolcanoCluster) -> None:
+        """The rescheduler's fault jobs (``updateNewFaultJobAttr``): a job labelled
+        ``fault-scheduling`` grace/force whose selection names a node that is now unhealthy
+        or gone; its ``job.SuperPods`` is cleared (``collectHotSwitchReplaceNodes``) and kept
+        as ``fJob.SuperPods``.  A job with no pending task is no fault job any more."""
+        usable = {n.name for n in base.nodes if n.health.value != "unhealthy"}
+        pending = {j.name for j in base.jobs}
+        labels = {f"{pg['metadata']['namespace']}/{pg['metadata']['name']}":
+                  pg["metadata"].get("labels") or {} for pg in cluster.builder.podgroups}
+        for name in [j for j in self.fault_jobs if j not in pending]:
+            del self.fault_jobs[name]
+        for job in base.jobs:
+            cached = self.super_pods.get(job.name)
+            label = labels.get(job.name, {}).get("fault-scheduling")
+            if not cached or label not in ("grace", "force"):
+                continue
+            faulty = {n for n in cached.values() if n not in usable}
+            if faulty:
+                self.fault_jobs[job.name] = (dict(cached), faulty)
+                del self.super_pods[job.name]
 
     @property
     def selection(self) -> dict[str, dict[str, str]]:
@@ -554,12 +582,30 @@ class AscendStandIn:
         ``selectNodesForJob`` → ``getSuperPodMap`` and its strategies for 950, the
         multilevel tree's), as the greedy port makes it on a view holding only the
         candidates; ``None`` when it fails (the plugin's errors clear ``JobReadyTag``)."""
-        from solver.facade import solve
-
         assert self.base is not None
         offered = set(candidates)
         if job.tasks > len(offered):  # "not enough node, npuTaskNum: %d, nodes: %d"
             return None
+        family = _policy_family(job.policy)
+        fault = self.fault_jobs.get(job.name)
+        if fault is not None and family is Family.SUPERPOD and not job.running_ranks:
+            return self._select_fault_superpod(job, candidates, free, *fault)
+        # the 950 handler's selectNodesForFaultJob returns at once for a job-level
+        # rescheduling (isPodLevelRescheduling false): a fresh selection
+        ranks = self._select_fresh(job, offered, free)
+        if ranks is None:
+            return None
+        if family is Family.MULTILEVEL:
+            history = fault[0] if fault is not None else self.previous.get(job.name)
+            return self._sort_by_cached_rank(job, ranks, history or {})
+        return self._go_map_order(job, ranks)
+
+    def _select_fresh(self, job: Job, offered: set[str], free: dict[str, int]
+                      ) -> dict[int, str] | None:
+        """The greedy port's selection for ``job`` on a view holding only ``offered``."""
+        from solver.facade import solve
+
+        assert self.base is not None
         nodes = [n.model_copy(update={"free": free.get(n.name, n.free)})
                  for n in self.base.nodes if n.name in offered]
         view = self.base.model_copy(update={
@@ -574,8 +620,93 @@ class AscendStandIn:
                        if item.name == job.name and item.placed), None)
         if chosen is None:
             return None
-        ranks = {int(rank): node for rank, node in chosen.ranks.items()}
-        return self._go_map_order(job, ranks)
+        return {int(rank): node for rank, node in chosen.ranks.items()}
+
+    def _select_fault_superpod(self, job: Job, candidates: list[str], free: dict[str, int],
+                               original: dict[int, str], faulty: set[str]
+                               ) -> dict[int, str] | None:
+        """The A3 / 850 fault-job path (``selectSuperPodForJob`` →
+        ``selectNodesForFaultJob``): ``isDelayingJob`` (a healthy task's node not a
+        candidate: refused, within the first 10 s), ``selectForJobRescheduling`` (an original
+        logical super pod wholly among the candidates and healthy is kept),
+        ``selectNodeFromOriginSuperPod`` → ``getSelectNodes`` (healthy nodes keep their
+        rank, the rest filled from the physical super pod's candidates in Go map order,
+        healthy first), then ``selectNodes`` afresh for the rest.  Go map order is the
+        seeded shuffle."""
+        assert self.base is not None
+        block = max(1, (job.sp_block or job.npu_per_task * job.tasks) // job.npu_per_task)
+        offered = set(candidates)
+        if any(n not in faulty and n not in offered for n in original.values()):
+            return None  # isDelayingJob: "wait for normal node resource release"
+        where = {n.name: n.super_pod_id for n in self.base.nodes}
+        total: dict[Any, list[str]] = {}
+        for name in candidates:
+            total.setdefault(where.get(name), []).append(name)
+        for names in total.values():
+            self.rng.shuffle(names)  # superPod is a Go map
+        groups = {g: [original.get(g * block + i, "") for i in range(block)]
+                  for g in range(job.tasks // block)}
+        selected: dict[int, list[str]] = {}
+        order = list(groups)
+        self.rng.shuffle(order)  # fJob.SuperPods is a Go map
+        waiting = []
+        for g in order:  # selectForJobRescheduling
+            if all(n in offered and n not in faulty for n in groups[g]):
+                selected[g] = groups[g]
+                for n in groups[g]:
+                    total[where.get(n)].remove(n)
+            else:
+                waiting.append(g)
+        for g in waiting:  # selectNodeFromOriginSuperPod
+            pool = total.get(where.get(groups[g][0]), [])
+            if len(pool) < block:
+                continue
+            new = ["" for _ in range(block)]
+            reserve = []
+            for i, n in enumerate(groups[g]):  # getSelectNodes
+                if n not in faulty and n in pool:
+                    new[i] = n
+                    pool.remove(n)
+                else:
+                    reserve.append(i)
+            fill = [n for n in pool if n not in faulty] + [n for n in pool if n in faulty]
+            for i, n in zip(reserve, fill, strict=False):
+                new[i] = n
+                pool.remove(n)
+            selected[g] = new
+        unready = sorted(g for g in groups if g not in selected)
+        if unready:  # classifySuperPod + selectNodes on what is left
+            rest = {n for names in total.values() for n in names}
+            part = job.model_copy(update={"tasks": len(unready) * block})
+            fresh = self._select_fresh(part, rest, free)
+            if fresh is None:
+                return None
+            fresh = self._go_map_order(part, fresh)
+            for k, g in enumerate(unready):
+                selected[g] = [fresh[k * block + i] for i in range(block)]
+        return {g * block + i: n for g, names in selected.items() for i, n in enumerate(names)}
+
+    @staticmethod
+    def _sort_by_cached_rank(job: Job, ranks: dict[int, str], cached: dict[int, str]
+                             ) -> dict[int, str]:
+        """The multilevel handler's order of a selection (``GetSuperNodeMapFromTaskTree``
+        → ``sortNodesByCachedRank``, ``plugin/supernode.go``): each level-1 group's nodes
+        sorted by name, a node of the cached group back at its cached rank, the others in
+        the free ranks in name order."""
+        text = job.affinity_config or ""
+        size = parse_int(text.split(",")[0].partition("=")[2].strip()) or job.tasks
+        out: dict[int, str] = {}
+        for start in range(0, job.tasks, max(1, size)):
+            ranks_here = [r for r in range(start, start + size) if r in ranks]
+            names = sorted(ranks[r] for r in ranks_here)
+            slots: dict[int, str] = {}
+            for r in ranks_here:
+                if cached.get(r) in names:
+                    slots[r] = cached[r]
+            others = iter(n for n in names if n not in slots.values())
+            for r in ranks_here:
+                out[r] = slots[r] if r in slots else next(others)
+        return out
 
     def _go_map_order(self, job: Job, ranks: dict[int, str]) -> dict[int, str]:
         """The ranks shuffled among the selected nodes of each physical super pod (950:
@@ -611,7 +742,7 @@ class AscendStandIn:
             if chosen is None:
                 self.ready[job.name] = False
                 return {}
-            self.super_pods[job.name] = chosen
+            self.super_pods[job.name] = self.previous[job.name] = chosen
             self.verified.add(job.name)
             self.fresh.add(job.name)
             if family is Family.SUPERPOD:  # nodeVPodId: A3 and 850 write super-pod-rank
