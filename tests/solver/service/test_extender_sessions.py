@@ -243,3 +243,39 @@ def test_early_stopped_predicates_lose_the_planned_node_unless_filtered(
             missing = session.counts.get("planned-node-not-offered", 0)
             assert missing > 0  # the early stop did hide planned nodes
             assert off_plan <= missing  # only a task without its planned node went astray
+
+
+def test_the_plugins_rank_order_is_adopted_when_it_keeps_every_origin(tmp_path: Path) -> None:
+    """The multilevel handler orders a selection made from history by node name in Go's
+    byte order (``sortNodesByCachedRank``), which differs from npu-place's natural order
+    for ``…-n9`` / ``…-n10``: both nodes of a level-1 group fail, the job is evicted, and
+    the plan's two replacement nodes go to the two free ranks the other way round.  No
+    origin hit is lost (the failed ranks have none), so the extender adopts the plugin's
+    mapping: Volcano binds it, the healthy group returns to its origins."""
+    case = generate_case(GenParams("multilevel", nodes=24, seed=3, jobs=3, occupancy=0.3,
+                                   unhealthy=0.0, subhealthy=0.0))
+    nodes = []
+    for node in case.scenario.nodes:  # r0-n7 … r2-n14: names of one and two digits
+        rack, index = node.name.split("-n")
+        nodes.append(node.model_copy(update={"name": f"{rack}-n{int(index) + 7}"}))
+    cluster = cluster_from_scenario(case.scenario.model_copy(update={"nodes": nodes}),
+                                    "multilevel")
+    plugin = AscendStandIn(seed=7)
+    with extender_server(cluster, tmp_path, predicate_verb=True) as (url, core), \
+            httpx.Client(timeout=60) as client:
+        check_steered(core, run_session(client, url, cluster, plugin, seed=1), plugin, cluster)
+        origins = cluster.bound()
+        job = max(sorted(origins), key=lambda j: len(origins[j]))
+        for rank in (0, 1):  # the level-1 group of ranks 0 and 1 (level1=2)
+            cluster.fault(origins[job][rank])
+        cluster.evict(job)
+        cluster.now += 120
+        report = run_session(client, url, cluster, plugin, seed=2)
+        assert check_steered(core, report, plugin, cluster) == [job]
+        plan = core.session.jobs[job] if core.session else None
+        assert plan is not None and plan.adopted and not plan.loose
+        assert report.bindings[job] == plan.ranks
+        assert [report.bindings[job][r] for r in (0, 1)] == sorted(
+            report.bindings[job][r] for r in (0, 1))  # byte order: n10 before n9
+        assert all(report.bindings[job][r] == origins[job][r] for r in (2, 3))
+        assert job in core.history[-1]["plugin-orders-ranks"]
