@@ -56,8 +56,17 @@ from models.compiled import natural_key
 from models.kube.build import ClusterImport
 from models.kube.source import Diagnostics
 from models.numbers import parse_int
-from models.scenario import AffinityCacheModel, Family, Job, Policy, Scenario, family_of
+from models.scenario import (
+    AffinityCacheModel,
+    Family,
+    Job,
+    Policy,
+    Scenario,
+    VnpuJob,
+    family_of,
+)
 from models.validation import InputError
+from models.vnpu_rules import TEMPLATES
 
 PLUGIN_SELECTION_SCORE = 1.0e10
 PREDICATE_WORKERS = 16
@@ -96,7 +105,10 @@ def _rank(pod: dict[str, Any]) -> int:
         for env in container.get("env", []):
             if env.get("name") == "VC_TASK_INDEX":
                 return int(env["value"])
-    return 0
+    # a ReplicaSet's replica (vNPU services: <service>-<i>) has neither after a restart:
+    # the harness gives it its name's ordinal, so replicas keep distinct ranks
+    ordinal = parse_int(pod["metadata"]["name"].rpartition("-")[2])
+    return ordinal if ordinal is not None and pod["metadata"].get("ownerReferences") else 0
 
 
 def _job_id(pod: dict[str, Any]) -> str | None:
@@ -288,6 +300,12 @@ class VolcanoCluster:
         return importer.build(now=self.now).scenario
 
 
+def vnpu_template(kind: str, cores: int) -> str:
+    """The first template of the chip kind's table with ``cores`` AI cores."""
+    return next((name for name, size in TEMPLATES.get(kind, {}).items() if size[0] == cores),
+                f"vir{cores:02d}")
+
+
 def _policy_family(policy: str) -> Family:
     try:
         return family_of(Policy(policy))
@@ -349,6 +367,31 @@ def cluster_from_scenario(scenario: Scenario, family: str, now: int = 1764400000
               annotations=annotations, labels=labels, selector=selector or None,
               priority_class="training", priority=100 + job.priority, age=3600 - index)
     return VolcanoCluster(b, now)
+
+
+def vnpu_cluster(seed: int, nodes: int = 4, services: int = 3, now: int = 1764400000
+                 ) -> VolcanoCluster:
+    """A generated dynamic-vNPU cluster: ``nodes`` Atlas 300I Duo servers (4 Ascend310P
+    chips of 8 AI cores, device-info ConfigMaps) and ``services`` inference services (a
+    PodGroup owned by a ReplicaSet, ``fault-scheduling: grace``) of 2-4 pending replicas of
+    1, 2 or 4 AI cores each, drawn from ``seed``."""
+    from benchmarks.kube_dump_vnpu import _device_cm, _service, _vnpu_node
+
+    rng = random.Random(seed)
+    b = DumpBuilder("device-plugin", now=now)
+    b.params = {"prefer-previous-node": "true"}
+    b.priority_class("inference", 100)
+    devices = []
+    for i in range(1, nodes + 1):
+        b.nodes.append(_vnpu_node(f"vnpu-{i}", 4))
+        devices.append(_device_cm(f"vnpu-{i}", 4))
+    for k in range(services):
+        podgroup, pods = _service("ai", f"svc{k}", rng.choice((1, 2, 4)), [],
+                                  pending=rng.randint(2, 4), labels={})
+        podgroup["metadata"]["labels"] = {"fault-scheduling": "grace"}
+        b.podgroups.append(podgroup)
+        b.pods.extend(pods)
+    return VolcanoCluster(b, now, extra_devices=devices)
 
 
 # --------------------------------------------------------------------------- Volcano JSON
@@ -755,6 +798,18 @@ class AscendStandIn:
             return {}
         return {node: PLUGIN_SELECTION_SCORE}
 
+    @staticmethod
+    def vnpu_scores(nodes: list[str], cores: dict[str, dict[int, int]], need: int
+                    ) -> dict[str, float]:
+        """The dynamic-vNPU handler's scores (``DynamicVNPU.ScoreBestNPUNodes``, best fit):
+        higher on a node whose fitting chip has fewer free AI cores left, below 100."""
+        out = {}
+        for node in nodes:
+            left = [c for c in cores.get(node, {}).values() if c >= need]
+            if left:
+                out[node] = float(max(0, 64 - (min(left) - need)))
+        return out
+
     def super_pod_rank(self, job: Job, node: str) -> str | None:
         """The ``super-pod-rank`` the plugin's ``UseAnnotation`` writes for a task of
         ``job`` bound on ``node`` (``None``: the handler writes none)."""
@@ -815,6 +870,12 @@ def run_session(client: httpx.Client, url: str, cluster: VolcanoCluster,
     base = plugin.open(cluster)
     healthy = {n.name for n in base.nodes if n.health.value != "unhealthy"}
     free = {n.name: n.free for n in base.nodes}
+    # dynamic vNPU nodes: node -> chip -> free AI cores (no slice on an unstable chip)
+    cores = {n.name: ({c.id: c.free_cores if c.free_cores is not None else n.vnpu.ai_cores or 0
+                       for c in n.vnpu.chips if not c.unstable} if n.vnpu.chips is not None
+                      else dict.fromkeys(range(n.npus), n.vnpu.ai_cores or 0))
+             for n in base.nodes if n.vnpu is not None}
+    kinds = {n.name: n.vnpu.chip_kind for n in base.nodes if n.vnpu is not None}
     node_objects = {n["metadata"]["name"]: n for n in cluster.nodes}
     used = cluster.used_chips()
     snapshot_nodes = {name: _node_info(obj, {}, 0) for name, obj in node_objects.items()}
@@ -826,7 +887,9 @@ def run_session(client: httpx.Client, url: str, cluster: VolcanoCluster,
             pods_by_job.setdefault(job_id, []).append(pod)
     start_index = 0
     with ThreadPoolExecutor(PREDICATE_WORKERS) as workers:
-        for job in base.jobs:  # queue order: priority, creation
+        queue: list[Job | VnpuJob] = [*base.jobs, *base.vnpu_jobs]
+        for job in queue:  # queue order: priority, creation (vNPU jobs after)
+            vnpu = isinstance(job, VnpuJob)
             pending = sorted(pods_by_job.get(job.name, []),
                              key=lambda p: (-p["spec"].get("priority", 0),
                                             natural_key(p["metadata"]["name"])))
@@ -836,7 +899,9 @@ def run_session(client: httpx.Client, url: str, cluster: VolcanoCluster,
             allocated: list[tuple[dict[str, Any], str, list[str]]] = []
             for pod in pending:
                 _, need = _npu_request(pod)
-                fit = [n for n in order if n in healthy and free.get(n, 0) >= need
+                fit = [n for n in order if n in healthy and (
+                    any(left >= need for left in cores.get(n, {}).values()) if vnpu
+                    else n not in cores and free.get(n, 0) >= need)
                        and not node_objects[n]["spec"].get("unschedulable")
                        and n not in error_cache]
                 info = task_info(pod, job.name, STATUS["Pending"])
@@ -870,21 +935,35 @@ def run_session(client: httpx.Client, url: str, cluster: VolcanoCluster,
                     "task": info, "nodes": [snapshot_nodes[n] for n in candidates]}, report)
                 extender = answer.json().get("nodeScore") or {} \
                     if answer.status_code == 200 else {}
-                ascend = plugin.scores(job, candidates, free, _rank(pod))
-                total = {n: float(extender.get(n, 0.0)) + ascend.get(n, 0.0)
-                         + 10.0 * (1 - free[n] / max(1, need * 8)) for n in candidates}
+                if isinstance(job, VnpuJob):
+                    ascend = plugin.vnpu_scores(candidates, cores, need)
+                    total = {n: float(extender.get(n, 0.0)) + ascend.get(n, 0.0)
+                             for n in candidates}
+                else:
+                    ascend = plugin.scores(job, candidates, free, _rank(pod))
+                    total = {n: float(extender.get(n, 0.0)) + ascend.get(n, 0.0)
+                             + 10.0 * (1 - free[n] / max(1, need * 8)) for n in candidates}
                 best = max(total.values())
                 node = rng.choice(sorted(n for n, s in total.items() if s == best))
-                chips = [c for c in cluster.node_chips(node_objects[node])
-                         if c not in used.get(node, set())][:need]
-                used.setdefault(node, set()).update(chips)
-                free[node] -= need
+                if vnpu:  # the slice the plugin cuts: best-fit chip, the template of `need`
+                    chip = min((left, c) for c, left in cores[node].items() if left >= need)[1]
+                    cores[node][chip] -= need
+                    chips = [f"{chip}-{vnpu_template(kinds[node], need)}"]
+                else:
+                    chips = [c for c in cluster.node_chips(node_objects[node])
+                             if c not in used.get(node, set())][:need]
+                    used.setdefault(node, set()).update(chips)
+                    free[node] -= need
                 allocated.append((pod, node, chips))
                 plugin.lifecycle.allocate(job.owner_uid, _rank(pod), node, cluster.now)
                 _post(client, url, "allocateFunc", {"task": task_info(
                     pod, job.name, STATUS["Allocated"], node)}, report)
             if len(allocated) < len(pending):  # gang not ready: discard, last first
                 for pod, node, chips in reversed(allocated):
+                    if vnpu:
+                        cores[node][parse_int(chips[0].partition("-")[0]) or 0] += \
+                            _npu_request(pod)[1]
+                        continue
                     used[node].difference_update(chips)
                     free[node] += _npu_request(pod)[1]
                     plugin.lifecycle.discard(job.owner_uid, _rank(pod))
@@ -893,7 +972,7 @@ def run_session(client: httpx.Client, url: str, cluster: VolcanoCluster,
                 report.discarded.append(job.name)
                 continue
             for pod, node, chips in allocated:
-                spr = plugin.super_pod_rank(job, node)
+                spr = None if isinstance(job, VnpuJob) else plugin.super_pod_rank(job, node)
                 cluster.bind(pod, node, chips, spr)
                 report.bindings.setdefault(job.name, {})[_rank(pod)] = node
                 if spr is not None:

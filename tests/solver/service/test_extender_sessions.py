@@ -20,6 +20,7 @@ from benchmarks.volcano_session import (
     VolcanoCluster,
     cluster_from_scenario,
     run_session,
+    vnpu_cluster,
 )
 from models.scenario import Family, Job
 from solver.service.app import ServiceConfig
@@ -60,6 +61,10 @@ def check_steered(core: ExtenderCore, report: SessionReport, plugin: AscendStand
         plan = session.jobs[job]
         bound = report.bindings.get(job)
         assert bound is not None, f"steered job {job} was not bound"
+        if plan.replicas:  # vNPU replicas: each task takes a planned node, whatever its rank
+            assert sorted(bound.values()) == sorted(plan.ranks.values()), job
+            assert job not in report.super_pod_ranks
+            continue
         assert sorted(bound) == sorted(plan.ranks) and set(bound.values()) == plan.nodes, job
         # every rank the plugin's code pins is bound on the plan's node (the loose ones,
         # which it orders by Go map order, inside the planned set)
@@ -279,3 +284,50 @@ def test_the_plugins_rank_order_is_adopted_when_it_keeps_every_origin(tmp_path: 
             report.bindings[job][r] for r in (0, 1))  # byte order: n10 before n9
         assert all(report.bindings[job][r] == origins[job][r] for r in (2, 3))
         assert job in core.history[-1]["plugin-orders-ranks"]
+
+
+def test_vnpu_sessions_bind_the_planned_nodes_and_replicas_return(tmp_path: Path) -> None:
+    """Dynamic-vNPU services (replicas of 1-4 AI cores on Atlas 300I Duo nodes) over the same
+    four sessions: every replica bound on a node the plan gives the job (the plugin cuts the
+    slice), evicted replicas back on their nodes, a faulted node's service moved whole, a
+    deleted replica back on its node; none left to the plugin."""
+    cluster = vnpu_cluster(seed=3)
+    plugin = AscendStandIn(seed=7)
+    with extender_server(cluster, tmp_path, predicate_verb=True) as (url, core), \
+            httpx.Client(timeout=60) as client:
+        first = run_session(client, url, cluster, plugin, seed=1)
+        steered = check_steered(core, first, plugin, cluster)
+        session = core.session
+        assert session is not None and session.jobs
+        assert sorted(steered) == sorted(session.jobs) == sorted(first.bindings)
+        assert all(plan.replicas for plan in session.jobs.values())
+        # every service evicted: each replica back on a node of the service's last ones
+        origins = cluster.bound()
+        for job in origins:
+            cluster.evict(job)
+        cluster.now += 120
+        second = run_session(client, url, cluster, plugin, seed=2)
+        assert sorted(check_steered(core, second, plugin, cluster)) == sorted(origins)
+        for job, nodes in origins.items():
+            assert sorted(second.bindings[job].values()) == sorted(nodes.values()), job
+        # a node fails, its service is evicted: planned elsewhere, steered, none on the node
+        origins = cluster.bound()
+        job = sorted(origins)[0]
+        lost = origins[job][0]
+        cluster.fault(lost)
+        cluster.evict(job)
+        cluster.now += 120
+        third = run_session(client, url, cluster, plugin, seed=3)
+        assert check_steered(core, third, plugin, cluster) == [job]
+        assert lost not in third.bindings[job].values()
+        assert len(third.bindings[job]) == len(origins[job])
+        assert core.history[-1]["left-to-plugin"] == {}
+        # one replica of another service deleted: back on its node
+        other = sorted(j for j in cluster.bound() if j != job)[0]
+        rank = max(cluster.bound()[other])
+        node = cluster.bound()[other][rank]
+        assert cluster.evict(other, ranks=[rank]) == 1
+        cluster.now += 120
+        fourth = run_session(client, url, cluster, plugin, seed=4)
+        assert check_steered(core, fourth, plugin, cluster) == [other]
+        assert fourth.bindings[other] == {rank: node}
