@@ -15,7 +15,8 @@ scheduling session the way Volcano does it (``framework.OpenSession`` → ``allo
   extender's ``predicate`` per (task, node) from 16 parallel callers, stopping once
   ``percentageNodesToFind`` of the nodes fit (from a rotating start node), skipping nodes
   the error cache holds for the job and task role;
-* ``prioritize`` with the candidate nodes, summed with a stand-in for the Ascend plugin
+* ``prioritize`` with the candidate nodes (vNPU services too: :func:`vnpu_cluster`),
+  summed with a stand-in for the Ascend plugin
   (:class:`AscendStandIn`, following the plugin's code: a super-pod / 950 / multilevel
   job's selection made from the candidates of its first scored task, kept across
   sessions, 1e10 on each rank's node of it; a best-fit score below 100 otherwise) and a
@@ -522,15 +523,26 @@ class AscendStandIn:
       node is not a candidate;
     * ``super-pod-rank`` (A3 and 850 ``UseAnnotation``) is the node's logical super pod in
       a selection made this session (``nodeVPodId``, filled only by a fresh selection of a
-      handler built per session), empty otherwise; 950 and multilevel write none.
+      handler built per session), empty otherwise; 950 and multilevel write none;
+    * the rescheduler's fault jobs (:attr:`fault_jobs`, :meth:`_note_fault_jobs`): a job
+      labelled ``fault-scheduling`` grace/force whose selection names a node that failed
+      loses its ``job.SuperPods`` and is reselected from ``fJob.SuperPods``: A3 / 850 by
+      ``selectNodesForFaultJob`` (:meth:`_select_fault_superpod`), multilevel from
+      history in ``sortNodesByCachedRank`` order (:meth:`_sort_by_cached_rank`, also the
+      order of any multilevel selection); the 950 handler's fault path acts on pod-level
+      rescheduling only, so a job-level fault job is selected afresh;
+    * dynamic-vNPU replicas (:meth:`vnpu_scores`): a best-fit score; the slice is cut on
+      the best-fitting chip of the node.
 
     The fresh selection itself is the greedy port's (the plugin's strategies) on a view of
     the cluster holding only the candidates, with Go's map order re-created by a seeded
     shuffle of the ranks among the selected nodes of each physical super pod (950: of each
     rack): ``getSuperPodTop`` / ``getSuperPodMap`` keep the nodes of a super pod in a Go
     map, so which of them gets which rank is not defined by the plugin.  Not re-created:
-    the rescheduler's fault-job path (``selectNodesForFaultJob``: the harness evicts, it
-    does not run the rescheduler), batch scoring (``podgroup-sched-enable``), the
+    the pod-level fault paths (``selectNodeForPodLevelRescheduling``, 950's
+    ``selectNodesByRack``), ``isDelayingJob``'s 10-s wait (a refusal stands for it),
+    multilevel's escalation of the fault scope (the greedy port's selection on the
+    candidates stands for ``Reschedule``), batch scoring (``podgroup-sched-enable``), the
     inference and MindIE paths, and the random order of ties between super pods.
     """
 
