@@ -475,7 +475,13 @@ class ExtenderCore:
         fault-job path of the A3 / 850 handler (:func:`superpod_fault_choice`), the
         multilevel handler's selection from history (:func:`sort_by_cached_rank`); the 950
         handler's job-level fault path selects afresh (``why`` says so).  ``None``: a fresh
-        selection (see :meth:`_confine`)."""
+        selection (see :meth:`_confine`).
+
+        The multilevel order assumes the plugin's reselection keeps the plan's level-1
+        groups under their indices, as ``Reschedule`` does when it re-places a failed
+        subtree inside its parent's resource unit (``rescheduleSubTask`` keeps the
+        subtree's index); a plan that moves a group out of that unit makes the plugin
+        escalate to a whole new tree, whose group numbering is not followed here."""
         if not cached or nodes is None:
             return None
         unusable = {n for n in cached.values()
