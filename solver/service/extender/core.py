@@ -25,7 +25,15 @@ from models.kube.build import ClusterImport
 from models.kube.jobs import controller_uid
 from models.kube.source import Diagnostics
 from models.limits import escape_text
-from models.scenario import AffinityCacheModel, Family, Health, Job, Node, Scenario
+from models.scenario import (
+    AffinityCacheModel,
+    Family,
+    Health,
+    Job,
+    LevelConfig,
+    Node,
+    Scenario,
+)
 from models.validation import InputError, parse_affinity_config
 from solver.service.extender.config import ExtenderConfig
 from solver.service.extender.devices import DeviceSource
@@ -62,6 +70,7 @@ from solver.service.extender.session import (
 from solver.service.extender.steering import (
     PluginChoice,
     fault_nodes,
+    multilevel_regroup,
     plugin_pins,
     sort_by_cached_rank,
     superpod_fault_choice,
@@ -422,7 +431,8 @@ class ExtenderCore:
                     f"session, may take planned node {taken[0]}")
             elif family in SELECTING_FAMILIES:
                 self._confine(plan, job, origins, prefer, nodes,
-                              session.fault_scheduling.get(job.name))
+                              session.fault_scheduling.get(job.name),
+                              scenario.config.resource_level_config)
             session.jobs[job.name] = plan
             if not plan.steer:
                 for node in stock_ranks.get(job.name, {}).values():
@@ -430,7 +440,8 @@ class ExtenderCore:
 
     def _confine(self, plan: JobPlan, job: Job, origins: dict[tuple[str, int], str],
                  prefer: bool, nodes: dict[str, Node] | None = None,
-                 fault_scheduling: str | None = None) -> None:
+                 fault_scheduling: str | None = None,
+                 levels: dict[str, dict[str, LevelConfig]] | None = None) -> None:
         """Steer a super-pod / 950 / multilevel job inside its planned set, adopt the
         plugin's mapping, or leave it to the plugin (:meth:`_plan_confined`).  ``nodes``:
         the session's nodes by name (a cached node missing or unhealthy there makes the job
@@ -448,7 +459,8 @@ class ExtenderCore:
             self._take_choice(plan, PluginChoice(pins=pins), hits,
                               "the Ascend plugin keeps its cached selection")
             return
-        choice = self._reselection(plan, job, cached, prefer, nodes, fault_scheduling)
+        choice = self._reselection(plan, job, cached, prefer, nodes, fault_scheduling,
+                                   levels or {})
         if choice is not None and not choice.why:
             self._take_choice(plan, choice, hits, "the Ascend plugin's reselection")
             return
@@ -469,19 +481,16 @@ class ExtenderCore:
 
     @staticmethod
     def _reselection(plan: JobPlan, job: Job, cached: dict[int, str] | None, prefer: bool,
-                     nodes: dict[str, Node] | None, fault_scheduling: str | None
-                     ) -> PluginChoice | None:
+                     nodes: dict[str, Node] | None, fault_scheduling: str | None,
+                     levels: dict[str, dict[str, LevelConfig]]) -> PluginChoice | None:
         """The plugin's reselection inside the planned set when its code fixes it: the
         fault-job path of the A3 / 850 handler (:func:`superpod_fault_choice`), the
         multilevel handler's selection from history (:func:`sort_by_cached_rank`); the 950
         handler's job-level fault path selects afresh (``why`` says so).  ``None``: a fresh
         selection (see :meth:`_confine`).
 
-        The multilevel order assumes the plugin's reselection keeps the plan's level-1
-        groups under their indices, as ``Reschedule`` does when it re-places a failed
-        subtree inside its parent's resource unit (``rescheduleSubTask`` keeps the
-        subtree's index); a plan that moves a group out of that unit makes the plugin
-        escalate to a whole new tree, whose group numbering is not followed here."""
+        The multilevel order holds while the plugin's reselection keeps the plan's level-1
+        groups under their indices (:func:`multilevel_regroup`)."""
         if not cached or nodes is None:
             return None
         unusable = {n for n in cached.values()
@@ -489,10 +498,15 @@ class ExtenderCore:
         faulty = fault_nodes(cached, unusable, fault_scheduling)
         if plan.family is Family.MULTILEVEL and (faulty or prefer):
             # resolveSuperPodsForReschedule: the fault job's or the job's own history
-            levels, _ = parse_affinity_config(job.affinity_config)
-            if not levels:
+            sizes, _ = parse_affinity_config(job.affinity_config)
+            if not sizes:
                 return None
-            return PluginChoice(pins=sort_by_cached_rank(plan.ranks, cached, levels[0]))
+            why = multilevel_regroup(plan.ranks, cached, sizes[0],
+                                     {name: node.labels for name, node in nodes.items()},
+                                     levels)
+            if why:
+                return PluginChoice(why=why)
+            return PluginChoice(pins=sort_by_cached_rank(plan.ranks, cached, sizes[0]))
         if not faulty:
             return None
         if plan.family is Family.RACK:

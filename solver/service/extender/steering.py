@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from models.scenario import Family, Job, Policy, family_of
+from models.scenario import (
+    DEFAULT_TOPOTREE,
+    TOPOTREE_LABEL,
+    Family,
+    Job,
+    LevelConfig,
+    Policy,
+    family_of,
+)
 
 
 def _multilevel(job: Job) -> bool:
@@ -192,3 +200,38 @@ def sort_by_cached_rank(ranks: dict[int, str], cached: dict[int, str], group: in
         out.update(placed)
         out.update(zip(free, rest, strict=True))
     return out
+
+
+def multilevel_regroup(ranks: dict[int, str], cached: dict[int, str], group: int,
+                       labels: dict[str, dict[str, str]],
+                       levels: dict[str, dict[str, LevelConfig]]) -> str:
+    """Why the multilevel handler's reselection from history may number the level-1 groups
+    otherwise than the plan ("" when it keeps them).
+
+    ``Reschedule`` (``multilevelscheduling/rescheduling.go``) re-places the largest failed
+    subtree inside the resource unit of its parent and keeps its index
+    (``rescheduleSubTask``): a group that keeps a node of its cached selection takes its new
+    nodes inside its level-1 unit, a group that keeps none inside its level-2 unit.  A plan
+    that puts a group's new nodes elsewhere makes the plugin escalate the failed scope
+    (``expandFaultLevel``) up to a whole new tree, whose group numbering this does not
+    follow.
+    """
+    for first in sorted({r - r % group for r in ranks}):
+        before = [cached[r] for r in range(first, first + group) if r in cached]
+        planned = [ranks[r] for r in range(first, first + group) if r in ranks]
+        new = [n for n in planned if n not in before]
+        if not new or not before:
+            continue
+        depth = 1 if any(n in before for n in planned) else 2
+        tree = labels.get(before[0], {}).get(TOPOTREE_LABEL, DEFAULT_TOPOTREE)
+        level = levels.get(tree, {}).get(f"level{depth}")
+        if level is None:
+            continue  # the whole tree is the parent: its one group keeps index 0
+        units = {labels.get(n, {}).get(level.label) for n in before}
+        away = [n for n in new if labels.get(n, {}).get(level.label) not in units]
+        if away:
+            return (f"the plan puts node {away[0]} of level-1 group {first // group} outside "
+                    f"the level-{depth} unit ({level.label}) the plugin's Reschedule re-places "
+                    "that group in: it would escalate to a whole new tree, numbered its own "
+                    "way")
+    return ""

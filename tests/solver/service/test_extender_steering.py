@@ -4,11 +4,12 @@ plugin's ``VerifyCachedSuperPods``) against the plan, and the decision made from
 
 from __future__ import annotations
 
-from models.scenario import Family, Job
+from models.scenario import Family, Job, LevelConfig
 from solver.service.extender import ExtenderConfig, ExtenderCore, JobPlan
 from solver.service.extender.steering import (
     PluginChoice,
     fault_nodes,
+    multilevel_regroup,
     plugin_pins,
     sort_by_cached_rank,
     superpod_fault_choice,
@@ -134,3 +135,21 @@ def test_the_multilevel_history_order_sorts_by_bytes_and_keeps_cached_ranks() ->
     # both of group 0 new: name order in bytes, n10 before n9
     assert sort_by_cached_rank({0: "n9", 1: "n10", 2: "n4", 3: "n3"}, cached, 2) == \
         {0: "n10", 1: "n9", 2: "n3", 3: "n4"}
+
+
+def test_the_multilevel_history_keeps_groups_only_inside_their_units() -> None:
+    levels = {"default": {"level1": LevelConfig(label="rack"),
+                          "level2": LevelConfig(label="switch")}}
+    labels = {"a1": {"rack": "A", "switch": "S"}, "a2": {"rack": "A", "switch": "S"},
+              "a3": {"rack": "A", "switch": "S"}, "b1": {"rack": "B", "switch": "S"},
+              "b2": {"rack": "B", "switch": "S"}, "c1": {"rack": "C", "switch": "T"},
+              "c2": {"rack": "C", "switch": "T"}}
+    cached = {0: "a1", 1: "a2"}
+    # a2 failed: its replacement inside rack A keeps the group; one in rack B does not
+    assert multilevel_regroup({0: "a1", 1: "a3"}, cached, 2, labels, levels) == ""
+    why = multilevel_regroup({0: "a1", 1: "b1"}, cached, 2, labels, levels)
+    assert "b1" in why and "level-1 unit (rack)" in why
+    # both failed: the group moves inside its switch, not to another one
+    assert multilevel_regroup({0: "b1", 1: "b2"}, cached, 2, labels, levels) == ""
+    assert "level-2 unit (switch)" in multilevel_regroup({0: "c1", 1: "c2"}, cached, 2,
+                                                          labels, levels)
