@@ -44,7 +44,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from models.kube.build import ClusterImport, ImportResult
+from models.kube.build import FAULT_NPU_CM, ClusterImport, ImportResult
+from models.kube.config import is_scheduler_configmap
 from models.kube.incremental import (
     CacheKey,
     Changes,
@@ -53,8 +54,9 @@ from models.kube.incremental import (
     NeedsWhole,
     advance,
 )
-from models.kube.jobs import GROUP_ANNOTATION, JobGroup, PodRecord, job_spec
+from models.kube.jobs import GROUP_ANNOTATION, RESCHEDULE_CM, JobGroup, PodRecord, job_spec
 from models.kube.live import ListCall
+from models.kube.nodes import DeviceState
 from models.kube.source import Diagnostics, describe
 from models.scenario import AffinityCacheModel, CacheEntry, Scenario
 
@@ -179,6 +181,22 @@ def _same(held: dict[str, Any] | None, obj: dict[str, Any]) -> bool:
     return bool(meta.get("uid") == was.get("uid"))
 
 
+def _device_part(obj: dict[str, Any]) -> DeviceState | None:
+    """The records of a device-info, NodeD or switch ConfigMap read alone; ``None`` when
+    ``obj`` is another object, or when it does not read without errors (the whole
+    import reads it then, and reports them)."""
+    if obj.get("kind") != "ConfigMap" or is_scheduler_configmap(obj):
+        return None
+    name = (obj.get("metadata") or {}).get("name")
+    if name in (RESCHEDULE_CM, FAULT_NPU_CM):
+        return None
+    part = DeviceState()
+    diag = Diagnostics()
+    if not part.add_configmap(obj, diag) or diag.errors:
+        return None
+    return part
+
+
 def _stub(obj: dict[str, Any]) -> dict[str, Any]:
     """What is held of a Node, Pod or PodGroup besides its record: kind, name, namespace,
     uid and resourceVersion (enough to forget it and to compare a fresh list)."""
@@ -256,6 +274,8 @@ class WatchedCluster:
         self.whole_reason = "first import"
         #: the importer of the ConfigMaps and PriorityClasses (``None``: one changed)
         self._static: ClusterImport | None = None
+        #: each device record ConfigMap's records (stream, key) -> its own parse
+        self._device_parts: dict[tuple[int, tuple[str, str]], DeviceState] = {}
 
     # ------------------------------------------------------------------ intake
     def replace(self, index: int, objects: list[dict[str, Any]]) -> None:
@@ -269,11 +289,14 @@ class WatchedCluster:
             fresh = {_key(o): o for o in objects if wanted(o)}
             for key in [k for k in stream.objects if k not in fresh]:
                 self._forget(index, stream.objects.pop(key))
+                self._device_parts.pop((index, key), None)
                 changed = True
             for key, obj in fresh.items():
                 if _same(stream.objects.get(key), obj):
                     continue
                 self._take(index, key, obj)
+                if stream.call.kind not in RECORD_KINDS:
+                    self._device_parts.pop((index, key), None)
                 changed = True
             if changed and stream.call.kind not in RECORD_KINDS:
                 self._static_changed()
@@ -293,10 +316,34 @@ class WatchedCluster:
             else:
                 self._take(index, key, obj)
             if stream.call.kind not in RECORD_KINDS:
-                self._static_changed()
+                self._config_changed(index, key, None if kind == "DELETED" else obj)
             self.changes += 1
         if self.on_change is not None:
             self.on_change()
+
+    def _config_changed(self, index: int, key: tuple[str, str],
+                        obj: dict[str, Any] | None) -> None:
+        """A ConfigMap or PriorityClass changed (``obj`` ``None``: deleted).  A device
+        record ConfigMap (device info, NodeD, switch) changes the nodes it describes
+        (before and after) alone, unless it adds or removes a mode's records (which
+        may switch the import's mode); any other is read again in a whole import."""
+        was = self._device_parts.pop((index, key), None)
+        part = _device_part(obj) if obj is not None else None
+        if part is not None:
+            self._device_parts[(index, key)] = part
+        self._static = None
+        if (obj is not None and part is None) or (was is None and part is None):
+            self._static_changed()  # not a device record ConfigMap
+            return
+        if part is None or was is None or any(
+                part.has_mode(m) != was.has_mode(m) for m in ("device-plugin", "clusterd")):
+            self._static_changed()
+            self.whole_reason = "a device record ConfigMap appeared, left or moved mode"
+            return
+        for state in (was, part):
+            for tables in (state.devices, state.noded, state.switches):
+                for names in tables.values():
+                    self._dirty_nodes.update(names)
 
     def _static_changed(self) -> None:
         """A ConfigMap or PriorityClass changed: read again, and a whole import."""
@@ -564,11 +611,24 @@ class WatchedCluster:
         change, not once per import)."""
         if self._static is None:
             static = ClusterImport(Diagnostics())
-            for stream in self.streams:
+            for index, stream in enumerate(self.streams):
                 if stream.call.kind in RECORD_KINDS:
                     continue
-                for _, obj in sorted(stream.objects.items()):
-                    static.add(obj, f"watch of {stream.call.what}")
+                for key, obj in sorted(stream.objects.items()):
+                    part = self._device_parts.get((index, key))
+                    if part is None and (part := _device_part(obj)) is not None:
+                        self._device_parts[(index, key)] = part
+                    if part is None:
+                        static.add(obj, f"watch of {stream.call.what}")
+                        continue
+                    # a device record ConfigMap: its own parse, merged in the same order
+                    static.objects += 1
+                    for mode, infos in part.devices.items():
+                        static.devices.devices[mode].update(infos)
+                    for mode, health in part.noded.items():
+                        static.devices.noded[mode].update(health)
+                    for mode, health in part.switches.items():
+                        static.devices.switches[mode].update(health)
             self._static = static
         return self._static
 

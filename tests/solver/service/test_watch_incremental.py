@@ -12,6 +12,7 @@ that import.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -240,4 +241,24 @@ def test_changes_it_cannot_import_alone_are_whole_imports(chain: Chain) -> None:
     chain.apply(NODES, node)
     chain.check(per_object=False)
     chain.now += 1  # and per object again afterwards
+    chain.check()
+
+
+def test_a_device_info_configmap_changes_its_node_alone(chain: Chain) -> None:
+    """A chip of a free node reported unhealthy in its device-info ConfigMap: that
+    node's free chips and health again (a node update), not a whole import; back
+    healthy, the same."""
+    cim = next(i for i, c in enumerate(chain.calls)
+               if c.kwargs.get("label_selector") == "mx-consumer-cim=true")
+    node = FREE_NODES[0]
+    record = next(o for o in _objects("ConfigMap")
+                  if o["metadata"]["name"] == f"mindx-dl-deviceinfo-{node}")
+    sick = copy.deepcopy(record)
+    info = json.loads(sick["data"]["DeviceInfoCfg"])
+    info["DeviceInfo"]["DeviceList"]["huawei.com/npu-Unhealthy"] = "npu-3"
+    sick["data"]["DeviceInfoCfg"] = json.dumps(info)
+    chain.apply(cim, sick)
+    step = chain.check()
+    assert step.changes is not None and step.changes.nodes == [node]
+    chain.apply(cim, record)
     chain.check()
