@@ -133,7 +133,13 @@ from models.scenario import (
     Scenario,
     VnpuJob,
 )
-from models.validation import InputError, JobShape, check_running, derive_shape
+from models.validation import (
+    InputError,
+    JobShape,
+    check_running,
+    derive_shape,
+    validate_scenario,
+)
 from models.vnpu import job_family, kind_family, request_error
 
 _Cache = dict[tuple[str, int], dict[str, Any]]
@@ -144,6 +150,9 @@ FAULT_NPU_CM = "vcjob-fault-npu-cm"
 RESCHEDULE_SLACK_SECONDS = 600
 #: Job fields a running job does not carry (MindIE's own path).
 PENDING_ONLY_FIELDS = frozenset({"app", "jobID", "pod-affinity", "sp-fit"})
+#: A node label that names the node's super pod (the topology tree's), read against the
+#: device record's ``SuperPodID`` when a super pod is over-full.
+SUPER_POD_LABEL = "huawei.com/topotree.superpodid"
 #: ``PendingSessionNum`` stages of the rescheduler (reference §4.4).
 TP_STAGE_SESSIONS = 3
 SP_STAGE_SESSIONS = 6
@@ -555,18 +564,14 @@ class ClusterImport:
         self._settle()  # lenient: a node record's refusal is a warning (node kept as read)
         node_names = set(health)
         diag.raise_errors()
-
-        specs = self._job_specs(diag)
-        diag.raise_errors()
-        _image_sizes(specs, self.nodes.values())
-        cache = self._cache(specs, node_names, now, previous, diag)
-        vnpu_jobs = self._vnpu_jobs(nodes, node_names, now, cache, diag)
         try:
             config = Config.model_validate(sched.config)
         except ValidationError as exc:
             raise InputError([f"{sched.obj}: field 'init-params."
                               f"{'.'.join(str(p) for p in err['loc'])}': {err['msg']}"
                               for err in exc.errors()]) from None
+        # the nodes are settled before any job or cache entry reads them: a node left out
+        # here is a node that is gone for the jobs (their ranks on it are handled as such)
         models = []
         for n, who in zip(list(nodes), node_objects, strict=True):
             before = len(diag.errors)
@@ -579,7 +584,15 @@ class ClusterImport:
                 node_names.discard(n["name"])
                 health.pop(n["name"], None)
         diag.raise_errors()
+        if not self.strict:
+            models = self._settle_nodes(config, nodes, models, node_names, health)
         base = Scenario(config=config, nodes=models)
+
+        specs = self._job_specs(diag)
+        diag.raise_errors()
+        _image_sizes(specs, self.nodes.values())
+        cache = self._cache(specs, node_names, now, previous, diag)
+        vnpu_jobs = self._vnpu_jobs(nodes, node_names, now, cache, diag)
         jobs: list[dict[str, Any]] = []
         running: list[dict[str, Any]] = []
         for spec in sorted(specs, key=lambda s: (-s.priority, s.created, s.name)):
@@ -624,6 +637,73 @@ class ClusterImport:
         return ImportResult(scenario=scenario, data=data, warnings=diag.warnings, mode=mode,
                             counts=counts,
                             refused={job: reasons[0] for job, reasons in self.refused.items()})
+
+    def _settle_nodes(self, config: Config, nodes: list[dict[str, Any]], models: list[Node],
+                      node_names: set[str], health: dict[str, Health]) -> list[Node]:
+        """Lenient mode: the scenario's rules on the nodes alone, settled node by node.
+
+        ``nodes`` (the scenario data) and ``models`` are parallel; both, ``node_names``
+        and ``health`` are updated in place, and the models returned.  A rule that names
+        one node (a vNPU device record that contradicts its node, ``free`` out of range,
+        a duplicate name) leaves that node out, as a node that is gone.  A super pod with
+        more nodes than ``super-pod-size`` keeps ``super-pod-size`` of them; the others
+        are imported outside every super pod (their chips serve the jobs that need no
+        super pod, their running ranks stay where they are): first the nodes whose
+        ``huawei.com/topotree.superpodid`` label disagrees with the device record's
+        ``SuperPodID``, then the last by name.  Every change is a warning naming the node,
+        the field and the rule; rules that name no node (the ConfigMap's) are left to the
+        scenario's validation, which refuses the import for them in both modes.
+        """
+        size = config.effective_super_pod_size
+        for _ in range(4):
+            _, messages = validate_scenario(Scenario(config=config, nodes=models), "<import>")
+            broken: dict[str, list[str]] = {}
+            full: list[int] = []
+            for message in messages:
+                where, _, rest = message.removeprefix("<import>: ").partition(": field '")
+                if where.startswith("node '") and where.endswith("'"):
+                    broken.setdefault(where[len("node '"):-1], []).append(f"field '{rest}")
+                elif where.startswith("super pod "):
+                    full.append(int(where[len("super pod "):]))
+            if not broken and not full:
+                return models
+            keep = [i for i, model in enumerate(models) if model.name not in broken]
+            for name, problems in broken.items():
+                self.diag.warn(f"node '{name}'", f"{'; '.join(problems)}: node not imported "
+                               "(the rest of the cluster is; ranks running on it are those of "
+                               "a node that is gone)")
+                node_names.discard(name)
+                health.pop(name, None)
+            for sp in full:
+                members = [i for i in keep if models[i].super_pod_id == sp]
+                label = SUPER_POD_LABEL
+                disagreeing = {i for i in members
+                               if models[i].labels.get(label) not in (None, str(sp))}
+
+                def disagrees(i: int, disagreeing: set[int] = disagreeing) -> bool:
+                    return i in disagreeing
+
+                # the disagreeing nodes first (by name), then the last by name
+                order = sorted((i for i in members if disagrees(i)),
+                               key=lambda i: natural_key(models[i].name))
+                order += sorted((i for i in members if not disagrees(i)),
+                                key=lambda i: natural_key(models[i].name), reverse=True)
+                out = order[:len(members) - size]
+                for i in sorted(out, key=lambda i: natural_key(models[i].name)):
+                    why = (f"its label {label}={models[i].labels[label]} disagrees"
+                           if disagrees(i) else "the last by name")
+                    self.diag.warn(
+                        f"node '{models[i].name}'", f"field 'device info SuperPodID': super "
+                        f"pod {sp} has {len(members)} nodes but config.super-pod-size is "
+                        f"{size} ({why}): imported outside every super pod (jobs that need "
+                        "none can use it)")
+                    nodes[i].pop("super-pod-id", None)
+                    nodes[i].pop("rack-id", None)
+                    models[i] = models[i].model_copy(update={"super_pod_id": None,
+                                                             "rack_id": None})
+            nodes[:] = [nodes[i] for i in keep]
+            models = [models[i] for i in keep]
+        return models
 
     def _settle(self, before: int = 0, outcome: str = "ignored") -> None:
         """Lenient mode: the errors recorded since ``before`` become warnings (their object
