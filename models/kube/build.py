@@ -247,6 +247,26 @@ def _named_jobs(messages: list[str], sections: tuple[tuple[str, str], ...]
     return out
 
 
+class _NodesBroken(Exception):
+    """Lenient mode: rules of the assembled scenario that name nodes (``nodes``: name ->
+    the rule); the build is redone with those nodes left out."""
+
+    def __init__(self, nodes: dict[str, str]) -> None:
+        super().__init__(listing(sorted(nodes)))
+        self.nodes = nodes
+
+
+def _named_nodes(messages: list[str]) -> dict[str, str]:
+    """Node name -> its rule, when every message names one node (else empty)."""
+    out: dict[str, str] = {}
+    for message in messages:
+        where, sep, rest = message.removeprefix("<import>: ").partition(": field '")
+        if not (sep and where.startswith("node '") and where.endswith("'")):
+            return {}
+        out.setdefault(where[len("node '"):-1], f"field '{rest}")
+    return out
+
+
 def _job_of(obj: dict[str, Any]) -> str | None:
     """The job id (``<namespace>/<podgroup>``) a Pod or PodGroup belongs to, read from the
     raw object as far as it can be (``None``: not one, or not readable)."""
@@ -342,6 +362,8 @@ class ClusterImport:
         self.refused: dict[str, list[str]] = {}
         #: running jobs that break a rule, imported as occupancy only (lenient mode)
         self.occupancy: list[str] = []
+        #: nodes a rule across nodes and jobs left out (lenient mode) -> the rule
+        self.left_out_nodes: dict[str, str] = {}
         self.nodes: dict[str, NodeRecord] = {}
         self.devices = DeviceState()
         self.pods: dict[tuple[str, str], PodRecord] = {}
@@ -481,6 +503,29 @@ class ClusterImport:
             When an object was malformed (every message names the object and field), or
             the objects describe a scenario the contract rejects.
         """
+        if self.strict:
+            return self._build(now, previous)
+        # lenient: a rule that names a node once the jobs are in (running pods claiming
+        # more chips than the node has) leaves that node out, and the build is redone
+        # from the same records with it gone (the messages of the failed try dropped)
+        errors = list(self.diag.errors)
+        warnings = {text: list(objs) for text, objs in self.diag._warnings.items()}
+        refused = {job: list(reasons) for job, reasons in self.refused.items()}
+        occupancy = list(self.occupancy)
+        for _ in range(4):
+            try:
+                return self._build(now, previous)
+            except _NodesBroken as exc:
+                self.diag.errors[:] = errors
+                self.diag._warnings = {text: list(objs) for text, objs in warnings.items()}
+                self.refused = {job: list(reasons) for job, reasons in refused.items()}
+                self.occupancy = list(occupancy)
+                self.left_out_nodes.update(exc.nodes)
+        raise InputError(["the imported cluster is not a valid scenario after leaving out "
+                          f"the nodes {listing(sorted(self.left_out_nodes))}"])
+
+    def _build(self, now: int | None, previous: Scenario | None) -> ImportResult:
+        """:meth:`build` once (in lenient mode without :attr:`left_out_nodes`)."""
         diag = self.diag
         diag.raise_errors()
         now = int(time.time()) if now is None else int(now)
@@ -500,8 +545,9 @@ class ClusterImport:
             wanted = {pod.image for pod in self.pods.values() if pod.image and (
                 pod.group or pod.resource or pod.other_resource or pod.npu_core)}
             for record in self.nodes.values():
-                record.images = node_images(record.images_raw, record.obj, diag, wanted)
-                record.images_raw = None
+                if record.images_raw is not None:  # read once (build may run again)
+                    record.images = node_images(record.images_raw, record.obj, diag, wanted)
+                    record.images_raw = None
         nodes: list[dict[str, Any]] = []
         node_objects: list[str] = []
         with_devices = 0  # imported nodes that a device-info record describes
@@ -657,7 +703,8 @@ class ClusterImport:
         size = config.effective_super_pod_size
         for _ in range(4):
             _, messages = validate_scenario(Scenario(config=config, nodes=models), "<import>")
-            broken: dict[str, list[str]] = {}
+            broken = {model.name: [self.left_out_nodes[model.name]] for model in models
+                      if model.name in self.left_out_nodes}
             full: list[int] = []
             for message in messages:
                 where, _, rest = message.removeprefix("<import>: ").partition(": field '")
@@ -729,6 +776,10 @@ class ClusterImport:
             except InputError as exc:
                 messages = exc.messages
                 named = {} if self.strict else _named_jobs(messages, sections)
+                if not self.strict and len(named) < len(set(messages)):
+                    broken = _named_nodes([m for m in messages if m not in named])
+                    if broken:
+                        raise _NodesBroken(broken) from None
                 if not named or len(named) < len(set(messages)):
                     raise InputError([f"the imported cluster is not a valid scenario: {m}"
                                       for m in messages]) from None

@@ -266,6 +266,11 @@ def node_level_cluster() -> DumpBuilder:
           bound={0: "node-5", 1: "node-bad"})
     b.job("ml", "sp-good", 2, 8, policy="chip8-node8-sp", annotations={"sp-block": "16"})
     b.job("ml", "good", 2, 8, policy="chip8-node8")
+    # two running pods claim all 8 chips of node-6 (one pod's nodeName is wrong)
+    b.job("ml", "claim-a", 1, 8, policy="chip8-node8", bound={0: "node-6"})
+    b.job("ml", "claim-b", 1, 8, policy="chip8-node8", bound={0: "node-7"})
+    next(p for p in b.pods if p["metadata"]["name"] == "claim-b-worker-0")["spec"][
+        "nodeName"] = "node-6"
     return b
 
 
@@ -292,6 +297,13 @@ def test_a_node_level_refusal_leaves_out_the_node_not_the_cluster(tmp_path: Path
     # the super-pod job on the refused node: a gang with a rank on a node that is gone
     assert any(_job_id(objects, "on-bad-node") in w and "occupancy only" in w
                for w in result.warnings), result.warnings
+    # the node whose running pods claim more chips than it has is left out (free 0 either
+    # way); the claims are ranks on a node that is gone
+    assert "node-6" not in nodes and nodes["node-7"]["free"] == 8
+    line = next(w for w in result.warnings if "node-6" in w and "node not imported" in w)
+    assert "field 'free'" in line and "16 NPUs of running jobs exceeds npus 8" in line, line
+    assert {r["name"]: r["ranks"] for r in result.data["running"]} == {
+        _job_id(objects, "claim-a"): {}, _job_id(objects, "claim-b"): {}}
     # the import CLI: exit 0 with the warnings; --strict exit 2
     dump = tmp_path / "dump.json"
     dump.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": objects}))
