@@ -67,14 +67,20 @@ Decisions on the reference's inferences ([I] in cluster-integration.md), in one 
   a node that is gone) is imported as the occupancy it is: its chips stay used and its
   cache entries kept, but it is not a running job of the scenario (warned, naming the
   rule).  A rule across objects that names one job (validation of the assembled
-  scenario) takes that job out the same way.  The scheduler ConfigMap's errors refuse
-  the import in both modes: every job depends on it.
+  scenario) takes that job out the same way.  A rule that names a node takes out that
+  node before the jobs read the nodes (a rule on the nodes alone), or
+  makes the build run again without it (running pods claiming more chips than it has):
+  its ranks are those of a node that is gone.  An over-full super pod keeps
+  ``super-pod-size`` nodes; the others (label disagreeing with ``SuperPodID`` first,
+  then the last by name) are imported outside every super pod.  Each is warned with the
+  node, field and rule.  The scheduler ConfigMap's errors refuse the import in both
+  modes: every job depends on it.
 
 Why this file is long: :class:`ClusterImport` is one collector of the objects added one
 at a time (compact records kept per kind), and :meth:`ClusterImport.build` with its
 helpers (job specs, cache, running and pending jobs, vNPU jobs) makes the decisions listed
 above from those records; they read the same records and warnings, and the decisions are
-documented here, in one place, in about 75 lines of this docstring; the lenient mode's
+documented here, in one place, in about 80 lines of this docstring; the lenient mode's
 bookkeeping (which job an error belongs to) sits beside the collector that records them.
 """
 
@@ -690,8 +696,8 @@ class ClusterImport:
 
         ``nodes`` (the scenario data) and ``models`` are parallel; both, ``node_names``
         and ``health`` are updated in place, and the models returned.  A rule that names
-        one node (a vNPU device record that contradicts its node, ``free`` out of range,
-        a duplicate name) leaves that node out, as a node that is gone.  A super pod with
+        one node (the vNPU node rules, ``free`` out of range, a duplicate name: guarded
+        by the readers, checked again here) leaves that node out, as a node that is gone.  A super pod with
         more nodes than ``super-pod-size`` keeps ``super-pod-size`` of them; the others
         are imported outside every super pod (their chips serve the jobs that need no
         super pod, their running ranks stay where they are): first the nodes whose
