@@ -697,8 +697,9 @@ class ClusterImport:
         ``nodes`` (the scenario data) and ``models`` are parallel; both, ``node_names``
         and ``health`` are updated in place, and the models returned.  A rule that names
         one node (the vNPU node rules, ``free`` out of range, a duplicate name: guarded
-        by the readers, checked again here) leaves that node out, as a node that is gone.  A super pod with
-        more nodes than ``super-pod-size`` keeps ``super-pod-size`` of them; the others
+        by the readers, checked again here) leaves that node out, as a node that is
+        gone.  A super pod with more nodes than ``super-pod-size`` keeps
+        ``super-pod-size`` of them; the others
         are imported outside every super pod (their chips serve the jobs that need no
         super pod, their running ranks stay where they are): first the nodes whose
         ``huawei.com/topotree.superpodid`` label disagrees with the device record's
