@@ -308,6 +308,9 @@ class ImportResult:
     #: jobs not imported (left to Volcano) -> the first reason: objects the importer
     #: refused (lenient mode) and pending pods whose ranks cannot be planned
     refused: dict[str, str] = field(default_factory=dict)
+    #: nodes a rule took out (lenient mode) -> what was done and the rule: ``left out``
+    #: or ``outside every super pod``
+    nodes_changed: dict[str, str] = field(default_factory=dict)
 
     def render(self, fmt: str) -> str:
         """The scenario as ``json`` or ``yaml`` text, as ``npu-place import`` writes it.
@@ -370,6 +373,8 @@ class ClusterImport:
         self.occupancy: list[str] = []
         #: nodes a rule across nodes and jobs left out (lenient mode) -> the rule
         self.left_out_nodes: dict[str, str] = {}
+        #: nodes a rule took out or moved out of their super pod (lenient mode) -> why
+        self.nodes_changed: dict[str, str] = {}
         self.nodes: dict[str, NodeRecord] = {}
         self.devices = DeviceState()
         self.pods: dict[tuple[str, str], PodRecord] = {}
@@ -526,6 +531,7 @@ class ClusterImport:
                 self.diag._warnings = {text: list(objs) for text, objs in warnings.items()}
                 self.refused = {job: list(reasons) for job, reasons in refused.items()}
                 self.occupancy = list(occupancy)
+                self.nodes_changed = {}
                 self.left_out_nodes.update(exc.nodes)
         raise InputError(["the imported cluster is not a valid scenario after leaving out "
                           f"the nodes {listing(sorted(self.left_out_nodes))}"])
@@ -631,6 +637,8 @@ class ClusterImport:
             if model is not None:
                 models.append(model)
             elif not self.strict:  # the node alone is left out
+                self.nodes_changed[n["name"]] = "left out: " + "; ".join(
+                    diag.errors[before:])[:300]
                 self._settle(before, "node not imported")
                 nodes.remove(n)
                 node_names.discard(n["name"])
@@ -688,7 +696,8 @@ class ClusterImport:
                   "refused": len(self.refused)}
         return ImportResult(scenario=scenario, data=data, warnings=diag.warnings, mode=mode,
                             counts=counts,
-                            refused={job: reasons[0] for job, reasons in self.refused.items()})
+                            refused={job: reasons[0] for job, reasons in self.refused.items()},
+                            nodes_changed=dict(self.nodes_changed))
 
     def _settle_nodes(self, config: Config, nodes: list[dict[str, Any]], models: list[Node],
                       node_names: set[str], health: dict[str, Health]) -> list[Node]:
@@ -723,6 +732,7 @@ class ClusterImport:
                 return models
             keep = [i for i, model in enumerate(models) if model.name not in broken]
             for name, problems in broken.items():
+                self.nodes_changed[name] = f"left out: {'; '.join(problems)}"[:300]
                 self.diag.warn(f"node '{name}'", f"{'; '.join(problems)}: node not imported "
                                "(the rest of the cluster is; ranks running on it are those of "
                                "a node that is gone)")
@@ -751,6 +761,9 @@ class ClusterImport:
                         f"pod {sp} has {len(members)} nodes but config.super-pod-size is "
                         f"{size} ({why}): imported outside every super pod (jobs that need "
                         "none can use it)")
+                    self.nodes_changed[models[i].name] = (
+                        f"outside every super pod: super pod {sp} has {len(members)} nodes "
+                        f"but config.super-pod-size is {size} ({why})")
                     nodes[i].pop("super-pod-id", None)
                     nodes[i].pop("rack-id", None)
                     models[i] = models[i].model_copy(update={"super_pod_id": None,
