@@ -514,6 +514,15 @@ class ClusterImport:
             When an object was malformed (every message names the object and field), or
             the objects describe a scenario the contract rejects.
         """
+        try:
+            return self._build_settled(now, previous)
+        finally:
+            if self.job_images_only:
+                for record in self.nodes.values():
+                    record.images_raw = None  # read (the build does not run again)
+
+    def _build_settled(self, now: int | None, previous: Scenario | None) -> ImportResult:
+        """:meth:`build`; in lenient mode again without the nodes a rule names."""
         if self.strict:
             return self._build(now, previous)
         # lenient: a rule that names a node once the jobs are in (running pods claiming
@@ -556,10 +565,8 @@ class ClusterImport:
             # agents' images are on every node and no job's
             wanted = {pod.image for pod in self.pods.values() if pod.image and (
                 pod.group or pod.resource or pod.other_resource or pod.npu_core)}
-            for record in self.nodes.values():
-                if record.images_raw is not None:  # read once (build may run again)
-                    record.images = node_images(record.images_raw, record.obj, diag, wanted)
-                    record.images_raw = None
+            for record in self.nodes.values():  # the raw lists are freed by build
+                record.images = node_images(record.images_raw, record.obj, diag, wanted)
         nodes: list[dict[str, Any]] = []
         node_objects: list[str] = []
         with_devices = 0  # imported nodes that a device-info record describes

@@ -64,6 +64,10 @@ def mixed_cluster() -> DumpBuilder:
     b.job("ml", "lost-rank", 2, 8, policy="chip8-node8-sp", annotations={"sp-block": "16"},
           bound={0: "node-4", 1: "node-5"})
     b.job("ml", "on-bad-node", 1, 8, policy="chip8-node8", bound={0: "node-bad"})
+    # two running pods claim all 8 chips of node-12 (one pod's nodeName is wrong): the
+    # node is left out, the claims are ranks on a node that is gone
+    b.job("ml", "claim-a", 1, 8, policy="chip8-node8", bound={0: "node-12"})
+    b.job("ml", "claim-b", 1, 8, policy="chip8-node8", bound={0: "node-13"})
     b.job("ml", "bad-rank", 1, 8, policy="chip8-node8", bound={0: "node-6"})
     b.job("ml", "bad-podgroup", 1, 8, policy="chip8-node8")
     b.job("ml", "twin-ranks", 2, 8, policy="chip8-node8")
@@ -73,6 +77,7 @@ def mixed_cluster() -> DumpBuilder:
     pods["bad-rank-worker-0"]["metadata"]["annotations"]["hccl/rankIndex"] = "abc"
     pods["twin-ranks-worker-1"]["spec"]["containers"][0]["env"][0]["value"] = "0"
     pods["twin-bound-worker-1"]["metadata"]["annotations"]["hccl/rankIndex"] = "0"
+    pods["claim-b-worker-0"]["spec"]["nodeName"] = "node-12"
     pg = next(p for p in b.podgroups if p["metadata"]["name"].startswith("bad-podgroup-"))
     pg["spec"]["minMember"] = -1
     # a 950 super pod of two 4-node racks: a running job scaled in below its rack window
@@ -115,11 +120,13 @@ def test_each_refused_object_takes_out_only_its_own_job() -> None:
     running = _job_id(objects, "good-running")
     assert {j["name"] for j in result.data["jobs"]} == {_job_id(objects, n)
                                                        for n in GOOD_PENDING}
-    gone = _job_id(objects, "on-bad-node")
-    assert [r["name"] for r in result.data["running"]] == [running, gone]
-    # its rank ran on the refused node: left out of the running job, as on a node gone
-    assert result.data["running"][1]["ranks"] == {}
-    assert any(gone in w and "runs on node 'node-bad', which is not imported" in w
+    gone = [_job_id(objects, n) for n in ("claim-a", "claim-b", "on-bad-node")]
+    assert {r["name"]: r["ranks"] for r in result.data["running"]} == {
+        running: {0: "node-15"}, **{name: {} for name in gone}}
+    # the ranks ran on a refused node: left out of the running job, as on a node gone
+    assert "node-12" not in {n["name"] for n in result.data["nodes"]}
+    assert result.nodes_changed["node-12"].startswith("left out: field 'free'")
+    assert any("runs on node 'node-12', which is not imported" in w
                for w in result.warnings), result.warnings
     # the over-full super pod keeps the cluster: the node whose label disagrees is
     # imported outside every super pod, named with the field and the rule
@@ -150,7 +157,7 @@ def test_each_refused_object_takes_out_only_its_own_job() -> None:
                   and p["metadata"]["name"].startswith("scaled-in-"))
     assert scaled["metadata"]["ownerReferences"][0]["uid"] in owners
     # a refused node and PriorityClass are left out by themselves
-    assert "node-bad" not in free and len(free) == 16 + 1 + 8 + 8
+    assert "node-bad" not in free and len(free) == 16 - 1 + 1 + 8 + 8
     assert free["r0-node-2"] == 0 and free["m0-n2"] == 0  # the scaled-in jobs' chips
     assert "contains the control or formatting character" in text
     assert "PriorityClass broken" in text
