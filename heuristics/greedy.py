@@ -17,10 +17,6 @@ from models.plan import Plan
 from models.scenario import Family
 
 
-class EngineNotAvailable(Exception):
-    """The greedy strategy for a family is not implemented yet."""
-
-
 # Each family's strategy module is imported when a job of that family is first placed:
 # a batch of one family loads that family's module only (``npu-place plan --engine greedy``
 # starts faster), and the pod-level / inference paths only when such a job comes.
@@ -91,13 +87,7 @@ def available_families() -> set[Family]:
 def place_job(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
     """Run the greedy strategy of job ``j``'s family on ``state`` (without committing)."""
     job = problem.jobs[j]
-    loader = _registry().get(job.family)
-    if loader is None:
-        raise EngineNotAvailable(
-            f"the greedy engine does not support {job.family.value} jobs yet "
-            f"(job '{job.name}', policy {job.policy.value})"
-        )
-    return _with_paths(loader())(problem, j, state)
+    return _with_paths(_registry()[job.family]())(problem, j, state)
 
 
 def greedy_plan(problem: Problem, state: ClusterState | None = None) -> Plan:
@@ -129,12 +119,6 @@ def greedy_plan(problem: Problem, state: ClusterState | None = None) -> Plan:
 def _greedy_plan(problem: Problem, state: ClusterState | None) -> Plan:
     """:func:`greedy_plan`, the garbage collector paused."""
     registry = _registry()
-    missing = sorted({problem.jobs[j].family.value for j in problem.queue
-                      if problem.jobs[j].family not in registry})
-    if missing:
-        raise EngineNotAvailable(
-            f"the greedy engine does not support {', '.join(missing)} jobs yet"
-        )
     strategies = {family: _with_paths(registry[family]())
                   for family in {problem.jobs[j].family for j in problem.queue}}
     initial = state.copy() if state is not None else ClusterState.initial(problem)

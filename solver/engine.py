@@ -97,9 +97,7 @@ def solve_cpsat(request: SolveRequest) -> CpsatOutcome:
     def work() -> None:
         try:
             with cancellable(token):
-                found = run_phases(request)
-                tighten_bound(request, found)
-                box["outcome"] = found
+                box["outcome"] = tighten_bound(request, run_phases(request))
         except BuildCancelled as exc:
             retain(exc)  # its frames hold the half-built model: freed after the deadline
             box["outcome"] = CpsatOutcome(

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from heuristics.greedy import EngineNotAvailable, greedy_plan  # noqa: F401 - re-exported
+from heuristics.greedy import greedy_plan
 from models.check import Violation, check
 from models.compiled import Problem, compile_scenario
 from models.errors import OutOfTime

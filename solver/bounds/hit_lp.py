@@ -41,6 +41,7 @@ import logging
 import math
 import time
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 from ortools.linear_solver import pywraplp
@@ -169,27 +170,27 @@ BOUND_MIN_SECONDS = 1.0
 BOUND_MAX_SECONDS = 5.0
 
 
-def tighten_bound(request: SolveRequest, outcome: CpsatOutcome) -> None:
-    """Lower the search's bound to :func:`objective_bound` when that is smaller, once the
-    search of ``request`` is over (recorded in :attr:`CpsatOutcome.lp_bound`).
+def tighten_bound(request: SolveRequest, outcome: CpsatOutcome) -> CpsatOutcome:
+    """``outcome`` with the search's bound lowered to :func:`objective_bound` when that is
+    smaller, once the search of ``request`` is over (recorded in :attr:`CpsatOutcome.lp_bound`).
 
     Only a bound the search proved is lowered (a run without one keeps none), only for
     batches with a super-pod-family job, and only with at least
     :data:`BOUND_MIN_SECONDS` of the budget left before ``request.search_end`` (always
     under a deterministic budget, whose wall clock is a safety net; a wall-clock search
-    uses its budget to the end).  Nothing the search does depends on it.
+    uses its budget to the end).  Nothing the search does depends on it.  A new outcome
+    is returned; ``outcome`` itself is left as it was.
     """
     if (outcome.bound is None or outcome.status is Status.OPTIMAL
             or outcome.lp_bound is not None):  # computed already (solver.phases, rule 5)
-        return
+        return outcome
     if not any(job.family in POD_FAMILIES for job in request.problem.jobs):
-        return
+        return outcome
     left = request.search_end - time.perf_counter()
     if left < BOUND_MIN_SECONDS:
-        return
+        return outcome
     found = objective_bound(request.problem, request.weights,
                             time_limit=min(BOUND_MAX_SECONDS, left / 2))
-    outcome.lp_bound = found
     log.debug("origin-hit LP bound %s, the search's %s", found, outcome.bound)
-    if found is not None and found < outcome.bound:
-        outcome.bound = found
+    bound = found if found is not None and found < outcome.bound else outcome.bound
+    return replace(outcome, lp_bound=found, bound=bound)
