@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from models.documents import paused_gc
+from models.families import FamilyRules, family_rules
 from models.numbers import natural_key
 from models.scenario import (
     DEFAULT_TOPOTREE,
@@ -168,13 +169,14 @@ class JobView:
         return self.tasks * self.npu_per_task
 
     @property
+    def rules(self) -> FamilyRules:
+        """The topology rules of the job's family (:mod:`models.families`)."""
+        return family_rules(self.family)
+
+    @property
     def num_blocks(self) -> int:
         """Logical blocks: super pods (sp families) or level1 groups (multilevel)."""
-        if self.family in (Family.SUPERPOD, Family.RACK):
-            return self.tasks // self.sp_block
-        if self.family is Family.MULTILEVEL:
-            return self.tasks // self.levels[0]
-        return 0
+        return self.rules.num_blocks(self)
 
     @property
     def preferred(self) -> np.ndarray:

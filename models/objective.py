@@ -219,7 +219,7 @@ class Metrics:
 
 
 def _fragment_bound(problem: Problem, job: JobView) -> int:
-    if job.family is Family.ORDINARY:
+    if not job.rules.grouped:
         return min(job.tasks, problem.num_nodes)
     if job.family is Family.SUPERPOD:
         if job.sp_block <= 1:
@@ -227,7 +227,7 @@ def _fragment_bound(problem: Problem, job: JobView) -> int:
         mask = eligible_nodes(problem, job)
         counts = np.bincount(problem.super_pod[mask])
         return int(np.minimum(job.sp_block - 1, counts).sum())
-    if job.family is Family.RACK:
+    if job.rules.in_rack:
         mask = eligible_nodes(problem, job)
         pods, counts = rack_counts(problem, mask)
         windows = job.sp_block // job.tp_block
@@ -325,9 +325,9 @@ def _image_rewards(problem: Problem, weight: int
 def _resolve_weights(problem: Problem, weights: Weights) -> ResolvedWeights:
     fault_bound = sum(int(((job.origin >= 0) & job.fault).sum()) for job in problem.jobs)
     spill_bound = sum(
-        job.tasks * (2 if job.family is Family.RACK else 1)
+        job.tasks * (2 if job.rules.in_rack else 1)
         for job in problem.jobs
-        if job.soft and job.family in (Family.SUPERPOD, Family.RACK)
+        if job.soft and job.rules.in_super_pod
     )
     sub_bound = int((problem.health == SUBHEALTHY).sum())
     reserve_bound = _reserve_bound(problem)
@@ -494,13 +494,13 @@ def evaluate(
             image_value += resolved.image_of(job.index) * image_nodes
         if job.family is Family.SUPERPOD:
             sp_hosts[own] = True
-        elif job.family is Family.MULTILEVEL:
+        elif job.rules.in_tree:
             ml_hosts[own] = True
-        tree = int(problem.node_tree[nodes[0]]) if job.family is Family.MULTILEVEL else None
+        tree = int(problem.node_tree[nodes[0]]) if job.rules.in_tree else None
         frag = job_fragment(problem, job, used, nodes, tree)
         metrics.per_job_fragment[job.name] = frag
         metrics.fragment_score += frag
-        if job.soft and job.family in (Family.SUPERPOD, Family.RACK):
+        if job.soft and job.rules.in_super_pod:
             metrics.affinity_spill += block_spill(problem, job, nodes)
     vnpu_placed, vnpu_image = _add_vnpu_terms(problem, vnpu or {}, resolved, metrics,
                                               hosting_any)
@@ -570,14 +570,14 @@ def job_image_hits(problem: Problem, job: JobView, own: np.ndarray) -> int:
 
 def block_spill(problem: Problem, job: JobView, nodes: list[int]) -> int:
     """Affinity spill of a placed soft job (0 for hard jobs): see the module docstring."""
-    if not job.soft or job.family not in (Family.SUPERPOD, Family.RACK):
+    if not job.soft or not job.rules.in_super_pod:
         return 0
     spill = 0
     size = job.sp_block
     for b in range(job.tasks // size):
         pods = Counter(int(problem.super_pod[n]) for n in nodes[b * size:(b + 1) * size])
         spill += size - max(pods.values())
-    if job.family is Family.RACK:
+    if job.rules.in_rack:
         window = job.tp_block
         for w in range(job.tasks // window):
             racks = Counter(int(problem.rack[n]) for n in nodes[w * window:(w + 1) * window])

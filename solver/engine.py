@@ -26,7 +26,6 @@ import numpy as np
 from models.compiled import Problem
 from models.placement import Status
 from models.plan import Plan
-from models.scenario import Family
 from solver.bounds.hit_lp import tighten_bound
 from solver.explain import fill_reasons
 from solver.model.cancel import BuildCancelled, CancelToken, cancellable, retain
@@ -144,7 +143,7 @@ def ordinary_pending_view(problem: Problem) -> tuple[Problem, dict[int, np.ndarr
     as the full plan does.  Other partly running jobs stay as they are (pinned).
     """
     subs = {job.index: np.flatnonzero(job.to_place) for job in problem.jobs
-            if job.partly_running and job.family is Family.ORDINARY}
+            if job.partly_running and not job.rules.grouped}
     if not subs:
         return None
     jobs = tuple(

@@ -110,7 +110,8 @@ import time
 from dataclasses import replace
 from functools import partial
 
-from heuristics.origin_first import ORIGIN_FIRST_FAMILIES, origin_first_plan
+from heuristics.families import has_origin_first_jobs
+from heuristics.origin_first import origin_first_plan
 from models.check import check
 from models.compiled import Problem
 from models.eligibility import achievable_hits
@@ -210,7 +211,7 @@ def better_start(problem: Problem, hint: Plan, weights: ResolvedWeights,
     as it is: the reconstruction builds on the hint's other jobs.  ``multilevel`` off
     leaves the multilevel jobs as the hint has them (see :data:`FULL_MODEL_OLD_START`).
     """
-    if not any(job.family in ORIGIN_FIRST_FAMILIES for job in problem.jobs):
+    if not has_origin_first_jobs(problem):
         return hint
     if check(problem, to_placement(problem, hint, engine="hint", status=Status.GREEDY),
              include_vnpu=False):

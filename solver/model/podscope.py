@@ -150,7 +150,7 @@ def pod_scope(problem: Problem, job: JobView) -> PodScope | None:
 
 
 def _scope(problem: Problem, job: JobView) -> PodScope | None:
-    if not job.partly_running or not job.whole_node or job.family is Family.ORDINARY:
+    if not job.partly_running or not job.whole_node or not job.rules.grouped:
         return None
     if running_rank_violations(problem, job.index):
         return None  # the running ranks already break a hard rule: greedy's reason stands
@@ -160,7 +160,7 @@ def _scope(problem: Problem, job: JobView) -> PodScope | None:
     if job.family is Family.SUPERPOD:
         kinds: tuple[str, ...] = ("sp",)
         sizes: tuple[int, ...] = (job.sp_block,)
-    elif job.family is Family.RACK:
+    elif job.rules.in_rack:
         kinds, sizes = ("sp", "rack"), (job.sp_block, job.tp_block)
     else:
         trees = set(problem.node_tree[held].tolist())
@@ -188,7 +188,7 @@ def _scope(problem: Problem, job: JobView) -> PodScope | None:
                 return None  # the running ranks break the group: not modelled
             if found:
                 scope.fixed[(li, g)] = found.pop()
-    if job.family is Family.RACK:
+    if job.rules.in_rack:
         if job.ub_memory:
             homes = {(int(problem.super_pod[n]), int(problem.rack[n]) // UB_MEM_RACKS)
                      for n in held.tolist()}
