@@ -84,6 +84,7 @@ from models.compiled import (
     compile_scenario,
     distinct,
 )
+from models.derived import Derived
 from models.eligibility import achievable_hits, eligible_nodes
 from models.eligibility import node_usable_for as node_usable_for  # re-exported for importers
 from models.eligibility import usable_mask as usable_mask  # re-exported for importers
@@ -272,6 +273,10 @@ def _reserve_bound(problem: Problem) -> int:
     return total
 
 
+#: :func:`resolve_weights` with the default :class:`Weights` (once per problem).
+DEFAULT_WEIGHTS: Derived[None, ResolvedWeights] = Derived("default weights")
+
+
 def resolve_weights(problem: Problem, weights: Weights | None = None) -> ResolvedWeights:
     """Integer weights for ``problem``; automatic ones make the objective lexicographic.
 
@@ -283,10 +288,8 @@ def resolve_weights(problem: Problem, weights: Weights | None = None) -> Resolve
     ``ValueError``.
     """
     if weights is None or weights == Weights():
-        found: ResolvedWeights | None = problem.memo.get("default-weights")
-        if found is None:
-            found = problem.memo["default-weights"] = _resolve_weights(problem, Weights())
-        return found
+        return problem.derived.get_or_compute(
+            DEFAULT_WEIGHTS, None, lambda: _resolve_weights(problem, Weights()))
     return _resolve_weights(problem, weights)
 
 

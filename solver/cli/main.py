@@ -173,9 +173,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     from models.errors import InputError
     from models.limits import MAX_ERRORS_SHOWN, escape_text
     from solver.doors import EXIT_FAILED, EXIT_INVALID, CliError
+    from solver.model.cancel import deferred_cleanup
 
     try:
-        with contextlib.redirect_stderr(err):  # notes of the commands go to ``err`` too
+        # a command's process is the tool's own: answers on time, cleanup just after
+        with contextlib.redirect_stderr(err), deferred_cleanup():  # notes go to ``err`` too
             code: int = args.run(args, out)
         return code
     except InputError as exc:

@@ -14,6 +14,7 @@ from functools import partial
 import numpy as np
 
 from models.compiled import SUBHEALTHY, JobView, Problem
+from models.derived import Derived
 from models.objective import ResolvedWeights, block_spill, job_image_hits
 from models.scenario import Family
 from solver.families import solver_family
@@ -63,14 +64,18 @@ class ObjectiveTerms:
 def _whole_members_by_path(problem: Problem, tree: int) -> Counter[tuple[int, ...]]:
     """Completely free member nodes of a multilevel tree per level path (all levels), once
     per problem: every large-neighbourhood step of a batch asks for them."""
-    key = ("whole-members-by-path", tree)
-    found: Counter[tuple[int, ...]] | None = problem.memo.get(key)
-    if found is None:
+    def compute() -> Counter[tuple[int, ...]]:
         view = problem.trees[problem.tree_names[tree]]
         nodes = np.flatnonzero(problem.whole_free & view.member & (problem.node_tree == tree))
         columns = [np.asarray(view.level_value[i])[nodes].tolist() for i in range(view.depth)]
-        found = problem.memo[key] = Counter(zip(*columns, strict=True))
-    return found
+        return Counter(zip(*columns, strict=True))
+
+    return problem.derived.get_or_compute(WHOLE_MEMBERS_BY_PATH, tree, compute)
+
+
+#: :func:`_whole_members_by_path` per tree index.
+WHOLE_MEMBERS_BY_PATH: Derived[int, Counter[tuple[int, ...]]] = Derived(
+    "whole members by level path")
 
 
 def placed_term(mv: ModelVariables, weights: ResolvedWeights,

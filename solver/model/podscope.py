@@ -38,6 +38,7 @@ import numpy as np
 from heuristics.podlevel import SP_STAGE, TP_STAGE, rack_stage
 from models.check import running_rank_violations
 from models.compiled import UNHEALTHY, JobView, Problem
+from models.derived import Derived
 from models.scenario import Family
 from models.validation import UB_MEM_RACKS
 
@@ -140,13 +141,11 @@ def pod_scope(problem: Problem, job: JobView) -> PodScope | None:
 
     Computed once per problem and job.
     """
-    key = ("pod-scope", job.index)
-    if key in problem.memo:
-        found: PodScope | None = problem.memo[key]
-        return found
-    scope = _scope(problem, job)
-    problem.memo[key] = scope
-    return scope
+    return problem.derived.get_or_compute(POD_SCOPE, job.index, lambda: _scope(problem, job))
+
+
+#: :func:`pod_scope` per job index (``None`` kept: a job CP-SAT does not model).
+POD_SCOPE: Derived[int, PodScope | None] = Derived("pod scope")
 
 
 def _scope(problem: Problem, job: JobView) -> PodScope | None:
