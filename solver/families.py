@@ -126,6 +126,10 @@ class SolverFamily:
     #: answer without it 177).  The answer still starts from, and is never worse than,
     #: the warm start.  The other families were not measured this way.
     free_search: bool = False
+    #: The kind of the innermost domain a group of the family's jobs sits in (``sp``,
+    #: ``rack``, ``ml``; ``None``: not grouped): a neighbourhood step frees whole such
+    #: domains (:func:`solver.model.focus.unit_keys`).
+    leaf_domain: str | None = None
 
     def job_cells(self, problem: Problem, cells: Sequence[CellView],
                   job: JobView) -> tuple[list[int], list[int]]:
@@ -173,6 +177,7 @@ class SuperPodFamily(_Grouped):
     """A3 / 850 jobs: blocks of spBlock whole nodes, each in one super pod."""
 
     family = Family.SUPERPOD
+    leaf_domain = "sp"
 
     def job_cells(self, problem: Problem, cells: Sequence[CellView],
                   job: JobView) -> tuple[list[int], list[int]]:
@@ -209,6 +214,7 @@ class RackFamily(_Grouped):
     """Atlas 950 jobs: blocks in one super pod, made of tpBlock windows in one rack each."""
 
     family = Family.RACK
+    leaf_domain = "rack"
 
     def job_cells(self, problem: Problem, cells: Sequence[CellView],
                   job: JobView) -> tuple[list[int], list[int]]:
@@ -258,6 +264,7 @@ class MultilevelFamily(_Grouped):
 
     family = Family.MULTILEVEL
     free_search = True
+    leaf_domain = "ml"
 
     def job_cells(self, problem: Problem, cells: Sequence[CellView],
                   job: JobView) -> tuple[list[int], list[int]]:
