@@ -395,8 +395,9 @@ def _job_structure(problem: Problem, structure: Structure, job: JobView) -> JobS
     cells = structure.cells
     hooks = solver_family(job.family)
     eligible, trees = hooks.job_cells(problem, cells, job)
-    kinds = [kind for kind, _ in hooks.group_levels(job)]
-    sizes = [size for _, size in hooks.group_levels(job)]
+    group_levels = hooks.group_levels(job)
+    kinds = [kind for kind, _ in group_levels]
+    sizes = [size for _, size in group_levels]
     levels = len(sizes)
     # capacity per domain for this job, bottom-up
     cap: dict[int, int] = defaultdict(int)
