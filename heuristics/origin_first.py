@@ -33,18 +33,13 @@ from models.errors import OutOfTime
 from models.objective import ResolvedWeights, evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
-from models.scenario import Family
-
-#: Families whose jobs the construction re-places.
-ORIGIN_FIRST_FAMILIES = frozenset({Family.SUPERPOD, Family.RACK, Family.ORDINARY,
-                                   Family.MULTILEVEL})
 
 
 def _usable(problem: Problem, job: JobView, free: np.ndarray) -> np.ndarray:
     mask = (free == problem.npus) & (problem.npus == job.npu_per_task)
     mask &= problem.health != 2
     mask &= problem.super_pod >= 0
-    if job.family is Family.RACK:
+    if job.rules.in_rack:
         mask &= problem.rack >= 0
     return mask
 
@@ -68,13 +63,13 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
     usable_l: list[bool] = usable.tolist()
     preferred: list[int] = job.preferred.tolist()
     block = job.sp_block
-    window = job.tp_block if job.family is Family.RACK else block
+    window = job.rules.window(job)
     per_window = block // window
     # racks (950) or whole super pods (A3/850) are the "bins" windows go into
     at = np.flatnonzero(usable)
     pods_at = problem.super_pod[at].astype(np.int64)
     # racks may repeat across pods: a bin is (rack or pod, pod)
-    keys = (problem.rack[at] if job.family is Family.RACK else pods_at) * 100003 + pods_at
+    keys = (problem.rack[at] if job.rules.in_rack else pods_at) * 100003 + pods_at
     # bins in the order of their first node, each with its nodes in index order
     group_keys, first, group_of = np.unique(keys, return_index=True, return_inverse=True)
     by_group = np.argsort(group_of, kind="stable")
@@ -353,7 +348,7 @@ def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
     reordered, and its four multilevel origin-first passes (:mod:`heuristics.multilevel.first`,
     with and without holding back later jobs' cached nodes, with and without the
     origin-guided layouts) that pass the validator."""
-    if not any(job.family is Family.MULTILEVEL and not job.partly_running
+    if not any(job.rules.in_tree and not job.partly_running
                for job in problem.jobs):
         return base
     # loaded here: a batch without multilevel jobs does not load the multilevel strategy
@@ -401,7 +396,7 @@ def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
     (default: the problem's automatic weights).
     """
     redo = [j for j in problem.queue
-            if problem.jobs[j].family in (Family.SUPERPOD, Family.RACK)
+            if problem.jobs[j].rules.in_super_pod
             and problem.jobs[j].whole_node and not problem.jobs[j].soft
             and not problem.jobs[j].ub_memory and not problem.jobs[j].partly_running]
     plan = _origin_first_pass(problem, base, redo, deadline)
@@ -417,7 +412,7 @@ def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
         except OutOfTime:
             return plan
         plan = _better(problem, plan, again, weights)
-    if not any(problem.jobs[j].family is Family.RACK for j in redo):
+    if not any(problem.jobs[j].rules.in_rack for j in redo):
         return plan
     # 950 batches: a pass in queue order whose windows without an origin spare the nodes
     # other jobs' ranks prefer (950-n8192-batch11-s0: 768 origin hits against 710, as a
@@ -450,7 +445,7 @@ def _improves(problem: Problem, candidate: Plan, to_beat: int,
 
 def _window(job: JobView) -> int:
     """Nodes of one rack window (950) or block (super pod) of a re-placed job."""
-    return job.tp_block if job.family is Family.RACK else job.sp_block
+    return job.rules.window(job)
 
 
 def _origin_first_pass(problem: Problem, base: Plan, redo: list[int],
@@ -481,7 +476,7 @@ def _origin_first_pass(problem: Problem, base: Plan, redo: list[int],
         state.commit(np.asarray(placed), job.npu_per_task)
     # ordinary jobs: their base answers held room while the blocks moved; release it and
     # re-place them together (when one no longer fits, the base answers stay, and fit)
-    ordinary = [j for j in problem.queue if problem.jobs[j].family is Family.ORDINARY
+    ordinary = [j for j in problem.queue if not problem.jobs[j].rules.grouped
                 and not problem.jobs[j].partly_running]  # partly running: base answer
     if ordinary:
         free = state.free.copy()

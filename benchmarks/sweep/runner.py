@@ -40,7 +40,6 @@ from benchmarks.sweep.grid import (
 )
 from benchmarks.sweep.report import render_sweep_report, write_sweep_plots
 from benchmarks.sweep.rows import ResultsFile, read_results, row_failed, sort_results
-from heuristics.greedy import EngineNotAvailable
 from models.check import check
 from models.compiled import compile_scenario
 from models.documents import read_text
@@ -200,8 +199,6 @@ def run_cell(cell: Cell, data: dict[str, Any] | None = None, events: Any = None
         peak = probe.peak()
         row["peak-rss-mb"] = format_number(peak, 1)
         row["peak-delta-mb"] = format_number(max(0.0, peak - before), 1)
-    except EngineNotAvailable as exc:
-        row.update({"status": "skipped", "valid": "", "note": str(exc)[:500]})
     except InvalidAnswer as exc:
         row.update({"status": "invalid", "valid": "no", "error": str(exc)[:500],
                     "wall-seconds": format_number(time.perf_counter() - started)})

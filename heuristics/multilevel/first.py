@@ -33,7 +33,6 @@ from heuristics.state import ClusterState
 from models.compiled import JobView, Problem
 from models.errors import OutOfTime
 from models.plan import Plan
-from models.scenario import Family
 
 
 def _reachable(problem: Problem, j: int, free: np.ndarray) -> int:
@@ -79,7 +78,7 @@ def relabel_plan(problem: Problem, base: Plan) -> Plan:
     plan = base.copy()
     for j, nodes in enumerate(plan.nodes):
         job = problem.jobs[j]
-        if nodes is not None and job.family is Family.MULTILEVEL and not job.partly_running:
+        if nodes is not None and job.rules.in_tree and not job.partly_running:
             plan.nodes[j] = better_ranks(job, nodes)
     return plan
 
@@ -92,7 +91,7 @@ def multilevel_pass(problem: Problem, base: Plan, hold_back: bool,
     ``guided`` a job takes :func:`heuristics.multilevel.guided.guided_layout` instead of
     upstream's layout when that has more hits (or as many and fewer fault returns)."""
     redo = [j for j in problem.queue
-            if problem.jobs[j].family is Family.MULTILEVEL and not problem.jobs[j].partly_running]
+            if problem.jobs[j].rules.in_tree and not problem.jobs[j].partly_running]
     plan = base.copy()
     state = ClusterState.initial(problem)
     for j, nodes in enumerate(plan.nodes):
