@@ -15,7 +15,8 @@ scheduling session the way Volcano does it (``framework.OpenSession`` → ``allo
   extender's ``predicate`` per (task, node) from 16 parallel callers, stopping once
   ``percentageNodesToFind`` of the nodes fit (from a rotating start node), skipping nodes
   the error cache holds for the job and task role;
-* ``prioritize`` with the candidate nodes, summed with a stand-in for the Ascend plugin
+* ``prioritize`` with the candidate nodes (vNPU services too: :func:`vnpu_cluster`),
+  summed with a stand-in for the Ascend plugin
   (:class:`AscendStandIn`, following the plugin's code: a super-pod / 950 / multilevel
   job's selection made from the candidates of its first scored task, kept across
   sessions, 1e10 on each rank's node of it; a best-fit score below 100 otherwise) and a
@@ -56,8 +57,17 @@ from models.compiled import natural_key
 from models.kube.build import ClusterImport
 from models.kube.source import Diagnostics
 from models.numbers import parse_int
-from models.scenario import AffinityCacheModel, Family, Job, Policy, Scenario, family_of
+from models.scenario import (
+    AffinityCacheModel,
+    Family,
+    Job,
+    Policy,
+    Scenario,
+    VnpuJob,
+    family_of,
+)
 from models.validation import InputError
+from models.vnpu_rules import TEMPLATES
 
 PLUGIN_SELECTION_SCORE = 1.0e10
 PREDICATE_WORKERS = 16
@@ -96,7 +106,10 @@ def _rank(pod: dict[str, Any]) -> int:
         for env in container.get("env", []):
             if env.get("name") == "VC_TASK_INDEX":
                 return int(env["value"])
-    return 0
+    # a ReplicaSet's replica (vNPU services: <service>-<i>) has neither after a restart:
+    # the harness gives it its name's ordinal, so replicas keep distinct ranks
+    ordinal = parse_int(pod["metadata"]["name"].rpartition("-")[2])
+    return ordinal if ordinal is not None and pod["metadata"].get("ownerReferences") else 0
 
 
 def _job_id(pod: dict[str, Any]) -> str | None:
@@ -288,6 +301,12 @@ class VolcanoCluster:
         return importer.build(now=self.now).scenario
 
 
+def vnpu_template(kind: str, cores: int) -> str:
+    """The first template of the chip kind's table with ``cores`` AI cores."""
+    return next((name for name, size in TEMPLATES.get(kind, {}).items() if size[0] == cores),
+                f"vir{cores:02d}")
+
+
 def _policy_family(policy: str) -> Family:
     try:
         return family_of(Policy(policy))
@@ -342,13 +361,38 @@ def cluster_from_scenario(scenario: Scenario, family: str, now: int = 1764400000
             annotations["ra-block"] = str(job.ra_block)
         if job.affinity_config:
             annotations["huawei.com/affinity-config"] = job.affinity_config
-        labels = {}
+        labels = {"fault-scheduling": "grace"}  # the rescheduler acts on the job's faults
         if job.super_pod_affinity is not None:
             labels["super-pod-affinity"] = str(job.super_pod_affinity.value)
         b.job("train", job.name, job.tasks, job.npu_per_task, policy=job.policy,
               annotations=annotations, labels=labels, selector=selector or None,
               priority_class="training", priority=100 + job.priority, age=3600 - index)
     return VolcanoCluster(b, now)
+
+
+def vnpu_cluster(seed: int, nodes: int = 4, services: int = 3, now: int = 1764400000
+                 ) -> VolcanoCluster:
+    """A generated dynamic-vNPU cluster: ``nodes`` Atlas 300I Duo servers (4 Ascend310P
+    chips of 8 AI cores, device-info ConfigMaps) and ``services`` inference services (a
+    PodGroup owned by a ReplicaSet, ``fault-scheduling: grace``) of 2-4 pending replicas of
+    1, 2 or 4 AI cores each, drawn from ``seed``."""
+    from benchmarks.kube_dump_vnpu import _device_cm, _service, _vnpu_node
+
+    rng = random.Random(seed)
+    b = DumpBuilder("device-plugin", now=now)
+    b.params = {"prefer-previous-node": "true"}
+    b.priority_class("inference", 100)
+    devices = []
+    for i in range(1, nodes + 1):
+        b.nodes.append(_vnpu_node(f"vnpu-{i}", 4))
+        devices.append(_device_cm(f"vnpu-{i}", 4))
+    for k in range(services):
+        podgroup, pods = _service("ai", f"svc{k}", rng.choice((1, 2, 4)), [],
+                                  pending=rng.randint(2, 4), labels={})
+        podgroup["metadata"]["labels"] = {"fault-scheduling": "grace"}
+        b.podgroups.append(podgroup)
+        b.pods.extend(pods)
+    return VolcanoCluster(b, now, extra_devices=devices)
 
 
 # --------------------------------------------------------------------------- Volcano JSON
@@ -479,15 +523,26 @@ class AscendStandIn:
       node is not a candidate;
     * ``super-pod-rank`` (A3 and 850 ``UseAnnotation``) is the node's logical super pod in
       a selection made this session (``nodeVPodId``, filled only by a fresh selection of a
-      handler built per session), empty otherwise; 950 and multilevel write none.
+      handler built per session), empty otherwise; 950 and multilevel write none;
+    * the rescheduler's fault jobs (:attr:`fault_jobs`, :meth:`_note_fault_jobs`): a job
+      labelled ``fault-scheduling`` grace/force whose selection names a node that failed
+      loses its ``job.SuperPods`` and is reselected from ``fJob.SuperPods``: A3 / 850 by
+      ``selectNodesForFaultJob`` (:meth:`_select_fault_superpod`), multilevel from
+      history in ``sortNodesByCachedRank`` order (:meth:`_sort_by_cached_rank`, also the
+      order of any multilevel selection); the 950 handler's fault path acts on pod-level
+      rescheduling only, so a job-level fault job is selected afresh;
+    * dynamic-vNPU replicas (:meth:`vnpu_scores`): a best-fit score; the slice is cut on
+      the best-fitting chip of the node.
 
     The fresh selection itself is the greedy port's (the plugin's strategies) on a view of
     the cluster holding only the candidates, with Go's map order re-created by a seeded
     shuffle of the ranks among the selected nodes of each physical super pod (950: of each
     rack): ``getSuperPodTop`` / ``getSuperPodMap`` keep the nodes of a super pod in a Go
     map, so which of them gets which rank is not defined by the plugin.  Not re-created:
-    the rescheduler's fault-job path (``selectNodesForFaultJob``: the harness evicts, it
-    does not run the rescheduler), batch scoring (``podgroup-sched-enable``), the
+    the pod-level fault paths (``selectNodeForPodLevelRescheduling``, 950's
+    ``selectNodesByRack``), ``isDelayingJob``'s 10-s wait (a refusal stands for it),
+    multilevel's escalation of the fault scope (the greedy port's selection on the
+    candidates stands for ``Reschedule``), batch scoring (``podgroup-sched-enable``), the
     inference and MindIE paths, and the random order of ties between super pods.
     """
 
@@ -497,6 +552,9 @@ class AscendStandIn:
         self.rng = random.Random(seed)
         #: job id -> rank -> node: the plugin's ``job.SuperPods``, kept across sessions
         self.super_pods: dict[str, dict[int, str]] = {}
+        #: job id -> rank -> node of the last selection, kept when the cache goes stale
+        #: (multilevel's ``resolveSuperPodsForReschedule`` reads job.SuperPods then)
+        self.previous: dict[str, dict[int, str]] = {}
         #: job id -> node -> logical super pod of this session's fresh selection
         #: (``nodeVPodId``); a job whose cached selection was kept has none
         self.node_vpod: dict[str, dict[str, str]] = {}
@@ -504,6 +562,9 @@ class AscendStandIn:
         self.ready: dict[str, bool] = {}
         self.verified: set[str] = set()  # ``SuperPodsVerified`` of this session
         self.fresh: set[str] = set()  # jobs selected afresh this session
+        #: job id -> (``fJob.SuperPods`` as rank -> node, the fault tasks' nodes): the
+        #: rescheduler's fault jobs (``FaultJobs`` with ``IsFaultJob``), kept across sessions
+        self.fault_jobs: dict[str, tuple[dict[int, str], set[str]]] = {}
 
     def open(self, cluster: VolcanoCluster) -> Scenario:
         """Session open (``InitNPUSession``): the cluster as the plugin sees it, the cache
@@ -521,7 +582,29 @@ class AscendStandIn:
                     self.lifecycle.allocate(pods.owner, rank, node, cluster.now)
         self.base = base
         self.node_vpod, self.ready, self.verified, self.fresh = {}, {}, set(), set()
+        self._note_fault_jobs(base, cluster)
         return base
+
+    def _note_fault_jobs(self, base: Scenario, cluster: VolcanoCluster) -> None:
+        """The rescheduler's fault jobs (``updateNewFaultJobAttr``): a job labelled
+        ``fault-scheduling`` grace/force whose selection names a node that is now unhealthy
+        or gone; its ``job.SuperPods`` is cleared (``collectHotSwitchReplaceNodes``) and kept
+        as ``fJob.SuperPods``.  A job with no pending task is no fault job any more."""
+        usable = {n.name for n in base.nodes if n.health.value != "unhealthy"}
+        pending = {j.name for j in base.jobs}
+        labels = {f"{pg['metadata']['namespace']}/{pg['metadata']['name']}":
+                  pg["metadata"].get("labels") or {} for pg in cluster.builder.podgroups}
+        for name in [j for j in self.fault_jobs if j not in pending]:
+            del self.fault_jobs[name]
+        for job in base.jobs:
+            cached = self.super_pods.get(job.name)
+            label = labels.get(job.name, {}).get("fault-scheduling")
+            if not cached or label not in ("grace", "force"):
+                continue
+            faulty = {n for n in cached.values() if n not in usable}
+            if faulty:
+                self.fault_jobs[job.name] = (dict(cached), faulty)
+                del self.super_pods[job.name]
 
     @property
     def selection(self) -> dict[str, dict[str, str]]:
@@ -554,12 +637,30 @@ class AscendStandIn:
         ``selectNodesForJob`` → ``getSuperPodMap`` and its strategies for 950, the
         multilevel tree's), as the greedy port makes it on a view holding only the
         candidates; ``None`` when it fails (the plugin's errors clear ``JobReadyTag``)."""
-        from solver.facade import solve
-
         assert self.base is not None
         offered = set(candidates)
         if job.tasks > len(offered):  # "not enough node, npuTaskNum: %d, nodes: %d"
             return None
+        family = _policy_family(job.policy)
+        fault = self.fault_jobs.get(job.name)
+        if fault is not None and family is Family.SUPERPOD and not job.running_ranks:
+            return self._select_fault_superpod(job, candidates, free, *fault)
+        # the 950 handler's selectNodesForFaultJob returns at once for a job-level
+        # rescheduling (isPodLevelRescheduling false): a fresh selection
+        ranks = self._select_fresh(job, offered, free)
+        if ranks is None:
+            return None
+        if family is Family.MULTILEVEL:
+            history = fault[0] if fault is not None else self.previous.get(job.name)
+            return self._sort_by_cached_rank(job, ranks, history or {})
+        return self._go_map_order(job, ranks)
+
+    def _select_fresh(self, job: Job, offered: set[str], free: dict[str, int]
+                      ) -> dict[int, str] | None:
+        """The greedy port's selection for ``job`` on a view holding only ``offered``."""
+        from solver.facade import solve
+
+        assert self.base is not None
         nodes = [n.model_copy(update={"free": free.get(n.name, n.free)})
                  for n in self.base.nodes if n.name in offered]
         view = self.base.model_copy(update={
@@ -574,8 +675,93 @@ class AscendStandIn:
                        if item.name == job.name and item.placed), None)
         if chosen is None:
             return None
-        ranks = {int(rank): node for rank, node in chosen.ranks.items()}
-        return self._go_map_order(job, ranks)
+        return {int(rank): node for rank, node in chosen.ranks.items()}
+
+    def _select_fault_superpod(self, job: Job, candidates: list[str], free: dict[str, int],
+                               original: dict[int, str], faulty: set[str]
+                               ) -> dict[int, str] | None:
+        """The A3 / 850 fault-job path (``selectSuperPodForJob`` →
+        ``selectNodesForFaultJob``): ``isDelayingJob`` (a healthy task's node not a
+        candidate: refused, within the first 10 s), ``selectForJobRescheduling`` (an original
+        logical super pod wholly among the candidates and healthy is kept),
+        ``selectNodeFromOriginSuperPod`` → ``getSelectNodes`` (healthy nodes keep their
+        rank, the rest filled from the physical super pod's candidates in Go map order,
+        healthy first), then ``selectNodes`` afresh for the rest.  Go map order is the
+        seeded shuffle."""
+        assert self.base is not None
+        block = max(1, (job.sp_block or job.npu_per_task * job.tasks) // job.npu_per_task)
+        offered = set(candidates)
+        if any(n not in faulty and n not in offered for n in original.values()):
+            return None  # isDelayingJob: "wait for normal node resource release"
+        where = {n.name: n.super_pod_id for n in self.base.nodes}
+        total: dict[Any, list[str]] = {}
+        for name in candidates:
+            total.setdefault(where.get(name), []).append(name)
+        for names in total.values():
+            self.rng.shuffle(names)  # superPod is a Go map
+        groups = {g: [original.get(g * block + i, "") for i in range(block)]
+                  for g in range(job.tasks // block)}
+        selected: dict[int, list[str]] = {}
+        order = list(groups)
+        self.rng.shuffle(order)  # fJob.SuperPods is a Go map
+        waiting = []
+        for g in order:  # selectForJobRescheduling
+            if all(n in offered and n not in faulty for n in groups[g]):
+                selected[g] = groups[g]
+                for n in groups[g]:
+                    total[where.get(n)].remove(n)
+            else:
+                waiting.append(g)
+        for g in waiting:  # selectNodeFromOriginSuperPod
+            pool = total.get(where.get(groups[g][0]), [])
+            if len(pool) < block:
+                continue
+            new = ["" for _ in range(block)]
+            reserve = []
+            for i, n in enumerate(groups[g]):  # getSelectNodes
+                if n not in faulty and n in pool:
+                    new[i] = n
+                    pool.remove(n)
+                else:
+                    reserve.append(i)
+            fill = [n for n in pool if n not in faulty] + [n for n in pool if n in faulty]
+            for i, n in zip(reserve, fill, strict=False):
+                new[i] = n
+                pool.remove(n)
+            selected[g] = new
+        unready = sorted(g for g in groups if g not in selected)
+        if unready:  # classifySuperPod + selectNodes on what is left
+            rest = {n for names in total.values() for n in names}
+            part = job.model_copy(update={"tasks": len(unready) * block})
+            fresh = self._select_fresh(part, rest, free)
+            if fresh is None:
+                return None
+            fresh = self._go_map_order(part, fresh)
+            for k, g in enumerate(unready):
+                selected[g] = [fresh[k * block + i] for i in range(block)]
+        return {g * block + i: n for g, names in selected.items() for i, n in enumerate(names)}
+
+    @staticmethod
+    def _sort_by_cached_rank(job: Job, ranks: dict[int, str], cached: dict[int, str]
+                             ) -> dict[int, str]:
+        """The multilevel handler's order of a selection (``GetSuperNodeMapFromTaskTree``
+        → ``sortNodesByCachedRank``, ``plugin/supernode.go``): each level-1 group's nodes
+        sorted by name, a node of the cached group back at its cached rank, the others in
+        the free ranks in name order."""
+        text = job.affinity_config or ""
+        size = parse_int(text.split(",")[0].partition("=")[2].strip()) or job.tasks
+        out: dict[int, str] = {}
+        for start in range(0, job.tasks, max(1, size)):
+            ranks_here = [r for r in range(start, start + size) if r in ranks]
+            names = sorted(ranks[r] for r in ranks_here)
+            slots: dict[int, str] = {}
+            for r in ranks_here:
+                if cached.get(r) in names:
+                    slots[r] = cached[r]
+            others = iter(n for n in names if n not in slots.values())
+            for r in ranks_here:
+                out[r] = slots[r] if r in slots else next(others)
+        return out
 
     def _go_map_order(self, job: Job, ranks: dict[int, str]) -> dict[int, str]:
         """The ranks shuffled among the selected nodes of each physical super pod (950:
@@ -611,7 +797,7 @@ class AscendStandIn:
             if chosen is None:
                 self.ready[job.name] = False
                 return {}
-            self.super_pods[job.name] = chosen
+            self.super_pods[job.name] = self.previous[job.name] = chosen
             self.verified.add(job.name)
             self.fresh.add(job.name)
             if family is Family.SUPERPOD:  # nodeVPodId: A3 and 850 write super-pod-rank
@@ -623,6 +809,18 @@ class AscendStandIn:
         if node is None or node not in nodes:
             return {}
         return {node: PLUGIN_SELECTION_SCORE}
+
+    @staticmethod
+    def vnpu_scores(nodes: list[str], cores: dict[str, dict[int, int]], need: int
+                    ) -> dict[str, float]:
+        """The dynamic-vNPU handler's scores (``DynamicVNPU.ScoreBestNPUNodes``, best fit):
+        higher on a node whose fitting chip has fewer free AI cores left, below 100."""
+        out = {}
+        for node in nodes:
+            left = [c for c in cores.get(node, {}).values() if c >= need]
+            if left:
+                out[node] = float(max(0, 64 - (min(left) - need)))
+        return out
 
     def super_pod_rank(self, job: Job, node: str) -> str | None:
         """The ``super-pod-rank`` the plugin's ``UseAnnotation`` writes for a task of
@@ -684,6 +882,12 @@ def run_session(client: httpx.Client, url: str, cluster: VolcanoCluster,
     base = plugin.open(cluster)
     healthy = {n.name for n in base.nodes if n.health.value != "unhealthy"}
     free = {n.name: n.free for n in base.nodes}
+    # dynamic vNPU nodes: node -> chip -> free AI cores (no slice on an unstable chip)
+    cores = {n.name: ({c.id: c.free_cores if c.free_cores is not None else n.vnpu.ai_cores or 0
+                       for c in n.vnpu.chips if not c.unstable} if n.vnpu.chips is not None
+                      else dict.fromkeys(range(n.npus), n.vnpu.ai_cores or 0))
+             for n in base.nodes if n.vnpu is not None}
+    kinds = {n.name: n.vnpu.chip_kind for n in base.nodes if n.vnpu is not None}
     node_objects = {n["metadata"]["name"]: n for n in cluster.nodes}
     used = cluster.used_chips()
     snapshot_nodes = {name: _node_info(obj, {}, 0) for name, obj in node_objects.items()}
@@ -695,7 +899,9 @@ def run_session(client: httpx.Client, url: str, cluster: VolcanoCluster,
             pods_by_job.setdefault(job_id, []).append(pod)
     start_index = 0
     with ThreadPoolExecutor(PREDICATE_WORKERS) as workers:
-        for job in base.jobs:  # queue order: priority, creation
+        queue: list[Job | VnpuJob] = [*base.jobs, *base.vnpu_jobs]
+        for job in queue:  # queue order: priority, creation (vNPU jobs after)
+            vnpu = isinstance(job, VnpuJob)
             pending = sorted(pods_by_job.get(job.name, []),
                              key=lambda p: (-p["spec"].get("priority", 0),
                                             natural_key(p["metadata"]["name"])))
@@ -705,7 +911,9 @@ def run_session(client: httpx.Client, url: str, cluster: VolcanoCluster,
             allocated: list[tuple[dict[str, Any], str, list[str]]] = []
             for pod in pending:
                 _, need = _npu_request(pod)
-                fit = [n for n in order if n in healthy and free.get(n, 0) >= need
+                fit = [n for n in order if n in healthy and (
+                    any(left >= need for left in cores.get(n, {}).values()) if vnpu
+                    else n not in cores and free.get(n, 0) >= need)
                        and not node_objects[n]["spec"].get("unschedulable")
                        and n not in error_cache]
                 info = task_info(pod, job.name, STATUS["Pending"])
@@ -739,21 +947,35 @@ def run_session(client: httpx.Client, url: str, cluster: VolcanoCluster,
                     "task": info, "nodes": [snapshot_nodes[n] for n in candidates]}, report)
                 extender = answer.json().get("nodeScore") or {} \
                     if answer.status_code == 200 else {}
-                ascend = plugin.scores(job, candidates, free, _rank(pod))
-                total = {n: float(extender.get(n, 0.0)) + ascend.get(n, 0.0)
-                         + 10.0 * (1 - free[n] / max(1, need * 8)) for n in candidates}
+                if isinstance(job, VnpuJob):
+                    ascend = plugin.vnpu_scores(candidates, cores, need)
+                    total = {n: float(extender.get(n, 0.0)) + ascend.get(n, 0.0)
+                             for n in candidates}
+                else:
+                    ascend = plugin.scores(job, candidates, free, _rank(pod))
+                    total = {n: float(extender.get(n, 0.0)) + ascend.get(n, 0.0)
+                             + 10.0 * (1 - free[n] / max(1, need * 8)) for n in candidates}
                 best = max(total.values())
                 node = rng.choice(sorted(n for n, s in total.items() if s == best))
-                chips = [c for c in cluster.node_chips(node_objects[node])
-                         if c not in used.get(node, set())][:need]
-                used.setdefault(node, set()).update(chips)
-                free[node] -= need
+                if vnpu:  # the slice the plugin cuts: best-fit chip, the template of `need`
+                    chip = min((left, c) for c, left in cores[node].items() if left >= need)[1]
+                    cores[node][chip] -= need
+                    chips = [f"{chip}-{vnpu_template(kinds[node], need)}"]
+                else:
+                    chips = [c for c in cluster.node_chips(node_objects[node])
+                             if c not in used.get(node, set())][:need]
+                    used.setdefault(node, set()).update(chips)
+                    free[node] -= need
                 allocated.append((pod, node, chips))
                 plugin.lifecycle.allocate(job.owner_uid, _rank(pod), node, cluster.now)
                 _post(client, url, "allocateFunc", {"task": task_info(
                     pod, job.name, STATUS["Allocated"], node)}, report)
             if len(allocated) < len(pending):  # gang not ready: discard, last first
                 for pod, node, chips in reversed(allocated):
+                    if vnpu:
+                        cores[node][parse_int(chips[0].partition("-")[0]) or 0] += \
+                            _npu_request(pod)[1]
+                        continue
                     used[node].difference_update(chips)
                     free[node] += _npu_request(pod)[1]
                     plugin.lifecycle.discard(job.owner_uid, _rank(pod))
@@ -762,7 +984,7 @@ def run_session(client: httpx.Client, url: str, cluster: VolcanoCluster,
                 report.discarded.append(job.name)
                 continue
             for pod, node, chips in allocated:
-                spr = plugin.super_pod_rank(job, node)
+                spr = None if isinstance(job, VnpuJob) else plugin.super_pod_rank(job, node)
                 cluster.bind(pod, node, chips, spr)
                 report.bindings.setdefault(job.name, {})[_rank(pod)] = node
                 if spr is not None:

@@ -25,8 +25,16 @@ from models.kube.build import ClusterImport
 from models.kube.jobs import controller_uid
 from models.kube.source import Diagnostics
 from models.limits import escape_text
-from models.scenario import AffinityCacheModel, Family, Job, Scenario
-from models.validation import InputError
+from models.scenario import (
+    AffinityCacheModel,
+    Family,
+    Health,
+    Job,
+    LevelConfig,
+    Node,
+    Scenario,
+)
+from models.validation import InputError, parse_affinity_config
 from solver.service.extender.config import ExtenderConfig
 from solver.service.extender.devices import DeviceSource
 from solver.service.extender.events import EventRefused, describe_event, invalid_entry, read_event
@@ -59,7 +67,14 @@ from solver.service.extender.session import (
     remember_jobs,
     task_key,
 )
-from solver.service.extender.steering import plugin_pins
+from solver.service.extender.steering import (
+    PluginChoice,
+    fault_nodes,
+    multilevel_regroup,
+    plugin_pins,
+    sort_by_cached_rank,
+    superpod_fault_choice,
+)
 
 log = logging.getLogger("npu_place.extender")
 
@@ -288,6 +303,9 @@ class ExtenderCore:
                 from None
         scenario = result.scenario
         session.pending_tasks = pending_tasks_of(importer)
+        session.fault_scheduling = {job: pg.labels["fault-scheduling"]
+                                    for job, pg in importer.podgroups.items()
+                                    if "fault-scheduling" in pg.labels}
         session.left_to_volcano.update(result.refused)
         session.counts["jobs-refused"] = len(result.refused)
         running: list[RunningPods] = [RunningPods(r.owner_uid, dict(r.ranks))
@@ -397,6 +415,7 @@ class ExtenderCore:
         origins = {(e.owner_uid, e.rank): e.node for e in scenario.affinity_cache.entries}
         prefer = scenario.config.prefer_previous_node
         claimed: dict[str, str] = {}  # node -> job left to the plugin that may take it
+        nodes = {node.name: node for node in scenario.nodes}
         for job in scenario.jobs:
             family = policy_family(job.policy)
             ranks = planned.get(job.name)
@@ -411,16 +430,23 @@ class ExtenderCore:
                     f"job {claimed[taken[0]]}, left to the Ascend plugin earlier in the "
                     f"session, may take planned node {taken[0]}")
             elif family in SELECTING_FAMILIES:
-                self._confine(plan, job, origins, prefer)
+                self._confine(plan, job, origins, prefer, nodes,
+                              session.fault_scheduling.get(job.name),
+                              scenario.config.resource_level_config)
             session.jobs[job.name] = plan
             if not plan.steer:
                 for node in stock_ranks.get(job.name, {}).values():
                     claimed.setdefault(node, job.name)
 
     def _confine(self, plan: JobPlan, job: Job, origins: dict[tuple[str, int], str],
-                 prefer: bool) -> None:
+                 prefer: bool, nodes: dict[str, Node] | None = None,
+                 fault_scheduling: str | None = None,
+                 levels: dict[str, dict[str, LevelConfig]] | None = None) -> None:
         """Steer a super-pod / 950 / multilevel job inside its planned set, adopt the
-        plugin's mapping, or leave it to the plugin (:meth:`_plan_confined`)."""
+        plugin's mapping, or leave it to the plugin (:meth:`_plan_confined`).  ``nodes``:
+        the session's nodes by name (a cached node missing or unhealthy there makes the job
+        a fault job of the plugin's rescheduler when ``fault_scheduling``, its
+        ``fault-scheduling`` label, is ``grace`` or ``force``)."""
         owner = job.owner_uid or ""
         with self._lock:
             cached = self.selections.get(owner)
@@ -430,18 +456,16 @@ class ExtenderCore:
                 if r not in faulty and origins.get((owner, r)) == n}
         pins, why = plugin_pins(job, plan.ranks, cached, prefer)
         if pins is not None:
-            if pins == plan.ranks:
-                return
-            kept = {r for r in hits if pins[r] == plan.ranks[r]}
-            if len(kept) == len(hits):
-                plan.ranks, plan.adopted = pins, True
-                return
-            plan.steer, plan.reason = False, (
-                f"the Ascend plugin keeps its cached selection, which puts "
-                f"{sum(1 for r in pins if pins[r] != plan.ranks[r])} rank(s) on other planned "
-                f"nodes than the plan and keeps {len(kept)} of the plan's {len(hits)} "
-                "origin hit(s)")
+            self._take_choice(plan, PluginChoice(pins=pins), hits,
+                              "the Ascend plugin keeps its cached selection")
             return
+        choice = self._reselection(plan, job, cached, prefer, nodes, fault_scheduling,
+                                   levels or {})
+        if choice is not None and not choice.why:
+            self._take_choice(plan, choice, hits, "the Ascend plugin's reselection")
+            return
+        if choice is not None:
+            why = choice.why
         if job.running_ranks:
             plan.steer, plan.reason = False, (
                 f"the Ascend plugin selects this partly running job afresh ({why}), and "
@@ -453,7 +477,68 @@ class ExtenderCore:
                 f"inside a physical super pod by Go map order: the plan's {len(hits)} origin "
                 "hit(s) would not be kept")
         else:
-            plan.mode = "confine"
+            plan.mode, plan.loose = "confine", frozenset(plan.ranks)
+
+    @staticmethod
+    def _reselection(plan: JobPlan, job: Job, cached: dict[int, str] | None, prefer: bool,
+                     nodes: dict[str, Node] | None, fault_scheduling: str | None,
+                     levels: dict[str, dict[str, LevelConfig]]) -> PluginChoice | None:
+        """The plugin's reselection inside the planned set when its code fixes it: the
+        fault-job path of the A3 / 850 handler (:func:`superpod_fault_choice`), the
+        multilevel handler's selection from history (:func:`sort_by_cached_rank`); the 950
+        handler's job-level fault path selects afresh (``why`` says so).  ``None``: a fresh
+        selection (see :meth:`_confine`).
+
+        The multilevel order holds while the plugin's reselection keeps the plan's level-1
+        groups under their indices (:func:`multilevel_regroup`)."""
+        if not cached or nodes is None:
+            return None
+        unusable = {n for n in cached.values()
+                    if n not in nodes or nodes[n].health is Health.UNHEALTHY}
+        faulty = fault_nodes(cached, unusable, fault_scheduling)
+        if plan.family is Family.MULTILEVEL and (faulty or prefer):
+            # resolveSuperPodsForReschedule: the fault job's or the job's own history
+            sizes, _ = parse_affinity_config(job.affinity_config)
+            if not sizes:
+                return None
+            why = multilevel_regroup(plan.ranks, cached, sizes[0],
+                                     {name: node.labels for name, node in nodes.items()},
+                                     levels)
+            if why:
+                return PluginChoice(why=why)
+            return PluginChoice(pins=sort_by_cached_rank(plan.ranks, cached, sizes[0]))
+        if not faulty:
+            return None
+        if plan.family is Family.RACK:
+            return PluginChoice(why=(
+                "the 950 handler's selectNodesForFaultJob reselects only a pod-level "
+                "rescheduling; this job-level one is selected afresh (selectNodesForJob) in "
+                "Go map order inside a rack"))
+        if job.running_ranks:
+            return PluginChoice(why=(
+                "a pod-level fault rescheduling (selectNodeForPodLevelRescheduling) takes a "
+                "replacement node in Go map order"))
+        return superpod_fault_choice(job, plan.ranks, cached, faulty,
+                                     {name: node.super_pod_id for name, node in nodes.items()})
+
+    @staticmethod
+    def _take_choice(plan: JobPlan, choice: PluginChoice, hits: set[int], what: str) -> None:
+        """Steer ``plan`` on the plugin's pins (adopted when they differ from the plan) if
+        they keep every origin hit of the plan, else leave the job to the plugin."""
+        kept = {r for r in hits if r not in choice.loose
+                and choice.pins.get(r, plan.ranks[r]) == plan.ranks[r]}
+        if len(kept) < len(hits):
+            moved = sum(1 for r, n in choice.pins.items() if plan.ranks.get(r) != n)
+            ordered = (f"orders {len(choice.loose)} by Go map order "
+                       if choice.loose else "")
+            plan.steer, plan.reason = False, (
+                f"{what} puts {moved} rank(s) on other planned nodes than the plan, "
+                f"{ordered}and keeps {len(kept)} of the plan's {len(hits)} origin hit(s)")
+            return
+        ranks = {**plan.ranks, **choice.pins}
+        if ranks != plan.ranks:
+            plan.ranks, plan.adopted = ranks, True
+        plan.loose = choice.loose
 
     # ------------------------------------------------------------------ per-task verbs
     def _current(self, job: str | None = None) -> Session | None:
@@ -539,7 +624,7 @@ class ExtenderCore:
         if session is None:
             return ABSTAIN
         plan = self._steered(session, job)
-        if plan is not None and plan.mode == "confine":
+        if plan is not None and (plan.mode == "confine" or rank in plan.loose):
             session.count("prioritize-left-to-plugin")  # the predicate confines the plugin
             return ABSTAIN
         who = task_key(task, uid)  # a replica without a UID must not share another's slot
@@ -597,7 +682,7 @@ class ExtenderCore:
                 self.selections.setdefault(owner, {})[rank] = node
             plan = session.jobs.get(job)
             if plan is not None and session.decided.get(job):
-                if plan.mode == "confine":
+                if plan.mode == "confine" or rank in plan.loose:
                     session.count("allocated-in-planned-set" if node in plan.nodes
                                   else "allocated-off-plan")
                 else:
@@ -654,7 +739,7 @@ class ExtenderCore:
                    "steered": sorted(job for job, yes in session.decided.items() if yes),
                    "plugin-orders-ranks": sorted(name for name, plan in session.jobs.items()
                                                  if plan.steer and (plan.adopted
-                                                                    or plan.mode == "confine"))}
+                                                                    or plan.loose))}
         unsteered = {job: plan.reason for job, plan in session.jobs.items()
                      if not plan.steer}
         unsteered.update(session.left_to_volcano)  # refused by the import: never planned

@@ -55,6 +55,9 @@ class JobPlan:
     mode: str = "pin"
     #: the plan's ranks were replaced by the Ascend plugin's mapping inside the planned set
     adopted: bool = False
+    #: ranks whose planned nodes the Ascend plugin orders among themselves by Go map order
+    #: (every rank in ``confine`` mode): no score for them, the plugin pins them
+    loose: frozenset[int] = frozenset()
     #: the tasks are interchangeable replicas (vNPU jobs): a task takes the next planned
     #: node not yet given to another task, whatever its rank
     replicas: bool = False
@@ -101,6 +104,9 @@ class Session:
     #: (job id, rank) -> the task given that rank's planned node (one task per rank)
     rank_holders: dict[tuple[str, int], str] = field(default_factory=dict)
     drops_logged: int = 0
+    #: job id -> its PodGroup's ``fault-scheduling`` label (the plugin's rescheduler acts on
+    #: the job's faults when it is ``grace`` or ``force``)
+    fault_scheduling: dict[str, str] = field(default_factory=dict)
     #: jobs the snapshot's import refused (job id -> reason): Volcano places them
     left_to_volcano: dict[str, str] = field(default_factory=dict)
 
