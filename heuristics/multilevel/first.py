@@ -47,7 +47,7 @@ def _reachable(problem: Problem, j: int, free: np.ndarray) -> int:
 def multilevel_order(problem: Problem, redo: list[int], free: np.ndarray,
                      smallest_first: bool = False) -> list[int]:
     """``redo`` with the most reachable origins first (queue order among equals); with
-    ``smallest_first``, the jobs of fewest ranks first, then so."""
+    ``smallest_first``, the jobs of fewest ranks first, equal sizes in that order."""
     position = {j: k for k, j in enumerate(problem.queue)}
     if smallest_first:
         return sorted(redo, key=lambda j: (problem.jobs[j].tasks, -_reachable(problem, j, free),
