@@ -28,8 +28,8 @@ Jobs are visited by potential (missed origin hits, fault returns, unplaced jobs 
 in a lean batch a super-pod job's missed ranks only where a step could win them back,
 :func:`reachable_misses`; a step of more than :data:`LARGE_STEP_RANKS` multilevel
 ranks after the smaller ones of its tier, :func:`sweep_order`), sweep after sweep,
-until the budget is spent, a sweep improves nothing (``converged``) or the search reached its own ``limit`` of
-deterministic time (``capped``). Every step gets the same
+until the budget is spent, a sweep improves nothing (``converged``) or the search
+reached its own ``limit`` of deterministic time (``capped``). Every step gets the same
 :data:`STEP_DETERMINISTIC_SECONDS` of CP-SAT's deterministic time, whatever the budget
 is and whether it is deterministic or wall-clock. The budget only decides whether a step
 starts (while less than ``D`` is used, or while the wall clock leaves room to search it:

@@ -249,10 +249,15 @@ def test_the_smallest_jobs_first_pass_is_part_of_the_construction(
     smallest = multilevel_pass(problem, base, False, guided=True, smallest_first=True)
     assert _valid(problem, smallest)
     assert evaluate(problem, smallest.as_mapping()).objective > older
+    # the pass runs on large problems only (below, the older construction) ...
+    default = origin_first_plan(problem, base)
+    # ... here made to run on this one
+    monkeypatch.setattr(origin_first, "SMALLEST_FIRST_MIN_NODES", problem.num_nodes)
     plan = origin_first_plan(problem, base)
     assert _valid(problem, plan)
     monkeypatch.setattr(origin_first, "MULTILEVEL_PASSES", tuple(
         p for p in origin_first.MULTILEVEL_PASSES if not p[2]))
     without = origin_first_plan(problem, base)
+    assert _names(problem, default) == _names(problem, without)
     assert (evaluate(problem, plan.as_mapping()).objective
             > evaluate(problem, without.as_mapping()).objective)
