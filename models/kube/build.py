@@ -326,7 +326,7 @@ class ClusterImport:
         #: ``False``: a refused object takes out only its own job (or node, or record),
         #: named in the warnings and in :attr:`ImportResult.refused`.
         self.strict = strict
-        #: read of the nodes' ``status.images`` only the names some pod runs (the
+        #: read of the nodes' ``status.images`` only the names some job's pod runs (the
         #: scenario's ``nodes[].images`` then lists those): what placement needs
         self.job_images_only = job_images_only
         #: job id -> why the job is not imported (lenient mode: objects refused)
@@ -486,7 +486,10 @@ class ClusterImport:
                 use.chips.update(pod.chips)
                 use.requested += pod.request
         if self.job_images_only:
-            wanted = {pod.image for pod in self.pods.values() if pod.image}
+            # the jobs' pods (of a Volcano group, or asking an Ascend resource): the node
+            # agents' images are on every node and no job's
+            wanted = {pod.image for pod in self.pods.values() if pod.image and (
+                pod.group or pod.resource or pod.other_resource or pod.npu_core)}
             for record in self.nodes.values():
                 record.images = node_images(record.images_raw, record.obj, diag, wanted)
                 record.images_raw = None

@@ -13,7 +13,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -35,6 +35,7 @@ from models.scenario import (
     Scenario,
 )
 from models.validation import InputError, parse_affinity_config
+from solver.service.extender.answer import AnswerGate, open_gate
 from solver.service.extender.config import ExtenderConfig
 from solver.service.extender.devices import DeviceSource
 from solver.service.extender.events import EventRefused, describe_event, invalid_entry, read_event
@@ -140,24 +141,35 @@ class ExtenderCore:
             self.session = Session(self.sessions, time.monotonic(), int(self.clock()))
             return self.session
 
-    def open_session(self, session: Session, body: bytes, deadline: float) -> Session:
+    def open_session(self, session: Session, body: bytes | Sequence[bytes], deadline: float,
+                     gate: AnswerGate | None = None) -> Session:
         """Read the snapshot, build the scenario, refresh the cache, plan (in a thread).
 
-        ``deadline`` (``time.monotonic``) bounds the plan: its time limit is what is left
-        before it, at most :attr:`ExtenderConfig.plan_seconds`.
+        ``body`` is the snapshot's bytes, or its chunks as they arrived (joined here, off
+        the event loop).  ``deadline`` (``time.monotonic``) bounds the plan: its time limit
+        is what is left before it, at most :attr:`ExtenderConfig.plan_seconds`.  ``gate``
+        is the ``onSessionOpen`` answer's (:class:`~solver.service.extender.answer.
+        AnswerGate`): between the GIL-holding stretches of reading, parsing and importing
+        the thread makes way for the answer when it is due; ``None``: nobody waits for an
+        answer.  The full garbage collection after the session is :meth:`collect`'s.
 
         Raises
         ------
         SnapshotError
             A malformed or unknown-shaped snapshot (400/422); the session then abstains.
         """
+        gate = gate or open_gate()
+        between = gate.make_way
         started = time.thread_time()
         t0 = time.perf_counter()
         try:
             with gc_paused():  # millions of new objects: no collection can free any of them
-                check_values(body, self.config.max_values, "onSessionOpen body")
+                if not isinstance(body, bytes):
+                    between()
+                    body = b"".join(body)
+                check_values(body, self.config.max_values, "onSessionOpen body", between)
                 try:
-                    data = parse_snapshot(body)  # in pieces: the loop answers meanwhile
+                    data = parse_snapshot(body, between)  # in pieces: the loop answers
                 except orjson.JSONDecodeError as exc:
                     raise SnapshotError(400, [f"onSessionOpen body: not JSON: {exc}"]) \
                         from None
@@ -165,16 +177,20 @@ class ExtenderCore:
                 self._check_current(session)
                 t1, c1 = time.perf_counter(), time.thread_time()
                 if self.config.cluster is not None:  # a stored cluster's scenario
+                    between()
                     scenario = self._stored(session, data)
                 else:
                     objects = snapshot_objects(data, self.config.max_nodes,
-                                               self.config.max_tasks)
+                                               self.config.max_tasks, between)
+                    gate.free_later(data)  # what the import does not read: after the answer
                     del data
-                    scenario = self._import(session, objects)
+                    scenario = self._import(session, objects, between)
+                between()  # the parsed objects not kept are freed here
             t2, c2 = time.perf_counter(), time.thread_time()
             session.timings.update(parse=t1 - t0, import_=t2 - t1, parse_cpu=c1 - started,
                                    import_cpu=c2 - c1)
             self._check_current(session)
+            between()
             self._plan(session, scenario, deadline)
             self._gate_ranks(session)
             session.timings["plan"] = time.perf_counter() - t2
@@ -189,13 +205,25 @@ class ExtenderCore:
             session.error = f"{type(exc).__name__}: {exc}"
         finally:
             session.timings["cpu"] = time.thread_time() - started  # this thread's CPU
+            if gate.waits:
+                session.counts["made-way-for-answer"] = gate.waits
             session.ready.set()
-            # the session's parse and import left cycles the paused collector did not
-            # free; left for later they hold their memory into the next session's parse
-            # (which then cost 0.89-1.44 s of CPU instead of 0.20-0.33 s at 1,024 real-size
-            # nodes): collected now, after the plan is ready
-            gc.collect()
         return session
+
+    @staticmethod
+    def collect(gate: AnswerGate | None = None) -> None:
+        """A full garbage collection once the session's answer is sent (``gate``).
+
+        A session's parse and import leave cycles the paused collector did not free; left
+        for later they hold their memory into the next session's parse (which then cost
+        0.89-1.44 s of CPU instead of 0.20-0.33 s at 1,024 real-size nodes).  The
+        collection holds the GIL all along (0.1-0.4 s at 1,024 real-size nodes), so it
+        waits for the answer (and first frees what :meth:`open_session` left to
+        ``gate``): run it in the plan thread after :meth:`open_session`."""
+        if gate is not None:
+            gate.wait_sent()
+            gate.release()
+        gc.collect()
 
     def _cache_model(self, session: Session) -> AffinityCacheModel:
         """The cache as a scenario section (under the lock).  An entry outside the
@@ -277,13 +305,14 @@ class ExtenderCore:
         kind = "evict" if status == STATUS_RELEASING else "discard"
         return {"event": kind, "owner-uid": owner, "rank": rank}
 
-    def _import(self, session: Session, objects: Iterable[tuple[dict[str, Any], str]]
-                ) -> Scenario:
+    def _import(self, session: Session, objects: Iterable[tuple[dict[str, Any], str]],
+                between: Callable[[], None] = lambda: None) -> Scenario:
         # a refused object takes out only its own job (left to Volcano, named in /sessions)
         importer = ClusterImport(Diagnostics(), strict=False, job_images_only=True)
         importer.take_devices(self._device_records())
         seen_owners: set[str] = set()  # every job's owner in the snapshot, imported or not
         for obj, source in objects:
+            between()
             if obj.get("kind") in ("PodGroup", "Pod"):
                 try:
                     owner = controller_uid(obj.get("metadata") or {})
@@ -295,6 +324,7 @@ class ExtenderCore:
         with self._lock:
             cache_model = (self._cache_model(session) if self.lifecycle.cache is not None
                            else AffinityCacheModel())
+        between()  # the scenario's validation holds the GIL for tens of ms
         try:
             result = importer.build(now=session.now,
                                     previous=Scenario.model_construct(affinity_cache=cache_model))

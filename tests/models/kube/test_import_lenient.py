@@ -26,7 +26,10 @@ REFUSED = {
     "twin-bound": "is also held by another bound pod",
 }
 #: running jobs that break a rule a pending job must meet: occupancy only
-OCCUPANCY = {"scaled-in": "sp-block", "lost-rank": "runs all its"}
+OCCUPANCY = {"scaled-in": "sp-block", "lost-rank": "runs all its",
+             "rack-scaled-in": "multiples of tpBlock", "levels-scaled-in": "affinity-config"}
+#: good pending jobs of every family the mixed cluster holds: all imported and planned
+GOOD_PENDING = ("good", "rack-good", "levels-good")
 
 
 def _job_id(objects: list[dict[str, Any]], name: str) -> str:
@@ -67,6 +70,30 @@ def mixed_cluster() -> DumpBuilder:
     pods["twin-bound-worker-1"]["metadata"]["annotations"]["hccl/rankIndex"] = "0"
     pg = next(p for p in b.podgroups if p["metadata"]["name"].startswith("bad-podgroup-"))
     pg["spec"]["minMember"] = -1
+    # a 950 super pod of two 4-node racks: a running job scaled in below its rack window
+    # (3 tasks, tpBlock 2) next to a good pending one
+    for rack in range(2):
+        for i in range(4):
+            b.node(f"r{rack}-node-{i}", 8, super_pod=2, rack=rack)
+    b.job("ml", "rack-scaled-in", 3, 8, policy="chip8-node8-ra64-sp",
+          annotations={"sp-block": "32", "ra-block": "16"},
+          bound={r: f"r0-node-{r}" for r in range(3)})
+    b.job("ml", "rack-good", 2, 8, policy="chip8-node8-ra64-sp",
+          annotations={"sp-block": "16", "ra-block": "16"})
+    # multilevel trees: a running job whose size breaks its level groups (3 of level1=2)
+    # next to a good pending one
+    b.params["resource-level-config"] = json.dumps({"default": {
+        "level1": {"label": "huawei.com/topotree.rackid", "reservedNode": 0},
+        "level2": {"label": "huawei.com/topotree.switchid"}}})
+    for rack in range(2):
+        for i in range(4):
+            b.node(f"m{rack}-n{i}", 16, labels={
+                "huawei.com/topotree": "default", "huawei.com/topotree.rackid": f"m-{rack}",
+                "huawei.com/topotree.switchid": "m-switch"})
+    levels = {"huawei.com/affinity-config": "level1=2,level2=4"}
+    b.job("ml", "levels-scaled-in", 3, 16, policy="multilevel", annotations=levels,
+          bound={r: f"m0-n{r}" for r in range(3)})
+    b.job("ml", "levels-good", 4, 16, policy="multilevel", annotations=levels)
     return b
 
 
@@ -80,8 +107,9 @@ def _run(objects: list[dict[str, Any]], strict: bool) -> ImportResult:
 def test_each_refused_object_takes_out_only_its_own_job() -> None:
     objects = mixed_cluster().objects()
     result = _run(objects, strict=False)
-    good, running = _job_id(objects, "good"), _job_id(objects, "good-running")
-    assert [j["name"] for j in result.data["jobs"]] == [good]
+    running = _job_id(objects, "good-running")
+    assert {j["name"] for j in result.data["jobs"]} == {_job_id(objects, n)
+                                                       for n in GOOD_PENDING}
     assert [r["name"] for r in result.data["running"]] == [running]
     # the refused jobs, each with its reason, left to Volcano
     assert set(result.refused) == {_job_id(objects, n) for n in REFUSED}
@@ -104,7 +132,8 @@ def test_each_refused_object_takes_out_only_its_own_job() -> None:
                   and p["metadata"]["name"].startswith("scaled-in-"))
     assert scaled["metadata"]["ownerReferences"][0]["uid"] in owners
     # a refused node and PriorityClass are left out by themselves
-    assert "node-bad" not in free and len(free) == 16
+    assert "node-bad" not in free and len(free) == 16 + 8 + 8
+    assert free["r0-node-2"] == 0 and free["m0-n2"] == 0  # the scaled-in jobs' chips
     assert "contains the control or formatting character" in text
     assert "PriorityClass broken" in text
     assert result.counts["refused"] == len(REFUSED)
