@@ -34,6 +34,27 @@ from models.objective import ResolvedWeights, evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
 
+#: The multilevel passes of the construction, in the order they run (a wall-clock
+#: deadline keeps the best of those finished): ``(hold_back, guided, smallest_first)`` of
+#: :func:`heuristics.multilevel.first.multilevel_pass`, ``hold_back`` ``None`` for
+#: :func:`heuristics.multilevel.first.relabel_plan` of the base plan.  The guided pass
+#: that places the jobs of fewest ranks first comes right after the relabelling: a large
+#: job placed first takes the level domains a small job's cached nodes need as a whole
+#: group, where the small job placed first costs the large one a few ranks (multilevel,
+#: 16,384 nodes, seed 4242: a 512-rank job kept a 64-rank job off all 64 of its cached
+#: nodes; this pass gave 86 % of the 10-s search's gain over greedy, the best of the
+#: others 28 %, at 0.16-0.24 s of CPU).
+MULTILEVEL_PASSES: tuple[tuple[bool | None, bool, bool], ...] = (
+    (None, False, False), (False, True, True), (False, False, False), (True, False, False),
+    (False, True, False), (True, True, False))
+#: The pass with the smallest jobs first runs on problems of at least this many nodes
+#: only.  On 8,192-node batches (seeds 5151 and 6262, not tuned on) it raised the
+#: answers at deterministic time 0.2 but the search from its start ended lower (the
+#: 10-s answer 14 % and 5 % of the gain below the older start's); on 16,384-node batches
+#: it kept the 10-s answer (0 % and −0.25 %) and raised the 1-s CPU share from 85 % to
+#: 99 % on one of them (docs/scale.md, *Multilevel short budgets*).
+SMALLEST_FIRST_MIN_NODES = 16384
+
 
 def _usable(problem: Problem, job: JobView, free: np.ndarray) -> np.ndarray:
     mask = (free == problem.npus) & (problem.npus == job.npu_per_task)
@@ -345,9 +366,11 @@ def origin_first_parts(problem: Problem, base: Plan, deadline: float | None = No
 def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
                      weights: ResolvedWeights | None) -> Plan:
     """The best by the objective of ``base``, ``base`` with its multilevel jobs' ranks
-    reordered, and its four multilevel origin-first passes (:mod:`heuristics.multilevel.first`,
+    reordered, and its five multilevel origin-first passes (:mod:`heuristics.multilevel.first`,
     with and without holding back later jobs' cached nodes, with and without the
-    origin-guided layouts) that pass the validator."""
+    origin-guided layouts, and on large problems one with the smallest jobs first,
+    :data:`SMALLEST_FIRST_MIN_NODES`) that pass the validator, in the order of
+    :data:`MULTILEVEL_PASSES`."""
     if not any(job.rules.in_tree and not job.partly_running
                for job in problem.jobs):
         return base
@@ -359,12 +382,13 @@ def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
 
     weights = weights or resolve_weights(problem)
     best, best_objective = base, evaluate(problem, base.as_mapping(), weights).objective
-    for hold_back, guided in ((None, False), (False, False), (True, False), (False, True),
-                              (True, True)):
+    for hold_back, guided, smallest_first in MULTILEVEL_PASSES:
+        if smallest_first and problem.num_nodes < SMALLEST_FIRST_MIN_NODES:
+            continue
         try:
             candidate = (relabel_plan(problem, base) if hold_back is None
                          else multilevel_pass(problem, base, hold_back, deadline,
-                                              guided=guided))
+                                              guided=guided, smallest_first=smallest_first))
         except OutOfTime:
             return best
         objective = _improves(problem, candidate, best_objective, weights)
