@@ -330,6 +330,8 @@ class ExtenderCore:
                                     if "fault-scheduling" in pg.labels}
         session.left_to_volcano.update(result.refused)
         session.counts["jobs-refused"] = len(result.refused)
+        session.nodes_changed = result.nodes_changed
+        session.counts["nodes-changed"] = len(result.nodes_changed)
         running: list[RunningPods] = [RunningPods(r.owner_uid, dict(r.ranks))
                                       for r in scenario.running]
         running += [RunningPods(j.owner_uid, dict(j.running_ranks)) for j in scenario.jobs
@@ -677,4 +679,7 @@ class ExtenderCore:
         unsteered.update(session.left_to_volcano)  # refused by the import: never planned
         # every planned job left to the plugin (Volcano's stock behaviour), and why
         summary["left-to-plugin"] = dict(sorted(unsteered.items())[:MAX_UNSTEERED_SHOWN])
+        # nodes a node-level rule left out or moved out of their super pod, and why
+        summary["nodes-changed"] = dict(sorted(session.nodes_changed.items())[
+            :MAX_UNSTEERED_SHOWN])
         self.history = [*self.history[-15:], summary]
