@@ -3,7 +3,8 @@
 Starts ``npu-place serve --extender`` as a subprocess (loopback), posts Volcano snapshots
 of real-size objects (:func:`benchmarks.kube_dump.synthetic`) of about the sizes asked,
 and prints per session: the body's bytes, the status, the answer time seen by the client
-and by the server (``/sessions`` "answered", from the request's arrival), whether the plan
+and by the server (``/sessions`` "answered": the route's answer, "sent": its last byte
+handed to the socket, both from the request's first byte), whether the plan
 was ready, the server's CPU for the session and the load average::
 
     python -m benchmarks.extender_answer --mb 10 40 80 --sessions 2
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import time
 from typing import Any
 
@@ -25,8 +27,8 @@ import orjson
 from benchmarks.extender_bench import extender_on_synthetic
 from benchmarks.volcano_session import volcano_snapshot
 
-#: Snapshot bytes per node of :func:`~benchmarks.kube_dump.synthetic` (34.2 MB / 1,024).
-BYTES_PER_NODE = 33_400
+#: Snapshot bytes per node of :func:`~benchmarks.kube_dump.synthetic` (61.2 MB / 1,024).
+BYTES_PER_NODE = 59_700
 
 
 def measure(megabytes: float, sessions: int, engine: str, timeout: float) -> list[dict[str, Any]]:
@@ -47,6 +49,7 @@ def measure(megabytes: float, sessions: int, engine: str, timeout: float) -> lis
             out.append({"nodes": nodes, "mb": round(len(body) / 1e6, 1),
                         "status": status, "client_answer_s": round(wall, 3),
                         "server_answer_s": round(last["timings"].get("answered", -1), 3),
+                        "server_sent_s": round(last["timings"].get("sent", -1), 3),
                         "plan_ready_in_time": not last["counts"].get(
                             "answered-before-plan"),
                         "timings": {k: round(v, 3) for k, v in last["timings"].items()},
@@ -55,6 +58,11 @@ def measure(megabytes: float, sessions: int, engine: str, timeout: float) -> lis
                         "load": [round(x, 1) for x in os.getloadavg()]})
             print(json.dumps(out[-1]), flush=True)
             cluster.now += 60
+    summary = {"mb": out[-1]["mb"], "sessions": len(out)}
+    for key in ("client_answer_s", "server_answer_s", "server_sent_s"):
+        values = [o[key] for o in out]
+        summary[key] = {"median": round(statistics.median(values), 3), "max": max(values)}
+    print(json.dumps({"summary": summary}), flush=True)
     return out
 
 

@@ -42,6 +42,14 @@ _SEP = (",", ":")
 #: The clock of every bundled example.
 EXAMPLE_NOW = 1764400000
 
+#: The node agents of a real Ascend cluster, one pod each on every node: kube-proxy, the
+#: CNI agent and the Ascend device plugin (NodeD and a log agent run on many clusters too:
+#: ``DumpBuilder.system_pods(daemonsets=...)``).
+DAEMONSETS = ("kube-proxy", "calico-node", "ascend-device-plugin")
+#: Cluster services spread over the nodes (``DumpBuilder.system_pods``).
+SERVICES = ("coredns", "volcano-controllers", "volcano-admission", "clusterd",
+            "ascend-operator", "prometheus", "metrics-server", "npu-exporter")
+
 
 def _uid(*parts: object) -> str:
     return str(uuid.UUID(hashlib.md5("/".join(map(str, parts)).encode()).hexdigest()))
@@ -312,6 +320,23 @@ class DumpBuilder:
             if self.realistic:
                 self.pods[-1]["metadata"]["managedFields"] = _managed_fields(
                     "Pod", pod_name, self.now, 3 + len(self.pods) % 3)
+
+    def system_pods(self, daemonsets: tuple[str, ...] = DAEMONSETS,
+                    nodes_per_service_pod: int = 8) -> None:
+        """Add the pods every real cluster runs besides the NPU jobs' (real size, with
+        :attr:`realistic` or not): one pod of each of ``daemonsets`` on every node (the
+        node-level agents; no NPU request), and one pod of a cluster service (DNS,
+        Volcano's and Ascend's controllers, monitoring) per ``nodes_per_service_pod``
+        nodes, spread over the nodes.  Volcano's snapshot lists them in their nodes'
+        task lists only (they have no PodGroup)."""
+        names = [n["metadata"]["name"] for n in self.nodes]
+        for index, node in enumerate(names):
+            for app in daemonsets:
+                self.pods.append(_system_pod(app, node, index, self.now, daemon=True))
+        for index in range(len(names) // max(1, nodes_per_service_pod)):
+            app = SERVICES[index % len(SERVICES)]
+            node = names[(index * 37) % len(names)]
+            self.pods.append(_system_pod(app, node, index, self.now, daemon=False))
 
     def priority_class(self, name: str, value: int, default: bool = False) -> None:
         """Add a PriorityClass."""
@@ -603,6 +628,100 @@ def _bulk_pod(spec: dict[str, Any], status: dict[str, Any], annotations: dict[st
         "state": {"running": {"startedAt": _stamp(now - 2990)}}, "lastState": {}}]
 
 
+_SYSTEM_NAMESPACES = {"kube-proxy": "kube-system", "calico-node": "kube-system",
+                      "coredns": "kube-system", "metrics-server": "kube-system",
+                      "volcano-controllers": "volcano-system",
+                      "volcano-admission": "volcano-system", "prometheus": "monitoring"}
+
+
+def _system_pod(app: str, node: str, index: int, now: int, daemon: bool) -> dict[str, Any]:
+    """A real-size pod of a DaemonSet (on ``node``) or of a Deployment's ReplicaSet: no
+    NPU request, scheduled by the default scheduler."""
+    namespace = _SYSTEM_NAMESPACES.get(app, "mindx-dl")
+    suffix = hashlib.md5(f"{app}/{node}/{index}".encode()).hexdigest()
+    name = f"{app}-{suffix[:5]}" if daemon else f"{app}-{suffix[5:15]}-{suffix[:5]}"
+    owner_name = app if daemon else f"{app}-{suffix[5:15]}"
+    image = f"swr.cn-south-1.myhuaweicloud.com/system/{app}:v1.{len(app) % 9}.{index % 3}"
+    mounts = ("var-log", "lib-modules", "kubelet-dir", "device-plugins", "kube-api-access")
+    container = {
+        "name": app, "image": image, "imagePullPolicy": "IfNotPresent",
+        "command": [f"/usr/local/bin/{app}"],
+        "args": ["--v=2", f"--config=/etc/{app}/config.yaml"],
+        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {
+                    "apiVersion": "v1", "fieldPath": "spec.nodeName"}}},
+                {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {
+                    "apiVersion": "v1", "fieldPath": "metadata.namespace"}}},
+                {"name": "GOMAXPROCS", "value": "2"}],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                      "limits": {"cpu": "1", "memory": "512Mi"}},
+        "volumeMounts": [{"name": m, "mountPath": f"/{m.replace('-', '/')}",
+                          **({"readOnly": True} if i % 2 else {})}
+                         for i, m in enumerate(mounts)],
+        "securityContext": {"privileged": daemon, "readOnlyRootFilesystem": not daemon},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": 9100},
+                          "periodSeconds": 20},
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File"}
+    tolerations = [{"key": f"node.kubernetes.io/{t}", "operator": "Exists",
+                    "effect": "NoExecute" if t in ("not-ready", "unreachable")
+                    else "NoSchedule"}
+                   for t in ("not-ready", "unreachable", "disk-pressure", "memory-pressure",
+                             "pid-pressure", "unschedulable", "network-unavailable")]
+    spec: dict[str, Any] = {
+        "containers": [container], "nodeName": node, "schedulerName": "default-scheduler",
+        "serviceAccountName": app, "serviceAccount": app, "hostNetwork": daemon,
+        "dnsPolicy": "ClusterFirstWithHostNet" if daemon else "ClusterFirst",
+        "priorityClassName": "system-node-critical" if daemon else "system-cluster-critical",
+        "priority": 2000001000 if daemon else 2000000000, "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": 30, "enableServiceLinks": True,
+        "preemptionPolicy": "PreemptLowerPriority", "securityContext": {},
+        "tolerations": tolerations,
+        "volumes": [{"name": m, "hostPath": {"path": f"/{m.replace('-', '/')}",
+                                             "type": "DirectoryOrCreate"}}
+                    for m in mounts[:-1]] + [
+            {"name": "kube-api-access", "projected": {"defaultMode": 420, "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt",
+                               "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}]}
+    if daemon:  # the DaemonSet controller pins its pod to the node by name
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+    started = _stamp(now - 20 * 86400 - index % 3600)
+    pod_ip = f"10.244.{index // 250 % 250}.{index % 250}"
+    status: dict[str, Any] = {
+        "phase": "Running", "qosClass": "Burstable", "startTime": started,
+        "hostIP": f"192.168.{index // 250 % 250}.{index % 250}",
+        "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
+        "conditions": [{"type": kind, "status": "True", "lastProbeTime": None,
+                        "lastTransitionTime": started}
+                       for kind in ("PodReadyToStartContainers", "Initialized", "Ready",
+                                    "ContainersReady", "PodScheduled")],
+        "containerStatuses": [{
+            "name": app, "ready": True, "restartCount": index % 3, "started": True,
+            "image": image, "imageID": f"{image}@sha256:{suffix}{suffix}",
+            "containerID": f"containerd://{suffix}{suffix}",
+            "state": {"running": {"startedAt": started}}, "lastState": {}}]}
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name, "generateName": f"{owner_name}-", "namespace": namespace,
+            "uid": _uid("system-pod", namespace, name), "resourceVersion": str(10**6 + index),
+            "creationTimestamp": started,
+            "labels": {"k8s-app": app, "app.kubernetes.io/name": app,
+                       "controller-revision-hash" if daemon else "pod-template-hash":
+                       suffix[5:15], **({"pod-template-generation": "3"} if daemon else {})},
+            "annotations": {"kubectl.kubernetes.io/restartedAt": _stamp(now - 30 * 86400),
+                            "prometheus.io/scrape": "true", "prometheus.io/port": "9100",
+                            "cni.projectcalico.org/podIP": pod_ip + "/32"},
+            "ownerReferences": [{"apiVersion": "apps/v1",
+                                 "kind": "DaemonSet" if daemon else "ReplicaSet",
+                                 "name": owner_name, "uid": _uid("owner", namespace, owner_name),
+                                 "controller": True, "blockOwnerDeletion": True}],
+            "managedFields": _managed_fields("Pod", name, now, 3 + index % 3)},
+        "spec": spec, "status": status}
+
+
 # ---------------------------------------------------------------------- the examples
 
 
@@ -728,7 +847,10 @@ def synthetic(nodes: int, mode: str = "clusterd", now: int = EXAMPLE_NOW,
 
     Jobs of 8 to 128 ranks (sp-block 64 NPUs = 8 nodes) fill super pods in order; every
     fifth job is pending; one node in 97 is unhealthy, one in 89 sub-healthy.  Nodes and
-    Pods are of real size (``realistic``, :class:`DumpBuilder`) unless told otherwise.
+    Pods are of real size (``realistic``, :class:`DumpBuilder`) unless told otherwise, and
+    then the cluster also runs what real clusters run besides the jobs
+    (:meth:`DumpBuilder.system_pods`: 3 node agents on every node and a service pod per 8
+    nodes; 3,936 pods at 1,024 nodes).
     """
     b = DumpBuilder(mode, now=now, resource="huawei.com/npu", chip_type="Ascend850",
                     realistic=realistic)
@@ -758,6 +880,8 @@ def synthetic(nodes: int, mode: str = "clusterd", now: int = EXAMPLE_NOW,
         if bound:
             cursor += tasks
         index += 1
+    if realistic:
+        b.system_pods()
     return b
 
 

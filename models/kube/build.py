@@ -67,14 +67,20 @@ Decisions on the reference's inferences ([I] in cluster-integration.md), in one 
   a node that is gone) is imported as the occupancy it is: its chips stay used and its
   cache entries kept, but it is not a running job of the scenario (warned, naming the
   rule).  A rule across objects that names one job (validation of the assembled
-  scenario) takes that job out the same way.  The scheduler ConfigMap's errors refuse
-  the import in both modes: every job depends on it.
+  scenario) takes that job out the same way.  A rule that names a node takes out that
+  node before the jobs read the nodes (a rule on the nodes alone), or
+  makes the build run again without it (running pods claiming more chips than it has):
+  its ranks are those of a node that is gone.  An over-full super pod keeps
+  ``super-pod-size`` nodes; the others (label disagreeing with ``SuperPodID`` first,
+  then the last by name) are imported outside every super pod.  Each is warned with the
+  node, field and rule.  The scheduler ConfigMap's errors refuse the import in both
+  modes: every job depends on it.
 
 Why this file is long: :class:`ClusterImport` is one collector of the objects added one
 at a time (compact records kept per kind), and :meth:`ClusterImport.build` with its
 helpers (job specs, cache, running and pending jobs, vNPU jobs) makes the decisions listed
 above from those records; they read the same records and warnings, and the decisions are
-documented here, in one place, in about 75 lines of this docstring; the lenient mode's
+documented here, in one place, in about 80 lines of this docstring; the lenient mode's
 bookkeeping (which job an error belongs to) sits beside the collector that records them.
 """
 
@@ -134,7 +140,13 @@ from models.scenario import (
     Scenario,
     VnpuJob,
 )
-from models.validation import InputError, JobShape, check_running, derive_shape
+from models.validation import (
+    InputError,
+    JobShape,
+    check_running,
+    derive_shape,
+    validate_scenario,
+)
 from models.vnpu import job_family, kind_family, request_error
 
 _Cache = dict[tuple[str, int], dict[str, Any]]
@@ -145,6 +157,9 @@ FAULT_NPU_CM = "vcjob-fault-npu-cm"
 RESCHEDULE_SLACK_SECONDS = 600
 #: Job fields a running job does not carry (MindIE's own path).
 PENDING_ONLY_FIELDS = frozenset({"app", "jobID", "pod-affinity", "sp-fit"})
+#: A node label that names the node's super pod (the topology tree's), read against the
+#: device record's ``SuperPodID`` when a super pod is over-full.
+SUPER_POD_LABEL = "huawei.com/topotree.superpodid"
 #: ``PendingSessionNum`` stages of the rescheduler (reference §4.4).
 TP_STAGE_SESSIONS = 3
 SP_STAGE_SESSIONS = 6
@@ -239,6 +254,26 @@ def _named_jobs(messages: list[str], sections: tuple[tuple[str, str], ...]
     return out
 
 
+class _NodesBroken(Exception):
+    """Lenient mode: rules of the assembled scenario that name nodes (``nodes``: name ->
+    the rule); the build is redone with those nodes left out."""
+
+    def __init__(self, nodes: dict[str, str]) -> None:
+        super().__init__(listing(sorted(nodes)))
+        self.nodes = nodes
+
+
+def _named_nodes(messages: list[str]) -> dict[str, str]:
+    """Node name -> its rule, when every message names one node (else empty)."""
+    out: dict[str, str] = {}
+    for message in messages:
+        where, sep, rest = message.removeprefix("<import>: ").partition(": field '")
+        if not (sep and where.startswith("node '") and where.endswith("'")):
+            return {}
+        out.setdefault(where[len("node '"):-1], f"field '{rest}")
+    return out
+
+
 def _job_of(obj: dict[str, Any]) -> str | None:
     """The job id (``<namespace>/<podgroup>``) a Pod or PodGroup belongs to, read from the
     raw object as far as it can be (``None``: not one, or not readable)."""
@@ -287,6 +322,9 @@ class ImportResult:
     #: jobs not imported (left to Volcano) -> the first reason: objects the importer
     #: refused (lenient mode) and pending pods whose ranks cannot be planned
     refused: dict[str, str] = field(default_factory=dict)
+    #: nodes a rule took out (lenient mode) -> what was done and the rule: ``left out``
+    #: or ``outside every super pod``
+    nodes_changed: dict[str, str] = field(default_factory=dict)
     #: what the build decided per object, for an incremental import of the next change
     #: (:mod:`models.kube.incremental`)
     parts: BuildParts | None = None
@@ -343,13 +381,17 @@ class ClusterImport:
         #: ``False``: a refused object takes out only its own job (or node, or record),
         #: named in the warnings and in :attr:`ImportResult.refused`.
         self.strict = strict
-        #: read of the nodes' ``status.images`` only the names some pod runs (the
+        #: read of the nodes' ``status.images`` only the names some job's pod runs (the
         #: scenario's ``nodes[].images`` then lists those): what placement needs
         self.job_images_only = job_images_only
         #: job id -> why the job is not imported (lenient mode: objects refused)
         self.refused: dict[str, list[str]] = {}
         #: running jobs that break a rule, imported as occupancy only (lenient mode)
         self.occupancy: list[str] = []
+        #: nodes a rule across nodes and jobs left out (lenient mode) -> the rule
+        self.left_out_nodes: dict[str, str] = {}
+        #: nodes a rule took out or moved out of their super pod (lenient mode) -> why
+        self.nodes_changed: dict[str, str] = {}
         self.nodes: dict[str, NodeRecord] = {}
         self.devices = DeviceState()
         self.pods: dict[tuple[str, str], PodRecord] = {}
@@ -520,6 +562,39 @@ class ClusterImport:
             When an object was malformed (every message names the object and field), or
             the objects describe a scenario the contract rejects.
         """
+        try:
+            return self._build_settled(now, previous)
+        finally:
+            if self.job_images_only:
+                for record in self.nodes.values():
+                    record.images_raw = None  # read (the build does not run again)
+
+    def _build_settled(self, now: int | None, previous: Scenario | None) -> ImportResult:
+        """:meth:`build`; in lenient mode again without the nodes a rule names."""
+        if self.strict:
+            return self._build(now, previous)
+        # lenient: a rule that names a node once the jobs are in (running pods claiming
+        # more chips than the node has) leaves that node out, and the build is redone
+        # from the same records with it gone (the messages of the failed try dropped)
+        errors = list(self.diag.errors)
+        warnings = {text: list(objs) for text, objs in self.diag._warnings.items()}
+        refused = {job: list(reasons) for job, reasons in self.refused.items()}
+        occupancy = list(self.occupancy)
+        for _ in range(4):
+            try:
+                return self._build(now, previous)
+            except _NodesBroken as exc:
+                self.diag.errors[:] = errors
+                self.diag._warnings = {text: list(objs) for text, objs in warnings.items()}
+                self.refused = {job: list(reasons) for job, reasons in refused.items()}
+                self.occupancy = list(occupancy)
+                self.nodes_changed = {}
+                self.left_out_nodes.update(exc.nodes)
+        raise InputError(["the imported cluster is not a valid scenario after leaving out "
+                          f"the nodes {listing(sorted(self.left_out_nodes))}"])
+
+    def _build(self, now: int | None, previous: Scenario | None) -> ImportResult:
+        """:meth:`build` once (in lenient mode without :attr:`left_out_nodes`)."""
         diag = self.diag
         diag.raise_errors()
         now = int(time.time()) if now is None else int(now)
@@ -534,10 +609,12 @@ class ClusterImport:
                 use.chips.update(pod.chips)
                 use.requested += pod.request
         if self.job_images_only:
-            wanted = {pod.image for pod in self.pods.values() if pod.image}
-            for record in self.nodes.values():
+            # the jobs' pods (of a Volcano group, or asking an Ascend resource): the node
+            # agents' images are on every node and no job's
+            wanted = {pod.image for pod in self.pods.values() if pod.image and (
+                pod.group or pod.resource or pod.other_resource or pod.npu_core)}
+            for record in self.nodes.values():  # the raw lists are freed by build
                 record.images = node_images(record.images_raw, record.obj, diag, wanted)
-                record.images_raw = None
         nodes: list[dict[str, Any]] = []
         node_objects: list[str] = []
         with_devices = 0  # imported nodes that a device-info record describes
@@ -580,6 +657,31 @@ class ClusterImport:
         self._settle()  # lenient: a node record's refusal is a warning (node kept as read)
         node_names = set(health)
         diag.raise_errors()
+        try:
+            config = Config.model_validate(sched.config)
+        except ValidationError as exc:
+            raise InputError([f"{sched.obj}: field 'init-params."
+                              f"{'.'.join(str(p) for p in err['loc'])}': {err['msg']}"
+                              for err in exc.errors()]) from None
+        # the nodes are settled before any job or cache entry reads them: a node left out
+        # here is a node that is gone for the jobs (their ranks on it are handled as such)
+        models = []
+        for n, who in zip(list(nodes), node_objects, strict=True):
+            before = len(diag.errors)
+            model = _validated(Node, n, who, _NODE_FIELDS, diag)
+            if model is not None:
+                models.append(model)
+            elif not self.strict:  # the node alone is left out
+                self.nodes_changed[n["name"]] = "left out: " + "; ".join(
+                    diag.errors[before:])[:300]
+                self._settle(before, "node not imported")
+                nodes.remove(n)
+                node_names.discard(n["name"])
+                health.pop(n["name"], None)
+        diag.raise_errors()
+        if not self.strict:
+            models = self._settle_nodes(config, nodes, models, node_names, health)
+        base = Scenario(config=config, nodes=models)
 
         specs = self._job_specs(diag)
         diag.raise_errors()
@@ -588,25 +690,6 @@ class ClusterImport:
             set_image_size(spec, sizes)
         cache = self._cache(specs, node_names, now, previous, diag)
         vnpu_jobs = self._vnpu_jobs(nodes, node_names, now, cache, diag)
-        try:
-            config = Config.model_validate(sched.config)
-        except ValidationError as exc:
-            raise InputError([f"{sched.obj}: field 'init-params."
-                              f"{'.'.join(str(p) for p in err['loc'])}': {err['msg']}"
-                              for err in exc.errors()]) from None
-        models = []
-        for n, who in zip(list(nodes), node_objects, strict=True):
-            before = len(diag.errors)
-            model = _validated(Node, n, who, _NODE_FIELDS, diag)
-            if model is not None:
-                models.append(model)
-            elif not self.strict:  # the node alone is left out
-                self._settle(before, "node not imported")
-                nodes.remove(n)
-                node_names.discard(n["name"])
-                health.pop(n["name"], None)
-        diag.raise_errors()
-        base = Scenario(config=config, nodes=models)
         jobs: list[dict[str, Any]] = []
         running: list[dict[str, Any]] = []
         for spec in sorted(specs, key=queue_key):
@@ -646,7 +729,80 @@ class ClusterImport:
         return ImportResult(scenario=scenario, data=data, warnings=diag.warnings, mode=mode,
                             counts=counts,
                             refused={job: reasons[0] for job, reasons in self.refused.items()},
-                            parts=parts)
+                            nodes_changed=dict(self.nodes_changed), parts=parts)
+
+    def _settle_nodes(self, config: Config, nodes: list[dict[str, Any]], models: list[Node],
+                      node_names: set[str], health: dict[str, Health]) -> list[Node]:
+        """Lenient mode: the scenario's rules on the nodes alone, settled node by node.
+
+        ``nodes`` (the scenario data) and ``models`` are parallel; both, ``node_names``
+        and ``health`` are updated in place, and the models returned.  A rule that names
+        one node (the vNPU node rules, ``free`` out of range, a duplicate name: guarded
+        by the readers, checked again here) leaves that node out, as a node that is
+        gone.  A super pod with more nodes than ``super-pod-size`` keeps
+        ``super-pod-size`` of them; the others
+        are imported outside every super pod (their chips serve the jobs that need no
+        super pod, their running ranks stay where they are): first the nodes whose
+        ``huawei.com/topotree.superpodid`` label disagrees with the device record's
+        ``SuperPodID``, then the last by name.  Every change is a warning naming the node,
+        the field and the rule; rules that name no node (the ConfigMap's) are left to the
+        scenario's validation, which refuses the import for them in both modes.
+        """
+        size = config.effective_super_pod_size
+        for _ in range(4):
+            _, messages = validate_scenario(Scenario(config=config, nodes=models), "<import>")
+            broken = {model.name: [self.left_out_nodes[model.name]] for model in models
+                      if model.name in self.left_out_nodes}
+            full: list[int] = []
+            for message in messages:
+                where, _, rest = message.removeprefix("<import>: ").partition(": field '")
+                if where.startswith("node '") and where.endswith("'"):
+                    broken.setdefault(where[len("node '"):-1], []).append(f"field '{rest}")
+                elif where.startswith("super pod "):
+                    full.append(int(where[len("super pod "):]))
+            if not broken and not full:
+                return models
+            keep = [i for i, model in enumerate(models) if model.name not in broken]
+            for name, problems in broken.items():
+                self.nodes_changed[name] = f"left out: {'; '.join(problems)}"[:300]
+                self.diag.warn(f"node '{name}'", f"{'; '.join(problems)}: node not imported "
+                               "(the rest of the cluster is; ranks running on it are those of "
+                               "a node that is gone)")
+                node_names.discard(name)
+                health.pop(name, None)
+            for sp in full:
+                members = [i for i in keep if models[i].super_pod_id == sp]
+                label = SUPER_POD_LABEL
+                disagreeing = {i for i in members
+                               if models[i].labels.get(label) not in (None, str(sp))}
+
+                def disagrees(i: int, disagreeing: set[int] = disagreeing) -> bool:
+                    return i in disagreeing
+
+                # the disagreeing nodes first (by name), then the last by name
+                order = sorted((i for i in members if disagrees(i)),
+                               key=lambda i: natural_key(models[i].name))
+                order += sorted((i for i in members if not disagrees(i)),
+                                key=lambda i: natural_key(models[i].name), reverse=True)
+                out = order[:len(members) - size]
+                for i in sorted(out, key=lambda i: natural_key(models[i].name)):
+                    why = (f"its label {label}={models[i].labels[label]} disagrees"
+                           if disagrees(i) else "the last by name")
+                    self.diag.warn(
+                        f"node '{models[i].name}'", f"field 'device info SuperPodID': super "
+                        f"pod {sp} has {len(members)} nodes but config.super-pod-size is "
+                        f"{size} ({why}): imported outside every super pod (jobs that need "
+                        "none can use it)")
+                    self.nodes_changed[models[i].name] = (
+                        f"outside every super pod: super pod {sp} has {len(members)} nodes "
+                        f"but config.super-pod-size is {size} ({why})")
+                    nodes[i].pop("super-pod-id", None)
+                    nodes[i].pop("rack-id", None)
+                    models[i] = models[i].model_copy(update={"super_pod_id": None,
+                                                             "rack_id": None})
+            nodes[:] = [nodes[i] for i in keep]
+            models = [models[i] for i in keep]
+        return models
 
     def _settle(self, before: int = 0, outcome: str = "ignored") -> None:
         """Lenient mode: the errors recorded since ``before`` become warnings (their object
@@ -672,6 +828,10 @@ class ClusterImport:
             except InputError as exc:
                 messages = exc.messages
                 named = {} if self.strict else _named_jobs(messages, sections)
+                if not self.strict and len(named) < len(set(messages)):
+                    broken = _named_nodes([m for m in messages if m not in named])
+                    if broken:
+                        raise _NodesBroken(broken) from None
                 if not named or len(named) < len(set(messages)):
                     raise InputError([f"the imported cluster is not a valid scenario: {m}"
                                       for m in messages]) from None

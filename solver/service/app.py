@@ -48,7 +48,7 @@ from models.placement import PlacementFile
 from models.scenario import Scenario
 from solver.service.auth import BearerAuth, HiddenToken
 from solver.service.config import ServiceConfig
-from solver.service.connections import ConnectionGuard
+from solver.service.connections import FIRST_BYTE, ConnectionGuard
 from solver.service.extender import ExtenderCore, PathToken, extender_router
 from solver.service.extender.config import check_prefix
 from solver.service.extender.forward import CacheEventForwarder
@@ -112,8 +112,11 @@ class _Timing:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        received = time.monotonic()
-        scope.setdefault("state", {})["received"] = received
+        state = scope.setdefault("state", {})
+        # from the request's first byte when the connection stamped it (the answer
+        # deadlines count from there), else from now
+        received = min(state.get(FIRST_BYTE) or float("inf"), time.monotonic())
+        state["received"] = received
         code = {"status": 500}
 
         async def sending(message: Message) -> None:

@@ -24,6 +24,11 @@ import resource
 import time
 from typing import Any
 
+#: Key of ``scope["state"]``: ``time.monotonic()`` when the request's first bytes were
+#: read from its connection (before its headers were parsed, and long before its body was
+#: read).  The deadlines of the verbs count from it.
+FIRST_BYTE = "first-byte"
+
 #: Highest default connection bound.
 MAX_DEFAULT_CONNECTIONS = 1024
 
@@ -75,7 +80,19 @@ class ConnectionGuard:
         class GuardedHTTPProtocol(base):  # type: ignore[valid-type,misc]
             def connection_made(self, transport: Any) -> None:
                 super().connection_made(transport)
+                self.first_byte: float | None = None
+                self.shared_state: dict[str, Any] = getattr(self, "app_state", {})
                 guard.opened(self)
+
+            def data_received(self, data: bytes) -> None:
+                # the first bytes of a request: its time goes into the request's
+                # ``scope["state"]`` (uvicorn copies ``app_state`` into each scope)
+                if self.first_byte is None and not _busy(self):
+                    self.first_byte = time.monotonic()
+                    self.app_state = {**self.shared_state, FIRST_BYTE: self.first_byte}
+                super().data_received(data)
+                if _busy(self):  # the request began: the next one is stamped anew
+                    self.first_byte = None
 
             def connection_lost(self, exc: Exception | None) -> None:
                 guard.closed(self)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -17,6 +17,7 @@ import orjson
 
 from models.kube.jobs import GROUP_ANNOTATION, pod_record
 from models.kube.source import Diagnostics
+from models.kube.watch import strip_object, wanted
 from models.limits import escape_text
 
 #: Route prefix of the extender verbs (``extender.urlPrefix`` ends with it).
@@ -59,25 +60,38 @@ class SnapshotError(Exception):
 BYTES_PER_VALUE = 110
 
 
-def count_values(body: bytes) -> int:
+def _nothing() -> None:
+    """No pause between the stretches of a parse."""
+
+
+def count_values(body: bytes, between: Callable[[], None] = _nothing) -> int:
     """An upper bound of the JSON values in ``body`` (minus one): its ``,`` and ``:``.
 
     Every value after a container's first is preceded by a ``,``, every object member by
     a ``:``; empty containers nest at most as deep as the parser allows, so the count bounds
-    the parse's memory (with :data:`BYTES_PER_VALUE`) whatever the body holds.
+    the parse's memory (with :data:`BYTES_PER_VALUE`) whatever the body holds.  Counted in
+    slices of :data:`PIECE_BYTES` with ``between()`` before each (each ``count`` holds the
+    GIL: 80 MB at once took 40-80 ms).
     """
-    return body.count(b",") + body.count(b":")
+    values = 0
+    for start in range(0, len(body), PIECE_BYTES):
+        between()
+        end = start + PIECE_BYTES
+        values += body.count(b",", start, end) + body.count(b":", start, end)
+    return values
 
 
-def check_values(body: bytes, limit: int, what: str) -> None:
-    """Refuse (413, before parsing) a body of more than ``limit`` JSON values.
+def check_values(body: bytes, limit: int, what: str,
+                 between: Callable[[], None] = _nothing) -> None:
+    """Refuse (413, before parsing) a body of more than ``limit`` JSON values
+    (``between``: :func:`count_values`).
 
     Raises
     ------
     SnapshotError
         413 naming ``what``, the count and the bound.
     """
-    values = count_values(body)
+    values = count_values(body, between)
     if values > limit:
         raise SnapshotError(413, [
             f"{what}: about {values} JSON values; the extender parses at most {limit} "
@@ -129,8 +143,8 @@ def _next_member(raw: bytes, start: int, end: int, marker: bytes, then: bytes) -
     return found
 
 
-def _map_pieces(raw: bytes, start: int, end: int, marker: bytes, then: bytes
-                ) -> list[dict[str, Any]] | None:
+def _map_pieces(raw: bytes, start: int, end: int, marker: bytes, then: bytes,
+                between: Callable[[], None] = _nothing) -> list[dict[str, Any]] | None:
     """Parse the members ``raw[start:end]`` of a JSON object in pieces of about
     :data:`PIECE_BYTES`, cutting only before a member whose value opens with ``marker``
     followed by ``then`` (``None``: a cut that does not parse; the caller parses the body
@@ -145,6 +159,7 @@ def _map_pieces(raw: bytes, start: int, end: int, marker: bytes, then: bytes
             cut = end
         elif b'"' in raw[cut + 2:found] or b"\\" in raw[cut + 2:found]:
             return None
+        between()
         try:
             piece = orjson.loads(b"{" + raw[pos:cut] + b"}")
         except orjson.JSONDecodeError:
@@ -154,8 +169,9 @@ def _map_pieces(raw: bytes, start: int, end: int, marker: bytes, then: bytes
     return out
 
 
-def parse_snapshot(raw: bytes) -> Any:
-    """``orjson.loads(raw)`` of an ``OnSessionOpenRequest``, in pieces when Go wrote it.
+def parse_snapshot(raw: bytes, between: Callable[[], None] = _nothing) -> Any:
+    """``orjson.loads(raw)`` of an ``OnSessionOpenRequest``, in pieces when Go wrote it
+    (``between()`` is called before each piece).
 
     One ``orjson.loads`` of a 34 MB snapshot holds the GIL for 0.2-0.4 s of CPU (more than
     a second of wall time on a loaded machine), and the event loop cannot answer
@@ -174,13 +190,14 @@ def parse_snapshot(raw: bytes) -> Any:
     """
     nodes_at = raw.find(b',"Nodes":{', 9) if raw.startswith(b'{"Jobs":{') else -1
     rest_at = raw.find(b',"Queues":', nodes_at) if nodes_at > 0 else -1
+    between()
     if rest_at < 0 or raw[nodes_at - 1:nodes_at] != b"}" or raw[rest_at - 1:rest_at] != b"}":
         return orjson.loads(raw)
     # a JobInfo opens {"UID":…,"PgUID": (its TaskInfos {"UID":…,"Job":), a NodeInfo
     # {"Name":…,"Node":
-    jobs = _map_pieces(raw, 9, nodes_at - 1, b'":{"UID":', b'","PgUID":')
-    nodes = (_map_pieces(raw, nodes_at + 10, rest_at - 1, b'":{"Name":', b'","Node":')
-             if jobs is not None else None)
+    jobs = _map_pieces(raw, 9, nodes_at - 1, b'":{"UID":', b'","PgUID":', between)
+    nodes = (_map_pieces(raw, nodes_at + 10, rest_at - 1, b'":{"Name":', b'","Node":',
+                         between) if jobs is not None else None)
     if jobs is None or nodes is None:
         return orjson.loads(raw)
     try:
@@ -207,13 +224,19 @@ def _mapping(value: Any, where: str, errors: list[str], required: bool = True
     return value
 
 
-def snapshot_objects(data: Any, max_nodes: int, max_tasks: int
+def snapshot_objects(data: Any, max_nodes: int, max_tasks: int,
+                     between: Callable[[], None] = _nothing, lean: bool = True
                      ) -> Iterator[tuple[dict[str, Any], str]]:
     """The Kubernetes objects of an ``OnSessionOpenRequest``: Nodes, Pods, PodGroups.
 
     Pods come from the jobs' ``Tasks`` and from the nodes' ``Tasks`` (pods of other
     schedulers use chips too); PodGroups are Volcano's ``PodGroup`` wrapper with its
-    ``Version`` field dropped.
+    ``Version`` field dropped.  ``lean`` (the extender's path) leaves out what the
+    importer never reads, as the cluster watch does (:mod:`models.kube.watch`): Pods that
+    neither request a ``huawei.com/`` resource nor belong to a Volcano group (the node
+    agents and services, most of a real cluster's pods), and ``managedFields``,
+    ``kubectl``'s last-applied annotation and the unused subtrees of the others; the
+    import is the same (``tests/solver/service/test_snapshot_lean.py``).
 
     Raises
     ------
@@ -257,9 +280,15 @@ def snapshot_objects(data: Any, max_nodes: int, max_tasks: int
         tasks += 1
         if tasks > max_tasks:
             raise SnapshotError(422, [f"more than {max_tasks} tasks in the snapshot"])
-        out.append((dict(pod, kind="Pod"), where))
+        obj = dict(pod, kind="Pod")
+        if lean:
+            if not wanted(obj):
+                return
+            strip_object(obj)
+        out.append((obj, where))
 
     for name, info in nodes.items():
+        between()
         where = f"Nodes[{escape_text(str(name), 80)}]"
         record = _mapping(info, where, errors)
         node = record.get("Node")
@@ -268,13 +297,15 @@ def snapshot_objects(data: Any, max_nodes: int, max_tasks: int
         if not isinstance(node, dict):
             errors.append(f"{where}.Node: expected a v1.Node object")
             continue
-        out.append((dict(node, kind="Node"), where))
+        out.append((strip_object(dict(node, kind="Node")) if lean else dict(node, kind="Node"),
+                    where))
         for uid, task in _mapping(record.get("Tasks"), f"{where}.Tasks", errors,
                                   required=False).items():
             pod_of(task, f"{where}.Tasks[{escape_text(str(uid), 80)}]")
         if len(errors) > 20:
             break
     for job_id, info in jobs.items():
+        between()
         where = f"Jobs[{escape_text(str(job_id), 120)}]"
         record = _mapping(info, where, errors)
         group = record.get("PodGroup")
@@ -282,8 +313,9 @@ def snapshot_objects(data: Any, max_nodes: int, max_tasks: int
             if not isinstance(group, dict):
                 errors.append(f"{where}.PodGroup: expected an object")
             else:
-                pg = {k: v for k, v in group.items() if k != "Version"}
-                out.append((dict(pg, kind="PodGroup"), where))
+                pg = dict({k: v for k, v in group.items() if k != "Version"},
+                          kind="PodGroup")
+                out.append((strip_object(pg) if lean else pg, where))
         for uid, task in _mapping(record.get("Tasks"), f"{where}.Tasks", errors,
                                   required=False).items():
             pod_of(task, f"{where}.Tasks[{escape_text(str(uid), 80)}]")

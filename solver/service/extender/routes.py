@@ -18,9 +18,11 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from starlette.background import BackgroundTask
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from solver.service.auth import PATH_AUTHORIZED
+from solver.service.extender.answer import QUIET_SHARE, AnswerGate
 from solver.service.extender.core import ExtenderCore, Session
 from solver.service.extender.forward import CacheEventForwarder
 from solver.service.extender.protocol import (
@@ -36,8 +38,9 @@ from solver.service.parsing import BadRequest, refuse_declared_length
 
 log = logging.getLogger("npu_place.extender")
 #: Share of ``httpTimeout`` by which ``onSessionOpen`` stops waiting before its answer is
-#: due (``answer_share``), so that the answer is sent by then.
-ANSWER_SLACK_SHARE = 0.05
+#: due (``answer_share``), so that the answer is sent by then: the event loop's timer fired
+#: up to 50 ms late at load 13 on 2 cores (the process's threads wait for a core).
+ANSWER_SLACK_SHARE = 0.1
 
 
 class PathToken:
@@ -76,19 +79,27 @@ class PathToken:
         await self.app(scope, receive, send)
 
 
-def _json(content: bytes, status: int = 200) -> Response:
-    return Response(content, status_code=status, media_type="application/json")
+def _json(content: bytes, status: int = 200, background: BackgroundTask | None = None
+          ) -> Response:
+    return Response(content, status_code=status, media_type="application/json",
+                    background=background)
 
 
 async def _read(request: Request, limit_mb: float, timeout: float) -> bytes:
     """The body, 413 above ``limit_mb`` (before reading when Content-Length says so), 408
     when it has not arrived within ``timeout`` seconds."""
+    return b"".join(await _read_chunks(request, limit_mb, timeout))
+
+
+async def _read_chunks(request: Request, limit_mb: float, timeout: float) -> list[bytes]:
+    """The body as the chunks that arrived (joined by the plan thread: a join of 80 MB holds
+    the GIL for 10-40 ms), with :func:`_read`'s refusals."""
     limit = int(limit_mb * 1024 * 1024)
     refuse_declared_length(request.headers.get("content-length"), limit,
                            f"the extender takes at most {limit} bytes", {"Connection": "close"})
     chunks: list[bytes] = []
     await _stream(request, limit, timeout, chunks)
-    return b"".join(chunks)
+    return chunks
 
 
 async def _drain(request: Request, limit_mb: float, timeout: float) -> int:
@@ -182,17 +193,29 @@ def extender_router(core: ExtenderCore, pool: Any = None,
 
     @router.post("/onSessionOpen", summary="Volcano session open: snapshot in, plan made")
     async def on_session_open(request: Request) -> Response:
+        # from the request's first byte (solver.service.connections stamps it)
         received = request.scope.get("state", {}).get("received", time.monotonic())
         # the answer is due at answer_seconds after arrival; the event loop stops waiting
-        # a twentieth of httpTimeout before it, the time to take the GIL from the plan
-        # thread and send on a loaded machine (measured 6-57 ms late at load 21-23
-        # without it)
+        # a tenth of httpTimeout before it, the time to wake, take the GIL and send on a
+        # loaded machine (measured 6-57 ms late at load 21-23 without it); the plan
+        # thread makes way from a twentieth before that (answer.py)
         answer_by = received + config.answer_seconds - ANSWER_SLACK_SHARE * config.http_timeout
+        gate = AnswerGate(answer_by - QUIET_SHARE * config.http_timeout,
+                          longest_wait=config.http_timeout)
         session = core.begin()
+        # the request's headers (and any wait for the event loop) before the route ran
+        session.timings["before-route"] = time.monotonic() - received
+
+        def after_answer() -> None:
+            """The answer is on its way: the plan thread goes on, then collects."""
+            session.timings["sent"] = time.monotonic() - received
+            gate.sent()
+            core.executor.submit(core.collect, gate)
+
         try:
             if config.cluster is None:
-                body = await _read(request, config.max_snapshot_mb,
-                                   answer_by - time.monotonic())
+                body: bytes | list[bytes] = await _read_chunks(
+                    request, config.max_snapshot_mb, answer_by - time.monotonic())
             else:  # the service's own view: Volcano's snapshot is not parsed
                 session.counts["snapshot-bytes-dropped"] = await _drain(
                     request, config.max_snapshot_mb, answer_by - time.monotonic())
@@ -201,13 +224,15 @@ def extender_router(core: ExtenderCore, pool: Any = None,
             session.error = exc.error
             session.timings["answered"] = time.monotonic() - received
             session.ready.set()
+            after_answer()
             raise
         except SnapshotError as exc:
             session.error = "; ".join(exc.messages[:3])
             session.ready.set()
+            after_answer()
             raise BadRequest(exc.status, "no stored cluster", exc.messages) from None
         future: Future[Session] = core.executor.submit(core.open_session, session, body,
-                                                        answer_by - 0.02)
+                                                        answer_by - 0.02, gate)
         del body
         future.add_done_callback(lambda f: f.exception())  # a late refusal is only logged
         wrapped = asyncio.wrap_future(future)
@@ -216,12 +241,14 @@ def extender_router(core: ExtenderCore, pool: Any = None,
                                    max(0.0, answer_by - time.monotonic()))
         except TimeoutError:
             session.count("answered-before-plan")
-            return _json(EMPTY)  # the plan is late: this session abstains until it is ready
+            # the plan is late: this session abstains until it is ready
+            return _json(EMPTY, background=BackgroundTask(after_answer))
         except SnapshotError as exc:
+            after_answer()
             raise BadRequest(exc.status, "snapshot refused", exc.messages) from None
         finally:
             session.timings["answered"] = time.monotonic() - received
-        return _json(EMPTY)
+        return _json(EMPTY, background=BackgroundTask(after_answer))
 
     @router.post("/onSessionClose", summary="Volcano session close")
     async def on_session_close(request: Request) -> Response:

@@ -185,6 +185,10 @@ def test_synthetic_dump_imports_and_plans(tmp_path: Path) -> None:
     builder = synthetic(256, "device-plugin")
     assert len(scenario.nodes) == 256
     assert len(scenario.jobs) + len(scenario.running) == len(builder.podgroups)
+    # the jobs' bound pods (the node agents and services take no NPU and make no entry)
     assert len(scenario.affinity_cache.entries) == sum(
-        1 for p in builder.pods if p["spec"].get("nodeName"))
+        1 for p in builder.pods if p["spec"].get("nodeName")
+        and p["spec"].get("schedulerName") == "volcano")
+    assert sum(1 for p in builder.pods if p["spec"].get("schedulerName") != "volcano") \
+        == 3 * 256 + 256 // 8
     assert main(["plan", str(path), "--engine", "greedy"]) == EXIT_OK
