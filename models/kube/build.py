@@ -89,6 +89,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -293,6 +294,19 @@ def _job_of(obj: dict[str, Any]) -> str | None:
 
 
 @dataclass
+class BuildParts:
+    """What :meth:`ClusterImport.build` decided per node and per job, beside the
+    scenario: what an incremental import of one change starts from."""
+
+    mode: str
+    self_maintain: bool
+    specs: list[JobSpec]
+    health: dict[str, Health]
+    bad_chips: dict[str, set[str]]
+    image_sizes: dict[str, float]
+
+
+@dataclass
 class ImportResult:
     """A scenario and what the import could not express.
 
@@ -311,6 +325,9 @@ class ImportResult:
     #: nodes a rule took out (lenient mode) -> what was done and the rule: ``left out``
     #: or ``outside every super pod``
     nodes_changed: dict[str, str] = field(default_factory=dict)
+    #: what the build decided per object, for an incremental import of the next change
+    #: (:mod:`models.kube.incremental`)
+    parts: BuildParts | None = None
 
     def render(self, fmt: str) -> str:
         """The scenario as ``json`` or ``yaml`` text, as ``npu-place import`` writes it.
@@ -497,6 +514,37 @@ class ClusterImport:
                            "ignored, as upstream does")
         return wanted
 
+    def npu_node(self, record: NodeRecord, mode: str, usage: NodeUsage,
+                 self_maintain: bool, now: int, diag: Diagnostics
+                 ) -> tuple[dict[str, Any], Health, set[str]]:
+        """One NPU node (not dynamic vNPU) as the scenario's item, its health and its
+        unhealthy chips, from its record, its device records of ``mode`` and the chips
+        its active pods use (``usage``)."""
+        info = self.devices.devices[mode].get(record.name)
+        if info is None:
+            diag.warn(record.obj, f"no device info ({mode} mode): imported with free 0 "
+                      "and no super pod")
+        elif info.update_time and now - info.update_time > STALE_SECONDS[mode]:
+            diag.warn(info.obj, f"stale UpdateTime (older than {STALE_SECONDS[mode]} s at "
+                      "now): upstream restarts its informer; the record is used as is")
+        if record.base_chips is not None and len(record.base_chips) != record.capacity:
+            diag.warn(record.obj, f"baseDeviceInfos lists {len(record.base_chips)} chips "
+                      f"but the capacity is {record.capacity}: npus from the capacity")
+        free, bad_chips = free_chips(record, info, usage, self_maintain, diag)
+        state = node_health(record, info, self.devices.noded[mode].get(record.name),
+                            self.devices.switches[mode].get(record.name), diag)
+        node: dict[str, Any] = {"name": record.name, "npus": record.capacity,
+                                "free": free, "health": state.value}
+        if info is not None and info.super_pod_id is not None and info.super_pod_id >= 0:
+            node["super-pod-id"] = info.super_pod_id
+        if info is not None and info.rack_id is not None and info.rack_id >= 0:
+            node["rack-id"] = info.rack_id
+        if record.labels:
+            node["labels"] = record.labels
+        if record.images:
+            node["images"] = record.images
+        return node, state, bad_chips
+
     def build(self, now: int | None = None, previous: Scenario | None = None
               ) -> ImportResult:
         """Build the scenario.
@@ -595,30 +643,10 @@ class ClusterImport:
                               "scenario does not model: not imported")
                 continue
             info = devices.get(record.name)
-            if info is None:
-                diag.warn(record.obj, f"no device info ({mode} mode): imported with free 0 "
-                          "and no super pod")
-            elif info.update_time and now - info.update_time > STALE_SECONDS[mode]:
-                diag.warn(info.obj, f"stale UpdateTime (older than {STALE_SECONDS[mode]} s at "
-                          "now): upstream restarts its informer; the record is used as is")
-            if record.base_chips is not None and len(record.base_chips) != record.capacity:
-                diag.warn(record.obj, f"baseDeviceInfos lists {len(record.base_chips)} chips "
-                          f"but the capacity is {record.capacity}: npus from the capacity")
-            free, bad_chips[record.name] = free_chips(
-                record, info, usage[record.name], sched.self_maintain_available_card, diag)
-            state = node_health(record, info, self.devices.noded[mode].get(record.name),
-                                self.devices.switches[mode].get(record.name), diag)
+            node, state, bad_chips[record.name] = self.npu_node(
+                record, mode, usage[record.name], sched.self_maintain_available_card, now,
+                diag)
             health[record.name] = state
-            node: dict[str, Any] = {"name": record.name, "npus": record.capacity,
-                                    "free": free, "health": state.value}
-            if info is not None and info.super_pod_id is not None and info.super_pod_id >= 0:
-                node["super-pod-id"] = info.super_pod_id
-            if info is not None and info.rack_id is not None and info.rack_id >= 0:
-                node["rack-id"] = info.rack_id
-            if record.labels:
-                node["labels"] = record.labels
-            if record.images:
-                node["images"] = record.images
             nodes.append(node)
             node_objects.append(record.obj)
             with_devices += info is not None
@@ -657,23 +685,18 @@ class ClusterImport:
 
         specs = self._job_specs(diag)
         diag.raise_errors()
-        _image_sizes(specs, self.nodes.values())
+        sizes = image_sizes(self.nodes.values())
+        for spec in specs:
+            set_image_size(spec, sizes)
         cache = self._cache(specs, node_names, now, previous, diag)
         vnpu_jobs = self._vnpu_jobs(nodes, node_names, now, cache, diag)
         jobs: list[dict[str, Any]] = []
         running: list[dict[str, Any]] = []
-        for spec in sorted(specs, key=lambda s: (-s.priority, s.created, s.name)):
-            before = len(diag.errors)
-            if spec.bound and not spec.pending_pods:
-                item = self._running(spec, node_names, base, diag)
-                if item is not None:
-                    running.append(item)
-                    self._warn_faults(spec, health, bad_chips, diag)
-            else:
-                job = self._pending(spec, cache, health, now, base, diag)
-                if job is not None:
-                    jobs.append(job)
-            self._refuse_job(spec.name, before)
+        for spec in sorted(specs, key=queue_key):
+            section, item = self.job_item(spec, node_names, health, bad_chips, cache, now,
+                                          base, diag)
+            if item is not None:
+                (running if section == "running" else jobs).append(item)
         diag.raise_errors()
         running.sort(key=lambda r: natural_key(r["name"]))
         data: dict[str, Any] = {
@@ -701,10 +724,12 @@ class ClusterImport:
                   "unhealthy": sum(1 for h in health.values() if h is Health.UNHEALTHY),
                   "subhealthy": sum(1 for h in health.values() if h is Health.SUBHEALTHY),
                   "refused": len(self.refused)}
+        parts = BuildParts(mode, sched.self_maintain_available_card, specs, health,
+                           bad_chips, sizes)
         return ImportResult(scenario=scenario, data=data, warnings=diag.warnings, mode=mode,
                             counts=counts,
                             refused={job: reasons[0] for job, reasons in self.refused.items()},
-                            nodes_changed=dict(self.nodes_changed))
+                            nodes_changed=dict(self.nodes_changed), parts=parts)
 
     def _settle_nodes(self, config: Config, nodes: list[dict[str, Any]], models: list[Node],
                       node_names: set[str], health: dict[str, Health]) -> list[Node]:
@@ -906,28 +931,39 @@ class ClusterImport:
         out.sort(key=lambda j: -j["priority"])
         return out
 
-    def _cache(self, specs: list[JobSpec], node_names: set[str], now: int,
-               previous: Scenario | None, diag: Diagnostics) -> _Cache:
+    def spec_entries(self, spec: JobSpec, node_names: AbstractSet[str], now: int,
+                     diag: Diagnostics) -> _Cache:
+        """The cache entries one job writes: its bound ranks (``updated = now``), then its
+        ``job-reschedule-reason`` records for ranks not bound (the newest wins); entries
+        on nodes that are not imported are dropped (warned)."""
         cache: _Cache = {}
-        dropped = "cache entry on a node that is not imported: dropped"
+        if spec.owner is None:
+            return cache
+        owner = spec.owner
 
-        def put(owner: str, rank: int, node: str, updated: int, where: str) -> None:
+        def put(rank: int, node: str, updated: int, where: str) -> None:
             if node not in node_names:
-                diag.warn(f"{where} rank {rank} on '{node}'", dropped)
+                diag.warn(f"{where} rank {rank} on '{node}'",
+                          "cache entry on a node that is not imported: dropped")
                 return
             cache[(owner, rank)] = {"owner-uid": owner, "rank": rank, "node": node,
                                     "updated": updated}
 
+        for rank, node in spec.bound.items():
+            put(rank, node, now, spec.obj)
+        for record in self.reschedule.get(spec.name, []):
+            for task in record:  # oldest record first: the newest one wins
+                if task.rank not in spec.bound and task.node:
+                    put(task.rank, task.node, task.time,
+                        f"ConfigMap {RESCHEDULE_NAMESPACE}/{RESCHEDULE_CM} job {spec.name}")
+        return cache
+
+    def _cache(self, specs: list[JobSpec], node_names: set[str], now: int,
+               previous: Scenario | None, diag: Diagnostics) -> _Cache:
+        cache: _Cache = {}
+        dropped = "cache entry on a node that is not imported: dropped"
         for spec in specs:
-            if spec.owner is None:
-                continue
-            for rank, node in spec.bound.items():
-                put(spec.owner, rank, node, now, spec.obj)
-            for record in self.reschedule.get(spec.name, []):
-                for task in record:  # oldest record first: the newest one wins
-                    if task.rank not in spec.bound and task.node:
-                        put(spec.owner, task.rank, task.node, task.time,
-                            f"ConfigMap {RESCHEDULE_NAMESPACE}/{RESCHEDULE_CM} job {spec.name}")
+            cache.update(self.spec_entries(spec, node_names, now, diag))
         known = {s.name for s in specs}
         for job_id in self.reschedule:
             if job_id not in known:
@@ -950,7 +986,26 @@ class ClusterImport:
                 cache[key] = item
         return cache
 
-    def _running(self, spec: JobSpec, node_names: set[str], base: Scenario,
+    def job_item(self, spec: JobSpec, node_names: AbstractSet[str], health: dict[str, Health],
+                 bad_chips: dict[str, set[str]], cache: _Cache, now: int, base: Scenario,
+                 diag: Diagnostics) -> tuple[str, dict[str, Any] | None]:
+        """One job as the scenario's item: ``("running", item)`` when every pod is bound,
+        else ``("jobs", item)``; the item is ``None`` when the job is not imported.
+        ``base`` gives the config (the job rules read nothing else of it)."""
+        before = len(diag.errors)
+        item: dict[str, Any] | None
+        if spec.bound and not spec.pending_pods:
+            section = "running"
+            item = self._running(spec, node_names, base, diag)
+            if item is not None:
+                self._warn_faults(spec, health, bad_chips, diag)
+        else:
+            section = "jobs"
+            item = self._pending(spec, cache, health, now, base, diag)
+        self._refuse_job(spec.name, before)
+        return section, item
+
+    def _running(self, spec: JobSpec, node_names: AbstractSet[str], base: Scenario,
                  diag: Diagnostics) -> dict[str, Any] | None:
         ranks = {}
         for rank, node in sorted(spec.bound.items()):
@@ -1012,11 +1067,13 @@ class ClusterImport:
         if lost:
             diag.warn(spec.obj, f"ranks {listing(lost)} run on nodes that are not imported: "
                       "planned as pending ranks")
-        if spec.owner is not None:
-            for (owner, rank), entry in cache.items():
-                if (owner == spec.owner and rank < spec.tasks
-                        and health.get(entry["node"]) is Health.UNHEALTHY):
-                    faults.add(rank)
+        if spec.owner is not None:  # the owner's entries, by rank or by entry: the fewer
+            owned = ((e for r in range(spec.tasks) if (e := cache.get((spec.owner, r))))
+                     if spec.tasks <= len(cache) else
+                     (e for (o, r), e in cache.items() if o == spec.owner and r < spec.tasks))
+            for entry in owned:
+                if health.get(entry["node"]) is Health.UNHEALTHY:
+                    faults.add(entry["rank"])
         records = self.reschedule.get(spec.name) or []
         if records and records[-1]:
             latest = records[-1]
@@ -1050,13 +1107,22 @@ class ClusterImport:
         return item
 
 
-def _image_sizes(specs: list[JobSpec], records: Iterable[NodeRecord]) -> None:
-    """Each job's ``image.size-gb`` from any node's ``status.images`` that lists the image
-    (image locality); left out (the job's ``image-size-gb``) when none does."""
+def queue_key(spec: JobSpec) -> tuple[int, int, str]:
+    """The import's order of jobs: priority (highest first), creation time, name."""
+    return (-spec.priority, spec.created, spec.name)
+
+
+def image_sizes(records: Iterable[NodeRecord]) -> dict[str, float]:
+    """Image name -> size in GB, from every node's ``status.images`` (the last node that
+    lists an image wins)."""
     sizes: dict[str, float] = {}
     for record in records:
         sizes.update(record.images)
-    for spec in specs:
-        image = spec.fields.get("image")
-        if isinstance(image, dict) and image.get("name") in sizes:
-            image["size-gb"] = sizes[image["name"]]
+    return sizes
+
+
+def set_image_size(spec: JobSpec, sizes: dict[str, float]) -> None:
+    """The job's ``image.size-gb`` from ``sizes`` (left out when no node lists it)."""
+    image = spec.fields.get("image")
+    if isinstance(image, dict) and image.get("name") in sizes:
+        image["size-gb"] = sizes[image["name"]]
