@@ -256,7 +256,11 @@ class LoopbackApiServer:
                 snap_id = state["id"]
             else:
                 version, start = self.version, 0
-                items = [copy.deepcopy(o) for _, o in sorted(self.objects[resource].items())
+                # a paged list is only serialised (HTTP), and stored objects are replaced,
+                # never changed: its snapshot holds them; a whole list goes to a caller
+                # that may change its items, so it gets copies
+                items = [o if limit else copy.deepcopy(o)
+                         for _, o in sorted(self.objects[resource].items())
                          if _labels_match(o, labels) and _fields_match(o, fields, namespace)]
                 snap_id = f"{resource}-{version}-{len(self._snapshots)}-{time.monotonic_ns()}"
                 if limit and len(items) > limit:

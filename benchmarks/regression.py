@@ -15,7 +15,7 @@ The comparison fails (exit 1) when
   fewer origin hits with no more placed jobs (placing one more job may cost hits: the
   objective is lexicographic);
 * CP-SAT's objective is below greedy's on an instance;
-* an instance the baseline ran can no longer be run (``EngineNotAvailable``);
+* an instance the baseline ran can no longer be run (an engine raises);
 * a run the baseline proved optimal is not proved now, or its proof needs more than
   :data:`SLOWER_PROOF_FACTOR` × the baseline's deterministic time +
   :data:`SLOWER_PROOF_SLACK` (:func:`compare_proofs`).
@@ -83,7 +83,6 @@ from benchmarks.sweep import (
     regression_text,
     run_cells,
 )
-from heuristics.greedy import EngineNotAvailable
 from models.documents import DocumentError, load_json, read_bytes, read_document, read_text
 from models.io import scenario_from_data
 from models.joblist import job_count
@@ -472,11 +471,8 @@ def baseline_from_bench(suite: str, bench_dir: Path, path: Path, out: TextIO,
                                         if budget else ""))
             continue
         file = bench_dir / "scenarios" / f"{inst.name}.json"
-        skipped = [r.get("note", "") for r in runs.values() if r.get("status") == "skipped"]
         if file.is_file():
             scenario = scenario_from_data(read_document(file), str(file))
-        elif skipped:  # an engine not available: no scenario was written
-            scenario = generate_case(inst.params).scenario
         else:
             missing.append(f"{inst.name} (no scenarios/{inst.name}.json)")
             continue
@@ -485,11 +481,7 @@ def baseline_from_bench(suite: str, bench_dir: Path, path: Path, out: TextIO,
             "history": runs["greedy"].get("history", ""),
             "scenario-sha256": scenario_digest(scenario),
         }
-        if skipped:
-            record["results"] = None
-            record["skipped"] = skipped[0]
-        else:
-            record["results"] = _stored_results(inst.name, runs, problems)
+        record["results"] = _stored_results(inst.name, runs, problems)
         record["scenario"] = scenario.model_dump(by_alias=True, mode="json",
                                                  exclude_defaults=True)
         records.append(record)
@@ -705,7 +697,7 @@ def _generator_note(record: dict[str, Any], scenario: Scenario, name: str,
         return
     try:
         fresh = generate_case(GenParams(**params)).scenario
-    except (TypeError, ValueError, EngineNotAvailable) as exc:
+    except (TypeError, ValueError) as exc:
         findings.append(Finding(name, "-", f"cannot regenerate from the stored params: {exc}",
                                 False))
         return

@@ -10,7 +10,9 @@ the worker's apply, without the HTTP hop), and this script measures:
 * sustained pod events (a running rank evicted, i.e. its pod re-created pending, then
   bound again, alternately) at each ``--rates`` for ``--seconds`` each: the lag from an
   event's arrival at the watcher to the stored version that holds it (p50, p99), the
-  PATCHes sent, CPU seconds of this process, and the events the server wrote;
+  PATCHes sent (and whole imports among their imports), CPU seconds of this process,
+  the events the server wrote, and per PATCH the CPU milliseconds of the watcher's
+  import and delta and of the stored cluster's apply (the sending thread's);
 * one plan (greedy) on the stored cluster: a version is seen by every plan that starts
   after it is stored, so the lag to a plan that sees an event is the lag above plus the
   wait for the next plan;
@@ -108,6 +110,17 @@ def _percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
 
 
+def _cpu_figures(watcher: Any) -> dict[str, float]:
+    """Per PATCH: the watcher's import and delta, and the stored cluster's apply, in CPU
+    milliseconds of the sending thread (median and p99)."""
+    out = {}
+    for name, samples in (("import", list(watcher.import_cpu)),
+                          ("apply", list(watcher.patch_cpu))):
+        out[f"{name}-cpu-ms-p50"] = round(1000 * _percentile(samples, 0.5), 2)
+        out[f"{name}-cpu-ms-p99"] = round(1000 * _percentile(samples, 0.99), 2)
+    return out
+
+
 def run(nodes: int, rates: list[int], seconds: float, interval: float,
         resync_pods: int) -> dict[str, Any]:
     """Measure one cluster size; the figures as a dict (printed as they come)."""
@@ -144,6 +157,9 @@ def run(nodes: int, rates: list[int], seconds: float, interval: float,
     out["rates"] = []
     for rate in rates:
         watcher.lags.clear()
+        watcher.import_cpu.clear()
+        watcher.patch_cpu.clear()
+        whole = watcher.counts()["whole-builds"]
         patches, cpu, wall = watcher.patches, time.process_time(), time.perf_counter()
         parent.send(("events", rate, seconds))
         written = parent.recv()
@@ -155,6 +171,8 @@ def run(nodes: int, rates: list[int], seconds: float, interval: float,
                "lag-p50": round(_percentile(lags, 0.5), 3),
                "lag-p99": round(_percentile(lags, 0.99), 3),
                "patches": watcher.patches - patches,
+               "whole-imports": watcher.counts()["whole-builds"] - whole,
+               **_cpu_figures(watcher),
                "wall": round(time.perf_counter() - wall, 2),
                "cpu": round(time.process_time() - cpu, 2), "load": _load()}
         out["rates"].append(row)
@@ -169,6 +187,8 @@ def run(nodes: int, rates: list[int], seconds: float, interval: float,
     out["plan"] = {"greedy-wall-median": round(statistics.median(plans), 3), "load": _load()}
     print(f"greedy plan on the stored cluster: {out['plan']}", flush=True)
     gone, patches = watcher.counts()["gone"], watcher.patches
+    watcher.import_cpu.clear()
+    watcher.patch_cpu.clear()
     parent.send(("resync", resync_pods))
     parent.recv()
     cpu, wall = time.process_time(), time.perf_counter()
@@ -182,6 +202,7 @@ def run(nodes: int, rates: list[int], seconds: float, interval: float,
     out["resync"] = {"changes": resync_pods, "wall": round(time.perf_counter() - wall, 2),
                      "cpu": round(time.process_time() - cpu, 2),
                      "patches": watcher.patches - patches, "puts-total": watcher.puts,
+                     **_cpu_figures(watcher),
                      "load": _load()}
     print(f"410 resync: {out['resync']}", flush=True)
     out["peak-mb-above-start"] = round(probe.peak() - base_rss, 1)

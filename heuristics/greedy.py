@@ -7,62 +7,20 @@ and later jobs see the nodes earlier jobs took.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from heuristics.base import JobOutcome, Strategy
+from heuristics.families import GreedyFamily, greedy_family
 from heuristics.state import ClusterState
 from models.compiled import Problem
 from models.documents import paused_gc
 from models.plan import Plan
-from models.scenario import Family
 
 
-class EngineNotAvailable(Exception):
-    """The greedy strategy for a family is not implemented yet."""
-
-
-# Each family's strategy module is imported when a job of that family is first placed:
-# a batch of one family loads that family's module only (``npu-place plan --engine greedy``
-# starts faster), and the pod-level / inference paths only when such a job comes.
-def _ordinary() -> Strategy:
-    from heuristics.ordinary import place_ordinary
-
-    return place_ordinary
-
-
-def _superpod() -> Strategy:
-    from heuristics.superpod import place_superpod
-
-    return place_superpod
-
-
-def _rack() -> Strategy:
-    from heuristics.rack import place_rack
-
-    return place_rack
-
-
-def _multilevel() -> Strategy:
-    from heuristics.multilevel import place_multilevel
-
-    return place_multilevel
-
-
-def _registry() -> dict[Family, Callable[[], Strategy]]:
-    """The loader of each family's greedy strategy (the module is imported by the call)."""
-    return {
-        Family.ORDINARY: _ordinary,
-        Family.SUPERPOD: _superpod,
-        Family.RACK: _rack,
-        Family.MULTILEVEL: _multilevel,
-    }
-
-
-def _with_paths(strategy: Strategy) -> Strategy:
-    """``strategy`` with partly running jobs sent to :func:`heuristics.podlevel.place_pod_level`
-    and inference jobs to the infer-service / MindIE paths of :mod:`heuristics.inference`
-    (the dispatcher of §2.3 and §2.5.6); those modules are imported when such a
-    job comes."""
+def _with_paths(hooks: GreedyFamily) -> Strategy:
+    """The family's strategy with partly running jobs sent to
+    :func:`heuristics.podlevel.place_pod_level` and inference jobs to the infer-service /
+    MindIE paths of :mod:`heuristics.inference` when the family takes them (the
+    dispatcher of §2.3 and §2.5.6); those modules are imported when such a job comes."""
+    strategy = hooks.load_strategy()
 
     def place(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
         job = problem.jobs[j]
@@ -70,11 +28,11 @@ def _with_paths(strategy: Strategy) -> Strategy:
             from heuristics.podlevel import place_pod_level
 
             return place_pod_level(problem, j, state)
-        if job.inferserviceid is not None and job.family in (Family.SUPERPOD, Family.RACK):
+        if job.inferserviceid is not None and hooks.infer_service:
             from heuristics.inference import place_infer_service
 
             return place_infer_service(problem, j, state)
-        if job.mindie and job.family is Family.SUPERPOD:
+        if job.mindie and hooks.mindie:
             from heuristics.inference import place_mindie
 
             return place_mindie(problem, j, state)
@@ -83,21 +41,9 @@ def _with_paths(strategy: Strategy) -> Strategy:
     return place
 
 
-def available_families() -> set[Family]:
-    """Families whose greedy strategy exists."""
-    return set(_registry())
-
-
 def place_job(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
     """Run the greedy strategy of job ``j``'s family on ``state`` (without committing)."""
-    job = problem.jobs[j]
-    loader = _registry().get(job.family)
-    if loader is None:
-        raise EngineNotAvailable(
-            f"the greedy engine does not support {job.family.value} jobs yet "
-            f"(job '{job.name}', policy {job.policy.value})"
-        )
-    return _with_paths(loader())(problem, j, state)
+    return _with_paths(greedy_family(problem.jobs[j].family))(problem, j, state)
 
 
 def greedy_plan(problem: Problem, state: ClusterState | None = None) -> Plan:
@@ -128,14 +74,7 @@ def greedy_plan(problem: Problem, state: ClusterState | None = None) -> Plan:
 
 def _greedy_plan(problem: Problem, state: ClusterState | None) -> Plan:
     """:func:`greedy_plan`, the garbage collector paused."""
-    registry = _registry()
-    missing = sorted({problem.jobs[j].family.value for j in problem.queue
-                      if problem.jobs[j].family not in registry})
-    if missing:
-        raise EngineNotAvailable(
-            f"the greedy engine does not support {', '.join(missing)} jobs yet"
-        )
-    strategies = {family: _with_paths(registry[family]())
+    strategies = {family: _with_paths(greedy_family(family))
                   for family in {problem.jobs[j].family for j in problem.queue}}
     initial = state.copy() if state is not None else ClusterState.initial(problem)
     state = initial.copy()

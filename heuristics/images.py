@@ -13,6 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from models.compiled import Problem
+from models.derived import Derived
+
+#: :func:`tie_positions` per image (read-only arrays) and :func:`tie_list` per image.
+TIE_POSITIONS: Derived[str | None, np.ndarray] = Derived("image tie positions")
+TIE_LIST: Derived[str | None, list[int]] = Derived("image tie list")
 
 
 def tie_positions(problem: Problem, image: str | None) -> np.ndarray:
@@ -21,24 +26,20 @@ def tie_positions(problem: Problem, image: str | None) -> np.ndarray:
     mask = problem.image_mask(image)
     if mask is None:
         return problem.natural_pos
-    key = ("image-tie-positions", image)
-    found: np.ndarray | None = problem.memo.get(key)
-    if found is None:
+    def compute() -> np.ndarray:
         found = problem.natural_pos.astype(np.int64) + problem.num_nodes * (~mask)
         found.flags.writeable = False
-        problem.memo[key] = found
-    return found
+        return found
+
+    return problem.derived.get_or_compute(TIE_POSITIONS, image, compute)
 
 
 def tie_list(problem: Problem, image: str | None) -> list[int]:
     """:func:`tie_positions` as a list (for per-node lookups in Python loops)."""
     if problem.image_mask(image) is None:
         return problem.natural_pos_list
-    key = ("image-tie-list", image)
-    found: list[int] | None = problem.memo.get(key)
-    if found is None:
-        found = problem.memo[key] = tie_positions(problem, image).tolist()
-    return found
+    return problem.derived.get_or_compute(
+        TIE_LIST, image, lambda: tie_positions(problem, image).tolist())
 
 
 def image_first(problem: Problem, image: str | None, nodes: np.ndarray) -> np.ndarray:

@@ -49,7 +49,6 @@ from heuristics.rack import _Selector
 from heuristics.state import ClusterState
 from heuristics.superpod import _Selection, superpod_candidates
 from models.compiled import JobView, Problem
-from models.scenario import Family
 from models.validation import RACK_NODES
 
 
@@ -95,7 +94,7 @@ def _labelled_nodes(problem: Problem, job: JobView, state: ClusterState,
 def place_infer_service(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
     """The infer-service path of job ``j`` (A3/850 or 950): a node per rank or a reason."""
     job = problem.jobs[j]
-    if job.family is Family.RACK:
+    if job.rules.in_rack:
         return _infer_rack(problem, job, state)
     cand = superpod_candidates(problem, job, state)
     count = int(np.count_nonzero(cand))

@@ -70,7 +70,6 @@ from heuristics.base import JobOutcome
 from heuristics.images import image_first, tie_positions
 from heuristics.state import ClusterState
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem, distinct
-from models.scenario import Family
 
 #: Upstream ``defaultPreferPreviousScore``: the preferred node's score becomes max + 100.
 PREFER_PREVIOUS_BONUS = 100.0
@@ -350,7 +349,7 @@ def place_ordinary(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
 def place_ordinary_job(problem: Problem, job: JobView, state: ClusterState) -> JobOutcome:
     """:func:`place_ordinary` for a job view (the pod-level path passes the view of a
     partly running job's pending ranks)."""
-    if job.family is not Family.ORDINARY:
+    if job.rules.grouped:
         raise ValueError(f"job '{job.name}' is a {job.family.value} job, not an ordinary one")
     request = job.npu_per_task
     # Free counts only shrink while the job's ranks are placed: the nodes that can host a

@@ -33,18 +33,34 @@ from models.errors import OutOfTime
 from models.objective import ResolvedWeights, evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
-from models.scenario import Family
 
-#: Families whose jobs the construction re-places.
-ORIGIN_FIRST_FAMILIES = frozenset({Family.SUPERPOD, Family.RACK, Family.ORDINARY,
-                                   Family.MULTILEVEL})
+#: The multilevel passes of the construction, in the order they run (a wall-clock
+#: deadline keeps the best of those finished): ``(hold_back, guided, smallest_first)`` of
+#: :func:`heuristics.multilevel.first.multilevel_pass`, ``hold_back`` ``None`` for
+#: :func:`heuristics.multilevel.first.relabel_plan` of the base plan.  The guided pass
+#: that places the jobs of fewest ranks first comes right after the relabelling: a large
+#: job placed first takes the level domains a small job's cached nodes need as a whole
+#: group, where the small job placed first costs the large one a few ranks (multilevel,
+#: 16,384 nodes, seed 4242: a 512-rank job kept a 64-rank job off all 64 of its cached
+#: nodes; this pass gave 86 % of the 10-s search's gain over greedy, the best of the
+#: others 28 %, at 0.16-0.24 s of CPU).
+MULTILEVEL_PASSES: tuple[tuple[bool | None, bool, bool], ...] = (
+    (None, False, False), (False, True, True), (False, False, False), (True, False, False),
+    (False, True, False), (True, True, False))
+#: The pass with the smallest jobs first runs on problems of at least this many nodes
+#: only.  On 8,192-node batches (seeds 5151 and 6262, not tuned on) it raised the
+#: answers at deterministic time 0.2 but the search from its start ended lower (the
+#: 10-s answer 14 % and 5 % of the gain below the older start's); on 16,384-node batches
+#: it kept the 10-s answer (0 % and −0.25 %) and raised the 1-s CPU share from 85 % to
+#: 99 % on one of them (docs/scale.md, *Multilevel short budgets*).
+SMALLEST_FIRST_MIN_NODES = 16384
 
 
 def _usable(problem: Problem, job: JobView, free: np.ndarray) -> np.ndarray:
     mask = (free == problem.npus) & (problem.npus == job.npu_per_task)
     mask &= problem.health != 2
     mask &= problem.super_pod >= 0
-    if job.family is Family.RACK:
+    if job.rules.in_rack:
         mask &= problem.rack >= 0
     return mask
 
@@ -68,13 +84,13 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
     usable_l: list[bool] = usable.tolist()
     preferred: list[int] = job.preferred.tolist()
     block = job.sp_block
-    window = job.tp_block if job.family is Family.RACK else block
+    window = job.rules.window(job)
     per_window = block // window
     # racks (950) or whole super pods (A3/850) are the "bins" windows go into
     at = np.flatnonzero(usable)
     pods_at = problem.super_pod[at].astype(np.int64)
     # racks may repeat across pods: a bin is (rack or pod, pod)
-    keys = (problem.rack[at] if job.family is Family.RACK else pods_at) * 100003 + pods_at
+    keys = (problem.rack[at] if job.rules.in_rack else pods_at) * 100003 + pods_at
     # bins in the order of their first node, each with its nodes in index order
     group_keys, first, group_of = np.unique(keys, return_index=True, return_inverse=True)
     by_group = np.argsort(group_of, kind="stable")
@@ -350,10 +366,12 @@ def origin_first_parts(problem: Problem, base: Plan, deadline: float | None = No
 def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
                      weights: ResolvedWeights | None) -> Plan:
     """The best by the objective of ``base``, ``base`` with its multilevel jobs' ranks
-    reordered, and its four multilevel origin-first passes (:mod:`heuristics.multilevel.first`,
+    reordered, and its five multilevel origin-first passes (:mod:`heuristics.multilevel.first`,
     with and without holding back later jobs' cached nodes, with and without the
-    origin-guided layouts) that pass the validator."""
-    if not any(job.family is Family.MULTILEVEL and not job.partly_running
+    origin-guided layouts, and on large problems one with the smallest jobs first,
+    :data:`SMALLEST_FIRST_MIN_NODES`) that pass the validator, in the order of
+    :data:`MULTILEVEL_PASSES`."""
+    if not any(job.rules.in_tree and not job.partly_running
                for job in problem.jobs):
         return base
     # loaded here: a batch without multilevel jobs does not load the multilevel strategy
@@ -364,12 +382,13 @@ def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
 
     weights = weights or resolve_weights(problem)
     best, best_objective = base, evaluate(problem, base.as_mapping(), weights).objective
-    for hold_back, guided in ((None, False), (False, False), (True, False), (False, True),
-                              (True, True)):
+    for hold_back, guided, smallest_first in MULTILEVEL_PASSES:
+        if smallest_first and problem.num_nodes < SMALLEST_FIRST_MIN_NODES:
+            continue
         try:
             candidate = (relabel_plan(problem, base) if hold_back is None
                          else multilevel_pass(problem, base, hold_back, deadline,
-                                              guided=guided))
+                                              guided=guided, smallest_first=smallest_first))
         except OutOfTime:
             return best
         objective = _improves(problem, candidate, best_objective, weights)
@@ -401,7 +420,7 @@ def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
     (default: the problem's automatic weights).
     """
     redo = [j for j in problem.queue
-            if problem.jobs[j].family in (Family.SUPERPOD, Family.RACK)
+            if problem.jobs[j].rules.in_super_pod
             and problem.jobs[j].whole_node and not problem.jobs[j].soft
             and not problem.jobs[j].ub_memory and not problem.jobs[j].partly_running]
     plan = _origin_first_pass(problem, base, redo, deadline)
@@ -417,7 +436,7 @@ def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
         except OutOfTime:
             return plan
         plan = _better(problem, plan, again, weights)
-    if not any(problem.jobs[j].family is Family.RACK for j in redo):
+    if not any(problem.jobs[j].rules.in_rack for j in redo):
         return plan
     # 950 batches: a pass in queue order whose windows without an origin spare the nodes
     # other jobs' ranks prefer (950-n8192-batch11-s0: 768 origin hits against 710, as a
@@ -450,7 +469,7 @@ def _improves(problem: Problem, candidate: Plan, to_beat: int,
 
 def _window(job: JobView) -> int:
     """Nodes of one rack window (950) or block (super pod) of a re-placed job."""
-    return job.tp_block if job.family is Family.RACK else job.sp_block
+    return job.rules.window(job)
 
 
 def _origin_first_pass(problem: Problem, base: Plan, redo: list[int],
@@ -481,7 +500,7 @@ def _origin_first_pass(problem: Problem, base: Plan, redo: list[int],
         state.commit(np.asarray(placed), job.npu_per_task)
     # ordinary jobs: their base answers held room while the blocks moved; release it and
     # re-place them together (when one no longer fits, the base answers stay, and fit)
-    ordinary = [j for j in problem.queue if problem.jobs[j].family is Family.ORDINARY
+    ordinary = [j for j in problem.queue if not problem.jobs[j].rules.grouped
                 and not problem.jobs[j].partly_running]  # partly running: base answer
     if ordinary:
         free = state.free.copy()

@@ -124,11 +124,11 @@ def place_pod_level(problem: Problem, j: int, state: ClusterState) -> JobOutcome
     broken = running_rank_reason(problem, j)
     if broken is not None:
         return JobOutcome.fail(broken)
-    if job.family is Family.ORDINARY:
+    if not job.rules.grouped:
         out = _ordinary(problem, job, state)
     elif job.family is Family.SUPERPOD:
         out = _superpod(problem, job, state)
-    elif job.family is Family.RACK:
+    elif job.rules.in_rack:
         out = _rack(problem, job, state)
     else:
         out = place_multilevel(problem, j, state)

@@ -21,7 +21,7 @@ import numpy as np
 from models.compiled import UNHEALTHY, Problem, compile_scenario, distinct
 from models.limits import listing
 from models.placement import PlacementFile
-from models.scenario import DEFAULT_TOPOTREE, TOPOTREE_LABEL, Family, Scenario
+from models.scenario import DEFAULT_TOPOTREE, TOPOTREE_LABEL, Scenario
 from models.validation import UB_MEM_RACKS
 from models.vnpu import check_vnpu, compile_vnpu
 
@@ -291,11 +291,11 @@ def _check_structure(
         if dup:
             bad(Rule.WHOLE_NODE, f"several ranks share whole nodes {listing(sorted(dup)[:5])}")
 
-    if job.family in (Family.SUPERPOD, Family.RACK):
+    if job.rules.in_super_pod:
         size = job.sp_block
         pods = problem.super_pod[nodes]
         racks = problem.rack[nodes]
-        no_rack = (racks < 0) if job.family is Family.RACK else np.zeros(len(nodes), dtype=bool)
+        no_rack = (racks < 0) if job.rules.in_rack else np.zeros(len(nodes), dtype=bool)
         for r in np.flatnonzero((pods < 0) | no_rack).tolist():
             n = int(nodes[r])
             if pods[r] < 0:
@@ -307,20 +307,20 @@ def _check_structure(
                 bad(Rule.SUPER_POD,
                     f"block {b} (ranks {b * size}..{(b + 1) * size - 1}) spans super pods "
                     f"{values}")
-            if job.family is Family.RACK:
+            if job.rules.in_rack:
                 window = job.tp_block
                 for w, values in _split_groups(racks, window):
                     bad(Rule.RACK_WINDOW,
                         f"rack window {w} (ranks {w * window}..{(w + 1) * window - 1}) spans "
                         f"racks {values}")
-        if job.family is Family.RACK and job.ub_memory and job.tasks > 1:
+        if job.rules.in_rack and job.ub_memory and job.tasks > 1:
             domains = distinct(racks[racks >= 0] // UB_MEM_RACKS).tolist()
             if len(domains) > 1:
                 bad(Rule.UB_MEMORY,
                     f"a UB-memory job must sit in one UB-memory domain (16 consecutive racks, "
                     f"rack-id // 16) but uses domains {listing(domains)}")
         out.extend(_check_blocks(job.name, job.tasks, size, rank_names, blocks))
-    elif job.family is Family.MULTILEVEL:
+    elif job.rules.in_tree:
         out.extend(_check_multilevel(problem, j, nodes))
         out.extend(_check_blocks(job.name, job.tasks, job.levels[0], rank_names, blocks))
     elif blocks:
@@ -345,7 +345,7 @@ def running_rank_violations(problem: Problem, j: int) -> list[Violation]:
         that is not partly running).
     """
     job = problem.jobs[j]
-    if not job.partly_running or job.family is Family.ORDINARY:
+    if not job.partly_running or not job.rules.grouped:
         return []
     running = job.running.astype(np.int64)
     held = running >= 0
@@ -357,13 +357,13 @@ def running_rank_violations(problem: Problem, j: int) -> list[Violation]:
         out.append(Violation(rule, f"job '{job.name}': {text}", job.name,
                              node_name[node] if node is not None else None))
 
-    if job.family in (Family.SUPERPOD, Family.RACK):
+    if job.rules.in_super_pod:
         pods = problem.super_pod[nodes]
         racks = problem.rack[nodes]
         for r in np.flatnonzero(held & (pods < 0)).tolist():
             bad(Rule.SUPER_POD, f"running rank {r} is on '{node_name[running[r]]}', which is "
                 "in no super pod", int(running[r]))
-        if job.family is Family.RACK:
+        if job.rules.in_rack:
             for r in np.flatnonzero(held & (racks < 0)).tolist():
                 bad(Rule.RACK_WINDOW, f"running rank {r} is on '{node_name[running[r]]}', "
                     "which is in no rack", int(running[r]))
@@ -372,18 +372,18 @@ def running_rank_violations(problem: Problem, j: int) -> list[Violation]:
             for b, values in _split_held_groups(pods, held, size):
                 bad(Rule.SUPER_POD, f"the running ranks of block {b} (ranks {b * size}.."
                     f"{(b + 1) * size - 1}) sit in super pods {values}")
-            if job.family is Family.RACK:
+            if job.rules.in_rack:
                 size = job.tp_block
                 for w, values in _split_held_groups(racks, held, size):
                     bad(Rule.RACK_WINDOW, f"the running ranks of rack window {w} (ranks "
                         f"{w * size}..{(w + 1) * size - 1}) sit in racks {values}")
-        if job.family is Family.RACK and job.ub_memory:
+        if job.rules.in_rack and job.ub_memory:
             kept = racks[held]
             domains = distinct(kept[kept >= 0] // UB_MEM_RACKS).tolist()
             if len(domains) > 1:
                 bad(Rule.UB_MEMORY, "the running ranks of a UB-memory job sit in UB-memory "
                     f"domains {listing(domains)}")
-    elif job.family is Family.MULTILEVEL:
+    elif job.rules.in_tree:
         on = running[held]
         trees = distinct(problem.node_tree[on]).tolist()
         if len(trees) != 1 or trees[0] < 0:

@@ -11,11 +11,12 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter
-from typing import Any
 
 import numpy as np
 
+from models.derived import Derived, DerivedCache
 from models.documents import paused_gc
+from models.families import FamilyRules, family_rules
 from models.numbers import natural_key
 from models.scenario import (
     DEFAULT_TOPOTREE,
@@ -168,13 +169,14 @@ class JobView:
         return self.tasks * self.npu_per_task
 
     @property
+    def rules(self) -> FamilyRules:
+        """The topology rules of the job's family (:mod:`models.families`)."""
+        return family_rules(self.family)
+
+    @property
     def num_blocks(self) -> int:
         """Logical blocks: super pods (sp families) or level1 groups (multilevel)."""
-        if self.family in (Family.SUPERPOD, Family.RACK):
-            return self.tasks // self.sp_block
-        if self.family is Family.MULTILEVEL:
-            return self.tasks // self.levels[0]
-        return 0
+        return self.rules.num_blocks(self)
 
     @property
     def preferred(self) -> np.ndarray:
@@ -186,6 +188,14 @@ class JobView:
         if not self.prefer_previous:
             return np.full(self.tasks, -1, dtype=np.int32)
         return np.where(self.fault, -1, self.origin).astype(np.int32)
+
+
+#: Every node by tree labels at levels depth..1, then natural order (by tree and depth).
+LABEL_ORDER: Derived[tuple[str, int], np.ndarray] = Derived("label order")
+#: Bool [nodes]: the holders of an image (by image name); read-only.
+IMAGE_MASK: Derived[str, np.ndarray] = Derived("image mask")
+#: Every node by super pod (then rack when the key is true), then natural order.
+TOPOLOGY_ORDER: Derived[bool, np.ndarray] = Derived("topology order")
 
 
 @dataclass(frozen=True, eq=False)
@@ -249,11 +259,12 @@ class Problem:
         return self.rack.tolist()
 
     @cached_property
-    def memo(self) -> dict[Any, Any]:
+    def derived(self) -> DerivedCache:
         """Values derived from this problem alone, computed once by whoever needs them
-        (label orders, default objective weights).  Valid because a problem's arrays are
-        never changed in place: every change builds a new problem."""
-        return {}
+        (node orders, default objective weights, the vNPU view, model-reuse digests:
+        :mod:`models.derived`).  Valid because a problem's arrays are never changed in
+        place: every change builds a new problem."""
+        return DerivedCache()
 
     def label_order(self, tree: str, depth: int) -> np.ndarray:
         """Every node, ordered by its label values in tree ``tree`` at levels
@@ -262,13 +273,11 @@ class Problem:
         Any subset of the nodes taken in this order is ordered the same way, so a job's
         candidates are sorted by filtering this array instead of sorting them again.
         """
-        key = ("label-order", tree, depth)
-        found: np.ndarray | None = self.memo.get(key)
-        if found is None:
+        def compute() -> np.ndarray:
             view = self.trees[tree]
-            keys = [self.natural_pos] + [view.level_value[i] for i in range(depth)]
-            found = self.memo[key] = np.lexsort(keys)
-        return found
+            return np.lexsort([self.natural_pos] + [view.level_value[i] for i in range(depth)])
+
+        return self.derived.get_or_compute(LABEL_ORDER, (tree, depth), compute)
 
     def image_mask(self, image: str | None) -> np.ndarray | None:
         """Bool [nodes]: the nodes holding ``image`` (None when no node holds it, the
@@ -278,14 +287,13 @@ class Problem:
         holders = self.image_holders.get(image)
         if holders is None or not len(holders):
             return None
-        key = ("image-mask", image)
-        found: np.ndarray | None = self.memo.get(key)
-        if found is None:
-            found = np.zeros(self.num_nodes, dtype=bool)
-            found[holders] = True
-            found.flags.writeable = False
-            self.memo[key] = found
-        return found
+        def compute() -> np.ndarray:
+            mask = np.zeros(self.num_nodes, dtype=bool)
+            mask[holders] = True
+            mask.flags.writeable = False
+            return mask
+
+        return self.derived.get_or_compute(IMAGE_MASK, image, compute)
 
     def topology_order(self, by_rack: bool = True) -> np.ndarray:
         """Every node by super pod, then rack (when ``by_rack``), then natural name order
@@ -294,13 +302,12 @@ class Problem:
         Filtering this array by a mask gives the masked nodes in that order, the order the
         super-pod and rack strategies build their pools in, without sorting per job.
         """
-        key = ("topology-order", by_rack)
-        found: np.ndarray | None = self.memo.get(key)
-        if found is None:
+        def compute() -> np.ndarray:
             keys = (self.natural_pos, self.rack, self.super_pod) if by_rack \
                 else (self.natural_pos, self.super_pod)
-            found = self.memo[key] = np.lexsort(keys)
-        return found
+            return np.lexsort(keys)
+
+        return self.derived.get_or_compute(TOPOLOGY_ORDER, by_rack, compute)
 
     @property
     def whole_free(self) -> np.ndarray:

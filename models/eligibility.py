@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from models.compiled import UNHEALTHY, JobView, Problem, distinct
-from models.scenario import Family
 
 
 def eligible_nodes(problem: Problem, job: JobView, tree: int | None = None) -> np.ndarray:
@@ -20,11 +19,12 @@ def eligible_nodes(problem: Problem, job: JobView, tree: int | None = None) -> n
     For multilevel jobs pass the tree index (into ``problem.tree_names``).
     """
     mask = problem.whole_free & (problem.npus == job.npu_per_task)
-    if job.family is Family.SUPERPOD:
+    rules = job.rules
+    if rules.in_super_pod:
         mask &= problem.super_pod >= 0
-    elif job.family is Family.RACK:
-        mask &= (problem.super_pod >= 0) & (problem.rack >= 0)
-    elif job.family is Family.MULTILEVEL:
+    if rules.in_rack:
+        mask &= problem.rack >= 0
+    if rules.in_tree:
         if tree is None:
             raise ValueError("multilevel eligibility needs a tree")
         mask &= problem.trees[problem.tree_names[tree]].member
@@ -40,11 +40,11 @@ def node_usable_for(problem: Problem, job: JobView, n: int) -> bool:
             return False
     elif problem.free[n] < job.npu_per_task:
         return False
-    if job.family in (Family.SUPERPOD, Family.RACK) and problem.super_pod[n] < 0:
+    if job.rules.in_super_pod and problem.super_pod[n] < 0:
         return False
-    if job.family is Family.RACK and problem.rack[n] < 0:
+    if job.rules.in_rack and problem.rack[n] < 0:
         return False
-    if job.family is Family.MULTILEVEL:
+    if job.rules.in_tree:
         t = int(problem.node_tree[n])
         if t < 0 or not problem.trees[problem.tree_names[t]].member[n]:
             return False
@@ -60,11 +60,11 @@ def usable_mask(problem: Problem, job: JobView) -> np.ndarray:
         mask &= (problem.free == problem.npus) & (problem.npus == job.npu_per_task)
     else:
         mask &= problem.free >= job.npu_per_task
-    if job.family in (Family.SUPERPOD, Family.RACK):
+    if job.rules.in_super_pod:
         mask &= problem.super_pod >= 0
-    if job.family is Family.RACK:
+    if job.rules.in_rack:
         mask &= problem.rack >= 0
-    if job.family is Family.MULTILEVEL:
+    if job.rules.in_tree:
         inside = np.zeros(problem.num_nodes, dtype=bool)
         for t, name in enumerate(problem.tree_names):
             view = problem.trees[name]

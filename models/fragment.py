@@ -161,7 +161,7 @@ def job_fragment(
     problem: Problem, job: JobView, used: np.ndarray, nodes: list[int], tree: int | None
 ) -> int:
     """Fragment score of placed ``job`` given the chips ``used`` per node by the batch."""
-    if job.family is Family.ORDINARY:
+    if not job.rules.grouped:
         hosts = distinct(job.placed_nodes(nodes))
         left = problem.free[hosts].astype(np.int64) - used[hosts]
         return int(((left > 0) & (left < problem.npus[hosts])).sum())
@@ -171,7 +171,7 @@ def job_fragment(
             return 0
         counts = np.bincount(problem.super_pod[left_mask])
         return int((counts % job.sp_block).sum())
-    if job.family is Family.RACK:
+    if job.rules.in_rack:
         pods, counts = rack_counts(problem, left_mask)
         if len(counts) == 0:
             return 0

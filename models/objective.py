@@ -84,6 +84,7 @@ from models.compiled import (
     compile_scenario,
     distinct,
 )
+from models.derived import Derived
 from models.eligibility import achievable_hits, eligible_nodes
 from models.eligibility import node_usable_for as node_usable_for  # re-exported for importers
 from models.eligibility import usable_mask as usable_mask  # re-exported for importers
@@ -219,7 +220,7 @@ class Metrics:
 
 
 def _fragment_bound(problem: Problem, job: JobView) -> int:
-    if job.family is Family.ORDINARY:
+    if not job.rules.grouped:
         return min(job.tasks, problem.num_nodes)
     if job.family is Family.SUPERPOD:
         if job.sp_block <= 1:
@@ -227,7 +228,7 @@ def _fragment_bound(problem: Problem, job: JobView) -> int:
         mask = eligible_nodes(problem, job)
         counts = np.bincount(problem.super_pod[mask])
         return int(np.minimum(job.sp_block - 1, counts).sum())
-    if job.family is Family.RACK:
+    if job.rules.in_rack:
         mask = eligible_nodes(problem, job)
         pods, counts = rack_counts(problem, mask)
         windows = job.sp_block // job.tp_block
@@ -272,6 +273,10 @@ def _reserve_bound(problem: Problem) -> int:
     return total
 
 
+#: :func:`resolve_weights` with the default :class:`Weights` (once per problem).
+DEFAULT_WEIGHTS: Derived[None, ResolvedWeights] = Derived("default weights")
+
+
 def resolve_weights(problem: Problem, weights: Weights | None = None) -> ResolvedWeights:
     """Integer weights for ``problem``; automatic ones make the objective lexicographic.
 
@@ -283,10 +288,8 @@ def resolve_weights(problem: Problem, weights: Weights | None = None) -> Resolve
     ``ValueError``.
     """
     if weights is None or weights == Weights():
-        found: ResolvedWeights | None = problem.memo.get("default-weights")
-        if found is None:
-            found = problem.memo["default-weights"] = _resolve_weights(problem, Weights())
-        return found
+        return problem.derived.get_or_compute(
+            DEFAULT_WEIGHTS, None, lambda: _resolve_weights(problem, Weights()))
     return _resolve_weights(problem, weights)
 
 
@@ -325,9 +328,9 @@ def _image_rewards(problem: Problem, weight: int
 def _resolve_weights(problem: Problem, weights: Weights) -> ResolvedWeights:
     fault_bound = sum(int(((job.origin >= 0) & job.fault).sum()) for job in problem.jobs)
     spill_bound = sum(
-        job.tasks * (2 if job.family is Family.RACK else 1)
+        job.tasks * (2 if job.rules.in_rack else 1)
         for job in problem.jobs
-        if job.soft and job.family in (Family.SUPERPOD, Family.RACK)
+        if job.soft and job.rules.in_super_pod
     )
     sub_bound = int((problem.health == SUBHEALTHY).sum())
     reserve_bound = _reserve_bound(problem)
@@ -494,13 +497,13 @@ def evaluate(
             image_value += resolved.image_of(job.index) * image_nodes
         if job.family is Family.SUPERPOD:
             sp_hosts[own] = True
-        elif job.family is Family.MULTILEVEL:
+        elif job.rules.in_tree:
             ml_hosts[own] = True
-        tree = int(problem.node_tree[nodes[0]]) if job.family is Family.MULTILEVEL else None
+        tree = int(problem.node_tree[nodes[0]]) if job.rules.in_tree else None
         frag = job_fragment(problem, job, used, nodes, tree)
         metrics.per_job_fragment[job.name] = frag
         metrics.fragment_score += frag
-        if job.soft and job.family in (Family.SUPERPOD, Family.RACK):
+        if job.soft and job.rules.in_super_pod:
             metrics.affinity_spill += block_spill(problem, job, nodes)
     vnpu_placed, vnpu_image = _add_vnpu_terms(problem, vnpu or {}, resolved, metrics,
                                               hosting_any)
@@ -570,14 +573,14 @@ def job_image_hits(problem: Problem, job: JobView, own: np.ndarray) -> int:
 
 def block_spill(problem: Problem, job: JobView, nodes: list[int]) -> int:
     """Affinity spill of a placed soft job (0 for hard jobs): see the module docstring."""
-    if not job.soft or job.family not in (Family.SUPERPOD, Family.RACK):
+    if not job.soft or not job.rules.in_super_pod:
         return 0
     spill = 0
     size = job.sp_block
     for b in range(job.tasks // size):
         pods = Counter(int(problem.super_pod[n]) for n in nodes[b * size:(b + 1) * size])
         spill += size - max(pods.values())
-    if job.family is Family.RACK:
+    if job.rules.in_rack:
         window = job.tp_block
         for w in range(job.tasks // window):
             racks = Counter(int(problem.rack[n]) for n in nodes[w * window:(w + 1) * window])

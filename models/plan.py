@@ -9,7 +9,6 @@ import numpy as np
 
 from models.compiled import Problem
 from models.placement import JobPlacement, PlacementFile, Status
-from models.scenario import Family
 
 
 @dataclass
@@ -46,9 +45,9 @@ class Plan:
 def block_size(problem: Problem, j: int) -> int:
     """Ranks per block of job ``j`` (0 for ordinary jobs, which have no blocks)."""
     job = problem.jobs[j]
-    if job.family in (Family.SUPERPOD, Family.RACK):
+    if job.rules.in_super_pod:
         return job.sp_block
-    if job.family is Family.MULTILEVEL:
+    if job.rules.in_tree:
         return job.levels[0]
     return 0
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from models.derived import Derived
 from models.placement import JobPlacement
 from models.scenario import VnpuDvpp, VnpuJob, VnpuNode
 from models.vnpu_rules import (  # noqa: F401 - re-exported
@@ -111,9 +112,14 @@ class VnpuProblem:
 
 def compile_vnpu(problem: Problem) -> VnpuProblem:
     """The vNPU view of ``problem`` (computed once per problem)."""
-    found: VnpuProblem | None = problem.memo.get("vnpu")
-    if found is not None:
-        return found
+    return problem.derived.get_or_compute(VNPU_VIEW, None, lambda: _compile_vnpu(problem))
+
+
+#: The vNPU view of a problem (:func:`compile_vnpu`).
+VNPU_VIEW: Derived[None, VnpuProblem] = Derived("vnpu view")
+
+
+def _compile_vnpu(problem: Problem) -> VnpuProblem:
     scenario = problem.scenario
     nodes: list[VNode] = []
     for n, node in enumerate(scenario.nodes):
@@ -136,11 +142,9 @@ def compile_vnpu(problem: Problem) -> VnpuProblem:
                          tasks=spec_job.tasks, priority=spec_job.priority,
                          image_size_gb=spec_job.image_size_gb, spec=spec_job, origin=origin))
     queue = tuple(sorted(range(len(jobs)), key=lambda j: (-jobs[j].priority, j)))
-    view = VnpuProblem(nodes=tuple(nodes), position={v.node: i for i, v in enumerate(nodes)},
+    return VnpuProblem(nodes=tuple(nodes), position={v.node: i for i, v in enumerate(nodes)},
                        jobs=tuple(jobs), job_index={job.name: job.index for job in jobs},
                        queue=queue, prefer_previous=problem.prefer_previous_node)
-    problem.memo["vnpu"] = view
-    return view
 
 
 def chip_states(spec: VnpuNode, npus: int, cores: int, cpus: int) -> tuple[VChip, ...]:

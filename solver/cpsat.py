@@ -25,9 +25,9 @@ from models.compiled import Problem
 from models.objective import ResolvedWeights, block_spill
 from models.placement import Status
 from models.plan import Plan
-from models.scenario import Family
 from solver.bounds.group_hits import combinatorial_bound
 from solver.explain import fill_reasons
+from solver.families import solver_family
 from solver.lns import StepNotStarted
 from solver.model.built import BuiltModel
 from solver.model.cancel import checked, checkpoint, retain
@@ -55,7 +55,7 @@ def pinned_jobs(problem: Problem, hint: Plan) -> dict[int, np.ndarray]:
     for job in problem.jobs:
         checkpoint()
         nodes = hint.nodes[job.index]
-        if nodes is None or not job.soft or job.family not in (Family.SUPERPOD, Family.RACK):
+        if nodes is None or not job.soft or not job.rules.in_super_pod:
             continue
         if block_spill(problem, job, [int(n) for n in nodes]) > 0:
             out[job.index] = np.asarray(nodes, dtype=np.int32)
@@ -185,14 +185,6 @@ def min_search_seconds(num_variables: int) -> float:
     return 0.01 + SEARCH_SECONDS_PER_VARIABLE * num_variables
 
 
-#: Batches with a job of these families search the whole-batch model with the warm start
-#: as its first solution only (CP-SAT's ``use_optimization_hints = False``): by default
-#: CP-SAT keeps branching towards the hinted values, and on multilevel batches the greedy
-#: start's layout then holds the search (multilevel-n1024-batch8-d3-s2 at deterministic
-#: time 10: 344,099,655 with the hint followed, 354,330,583 without, bound 354,752,758;
-#: greedy has 48 origin hits, the answer without it 177).  The answer still starts from,
-#: and is never worse than, the warm start.  Other families were not measured this way.
-FREE_SEARCH_FAMILIES = frozenset({Family.MULTILEVEL})
 
 
 def search_parameters(solver: cp_model.CpSolver, *, max_time: float, workers: int, seed: int,
@@ -244,7 +236,7 @@ def run_whole_batch(request: SolveRequest, start: Plan, notes: list[str]) -> Cps
                       deterministic_time=deterministic_time)
     if request.fix_to_hint:
         solver.parameters.fix_variables_to_their_hinted_value = True
-    elif any(job.family in FREE_SEARCH_FAMILIES for job in problem.jobs):
+    elif any(solver_family(job.family).free_search for job in problem.jobs):
         solver.parameters.use_optimization_hints = False
     num_vars = len(built.variables.reg.variables)
     if not request.begin_search(solver, latency):

@@ -26,7 +26,6 @@ import numpy as np
 from models.compiled import Problem
 from models.placement import Status
 from models.plan import Plan
-from models.scenario import Family
 from solver.bounds.hit_lp import tighten_bound
 from solver.explain import fill_reasons
 from solver.model.cancel import BuildCancelled, CancelToken, cancellable, retain
@@ -97,9 +96,7 @@ def solve_cpsat(request: SolveRequest) -> CpsatOutcome:
     def work() -> None:
         try:
             with cancellable(token):
-                found = run_phases(request)
-                tighten_bound(request, found)
-                box["outcome"] = found
+                box["outcome"] = tighten_bound(request, run_phases(request))
         except BuildCancelled as exc:
             retain(exc)  # its frames hold the half-built model: freed after the deadline
             box["outcome"] = CpsatOutcome(
@@ -109,11 +106,10 @@ def solve_cpsat(request: SolveRequest) -> CpsatOutcome:
         except BaseException as exc:  # re-raised in the caller's thread
             box["error"] = exc
         finally:
-            _LIVE.pop(threading.current_thread(), None)
+            _untrack(threading.current_thread())
 
     thread = threading.Thread(target=work, name=WORKER_THREAD_NAME, daemon=True)
-    _register_exit_hook()
-    _LIVE[thread] = (token, control)
+    _track(thread, token, control)
     thread.start()
     thread.join(max(0.0, request.search_end - time.perf_counter()))
     if thread.is_alive():
@@ -124,7 +120,7 @@ def solve_cpsat(request: SolveRequest) -> CpsatOutcome:
         thread.join(GIVE_UP_SECONDS)
     if thread.is_alive():
         return _abandoned(request, thread, cache, mark)
-    _LIVE.pop(thread, None)
+    _untrack(thread)
     counts = cache.counts_since(mark)
     if own_models:
         cache.clear()  # freed at a safe time (cancel.retain), never just before a deadline
@@ -146,7 +142,7 @@ def ordinary_pending_view(problem: Problem) -> tuple[Problem, dict[int, np.ndarr
     as the full plan does.  Other partly running jobs stay as they are (pinned).
     """
     subs = {job.index: np.flatnonzero(job.to_place) for job in problem.jobs
-            if job.partly_running and job.family is Family.ORDINARY}
+            if job.partly_running and not job.rules.grouped}
     if not subs:
         return None
     jobs = tuple(
@@ -207,18 +203,32 @@ def _abandoned(request: SolveRequest, thread: threading.Thread, cache: ModelCach
                         [note], None, "OVERRAN", models=counts)
 
 
-#: Worker threads not yet joined, with what stops them (see :func:`_stop_workers_at_exit`).
+#: Worker threads not yet ended, with what stops them (see :func:`_stop_workers_at_exit`).
 _LIVE: dict[threading.Thread, tuple[CancelToken, SearchControl]] = {}
-#: Whether :func:`_stop_workers_at_exit` is registered with :mod:`atexit` (by the first
-#: worker thread started, not by importing this module).
-_EXIT_HOOK = {"registered": False}
+_LIVE_LOCK = threading.Lock()
 
 
-def _register_exit_hook() -> None:
-    """Register :func:`_stop_workers_at_exit` once, when the first worker starts."""
-    if not _EXIT_HOOK["registered"]:
-        _EXIT_HOOK["registered"] = True
-        atexit.register(_stop_workers_at_exit)
+def _track(thread: threading.Thread, token: CancelToken, control: SearchControl) -> None:
+    """Count ``thread`` as live; the first live worker registers the exit hook."""
+    with _LIVE_LOCK:
+        if not _LIVE:
+            atexit.register(_stop_workers_at_exit)
+        _LIVE[thread] = (token, control)
+
+
+def _untrack(thread: threading.Thread) -> None:
+    """``thread`` has ended (or was joined); the last live worker removes the exit hook."""
+    with _LIVE_LOCK:
+        if _LIVE.pop(thread, None) is not None and not _LIVE:
+            atexit.unregister(_stop_workers_at_exit)
+
+
+def live_workers() -> int:
+    """CP-SAT worker threads alive now; :func:`_stop_workers_at_exit` is registered with
+    :mod:`atexit` exactly while there is one (not by importing this module, and not after
+    the last worker ends)."""
+    with _LIVE_LOCK:
+        return len(_LIVE)
 
 
 def _stop_workers_at_exit() -> None:
@@ -227,7 +237,9 @@ def _stop_workers_at_exit() -> None:
     A CP-SAT search still running in a thread when the interpreter tears down aborts the
     process ("terminate called without an active exception").
     """
-    for thread, (token, control) in list(_LIVE.items()):
+    with _LIVE_LOCK:
+        live = list(_LIVE.items())
+    for thread, (token, control) in live:
         control.stopped.set()
         token.cancel()
         solver = control.solver

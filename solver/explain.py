@@ -7,77 +7,34 @@ alone and the capacity went to other jobs of the batch.
 
 from __future__ import annotations
 
-from collections import Counter
-
 from models.check import running_rank_reason
 from models.compiled import JobView, Problem
-from models.objective import eligible_nodes
 from models.plan import Plan
-from models.scenario import Family
+from solver.families import solver_family
 from solver.model.podscope import pod_scope
 
 
 def _alone(problem: Problem, job: JobView) -> str | None:
     """Why ``job`` cannot be placed even on the empty cluster, or ``None`` if it can."""
-    if job.family is Family.ORDINARY or not job.whole_node:
+    if not job.rules.grouped or not job.whole_node:
         usable = (problem.health != 2) & (problem.free >= job.npu_per_task)
-        if job.family in (Family.SUPERPOD, Family.RACK):
+        if job.rules.in_super_pod:
             usable &= problem.super_pod >= 0
-        if job.family is Family.RACK:
+        if job.rules.in_rack:
             usable &= problem.rack >= 0
         slots = int((problem.free[usable] // job.npu_per_task).sum())
         if slots < job.tasks:
             return (f"only {slots} tasks of {job.npu_per_task} NPUs fit on the free chips of "
                     f"usable nodes, {job.tasks} needed")
         return None
-    if job.family is Family.SUPERPOD:
-        mask = eligible_nodes(problem, job)
-        per_pod = Counter(problem.super_pod[mask].tolist())
-        blocks = sum(c // job.sp_block for c in per_pod.values())
-        if blocks < job.num_blocks:
-            best = max(per_pod.items(), key=lambda kv: (kv[1], -kv[0]), default=(None, 0))
-            return (f"no room for {job.num_blocks} blocks of spBlock {job.sp_block} whole free "
-                    f"{job.npu_per_task}-NPU nodes in one super pod each: the super pods hold "
-                    f"{blocks} (largest: {best[1]} free nodes in super pod {best[0]})")
-        return None
-    if job.family is Family.RACK:
-        mask = eligible_nodes(problem, job)
-        racks = Counter(zip(problem.super_pod[mask].tolist(), problem.rack[mask].tolist(),
-                            strict=True))
-        windows_per_pod: Counter[int] = Counter()
-        for (sp, _), count in racks.items():
-            windows_per_pod[sp] += count // job.tp_block
-        per_block = job.sp_block // job.tp_block
-        blocks = sum(w // per_block for w in windows_per_pod.values())
-        if blocks < job.num_blocks:
-            return (f"not enough tpBlock windows: {job.num_blocks} blocks need {per_block} "
-                    f"windows of {job.tp_block} free nodes in one rack each, inside one super "
-                    f"pod; the super pods hold {blocks} such blocks")
-        return None
-    best_tree = None
-    for t, name in enumerate(problem.tree_names):
-        view = problem.trees[name]
-        if view.depth < len(job.levels):
-            continue
-        mask = eligible_nodes(problem, job, t)
-        top = len(job.levels)
-        values = view.level_value[top - 1][mask]
-        per_domain = Counter(values.tolist())
-        groups = sum(c // job.levels[-1] for c in per_domain.values())
-        best_tree = max(best_tree or 0, groups)
-        if groups * job.levels[-1] >= job.tasks:
-            return None
-    label = "level domain"
-    return (f"no {label} has enough free whole nodes: {job.tasks // job.levels[-1]} level"
-            f"{len(job.levels)} groups of {job.levels[-1]} pods are needed, the trees hold "
-            f"at most {best_tree or 0} (before lower-level grouping)")
+    return solver_family(job.family).alone_reason(problem, job)
 
 
 def _pod_level(problem: Problem, job: JobView) -> str:
     """Why partly running job ``job`` is not completed."""
     pending = int(job.to_place.sum())
     head = f"pod-level rescheduling of job '{job.name}'"
-    if job.family is Family.ORDINARY or not job.whole_node:
+    if not job.rules.grouped or not job.whole_node:
         return (f"{head}: its {pending} pending ranks do not fit the free chips of usable "
                 "nodes, or that room went to other jobs of the batch")
     broken = running_rank_reason(problem, job.index)

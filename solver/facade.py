@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from heuristics.greedy import EngineNotAvailable, greedy_plan  # noqa: F401 - re-exported
+from heuristics.families import has_origin_first_jobs
+from heuristics.greedy import greedy_plan
 from models.check import Violation, check
 from models.compiled import Problem, compile_scenario
 from models.errors import OutOfTime
@@ -46,7 +47,7 @@ from models.limits import check_deterministic_time, check_seed, check_time_limit
 from models.objective import Metrics, ResolvedWeights, Weights, evaluate, resolve_weights
 from models.placement import PlacementFile, Status
 from models.plan import Plan, complete_placement, to_placement
-from models.scenario import Family, Scenario
+from models.scenario import Scenario
 from models.vnpu import VnpuPlan, compile_vnpu, vnpu_job_placements, vnpu_objective
 from models.vnpu_rules import OUT_OF_TIME_REASON
 from solver.model.cancel import quiet
@@ -291,9 +292,7 @@ RETURN_MARGIN_SECONDS = 0.005
 
 
 def _has_origin_first(problem: Problem) -> bool:
-    from heuristics.origin_first import ORIGIN_FIRST_FAMILIES
-
-    return any(job.family in ORIGIN_FIRST_FAMILIES for job in problem.jobs)
+    return has_origin_first_jobs(problem)
 
 
 class FallbackChain:
@@ -415,7 +414,7 @@ class FallbackChain:
         problem = self.request.problem
         if not (best.engine == "origin-first" and FULL_MODEL_OLD_START
                 and search_mode(problem) == "full"
-                and any(job.family is Family.MULTILEVEL for job in problem.jobs)):
+                and any(job.rules.in_tree for job in problem.jobs)):
             return best.plan, False
         blocks = self.blocks
         assert blocks is not None  # the construction finished: best is its answer

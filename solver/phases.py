@@ -110,7 +110,8 @@ import time
 from dataclasses import replace
 from functools import partial
 
-from heuristics.origin_first import ORIGIN_FIRST_FAMILIES, origin_first_plan
+from heuristics.families import has_origin_first_jobs
+from heuristics.origin_first import origin_first_plan
 from models.check import check
 from models.compiled import Problem
 from models.eligibility import achievable_hits
@@ -210,7 +211,7 @@ def better_start(problem: Problem, hint: Plan, weights: ResolvedWeights,
     as it is: the reconstruction builds on the hint's other jobs.  ``multilevel`` off
     leaves the multilevel jobs as the hint has them (see :data:`FULL_MODEL_OLD_START`).
     """
-    if not any(job.family in ORIGIN_FIRST_FAMILIES for job in problem.jobs):
+    if not has_origin_first_jobs(problem):
         return hint
     if check(problem, to_placement(problem, hint, engine="hint", status=Status.GREEDY),
              include_vnpu=False):
@@ -239,11 +240,10 @@ def run_phases(request: SolveRequest) -> CpsatOutcome:
     if request.mode in ("lns", "hybrid") and request.problem.num_nodes >= GAP_MIN_NODES:
         bound = neighbourhood_bound(request)
     outcome = _run_phases(request)
-    if bound is not None:
-        if outcome.bound is None or bound < outcome.bound:
-            outcome.bound = bound
-        outcome.lp_bound = bound
-    return outcome
+    if bound is None:
+        return outcome
+    tighter = bound if outcome.bound is None else min(bound, outcome.bound)
+    return replace(outcome, bound=tighter, lp_bound=bound)
 
 
 def neighbourhood_bound(request: SolveRequest) -> int | None:
@@ -311,10 +311,10 @@ def _run_phases(request: SolveRequest) -> CpsatOutcome:
         left = request.search_end - time.perf_counter()
         enough = left >= FULL_MIN_SECONDS
     if not enough:
-        first.phases.append(f"whole batch: not run ({left:.2f} "
-                            f"{'deterministic ' if request.deterministic else ''}s left)")
-        log.debug("phase %s", first.phases[-1])
-        return first
+        phase = (f"whole batch: not run ({left:.2f} "
+                 f"{'deterministic ' if request.deterministic else ''}s left)")
+        log.debug("phase %s", phase)
+        return replace(first, phases=[*first.phases, phase])
     # the whole-batch model is built around the incumbent, so it stays representable
     whole_batch = replace(request, anchor=first.plan,
                           deterministic_time=left if request.deterministic else None)
@@ -323,16 +323,15 @@ def _run_phases(request: SolveRequest) -> CpsatOutcome:
         outcome = run_whole_batch(whole_batch, first.plan, full_notes)
     except BuildCancelled as exc:
         retain(exc)
-        first.notes = [*full_notes, "the whole-batch model was not ready within the budget; "
-                       "the large-neighbourhood answer stands"]
-        first.phases.append("whole batch: building cancelled at the deadline")
-        log.debug("phase %s", first.phases[-1])
-        first.wall_seconds = time.perf_counter() - request.started
-        return first
-    outcome.phases = [*first.phases, *outcome.phases]
-    outcome.steps = first.steps
-    outcome.deterministic_seconds = _det_sum(first.deterministic_seconds,
-                                             outcome.deterministic_seconds)
+        phase = "whole batch: building cancelled at the deadline"
+        log.debug("phase %s", phase)
+        return replace(first, notes=[*full_notes, "the whole-batch model was not ready "
+                                     "within the budget; the large-neighbourhood answer stands"],
+                       phases=[*first.phases, phase],
+                       wall_seconds=time.perf_counter() - request.started)
+    outcome = replace(outcome, phases=[*first.phases, *outcome.phases], steps=first.steps,
+                      deterministic_seconds=_det_sum(first.deterministic_seconds,
+                                                     outcome.deterministic_seconds))
     if (outcome.plan is None and searched.stopped_by == "capped"
             and time.perf_counter() + RESUME_LNS_SECONDS < request.search_end):
         # the whole-batch model could not search: the rest of the budget goes back to
@@ -341,22 +340,19 @@ def _run_phases(request: SolveRequest) -> CpsatOutcome:
         # (every wall-clock run): they would repeat their last sweep, step for step.
         again, _ = run_neighbourhoods(replace(request, deterministic_time=None), first.plan,
                                       [], None)
-        again.notes = [*outcome.notes, *again.notes]
-        again.phases = [*outcome.phases, *again.phases]
-        again.steps = [*outcome.steps, *again.steps]
-        again.deterministic_seconds = _det_sum(outcome.deterministic_seconds,
-                                               again.deterministic_seconds)
-        return again
+        return replace(again, notes=[*outcome.notes, *again.notes],
+                       phases=[*outcome.phases, *again.phases],
+                       steps=[*outcome.steps, *again.steps],
+                       deterministic_seconds=_det_sum(outcome.deterministic_seconds,
+                                                      again.deterministic_seconds))
     if outcome.plan is None or (first.objective is not None and evaluate(
             request.problem, outcome.plan.as_mapping(), request.weights).objective
                                 < first.objective):
-        first.notes = outcome.notes
-        first.phases = [*outcome.phases[:-1], outcome.phases[-1]
-                        + ", the neighbourhoods' answer kept"]
-        first.deterministic_seconds = outcome.deterministic_seconds
-        log.debug("phase %s", first.phases[-1])
-        first.wall_seconds = time.perf_counter() - request.started
-        return first
+        phases = [*outcome.phases[:-1], outcome.phases[-1] + ", the neighbourhoods' answer kept"]
+        log.debug("phase %s", phases[-1])
+        return replace(first, notes=outcome.notes, phases=phases,
+                       deterministic_seconds=outcome.deterministic_seconds,
+                       wall_seconds=time.perf_counter() - request.started)
     return outcome
 
 

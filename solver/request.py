@@ -159,7 +159,7 @@ class SolveRequest:
             return True
 
 
-@dataclass
+@dataclass(frozen=True)
 class CpsatOutcome:
     """What a CP-SAT run produced."""
 

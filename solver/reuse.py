@@ -24,8 +24,7 @@ from models.check import check
 from models.compiled import JobView, Problem
 from models.placement import PlacementFile, Status
 from models.plan import Plan, to_placement
-from models.scenario import Family
-from solver.model.podscope import within_scope
+from solver.families import solver_family
 from solver.model.reuse import ModelCache
 
 
@@ -120,8 +119,8 @@ class SolveCache:
             if n is None:
                 return None
             nodes[r] = n
-        if (job.partly_running and job.family is not Family.ORDINARY
-                and not within_scope(problem, job, nodes)):
+        if job.partly_running and not solver_family(job.family).remembered_fits(
+                problem, job, nodes):
             return None
         return nodes
 

@@ -31,8 +31,8 @@ How a scenario is made
 ----------------------
 1. The clean cluster of the family at the requested scale (all nodes free and healthy).
 2. The *earlier placement*: the returning jobs, at their original sizes, are placed on the
-   clean cluster by the greedy engine (``solve(..., engine="greedy")``).  When greedy does
-   not support the family yet (``EngineNotAvailable``), or leaves a job unplaced, a simple
+   clean cluster by the greedy engine (``solve(..., engine="greedy")``).  When greedy's
+   answer is refused by the validator (``InvalidAnswer``), or leaves a job unplaced, a simple
    valid layout (first fit in topology order from a random starting domain) places it
    instead; every earlier placement is checked by :func:`models.check.check`.  Each rank's
    node is recorded in the affinity cache, as upstream's ``RecordAssignment`` does.

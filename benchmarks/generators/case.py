@@ -49,12 +49,11 @@ def _history(topo: Topology, jobs: list[JobSpec], rng: np.random.Generator, mode
     problem = compile_scenario(scenario, "<history>")
     plan = Plan.empty(problem)
     if mode in ("auto", "greedy"):
-        from heuristics.greedy import EngineNotAvailable
         from solver.facade import InvalidAnswer, solve
 
         try:
             plan = solve(problem, engine="greedy").plan
-        except (EngineNotAvailable, InvalidAnswer) as exc:
+        except InvalidAnswer as exc:
             if mode == "greedy":
                 raise
             notes.append(f"earlier placement by the simple layout: {exc}")

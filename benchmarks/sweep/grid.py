@@ -60,8 +60,8 @@ TAIL_FIELDS: tuple[str, ...] = (
     "achievable-origin-hits", "hit-rate", "fault-returns", "subhealthy-nodes", "reserve-used",
     "fragment-score", "affinity-spill", "objective", "bound", "gap", "wall-seconds",
     "solver-wall-seconds", "solver-deterministic-seconds", "peak-rss-mb", "peak-delta-mb",
-    "nodes", "family", "scale", "mix", "gen-seed", "depth", "history", "sessions", "worker",
-    "error", "note",
+    "cell-cpu-seconds", "solve-cpu-seconds", "nodes", "family", "scale", "mix", "gen-seed",
+    "depth", "history", "sessions", "worker", "error", "note",
 )
 
 

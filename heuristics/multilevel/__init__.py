@@ -142,7 +142,6 @@ from heuristics.multilevel.order import (
 )
 from heuristics.state import ClusterState
 from models.compiled import JobView, Problem, natural_key
-from models.scenario import Family
 
 
 def place_multilevel(problem: Problem, j: int, state: ClusterState) -> JobOutcome:
@@ -165,7 +164,7 @@ def place_multilevel(problem: Problem, j: int, state: ClusterState) -> JobOutcom
         or a reason naming the trees and why each failed.
     """
     job = problem.jobs[j]
-    if job.family is not Family.MULTILEVEL or not job.levels:
+    if not job.rules.in_tree or not job.levels:
         return JobOutcome.fail(f"job '{job.name}' is not a multilevel job")
     context = Context(problem, job, state)
     full = solve_job(context)

@@ -3,7 +3,7 @@
 :class:`Context` is everything one schedule of a job
 (:func:`heuristics.multilevel.solve_job`) shares: the job's candidate nodes per topotree
 (and why a tree is unusable), the tree indexes (:meth:`Context.index`, kept in
-``Problem.memo`` across jobs), one ``Schedule`` on a whole tree
+``Problem.derived`` across jobs), one ``Schedule`` on a whole tree
 (:meth:`Context.schedule_tree`), the leaf order inside a level1 domain
 (:meth:`Context.leaf_key`), and the answers of repairs
 (:mod:`heuristics.multilevel.history`).  One ``Schedule`` call is
@@ -24,6 +24,16 @@ from heuristics.multilevel.run import Run
 from heuristics.multilevel.tree import Span, TreeIndex
 from heuristics.state import ClusterState
 from models.compiled import SUBHEALTHY, JobView, Problem, TreeView, natural_key
+from models.derived import Derived
+
+#: Run._plain_counts' answers per span: id(span) -> (span, offered, leaves per level1,
+#: reserved), shared by every run and job of a problem.
+PlainCounts = dict[int, tuple[Span, np.ndarray, np.ndarray, np.ndarray | None]]
+PLAIN_COUNTS: Derived[None, PlainCounts] = Derived("multilevel plain counts")
+#: Context.index per (tree, depth).
+TREE_INDEX: Derived[tuple[int, int], TreeIndex] = Derived("multilevel tree index")
+#: The leaf keys of free nodes per image (None: no image tie order).
+LEAF_RANK: Derived[str | None, list[int]] = Derived("multilevel leaf rank")
 
 
 class Context:
@@ -38,7 +48,7 @@ class Context:
         # last answer per span, kept with the spans for every later run and job (an entry
         # is replaced whole and never changed, so a stale one only costs a larger update)
         self.counts: dict[int, tuple[Span, np.ndarray, np.ndarray, np.ndarray | None]] = (
-            problem.memo.setdefault("multilevel-counts", {}))
+            problem.derived.get_or_compute(PLAIN_COUNTS, None, dict))
         self.job = job
         self.levels = job.levels
         self.tasks = job.tasks
@@ -111,21 +121,20 @@ class Context:
         """The trimmed index of tree ``t`` to ``depth`` levels over every node that names
         the tree and carries its level1 label, whether free or not.
 
-        It depends on the problem alone, so it is kept in ``Problem.memo`` and shared by
+        It depends on the problem alone, so it is kept in ``Problem.derived`` and shared by
         every job (with its domain spans); a job's candidates are the leaves a run offers.
         """
         problem = self.problem
-        key = ("multilevel-tree-index", t, depth)
-        found: TreeIndex | None = problem.memo.get(key)
-        if found is None:
+
+        def compute() -> TreeIndex:
             view = problem.trees[problem.tree_names[t]]
             # every node that can be any job's candidate (a job's candidates carry the labels
             # of its own levels, so a node lacking a label above level1 may be one: the
             # strict rule's extra level then puts it in the domain of "no label")
             members = (problem.node_tree == t) & (view.level_value[0] >= 0)
-            found = problem.memo[key] = TreeIndex(view, members, depth,
-                                                   problem.label_order(view.name, depth))
-        return found
+            return TreeIndex(view, members, depth, problem.label_order(view.name, depth))
+
+        return problem.derived.get_or_compute(TREE_INDEX, (t, depth), compute)
 
     @staticmethod
     def req_of(levels: Sequence[int], tasks: int) -> list[int]:
@@ -198,13 +207,12 @@ def _leaf_rank(problem: Problem, fault_nodes: set[int], image: str | None = None
     2 a fault node; the tie position is the natural one, holders of ``image`` first:
     :func:`heuristics.images.tie_positions`); a preferred node's key is then
     ``rank - tasks`` (negative)."""
-    key = ("multilevel-leaf-rank", image if problem.image_mask(image) is not None else None)
-    base: list[int] | None = problem.memo.get(key)
+    key = image if problem.image_mask(image) is not None else None
     span = 2 * problem.num_nodes
     tie = tie_positions(problem, image)
-    if base is None:
-        ranks = tie.astype(np.int64) + span * (problem.health == SUBHEALTHY)
-        base = problem.memo[key] = ranks.tolist()
+    base = problem.derived.get_or_compute(
+        LEAF_RANK, key, lambda: (tie.astype(np.int64)
+                                 + span * (problem.health == SUBHEALTHY)).tolist())
     if not fault_nodes:
         return base
     out = base.copy()

@@ -33,7 +33,6 @@ from heuristics.state import ClusterState
 from models.compiled import JobView, Problem
 from models.errors import OutOfTime
 from models.plan import Plan
-from models.scenario import Family
 
 
 def _reachable(problem: Problem, j: int, free: np.ndarray) -> int:
@@ -44,9 +43,14 @@ def _reachable(problem: Problem, j: int, free: np.ndarray) -> int:
     return int((free[origin] == problem.npus[origin]).sum())
 
 
-def multilevel_order(problem: Problem, redo: list[int], free: np.ndarray) -> list[int]:
-    """``redo`` with the most reachable origins first (queue order among equals)."""
+def multilevel_order(problem: Problem, redo: list[int], free: np.ndarray,
+                     smallest_first: bool = False) -> list[int]:
+    """``redo`` with the most reachable origins first (queue order among equals); with
+    ``smallest_first``, the jobs of fewest ranks first, equal sizes in that order."""
     position = {j: k for k, j in enumerate(problem.queue)}
+    if smallest_first:
+        return sorted(redo, key=lambda j: (problem.jobs[j].tasks, -_reachable(problem, j, free),
+                                           position[j]))
     return sorted(redo, key=lambda j: (-_reachable(problem, j, free), position[j]))
 
 
@@ -79,26 +83,27 @@ def relabel_plan(problem: Problem, base: Plan) -> Plan:
     plan = base.copy()
     for j, nodes in enumerate(plan.nodes):
         job = problem.jobs[j]
-        if nodes is not None and job.family is Family.MULTILEVEL and not job.partly_running:
+        if nodes is not None and job.rules.in_tree and not job.partly_running:
             plan.nodes[j] = better_ranks(job, nodes)
     return plan
 
 
 def multilevel_pass(problem: Problem, base: Plan, hold_back: bool,
                     deadline: float | None = None, relabel: bool = True,
-                    guided: bool = True) -> Plan:
+                    guided: bool = True, smallest_first: bool = False) -> Plan:
     """Re-place the multilevel jobs of ``base`` origin-first (see the module docstring),
     each job's ranks reordered by :func:`better_ranks` unless ``relabel`` is off; with
     ``guided`` a job takes :func:`heuristics.multilevel.guided.guided_layout` instead of
-    upstream's layout when that has more hits (or as many and fewer fault returns)."""
+    upstream's layout when that has more hits (or as many and fewer fault returns);
+    ``smallest_first`` places the jobs of fewest ranks first (:func:`multilevel_order`)."""
     redo = [j for j in problem.queue
-            if problem.jobs[j].family is Family.MULTILEVEL and not problem.jobs[j].partly_running]
+            if problem.jobs[j].rules.in_tree and not problem.jobs[j].partly_running]
     plan = base.copy()
     state = ClusterState.initial(problem)
     for j, nodes in enumerate(plan.nodes):
         if nodes is not None and j not in redo:
             state.commit(problem.jobs[j].placed_nodes(nodes), problem.jobs[j].npu_per_task)
-    order = multilevel_order(problem, redo, state.free)
+    order = multilevel_order(problem, redo, state.free, smallest_first)
     wants: dict[int, np.ndarray] = {}
     for j in order:
         job = problem.jobs[j]

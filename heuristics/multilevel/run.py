@@ -247,7 +247,7 @@ class Run:
         domain in natural order.
 
         Successive runs over one span (the repairs of a job) offer nearly the same
-        leaves: the last answer per span is kept (in ``Problem.memo``, so the later jobs
+        leaves: the last answer per span is kept (in ``Problem.derived``, so the later jobs
         of a batch start from it too) and only the level1 domains whose offered leaves
         changed are counted again.  Arrays handed out are never changed
         afterwards (an update works on copies).

@@ -4,7 +4,7 @@
 every domain at every level is a contiguous run of positions; :class:`Span` is the domain
 structure below one domain of it (run starts, parents, first children), which every
 :class:`heuristics.multilevel.run.Run` scheduling in that domain shares.  Both depend on
-the problem alone and are kept in ``Problem.memo`` across jobs
+the problem alone and are kept in ``Problem.derived`` across jobs
 (:meth:`heuristics.multilevel.context.Context.index`).  Part of
 :mod:`heuristics.multilevel`.
 """

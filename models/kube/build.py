@@ -67,14 +67,20 @@ Decisions on the reference's inferences ([I] in cluster-integration.md), in one 
   a node that is gone) is imported as the occupancy it is: its chips stay used and its
   cache entries kept, but it is not a running job of the scenario (warned, naming the
   rule).  A rule across objects that names one job (validation of the assembled
-  scenario) takes that job out the same way.  The scheduler ConfigMap's errors refuse
-  the import in both modes: every job depends on it.
+  scenario) takes that job out the same way.  A rule that names a node takes out that
+  node before the jobs read the nodes (a rule on the nodes alone), or
+  makes the build run again without it (running pods claiming more chips than it has):
+  its ranks are those of a node that is gone.  An over-full super pod keeps
+  ``super-pod-size`` nodes; the others (label disagreeing with ``SuperPodID`` first,
+  then the last by name) are imported outside every super pod.  Each is warned with the
+  node, field and rule.  The scheduler ConfigMap's errors refuse the import in both
+  modes: every job depends on it.
 
 Why this file is long: :class:`ClusterImport` is one collector of the objects added one
 at a time (compact records kept per kind), and :meth:`ClusterImport.build` with its
 helpers (job specs, cache, running and pending jobs, vNPU jobs) makes the decisions listed
 above from those records; they read the same records and warnings, and the decisions are
-documented here, in one place, in about 75 lines of this docstring; the lenient mode's
+documented here, in one place, in about 80 lines of this docstring; the lenient mode's
 bookkeeping (which job an error belongs to) sits beside the collector that records them.
 """
 
@@ -83,6 +89,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -133,7 +140,13 @@ from models.scenario import (
     Scenario,
     VnpuJob,
 )
-from models.validation import InputError, JobShape, check_running, derive_shape
+from models.validation import (
+    InputError,
+    JobShape,
+    check_running,
+    derive_shape,
+    validate_scenario,
+)
 from models.vnpu import job_family, kind_family, request_error
 
 _Cache = dict[tuple[str, int], dict[str, Any]]
@@ -144,6 +157,9 @@ FAULT_NPU_CM = "vcjob-fault-npu-cm"
 RESCHEDULE_SLACK_SECONDS = 600
 #: Job fields a running job does not carry (MindIE's own path).
 PENDING_ONLY_FIELDS = frozenset({"app", "jobID", "pod-affinity", "sp-fit"})
+#: A node label that names the node's super pod (the topology tree's), read against the
+#: device record's ``SuperPodID`` when a super pod is over-full.
+SUPER_POD_LABEL = "huawei.com/topotree.superpodid"
 #: ``PendingSessionNum`` stages of the rescheduler (reference §4.4).
 TP_STAGE_SESSIONS = 3
 SP_STAGE_SESSIONS = 6
@@ -238,6 +254,26 @@ def _named_jobs(messages: list[str], sections: tuple[tuple[str, str], ...]
     return out
 
 
+class _NodesBroken(Exception):
+    """Lenient mode: rules of the assembled scenario that name nodes (``nodes``: name ->
+    the rule); the build is redone with those nodes left out."""
+
+    def __init__(self, nodes: dict[str, str]) -> None:
+        super().__init__(listing(sorted(nodes)))
+        self.nodes = nodes
+
+
+def _named_nodes(messages: list[str]) -> dict[str, str]:
+    """Node name -> its rule, when every message names one node (else empty)."""
+    out: dict[str, str] = {}
+    for message in messages:
+        where, sep, rest = message.removeprefix("<import>: ").partition(": field '")
+        if not (sep and where.startswith("node '") and where.endswith("'")):
+            return {}
+        out.setdefault(where[len("node '"):-1], f"field '{rest}")
+    return out
+
+
 def _job_of(obj: dict[str, Any]) -> str | None:
     """The job id (``<namespace>/<podgroup>``) a Pod or PodGroup belongs to, read from the
     raw object as far as it can be (``None``: not one, or not readable)."""
@@ -258,6 +294,19 @@ def _job_of(obj: dict[str, Any]) -> str | None:
 
 
 @dataclass
+class BuildParts:
+    """What :meth:`ClusterImport.build` decided per node and per job, beside the
+    scenario: what an incremental import of one change starts from."""
+
+    mode: str
+    self_maintain: bool
+    specs: list[JobSpec]
+    health: dict[str, Health]
+    bad_chips: dict[str, set[str]]
+    image_sizes: dict[str, float]
+
+
+@dataclass
 class ImportResult:
     """A scenario and what the import could not express.
 
@@ -273,6 +322,12 @@ class ImportResult:
     #: jobs not imported (left to Volcano) -> the first reason: objects the importer
     #: refused (lenient mode) and pending pods whose ranks cannot be planned
     refused: dict[str, str] = field(default_factory=dict)
+    #: nodes a rule took out (lenient mode) -> what was done and the rule: ``left out``
+    #: or ``outside every super pod``
+    nodes_changed: dict[str, str] = field(default_factory=dict)
+    #: what the build decided per object, for an incremental import of the next change
+    #: (:mod:`models.kube.incremental`)
+    parts: BuildParts | None = None
 
     def render(self, fmt: str) -> str:
         """The scenario as ``json`` or ``yaml`` text, as ``npu-place import`` writes it.
@@ -333,6 +388,10 @@ class ClusterImport:
         self.refused: dict[str, list[str]] = {}
         #: running jobs that break a rule, imported as occupancy only (lenient mode)
         self.occupancy: list[str] = []
+        #: nodes a rule across nodes and jobs left out (lenient mode) -> the rule
+        self.left_out_nodes: dict[str, str] = {}
+        #: nodes a rule took out or moved out of their super pod (lenient mode) -> why
+        self.nodes_changed: dict[str, str] = {}
         self.nodes: dict[str, NodeRecord] = {}
         self.devices = DeviceState()
         self.pods: dict[tuple[str, str], PodRecord] = {}
@@ -455,6 +514,37 @@ class ClusterImport:
                            "ignored, as upstream does")
         return wanted
 
+    def npu_node(self, record: NodeRecord, mode: str, usage: NodeUsage,
+                 self_maintain: bool, now: int, diag: Diagnostics
+                 ) -> tuple[dict[str, Any], Health, set[str]]:
+        """One NPU node (not dynamic vNPU) as the scenario's item, its health and its
+        unhealthy chips, from its record, its device records of ``mode`` and the chips
+        its active pods use (``usage``)."""
+        info = self.devices.devices[mode].get(record.name)
+        if info is None:
+            diag.warn(record.obj, f"no device info ({mode} mode): imported with free 0 "
+                      "and no super pod")
+        elif info.update_time and now - info.update_time > STALE_SECONDS[mode]:
+            diag.warn(info.obj, f"stale UpdateTime (older than {STALE_SECONDS[mode]} s at "
+                      "now): upstream restarts its informer; the record is used as is")
+        if record.base_chips is not None and len(record.base_chips) != record.capacity:
+            diag.warn(record.obj, f"baseDeviceInfos lists {len(record.base_chips)} chips "
+                      f"but the capacity is {record.capacity}: npus from the capacity")
+        free, bad_chips = free_chips(record, info, usage, self_maintain, diag)
+        state = node_health(record, info, self.devices.noded[mode].get(record.name),
+                            self.devices.switches[mode].get(record.name), diag)
+        node: dict[str, Any] = {"name": record.name, "npus": record.capacity,
+                                "free": free, "health": state.value}
+        if info is not None and info.super_pod_id is not None and info.super_pod_id >= 0:
+            node["super-pod-id"] = info.super_pod_id
+        if info is not None and info.rack_id is not None and info.rack_id >= 0:
+            node["rack-id"] = info.rack_id
+        if record.labels:
+            node["labels"] = record.labels
+        if record.images:
+            node["images"] = record.images
+        return node, state, bad_chips
+
     def build(self, now: int | None = None, previous: Scenario | None = None
               ) -> ImportResult:
         """Build the scenario.
@@ -472,6 +562,39 @@ class ClusterImport:
             When an object was malformed (every message names the object and field), or
             the objects describe a scenario the contract rejects.
         """
+        try:
+            return self._build_settled(now, previous)
+        finally:
+            if self.job_images_only:
+                for record in self.nodes.values():
+                    record.images_raw = None  # read (the build does not run again)
+
+    def _build_settled(self, now: int | None, previous: Scenario | None) -> ImportResult:
+        """:meth:`build`; in lenient mode again without the nodes a rule names."""
+        if self.strict:
+            return self._build(now, previous)
+        # lenient: a rule that names a node once the jobs are in (running pods claiming
+        # more chips than the node has) leaves that node out, and the build is redone
+        # from the same records with it gone (the messages of the failed try dropped)
+        errors = list(self.diag.errors)
+        warnings = {text: list(objs) for text, objs in self.diag._warnings.items()}
+        refused = {job: list(reasons) for job, reasons in self.refused.items()}
+        occupancy = list(self.occupancy)
+        for _ in range(4):
+            try:
+                return self._build(now, previous)
+            except _NodesBroken as exc:
+                self.diag.errors[:] = errors
+                self.diag._warnings = {text: list(objs) for text, objs in warnings.items()}
+                self.refused = {job: list(reasons) for job, reasons in refused.items()}
+                self.occupancy = list(occupancy)
+                self.nodes_changed = {}
+                self.left_out_nodes.update(exc.nodes)
+        raise InputError(["the imported cluster is not a valid scenario after leaving out "
+                          f"the nodes {listing(sorted(self.left_out_nodes))}"])
+
+    def _build(self, now: int | None, previous: Scenario | None) -> ImportResult:
+        """:meth:`build` once (in lenient mode without :attr:`left_out_nodes`)."""
         diag = self.diag
         diag.raise_errors()
         now = int(time.time()) if now is None else int(now)
@@ -490,9 +613,8 @@ class ClusterImport:
             # agents' images are on every node and no job's
             wanted = {pod.image for pod in self.pods.values() if pod.image and (
                 pod.group or pod.resource or pod.other_resource or pod.npu_core)}
-            for record in self.nodes.values():
+            for record in self.nodes.values():  # the raw lists are freed by build
                 record.images = node_images(record.images_raw, record.obj, diag, wanted)
-                record.images_raw = None
         nodes: list[dict[str, Any]] = []
         node_objects: list[str] = []
         with_devices = 0  # imported nodes that a device-info record describes
@@ -521,30 +643,10 @@ class ClusterImport:
                               "scenario does not model: not imported")
                 continue
             info = devices.get(record.name)
-            if info is None:
-                diag.warn(record.obj, f"no device info ({mode} mode): imported with free 0 "
-                          "and no super pod")
-            elif info.update_time and now - info.update_time > STALE_SECONDS[mode]:
-                diag.warn(info.obj, f"stale UpdateTime (older than {STALE_SECONDS[mode]} s at "
-                          "now): upstream restarts its informer; the record is used as is")
-            if record.base_chips is not None and len(record.base_chips) != record.capacity:
-                diag.warn(record.obj, f"baseDeviceInfos lists {len(record.base_chips)} chips "
-                          f"but the capacity is {record.capacity}: npus from the capacity")
-            free, bad_chips[record.name] = free_chips(
-                record, info, usage[record.name], sched.self_maintain_available_card, diag)
-            state = node_health(record, info, self.devices.noded[mode].get(record.name),
-                                self.devices.switches[mode].get(record.name), diag)
+            node, state, bad_chips[record.name] = self.npu_node(
+                record, mode, usage[record.name], sched.self_maintain_available_card, now,
+                diag)
             health[record.name] = state
-            node: dict[str, Any] = {"name": record.name, "npus": record.capacity,
-                                    "free": free, "health": state.value}
-            if info is not None and info.super_pod_id is not None and info.super_pod_id >= 0:
-                node["super-pod-id"] = info.super_pod_id
-            if info is not None and info.rack_id is not None and info.rack_id >= 0:
-                node["rack-id"] = info.rack_id
-            if record.labels:
-                node["labels"] = record.labels
-            if record.images:
-                node["images"] = record.images
             nodes.append(node)
             node_objects.append(record.obj)
             with_devices += info is not None
@@ -555,18 +657,14 @@ class ClusterImport:
         self._settle()  # lenient: a node record's refusal is a warning (node kept as read)
         node_names = set(health)
         diag.raise_errors()
-
-        specs = self._job_specs(diag)
-        diag.raise_errors()
-        _image_sizes(specs, self.nodes.values())
-        cache = self._cache(specs, node_names, now, previous, diag)
-        vnpu_jobs = self._vnpu_jobs(nodes, node_names, now, cache, diag)
         try:
             config = Config.model_validate(sched.config)
         except ValidationError as exc:
             raise InputError([f"{sched.obj}: field 'init-params."
                               f"{'.'.join(str(p) for p in err['loc'])}': {err['msg']}"
                               for err in exc.errors()]) from None
+        # the nodes are settled before any job or cache entry reads them: a node left out
+        # here is a node that is gone for the jobs (their ranks on it are handled as such)
         models = []
         for n, who in zip(list(nodes), node_objects, strict=True):
             before = len(diag.errors)
@@ -574,26 +672,31 @@ class ClusterImport:
             if model is not None:
                 models.append(model)
             elif not self.strict:  # the node alone is left out
+                self.nodes_changed[n["name"]] = "left out: " + "; ".join(
+                    diag.errors[before:])[:300]
                 self._settle(before, "node not imported")
                 nodes.remove(n)
                 node_names.discard(n["name"])
                 health.pop(n["name"], None)
         diag.raise_errors()
+        if not self.strict:
+            models = self._settle_nodes(config, nodes, models, node_names, health)
         base = Scenario(config=config, nodes=models)
+
+        specs = self._job_specs(diag)
+        diag.raise_errors()
+        sizes = image_sizes(self.nodes.values())
+        for spec in specs:
+            set_image_size(spec, sizes)
+        cache = self._cache(specs, node_names, now, previous, diag)
+        vnpu_jobs = self._vnpu_jobs(nodes, node_names, now, cache, diag)
         jobs: list[dict[str, Any]] = []
         running: list[dict[str, Any]] = []
-        for spec in sorted(specs, key=lambda s: (-s.priority, s.created, s.name)):
-            before = len(diag.errors)
-            if spec.bound and not spec.pending_pods:
-                item = self._running(spec, node_names, base, diag)
-                if item is not None:
-                    running.append(item)
-                    self._warn_faults(spec, health, bad_chips, diag)
-            else:
-                job = self._pending(spec, cache, health, now, base, diag)
-                if job is not None:
-                    jobs.append(job)
-            self._refuse_job(spec.name, before)
+        for spec in sorted(specs, key=queue_key):
+            section, item = self.job_item(spec, node_names, health, bad_chips, cache, now,
+                                          base, diag)
+            if item is not None:
+                (running if section == "running" else jobs).append(item)
         diag.raise_errors()
         running.sort(key=lambda r: natural_key(r["name"]))
         data: dict[str, Any] = {
@@ -621,9 +724,85 @@ class ClusterImport:
                   "unhealthy": sum(1 for h in health.values() if h is Health.UNHEALTHY),
                   "subhealthy": sum(1 for h in health.values() if h is Health.SUBHEALTHY),
                   "refused": len(self.refused)}
+        parts = BuildParts(mode, sched.self_maintain_available_card, specs, health,
+                           bad_chips, sizes)
         return ImportResult(scenario=scenario, data=data, warnings=diag.warnings, mode=mode,
                             counts=counts,
-                            refused={job: reasons[0] for job, reasons in self.refused.items()})
+                            refused={job: reasons[0] for job, reasons in self.refused.items()},
+                            nodes_changed=dict(self.nodes_changed), parts=parts)
+
+    def _settle_nodes(self, config: Config, nodes: list[dict[str, Any]], models: list[Node],
+                      node_names: set[str], health: dict[str, Health]) -> list[Node]:
+        """Lenient mode: the scenario's rules on the nodes alone, settled node by node.
+
+        ``nodes`` (the scenario data) and ``models`` are parallel; both, ``node_names``
+        and ``health`` are updated in place, and the models returned.  A rule that names
+        one node (the vNPU node rules, ``free`` out of range, a duplicate name: guarded
+        by the readers, checked again here) leaves that node out, as a node that is
+        gone.  A super pod with more nodes than ``super-pod-size`` keeps
+        ``super-pod-size`` of them; the others
+        are imported outside every super pod (their chips serve the jobs that need no
+        super pod, their running ranks stay where they are): first the nodes whose
+        ``huawei.com/topotree.superpodid`` label disagrees with the device record's
+        ``SuperPodID``, then the last by name.  Every change is a warning naming the node,
+        the field and the rule; rules that name no node (the ConfigMap's) are left to the
+        scenario's validation, which refuses the import for them in both modes.
+        """
+        size = config.effective_super_pod_size
+        for _ in range(4):
+            _, messages = validate_scenario(Scenario(config=config, nodes=models), "<import>")
+            broken = {model.name: [self.left_out_nodes[model.name]] for model in models
+                      if model.name in self.left_out_nodes}
+            full: list[int] = []
+            for message in messages:
+                where, _, rest = message.removeprefix("<import>: ").partition(": field '")
+                if where.startswith("node '") and where.endswith("'"):
+                    broken.setdefault(where[len("node '"):-1], []).append(f"field '{rest}")
+                elif where.startswith("super pod "):
+                    full.append(int(where[len("super pod "):]))
+            if not broken and not full:
+                return models
+            keep = [i for i, model in enumerate(models) if model.name not in broken]
+            for name, problems in broken.items():
+                self.nodes_changed[name] = f"left out: {'; '.join(problems)}"[:300]
+                self.diag.warn(f"node '{name}'", f"{'; '.join(problems)}: node not imported "
+                               "(the rest of the cluster is; ranks running on it are those of "
+                               "a node that is gone)")
+                node_names.discard(name)
+                health.pop(name, None)
+            for sp in full:
+                members = [i for i in keep if models[i].super_pod_id == sp]
+                label = SUPER_POD_LABEL
+                disagreeing = {i for i in members
+                               if models[i].labels.get(label) not in (None, str(sp))}
+
+                def disagrees(i: int, disagreeing: set[int] = disagreeing) -> bool:
+                    return i in disagreeing
+
+                # the disagreeing nodes first (by name), then the last by name
+                order = sorted((i for i in members if disagrees(i)),
+                               key=lambda i: natural_key(models[i].name))
+                order += sorted((i for i in members if not disagrees(i)),
+                                key=lambda i: natural_key(models[i].name), reverse=True)
+                out = order[:len(members) - size]
+                for i in sorted(out, key=lambda i: natural_key(models[i].name)):
+                    why = (f"its label {label}={models[i].labels[label]} disagrees"
+                           if disagrees(i) else "the last by name")
+                    self.diag.warn(
+                        f"node '{models[i].name}'", f"field 'device info SuperPodID': super "
+                        f"pod {sp} has {len(members)} nodes but config.super-pod-size is "
+                        f"{size} ({why}): imported outside every super pod (jobs that need "
+                        "none can use it)")
+                    self.nodes_changed[models[i].name] = (
+                        f"outside every super pod: super pod {sp} has {len(members)} nodes "
+                        f"but config.super-pod-size is {size} ({why})")
+                    nodes[i].pop("super-pod-id", None)
+                    nodes[i].pop("rack-id", None)
+                    models[i] = models[i].model_copy(update={"super_pod_id": None,
+                                                             "rack_id": None})
+            nodes[:] = [nodes[i] for i in keep]
+            models = [models[i] for i in keep]
+        return models
 
     def _settle(self, before: int = 0, outcome: str = "ignored") -> None:
         """Lenient mode: the errors recorded since ``before`` become warnings (their object
@@ -649,6 +828,10 @@ class ClusterImport:
             except InputError as exc:
                 messages = exc.messages
                 named = {} if self.strict else _named_jobs(messages, sections)
+                if not self.strict and len(named) < len(set(messages)):
+                    broken = _named_nodes([m for m in messages if m not in named])
+                    if broken:
+                        raise _NodesBroken(broken) from None
                 if not named or len(named) < len(set(messages)):
                     raise InputError([f"the imported cluster is not a valid scenario: {m}"
                                       for m in messages]) from None
@@ -748,28 +931,39 @@ class ClusterImport:
         out.sort(key=lambda j: -j["priority"])
         return out
 
-    def _cache(self, specs: list[JobSpec], node_names: set[str], now: int,
-               previous: Scenario | None, diag: Diagnostics) -> _Cache:
+    def spec_entries(self, spec: JobSpec, node_names: AbstractSet[str], now: int,
+                     diag: Diagnostics) -> _Cache:
+        """The cache entries one job writes: its bound ranks (``updated = now``), then its
+        ``job-reschedule-reason`` records for ranks not bound (the newest wins); entries
+        on nodes that are not imported are dropped (warned)."""
         cache: _Cache = {}
-        dropped = "cache entry on a node that is not imported: dropped"
+        if spec.owner is None:
+            return cache
+        owner = spec.owner
 
-        def put(owner: str, rank: int, node: str, updated: int, where: str) -> None:
+        def put(rank: int, node: str, updated: int, where: str) -> None:
             if node not in node_names:
-                diag.warn(f"{where} rank {rank} on '{node}'", dropped)
+                diag.warn(f"{where} rank {rank} on '{node}'",
+                          "cache entry on a node that is not imported: dropped")
                 return
             cache[(owner, rank)] = {"owner-uid": owner, "rank": rank, "node": node,
                                     "updated": updated}
 
+        for rank, node in spec.bound.items():
+            put(rank, node, now, spec.obj)
+        for record in self.reschedule.get(spec.name, []):
+            for task in record:  # oldest record first: the newest one wins
+                if task.rank not in spec.bound and task.node:
+                    put(task.rank, task.node, task.time,
+                        f"ConfigMap {RESCHEDULE_NAMESPACE}/{RESCHEDULE_CM} job {spec.name}")
+        return cache
+
+    def _cache(self, specs: list[JobSpec], node_names: set[str], now: int,
+               previous: Scenario | None, diag: Diagnostics) -> _Cache:
+        cache: _Cache = {}
+        dropped = "cache entry on a node that is not imported: dropped"
         for spec in specs:
-            if spec.owner is None:
-                continue
-            for rank, node in spec.bound.items():
-                put(spec.owner, rank, node, now, spec.obj)
-            for record in self.reschedule.get(spec.name, []):
-                for task in record:  # oldest record first: the newest one wins
-                    if task.rank not in spec.bound and task.node:
-                        put(spec.owner, task.rank, task.node, task.time,
-                            f"ConfigMap {RESCHEDULE_NAMESPACE}/{RESCHEDULE_CM} job {spec.name}")
+            cache.update(self.spec_entries(spec, node_names, now, diag))
         known = {s.name for s in specs}
         for job_id in self.reschedule:
             if job_id not in known:
@@ -792,7 +986,26 @@ class ClusterImport:
                 cache[key] = item
         return cache
 
-    def _running(self, spec: JobSpec, node_names: set[str], base: Scenario,
+    def job_item(self, spec: JobSpec, node_names: AbstractSet[str], health: dict[str, Health],
+                 bad_chips: dict[str, set[str]], cache: _Cache, now: int, base: Scenario,
+                 diag: Diagnostics) -> tuple[str, dict[str, Any] | None]:
+        """One job as the scenario's item: ``("running", item)`` when every pod is bound,
+        else ``("jobs", item)``; the item is ``None`` when the job is not imported.
+        ``base`` gives the config (the job rules read nothing else of it)."""
+        before = len(diag.errors)
+        item: dict[str, Any] | None
+        if spec.bound and not spec.pending_pods:
+            section = "running"
+            item = self._running(spec, node_names, base, diag)
+            if item is not None:
+                self._warn_faults(spec, health, bad_chips, diag)
+        else:
+            section = "jobs"
+            item = self._pending(spec, cache, health, now, base, diag)
+        self._refuse_job(spec.name, before)
+        return section, item
+
+    def _running(self, spec: JobSpec, node_names: AbstractSet[str], base: Scenario,
                  diag: Diagnostics) -> dict[str, Any] | None:
         ranks = {}
         for rank, node in sorted(spec.bound.items()):
@@ -854,11 +1067,13 @@ class ClusterImport:
         if lost:
             diag.warn(spec.obj, f"ranks {listing(lost)} run on nodes that are not imported: "
                       "planned as pending ranks")
-        if spec.owner is not None:
-            for (owner, rank), entry in cache.items():
-                if (owner == spec.owner and rank < spec.tasks
-                        and health.get(entry["node"]) is Health.UNHEALTHY):
-                    faults.add(rank)
+        if spec.owner is not None:  # the owner's entries, by rank or by entry: the fewer
+            owned = ((e for r in range(spec.tasks) if (e := cache.get((spec.owner, r))))
+                     if spec.tasks <= len(cache) else
+                     (e for (o, r), e in cache.items() if o == spec.owner and r < spec.tasks))
+            for entry in owned:
+                if health.get(entry["node"]) is Health.UNHEALTHY:
+                    faults.add(entry["rank"])
         records = self.reschedule.get(spec.name) or []
         if records and records[-1]:
             latest = records[-1]
@@ -892,13 +1107,22 @@ class ClusterImport:
         return item
 
 
-def _image_sizes(specs: list[JobSpec], records: Iterable[NodeRecord]) -> None:
-    """Each job's ``image.size-gb`` from any node's ``status.images`` that lists the image
-    (image locality); left out (the job's ``image-size-gb``) when none does."""
+def queue_key(spec: JobSpec) -> tuple[int, int, str]:
+    """The import's order of jobs: priority (highest first), creation time, name."""
+    return (-spec.priority, spec.created, spec.name)
+
+
+def image_sizes(records: Iterable[NodeRecord]) -> dict[str, float]:
+    """Image name -> size in GB, from every node's ``status.images`` (the last node that
+    lists an image wins)."""
     sizes: dict[str, float] = {}
     for record in records:
         sizes.update(record.images)
-    for spec in specs:
-        image = spec.fields.get("image")
-        if isinstance(image, dict) and image.get("name") in sizes:
-            image["size-gb"] = sizes[image["name"]]
+    return sizes
+
+
+def set_image_size(spec: JobSpec, sizes: dict[str, float]) -> None:
+    """The job's ``image.size-gb`` from ``sizes`` (left out when no node lists it)."""
+    image = spec.fields.get("image")
+    if isinstance(image, dict) and image.get("name") in sizes:
+        image["size-gb"] = sizes[image["name"]]

@@ -41,6 +41,7 @@ import logging
 import math
 import time
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 from ortools.linear_solver import pywraplp
@@ -48,13 +49,11 @@ from ortools.linear_solver import pywraplp
 from models.compiled import JobView, Problem
 from models.objective import ResolvedWeights, achievable_hits, usable_mask
 from models.placement import Status
-from models.scenario import Family
 from solver.request import CpsatOutcome, SolveRequest
 
 log = logging.getLogger("npu_place.cpsat")
 
 #: Families whose hard whole-node jobs get window and block variables.
-POD_FAMILIES = frozenset({Family.SUPERPOD, Family.RACK})
 
 
 def _windows(job: JobView) -> tuple[int, int]:
@@ -62,7 +61,7 @@ def _windows(job: JobView) -> tuple[int, int]:
     if job.soft:
         return 1, 1
     block = job.sp_block
-    window = job.tp_block if job.family is Family.RACK else block
+    window = job.rules.window(job)
     if block < 1 or window < 1 or job.tasks % block or block % window:
         return 1, 1
     return block, window
@@ -83,13 +82,13 @@ def origin_hit_lp(problem: Problem, time_limit: float = 5.0) -> float | None:
     load: dict[tuple[int, int, int], list[tuple[int, pywraplp.Variable]]] = defaultdict(list)
     node_hits: dict[int, list[pywraplp.Variable]] = defaultdict(list)
     for job in problem.jobs:
-        if (job.family not in POD_FAMILIES or not job.whole_node or job.tasks <= 1
+        if (not job.rules.in_super_pod or not job.whole_node or job.tasks <= 1
                 or job.partly_running):
             constant += achievable_hits(problem, job)
             continue
         usable = usable_mask(problem, job)
         block, window = _windows(job)
-        by_rack = job.family is Family.RACK  # windows (and single ranks) sit in one rack
+        by_rack = job.rules.in_rack  # windows (and single ranks) sit in one rack
         for b in range(job.tasks // block):
             in_pod: dict[int, pywraplp.Variable] = {}
             for w in range(b * block // window, (b + 1) * block // window):
@@ -169,27 +168,27 @@ BOUND_MIN_SECONDS = 1.0
 BOUND_MAX_SECONDS = 5.0
 
 
-def tighten_bound(request: SolveRequest, outcome: CpsatOutcome) -> None:
-    """Lower the search's bound to :func:`objective_bound` when that is smaller, once the
-    search of ``request`` is over (recorded in :attr:`CpsatOutcome.lp_bound`).
+def tighten_bound(request: SolveRequest, outcome: CpsatOutcome) -> CpsatOutcome:
+    """``outcome`` with the search's bound lowered to :func:`objective_bound` when that is
+    smaller, once the search of ``request`` is over (recorded in :attr:`CpsatOutcome.lp_bound`).
 
     Only a bound the search proved is lowered (a run without one keeps none), only for
     batches with a super-pod-family job, and only with at least
     :data:`BOUND_MIN_SECONDS` of the budget left before ``request.search_end`` (always
     under a deterministic budget, whose wall clock is a safety net; a wall-clock search
-    uses its budget to the end).  Nothing the search does depends on it.
+    uses its budget to the end).  Nothing the search does depends on it.  A new outcome
+    is returned; ``outcome`` itself is left as it was.
     """
     if (outcome.bound is None or outcome.status is Status.OPTIMAL
             or outcome.lp_bound is not None):  # computed already (solver.phases, rule 5)
-        return
-    if not any(job.family in POD_FAMILIES for job in request.problem.jobs):
-        return
+        return outcome
+    if not any(job.rules.in_super_pod for job in request.problem.jobs):
+        return outcome
     left = request.search_end - time.perf_counter()
     if left < BOUND_MIN_SECONDS:
-        return
+        return outcome
     found = objective_bound(request.problem, request.weights,
                             time_limit=min(BOUND_MAX_SECONDS, left / 2))
-    outcome.lp_bound = found
     log.debug("origin-hit LP bound %s, the search's %s", found, outcome.bound)
-    if found is not None and found < outcome.bound:
-        outcome.bound = found
+    bound = found if found is not None and found < outcome.bound else outcome.bound
+    return replace(outcome, lp_bound=found, bound=bound)

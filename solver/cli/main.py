@@ -170,13 +170,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return EXIT_INVALID
     # imported here, not at the top: ``--version`` and ``--help`` load no library (the
     # command's own module has loaded these by now)
-    from heuristics.greedy import EngineNotAvailable
     from models.errors import InputError
     from models.limits import MAX_ERRORS_SHOWN, escape_text
     from solver.doors import EXIT_FAILED, EXIT_INVALID, CliError
+    from solver.model.cancel import deferred_cleanup
 
     try:
-        with contextlib.redirect_stderr(err):  # notes of the commands go to ``err`` too
+        # a command's process is the tool's own: answers on time, cleanup just after
+        with contextlib.redirect_stderr(err), deferred_cleanup():  # notes go to ``err`` too
             code: int = args.run(args, out)
         return code
     except InputError as exc:
@@ -192,9 +193,6 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     except CliError as exc:
         err.write(f"error: {escape_text(str(exc), 2000)}\n")
         return exc.code
-    except EngineNotAvailable as exc:
-        err.write(f"error: {exc}\n")
-        return EXIT_FAILED
     except KeyboardInterrupt:
         err.write("interrupted\n")
         return 130

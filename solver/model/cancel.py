@@ -113,7 +113,10 @@ def cancellable(token: CancelToken) -> Iterator[CancelToken]:
 # cyclic garbage collector's full passes while the model is being built, and freeing a
 # model (hundreds of thousands of Python objects) when the worker unwinds at the deadline.
 # Inside a quiet region the collector is off, and models handed to :func:`retain` are freed
-# only when there is time (early in a long budget) or after the region, by a reaper thread.
+# only when there is time (early in a long budget) or when the region ends.  By default the
+# last region's end does that itself (the collector's state is restored before the call
+# returns); inside :func:`deferred_cleanup` (the command line and the service opt in) a
+# reaper thread does it just after the answer is returned.
 
 #: Seconds of budget left above which a retained model is freed at once.
 FREE_SLACK_SECONDS = 0.3
@@ -131,8 +134,37 @@ FREE_AT_ENTRY_BUDGET = 1.0
 _retained: list[Any] = []
 _reapers: list[threading.Timer] = []
 _quiet_lock = threading.Lock()
-#: ``active``: regions running; ``restore``: the collector was on before the first one.
-_quiet_state = {"active": 0, "restore": 0}
+#: ``active``: regions running; ``restore``: the collector was on before the first one;
+#: ``deferred``: :func:`deferred_cleanup` blocks open (the reaper catches up after a region).
+_quiet_state = {"active": 0, "restore": 0, "deferred": 0}
+
+
+@contextmanager
+def deferred_cleanup() -> Iterator[None]:
+    """Let calls return before their cleanup, for the whole process, inside the block.
+
+    Outside it (the default for a library caller), the end of the last quiet region frees
+    the models kept for later, turns the collector back on if it was on, and collects,
+    before :func:`solver.facade.solve` returns: the process is as the caller left it, at
+    the price of up to ~0.1 s past the deadline on a large model.  Inside it, a reaper
+    thread (``npu-place-reaper``) does that :data:`REAP_DELAY_SECONDS` after the region,
+    so the answer is returned on time, and the collector stays off between calls that
+    follow each other closely.  The command line and the service's workers opt in; a
+    caller that does should call :func:`settle` before it measures memory or forks.
+    Blocks nest and may be opened by several threads.
+    """
+    with _quiet_lock:
+        _quiet_state["deferred"] += 1
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet_state["deferred"] -= 1
+
+
+def cleanup_deferred() -> bool:
+    """Whether a :func:`deferred_cleanup` block is open."""
+    return bool(_quiet_state["deferred"])
 
 
 def _free_retained() -> None:
@@ -188,10 +220,11 @@ def quiet(budget: float) -> Iterator[None]:
 
     A full collection holds the GIL for ~0.1 s on the heap of an 8,192-node model, and so
     does freeing the model; either one just before the deadline delays the return by as
-    much.  Regions nest and may overlap across threads.  After the last one ends, a reaper
-    thread frees the retained objects, restores the collector and collects — after the
-    answer is returned.  A caller that starts its next call within
-    :data:`REAP_DELAY_SECONDS` postpones that; a region with a budget of at least
+    much.  Regions nest and may overlap across threads.  When the last one ends, the
+    retained objects are freed, the collector restored and a collection run: at once, in
+    the thread ending the region, or — inside :func:`deferred_cleanup` — by a reaper thread
+    after the answer is returned.  A caller that starts its next call within
+    :data:`REAP_DELAY_SECONDS` postpones the reaper; a region with a budget of at least
     :data:`FREE_AT_ENTRY_BUDGET` then catches up at its start.
 
     Parameters
@@ -214,7 +247,10 @@ def quiet(budget: float) -> Iterator[None]:
         with _quiet_lock:
             _quiet_state["active"] -= 1
             last = _quiet_state["active"] == 0
-        if last:
+            deferred = bool(_quiet_state["deferred"])
+        if last and not deferred:
+            _catch_up()
+        elif last:
             reaper = threading.Timer(REAP_DELAY_SECONDS, _reap)
             reaper.name = "npu-place-reaper"
             reaper.daemon = True

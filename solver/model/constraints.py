@@ -237,7 +237,7 @@ class Constraints:
         bound.  Measured effect on the LP of the linear rows, most origin hits with every
         job placed: multilevel-n1024-batch8-d3-s2 185 → 182.5 (best answer found 177),
         950-n4096-batch10-s0 1022.3 → 1021.3: small on the suite, whose batch gaps came
-        mostly from weak answers (see ``FREE_SEARCH_FAMILIES`` in :mod:`solver.cpsat` and
+        mostly from weak answers (see :attr:`solver.families.SolverFamily.free_search` and
         the origin-first second pass).
 
         Not added to the engine's models (:meth:`add_all` leaves them out): valid, but

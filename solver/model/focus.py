@@ -45,7 +45,7 @@ import numpy as np
 
 from models.compiled import UNHEALTHY, JobView, Problem
 from models.plan import Plan
-from models.scenario import Family
+from solver.families import solver_family
 from solver.model.cancel import checked, checkpoint
 
 #: Roomiest extra units kept per step (slack for blocks that leave their domain).
@@ -69,18 +69,18 @@ def unit_keys(problem: Problem) -> np.ndarray:
     a rack (within its super pod) for 950 jobs, a level1 domain for multilevel jobs.
     """
     units = np.full(problem.num_nodes, -1, dtype=np.int64)
-    families = {job.family for job in problem.jobs}
+    leaves = {solver_family(job.family).leaf_domain for job in problem.jobs}
     base = 0
-    if Family.RACK in families:
+    if "rack" in leaves:
         has = (problem.super_pod >= 0) & (problem.rack >= 0)
         width = int(problem.rack.max(initial=0)) + 1
         units[has] = problem.super_pod[has].astype(np.int64) * width + problem.rack[has]
         base = int(units.max(initial=-1)) + 1
-    if Family.SUPERPOD in families:
+    if "sp" in leaves:
         has = (problem.super_pod >= 0) & (units < 0)
         units[has] = base + problem.super_pod[has].astype(np.int64)
         base = int(units.max(initial=-1)) + 1
-    if Family.MULTILEVEL in families:
+    if "ml" in leaves:
         for t, name in enumerate(problem.tree_names):
             view = problem.trees[name]
             mine = view.member & (problem.node_tree == t) & (units < 0)

@@ -14,8 +14,10 @@ from functools import partial
 import numpy as np
 
 from models.compiled import SUBHEALTHY, JobView, Problem
+from models.derived import Derived
 from models.objective import ResolvedWeights, block_spill, job_image_hits
 from models.scenario import Family
+from solver.families import solver_family
 from solver.model.cancel import checked, checkpoint
 from solver.model.structure import DomainKey, JobStructure, Structure, ml_domain_at, ml_key
 from solver.model.variables import (
@@ -62,14 +64,18 @@ class ObjectiveTerms:
 def _whole_members_by_path(problem: Problem, tree: int) -> Counter[tuple[int, ...]]:
     """Completely free member nodes of a multilevel tree per level path (all levels), once
     per problem: every large-neighbourhood step of a batch asks for them."""
-    key = ("whole-members-by-path", tree)
-    found: Counter[tuple[int, ...]] | None = problem.memo.get(key)
-    if found is None:
+    def compute() -> Counter[tuple[int, ...]]:
         view = problem.trees[problem.tree_names[tree]]
         nodes = np.flatnonzero(problem.whole_free & view.member & (problem.node_tree == tree))
         columns = [np.asarray(view.level_value[i])[nodes].tolist() for i in range(view.depth)]
-        found = problem.memo[key] = Counter(zip(*columns, strict=True))
-    return found
+        return Counter(zip(*columns, strict=True))
+
+    return problem.derived.get_or_compute(WHOLE_MEMBERS_BY_PATH, tree, compute)
+
+
+#: :func:`_whole_members_by_path` per tree index.
+WHOLE_MEMBERS_BY_PATH: Derived[int, Counter[tuple[int, ...]]] = Derived(
+    "whole members by level path")
 
 
 def placed_term(mv: ModelVariables, weights: ResolvedWeights,
@@ -240,7 +246,7 @@ class ObjectiveBuilder:
             use = self._family_use_per_cell(Family.MULTILEVEL)
             # modelled partly running multilevel jobs take whole nodes one by one
             for (j, n), var in checked(self.mv.node_uses.items(), 1024):
-                if j in self.structure.pod and problem.jobs[j].family is Family.MULTILEVEL:
+                if j in self.structure.pod and problem.jobs[j].rules.in_tree:
                     use[self.structure.cell_of[n]].add(var)
             per_domain: dict[int, Lin] = defaultdict(Lin)
             for c, lin in checked(use.items(), 64):
@@ -276,7 +282,7 @@ class ObjectiveBuilder:
         whole = problem.whole_free
         hosts: Counter[tuple[object, ...]] = Counter()
         for j, nodes in self.own.items():
-            if problem.jobs[j].family is not Family.MULTILEVEL:
+            if not problem.jobs[j].rules.in_tree:
                 continue
             checkpoint()
             for n in checked(sorted({int(x) for x in nodes}), 1024):
@@ -305,7 +311,7 @@ class ObjectiveBuilder:
         problem = self.problem
         for j, js in self.structure.jobs.items():
             job = problem.jobs[j]
-            if job.family is Family.MULTILEVEL:
+            if job.rules.in_tree:
                 contrib = Lin()
                 for t in js.trees:
                     frag_t = self._job_fragment(job, t)
@@ -318,7 +324,7 @@ class ObjectiveBuilder:
                 terms.fragment.plus(reg.when(self.mv.placed[j], frag, f"frag[{j}]"))
         for j, nodes in self.pinned.items():
             job = problem.jobs[j]
-            tree = int(problem.node_tree[int(nodes[0])]) if job.family is Family.MULTILEVEL \
+            tree = int(problem.node_tree[int(nodes[0])]) if job.rules.in_tree \
                 else None
             terms.fragment.plus(self._job_fragment(job, tree))
         # modelled partly running jobs (node level): their tree is their running ranks'
@@ -355,7 +361,7 @@ class ObjectiveBuilder:
             return flag
 
         for (j, n), use in self.mv.node_uses.items():
-            if problem.jobs[j].family is not Family.ORDINARY:
+            if problem.jobs[j].rules.grouped:
                 continue
             flag = flag_of(n)
             partial_var = reg.bool_var(f"partial[{j},{n}]")
@@ -365,7 +371,7 @@ class ObjectiveBuilder:
         # pinned ordinary jobs (a partly running job's pod-level answer): each node their
         # placed ranks use is partly used exactly when something is left on it
         for jp, nodes in sorted(self.own.items()):
-            if problem.jobs[jp].family is Family.ORDINARY and problem.jobs[jp].partly_running:
+            if not problem.jobs[jp].rules.grouped and problem.jobs[jp].partly_running:
                 for n in sorted({int(x) for x in nodes}):
                     terms.fragment.add(flag_of(n))
 
@@ -373,7 +379,7 @@ class ObjectiveBuilder:
         """Groups of job ``j`` at level ``li`` placed in domain ``d``."""
         return group_count(self.mv, self.structure.jobs[j], li, d)
 
-    def _left_per_domain(self, job: JobView, kind: str, ml_level: int,
+    def left_per_domain(self, job: JobView, kind: str, ml_level: int,
                          tree: int | None) -> dict[int, Counted]:
         """Left eligible nodes of ``job`` per domain of a kind (``sp``/``rack``/``ml``).
 
@@ -421,6 +427,14 @@ class ObjectiveBuilder:
             out[dom.id] = counted
         return out
 
+    def parent_of(self, domain: int) -> int:
+        """The domain one level up of ``domain`` (``-1``: none)."""
+        return self.structure.domains[domain].parent
+
+    def zero(self) -> Lin:
+        """An empty linear expression (a family's fragment term starts from it)."""
+        return Lin()
+
     # symbolic group counts ----------------------------------------------------
     def _materialize(self, counted: Counted) -> Lin:
         lin = Lin(list(counted.other.terms), counted.const + counted.other.const)
@@ -428,7 +442,7 @@ class ObjectiveBuilder:
             lin.plus(self._group_count(j2, li, counted.domain), coef)
         return lin
 
-    def _mod(self, counted: Counted, m: int, name: str) -> Lin:
+    def mod(self, counted: Counted, m: int, name: str) -> Lin:
         """``left mod m``; whole groups of size ``k·m`` drop out."""
         if m == 1:
             return Lin()
@@ -436,7 +450,7 @@ class ObjectiveBuilder:
         reduced = Counted(counted.domain, counted.const, kept, counted.other)
         return self.reg.modulo(self._materialize(reduced), m, name)
 
-    def _div(self, counted: Counted, m: int, name: str) -> Counted:
+    def div(self, counted: Counted, m: int, name: str) -> Counted:
         """``left // m``, kept symbolic when the groups are whole multiples of ``m``."""
         if counted.other.is_const and all(v % m == 0 for v in counted.groups.values()):
             total = counted.const + counted.other.const
@@ -445,7 +459,7 @@ class ObjectiveBuilder:
         lin = self.reg.divide(self._materialize(counted), m, name)
         return Counted(counted.domain, 0, {}, lin)
 
-    def _lift(self, children: list[Counted], parent: int) -> Counted:
+    def lift(self, children: list[Counted], parent: int) -> Counted:
         """Sum child domains into ``parent``.
 
         ``Σ_children size·G_j(child) = size·ratio·G_j(parent)`` for job ``j``'s groups one
@@ -487,55 +501,8 @@ class ObjectiveBuilder:
             return cached
         tag = f"{job.family.value}{job.npu_per_task}.{job.sp_block}.{job.tp_block}" \
               f".{'-'.join(map(str, job.levels))}.{tree}"
-        out = Lin()
-        if job.family is Family.SUPERPOD:
-            if job.sp_block > 1:
-                for d, counted in sorted(self._left_per_domain(job, "sp", 0, None).items()):
-                    out.plus(self._mod(counted, job.sp_block, f"fm[{tag},{d}]"))
-        elif job.family is Family.RACK:
-            windows = job.sp_block // job.tp_block
-            alloc: dict[int, list[Counted]] = defaultdict(list)
-            for d, counted in sorted(self._left_per_domain(job, "rack", 0, None).items()):
-                sp = self.structure.domains[d].parent
-                alloc[sp].append(self._div(counted, job.tp_block, f"fq[{tag},{d}]"))
-                out.plus(self._mod(counted, job.tp_block, f"fr[{tag},{d}]"), 10)
-            for sp in sorted(alloc):
-                lifted = self._lift(alloc[sp], sp)
-                out.plus(self._mod(lifted, windows, f"fa[{tag},{sp}]"), job.tp_block)
-        elif job.family is Family.MULTILEVEL:
-            assert tree is not None
-            out = self._multilevel_fragment(job, tree, tag)
+        out = solver_family(job.family).fragment(self, job, tree, tag)
         self._frag_cache[key] = out
-        return out
-
-    def _multilevel_fragment(self, job: JobView, tree: int, tag: str) -> Lin:
-        structure = self.structure
-        levels = job.levels
-        per_l1 = self._left_per_domain(job, "ml", 1, tree)
-        frag: dict[int, Lin] = {}
-        alloc: dict[int, Counted] = {}
-        for d in sorted(per_l1):
-            frag[d] = self._mod(per_l1[d], levels[0], f"mf[{tag},{d}]")
-            alloc[d] = self._div(per_l1[d], levels[0], f"ma[{tag},{d}]")
-        for i in range(1, len(levels)):
-            m = levels[i] // levels[i - 1]
-            kids: dict[int, list[int]] = defaultdict(list)
-            for d in sorted(alloc):
-                kids[structure.domains[d].parent].append(d)
-            new_frag: dict[int, Lin] = {}
-            new_alloc: dict[int, Counted] = {}
-            for parent in sorted(kids):
-                sub = self._lift([alloc[d] for d in kids[parent]], parent)
-                f = Lin()
-                f.plus(self._mod(sub, m, f"mf[{tag},{parent}]"), levels[i - 1])
-                for d in kids[parent]:
-                    f.plus(frag[d], 10)
-                new_frag[parent] = f
-                new_alloc[parent] = self._div(sub, m, f"ma[{tag},{parent}]")
-            frag, alloc = new_frag, new_alloc
-        out = Lin()
-        for d in sorted(frag):
-            out.plus(frag[d])
         return out
 
 

@@ -38,6 +38,7 @@ import numpy as np
 from heuristics.podlevel import SP_STAGE, TP_STAGE, rack_stage
 from models.check import running_rank_violations
 from models.compiled import UNHEALTHY, JobView, Problem
+from models.derived import Derived
 from models.scenario import Family
 from models.validation import UB_MEM_RACKS
 
@@ -140,17 +141,15 @@ def pod_scope(problem: Problem, job: JobView) -> PodScope | None:
 
     Computed once per problem and job.
     """
-    key = ("pod-scope", job.index)
-    if key in problem.memo:
-        found: PodScope | None = problem.memo[key]
-        return found
-    scope = _scope(problem, job)
-    problem.memo[key] = scope
-    return scope
+    return problem.derived.get_or_compute(POD_SCOPE, job.index, lambda: _scope(problem, job))
+
+
+#: :func:`pod_scope` per job index (``None`` kept: a job CP-SAT does not model).
+POD_SCOPE: Derived[int, PodScope | None] = Derived("pod scope")
 
 
 def _scope(problem: Problem, job: JobView) -> PodScope | None:
-    if not job.partly_running or not job.whole_node or job.family is Family.ORDINARY:
+    if not job.partly_running or not job.whole_node or not job.rules.grouped:
         return None
     if running_rank_violations(problem, job.index):
         return None  # the running ranks already break a hard rule: greedy's reason stands
@@ -160,7 +159,7 @@ def _scope(problem: Problem, job: JobView) -> PodScope | None:
     if job.family is Family.SUPERPOD:
         kinds: tuple[str, ...] = ("sp",)
         sizes: tuple[int, ...] = (job.sp_block,)
-    elif job.family is Family.RACK:
+    elif job.rules.in_rack:
         kinds, sizes = ("sp", "rack"), (job.sp_block, job.tp_block)
     else:
         trees = set(problem.node_tree[held].tolist())
@@ -188,7 +187,7 @@ def _scope(problem: Problem, job: JobView) -> PodScope | None:
                 return None  # the running ranks break the group: not modelled
             if found:
                 scope.fixed[(li, g)] = found.pop()
-    if job.family is Family.RACK:
+    if job.rules.in_rack:
         if job.ub_memory:
             homes = {(int(problem.super_pod[n]), int(problem.rack[n]) // UB_MEM_RACKS)
                      for n in held.tolist()}

@@ -78,6 +78,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from models.compiled import UNHEALTHY, Problem
+from models.derived import Derived
 from models.objective import ResolvedWeights
 from models.plan import Plan
 from solver.model.cancel import checkpoint, retain
@@ -151,13 +152,20 @@ def _feed(h: Any, value: Any) -> None:
         raise TypeError(f"cannot digest a {type(value).__name__}")
 
 
+#: Per problem: the digest of topology and jobs, the topology class of every node, and
+#: the digest of the topology alone (:func:`_fixed_part`).
+FIXED_PART: Derived[None, tuple[bytes, np.ndarray, bytes]] = Derived("model-reuse digests")
+
+
 def _fixed_part(problem: Problem) -> tuple[bytes, np.ndarray]:
     """The digest of everything but the node state and the step (topology, jobs), and
-    the topology class of every node; once per problem (``problem.memo``)."""
-    key = "model-reuse-fixed"
-    found: tuple[bytes, np.ndarray] | None = problem.memo.get(key)
-    if found is not None:
-        return found
+    the topology class of every node; once per problem (:data:`FIXED_PART`)."""
+    both, classes, _ = problem.derived.get_or_compute(FIXED_PART, None,
+                                                      lambda: _compute_fixed_part(problem))
+    return both, classes
+
+
+def _compute_fixed_part(problem: Problem) -> tuple[bytes, np.ndarray, bytes]:
     h = hashlib.blake2b(digest_size=20)
     _feed(h, DIGEST_VERSION)
     # names as one string plus their lengths (one update, not one per node)
@@ -206,16 +214,13 @@ def _fixed_part(problem: Problem) -> tuple[bytes, np.ndarray]:
         _, classes = np.unique(classes * (int(codes.max(initial=0)) + 1) + codes,
                                return_inverse=True)
         classes = np.asarray(classes, dtype=np.int64).reshape(-1)
-    found = (h.digest(), classes)
-    problem.memo[key] = found
-    problem.memo["model-reuse-topology"] = topology
-    return found
+    return h.digest(), classes, topology
 
 
 def input_parts(problem: Problem) -> tuple[bytes, bytes]:
     """Digests of ``problem``'s topology and of topology plus jobs (once per problem)."""
-    both, _ = _fixed_part(problem)
-    topology: bytes = problem.memo["model-reuse-topology"]
+    both, _, topology = problem.derived.get_or_compute(FIXED_PART, None,
+                                                       lambda: _compute_fixed_part(problem))
     return topology, both
 
 

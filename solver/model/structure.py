@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.compiled import SUBHEALTHY, UNHEALTHY, JobView, Problem
-from models.scenario import Family
+from models.families import family_rules
+from solver.families import solver_family
 from solver.model.cancel import checked, checkpoint
 from solver.model.focus import lean_groups
 from solver.model.podscope import PodChoices, PodScope, pod_choices, pod_scope
@@ -176,7 +177,7 @@ ml_key = _ml_key
 def is_node_job(job: JobView) -> bool:
     """Jobs modelled at node level (ordinary, single-task super-pod/950 jobs, and partly
     running jobs: their pending ranks, see :mod:`solver.model.podlevel`)."""
-    return job.family is Family.ORDINARY or not job.whole_node or job.partly_running
+    return not job.rules.grouped or not job.whole_node or job.partly_running
 
 
 def placed_count(job: JobView) -> int:
@@ -241,10 +242,10 @@ def build_structure(
     by_key: dict[tuple[object, ...], list[int]] = defaultdict(list)
     # split cells only by the domains some pending job can tell apart
     # (pinned jobs too: their fragment score is measured over the same domains)
-    families = {job.family for job in problem.jobs}
-    need_pod = bool(families & {Family.SUPERPOD, Family.RACK})
-    need_rack = Family.RACK in families
-    need_tree = Family.MULTILEVEL in families
+    rules = [family_rules(f) for f in {job.family for job in problem.jobs}]
+    need_pod = any(r.in_super_pod for r in rules)
+    need_rack = any(r.in_rack for r in rules)
+    need_tree = any(r.in_tree for r in rules)
     order = problem.natural_order
     # image locality: nodes holding different images of the batch's jobs are
     # not interchangeable for the image term
@@ -312,7 +313,7 @@ def build_structure(
         checkpoint()
         if job.index in pinned or job.index in skip:
             continue
-        if job.partly_running and job.family is not Family.ORDINARY:
+        if job.partly_running and job.rules.grouped:
             scope = pod_scope(problem, job)
             if scope is None:  # not modelled: the caller pins it (solver.cpsat.build_model)
                 skip = skip | {job.index}
@@ -392,23 +393,11 @@ def ml_domain_at(structure: Structure, cell: Cell, level: int) -> int:
 
 def _job_structure(problem: Problem, structure: Structure, job: JobView) -> JobStructure:
     cells = structure.cells
-    eligible = [c.id for c in cells if c.npus == job.npu_per_task]
-    trees: list[int] = []
-    if job.family is Family.SUPERPOD:
-        eligible = [c for c in eligible if cells[c].super_pod >= 0]
-        sizes = [job.sp_block]
-        kinds = ["sp"]
-    elif job.family is Family.RACK:
-        eligible = [c for c in eligible if cells[c].super_pod >= 0 and cells[c].rack >= 0]
-        sizes = [job.sp_block, job.tp_block]
-        kinds = ["sp", "rack"]
-    else:
-        depth_needed = len(job.levels)
-        trees = [t for t, name in enumerate(problem.tree_names)
-                 if problem.trees[name].depth >= depth_needed]
-        eligible = [c for c in eligible if cells[c].tree in trees]
-        sizes = list(reversed(job.levels))
-        kinds = ["ml"] * len(sizes)
+    hooks = solver_family(job.family)
+    eligible, trees = hooks.job_cells(problem, cells, job)
+    group_levels = hooks.group_levels(job)
+    kinds = [kind for kind, _ in group_levels]
+    sizes = [size for _, size in group_levels]
     levels = len(sizes)
     # capacity per domain for this job, bottom-up
     cap: dict[int, int] = defaultdict(int)
@@ -440,7 +429,7 @@ def _job_structure(problem: Problem, structure: Structure, job: JobView) -> JobS
         allowed = set(candidates[li - 1])
         candidates[li] = [d for d in candidates[li]
                           if _parent_at(structure, d, kinds, li - 1) in allowed]
-    if job.family is Family.MULTILEVEL:
+    if job.rules.in_tree:
         top = {structure.domains[d].key[1] for d in candidates[0]}
         trees = [t for t in trees if t in top]
     # groups
@@ -602,17 +591,18 @@ def _ordinary_candidates(
         pool = (pod_reps if job.index in structure.pod else reps) | set(
             extra_nodes.get(job.index, []))
         own = {int(n) for n in job.origin if n >= 0}
-        if lean and job.family is Family.RACK:
+        if lean and job.rules.in_rack:
             own |= set(extra_nodes.get(job.index, []))
             pool = {n for n in pool if n in own or n not in structure.cell_of
                     or not structure.cells[structure.cell_of[n]].singleton}
         pool |= own
+        in_super_pod, in_rack = job.rules.in_super_pod, job.rules.in_rack
         for n in checked(sorted(pool, key=lambda x: int(problem.natural_pos[x])), 1024):
             if free[n] < job.npu_per_task or not usable[n]:
                 continue
-            if job.family in (Family.SUPERPOD, Family.RACK) and problem.super_pod[n] < 0:
+            if in_super_pod and problem.super_pod[n] < 0:
                 continue
-            if job.family is Family.RACK and problem.rack[n] < 0:
+            if in_rack and problem.rack[n] < 0:
                 continue
             scope = structure.pod.get(job.index)
             if scope is not None and not scope.mask[n]:

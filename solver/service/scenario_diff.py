@@ -15,6 +15,10 @@ that the stored cluster, once the delta is applied, exports exactly the newer sc
   a node goes: the stored cluster rewrites its cache then).
 
 A delta with nothing in it is ``None``.
+
+:func:`pieces_delta` writes the same delta from what an incremental import
+(:func:`models.kube.incremental.advance`) says changed, comparing only those nodes and
+jobs: its cost follows the change, not the cluster.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
+from models.kube.incremental import Changes, ImportPieces
 from models.scenario import Node, Scenario
 
 #: Node fields a ``node-updates`` entry sets (model attribute names).
@@ -141,4 +146,53 @@ def scenario_delta(old: Scenario, new: Scenario) -> dict[str, Any] | None:
     if new.affinity_cache != old.affinity_cache or nodes_gone:
         delta["affinity-cache"] = new.affinity_cache.model_dump(by_alias=True, mode="json",
                                                                 exclude_none=True)
+    return delta or None
+
+
+def _ordered_names(old: Sequence[str], new: Sequence[str], changed: set[str]
+                   ) -> tuple[list[str], list[str]]:
+    """:func:`_ordered` by names, the changed ones given: names to remove and names to
+    submit so that the order ``old`` becomes ``new``."""
+    present = set(new)
+    kept = _kept_prefix([n for n in old if n in present and n not in changed], new)
+    keep = set(new[:kept])
+    return [n for n in old if n not in keep], list(new[kept:])
+
+
+def pieces_delta(old: ImportPieces, new: ImportPieces, changes: Changes
+                 ) -> dict[str, Any] | None:
+    """The delta document that turns the import ``old`` into ``new``, where ``changes``
+    says what differs (:func:`models.kube.incremental.advance`): only those nodes, jobs
+    and the cache are compared and written.  A node change that a ``node-updates`` entry
+    cannot express falls back to :func:`scenario_delta` of the two whole scenarios.
+
+    Returns
+    -------
+    dict or None
+        The delta, without ``expect-version``; ``None`` when nothing changed.
+    """
+    delta: dict[str, Any] = {}
+    if changes.now_moved:
+        delta["now"] = new.now
+    updates = []
+    for name in changes.nodes:
+        update = _node_update(old.models[name], new.models[name])
+        if update is None:
+            return scenario_delta(old.scenario(), new.scenario())
+        updates.append(update)
+    if updates:
+        delta["node-updates"] = updates
+    for section, key_removed, key_submitted, changed in (
+            ("jobs", "jobs-removed", "jobs-submitted", changes.jobs),
+            ("running", "running-removed", "running-submitted", changes.running)):
+        if not changed:
+            continue
+        before, after = getattr(old, section), getattr(new, section)
+        gone, submitted = _ordered_names(list(before), list(after), changed)
+        if gone:
+            delta[key_removed] = gone
+        if submitted:
+            delta[key_submitted] = [after[name] for name in submitted]
+    if changes.cache:
+        delta["affinity-cache"] = {"ttl-seconds": new.ttl, "entries": new.cache_entries()}
     return delta or None

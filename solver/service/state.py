@@ -588,9 +588,11 @@ def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | 
     now = scenario_now(new)
     live = patch_live(problem.live, view, touched, now,
                       new.affinity_cache.ttl_seconds)
-    if jobs_edited or (changed and node_value_problems(new, changed)):
-        # the jobs changed (or a node value is wrong: the rules give the messages)
-        recompiled = recompile_jobs(out, new, nodes_unchanged=not changed,
+    wrong = bool(changed) and bool(node_value_problems(new, changed))
+    if jobs_edited or wrong:
+        # the jobs changed (or a node value is wrong: the rules give the messages); node
+        # values alone that pass their rules leave the rules on the nodes alone holding
+        recompiled = recompile_jobs(out, new, nodes_unchanged=not wrong,
                                     cache_checked=True, live=live)
     else:
         jobs = tuple(job if live.get(job.owner_uid or "") is problem.live.get(

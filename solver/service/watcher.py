@@ -5,9 +5,13 @@ fed by :class:`models.kube.watch.ClusterStreams`) to a stored cluster:
 
 * the first send ``PUT`` s the import of the listed objects (the cluster's version 1 of
   this watcher);
-* every later send builds the import of the objects at that moment, with ``--previous``
-  the import before it, and sends :func:`~solver.service.scenario_diff.scenario_delta` of
-  the two as one ``PATCH`` with ``expect-version`` (nothing when nothing changed);
+* every later send imports the objects at that moment, with ``--previous`` the import
+  before it (:meth:`~models.kube.watch.WatchedCluster.advance`: only the nodes and jobs
+  that changed, when it can), and sends the difference
+  (:func:`~solver.service.scenario_diff.pieces_delta`, or
+  :func:`~solver.service.scenario_diff.scenario_delta` after a whole import) as one
+  ``PATCH`` with ``expect-version`` (nothing when nothing changed); a delta the stored
+  cluster refuses makes the next send a whole import from the last stored one;
 * sends are coalesced (:class:`~solver.service.coalesce.Coalescer`): at most one per
   ``interval``, whatever the event rate; a ``410 Gone`` resync is one list whose
   differences go out in the next delta, like any other change;
@@ -42,7 +46,7 @@ from models.kube.watch import ClusterStreams, WatchedCluster, WatchSettings
 from models.scenario import Scenario
 from models.validation import InputError
 from solver.service.coalesce import DEFAULT_INTERVAL, Coalescer
-from solver.service.scenario_diff import scenario_delta
+from solver.service.scenario_diff import pieces_delta, scenario_delta
 from solver.service.state import ClusterDelta, ClusterStore, VersionConflict
 
 log = logging.getLogger("npu_place.watch")
@@ -174,7 +178,10 @@ class ClusterWatcher:
         self.target = target
         self.coalescer = Coalescer(self._send, interval, name="watch")
         self.version: int | None = None
-        self.stored: Scenario | None = None
+        #: CPU seconds (the sending thread's) of each PATCH's import and delta, and of the
+        #: PATCH itself (a target in this process applies it on this thread)
+        self.import_cpu: collections.deque[float] = collections.deque(maxlen=LAG_SAMPLES)
+        self.patch_cpu: collections.deque[float] = collections.deque(maxlen=LAG_SAMPLES)
         self._lock = threading.Lock()
         self._arrivals: list[float] = []  # monotonic arrival of each change since a send
         self.lags: collections.deque[float] = collections.deque(maxlen=LAG_SAMPLES)
@@ -205,35 +212,46 @@ class ClusterWatcher:
     def _send(self, events: list[dict[str, Any]]) -> None:
         with self._lock:
             arrivals, self._arrivals = self._arrivals, []
+        cpu = time.thread_time()
         try:
-            result = self.watched.build()
+            step = self.watched.advance()
         except InputError as exc:
             self.failed_builds += 1
             self.last_error = "; ".join(exc.messages[:3])
             log.warning("watch: the objects do not import: %s", self.last_error)
             return
-        scenario = result.scenario
-        if self.version is None or self.stored is None:
-            self.version = self.target.put(result.data)
+        if self.version is None or step.old is None:
+            self.version = self.target.put(step.data())
             self.puts += 1
         else:
-            delta = scenario_delta(self.stored, scenario)
+            delta = (pieces_delta(step.old, step.new, step.changes)
+                     if step.changes is not None
+                     else scenario_delta(step.old.scenario(), step.result.scenario
+                                         if step.result is not None
+                                         else step.new.scenario()))
+            self.import_cpu.append(time.thread_time() - cpu)
             if delta is None:
                 self.empty += 1
-                self.stored = scenario
+                self.watched.commit(step)
                 self._lags(arrivals)
                 return
             self.last_delta_keys = sorted(delta)
             delta["expect-version"] = self.version
             try:
+                cpu = time.thread_time()
                 self.version = self.target.patch(delta)
+                self.patch_cpu.append(time.thread_time() - cpu)
                 self.patches += 1
             except Replaced as exc:
                 log.warning("watch: the stored cluster changed under the watcher (%s): "
                             "storing the whole import again", exc)
-                self.version = self.target.put(result.data)
+                self.version = self.target.put(step.data())
                 self.puts += 1
-        self.stored = scenario
+            except Exception:
+                # refused (or lost): the next send is a whole import from the last one
+                self.watched.abandon(step)
+                raise
+        self.watched.commit(step)
         self._lags(arrivals)
         if self.applied is not None:
             self.applied(self.version)

@@ -40,6 +40,7 @@ from typing import Any
 
 from models.joblist import job_names
 from models.validation import InputError
+from solver.model.cancel import deferred_cleanup
 from solver.reuse import SolveCache
 from solver.service.messages import (
     Call,
@@ -299,14 +300,16 @@ def worker_main(conn: Connection, solve_path: str, warmup: bool) -> None:
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICE)
     worker = Worker(conn, solve_path)
-    warmed: float | None = None
-    if warmup:
+    # the worker process is the service's own: answers on time, cleanup just after
+    with deferred_cleanup():
+        warmed: float | None = None
+        if warmup:
+            try:
+                warmed = worker.warm_up()
+            except Exception:  # best effort
+                log.exception("warm-up failed")
         try:
-            warmed = worker.warm_up()
-        except Exception:  # best effort
-            log.exception("warm-up failed")
-    try:
-        conn.send(Ready(warmed))
-    except (BrokenPipeError, OSError):
-        return
-    worker.run()
+            conn.send(Ready(warmed))
+        except (BrokenPipeError, OSError):
+            return
+        worker.run()

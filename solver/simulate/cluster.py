@@ -10,6 +10,7 @@ from heuristics.lifecycle import CacheLifecycle
 from heuristics.podlevel import deleted_ranks
 from models.cache import AffinityCache
 from models.compiled import expired_owners, scenario_now
+from models.families import family_rules
 from models.limits import MAX_TIMESTAMP, listing
 from models.scenario import (
     AffinityCacheModel,
@@ -290,7 +291,7 @@ class SimulatedCluster:
             sim.fault = set(event.ranks)
             return (f"evict {sim.name}: ranks {listing(event.ranks)} failed; the job is "
                     f"rescheduled (job level: {released} pods released, cache kept)")
-        if event.ranks and self._family(sim) is Family.ORDINARY:
+        if event.ranks and not family_rules(self._family(sim)).grouped:
             released = self._release(sim, sorted(event.ranks))
             return f"evict {sim.name}: ranks {span_text(sorted(event.ranks))} released, cache kept"
         released = self._release(sim, sorted(sim.placed))
@@ -309,7 +310,7 @@ class SimulatedCluster:
             sim.fault = {r for r in sim.fault if r < target}
             sim.desired = target
             return text + (f": {released} pods released, cache kept" if released else "")
-        ordinary = self._family(sim) is Family.ORDINARY
+        ordinary = not family_rules(self._family(sim)).grouped
         if sim.placed and not ordinary:
             released = self._release(sim, sorted(sim.placed))
             sim.desired = target
@@ -377,7 +378,7 @@ class SimulatedCluster:
         running ones as ``running-ranks`` (``None``: not such a job)."""
         if not sim.placed or not sim.pending_ranks():
             return None
-        if not sim.pod_level and self._family(sim) is Family.ORDINARY:
+        if not sim.pod_level and not family_rules(self._family(sim)).grouped:
             return None
         return job_with(sim.spec, tasks=sim.desired, **{
             "fault-ranks": sorted(r for r in sim.fault if r < sim.desired

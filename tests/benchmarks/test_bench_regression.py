@@ -21,7 +21,6 @@ from benchmarks.regression import (
     write_baseline,
 )
 from benchmarks.suite import Settings
-from heuristics.greedy import EngineNotAvailable
 from models.io import scenario_from_data
 from models.validation import InputError
 from solver.cli import main
@@ -230,14 +229,15 @@ def test_fewer_hits_for_one_more_placed_job_is_not_a_regression() -> None:
     assert not any(f.failure for f in found)
 
 
-def test_engine_disappearing_fails(baseline: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_engine_that_cannot_run_fails(baseline: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
     def gone(*args: Any, **kwargs: Any) -> Any:
-        raise EngineNotAvailable("greedy is gone")
+        raise RuntimeError("greedy is gone")
 
     monkeypatch.setattr(sweep, "solve", gone)
     out = io.StringIO()
     assert compare_baseline(baseline, out, scheduler=HERE) == 1
-    assert "cannot run: greedy is gone" in out.getvalue()
+    assert "failed run: status error; RuntimeError: greedy is gone" in out.getvalue()
 
 
 def test_bad_baseline_files_are_input_errors(tmp_path: Path) -> None:

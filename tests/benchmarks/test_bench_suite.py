@@ -24,7 +24,6 @@ from benchmarks.suite import (
     run_suite,
     write_outputs,
 )
-from heuristics.greedy import EngineNotAvailable
 from solver.cli import main
 from tests.benchmarks.tiny_suites import HERE, instances
 
@@ -125,25 +124,6 @@ def test_report_tables_match_results_csv(bench_run: tuple[Path, list[dict[str, s
     assert headline["proven optimal within 1 s"] == _pct(within, len(all_pairs))
     detail = parse_markdown_table(report, "instance")
     assert len(detail) == len(rows)
-
-
-def test_unavailable_family_is_skipped_with_a_note(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    real = sweep.solve
-
-    def fake(problem: Any, engine: str = "auto", **kwargs: Any) -> Any:
-        if problem.jobs[0].family.value == "ordinary":
-            raise EngineNotAvailable("the greedy engine does not support ordinary jobs yet")
-        return real(problem, engine=engine, **kwargs)
-
-    monkeypatch.setattr(sweep, "solve", fake)
-    rows = run_suite(instances(TINY[:2]), FAST, tmp_path, scheduler=HERE)
-    skipped = [r for r in rows if r["status"] == "skipped"]
-    assert len(skipped) == 2 and all("ordinary" in r["note"] for r in skipped)
-    _, report, _ = write_outputs(rows, tmp_path, {"suite": "test"})
-    text = report.read_text(encoding="utf-8")
-    assert "does not support ordinary jobs yet" in text
-    assert "1 run by both engines, 1 skipped" in text
 
 
 def test_engine_crash_is_recorded_not_fatal(tmp_path: Path,

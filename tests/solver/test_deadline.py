@@ -269,7 +269,16 @@ def test_generated_batches_answer_within_their_budget(family: str) -> None:
         elapsed = time.perf_counter() - started
         greedy_alone = any("greedy alone took" in n for n in result.notes)
         assert greedy_alone or elapsed < budget + SLACK
-        assert _cpsat_threads() == []
+        # The worker is joined before the call returns unless it did not stop within
+        # the give-up grace after its stop request (CP-SAT inside one load or presolve
+        # step, or a thread the machine's load keeps off the CPU): the call then returns
+        # on time, says so, and the search ends on its own.
+        left = _cpsat_threads()
+        abandoned = any("did not stop within its budget" in n for n in result.notes)
+        assert abandoned or left == [], (left, result.notes)
+        for thread in left:
+            thread.join(60.0)
+            assert not thread.is_alive()
         assert check(problem, result.placement) == []
         assert result.objective >= (result.greedy_objective or 0)
 

@@ -75,8 +75,7 @@ def test_the_search_bound_is_lowered_only_when_looser() -> None:
 
     def tightened(bound: int | None, status: Status = Status.FEASIBLE) -> CpsatOutcome:
         outcome = CpsatOutcome(plan, status, value, bound, 0.0)
-        tighten_bound(SolveRequest(problem, plan, weights, time_limit=60.0), outcome)
-        return outcome
+        return tighten_bound(SolveRequest(problem, plan, weights, time_limit=60.0), outcome)
 
     assert tightened(loose).bound == lp and tightened(loose).lp_bound == lp
     assert tightened(lp - 1).bound == lp - 1  # a tighter search bound stays
@@ -84,5 +83,5 @@ def test_the_search_bound_is_lowered_only_when_looser() -> None:
     assert tightened(value, Status.OPTIMAL).bound == value
     # no time left after the search: nothing computed
     outcome = CpsatOutcome(plan, Status.FEASIBLE, value, loose, 0.0)
-    tighten_bound(SolveRequest(problem, plan, weights, time_limit=0.0), outcome)
-    assert outcome.bound == loose and outcome.lp_bound is None
+    kept = tighten_bound(SolveRequest(problem, plan, weights, time_limit=0.0), outcome)
+    assert kept.bound == loose and kept.lp_bound is None

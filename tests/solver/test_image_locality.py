@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import random
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heuristics.greedy import available_families
 from models.check import check
 from models.compiled import Problem, compile_scenario
 from models.objective import evaluate
@@ -53,8 +51,6 @@ def test_model_objective_equals_evaluate_with_images(problem: Problem, seed: int
 def test_cpsat_answer_sound_with_images(problem: Problem) -> None:
     """CP-SAT's answer with the image term: valid, objective = evaluate(), never below
     the greedy's, exact when optimal."""
-    if {job.family for job in problem.jobs} - available_families():
-        pytest.skip("a greedy family is not available")
     result = solve(problem, engine="cpsat", time_limit=10.0, workers=1, seed=0,
                    deterministic_time=2.0)
     assert_sound_answer(problem, result)

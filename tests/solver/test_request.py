@@ -72,7 +72,7 @@ def test_the_solve_stops_the_requests_own_channel(request_: SolveRequest,
         return CpsatOutcome(None, Status.GREEDY, None, None, 0.0, [], None, "NOT_RUN")
 
     monkeypatch.setattr(engine, "run_phases", phases)
-    monkeypatch.setattr(engine, "tighten_bound", lambda request, found: None)
+    monkeypatch.setattr(engine, "tighten_bound", lambda request, found: found)
     fresh = dataclasses.replace(request_, started=time.perf_counter(), time_limit=5.0)
     engine.solve_cpsat(fresh)
     assert seen == [fresh.control]

@@ -28,15 +28,15 @@ from models.limits import escape_text
 from models.scenario import (
     AffinityCacheModel,
     Family,
-    Health,
     Job,
     LevelConfig,
     Node,
     Scenario,
 )
-from models.validation import InputError, parse_affinity_config
+from models.validation import InputError
 from solver.service.extender.answer import AnswerGate, open_gate
 from solver.service.extender.config import ExtenderConfig
+from solver.service.extender.confine import confine_plan
 from solver.service.extender.devices import DeviceSource
 from solver.service.extender.events import EventRefused, describe_event, invalid_entry, read_event
 from solver.service.extender.fastpath import go_layout
@@ -67,14 +67,6 @@ from solver.service.extender.session import (
     rank_conflict,
     remember_jobs,
     task_key,
-)
-from solver.service.extender.steering import (
-    PluginChoice,
-    fault_nodes,
-    multilevel_regroup,
-    plugin_pins,
-    sort_by_cached_rank,
-    superpod_fault_choice,
 )
 
 log = logging.getLogger("npu_place.extender")
@@ -338,6 +330,8 @@ class ExtenderCore:
                                     if "fault-scheduling" in pg.labels}
         session.left_to_volcano.update(result.refused)
         session.counts["jobs-refused"] = len(result.refused)
+        session.nodes_changed = result.nodes_changed
+        session.counts["nodes-changed"] = len(result.nodes_changed)
         running: list[RunningPods] = [RunningPods(r.owner_uid, dict(r.ranks))
                                       for r in scenario.running]
         running += [RunningPods(j.owner_uid, dict(j.running_ranks)) for j in scenario.jobs
@@ -473,102 +467,12 @@ class ExtenderCore:
                  fault_scheduling: str | None = None,
                  levels: dict[str, dict[str, LevelConfig]] | None = None) -> None:
         """Steer a super-pod / 950 / multilevel job inside its planned set, adopt the
-        plugin's mapping, or leave it to the plugin (:meth:`_plan_confined`).  ``nodes``:
-        the session's nodes by name (a cached node missing or unhealthy there makes the job
-        a fault job of the plugin's rescheduler when ``fault_scheduling``, its
-        ``fault-scheduling`` label, is ``grace`` or ``force``)."""
-        owner = job.owner_uid or ""
+        plugin's mapping, or leave it to the plugin (:func:`confine_plan`, with the
+        plugin's cached selection of the job's owner)."""
         with self._lock:
-            cached = self.selections.get(owner)
+            cached = self.selections.get(job.owner_uid or "")
             cached = dict(cached) if cached is not None else None
-        faulty = set(job.fault_ranks)
-        hits = {r for r, n in plan.ranks.items()
-                if r not in faulty and origins.get((owner, r)) == n}
-        pins, why = plugin_pins(job, plan.ranks, cached, prefer)
-        if pins is not None:
-            self._take_choice(plan, PluginChoice(pins=pins), hits,
-                              "the Ascend plugin keeps its cached selection")
-            return
-        choice = self._reselection(plan, job, cached, prefer, nodes, fault_scheduling,
-                                   levels or {})
-        if choice is not None and not choice.why:
-            self._take_choice(plan, choice, hits, "the Ascend plugin's reselection")
-            return
-        if choice is not None:
-            why = choice.why
-        if job.running_ranks:
-            plan.steer, plan.reason = False, (
-                f"the Ascend plugin selects this partly running job afresh ({why}), and "
-                f"a selection from the {len(plan.nodes)} planned node(s) alone cannot hold "
-                f"its {job.tasks} tasks")
-        elif hits:
-            plan.steer, plan.reason = False, (
-                f"the Ascend plugin selects this job afresh ({why}) and orders the ranks "
-                f"inside a physical super pod by Go map order: the plan's {len(hits)} origin "
-                "hit(s) would not be kept")
-        else:
-            plan.mode, plan.loose = "confine", frozenset(plan.ranks)
-
-    @staticmethod
-    def _reselection(plan: JobPlan, job: Job, cached: dict[int, str] | None, prefer: bool,
-                     nodes: dict[str, Node] | None, fault_scheduling: str | None,
-                     levels: dict[str, dict[str, LevelConfig]]) -> PluginChoice | None:
-        """The plugin's reselection inside the planned set when its code fixes it: the
-        fault-job path of the A3 / 850 handler (:func:`superpod_fault_choice`), the
-        multilevel handler's selection from history (:func:`sort_by_cached_rank`); the 950
-        handler's job-level fault path selects afresh (``why`` says so).  ``None``: a fresh
-        selection (see :meth:`_confine`).
-
-        The multilevel order holds while the plugin's reselection keeps the plan's level-1
-        groups under their indices (:func:`multilevel_regroup`)."""
-        if not cached or nodes is None:
-            return None
-        unusable = {n for n in cached.values()
-                    if n not in nodes or nodes[n].health is Health.UNHEALTHY}
-        faulty = fault_nodes(cached, unusable, fault_scheduling)
-        if plan.family is Family.MULTILEVEL and (faulty or prefer):
-            # resolveSuperPodsForReschedule: the fault job's or the job's own history
-            sizes, _ = parse_affinity_config(job.affinity_config)
-            if not sizes:
-                return None
-            why = multilevel_regroup(plan.ranks, cached, sizes[0],
-                                     {name: node.labels for name, node in nodes.items()},
-                                     levels)
-            if why:
-                return PluginChoice(why=why)
-            return PluginChoice(pins=sort_by_cached_rank(plan.ranks, cached, sizes[0]))
-        if not faulty:
-            return None
-        if plan.family is Family.RACK:
-            return PluginChoice(why=(
-                "the 950 handler's selectNodesForFaultJob reselects only a pod-level "
-                "rescheduling; this job-level one is selected afresh (selectNodesForJob) in "
-                "Go map order inside a rack"))
-        if job.running_ranks:
-            return PluginChoice(why=(
-                "a pod-level fault rescheduling (selectNodeForPodLevelRescheduling) takes a "
-                "replacement node in Go map order"))
-        return superpod_fault_choice(job, plan.ranks, cached, faulty,
-                                     {name: node.super_pod_id for name, node in nodes.items()})
-
-    @staticmethod
-    def _take_choice(plan: JobPlan, choice: PluginChoice, hits: set[int], what: str) -> None:
-        """Steer ``plan`` on the plugin's pins (adopted when they differ from the plan) if
-        they keep every origin hit of the plan, else leave the job to the plugin."""
-        kept = {r for r in hits if r not in choice.loose
-                and choice.pins.get(r, plan.ranks[r]) == plan.ranks[r]}
-        if len(kept) < len(hits):
-            moved = sum(1 for r, n in choice.pins.items() if plan.ranks.get(r) != n)
-            ordered = (f"orders {len(choice.loose)} by Go map order "
-                       if choice.loose else "")
-            plan.steer, plan.reason = False, (
-                f"{what} puts {moved} rank(s) on other planned nodes than the plan, "
-                f"{ordered}and keeps {len(kept)} of the plan's {len(hits)} origin hit(s)")
-            return
-        ranks = {**plan.ranks, **choice.pins}
-        if ranks != plan.ranks:
-            plan.ranks, plan.adopted = ranks, True
-        plan.loose = choice.loose
+        confine_plan(plan, job, origins, prefer, cached, nodes, fault_scheduling, levels)
 
     # ------------------------------------------------------------------ per-task verbs
     def _current(self, job: str | None = None) -> Session | None:
@@ -775,4 +679,7 @@ class ExtenderCore:
         unsteered.update(session.left_to_volcano)  # refused by the import: never planned
         # every planned job left to the plugin (Volcano's stock behaviour), and why
         summary["left-to-plugin"] = dict(sorted(unsteered.items())[:MAX_UNSTEERED_SHOWN])
+        # nodes a node-level rule left out or moved out of their super pod, and why
+        summary["nodes-changed"] = dict(sorted(session.nodes_changed.items())[
+            :MAX_UNSTEERED_SHOWN])
         self.history = [*self.history[-15:], summary]

@@ -109,6 +109,8 @@ class Session:
     fault_scheduling: dict[str, str] = field(default_factory=dict)
     #: jobs the snapshot's import refused (job id -> reason): Volcano places them
     left_to_volcano: dict[str, str] = field(default_factory=dict)
+    #: nodes the snapshot's import left out or moved out of their super pod -> why
+    nodes_changed: dict[str, str] = field(default_factory=dict)
 
     def count(self, key: str) -> None:
         """Add one to a counter of the session."""

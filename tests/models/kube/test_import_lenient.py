@@ -48,6 +48,10 @@ def mixed_cluster() -> DumpBuilder:
         b.node(f"node-{i}", 8, super_pod=i // 8)
     b.node("node-bad", 8, super_pod=1)
     b.nodes[-1]["metadata"]["labels"]["x"] = "a\x1b[31m"  # a label no scenario takes
+    # node-level classes: a node whose device record puts it in super pod 0, already full
+    # (8 of 8), while its label says super pod 3 (imported outside every super pod); a
+    # running job on the node whose label no scenario takes (a node that is gone)
+    b.node("node-stray", 8, super_pod=0, labels={"huawei.com/topotree.superpodid": "3"})
     b.priority_class("normal", 100, default=True)
     b.priority_class("broken", 10)
     b.classes[-1]["value"] = 1e30  # not an int32
@@ -59,6 +63,11 @@ def mixed_cluster() -> DumpBuilder:
     # a super-pod gang whose rank 1 runs on a node that is gone from the cluster
     b.job("ml", "lost-rank", 2, 8, policy="chip8-node8-sp", annotations={"sp-block": "16"},
           bound={0: "node-4", 1: "node-5"})
+    b.job("ml", "on-bad-node", 1, 8, policy="chip8-node8", bound={0: "node-bad"})
+    # two running pods claim all 8 chips of node-12 (one pod's nodeName is wrong): the
+    # node is left out, the claims are ranks on a node that is gone
+    b.job("ml", "claim-a", 1, 8, policy="chip8-node8", bound={0: "node-12"})
+    b.job("ml", "claim-b", 1, 8, policy="chip8-node8", bound={0: "node-13"})
     b.job("ml", "bad-rank", 1, 8, policy="chip8-node8", bound={0: "node-6"})
     b.job("ml", "bad-podgroup", 1, 8, policy="chip8-node8")
     b.job("ml", "twin-ranks", 2, 8, policy="chip8-node8")
@@ -68,6 +77,7 @@ def mixed_cluster() -> DumpBuilder:
     pods["bad-rank-worker-0"]["metadata"]["annotations"]["hccl/rankIndex"] = "abc"
     pods["twin-ranks-worker-1"]["spec"]["containers"][0]["env"][0]["value"] = "0"
     pods["twin-bound-worker-1"]["metadata"]["annotations"]["hccl/rankIndex"] = "0"
+    pods["claim-b-worker-0"]["spec"]["nodeName"] = "node-12"
     pg = next(p for p in b.podgroups if p["metadata"]["name"].startswith("bad-podgroup-"))
     pg["spec"]["minMember"] = -1
     # a 950 super pod of two 4-node racks: a running job scaled in below its rack window
@@ -110,7 +120,22 @@ def test_each_refused_object_takes_out_only_its_own_job() -> None:
     running = _job_id(objects, "good-running")
     assert {j["name"] for j in result.data["jobs"]} == {_job_id(objects, n)
                                                        for n in GOOD_PENDING}
-    assert [r["name"] for r in result.data["running"]] == [running]
+    gone = [_job_id(objects, n) for n in ("claim-a", "claim-b", "on-bad-node")]
+    assert {r["name"]: r["ranks"] for r in result.data["running"]} == {
+        running: {0: "node-15"}, **{name: {} for name in gone}}
+    # the ranks ran on a refused node: left out of the running job, as on a node gone
+    assert "node-12" not in {n["name"] for n in result.data["nodes"]}
+    assert result.nodes_changed["node-12"].startswith("left out: field 'free'")
+    assert any("runs on node 'node-12', which is not imported" in w
+               for w in result.warnings), result.warnings
+    # the over-full super pod keeps the cluster: the node whose label disagrees is
+    # imported outside every super pod, named with the field and the rule
+    nodes = {n["name"]: n for n in result.data["nodes"]}
+    assert "super-pod-id" not in nodes["node-stray"] and nodes["node-stray"]["free"] == 8
+    assert sum(n.get("super-pod-id") == 0 for n in nodes.values()) == 8
+    line = next(w for w in result.warnings if "node-stray" in w)
+    assert "SuperPodID" in line and "super pod 0 has 9 nodes but config.super-pod-size " \
+        "is 8" in line and "disagrees" in line, line
     # the refused jobs, each with its reason, left to Volcano
     assert set(result.refused) == {_job_id(objects, n) for n in REFUSED}
     for name, says in REFUSED.items():
@@ -132,7 +157,7 @@ def test_each_refused_object_takes_out_only_its_own_job() -> None:
                   and p["metadata"]["name"].startswith("scaled-in-"))
     assert scaled["metadata"]["ownerReferences"][0]["uid"] in owners
     # a refused node and PriorityClass are left out by themselves
-    assert "node-bad" not in free and len(free) == 16 + 8 + 8
+    assert "node-bad" not in free and len(free) == 16 - 1 + 1 + 8 + 8
     assert free["r0-node-2"] == 0 and free["m0-n2"] == 0  # the scaled-in jobs' chips
     assert "contains the control or formatting character" in text
     assert "PriorityClass broken" in text
@@ -232,3 +257,70 @@ def test_reading_only_the_jobs_images_changes_no_job() -> None:
     kept = {name for n in lean.data["nodes"] for name in n.get("images", {})}
     assert kept == {image} and len({name for n in full.data["nodes"]
                                     for name in n.get("images", {})}) > 100
+
+
+def node_level_cluster() -> DumpBuilder:
+    """One object of each node-level class next to good jobs: a super pod with one node
+    more than ``super-pod-size`` (a wrong SuperPodID, its label agreeing), and a running
+    job on a node whose label no scenario takes."""
+    b = DumpBuilder("device-plugin", now=NOW, resource="huawei.com/npu",
+                    chip_type="Ascend850")
+    b.params = {"super-pod-size": "4"}
+    for i in range(9):
+        b.node(f"node-{i}", 8, super_pod=i // 4 if i < 8 else 0)
+    b.node("node-bad", 8, labels={"x": "a\x1b[31m"})
+    b.job("ml", "on-bad-node", 2, 8, policy="chip8-node8-sp", annotations={"sp-block": "8"},
+          bound={0: "node-5", 1: "node-bad"})
+    b.job("ml", "sp-good", 2, 8, policy="chip8-node8-sp", annotations={"sp-block": "16"})
+    b.job("ml", "good", 2, 8, policy="chip8-node8")
+    # two running pods claim all 8 chips of node-6 (one pod's nodeName is wrong)
+    b.job("ml", "claim-a", 1, 8, policy="chip8-node8", bound={0: "node-6"})
+    b.job("ml", "claim-b", 1, 8, policy="chip8-node8", bound={0: "node-7"})
+    next(p for p in b.pods if p["metadata"]["name"] == "claim-b-worker-0")["spec"][
+        "nodeName"] = "node-6"
+    return b
+
+
+def test_a_node_level_refusal_leaves_out_the_node_not_the_cluster(tmp_path: Path) -> None:
+    b = node_level_cluster()
+    with pytest.raises(InputError) as caught:
+        _run(b.objects(), strict=True)
+    assert "label" in "\n".join(caught.value.messages)
+    del b.nodes[-1]["metadata"]["labels"]["x"]  # strict also refuses the full super pod
+    with pytest.raises(InputError, match=r"super pod 0 has 5 nodes but config\.super-pod"):
+        _run(b.objects(), strict=True)
+    b = node_level_cluster()
+    result = _run(b.objects(), strict=False)
+    objects = b.objects()
+    assert {j["name"] for j in result.data["jobs"]} == {_job_id(objects, "sp-good"),
+                                                       _job_id(objects, "good")}
+    nodes = {n["name"]: n for n in result.data["nodes"]}
+    # no label disagrees: the last by name leaves super pod 0
+    assert [n for n, v in nodes.items() if v.get("super-pod-id") == 0] == [
+        f"node-{i}" for i in range(4)]
+    assert "node-bad" not in nodes and "super-pod-id" not in nodes["node-8"]
+    line = next(w for w in result.warnings if "node-8" in w)
+    assert "the last by name" in line and "super pod 0 has 5 nodes" in line, line
+    # the super-pod job on the refused node: a gang with a rank on a node that is gone
+    assert any(_job_id(objects, "on-bad-node") in w and "occupancy only" in w
+               for w in result.warnings), result.warnings
+    # the node whose running pods claim more chips than it has is left out (free 0 either
+    # way); the claims are ranks on a node that is gone
+    assert "node-6" not in nodes and nodes["node-7"]["free"] == 8
+    line = next(w for w in result.warnings if "node-6" in w and "node not imported" in w)
+    assert "field 'free'" in line and "16 NPUs of running jobs exceeds npus 8" in line, line
+    assert {r["name"]: r["ranks"] for r in result.data["running"]} == {
+        _job_id(objects, "claim-a"): {}, _job_id(objects, "claim-b"): {}}
+    # the import CLI: exit 0 with the warnings; --strict exit 2
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": objects}))
+    for args, code in (((), EXIT_OK), (("--strict",), EXIT_INVALID)):
+        err = io.StringIO()
+        assert main(["import", str(dump), "--now", str(NOW), "--output",
+                     str(tmp_path / "s.yaml"), *args], io.StringIO(), err) == code, \
+            err.getvalue()
+    assert main(["import", str(dump), "--now", str(NOW), "--output",
+                 str(tmp_path / "s.yaml")], io.StringIO(), err := io.StringIO()) == EXIT_OK
+    assert "node-bad" in err.getvalue() and "node-8" in err.getvalue()
+    assert main(["validate", str(tmp_path / "s.yaml")], io.StringIO(), io.StringIO()) \
+        == EXIT_OK

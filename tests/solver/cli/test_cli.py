@@ -258,15 +258,6 @@ def test_plan_scenario_and_example_together(ordinary_file: Path) -> None:
     assert err == "error: give either a SCENARIO file or --example, not both\n"
 
 
-def test_plan_engine_not_available(ordinary_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import heuristics.greedy
-
-    monkeypatch.setattr(heuristics.greedy, "_registry", lambda: {})
-    code, out, err = run("plan", str(ordinary_file), "--engine", "greedy")
-    assert code == 1 and out == ""
-    assert err == "error: the greedy engine does not support ordinary jobs yet\n"
-
-
 @pytest.mark.parametrize(
     "argv",
     [["plan", "--engine", "magic"], ["plan", "--time-limit", "0"], ["plan", "--workers", "-1"],

@@ -34,7 +34,7 @@ from solver.model.cancel import BuildCancelled, CancelToken, cancellable, checkp
 from solver.model.focus import neighbourhood_mask, unit_keys
 from solver.model.hints import plan_to_assignment
 from solver.model.recover import recover_plan
-from solver.model.reuse import step_digest
+from solver.model.reuse import FIXED_PART, step_digest
 
 #: Most function calls (Python and C) allowed between two checkpoints.  The loops check
 #: every 256-4,096 items of a few calls each; a model stage without checkpoints makes
@@ -182,7 +182,7 @@ def test_the_reuse_digest_and_the_acceptance_test_stop_at_a_late_cancel() -> Non
     keep = neighbourhood_mask(problem, hint, hood, unit_keys(problem))
 
     def digest() -> None:
-        problem.memo.pop("model-reuse-fixed", None)  # the once-per-problem part too
+        problem.derived.forget(FIXED_PART)  # the once-per-problem part too
         step_digest(problem, hint, keep, fixed, frozenset())
 
     def acceptance() -> None:

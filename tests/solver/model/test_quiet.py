@@ -10,7 +10,14 @@ from collections.abc import Callable
 
 import pytest
 
-from solver.model.cancel import CancelToken, cancellable, quiet, retain
+from solver.model.cancel import (
+    CancelToken,
+    cancellable,
+    deferred_cleanup,
+    quiet,
+    retain,
+    settle,
+)
 
 
 class Payload:
@@ -78,3 +85,18 @@ def test_retain_far_from_the_deadline_frees_earlier_objects() -> None:
             del second
             assert first_ref() is None and second_ref() is not None
     assert wait_until(lambda: second_ref() is None)
+
+
+def test_the_region_restores_the_collector_itself_unless_cleanup_is_deferred() -> None:
+    payload = Payload()
+    ref = weakref.ref(payload)
+    with quiet(0.5):
+        with cancellable(CancelToken(time.perf_counter() + 0.1)):
+            retain(payload)
+        del payload
+    assert gc.isenabled() and ref() is None  # at the region's end, no reaper needed
+    with deferred_cleanup():
+        with quiet(0.5):
+            pass
+        assert settle(5.0)  # the reaper's work, after the region
+    assert gc.isenabled()

@@ -63,6 +63,12 @@ def test_a_snapshot_with_every_refusal_class_still_steers_the_good_jobs(
     summary = core.history[-1]
     assert set(session.left_to_volcano) <= set(summary["left-to-plugin"])
     assert summary["counts"]["jobs-refused"] == len(REFUSED)
+    # the node-level classes keep the session: each node named with what was done and why
+    assert summary["nodes-changed"]["node-stray"].startswith("outside every super pod: "
+                                                             "super pod 0 has 9 nodes")
+    assert summary["nodes-changed"]["node-12"].startswith("left out: field 'free'")
+    assert summary["nodes-changed"]["node-bad"].startswith("left out: Node node-bad: field "
+                                                           "'metadata.labels'")
 
 
 def test_the_device_objects_are_read_once_per_change(tmp_path: Path) -> None:

@@ -1,0 +1,264 @@
+"""Each path of the incremental import equals the whole import of the same objects.
+
+A :class:`~models.kube.watch.WatchedCluster` is fed the objects of a bundled dump (no
+HTTP: the loopback server's lists and events are handed to it directly); after every
+change its next import (:meth:`~models.kube.watch.WatchedCluster.advance`) must be
+computed per object (not a whole import) and equal the whole import of the objects with
+``--previous`` the import before, and the delta
+(:func:`~solver.service.scenario_diff.pieces_delta`) must turn the stored cluster into
+that import.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from benchmarks.kube_api import KIND_RESOURCE, LoopbackApiServer
+from models.kube import ClusterImport, Diagnostics, ImportResult
+from models.kube import build as kube_build
+from models.kube import live as kube_live
+from models.kube.watch import Advance, WatchedCluster, strip_object
+from models.scenario import Health
+from solver.service.scenario_diff import pieces_delta
+from solver.service.state import ClusterStore
+from solver.service.watcher import StoreTarget
+from tests.solver.service.test_watcher import FREE_NODES, NOW, _pending_copy, dump_objects
+
+pytest.importorskip("kubernetes")
+from kubernetes import client
+
+#: The streams of the Nodes, Pods and PodGroups (the order of ``list_calls``).
+NODES, PODS, GROUPS = 0, 1, 2
+
+
+class Chain:
+    """A watched cluster beside the import chain of the same objects."""
+
+    def __init__(self) -> None:
+        self.server = LoopbackApiServer()
+        for obj in dump_objects():
+            self.server.apply(obj)
+        self.calls = kube_live.list_calls(client.ApiClient())
+        self.now = NOW
+        self.watched = WatchedCluster(self.calls, clock=lambda: self.now)
+        self.relist()
+        self.chain = self.whole(None)
+        first = self.watched.advance()
+        assert first.data() == self.chain.data
+        self.watched.commit(first)
+        self.store = ClusterStore()
+        self.target = StoreTarget(self.store, "w")
+        self.version = self.target.put(first.data())
+
+    def lists(self) -> list[list[dict[str, Any]]]:
+        """Every stream's list of the server's objects now (stripped copies)."""
+        out = []
+        for call in self.calls:
+            _, body = self.server.list_page(KIND_RESOURCE[call.kind],
+                                            call.kwargs.get("namespace"),
+                                            call.kwargs.get("label_selector"),
+                                            call.kwargs.get("field_selector"), 0, None)
+            for item in body["items"]:
+                item.setdefault("kind", call.kind)
+            out.append([strip_object(item) for item in body["items"]])
+        return out
+
+    def relist(self) -> None:
+        """A fresh list of every stream (what a 410 resync does)."""
+        for index, items in enumerate(self.lists()):
+            self.watched.replace(index, items)
+
+    def whole(self, previous: ImportResult | None) -> ImportResult:
+        """The whole import of the server's objects now, with ``--previous``."""
+        importer = ClusterImport(Diagnostics())
+        for items in self.lists():
+            for item in items:
+                importer.add(item, "list")
+        return importer.build(now=self.now,
+                              previous=previous.scenario if previous is not None else None)
+
+    def apply(self, stream: int, obj: dict[str, Any]) -> None:
+        """Change an object on the server and send its watch event."""
+        self.server.apply(obj)
+        meta = obj["metadata"]
+        stored = self.server.objects[KIND_RESOURCE[obj["kind"]]][
+            (meta.get("namespace", ""), meta["name"])]
+        self.watched.event(stream, "MODIFIED", strip_object(copy.deepcopy(stored)))
+
+    def delete(self, stream: int, obj: dict[str, Any]) -> None:
+        """Delete an object on the server and send its watch event."""
+        meta = obj["metadata"]
+        self.server.delete(obj["kind"], meta["name"], meta.get("namespace", ""))
+        self.watched.event(stream, "DELETED", strip_object(copy.deepcopy(obj)))
+
+    def check(self, per_object: bool = True) -> Advance:
+        """The next import equals the next whole import of the chain, and its delta
+        turns the stored cluster into it; ``per_object``: it was computed per object."""
+        self.chain = self.whole(self.chain)
+        step = self.watched.advance()
+        assert (step.changes is not None) == per_object, self.watched.whole_reason
+        assert step.data() == self.chain.data
+        if step.changes is not None:
+            delta = pieces_delta(step.old, step.new, step.changes)  # type: ignore[arg-type]
+            if delta is not None:
+                delta["expect-version"] = self.version
+                self.version = self.target.patch(delta)
+            cluster = self.store.get("w")
+            assert cluster is not None
+            assert cluster.snapshot.problem.scenario.to_dict() == self.chain.scenario.to_dict()
+        self.watched.commit(step)
+        return step
+
+
+def _objects(kind: str) -> list[dict[str, Any]]:
+    return [o for o in dump_objects() if o["kind"] == kind]
+
+
+def _running_pods() -> list[dict[str, Any]]:
+    return [p for p in _objects("Pod") if p["spec"].get("nodeName")]
+
+
+@pytest.fixture
+def chain() -> Chain:
+    return Chain()
+
+
+def test_a_pod_evicted_bound_failed_and_deleted_is_its_job_alone(chain: Chain) -> None:
+    """Running ranks evicted (re-created pending), one of them failed, both bound
+    again; a pending pod deleted: each its job's item, its node's chips and its cache
+    entries."""
+    # the running job first in the import's order: bound again, it goes back there
+    first, second = [p for p in _running_pods() if p["metadata"]["name"].startswith("finetune")][:2]
+    chain.apply(PODS, _pending_copy(first))
+    step = chain.check()
+    assert step.changes is not None and step.changes.jobs and step.changes.nodes
+    chain.apply(PODS, _pending_copy(second))
+    chain.check()
+    failed = _pending_copy(second)
+    failed["status"] = {"phase": "Failed"}
+    chain.apply(PODS, failed)
+    assert chain.check().changes.jobs  # type: ignore[union-attr]
+    chain.apply(PODS, first)
+    chain.apply(PODS, second)
+    chain.check()
+    chain.delete(PODS, next(p for p in _objects("Pod") if not p["spec"].get("nodeName")))
+    chain.check()
+
+
+def test_a_rank_bound_and_unbound_between_imports_stays_in_the_cache(chain: Chain) -> None:
+    """A pending rank bound and unbound again before the next import: the chain's
+    import at the boundary between recorded its node, so the cache keeps it."""
+    pending = next(p for p in _objects("Pod") if not p["spec"].get("nodeName"))
+    placed = copy.deepcopy(pending)
+    placed["spec"]["nodeName"] = FREE_NODES[0]
+    placed["status"] = {"phase": "Running"}
+    chain.apply(PODS, placed)
+    chain.chain = chain.whole(chain.chain)  # the import at that boundary
+    chain.apply(PODS, pending)
+    step = chain.check()
+    assert step.changes is not None and step.changes.cache
+    assert any(e["node"] == FREE_NODES[0] for e in step.new.cache.values())
+
+
+def test_a_cordoned_node_updates_the_node_and_the_jobs_that_read_its_health(
+        chain: Chain) -> None:
+    """A cordoned node is a node update; the pending job with a cache entry on it gets
+    that rank as a fault rank (its item computed again), and uncordoning undoes it."""
+    pod = _running_pods()[0]
+    chain.apply(PODS, _pending_copy(pod))
+    chain.check()
+    node = next(n for n in _objects("Node") if n["metadata"]["name"] == pod["spec"]["nodeName"])
+    cordoned = copy.deepcopy(node)
+    cordoned["spec"]["unschedulable"] = True
+    chain.apply(NODES, cordoned)
+    step = chain.check()
+    assert step.changes is not None and step.changes.nodes == [node["metadata"]["name"]]
+    assert step.new.health[node["metadata"]["name"]] is Health.UNHEALTHY
+    assert step.changes.jobs and any("fault-ranks" in j for j in step.new.jobs.values())
+    chain.apply(NODES, node)
+    chain.check()
+    relabelled = copy.deepcopy(node)
+    relabelled["metadata"].setdefault("labels", {})["rack"] = "r9"
+    chain.apply(NODES, relabelled)
+    assert chain.check().changes.nodes  # type: ignore[union-attr]
+
+
+def test_a_podgroup_deleted_changed_and_restored(chain: Chain) -> None:
+    """A PodGroup deleted, restored with another priority class, and restored as it
+    was: its job computed again each time."""
+    group = _objects("PodGroup")[0]
+    chain.delete(GROUPS, group)
+    chain.check()
+    changed = copy.deepcopy(group)
+    classes = [c["metadata"]["name"] for c in _objects("PriorityClass")]
+    changed["spec"]["priorityClassName"] = next(
+        c for c in classes if c != group["spec"].get("priorityClassName"))
+    chain.apply(GROUPS, changed)
+    chain.check()
+    chain.apply(GROUPS, group)
+    chain.check()
+
+
+def test_a_moved_now_stamps_every_bound_rank_again(chain: Chain) -> None:
+    """``now`` moves: every bound rank's cache entry takes the new time, as an import at
+    that time writes it."""
+    chain.now += 7
+    step = chain.check()
+    assert step.changes is not None and step.changes.now_moved and step.changes.cache
+    assert any(e["updated"] == NOW + 7 for e in step.new.cache.values())
+
+
+def test_a_fresh_list_reads_only_the_changed_objects(chain: Chain,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh list (a 410 resync) re-reads only the objects whose resourceVersion
+    moved, and imports the difference per object."""
+    pods = _running_pods()
+    chain.server.apply(_pending_copy(pods[0]))
+    chain.server.apply(_pending_copy(pods[1]))
+    read: list[str] = []
+    add = kube_build.ClusterImport.add
+
+    def counted(self: ClusterImport, obj: dict[str, Any], source: str = "<input>") -> None:
+        read.append(obj["metadata"]["name"])
+        add(self, obj, source)
+
+    monkeypatch.setattr(kube_build.ClusterImport, "add", counted)
+    chain.relist()
+    assert sorted(read) == sorted(p["metadata"]["name"] for p in pods[:2])
+    monkeypatch.undo()
+    chain.check()
+
+
+def test_changes_it_cannot_import_alone_are_whole_imports(chain: Chain) -> None:
+    """A node that leaves the import, a ConfigMap: whole imports (still the chain's)."""
+    node = next(n for n in _objects("Node") if n["metadata"]["name"] == FREE_NODES[0])
+    chain.delete(NODES, node)
+    chain.check(per_object=False)
+    chain.apply(NODES, node)
+    chain.check(per_object=False)
+    chain.now += 1  # and per object again afterwards
+    chain.check()
+
+
+def test_a_device_info_configmap_changes_its_node_alone(chain: Chain) -> None:
+    """A chip of a free node reported unhealthy in its device-info ConfigMap: that
+    node's free chips and health again (a node update), not a whole import; back
+    healthy, the same."""
+    cim = next(i for i, c in enumerate(chain.calls)
+               if c.kwargs.get("label_selector") == "mx-consumer-cim=true")
+    node = FREE_NODES[0]
+    record = next(o for o in _objects("ConfigMap")
+                  if o["metadata"]["name"] == f"mindx-dl-deviceinfo-{node}")
+    sick = copy.deepcopy(record)
+    info = json.loads(sick["data"]["DeviceInfoCfg"])
+    info["DeviceInfo"]["DeviceList"]["huawei.com/npu-Unhealthy"] = "npu-3"
+    sick["data"]["DeviceInfoCfg"] = json.dumps(info)
+    chain.apply(cim, sick)
+    step = chain.check()
+    assert step.changes is not None and step.changes.nodes == [node]
+    chain.apply(cim, record)
+    chain.check()
