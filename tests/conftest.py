@@ -9,6 +9,7 @@ Profiles (choose with ``HYPOTHESIS_PROFILE=<name>``):
 
 from __future__ import annotations
 
+import gc
 import os
 
 from hypothesis import HealthCheck, settings
@@ -24,3 +25,19 @@ _DETERMINISTIC = settings(
 settings.register_profile("ci", _DETERMINISTIC, max_examples=30)
 settings.register_profile("dev", _DETERMINISTIC, max_examples=300)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_finish(session: object) -> None:
+    """Move what collection left alive (every imported module, the collected tests) to the
+    collector's permanent generation, after one full collection.
+
+    The test process holds far more long-lived objects than a real ``npu-place`` process
+    (all test modules, hypothesis, the collected items); each full collection walks them
+    all, and the code under test runs full collections on purpose (the extender after
+    each session's answer, benchmarks between measured calls).  Frozen objects are still
+    freed by reference counting; only cyclic garbage among them would stay (none: the
+    collection before the freeze reclaimed it).  What the service's workers do with their
+    own stored clusters (``solver.service.worker.settle_heap``).
+    """
+    gc.collect()
+    gc.freeze()

@@ -3,11 +3,14 @@
 The site is built with ``mkdocs build --strict`` into a temporary folder; each page gets
 a small script that, after the page has loaded and the theme's own script has run,
 writes the page's scroll width and the elements that stick out past the window into the
-document; headless Chromium (Debian's ``chromium`` package) renders the page at
-1,400 × 900 and prints the document (``--dump-dom``).  A page whose scroll width exceeds
-its client width fails, naming the elements.  Chromium runs without network (every host
-but loopback resolves to nothing), sandbox, GPU or profile (a fresh
-``--user-data-dir``).
+document and posts them to the page's parent.  One headless Chromium (Debian's
+``chromium`` package) opens one harness page holding every page of the manual in its own
+1,400 × 900 frame (a frame lays its page out as a window of that size does: the media
+queries read the frame's width), collects what each frame posted, and prints the
+document (``--dump-dom``).  A page whose scroll width exceeds its client width fails,
+naming the elements.  Chromium runs without network (every host but loopback resolves to
+nothing), sandbox, GPU or profile (a fresh ``--user-data-dir``).  The two tests of the
+measurement itself go through the same harness.
 
 Without Chromium the test is skipped, except in CI (``CI=true``, which ``.ci/run``
 sets after installing Chromium when it is missing): there a missing browser fails.
@@ -22,7 +25,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -35,9 +37,10 @@ CHROMIUM_FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-    f"--window-size={WIDTH},{HEIGHT}", "--virtual-time-budget=5000",
+    f"--window-size={WIDTH},{HEIGHT}", "--virtual-time-budget=20000",
 )
-#: What the injected script writes: ``<pre id="overflow-probe">{json}</pre>``.
+#: What the harness writes once every frame has posted: ``<pre id="overflow-probe">{json}
+#: by frame number}</pre>``.
 _PROBE = re.compile(r'<pre id="overflow-probe">(.*?)</pre>', re.DOTALL)
 _SCRIPT = """<script>
 window.addEventListener("load", function () { setTimeout(function () {
@@ -57,13 +60,28 @@ window.addEventListener("load", function () { setTimeout(function () {
                    + " px: " + (e.textContent || "").trim().slice(0, 60));
       }
     });
-  var out = document.createElement("pre");
-  out.id = "overflow-probe";
-  out.textContent = JSON.stringify({scroll: root.scrollWidth, client: root.clientWidth,
-                                    wide: wide, inner: inner});
-  document.body.appendChild(out);
+  window.parent.postMessage({frame: window.name, scroll: root.scrollWidth,
+                             client: root.clientWidth, wide: wide, inner: inner}, "*");
 }, 200); });
 </script>"""
+#: The harness: one frame per page (``{frames}``); when all ``{count}`` have posted, the
+#: measurements by frame number go into ``<pre id="overflow-probe">``.
+_HARNESS = """<html><body style="margin: 0"><script>
+var results = {{}};
+window.addEventListener("message", function (e) {{
+  results[e.data.frame] = e.data;
+  if (Object.keys(results).length === {count}) {{
+    var out = document.createElement("pre");
+    out.id = "overflow-probe";
+    out.textContent = JSON.stringify(results);
+    document.body.appendChild(out);
+  }}
+}});
+</script>
+{frames}
+</body></html>"""
+_FRAME = ('<iframe name="{number}" src="{src}" width="{width}" height="{height}" '
+          'style="display: block; border: 0"></iframe>')
 
 pytestmark = pytest.mark.slow
 
@@ -102,27 +120,32 @@ def _pages() -> list[str]:
                   for p in (ROOT / "docs").glob("*.md"))
 
 
-def measure(browser: str, page: Path) -> dict[str, object]:
-    """Render ``page`` in Chromium; what the injected script measured."""
+def measure(browser: str, pages: list[Path]) -> list[dict[str, object]]:
+    """Render ``pages`` (HTML files carrying the measuring script) in one Chromium, each
+    in its own window-sized frame of a harness page; what the script measured in each,
+    in the order of ``pages``."""
+    frames = "\n".join(_FRAME.format(number=number, src=page.as_uri(), width=WIDTH,
+                                      height=HEIGHT) for number, page in enumerate(pages))
     with tempfile.TemporaryDirectory(prefix="npu-place-chromium-") as profile:
-        done = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-                               "--dump-dom", page.as_uri()],
-                              capture_output=True, text=True, timeout=120, check=False)
+        harness = Path(profile) / "harness.html"
+        harness.write_text(_HARNESS.format(count=len(pages), frames=frames),
+                           encoding="utf-8")
+        done = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}/p",
+                               "--dump-dom", harness.as_uri()],
+                              capture_output=True, text=True, timeout=300, check=False)
     match = _PROBE.search(done.stdout)
-    assert match, f"{page}: Chromium printed no measurement (exit {done.returncode}): " \
-                  f"{done.stderr[-1500:]}"
-    result: dict[str, object] = json.loads(match.group(1).replace("&quot;", '"')
-                                           .replace("&amp;", "&").replace("&lt;", "<")
-                                           .replace("&gt;", ">"))
-    return result
+    assert match, f"Chromium printed no measurement of all {len(pages)} page(s) (exit " \
+                  f"{done.returncode}): {done.stderr[-1500:]}"
+    results: dict[str, dict[str, object]] = json.loads(
+        match.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
+        .replace("&gt;", ">"))
+    return [results[str(number)] for number in range(len(pages))]
 
 
 def test_every_page_fits_1400_pixels(site: Path) -> None:
     browser = chromium()
     pages = _pages()
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = dict(zip(pages, pool.map(lambda p: measure(browser, site / p), pages),
-                           strict=True))
+    results = dict(zip(pages, measure(browser, [site / p for p in pages]), strict=True))
     too_wide = {page: r for page, r in results.items()
                 if int(str(r["scroll"])) > int(str(r["client"]))}
     assert not too_wide, "pages that scroll sideways at 1,400 px: " + "; ".join(
@@ -140,7 +163,7 @@ def test_the_measurement_sees_a_page_that_is_too_wide(tmp_path: Path) -> None:
     page.write_text('<html><body><table><tr><td style="white-space: nowrap">'
                     + "x" * 400 + "</td></tr></table>" + _SCRIPT + "</body></html>",
                     encoding="utf-8")
-    result = measure(browser, page)
+    result, = measure(browser, [page])
     assert int(str(result["scroll"])) > WIDTH > int(str(result["client"])) - 40
     assert result["wide"]
 
@@ -151,6 +174,6 @@ def test_the_measurement_sees_a_code_block_that_scrolls_inside(tmp_path: Path) -
     page.write_text('<html><body><pre style="width: 600px; overflow-x: auto"><code>'
                     + "x" * 400 + "</code></pre>" + _SCRIPT + "</body></html>",
                     encoding="utf-8")
-    result = measure(browser, page)
+    result, = measure(browser, [page])
     assert int(str(result["scroll"])) <= int(str(result["client"]))  # the page fits
     assert result["inner"] and str(result["inner"][0]).startswith("pre ")

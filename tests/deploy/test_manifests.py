@@ -133,3 +133,27 @@ def test_a_misspelt_field_is_caught() -> None:
     doc["spec"]["template"]["spec"]["containers"][0]["imagePullPolice"] = "Always"
     model = _deserialize(client, doc, "V1Deployment")
     assert client.sanitize_for_serialization(model) != doc
+
+
+def _manual_yaml_blocks() -> list[tuple[str, str]]:
+    """Every YAML code block of the README and the manual: (file, text)."""
+    root = DEPLOY.parents[1]
+    blocks = []
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        blocks += [(page.name, b) for b in re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)]
+    return blocks
+
+
+def test_the_manuals_probes_reach_their_server() -> None:
+    """The kubelet sends an ``httpGet`` probe to the pod's IP, where a server bound to
+    loopback (``serve``'s default ``--host``) does not listen: a container snippet with an
+    ``httpGet`` probe must bind another address; a loopback sidecar probes with ``exec``,
+    as ``solver/deploy/sidecar-patch.yaml`` does."""
+    blocks = _manual_yaml_blocks()
+    assert any("readinessProbe" in b for _, b in blocks)  # the snippets are found
+    for page, block in blocks:
+        for container in re.split(r"\n\s*- name: ", block):
+            if re.search(r"\bhttpGet:", container):
+                assert re.search(r'"--host",\s*"(?!127\.|localhost|::1)', container), (
+                    f"{page}: an httpGet probe on a loopback-bound server:\n{container}")

@@ -40,6 +40,15 @@ def _base() -> list[dict[str, Any]]:
 
 
 BASE = _base()
+#: ``BASE`` as JSON text: :func:`_fresh` copies it by parsing (the objects are plain JSON
+#: values, so this equals ``copy.deepcopy(BASE)``, at a quarter of its cost).
+_BASE_JSON = json.dumps(BASE)
+
+
+def _fresh() -> list[dict[str, Any]]:
+    """A new deep copy of ``BASE``."""
+    objects: list[dict[str, Any]] = json.loads(_BASE_JSON)
+    return objects
 
 
 def _paths(value: Any, path: Path_ = ()) -> list[Path_]:
@@ -120,7 +129,7 @@ def _check(objects: list[dict[str, Any]]) -> None:
 def test_every_hostile_value_in_every_kind_of_field(path: Path_) -> None:
     """Exhaustive: every kind of field of every object kind, every hostile value."""
     for value in HOSTILE:
-        objects = copy.deepcopy(BASE)
+        objects = _fresh()
         _set(objects, path, copy.deepcopy(value))
         _check(objects)
 
@@ -129,7 +138,7 @@ def test_every_hostile_value_in_every_kind_of_field(path: Path_) -> None:
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_two_hostile_fields_anywhere(data: st.DataObject) -> None:
-    objects = copy.deepcopy(BASE)
+    objects = _fresh()
     for _ in range(2):
         path = data.draw(st.sampled_from(PATHS), label="path")
         value = data.draw(st.sampled_from(HOSTILE), label="value")
@@ -143,7 +152,7 @@ def test_two_hostile_fields_anywhere(data: st.DataObject) -> None:
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_one_hostile_value_inside_embedded_json(data: st.DataObject) -> None:
-    objects = copy.deepcopy(BASE)
+    objects = _fresh()
     path = data.draw(st.sampled_from(JSON_STRINGS), label="json string")
     inner = json.loads(_get(objects, path))
     inner_paths = _paths(inner)
