@@ -27,7 +27,9 @@ load the ratio is noise: measure it on an otherwise idle machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import io
 import json
 import os
 import queue
@@ -41,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.generators import GenParams, case_name, generate_case
+from benchmarks.outputs import open_output, write_output
+from models.documents import read_text
 
 #: The families of the default grid (four cells each by default: 16 cells).
 FAMILIES = ("950", "a3", "multilevel", "ordinary")
@@ -69,8 +73,7 @@ def write_cells(folder: Path, families: list[str], seeds: list[int], nodes: int,
             name = case_name(params)
             path = folder / f"{name}.json"
             if not path.exists():
-                path.write_text(json.dumps(generate_case(params).scenario.to_dict()),
-                                encoding="utf-8")
+                write_output(path, json.dumps(generate_case(params).scenario.to_dict()))
             cells.append((name, params, path))
     return cells
 
@@ -84,17 +87,17 @@ def write_grid(path: Path, families: list[str], seeds: list[int], nodes: int, jo
                      f"seeds: [{', '.join(str(s) for s in seeds)}]}}")
     lines += ["engines: [cpsat]", f"time-limits: [{time_limit:g}]",
               f"deterministic-time: {deterministic_time:g}", "seeds: [0]", ""]
-    path.write_text("\n".join(lines), encoding="utf-8")
+    write_output(path, "\n".join(lines))
 
 
 def _run_process(command: list[str], log: Path | None = None
                  ) -> tuple[float, float, float, int]:
     """Run ``command`` (its output to ``log``, else dropped); ``(wall s, CPU s of it and
     the children it waited for, peak RSS MB of the largest, exit code)``."""
-    with (log.open("w", encoding="utf-8") if log is not None
-          else open(os.devnull, "w", encoding="utf-8")) as sink:
+    with (open_output(log) if log is not None else contextlib.nullcontext()) as sink:
         started = time.perf_counter()
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, stdout=sink or subprocess.DEVNULL,
+                                   stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - started
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -145,18 +148,18 @@ def run_sweep(grid: Path, out: Path, workers: int) -> tuple[float, float, float,
                "--dask-workers", str(workers), "--force"]
     log = out.parent / "sweep.log"
     wall, cpu, _, code = _run_process(command, log)
-    text = log.read_text(encoding="utf-8")
+    text = read_text(log)
     summary = next((line for line in text.splitlines() if line.startswith("sweep ")),
                    text[-500:])
-    found = re.search(r"\(([\d.]+) s to start or reach the cluster\)", summary)
+    found = re.search(r"\(([0-9.]+) s to start or reach the cluster\)", summary)
     startup = float(found.group(1)) if found else float("nan")
     return wall, cpu, startup, code, summary
 
 
 def read_rows(results: Path) -> dict[str, dict[str, str]]:
     """The sweep's rows by cell name (the generator case's name)."""
-    with results.open(newline="", encoding="utf-8") as handle:
-        return {row["scenario"]: row for row in csv.DictReader(handle)}
+    text = read_text(results)
+    return {row["scenario"]: row for row in csv.DictReader(io.StringIO(text, newline=""))}
 
 
 def _median(values: list[float]) -> float:
@@ -242,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         lines.append(f"FAILED or invalid: {', '.join(sorted(set(failed)))}")
     text = "\n".join(lines) + "\n"
-    (out / "ceiling.md").write_text(text, encoding="utf-8")
+    write_output(out / "ceiling.md", text)
     print(text)
     return 1 if failed else 0
 

@@ -34,10 +34,7 @@ those in its cache even when the Pod is gone by the next import.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -149,7 +146,7 @@ def _key(obj: dict[str, Any]) -> tuple[str, str]:
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
-def _version(obj: dict[str, Any]) -> str | None:
+def version_of(obj: dict[str, Any]) -> str | None:
     meta = obj.get("metadata") or {}
     value = meta.get("resourceVersion") if isinstance(meta, dict) else None
     return str(value) if value else None
@@ -174,8 +171,8 @@ def _same(held: dict[str, Any] | None, obj: dict[str, Any]) -> bool:
     """Whether ``obj`` is the held object unchanged: the same uid and resourceVersion."""
     if held is None:
         return False
-    version = _version(obj)
-    if version is None or _version(held) != version:
+    version = version_of(obj)
+    if version is None or version_of(held) != version:
         return False
     meta, was = obj.get("metadata") or {}, held.get("metadata") or {}
     return bool(meta.get("uid") == was.get("uid"))
@@ -670,202 +667,3 @@ class WatchedCluster:
                     "bookmarks": sum(s.bookmarks for s in self.streams),
                     "refused": len(self.refused), "builds": self.builds,
                     "whole-builds": self.whole_builds, "whole-reason": self.whole_reason}
-
-
-def _lines(response: Any) -> Iterator[bytes]:
-    """The lines of a chunked watch answer, as they arrive."""
-    pending = b""
-    for chunk in response.stream(amt=None, decode_content=False):
-        pending += chunk
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if pending.strip():
-        yield pending
-
-
-class ResourceStream:
-    """List then watch one resource into a :class:`WatchedCluster`, until stopped.
-
-    Parameters
-    ----------
-    cluster
-        Where the objects go.
-    index
-        The stream's index in ``cluster.streams``.
-    settings
-        Paging, timeouts and backoff.
-    stop
-        Set to end the stream (its open watch ends at the next line or read timeout).
-    """
-
-    def __init__(self, cluster: WatchedCluster, index: int, settings: WatchSettings,
-                 stop: threading.Event) -> None:
-        self.cluster = cluster
-        self.index = index
-        self.state = cluster.streams[index]
-        self.settings = settings
-        self.stop = stop
-        self.synced = threading.Event()  # set after the first list
-        self.response: Any = None
-        self.last_error: str | None = None
-
-    def run(self) -> None:
-        """List, watch, resume, list again on 410; backoff between failed attempts."""
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
-
-        delay = self.settings.backoff
-        while not self.stop.is_set():
-            try:
-                if self.state.version is None:
-                    self._list()
-                    self.synced.set()
-                if self._watch():
-                    delay = self.settings.backoff
-                continue
-            except Gone:
-                with self.cluster._lock:
-                    self.state.gone += 1
-                    self.state.version = None
-                continue  # a fresh list at once
-            except ApiException as exc:
-                if exc.status == 410:
-                    with self.cluster._lock:
-                        self.state.gone += 1
-                        self.state.version = None
-                    continue
-                why = f"HTTP {exc.status} {exc.reason}"
-                if not self.state.call.required and exc.status in (403, 404):
-                    self.synced.set()  # as import does: imported without these objects
-            except (HTTPError, OSError, ValueError) as exc:
-                why = f"{type(exc).__name__}: {exc}"
-            self.last_error = why
-            if self.stop.is_set():
-                return
-            with self.cluster._lock:
-                self.state.reconnects += 1
-            wait = delay * random.uniform(0.5, 1.0)
-            log.info("watch of %s: %s; again in %.2f s", self.state.call.what, why, wait)
-            self.stop.wait(wait)
-            delay = min(self.settings.backoff_max, delay * 2)
-
-    def _list(self) -> None:
-        call, settings = self.state.call, self.settings
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        version = None
-        while True:
-            kwargs = dict(call.kwargs, limit=settings.page_size, _preload_content=False,
-                          _request_timeout=(settings.connect_seconds, 60.0))
-            if token:
-                kwargs["_continue"] = token
-            response = call.call(**kwargs)
-            body = json.loads(response.data)
-            if not isinstance(body, dict) or not isinstance(body.get("items"), list):
-                raise ValueError(f"list of {call.what}: the answer is not a list object")
-            meta = body.get("metadata") or {}
-            version = str(meta.get("resourceVersion") or "") or version
-            for item in body["items"]:
-                if isinstance(item, dict):
-                    item.setdefault("kind", call.kind)
-                    items.append(strip_object(item))
-            del body
-            token = meta.get("continue")
-            if not token:
-                break
-        self.cluster.replace(self.index, items)
-        with self.cluster._lock:
-            self.state.version = version
-            self.state.lists += 1
-
-    def _watch(self) -> bool:
-        """One watch from the stream's version; whether any line arrived."""
-        call, settings = self.state.call, self.settings
-        kwargs = dict(call.kwargs, watch=True, resource_version=self.state.version,
-                      allow_watch_bookmarks=True, timeout_seconds=settings.watch_seconds,
-                      _preload_content=False,
-                      _request_timeout=(settings.connect_seconds, settings.quiet_seconds))
-        response = call.call(**kwargs)
-        self.response = response
-        with self.cluster._lock:
-            self.state.watches += 1
-        seen = False
-        try:
-            for line in _lines(response):
-                if self.stop.is_set():
-                    return seen
-                seen = True
-                event = json.loads(line)
-                kind = event.get("type")
-                obj = event.get("object")
-                if not isinstance(obj, dict):
-                    raise ValueError(f"watch of {call.what}: an event without an object")
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise Gone(str(obj.get("message")))
-                    raise ValueError(f"watch of {call.what}: error event "
-                                     f"{obj.get('code')} {obj.get('message')}")
-                version = _version(obj)
-                if kind == "BOOKMARK":
-                    with self.cluster._lock:
-                        self.state.bookmarks += 1
-                        if version:
-                            self.state.version = version
-                    continue
-                obj.setdefault("kind", call.kind)
-                self.cluster.event(self.index, str(kind), strip_object(obj))
-                with self.cluster._lock:
-                    self.state.events += 1
-                    if version:
-                        self.state.version = version
-        finally:
-            self.response = None
-            response.release_conn()
-        return seen
-
-
-class ClusterStreams:
-    """Every stream of a :class:`WatchedCluster`, each in its own thread."""
-
-    def __init__(self, cluster: WatchedCluster, settings: WatchSettings | None = None
-                 ) -> None:
-        self.cluster = cluster
-        self.settings = settings or WatchSettings()
-        self.stop_event = threading.Event()
-        self.streams = [ResourceStream(cluster, i, self.settings, self.stop_event)
-                        for i in range(len(cluster.streams))]
-        self.threads: list[threading.Thread] = []
-
-    def start(self) -> None:
-        """Start every stream."""
-        for stream in self.streams:
-            thread = threading.Thread(target=stream.run, daemon=True,
-                                      name=f"watch-{stream.state.call.kind}-{stream.index}")
-            thread.start()
-            self.threads.append(thread)
-
-    def wait_synced(self, timeout: float) -> bool:
-        """Wait until every stream has listed once; whether they have."""
-        ends = time.monotonic() + timeout
-        return all(s.synced.wait(max(0.0, ends - time.monotonic())) for s in self.streams)
-
-    def unsynced(self) -> list[str]:
-        """The streams that have not listed yet, each with its last error."""
-        return [f"{s.state.call.what}: {s.last_error or 'no answer yet'}"
-                for s in self.streams if not s.synced.is_set()]
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """End every stream (open watches are closed)."""
-        self.stop_event.set()
-        for stream in self.streams:
-            response = stream.response
-            if response is not None:
-                try:
-                    response.shutdown()
-                except (AttributeError, OSError, ValueError):
-                    with contextlib.suppress(OSError):
-                        response.close()
-        for thread in self.threads:
-            thread.join(timeout)

@@ -1,7 +1,7 @@
 """A stored cluster that keeps itself current: the Kubernetes watch as the service's deltas.
 
 :class:`ClusterWatcher` joins the watched objects (:class:`models.kube.watch.WatchedCluster`,
-fed by :class:`models.kube.watch.ClusterStreams`) to a stored cluster:
+fed by :class:`models.kube.stream.ClusterStreams`) to a stored cluster:
 
 * the first send ``PUT`` s the import of the listed objects (the cluster's version 1 of
   this watcher);
@@ -42,7 +42,8 @@ from typing import Any, Protocol
 import orjson
 
 from models.compiled import compile_scenario
-from models.kube.watch import ClusterStreams, WatchedCluster, WatchSettings
+from models.kube.stream import ClusterStreams
+from models.kube.watch import WatchedCluster, WatchSettings
 from models.scenario import Scenario
 from models.validation import InputError
 from solver.service.coalesce import DEFAULT_INTERVAL, Coalescer

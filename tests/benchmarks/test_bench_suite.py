@@ -151,6 +151,8 @@ def test_generator_failure_is_recorded_not_fatal(tmp_path: Path,
         return real(params)
 
     monkeypatch.setattr(sweep, "generate_case", flaky)
+    # an earlier test of this process may have generated the same cases: start afresh
+    monkeypatch.setattr(sweep, "_generated", {})
     rows = run_suite(instances(TINY[:2]), FAST, tmp_path, scheduler=HERE)
     assert [r["status"] for r in rows[2:]] == ["error", "error"]
     assert "no cluster today" in rows[2]["note"]
