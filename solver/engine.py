@@ -100,9 +100,10 @@ def solve_cpsat(request: SolveRequest) -> CpsatOutcome:
         except BuildCancelled as exc:
             retain(exc)  # its frames hold the half-built model: freed after the deadline
             box["outcome"] = CpsatOutcome(
-                None, Status.GREEDY, None, None, time.perf_counter() - request.started,
+                None, Status.GREEDY, None, request.control.bound,
+                time.perf_counter() - request.started,
                 ["the CP-SAT model was not ready within the budget; building was cancelled"],
-                None, "NOT_RUN")
+                None, "NOT_RUN", lp_bound=request.control.bound)
         except BaseException as exc:  # re-raised in the caller's thread
             box["error"] = exc
         finally:
@@ -173,7 +174,8 @@ def _from_view(plan: Plan, problem: Problem, subs: dict[int, np.ndarray]) -> Pla
 def _abandoned(request: SolveRequest, thread: threading.Thread, cache: ModelCache,
                mark: tuple[int, int, int]) -> CpsatOutcome:
     """The outcome of a call that gives up on its worker ``thread`` at the deadline: the
-    neighbourhood search's last published answer, else no plan.
+    neighbourhood search's last published answer, else no plan; with the bound computed
+    before the neighbourhoods, if any.
 
     CP-SAT's loading and presolve check for a stop only between steps, which can take
     longer than the margin on large models or a busy machine.
@@ -196,11 +198,13 @@ def _abandoned(request: SolveRequest, thread: threading.Thread, cache: ModelCach
     published = request.control.published
     if published is not None:
         plan, objective = published
+        bound = request.control.bound
         return CpsatOutcome(fill_reasons(request.problem, plan), Status.FEASIBLE, objective,
-                            None, time.perf_counter() - request.started, [note], None, "LNS",
-                            models=counts)
-    return CpsatOutcome(None, Status.GREEDY, None, None, time.perf_counter() - request.started,
-                        [note], None, "OVERRAN", models=counts)
+                            bound, time.perf_counter() - request.started, [note], None, "LNS",
+                            models=counts, lp_bound=bound)
+    return CpsatOutcome(None, Status.GREEDY, None, request.control.bound,
+                        time.perf_counter() - request.started, [note], None, "OVERRAN",
+                        models=counts, lp_bound=request.control.bound)
 
 
 #: Worker threads not yet ended, with what stops them (see :func:`_stop_workers_at_exit`).

@@ -239,6 +239,7 @@ def run_phases(request: SolveRequest) -> CpsatOutcome:
     bound: int | None = None
     if request.mode in ("lns", "hybrid") and request.problem.num_nodes >= GAP_MIN_NODES:
         bound = neighbourhood_bound(request)
+        request.control.bound = bound  # an answer given at the deadline carries it too
     outcome = _run_phases(request)
     if bound is None:
         return outcome

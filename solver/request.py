@@ -38,8 +38,9 @@ class SearchControl:
     The caller stops the search at the deadline (:attr:`stopped`, then ``stop_search``
     on :attr:`solver`); the worker registers each CP-SAT search it starts
     (:meth:`SolveRequest.begin_search`) and publishes every validated improvement of the
-    neighbourhood search (:attr:`published`), so that a caller that has to give up on the
-    worker still has its best answer.
+    neighbourhood search (:attr:`published`) and the bound computed before it
+    (:attr:`bound`), so that a caller that has to give up on the worker still has its
+    best answer and its gap.
     """
 
     def __init__(self) -> None:
@@ -51,6 +52,9 @@ class SearchControl:
         self.solver: cp_model.CpSolver | None = None
         #: the best validated answer of the neighbourhood search and its objective
         self.published: tuple[Plan, int] | None = None
+        #: the bound on the objective computed before the neighbourhoods (rule 5 of
+        #: :mod:`solver.phases`), kept for an answer given without the worker
+        self.bound: int | None = None
 
     def stop(self) -> None:
         """End the search: no new one starts, and the running one stops within

@@ -8,6 +8,9 @@ the test); the bound must hold for the answer and for every fallback.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 import pytest
 
 import solver.phases as phases
@@ -50,6 +53,26 @@ def test_a_short_wall_clock_budget_gets_the_cheap_bound(
                                        seed=0, warm_start=greedy, mode="lns"))
     assert outcome.bound is not None and outcome.bound == hits_bound(problem, weights)
 
+
+
+def test_an_answer_given_without_the_worker_keeps_the_bound(
+        monkeypatch: pytest.MonkeyPatch, stall_cpsat: Callable[[], threading.Event]) -> None:
+    # CP-SAT ignores its limit: the call gives up on its worker at the deadline, and the
+    # bound computed before the neighbourhoods is still the answer's (a loaded machine
+    # reaches this path; the suite once saw a 0.5-s call return without its bound)
+    problem = _problem("950", 2048, 3, 5)
+    monkeypatch.setattr(phases, "GAP_MIN_NODES", 1024)
+    monkeypatch.setattr(phases, "LP_BOUND_MIN_SECONDS", 1e9)
+    weights = resolve_weights(problem)
+    greedy = greedy_plan(problem)
+    release = stall_cpsat()
+    try:
+        outcome = solve_cpsat(SolveRequest(problem, greedy, weights, time_limit=0.5,
+                                           workers=1, seed=0, warm_start=greedy, mode="lns"))
+    finally:
+        release.set()
+    assert outcome.solver_status in ("OVERRAN", "LNS", "NOT_RUN")
+    assert outcome.bound is not None and outcome.bound == hits_bound(problem, weights)
 
 
 def test_a_multilevel_neighbourhood_answer_has_the_hits_bound(
