@@ -42,9 +42,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.common import markdown_table
 from benchmarks.generators import GenParams, case_name, generate_case
 from benchmarks.outputs import open_output, write_output
-from models.documents import read_text
+from models.documents import dump_data, read_text
 
 #: The families of the default grid (four cells each by default: 16 cells).
 FAMILIES = ("950", "a3", "multilevel", "ordinary")
@@ -81,13 +82,12 @@ def write_cells(folder: Path, families: list[str], seeds: list[int], nodes: int,
 def write_grid(path: Path, families: list[str], seeds: list[int], nodes: int, jobs: int,
                deterministic_time: float, time_limit: float) -> None:
     """The sweep's grid of the same cells: generator entries, CP-SAT, one seed."""
-    lines = ["generate:"]
-    for family in families:
-        lines.append(f"  - {{family: '{family}', nodes: {nodes}, jobs: {jobs}, "
-                     f"seeds: [{', '.join(str(s) for s in seeds)}]}}")
-    lines += ["engines: [cpsat]", f"time-limits: [{time_limit:g}]",
-              f"deterministic-time: {deterministic_time:g}", "seeds: [0]", ""]
-    write_output(path, "\n".join(lines))
+    grid = {"generate": [{"family": family, "nodes": nodes, "jobs": jobs,
+                          "seeds": list(seeds)}
+                         for family in families],
+            "engines": ["cpsat"], "time-limits": [time_limit],
+            "deterministic-time": deterministic_time, "seeds": [0]}
+    write_output(path, dump_data(grid, "yaml"))
 
 
 def _run_process(command: list[str], log: Path | None = None
@@ -214,9 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     failed += [name for name, row in rows.items() if row.get("valid") != "yes"]
     by_name = {r.name: r for r in pair}
     solo = {r.name: r for r in alone}
-    lines = ["| cell | plan CPU s (side by side) | plan CPU s (alone) | plan peak MB | "
-             "sweep cell CPU s | sweep solve CPU s | around the solve s | "
-             "plan process beyond the sweep's solve s |", "|" + "---|" * 8]
+    header = ["cell", "plan CPU s (side by side)", "plan CPU s (alone)", "plan peak MB",
+              "sweep cell CPU s", "sweep solve CPU s", "around the solve s",
+              "plan process beyond the sweep's solve s"]
+    table: list[list[str]] = []
     around, beyond = [], []
     for name, _, _ in cells:
         run, row = by_name.get(name), rows.get(name, {})
@@ -225,13 +226,13 @@ def main(argv: list[str] | None = None) -> int:
         around.append(cell_cpu - solve_cpu)
         if run is not None:
             beyond.append(run.cpu - solve_cpu)
-        lines.append(f"| {name} | {run.cpu if run else float('nan'):.2f} | "
-                     f"{solo[name].cpu if name in solo else float('nan'):.2f} | "
-                     f"{run.peak_mb if run else float('nan'):.0f} | {cell_cpu:.2f} | "
-                     f"{solve_cpu:.2f} | {cell_cpu - solve_cpu:.3f} | "
-                     f"{(run.cpu - solve_cpu) if run else float('nan'):.2f} |")
+        table.append([name, f"{run.cpu if run else float('nan'):.2f}",
+                      f"{solo[name].cpu if name in solo else float('nan'):.2f}",
+                      f"{run.peak_mb if run else float('nan'):.0f}", f"{cell_cpu:.2f}",
+                      f"{solve_cpu:.2f}", f"{cell_cpu - solve_cpu:.3f}",
+                      f"{(run.cpu - solve_cpu) if run else float('nan'):.2f}"])
     ratio = ceiling_wall / sweep_wall
-    lines += ["", f"ceiling wall / sweep wall: **{ratio:.3f}** "
+    lines = [markdown_table(header, table), "", f"ceiling wall / sweep wall: **{ratio:.3f}** "
               f"({ceiling_wall:.1f} s / {sweep_wall:.1f} s; without the sweep's cluster start "
               f"{ceiling_wall / max(1e-9, sweep_wall - startup):.3f})",
               f"sweep: CPU around the solve per cell, median {_median(around):.3f} s, "
