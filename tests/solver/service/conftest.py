@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from models.scenario import Scenario
 from solver.doors import example_path
 from solver.service.app import ServiceConfig, create_app
 from solver.service.client import PlanClient
+from solver.service.server import listen_socket
 
 #: A request that must not take longer than this in these tests (loaded machine).
 HTTP_TIMEOUT = 60.0
@@ -39,12 +39,16 @@ def running_server(config: ServiceConfig | None = None) -> Iterator[tuple[str, A
 
     Yields the base URL and the :class:`~solver.service.app.PlanningService` once its
     worker processes are ready.
+
+    The socket is :func:`~solver.service.server.listen_socket`'s, as ``npu-place serve``
+    listens on: created with its resolved protocol (TCP), so that asyncio turns Nagle's
+    algorithm off on every accepted connection.  A ``socket.socket(AF_INET,
+    SOCK_STREAM)`` has protocol 0, asyncio then leaves Nagle on, and every answer's body
+    (written after its headers) waited about 40 ms for the client's delayed ACK.
     """
     config = config or ServiceConfig(warmup=False)
     app = create_app(config)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = listen_socket("127.0.0.1", 0)  # the socket ``npu-place serve`` listens on
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(
         app, log_level="warning", access_log=False, timeout_graceful_shutdown=5,
