@@ -361,6 +361,10 @@ def _route(path: str) -> tuple[str, str | None] | None:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    #: TCP_NODELAY, as the Kubernetes API server's Go listener has: with Nagle's algorithm
+    #: on, a body written after its headers, and each watch event after the one before,
+    #: waited about 40 ms for the client's delayed ACK
+    disable_nagle_algorithm = True
     server_state: LoopbackApiServer
 
     def log_message(self, format: str, *args: Any) -> None:

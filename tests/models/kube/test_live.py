@@ -86,6 +86,8 @@ class FakeApi:
         api = self
 
         class Handler(BaseHTTPRequestHandler):
+            disable_nagle_algorithm = True  # no 40-ms wait for a delayed ACK per answer
+
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
 
