@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 #: What every profile shares: derandomized, no example database, no deadline.
@@ -41,3 +42,21 @@ def pytest_collection_finish(session: object) -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: one worker more than xdist's count (one per core).
+
+    Much of the suite waits rather than computes (servers and their solver processes
+    starting, ``npu-place`` and Chromium subprocesses, plans run to a deadline, sleeps
+    that let the clock move on), so with one worker per core the cores idle for part of
+    the run; the extra worker computes while the others wait.  A count set in
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` is xdist's to apply, unchanged.
+    """
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    from xdist.plugin import pytest_xdist_auto_num_workers as one_per_core
+
+    cores: int = one_per_core(config)
+    return cores + 1
