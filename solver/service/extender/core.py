@@ -34,7 +34,7 @@ from models.scenario import (
     Scenario,
 )
 from models.validation import InputError
-from solver.service.extender.answer import AnswerGate, open_gate
+from solver.service.extender.answer import AnswerGate, free_in_slices, make_way, open_gate
 from solver.service.extender.config import ExtenderConfig
 from solver.service.extender.confine import confine_plan
 from solver.service.extender.devices import DeviceSource
@@ -78,6 +78,16 @@ MAX_UNSTEERED_SHOWN = 50
 
 class _Superseded(Exception):
     """A newer session opened while this one was being read or imported."""
+
+
+class VerbTicket:
+    """One ``prioritize`` or ``predicate`` call: whether its answer went out neutral
+    because it was late (:meth:`ExtenderCore.late_answer`), and the steered job it
+    concerns once that is known (both read and written under the core's lock)."""
+
+    def __init__(self) -> None:
+        self.late = False
+        self.job: str | None = None
 
 
 class ExtenderCore:
@@ -141,9 +151,10 @@ class ExtenderCore:
         the event loop).  ``deadline`` (``time.monotonic``) bounds the plan: its time limit
         is what is left before it, at most :attr:`ExtenderConfig.plan_seconds`.  ``gate``
         is the ``onSessionOpen`` answer's (:class:`~solver.service.extender.answer.
-        AnswerGate`): between the GIL-holding stretches of reading, parsing and importing
-        the thread makes way for the answer when it is due; ``None``: nobody waits for an
-        answer.  The full garbage collection after the session is :meth:`collect`'s.
+        AnswerGate`): between the GIL-holding stretches of reading, parsing, importing and
+        (after the plan) freeing the parsed snapshot, the thread makes way for this answer
+        and for every other pending answer of the process when it is due; ``None``: nobody
+        waits for this session's answer.
 
         Raises
         ------
@@ -154,6 +165,7 @@ class ExtenderCore:
         between = gate.make_way
         started = time.thread_time()
         t0 = time.perf_counter()
+        kept: list[Any] = []  # the parsed snapshot, freed in slices once the plan is made
         try:
             with gc_paused():  # millions of new objects: no collection can free any of them
                 if not isinstance(body, bytes):
@@ -174,10 +186,16 @@ class ExtenderCore:
                 else:
                     objects = snapshot_objects(data, self.config.max_nodes,
                                                self.config.max_tasks, between)
-                    gate.free_later(data)  # what the import does not read: after the answer
-                    del data
                     scenario = self._import(session, objects, between)
-                between()  # the parsed objects not kept are freed here
+                    del objects
+                kept.append(data)
+                del data
+                # the parsed snapshot stays alive until the plan is made (one ``del`` of it
+                # holds the GIL for 80-110 ms): out of every generation the collector
+                # scans, or the first collection after the pause (an automatic one, or the
+                # solver's own of generation 0) would scan its millions of objects while
+                # holding the GIL (0.26-0.32 s at 1,024 real-size nodes)
+                gc.freeze()
             t2, c2 = time.perf_counter(), time.thread_time()
             session.timings.update(parse=t1 - t0, import_=t2 - t1, parse_cpu=c1 - started,
                                    import_cpu=c2 - c1)
@@ -196,26 +214,28 @@ class ExtenderCore:
             log.exception("extender session %d: planning failed", session.number)
             session.error = f"{type(exc).__name__}: {exc}"
         finally:
+            session.ready.set()
+            self._free_parsed(session, kept)
             session.timings["cpu"] = time.thread_time() - started  # this thread's CPU
             if gate.waits:
                 session.counts["made-way-for-answer"] = gate.waits
-            session.ready.set()
         return session
 
     @staticmethod
-    def collect(gate: AnswerGate | None = None) -> None:
-        """A full garbage collection once the session's answer is sent (``gate``).
+    def _free_parsed(session: Session, kept: list[Any]) -> None:
+        """Free the parsed snapshot a node or job at a time, making way for every pending
+        answer of the process between slices (:func:`~solver.service.extender.answer.
+        free_in_slices`), then put the frozen objects back in the collector's view.
 
-        A session's parse and import leave cycles the paused collector did not free; left
-        for later they hold their memory into the next session's parse (which then cost
-        0.89-1.44 s of CPU instead of 0.20-0.33 s at 1,024 real-size nodes).  The
-        collection holds the GIL all along (0.1-0.4 s at 1,024 real-size nodes), so it
-        waits for the answer (and first frees what :meth:`open_session` left to
-        ``gate``): run it in the plan thread after :meth:`open_session`."""
-        if gate is not None:
-            gate.wait_sent()
-            gate.release()
-        gc.collect()
+        No full collection follows: at 1,024 real-size nodes it held the GIL for 0.27-0.53
+        s and found 0-6 objects to free (the parse and the import make no cycles); the
+        automatic collections free what the session left."""
+        if not kept:
+            return
+        started = time.perf_counter()
+        free_in_slices(kept, make_way)
+        gc.unfreeze()
+        session.timings["free"] = time.perf_counter() - started
 
     def _cache_model(self, session: Session) -> AffinityCacheModel:
         """The cache as a scenario section (under the lock).  An entry outside the
@@ -518,7 +538,7 @@ class ExtenderCore:
         session.count("jobs-rank-conflict")
         return None
 
-    def prioritize_raw(self, raw: bytes) -> bytes:
+    def prioritize_raw(self, raw: bytes, ticket: VerbTicket | None = None) -> bytes:
         """``prioritize`` from the request's bytes.
 
         In Go's layout (``{"task":<TaskInfo>,"nodes":[<NodeInfo>,...]}``) only the task is
@@ -537,22 +557,45 @@ class ExtenderCore:
         fast = go_layout(raw, self.config.max_verb_values)
         if fast is not None:
             task, names = fast
-            return self._prioritize(task, names.__contains__)
+            return self._prioritize(task, names.__contains__, ticket)
         check_values(raw, self.config.max_verb_values, "prioritize body")
         with gc_paused():
             data = orjson.loads(raw)
         if not isinstance(data, dict):
             return ABSTAIN
-        return self.prioritize(data)
+        return self.prioritize(data, ticket)
 
-    def prioritize(self, body: dict[str, Any]) -> bytes:
-        """``prioritize``: the planned node of the task gets :data:`PLANNED_SCORE`."""
+    def prioritize(self, body: dict[str, Any], ticket: VerbTicket | None = None) -> bytes:
+        """``prioritize``: the planned node of the task gets :data:`PLANNED_SCORE`
+        (``ticket``: the call's, :meth:`late_answer`)."""
         nodes = body.get("nodes")
         offered = {str(n.get("Name")) for n in nodes if isinstance(n, dict)} \
             if isinstance(nodes, list) else set()
-        return self._prioritize(body.get("task"), offered.__contains__)
+        return self._prioritize(body.get("task"), offered.__contains__, ticket)
 
-    def _prioritize(self, task: Any, is_offered: Callable[[str], bool]) -> bytes:
+    def late_answer(self, verb: str, ticket: VerbTicket) -> None:
+        """The answer of a ``prioritize`` or ``predicate`` call went out neutral because it
+        was late: its job (when the call had got that far) is left to Volcano for the rest
+        of the session, and a score or refusal computed after that is not given."""
+        session = self.session
+        with self._lock:
+            ticket.late = True
+            if session is None:
+                return
+            session.count(f"{verb}-late")
+            if ticket.job is not None:
+                self._leave(session, ticket.job, f"a {verb} answer was late (sent neutral): "
+                                                 "the job was left to Volcano from then on")
+
+    def _leave(self, session: Session, job: str, reason: str) -> None:
+        """Leave ``job`` to Volcano for the rest of the session (under the lock)."""
+        session.decided[job] = False
+        plan = session.jobs.get(job)
+        if plan is not None and plan.steer:
+            plan.steer, plan.reason = False, reason
+
+    def _prioritize(self, task: Any, is_offered: Callable[[str], bool],
+                    ticket: VerbTicket | None = None) -> bytes:
         job, rank, uid = task_identity(task)
         session = self._current(job)
         if session is None:
@@ -563,6 +606,12 @@ class ExtenderCore:
             return ABSTAIN
         who = task_key(task, uid)  # a replica without a UID must not share another's slot
         with self._lock:
+            if ticket is not None and plan is not None:
+                if ticket.late:  # the neutral answer went out: the job is Volcano's
+                    self._leave(session, job, "a prioritize answer was late (sent neutral)"
+                                              ": the job was left to Volcano from then on")
+                    return ABSTAIN
+                ticket.job = job
             node = plan.node_for(who, rank, is_offered) if plan is not None and who else None
             if node is not None and plan is not None and not plan.replicas:
                 node = self._hold_rank(session, job, plan, rank, who, node)
@@ -575,8 +624,9 @@ class ExtenderCore:
         session.count("prioritize-steered")
         return orjson.dumps({"nodeScore": {node: PLANNED_SCORE}, "errorMessage": ""})
 
-    def predicate(self, body: dict[str, Any]) -> bytes:
-        """``predicate``: refuse a node outside the job's planned node set (job level)."""
+    def predicate(self, body: dict[str, Any], ticket: VerbTicket | None = None) -> bytes:
+        """``predicate``: refuse a node outside the job's planned node set (job level;
+        ``ticket``: the call's, :meth:`late_answer`)."""
         task = body.get("task")
         job = task.get("Job") if isinstance(task, dict) else None
         session = self._current(job if isinstance(job, str) else None)
@@ -587,6 +637,13 @@ class ExtenderCore:
         if not isinstance(job, str) or not isinstance(name, str):
             return FITS
         plan = self._steered(session, job)
+        if plan is not None and ticket is not None:
+            with self._lock:
+                if ticket.late:  # the neutral answer went out: the job is Volcano's
+                    self._leave(session, job, "a predicate answer was late (sent neutral)"
+                                              ": the job was left to Volcano from then on")
+                    return FITS
+                ticket.job = job
         if plan is None or name in plan.nodes:
             return FITS
         session.count("predicate-refused")
