@@ -41,6 +41,15 @@ FREE_SLICE = 16
 
 _pending: weakref.WeakSet[AnswerGate] = weakref.WeakSet()
 _pending_lock = threading.Lock()
+#: the pending gates as weak references, rebuilt when one is added or leaves: what
+#: :func:`make_way` reads without the lock (it runs thousands of times a session)
+_pending_view: tuple[weakref.ref[AnswerGate], ...] = ()
+
+
+def _changed() -> None:
+    """Rebuild :data:`_pending_view` (under ``_pending_lock``)."""
+    global _pending_view
+    _pending_view = tuple(weakref.ref(gate) for gate in _pending)
 
 
 class AnswerGate:
@@ -74,6 +83,7 @@ class AnswerGate:
         self._kept: list[object] = []
         with _pending_lock:
             _pending.add(self)
+            _changed()
 
     def free_later(self, value: object) -> None:
         """Keep ``value`` until :meth:`take_kept` or :meth:`release` (after the answer):
@@ -98,6 +108,7 @@ class AnswerGate:
         self._sent.set()
         with _pending_lock:
             _pending.discard(self)
+            _changed()
 
     @property
     def is_sent(self) -> bool:
@@ -117,6 +128,7 @@ class AnswerGate:
         if self._waited >= self.longest_wait:
             with _pending_lock:  # never sent: no one waits for it again
                 _pending.discard(self)
+                _changed()
 
     def make_way(self) -> None:
         """Call before a stretch that holds the GIL: returns at once unless an answer of
@@ -142,7 +154,8 @@ def make_way() -> bool:
     call before a stretch that holds the GIL.  Returns whether it waited."""
     waited = False
     while True:
-        due = [gate for gate in pending_gates() if gate.due()]
+        due = [gate for gate in (ref() for ref in _pending_view)
+               if gate is not None and gate.due()]
         if not due:
             return waited
         waited = True
