@@ -22,6 +22,7 @@ GIL at once when its timer fires.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 import weakref
@@ -192,6 +193,27 @@ def free_in_slices(values: list[Any], between: Callable[[], Any] = make_way) -> 
                     del item
             else:
                 stack.pop()
+
+
+def free_parsed(kept: list[Any]) -> None:
+    """Free a session's parsed snapshot (frozen by ``gc.freeze`` until then) in slices,
+    making way for every pending answer, then put the frozen objects back in the
+    collector's view.
+
+    No full collection follows: at 1,024 real-size nodes one held the GIL for 0.27-0.53 s
+    and found 0-6 objects to free (the parse and the import make no cycles); the automatic
+    collections free what the session left."""
+    free_in_slices(kept, make_way)
+    gc.unfreeze()
+class VerbTicket:
+    """One ``prioritize`` or ``predicate`` call: whether its answer went out neutral
+    because it was late (:meth:`~solver.service.extender.core.ExtenderCore.late_answer`),
+    and the steered job it concerns once that is known (both read and written under the
+    core's lock)."""
+
+    def __init__(self) -> None:
+        self.late = False
+        self.job: str | None = None
 
 
 #: The gate of a session nobody waits for (a direct call of the core, a benchmark).

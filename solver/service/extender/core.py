@@ -5,6 +5,11 @@ the cache lifecycle, or the stored cluster's scenario in own-view mode), plans i
 answers ``prioritize``, ``predicate``, ``allocateFunc``, ``deallocateFunc`` and
 ``onSessionClose`` from the plan (:class:`JobPlan` per job, one :class:`Session` at a
 time).
+
+Why this file is long: the session open, its plan and the per-task verbs read and write
+one session state under one lock (which jobs are decided, which task holds which rank,
+the cache); what needs none of it lives beside it (``answer``, ``confine``, ``events``,
+``session``, ``steering``).
 """
 
 from __future__ import annotations
@@ -34,11 +39,17 @@ from models.scenario import (
     Scenario,
 )
 from models.validation import InputError
-from solver.service.extender.answer import AnswerGate, free_in_slices, make_way, open_gate
+from solver.service.extender.answer import AnswerGate, VerbTicket, free_parsed, open_gate
 from solver.service.extender.config import ExtenderConfig
 from solver.service.extender.confine import confine_plan
 from solver.service.extender.devices import DeviceSource
-from solver.service.extender.events import EventRefused, describe_event, invalid_entry, read_event
+from solver.service.extender.events import (
+    EventRefused,
+    describe_event,
+    invalid_entry,
+    own_view_event,
+    read_event,
+)
 from solver.service.extender.fastpath import go_layout
 from solver.service.extender.protocol import (
     ABSTAIN,
@@ -79,15 +90,6 @@ MAX_UNSTEERED_SHOWN = 50
 class _Superseded(Exception):
     """A newer session opened while this one was being read or imported."""
 
-
-class VerbTicket:
-    """One ``prioritize`` or ``predicate`` call: whether its answer went out neutral
-    because it was late (:meth:`ExtenderCore.late_answer`), and the steered job it
-    concerns once that is known (both read and written under the core's lock)."""
-
-    def __init__(self) -> None:
-        self.late = False
-        self.job: str | None = None
 
 
 class ExtenderCore:
@@ -190,11 +192,9 @@ class ExtenderCore:
                     del objects
                 kept.append(data)
                 del data
-                # the parsed snapshot stays alive until the plan is made (one ``del`` of it
-                # holds the GIL for 80-110 ms): out of every generation the collector
-                # scans, or the first collection after the pause (an automatic one, or the
-                # solver's own of generation 0) would scan its millions of objects while
-                # holding the GIL (0.26-0.32 s at 1,024 real-size nodes)
+                # kept until the plan is made, frozen: the first collection after the pause
+                # would scan its millions of objects holding the GIL (0.26-0.32 s at 1,024
+                # real-size nodes), and one ``del`` of it holds the GIL for 80-110 ms
                 gc.freeze()
             t2, c2 = time.perf_counter(), time.thread_time()
             session.timings.update(parse=t1 - t0, import_=t2 - t1, parse_cpu=c1 - started,
@@ -215,27 +215,14 @@ class ExtenderCore:
             session.error = f"{type(exc).__name__}: {exc}"
         finally:
             session.ready.set()
-            self._free_parsed(session, kept)
+            if kept:  # one node's or job's tree at a time, making way for every answer
+                freed = time.perf_counter()
+                free_parsed(kept)
+                session.timings["free"] = time.perf_counter() - freed
             session.timings["cpu"] = time.thread_time() - started  # this thread's CPU
             if gate.waits:
                 session.counts["made-way-for-answer"] = gate.waits
         return session
-
-    @staticmethod
-    def _free_parsed(session: Session, kept: list[Any]) -> None:
-        """Free the parsed snapshot a node or job at a time, making way for every pending
-        answer of the process between slices (:func:`~solver.service.extender.answer.
-        free_in_slices`), then put the frozen objects back in the collector's view.
-
-        No full collection follows: at 1,024 real-size nodes it held the GIL for 0.27-0.53
-        s and found 0-6 objects to free (the parse and the import make no cycles); the
-        automatic collections free what the session left."""
-        if not kept:
-            return
-        started = time.perf_counter()
-        free_in_slices(kept, make_way)
-        gc.unfreeze()
-        session.timings["free"] = time.perf_counter() - started
 
     def _cache_model(self, session: Session) -> AffinityCacheModel:
         """The cache as a scenario section (under the lock).  An entry outside the
@@ -298,24 +285,10 @@ class ExtenderCore:
 
     def cache_event(self, body: dict[str, Any], status: int | None) -> dict[str, Any] | None:
         """The stored cluster's cache event of an allocate (``status`` ``None``) or
-        deallocate event (own-view mode); ``None`` when it concerns no cached job."""
+        deallocate event (own-view mode): :func:`~solver.service.extender.events.
+        own_view_event` with the session's owners."""
         session = self.session
-        if session is None:
-            return None
-        try:
-            event = read_event(body, allocate=status is None)
-        except EventRefused:
-            return None  # dropped and counted by allocate / deallocate
-        owner = session.owners.get(event.job)
-        rank, node = event.rank, event.node
-        if owner is None or rank is None:
-            return None
-        if status is None:
-            if node is None:
-                return None
-            return {"event": "bind", "owner-uid": owner, "rank": rank, "node": node}
-        kind = "evict" if status == STATUS_RELEASING else "discard"
-        return {"event": kind, "owner-uid": owner, "rank": rank}
+        return own_view_event(session.owners, body, status) if session is not None else None
 
     def _import(self, session: Session, objects: Iterable[tuple[dict[str, Any], str]],
                 between: Callable[[], None] = lambda: None) -> Scenario:
@@ -580,19 +553,29 @@ class ExtenderCore:
         session = self.session
         with self._lock:
             ticket.late = True
-            if session is None:
-                return
-            session.count(f"{verb}-late")
-            if ticket.job is not None:
-                self._leave(session, ticket.job, f"a {verb} answer was late (sent neutral): "
-                                                 "the job was left to Volcano from then on")
+            if session is not None:
+                session.count(f"{verb}-late")
+                if ticket.job is not None:
+                    self._leave(session, ticket.job, verb)
 
-    def _leave(self, session: Session, job: str, reason: str) -> None:
+    def _too_late(self, session: Session, job: str, ticket: VerbTicket | None,
+                  verb: str) -> bool:
+        """(Under the lock) whether the call's neutral answer went out already (then the
+        job is left to Volcano); otherwise the call now concerns ``job``."""
+        if ticket is not None and ticket.late:
+            self._leave(session, job, verb)
+            return True
+        if ticket is not None:
+            ticket.job = job
+        return False
+
+    def _leave(self, session: Session, job: str, verb: str) -> None:
         """Leave ``job`` to Volcano for the rest of the session (under the lock)."""
         session.decided[job] = False
         plan = session.jobs.get(job)
         if plan is not None and plan.steer:
-            plan.steer, plan.reason = False, reason
+            plan.steer, plan.reason = False, (f"a {verb} answer was late (sent neutral): the "
+                                              "job was left to Volcano from then on")
 
     def _prioritize(self, task: Any, is_offered: Callable[[str], bool],
                     ticket: VerbTicket | None = None) -> bytes:
@@ -606,12 +589,8 @@ class ExtenderCore:
             return ABSTAIN
         who = task_key(task, uid)  # a replica without a UID must not share another's slot
         with self._lock:
-            if ticket is not None and plan is not None:
-                if ticket.late:  # the neutral answer went out: the job is Volcano's
-                    self._leave(session, job, "a prioritize answer was late (sent neutral)"
-                                              ": the job was left to Volcano from then on")
-                    return ABSTAIN
-                ticket.job = job
+            if plan is not None and self._too_late(session, job, ticket, "prioritize"):
+                return ABSTAIN
             node = plan.node_for(who, rank, is_offered) if plan is not None and who else None
             if node is not None and plan is not None and not plan.replicas:
                 node = self._hold_rank(session, job, plan, rank, who, node)
@@ -637,13 +616,9 @@ class ExtenderCore:
         if not isinstance(job, str) or not isinstance(name, str):
             return FITS
         plan = self._steered(session, job)
-        if plan is not None and ticket is not None:
-            with self._lock:
-                if ticket.late:  # the neutral answer went out: the job is Volcano's
-                    self._leave(session, job, "a predicate answer was late (sent neutral)"
-                                              ": the job was left to Volcano from then on")
-                    return FITS
-                ticket.job = job
+        with self._lock:
+            if plan is not None and self._too_late(session, job, ticket, "predicate"):
+                return FITS
         if plan is None or name in plan.nodes:
             return FITS
         session.count("predicate-refused")

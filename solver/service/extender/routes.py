@@ -23,8 +23,8 @@ from starlette.background import BackgroundTask
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from solver.service.auth import PATH_AUTHORIZED
-from solver.service.extender.answer import QUIET_SHARE, AnswerGate
-from solver.service.extender.core import ExtenderCore, Session, VerbTicket
+from solver.service.extender.answer import QUIET_SHARE, AnswerGate, VerbTicket
+from solver.service.extender.core import ExtenderCore, Session
 from solver.service.extender.forward import CacheEventForwarder
 from solver.service.extender.protocol import (
     ABSTAIN,
