@@ -81,28 +81,9 @@ class AnswerGate:
         self._waited = 0.0  # seconds threads have waited for this answer
         #: how many times the holder of this gate made way (for any pending answer)
         self.waits = 0
-        self._kept: list[object] = []
         with _pending_lock:
             _pending.add(self)
             _changed()
-
-    def free_later(self, value: object) -> None:
-        """Keep ``value`` until :meth:`take_kept` or :meth:`release` (after the answer):
-        freeing a parsed snapshot at once is one deallocation that holds the GIL (80-110
-        ms at 1,024 real-size nodes)."""
-        if self._sent.is_set():
-            return  # answered already: the caller's reference goes now
-        self._kept.append(value)
-
-    def take_kept(self) -> list[object]:
-        """What :meth:`free_later` kept (the gate keeps it no longer): for
-        :func:`free_in_slices`."""
-        kept, self._kept = self._kept, []
-        return kept
-
-    def release(self) -> None:
-        """Drop what :meth:`free_later` kept at once (one GIL-holding deallocation)."""
-        self._kept.clear()
 
     def sent(self) -> None:
         """The answer is sent (or will never be): no thread waits for it any more."""
