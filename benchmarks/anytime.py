@@ -41,7 +41,7 @@ from solver.facade import preload, solve
 BUDGETS: tuple[float, ...] = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 #: Jobs per batch at a scale (as the full suite: 10 at 4,096 nodes, 11 at 8,192; as the
 #: scale suite above: 16).
-BATCH_JOBS = {4096: 10, 8192: 11, 16384: 16, 32768: 16, 65536: 16}
+BATCH_JOBS = {4096: 10, 8192: 11, 12288: 16, 16384: 16, 24576: 16, 32768: 16, 65536: 16}
 
 COLUMNS = ("instance", "family", "nodes", "jobs", "budget", "wall-seconds", "overrun-ms",
            "engine", "status", "objective", "greedy-objective", "gain", "origin-hits",
@@ -224,6 +224,27 @@ def goal_summary(rows: list[dict[str, Any]], short: float = 1.0) -> str:
             f"calls returned with a search running: {running}")
 
 
+def size_table(rows: list[dict[str, Any]], budget: float) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the share of the best-known gain captured at ``budget``: one row
+    per node count, one column per family (the median over seeds), then the median and
+    the worst over every instance of that size ("-": no budget beat greedy)."""
+    add_shares(rows)
+    families = [f for f in FAMILIES if any(r["family"] == f for r in rows)]
+    table = []
+    for nodes in sorted({int(r["nodes"]) for r in rows}):
+        at = [r for r in rows if int(r["nodes"]) == nodes and float(r["budget"]) == budget]
+        cells = []
+        for family in families:
+            shares = [float(r["share-captured"]) for r in at
+                      if r["family"] == family and r.get("share-captured") is not None]
+            cells.append(f"{100 * statistics.median(shares):.0f} %" if shares else "-")
+        shares = [float(r["share-captured"]) for r in at if r.get("share-captured") is not None]
+        summary = (f"{100 * statistics.median(shares):.0f} % / {100 * min(shares):.0f} %"
+                   if shares else "-")
+        table.append([f"{nodes:,}", *cells, summary])
+    return ["nodes", *families, "median / worst"], table
+
+
 def gap_table(rows: list[dict[str, Any]]) -> list[list[str]]:
     """One row per instance: the answer's gap at every budget of the run, in percent."""
     budgets = sorted({float(r["budget"]) for r in rows})
@@ -267,6 +288,10 @@ def write_report(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Pat
                               VIOLATION_HEADER))
     else:
         text.append("None: no instance got a worse answer from a longer budget.")
+    for budget in sorted({float(r["budget"]) for r in rows})[:-1]:
+        header, table = size_table(rows, budget)
+        text += ["", f"## Share of the best gain at {budget:g} s, per size and family", "",
+                 _markdown(table, header)]
     text += ["", "## Gap to the bound", "",
              "Per instance and budget, the answer's relative gap to its bound "
              "(`(bound - objective) / bound`; - : no bound).", "",
