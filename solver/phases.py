@@ -137,12 +137,11 @@ LNS_MIN_NODES = 2048
 #: (:attr:`models.search_size.SearchSize.pairs`, counted without building it) search by
 #: large neighbourhoods only, without the whole-batch phase.  Its model of a 65,536-node
 #: multilevel batch (281,000 pairs on seed 7) took the process from 0.7 to 2.6 GB (peak
-#: resident memory;
-#: deterministic time 10; the goal at that scale is 2 GB), where the neighbourhoods had
-#: already converged on most batches of that size.  The largest models the phase built
-#: before this limit (16,384-node 950 and ordinary batches: 234,000 and 285,000
-#: variables, 180,000 and 346,000 pairs) built in about 4 s of CPU into less than 0.5 GB;
-#: the limit keeps the phase for batches of up to 200,000 pairs at any node count
+#: resident memory; deterministic time 10; the goal at that scale is 2 GB), where the
+#: neighbourhoods had already converged on most batches of that size.  The largest models
+#: the phase built before this limit (16,384-node 950 and ordinary batches: 234,000 and
+#: 285,000 variables, 180,000 and 346,000 pairs) built in about 4 s of CPU into less than
+#: 0.5 GB; the limit keeps the phase for batches of up to 200,000 pairs at any node count
 #: (docs/scale.md, *The search mode follows the model*).
 LNS_ONLY_PAIRS = 200_000
 #: Problems with at most this many jobs always get the full model: a single job's whole
