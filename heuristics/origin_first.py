@@ -413,8 +413,9 @@ def _multilevel_plans(problem: Problem, base: Plan, deadline: float | None,
     with and without holding back later jobs' cached nodes, with and without the
     origin-guided layouts, and one with the smallest jobs first) that pass the validator,
     in the order of :data:`MULTILEVEL_PASSES`; and the best without the smallest-first
-    pass where that pass does not pay as a search's start (:func:`smallest_first_pays`:
-    there it runs last, so that a deadline cuts it before the others)."""
+    pass where that pass does not pay as a search's start (:func:`smallest_first_pays`).
+    That pass runs second either way: a deadline that cuts the construction comes with a
+    budget too short for a search, where its answer matters most."""
     if not any(job.rules.in_tree and not job.partly_running
                for job in problem.jobs):
         return base, base
@@ -425,25 +426,27 @@ def _multilevel_plans(problem: Problem, base: Plan, deadline: float | None,
     )
 
     weights = weights or resolve_weights(problem)
-    passes = MULTILEVEL_PASSES
     as_start = smallest_first_pays(problem)
-    if not as_start:
-        passes = (*[p for p in passes if not p[2]], *[p for p in passes if p[2]])
-    best, best_objective = base, evaluate(problem, base.as_mapping(), weights).objective
-    start = best
-    for hold_back, guided, smallest_first in passes:
+    start, start_objective = base, evaluate(problem, base.as_mapping(), weights).objective
+    # the smallest-first pass's plan where it is no start: the answer if it beats ``start``
+    aside: Plan | None = None
+    for hold_back, guided, smallest_first in MULTILEVEL_PASSES:
         try:
             candidate = (relabel_plan(problem, base) if hold_back is None
                          else multilevel_pass(problem, base, hold_back, deadline,
                                               guided=guided, smallest_first=smallest_first))
         except OutOfTime:
             break
-        objective = _improves(problem, candidate, best_objective, weights)
-        if objective is not None:
-            best, best_objective = candidate, objective
-        if as_start or not smallest_first:
-            start = best
-    return best, start
+        objective = _improves(problem, candidate, start_objective, weights)
+        if objective is None:
+            continue
+        if smallest_first and not as_start:
+            aside, aside_objective = candidate, objective
+        else:
+            start, start_objective = candidate, objective
+    if aside is not None and aside_objective > start_objective:
+        return aside, start
+    return start, start
 
 
 def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,

@@ -250,7 +250,7 @@ def test_the_smallest_jobs_first_pass_is_part_of_the_construction(
     smallest = multilevel_pass(problem, base, False, guided=True, smallest_first=True)
     assert _valid(problem, smallest)
     assert evaluate(problem, smallest.as_mapping()).objective > older
-    # where the multilevel model is small the pass runs last and gives the answer, not
+    # where the multilevel model is small the pass gives the answer, not
     # the search's start (the start of the older passes) ...
     assert not origin_first.smallest_first_pays(problem)
     default = origin_first_plan(problem, base)
