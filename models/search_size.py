@@ -46,6 +46,8 @@ class SearchSize:
         The (job, cell) and (job, candidate node) pairs the model would give variables to.
     tree_pairs
         The part of ``pairs`` of the jobs placed in multilevel trees.
+    free_nodes
+        Completely free usable nodes (the cells' nodes).
     ranks
         Pending ranks of the batch.
     """
@@ -54,6 +56,7 @@ class SearchSize:
     preferred: int
     pairs: int
     tree_pairs: int
+    free_nodes: int
     ranks: int
 
     @property
@@ -143,7 +146,7 @@ def whole_batch_size(problem: Problem) -> SearchSize:
         pairs += mine
         if job.rules.in_tree:
             tree_pairs += mine
-    return SearchSize(classes, len(special), pairs, tree_pairs, ranks)
+    return SearchSize(classes, len(special), pairs, tree_pairs, int(whole.sum()), ranks)
 
 
 #: :func:`whole_batch_size` of a problem, computed once per problem.

@@ -12,9 +12,10 @@ A solve (:func:`solver.engine.solve_cpsat` runs :func:`run_phases` on its
      (1) job: ``full``, one model of the whole batch, which builds fast enough there
      and can prove optimality (a single job is proved in seconds);
    * a whole-batch model of more than :data:`LNS_ONLY_PAIRS` (200,000) (job, cell)
-     pairs (:func:`models.search_size.search_size`, counted from the compiled view
-     without building the model): ``lns``, large neighbourhoods only (such a model costs
-     too much memory and build time for what its search adds);
+     pairs or more than :data:`LNS_ONLY_FREE_NODES` (16,384) completely free nodes
+     (:func:`models.search_size.search_size`, counted from the compiled view without
+     building the model): ``lns``, large neighbourhoods only (such a model costs too
+     much memory and build time for what its search adds);
    * otherwise ``hybrid``: large neighbourhoods first, then the whole-batch model.
 
 2. **The start** is the caller's warm start, else the better of greedy's plan and its
@@ -144,6 +145,14 @@ LNS_MIN_NODES = 2048
 #: 0.5 GB; the limit keeps the phase for batches of up to 200,000 pairs at any node count
 #: (docs/scale.md, *The search mode follows the model*).
 LNS_ONLY_PAIRS = 200_000
+#: ... and so do batches with more completely free nodes than this, whatever their
+#: pairs: the counted pairs do not predict the phase's memory at 65,536 nodes (an 850
+#: batch of 116,000 pairs and 42,015 free nodes, seed 7717, peaked at 2.09 GB at
+#: deterministic time 10 with the phase; seed 7's 850 model of that size has 107,000
+#: variables and builds into 0.28 GB), while the generated 16,384-node batches
+#: (10,000-10,500 free nodes) and 24,576-node ones (15,400-15,700) stay below the limit
+#: (docs/scale.md, *The search mode follows the model*).
+LNS_ONLY_FREE_NODES = 16384
 #: Problems with at most this many jobs always get the full model: a single job's whole
 #: model proves it in seconds where neighbourhoods prove nothing (a 512-rank job on
 #: 4,608 nodes: proved in about 1 s of search).
@@ -193,7 +202,8 @@ def search_mode(problem: Problem) -> str:
     problems of at most :data:`FULL_MAX_JOBS` jobs get one model of the whole batch
     (``full``), which builds fast enough there or proves a single job quickly; batches
     whose whole-batch model would hold more than :data:`LNS_ONLY_PAIRS` (job, cell) pairs
-    search by large neighbourhoods only (``lns``: what the model would cost, counted by
+    or :data:`LNS_ONLY_FREE_NODES` completely free nodes search by large neighbourhoods
+    only (``lns``: what the model would cost, counted by
     :func:`models.search_size.search_size`, not the node count: at 16,384 nodes an A3
     batch's model can be less than a quarter of an ordinary batch's); the others by large
     neighbourhoods first, then the whole-batch model (``hybrid``).
@@ -209,7 +219,8 @@ def search_mode(problem: Problem) -> str:
     """
     if (problem.num_nodes < LNS_MIN_NODES or len(problem.jobs) <= FULL_MAX_JOBS):
         return "full"
-    if search_size(problem).pairs > LNS_ONLY_PAIRS:
+    size = search_size(problem)
+    if size.pairs > LNS_ONLY_PAIRS or size.free_nodes > LNS_ONLY_FREE_NODES:
         return "lns"
     return "hybrid"
 

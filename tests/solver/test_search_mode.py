@@ -83,3 +83,16 @@ def test_the_smallest_jobs_first_pass_follows_the_multilevel_model() -> None:
     weights = resolve_weights(padded)
     assert (evaluate(padded, parts[1].best.as_mapping(), weights).objective
             > evaluate(padded, parts[1].start.as_mapping(), weights).objective)
+
+
+def test_more_free_nodes_than_the_limit_search_by_neighbourhoods_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the pairs do not predict the whole-batch phase's memory at 65,536 nodes, so the
+    # completely free nodes (the cells' nodes) bound it too
+    problem = compile_scenario(_scenario("850", 2048))
+    size = whole_batch_size(problem)
+    assert size.free_nodes == int(problem.whole_free.sum()) > 0
+    monkeypatch.setattr(phases, "LNS_ONLY_FREE_NODES", size.free_nodes)
+    assert search_mode(problem) == "hybrid"
+    monkeypatch.setattr(phases, "LNS_ONLY_FREE_NODES", size.free_nodes - 1)
+    assert search_mode(problem) == "lns"
