@@ -18,6 +18,12 @@ stored results, and the transcript of the import walkthrough (the commands run a
 runs them, wall times elided).  Every block ends with the command and the code version
 that made it.
 
+A *measured* figure (:mod:`benchmarks.measured_figures`: the many-seed replays, the
+anytime curve and the benchmark table at scale) is a run too long to repeat on every
+change: ``--measure`` runs it and stores its rows, command, commit, date and load in
+``docs/figures/NAME.json``; without ``--measure`` its table and plot are made again from
+that file (the PNG records the file's hash), and ``--check`` compares them with it.
+
 A figure with plots draws them from one replay with its table and stores the data series
 the plots draw beside the PNG files (``docs/figures/NAME.json``), so that a test compares
 the series, not the pixels.  Without ``--check`` the blocks, series and PNG files are
@@ -44,6 +50,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
+from benchmarks import measured_figures
+from benchmarks.measured_figures import Measured
 from benchmarks.outputs import write_output
 from benchmarks.regression import read_baseline_file
 from models.documents import read_text
@@ -69,7 +77,8 @@ class Figure:
 
     A figure with ``series`` has plots too: ``series()`` gives the data the plots draw,
     stored beside them as ``docs/figures/NAME.json`` (checked like the block), and
-    ``draw(folder)`` writes the PNG files from the same data.
+    ``draw(folder)`` writes the PNG files from the same data.  A ``measured`` figure's
+    block and plot are made from its stored run (:mod:`benchmarks.measured_figures`).
     """
 
     name: str
@@ -79,6 +88,7 @@ class Figure:
     about: str
     series: Callable[[], dict[str, Any]] | None = None
     draw: Callable[[Path], list[str]] | None = None
+    measured: Measured | None = None
 
 
 def code_version() -> str:
@@ -101,8 +111,11 @@ def made_by(figure: Figure) -> str:
             "what the code gives, on every CI run.*")
 
 
-def block_text(figure: Figure) -> str:
-    """What the figure's block holds: the figure, then :func:`made_by`."""
+def block_text(figure: Figure, docs: Path = DOCS) -> str:
+    """What the figure's block holds: the figure, then :func:`made_by` (a measured
+    figure's from its data file in ``docs/figures``)."""
+    if figure.measured is not None:
+        return measured_figures.block(figure.name, figure.measured, docs)
     return figure.make() + "\n\n" + made_by(figure)
 
 
@@ -418,6 +431,15 @@ def _plan_table() -> str:
 # --------------------------------------------------------------------------- registry
 
 
+def measured(name: str, page: str, spec: Measured) -> Figure:
+    """A measured figure: made from ``docs/figures/NAME.json`` (fast), measured again by
+    ``--measure`` (slow)."""
+    def make() -> str:
+        return measured_figures.block(name, spec, DOCS)
+
+    return Figure(name, page, False, make, f"measured: {spec.command()}", measured=spec)
+
+
 def _figures() -> dict[str, Figure]:
     def day(example: str, make: Callable[[], str]) -> Figure:
         return Figure(f"replay-{example}", "replay.md", True, make,
@@ -443,6 +465,11 @@ def _figures() -> dict[str, Figure]:
                  lambda block=block: _walkthrough(block),  # type: ignore[misc]
                  f"the import walkthrough: {'; '.join(WALKTHROUGH[block])}")
           for block in WALKTHROUGH),
+        *(measured(f"replay-seeds-{example}", "replay-figures.md",
+                   measured_figures.replay_seeds(example, "0-31", 2))
+          for example in ("sharing-850", "faults-950-multilevel", "vnpu-inference-day")),
+        measured("scale-anytime", "scale.md", measured_figures.anytime_scale()),
+        measured("scale-bench", "scale.md", measured_figures.bench_scale()),
     ]
     return {f.name: f for f in figures}
 
@@ -471,6 +498,24 @@ def replace_block(text: str, name: str, content: str) -> str:
     return pattern.sub(lambda _m: f"{begin}\n\n{content}\n\n{end}", text, count=1)
 
 
+def _measured_files(figure: Figure, spec: Measured, docs: Path, measure: bool,
+                    check: bool) -> int:
+    """Run a measured figure's benchmark (``measure``) and draw its PNG from the data
+    file when the PNG was drawn from other data; 1 when the PNG differed."""
+    if measure:
+        print(f"{figure.name}: running {spec.command()} ...", flush=True)
+        stored = measured_figures.measure(figure.name, spec, docs)
+        print(f"{figure.name}: {stored} written")
+    if spec.plot is None or measured_figures.png_is_current(figure.name, docs):
+        return 0
+    if check:
+        print(f"{figure.name}: {measured_figures.png_path(figure.name, docs)} was not drawn "
+              f"from {measured_figures.data_path(figure.name, docs)} as it is")
+    else:
+        print(f"{figure.name}: {measured_figures.draw(figure.name, spec, docs)} drawn")
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Rewrite (or check) the figure blocks of the manual."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.doc_figures",
@@ -480,6 +525,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 when a block differs from its command")
     parser.add_argument("--fast", action="store_true", help="skip the slow figures")
+    parser.add_argument("--measure", action="store_true",
+                        help="run the named measured figures' benchmarks again (minutes to "
+                             "an hour each) and store their data before making them")
     parser.add_argument("--list", action="store_true", help="list the figures and exit")
     parser.add_argument("--docs", type=Path, default=DOCS, help="the manual's folder")
     args = parser.parse_args(argv)
@@ -493,10 +541,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(FIGURES)}")
     chosen = [FIGURES[n] for n in args.names] if args.names else [
         f for f in FIGURES.values() if not (args.fast and f.slow)]
+    if args.measure:
+        unmeasured = [f.name for f in chosen if f.measured is None]
+        if not args.names or unmeasured or args.check:
+            parser.error("--measure: name measured figures only, without --check (measured: "
+                         f"{', '.join(n for n, f in FIGURES.items() if f.measured)})")
     differ = 0
     for figure in chosen:
         page = args.docs / figure.page
-        made = block_text(figure)
+        if figure.measured is not None:
+            differ += _measured_files(figure, figure.measured, args.docs, args.measure,
+                                      args.check)
+        made = block_text(figure, args.docs)
         text = read_text(page)  # after the (slow) make: edits meanwhile are kept
         new = replace_block(text, figure.name, made)
         if figure.series is not None:
