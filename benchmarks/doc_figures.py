@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 import os
 import re
@@ -89,6 +90,7 @@ class Figure:
     series: Callable[[], dict[str, Any]] | None = None
     draw: Callable[[Path], list[str]] | None = None
     measured: Measured | None = None
+    plots: tuple[str, ...] = ()
 
 
 def code_version() -> str:
@@ -122,6 +124,18 @@ def block_text(figure: Figure, docs: Path = DOCS) -> str:
 def series_file(figure: Figure, docs: Path = DOCS) -> Path:
     """Where the figure's plot series are stored: ``docs/figures/NAME.json``."""
     return docs / "figures" / f"{figure.name}.json"
+
+
+def plots_drawn_from_series(figure: Figure, docs: Path = DOCS) -> bool:
+    """Whether every PNG of the figure records the hash of its stored series file (it
+    was drawn from that file as it is)."""
+    stored = series_file(figure, docs)
+    if not stored.is_file():
+        return False
+    digest = "sha256:" + hashlib.sha256(stored.read_bytes()).hexdigest()
+    return all((docs / "figures" / name).is_file() and measured_figures.png_text(
+        docs / "figures" / name).get(measured_figures.SOURCE_KEY) == digest
+        for name in figure.plots)
 
 
 def series_text(figure: Figure) -> str:
@@ -162,9 +176,19 @@ def _day_series(example: str) -> dict[str, Any]:
 
 
 def _draw_day(example: str, folder: Path) -> list[str]:
-    from benchmarks.replay.report import write_plots
+    """The day's two plots drawn from its stored series (``folder/replay-NAME.json``),
+    each PNG recording that file's hash (:data:`measured_figures.SOURCE_KEY`)."""
+    from benchmarks.replay.report import draw_plots
+    from benchmarks.replay.run import ReplayOptions
 
-    return write_plots(_replay(example), folder, prefix=f"replay-{example}-")
+    stored = folder / f"replay-{example}.json"
+    series = json.loads(read_text(stored))["series"]
+    order = {engine: i for i, engine in enumerate(ReplayOptions().engines)}
+    for key in ("pulled-gb", "hit-rate"):  # the table's engine order (the file's is sorted)
+        series[key] = dict(sorted(series[key].items(), key=lambda kv: order.get(kv[0], 99)))
+    digest = "sha256:" + hashlib.sha256(stored.read_bytes()).hexdigest()
+    return draw_plots(series, folder, prefix=f"replay-{example}-",
+                      metadata={measured_figures.SOURCE_KEY: digest})
 
 
 def _plot_links(example: str) -> str:
@@ -445,7 +469,9 @@ def _figures() -> dict[str, Figure]:
         return Figure(f"replay-{example}", "replay.md", True, make,
                       f"npu-place replay --example {example} (summary table and plots)",
                       series=lambda: _day_series(example),
-                      draw=lambda folder: _draw_day(example, folder))
+                      draw=lambda folder: _draw_day(example, folder),
+                      plots=tuple(f"replay-{example}-{plot}.png"
+                                  for plot in ("pulled-gb", "hit-rate")))
 
     figures = [
         day("sharing-850", lambda: _day_table("sharing-850")),
@@ -564,9 +590,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else:
                     stored.parent.mkdir(parents=True, exist_ok=True)
                     write_output(stored, data)  # no symbolic link followed
+                    print(f"{figure.name}: {stored} rewritten")
+            if not plots_drawn_from_series(figure, args.docs):
+                differ += 1
+                if args.check:
+                    print(f"{figure.name}: {', '.join(figure.plots)} not drawn from {stored}")
+                else:
                     assert figure.draw is not None
-                    drawn = figure.draw(stored.parent)
-                    print(f"{figure.name}: {stored} and {', '.join(drawn)} rewritten")
+                    print(f"{figure.name}: {', '.join(figure.draw(stored.parent))} drawn")
         if new == text:
             print(f"{figure.name}: unchanged")
             continue

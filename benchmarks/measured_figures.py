@@ -57,8 +57,9 @@ class Measured:
     the CSV file it writes there and ``columns`` the columns of it the data file keeps.
     ``table(rows)`` gives the page's block from the kept rows, ``plot(rows, path,
     metadata)`` draws the PNG from the same rows (``None``: a table only), and
-    ``plotted(rows)`` gives the series the plot draws as ``{line: {x: y}}`` for the test
-    that compares them with the table.
+    ``plotted(rows)`` gives the series the plot draws as ``{line: {x: y}}`` and
+    ``table_series(table)`` the same series read from the page's table (rows of
+    :func:`parse_table`), for the test that compares the two.
     """
 
     argv: tuple[str, ...]
@@ -67,6 +68,7 @@ class Measured:
     table: Callable[[list[dict[str, str]]], str]
     plot: Callable[[list[dict[str, str]], Path, dict[str, str]], None] | None = None
     plotted: Callable[[list[dict[str, str]]], dict[str, dict[str, float]]] | None = None
+    table_series: Callable[[list[dict[str, str]]], dict[str, dict[str, float]]] | None = None
     alt: str = ""
 
     def command(self) -> str:
@@ -183,8 +185,14 @@ def measure(name: str, spec: Measured, docs: Path) -> Path:
             "wall-seconds": round(wall, 1),
             "cpu-seconds": round(after.ru_utime + after.ru_stime
                                  - before.ru_utime - before.ru_stime, 1),
-            **table_of(out / spec.output, spec.columns),
         }
+        return store(name, spec, docs, out, data)
+
+
+def store(name: str, spec: Measured, docs: Path, out: Path, run: dict[str, Any]) -> Path:
+    """Write ``docs/figures/NAME.json``: ``run`` (command, commit, start and end, load,
+    wall and CPU seconds) and the kept columns of the run's output in ``out``."""
+    data = {**run, **table_of(out / spec.output, spec.columns)}
     path = data_path(name, docs)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_output(path, json.dumps(data, indent=1) + "\n")
@@ -378,6 +386,7 @@ def anytime_scale() -> Measured:
                  "objective", "greedy-objective", "gain", "origin-hits", "origin-candidates",
                  "deterministic"),
         table=_anytime_table, plot=_anytime_plot, plotted=_anytime_plotted,
+        table_series=anytime_table_series,
         alt="median share of the best gain and origin hit rate against the deterministic "
             "budget, per family")
 
@@ -465,9 +474,9 @@ def bench_scale() -> Measured:
     16,384, 32,768 and 65,536 nodes."""
     return Measured(
         argv=("npu-place", "bench", "--suite", "scale", "--deterministic-time", "1",
-              "--time-limit", "120", "--dask-workers", "1", "--no-progress", "--out", OUT),
+              "--time-limit", "120", "--dask-workers", "1", "--out", OUT),
         output="results.csv", columns=_BENCH_COLUMNS, table=_bench_table, plot=_bench_plot,
-        plotted=_bench_plotted,
+        plotted=_bench_plotted, table_series=bench_table_series,
         alt="origin hit rate of greedy and CP-SAT and the achievable bound by scale, per "
             "family")
 
