@@ -583,7 +583,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         new = replace_block(text, figure.name, made)
         if figure.series is not None:
             data, stored = series_text(figure), series_file(figure, args.docs)
-            if not stored.is_file() or read_text(stored) != data:
+            rewritten = not stored.is_file() or read_text(stored) != data
+            if rewritten:
                 differ += 1
                 if args.check:
                     print(f"{figure.name}: {stored} differs from the series the code gives")
@@ -591,8 +592,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     stored.parent.mkdir(parents=True, exist_ok=True)
                     write_output(stored, data)  # no symbolic link followed
                     print(f"{figure.name}: {stored} rewritten")
-            if not plots_drawn_from_series(figure, args.docs):
-                differ += 1
+            if rewritten or not plots_drawn_from_series(figure, args.docs):
+                differ += 0 if rewritten else 1
                 if args.check:
                     print(f"{figure.name}: {', '.join(figure.plots)} not drawn from {stored}")
                 else:

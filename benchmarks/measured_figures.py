@@ -227,13 +227,13 @@ def made_by(name: str, spec: Measured, data: dict[str, Any]) -> str:
     day, start = data["started"][:10], data["started"][11:16]
     end = data["finished"][11:16]
     low, high = sorted(data["load-average"])
-    load = f"{low:g}" if low == high else f"{low:g}–{high:g}"
-    plot = " and the plot" if spec.plot is not None else ""
+    load = f"{low:.1f}" if low == high else f"{low:.1f}–{high:.1f}"
+    made = "The table and the plot are" if spec.plot is not None else "The tables are"
     return (f"*Measured by `python -m benchmarks.doc_figures {name} --measure`, which runs "
             f"`{data['command']}`, at commit `{data['commit'][:12]}` on {day}, "
             f"{start}–{end} UTC, load average {load} on the 2-core machine "
             f"({_seconds(data['wall-seconds'])} wall, {_seconds(data['cpu-seconds'])} CPU). "
-            f"The table{plot} are made from its data, [{name}.json](figures/{name}.json); "
+            f"{made} made from its data, [{name}.json](figures/{name}.json); "
             "`tests/benchmarks/test_doc_figures.py` checks them against it.*")
 
 
@@ -305,7 +305,8 @@ def _seeds_table(rows: list[dict[str, str]]) -> str:
                              ("engine", *VNPU_INTERVAL_FIELDS)),
                   dict_table(paired_rows(rows, main, fields=VNPU_PAIRED_FIELDS),
                              ("engine", *VNPU_PAIRED_FIELDS))]
-    pairs = [(a, b) for a, b in IMAGE_PAIRS if a in engines and b in engines]
+    pairs = [(a, b) for a, b in IMAGE_PAIRS if a in engines and b in engines
+             and b != "upstream"]  # the pairs with upstream are in the table above
     parts += ["Image locality: engine minus engine on the same seed's day (negative pulls, "
               "GB and minutes are saved, a negative origin-hit-rate is lost):",
               dict_table([row for a, b in pairs for row in paired_rows(

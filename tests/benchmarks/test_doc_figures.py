@@ -244,3 +244,15 @@ def test_every_png_of_the_manual_is_a_checked_figure() -> None:
         for png in figure.plots or ((f"{figure.name}.png",) if figure.name in
                                     _measured(plot=True) else ()):
             assert f"](figures/{png})" in block, (figure.name, png)
+
+
+def test_a_replay_plot_drawn_from_other_series_is_seen(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    shutil.copytree(DOCS / "figures", docs / "figures")
+    figure = FIGURES["replay-sharing-850"]
+    assert plots_drawn_from_series(figure, docs)
+    stored = series_file(figure, docs)
+    data = json.loads(stored.read_text("utf-8"))
+    data["series"]["pulled-gb"]["rfc"]["gb"][-1] += 1  # the series, not the PNG, changed
+    stored.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    assert not plots_drawn_from_series(figure, docs)
