@@ -4,6 +4,11 @@ Each figure block of ``docs/`` is made by ``python -m benchmarks.doc_figures NAM
 tests make every figure again and compare it with the committed page, so a replay row, an
 example's objective or a line of the import walkthrough that the code no longer gives
 fails here (the replay days take a few seconds of CPU each: marked slow).
+
+Plots are checked through their data: every PNG records the hash of the data file it was
+drawn from.  The measured figures (runs too long for CI) are checked against their stored
+runs: table and plot against the data file, the plotted series against the page's table,
+and one (seed, engine) day of each many-seed replay run again against its stored row.
 """
 
 from __future__ import annotations
