@@ -492,8 +492,9 @@ def _figures() -> dict[str, Figure]:
                  f"the import walkthrough: {'; '.join(WALKTHROUGH[block])}")
           for block in WALKTHROUGH),
         *(measured(f"replay-seeds-{example}", "replay-figures.md",
-                   measured_figures.replay_seeds(example, "0-31", 2))
-          for example in ("sharing-850", "faults-950-multilevel", "vnpu-inference-day")),
+                   measured_figures.replay_seeds(example, seeds, 2))
+          for example, seeds in (("sharing-850", "0-31"), ("faults-950-multilevel", "0-31"),
+                                 ("vnpu-inference-day", "0-15"))),
         measured("scale-anytime", "scale.md", measured_figures.anytime_scale()),
         measured("scale-bench", "scale.md", measured_figures.bench_scale()),
     ]
