@@ -346,12 +346,15 @@ def _anytime_table(rows: list[dict[str, str]]) -> str:
     for row in typed:
         by.setdefault(row["instance"], {})[row["budget"]] = row
     header = ["instance", *[f"gain at D = {b:g}" for b in budgets],
-              *[f"share at D = {b:g}" for b in budgets]]
+              *[f"share at D = {b:g}" for b in budgets],
+              *[f"origin hits at D = {b:g}" for b in budgets]]
     body = []
     for name, at in by.items():
         body.append([name, *[f"{_int(at[b]['gain']):+,} ({at[b]['engine']})" for b in budgets],
                      *["-" if at[b]["share-captured"] is None
-                       else f"{100 * at[b]['share-captured']:.1f} %" for b in budgets]])
+                       else f"{100 * at[b]['share-captured']:.1f} %" for b in budgets],
+                     *[f"{_int(at[b]['origin-hits']):,} / {_int(at[b]['origin-candidates']):,}"
+                       for b in budgets]])
     from benchmarks.common import markdown_table
 
     broken = violations(typed)
@@ -371,9 +374,12 @@ def _anytime_plot(rows: list[dict[str, str]], path: Path, metadata: dict[str, st
 def _anytime_plotted(rows: list[dict[str, str]]) -> dict[str, dict[str, float]]:
     from benchmarks.anytime import anytime_series
 
-    return {f"{family} share": dict(zip((f"{b:g}" for b in line["budget"]), line["share"],
-                                        strict=True))
-            for family, line in anytime_series(_anytime_rows(rows)).items()}
+    out: dict[str, dict[str, float]] = {}
+    for family, line in anytime_series(_anytime_rows(rows)).items():
+        for key in ("share", "hit-rate"):
+            out[f"{family} {key}"] = dict(zip((f"{b:g}" for b in line["budget"]), line[key],
+                                              strict=True))
+    return out
 
 
 def anytime_scale() -> Measured:
@@ -399,18 +405,30 @@ def _table_share(cell: str) -> float:
 
 def anytime_table_series(table: list[dict[str, str]]) -> dict[str, dict[str, float]]:
     """The plotted series as the anytime table gives them: per family and budget, the
-    median of the table's shares (``nan`` where no instance of the family has a gain)."""
+    median of the table's shares (``nan`` where no instance of the family has a gain) and
+    the mean origin hit rate of its instances' hits and candidates."""
     import statistics
 
     budgets = [h.removeprefix("share at D = ") for h in table[0] if h.startswith("share at")]
     shares: dict[str, dict[str, list[float]]] = {}
+    rates: dict[str, dict[str, list[float]]] = {}
     for row in table:
         line = shares.setdefault(f"{row['instance'].split('-n')[0]} share", {})
         for budget in budgets:
             share = _table_share(row[f"share at D = {budget}"])
             line.setdefault(budget, []).extend([] if math.isnan(share) else [share])
-    return {line: {b: statistics.median(v) if v else math.nan for b, v in points.items()}
-            for line, points in shares.items()}
+    out = {line: {b: statistics.median(v) if v else math.nan for b, v in points.items()}
+           for line, points in shares.items()}
+    for row in table:  # the right panel: mean origin hit rate
+        family = row["instance"].split("-n")[0]
+        for budget in budgets:
+            hits, candidates = (int(n.replace(",", "")) for n in
+                                row[f"origin hits at D = {budget}"].split(" / "))
+            rates.setdefault(f"{family} hit-rate", {}).setdefault(budget, []).append(
+                100 * hits / max(1, candidates))
+    out.update({line: {b: statistics.mean(v) for b, v in points.items()}
+                for line, points in rates.items()})
+    return out
 
 
 # --------------------------------------------------------------------------- bench at scale
@@ -438,7 +456,7 @@ def _bench_table(rows: list[dict[str, str]]) -> str:
                      *[f"{100 * int(r['origin-hits']) / cand:.1f} %" if cand else "-"
                        for r in (p.greedy, p.cpsat)],
                      f"{100 * int(p.greedy['achievable-origin-hits']) / cand:.1f} %"
-                     if cand else "-", p.cpsat["status"] if not proven else "optimal",
+                     if cand else "-", "optimal" if proven else p.cpsat["status"],
                      f"{int(p.cpsat['objective']) - int(p.greedy['objective']):+,}"])
     return markdown_table(("family", "nodes", "greedy hits", "cpsat hits", "achievable bound",
                            "CP-SAT status", "objective over greedy"), body)
@@ -453,20 +471,23 @@ def _bench_plot(rows: list[dict[str, str]], path: Path, metadata: dict[str, str]
 def _bench_plotted(rows: list[dict[str, str]]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for family, line in _bench_series(rows).items():
-        for key in ("greedy", "cpsat", "achievable"):
+        for key in ("greedy", "cpsat", "achievable", "optimum"):
             out[f"{family} {key}"] = {f"{s:,.0f}": round(v, 1)
                                       for s, v in zip(line["scale"], line[key], strict=True)}
     return out
 
 
 def bench_table_series(table: list[dict[str, str]]) -> dict[str, dict[str, float]]:
-    """The plotted series as the bench table gives them: hit rates per family and scale."""
+    """The plotted series as the bench table gives them: hit rates per family and scale
+    (the proven optimum: CP-SAT's where it proved optimality, one instance per cell)."""
     out: dict[str, dict[str, float]] = {}
     for row in table:
         for key, column in (("greedy", "greedy hits"), ("cpsat", "cpsat hits"),
                             ("achievable", "achievable bound")):
             out.setdefault(f"{row['family']} {key}", {})[row["nodes"]] = _table_share(
                 row[column])
+        out.setdefault(f"{row['family']} optimum", {})[row["nodes"]] = (
+            _table_share(row["cpsat hits"]) if row["CP-SAT status"] == "optimal" else math.nan)
     return out
 
 
