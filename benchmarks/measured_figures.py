@@ -452,13 +452,13 @@ def _bench_table(rows: list[dict[str, str]]) -> str:
     for p in pairs(rows):
         cand = int(p.greedy["origin-candidates"])
         proven = p.cpsat["status"] == "optimal"
-        body.append([p.family, f"{p.nodes:,}",
+        body.append([p.family, f"{p.scale:,}",
                      *[f"{100 * int(r['origin-hits']) / cand:.1f} %" if cand else "-"
                        for r in (p.greedy, p.cpsat)],
                      f"{100 * int(p.greedy['achievable-origin-hits']) / cand:.1f} %"
                      if cand else "-", "optimal" if proven else p.cpsat["status"],
                      f"{int(p.cpsat['objective']) - int(p.greedy['objective']):+,}"])
-    return markdown_table(("family", "nodes", "greedy hits", "cpsat hits", "achievable bound",
+    return markdown_table(("family", "scale", "greedy hits", "cpsat hits", "achievable bound",
                            "CP-SAT status", "objective over greedy"), body)
 
 
@@ -484,9 +484,9 @@ def bench_table_series(table: list[dict[str, str]]) -> dict[str, dict[str, float
     for row in table:
         for key, column in (("greedy", "greedy hits"), ("cpsat", "cpsat hits"),
                             ("achievable", "achievable bound")):
-            out.setdefault(f"{row['family']} {key}", {})[row["nodes"]] = _table_share(
+            out.setdefault(f"{row['family']} {key}", {})[row["scale"]] = _table_share(
                 row[column])
-        out.setdefault(f"{row['family']} optimum", {})[row["nodes"]] = (
+        out.setdefault(f"{row['family']} optimum", {})[row["scale"]] = (
             _table_share(row["cpsat hits"]) if row["CP-SAT status"] == "optimal" else math.nan)
     return out
 
