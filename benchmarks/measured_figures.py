@@ -227,7 +227,7 @@ def made_by(name: str, spec: Measured, data: dict[str, Any]) -> str:
     day, start = data["started"][:10], data["started"][11:16]
     end = data["finished"][11:16]
     low, high = sorted(data["load-average"])
-    load = f"{low:.1f}" if low == high else f"{low:.1f}–{high:.1f}"
+    load = f"{low:.1f}" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}–{high:.1f}"
     made = "The table and the plot are" if spec.plot is not None else "The tables are"
     return (f"*Measured by `python -m benchmarks.doc_figures {name} --measure`, which runs "
             f"`{data['command']}`, at commit `{data['commit'][:12]}` on {day}, "
