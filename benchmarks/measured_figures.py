@@ -226,12 +226,13 @@ def made_by(name: str, spec: Measured, data: dict[str, Any]) -> str:
     and where its data is."""
     day, start = data["started"][:10], data["started"][11:16]
     end = data["finished"][11:16]
-    low, high = sorted(data["load-average"])
-    load = f"{low:.1f}" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}–{high:.1f}"
+    first, last = (f"{x:.1f}" for x in data["load-average"])
+    load = (f"load average {first} at its start and end" if first == last else
+            f"load average {first} at its start, {last} at its end")
     made = "The table and the plot are" if spec.plot is not None else "The tables are"
     return (f"*Measured by `python -m benchmarks.doc_figures {name} --measure`, which runs "
             f"`{data['command']}`, at commit `{data['commit'][:12]}` on {day}, "
-            f"{start}–{end} UTC, load average {load} on the 2-core machine "
+            f"{start}–{end} UTC, {load} on the 2-core machine "
             f"({_seconds(data['wall-seconds'])} wall, {_seconds(data['cpu-seconds'])} CPU). "
             f"{made} made from its data, [{name}.json](figures/{name}.json); "
             "`tests/benchmarks/test_doc_figures.py` checks them against it.*")
