@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from benchmarks.generators import FAMILIES, GenParams, case_name, generate_case
+from benchmarks.outputs import save_figure
 from models.compiled import Problem, compile_scenario
 from solver.doors import extra_hint
 from solver.engine import WORKER_THREAD_NAME
@@ -306,21 +307,13 @@ def write_report(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Pat
     return report
 
 
-def plot_anytime(rows: list[dict[str, Any]], path: Path) -> bool:
-    """Median share of the best-known gain captured, and origin hit rate, per budget."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("plots skipped: " + extra_hint("plot", "matplotlib"), file=sys.stderr)
-        return False
+def anytime_series(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    """What :func:`plot_anytime` draws, per family: the budgets, the median share of the
+    best-known gain captured (%, ``nan`` where no instance has a gain) and the mean origin
+    hit rate (%) at each budget."""
     add_shares(rows)
-    deterministic = not overrun_known(rows)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    families = sorted({str(r["family"]) for r in rows})
-    for family in families:
+    series: dict[str, dict[str, list[float]]] = {}
+    for family in sorted({str(r["family"]) for r in rows}):
         mine = [r for r in rows if r["family"] == family]
         budgets = sorted({float(r["budget"]) for r in mine})
         share = []
@@ -332,8 +325,27 @@ def plot_anytime(rows: list[dict[str, Any]], path: Path) -> bool:
             share.append(100 * statistics.median(shares) if shares else float("nan"))
             hits.append(statistics.mean(
                 int(r["origin-hits"]) / max(1, int(r["origin-candidates"])) for r in at) * 100)
-        ax1.plot(budgets, share, marker="o", label=family)
-        ax2.plot(budgets, hits, marker="o", label=family)
+        series[family] = {"budget": budgets, "share": share, "hit-rate": hits}
+    return series
+
+
+def plot_anytime(rows: list[dict[str, Any]], path: Path,
+                 metadata: dict[str, str] | None = None) -> bool:
+    """Median share of the best-known gain captured, and origin hit rate, per budget
+    (:func:`anytime_series`); ``metadata``: text chunks of the PNG."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("plots skipped: " + extra_hint("plot", "matplotlib"), file=sys.stderr)
+        return False
+    deterministic = not overrun_known(rows)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for family, line in anytime_series(rows).items():
+        ax1.plot(line["budget"], line["share"], marker="o", label=family)
+        ax2.plot(line["budget"], line["hit-rate"], marker="o", label=family)
     for ax in (ax1, ax2):
         ax.set_xscale("log")
         ax.set_xlabel("budget (CP-SAT deterministic time)" if deterministic else
@@ -345,7 +357,7 @@ def plot_anytime(rows: list[dict[str, Any]], path: Path) -> bool:
     ax1.set_title("share of the best gain over greedy")
     ax2.set_title("origin hits")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110, metadata=metadata)
     plt.close(fig)
     return True
 
