@@ -440,7 +440,8 @@ _BENCH_COLUMNS = ("instance", "family", "scale", "nodes", "jobs", "engine", "sta
 
 
 def _bench_series(rows: list[dict[str, str]]) -> dict[str, dict[str, list[float]]]:
-    from benchmarks.suite import hit_rate_series, pairs
+    from benchmarks.suite import pairs
+    from benchmarks.suite_outputs import hit_rate_series
 
     return hit_rate_series(pairs(rows))
 
@@ -464,7 +465,7 @@ def _bench_table(rows: list[dict[str, str]]) -> str:
 
 
 def _bench_plot(rows: list[dict[str, str]], path: Path, metadata: dict[str, str]) -> None:
-    from benchmarks.suite import plot_hit_rate_by_scale
+    from benchmarks.suite_outputs import plot_hit_rate_by_scale
 
     plot_hit_rate_by_scale(_bench_series(rows), path, metadata)
 

@@ -69,8 +69,8 @@ from benchmarks.suite import (
     machine_description,
     read_csv,
     suite_instances,
-    write_outputs,
 )
+from benchmarks.suite_outputs import write_outputs
 from benchmarks.sweep import (
     Cell,
     Finding,

@@ -62,8 +62,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         run_suite,
         suite_instances,
         summarize,
-        write_outputs,
     )
+    from benchmarks.suite_outputs import write_outputs
 
     suite = getattr(args, "suite", None) or "quick"
     instances = suite_instances(suite)

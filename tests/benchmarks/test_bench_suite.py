@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import benchmarks.suite as suite
+import benchmarks.suite_outputs as suite_outputs
 import benchmarks.sweep.runner as sweep
 from benchmarks.common import MemoryProbe, Progress, parse_markdown_table
 from benchmarks.generators import FAMILIES, GenParams
@@ -22,8 +23,8 @@ from benchmarks.suite import (
     quick_suite,
     read_csv,
     run_suite,
-    write_outputs,
 )
+from benchmarks.suite_outputs import write_outputs
 from solver.cli import main
 from tests.benchmarks.tiny_suites import HERE, instances
 
@@ -222,6 +223,6 @@ def test_missing_matplotlib_prints_the_install_hint(
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib fails
     err = io.StringIO()
     _, rows = bench_run
-    assert suite.write_plots(rows, tmp_path, err) == []
+    assert suite_outputs.write_plots(rows, tmp_path, err) == []
     assert err.getvalue() == ("plots skipped: matplotlib is not installed "
                               "(pip install 'npu-place[plot]')\n")

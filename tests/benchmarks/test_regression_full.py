@@ -23,7 +23,8 @@ from benchmarks.regression import (
     scenario_digest,
     write_baseline_file,
 )
-from benchmarks.suite import Settings, read_csv, run_suite, write_outputs
+from benchmarks.suite import Settings, read_csv, run_suite
+from benchmarks.suite_outputs import write_outputs
 from models.io import scenario_from_data
 from models.validation import InputError
 from solver.cli import main
