@@ -55,7 +55,7 @@ from benchmarks import measured_figures
 from benchmarks.measured_figures import Measured
 from benchmarks.outputs import write_output
 from benchmarks.regression import read_baseline_file
-from models.documents import read_text
+from models.documents import read_bytes, read_text
 
 #: The repository root (the parent of this package).
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,7 +132,7 @@ def plots_drawn_from_series(figure: Figure, docs: Path = DOCS) -> bool:
     stored = series_file(figure, docs)
     if not stored.is_file():
         return False
-    digest = "sha256:" + hashlib.sha256(stored.read_bytes()).hexdigest()
+    digest = "sha256:" + hashlib.sha256(read_bytes(stored)).hexdigest()
     return all((docs / "figures" / name).is_file() and measured_figures.png_text(
         docs / "figures" / name).get(measured_figures.SOURCE_KEY) == digest
         for name in figure.plots)
@@ -186,7 +186,7 @@ def _draw_day(example: str, folder: Path) -> list[str]:
     order = {engine: i for i, engine in enumerate(ReplayOptions().engines)}
     for key in ("pulled-gb", "hit-rate"):  # the table's engine order (the file's is sorted)
         series[key] = dict(sorted(series[key].items(), key=lambda kv: order.get(kv[0], 99)))
-    digest = "sha256:" + hashlib.sha256(stored.read_bytes()).hexdigest()
+    digest = "sha256:" + hashlib.sha256(read_bytes(stored)).hexdigest()
     return draw_plots(series, folder, prefix=f"replay-{example}-",
                       metadata={measured_figures.SOURCE_KEY: digest})
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.outputs import write_output
-from models.documents import read_text
+from models.documents import read_bytes, read_text
 
 #: The repository root (the parent of this package).
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,12 +102,12 @@ def rows_of(data: dict[str, Any]) -> list[dict[str, str]]:
 
 def data_digest(name: str, docs: Path) -> str:
     """``sha256:HEX`` of the data file's bytes: what its PNG must record."""
-    return "sha256:" + hashlib.sha256(data_path(name, docs).read_bytes()).hexdigest()
+    return "sha256:" + hashlib.sha256(read_bytes(data_path(name, docs))).hexdigest()
 
 
 def png_text(path: Path) -> dict[str, str]:
     """The ``tEXt``, ``zTXt`` and ``iTXt`` chunks of a PNG file, by keyword."""
-    blob = path.read_bytes()
+    blob = read_bytes(path)
     if blob[:8] != b"\x89PNG\r\n\x1a\n":
         raise ValueError(f"{path}: not a PNG file")
     out: dict[str, str] = {}

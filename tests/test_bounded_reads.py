@@ -91,7 +91,6 @@ ALLOWED: dict[tuple[str, str, str], tuple[int, str]] = {
         (1, "write: into a handle of open_output"),
     ("benchmarks/anytime.py", "write_report", "open"): (1, "write: anytime.csv"),
     ("benchmarks/anytime.py", "write_report", "report.write_text"): (1, "write: report"),
-    ("benchmarks/anytime.py", "plot_anytime", "fig.savefig"): (1, "write: plot"),
     ("benchmarks/kube_dump.py", "DumpBuilder.write", "path.write_text"):
         (1, "write: generated kubectl dumps (tests, examples)"),
     ("benchmarks/kube_dump_vnpu.py", "write_vnpu_example", "path.write_text"):
