@@ -71,7 +71,7 @@ import time
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -81,6 +81,7 @@ from models.compiled import (
     SUBHEALTHY,
     UNHEALTHY,
     Problem,
+    compile_job,
     compile_jobs,
     compile_scenario,
     job_origin,
@@ -98,7 +99,13 @@ from models.scenario import (
     Scenario,
     VnpuJob,
 )
-from models.validation import InputError, JobShape, node_value_problems, validate_scenario
+from models.validation import (
+    InputError,
+    JobShape,
+    node_value_problems,
+    submitted_shapes,
+    validate_scenario,
+)
 from solver.service.cache_view import (
     CacheView,
     cache_view,
@@ -128,6 +135,8 @@ _HEALTH_CODE = {Health.HEALTHY: HEALTHY, Health.SUBHEALTHY: SUBHEALTHY,
 _VALUE_FIELDS = frozenset({"free", "health", "images"})
 #: Node fields that change a vNPU node's chips (``nodes[].vnpu``): the jobs tier.
 _VNPU_FIELDS = frozenset({"vnpu_chips", "unfinished_templates"})
+#: A pending or running job of a delta.
+_Item = TypeVar("_Item", Job, RunningJob)
 
 
 class VersionConflict(Exception):
@@ -211,7 +220,13 @@ class _Edit:
     vnpu_jobs: list[VnpuJob] = field(default_factory=list)
     #: the jobs, the vNPU jobs or a vNPU node's chips changed
     jobs_edited: bool = False
+    #: the vNPU jobs or a vNPU node's chips changed (the vNPU rules run again)
+    vnpu_edited: bool = False
     running: list[RunningJob] = field(default_factory=list)
+    #: the pending and running jobs the delta submitted that differ from a removed one
+    #: of their name (the others are the stored items again, in a new place)
+    jobs_new: list[Job] = field(default_factory=list)
+    running_new: list[RunningJob] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     def say(self, where: str, text: str) -> None:
@@ -407,6 +422,7 @@ def _edit_jobs(problem: Problem, delta: ClusterDelta, edit: _Edit) -> None:
     if delta.jobs_submitted:
         jobs.extend(delta.jobs_submitted)  # duplicates are reported by the rules below
         edit.jobs_edited = True
+        edit.jobs_new = _new_items(scenario.jobs, delta.jobs_removed, delta.jobs_submitted)
     vnpu_jobs = list(scenario.vnpu_jobs)
     if delta.vnpu_jobs_removed:
         names = {j.name for j in vnpu_jobs}
@@ -417,12 +433,12 @@ def _edit_jobs(problem: Problem, delta: ClusterDelta, edit: _Edit) -> None:
                     if any(j.name == name for j in scenario.jobs) else ""))
         gone = set(delta.vnpu_jobs_removed)
         vnpu_jobs = [j for j in vnpu_jobs if j.name not in gone]
-        edit.jobs_edited = True
+        edit.jobs_edited = edit.vnpu_edited = True
     if delta.vnpu_jobs_submitted:
         vnpu_jobs.extend(delta.vnpu_jobs_submitted)  # duplicates: the rules below
-        edit.jobs_edited = True
+        edit.jobs_edited = edit.vnpu_edited = True
     if edit.vnpu_changed:
-        edit.jobs_edited = True  # the vNPU rules run with the cross-field rules
+        edit.jobs_edited = edit.vnpu_edited = True  # the vNPU rules run with the others
     edit.jobs, edit.vnpu_jobs = jobs, vnpu_jobs
 
     node_names: Collection[str] = set()
@@ -442,9 +458,20 @@ def _edit_jobs(problem: Problem, delta: ClusterDelta, edit: _Edit) -> None:
     if delta.running_removed or delta.running_submitted:
         running = _replace_running(running, delta, say)
         edit.jobs_edited = True
+        edit.running_new = _new_items(scenario.running, delta.running_removed,
+                                      delta.running_submitted)
     if delta.config is not None and delta.config != scenario.config:
         edit.structural = True
     edit.running = running
+
+
+def _new_items(before: Collection[_Item], removed: Collection[str],
+               submitted: Collection[_Item]) -> list[_Item]:
+    """The items of ``submitted`` that are not a removed item of ``before`` again
+    (equal to the one of their name that ``removed`` names)."""
+    gone = set(removed)
+    old = {item.name: item for item in before if item.name in gone} if gone else {}
+    return [item for item in submitted if old.get(item.name) != item]
 
 
 def _apply_cache_events(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta,
@@ -545,8 +572,7 @@ def _jobs_tier(problem: Problem, new: Scenario, edit: _Edit, cache: _CacheChange
     """Jobs, cache events, ``now`` across an owner's expiry or a vNPU node's chips: the
     node arrays patched, the jobs and the live cache compiled again (:func:`_recompile`)."""
     out = _patched_arrays(problem, new, edit)
-    recompiled = _recompile(problem, out, new, cache.view, cache.touched, edit.jobs_edited,
-                            edit.changed)
+    recompiled = _recompile(problem, out, new, cache.view, cache.touched, edit)
     return _Applied(new, recompiled, cache.lifecycle, "jobs", notes, cache.stamp,
                     cache.touched)
 
@@ -566,8 +592,7 @@ def _values_tier(problem: Problem, new: Scenario, edit: _Edit, cache: _CacheChan
 
 
 def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | None,
-               touched: frozenset[str] | None, jobs_edited: bool, changed: list[int]
-               ) -> Problem:
+               touched: frozenset[str] | None, edit: _Edit) -> Problem:
     """The jobs tier: ``out`` (``problem`` with the node arrays patched) with ``new``'s
     jobs, cache and ``now``.
 
@@ -577,10 +602,15 @@ def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | 
     neither the jobs nor a vNPU node changed (``jobs_edited``: cache events and ``now``
     moves, with node values perhaps), the rules are not run again (the changed nodes'
     values are checked as in the values tier) and only the jobs whose owner's live
-    entries changed get a new origin; otherwise the rules run without the nodes and
-    cache entries that are known to hold, and every job is compiled again.  Either way
-    the problem equals :func:`recompile_jobs` of the whole scenario.
+    entries changed get a new origin.  When pending or running jobs were removed and
+    submitted (and no vNPU part changed), the rules those items take part in are checked
+    (:func:`~models.validation.submitted_shapes`) and only the submitted jobs that
+    differ from the removed ones are compiled (:func:`_compile_submitted`); if a rule
+    may be broken, or a vNPU part changed, the rules run without the nodes and cache
+    entries that are known to hold, and every job is compiled again.  Either way the
+    problem equals :func:`recompile_jobs` of the whole scenario.
     """
+    jobs_edited, changed = edit.jobs_edited, edit.changed
     if touched is None:  # the cache section was written whole: the rules and jobs again
         return recompile_jobs(out, new, nodes_unchanged=not changed)
     if view is None:
@@ -589,7 +619,11 @@ def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | 
     live = patch_live(problem.live, view, touched, now,
                       new.affinity_cache.ttl_seconds)
     wrong = bool(changed) and bool(node_value_problems(new, changed))
-    if jobs_edited or wrong:
+    shapes = (submitted_shapes(new, problem.node_index, edit.jobs_new, edit.running_new)
+              if jobs_edited and not wrong and not edit.vnpu_edited else None)
+    if shapes is not None:
+        recompiled = _compile_submitted(problem, out, new, shapes, live, now)
+    elif jobs_edited or wrong:
         # the jobs changed (or a node value is wrong: the rules give the messages); node
         # values alone that pass their rules leave the rules on the nodes alone holding
         recompiled = recompile_jobs(out, new, nodes_unchanged=not wrong,
@@ -603,6 +637,35 @@ def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | 
         recompiled = replace(out, scenario=new, now=now, jobs=jobs, live=live)
     remember_view(recompiled, view)
     return recompiled
+
+
+def _compile_submitted(problem: Problem, out: Problem, new: Scenario,
+                       shapes: dict[str, JobShape], live: dict[str, dict[int, str]],
+                       now: int) -> Problem:
+    """``out`` with ``new``'s jobs: the jobs named in ``shapes`` (validated, with those
+    shapes) compiled; every other job's view reused from ``problem`` (the same job),
+    moved to its new position and given a new origin when its owner's live entries
+    changed."""
+    index = problem.node_index
+    prefer = new.config.prefer_previous_node
+    jobs = []
+    for j, job in enumerate(new.jobs):
+        shape = shapes.get(job.name)
+        if shape is not None:
+            jobs.append(compile_job(j, job, shape, index, live, prefer))
+            continue
+        view = problem.jobs[problem.job_index[job.name]]
+        owner = job.owner_uid
+        if owner and live.get(owner) is not problem.live.get(owner):
+            view = replace(view, origin=job_origin(job.tasks, live.get(owner), index,
+                                                   view.running))
+        if view.index != j:
+            view = replace(view, index=j)
+        jobs.append(view)
+    views = tuple(jobs)
+    return replace(out, scenario=new, now=now, jobs=views,
+                   job_index={view.name: j for j, view in enumerate(views)},
+                   queue=job_queue(views), live=live)
 
 
 def _shift_counts(counts: Counter[str] | None, before: CacheLifecycle,

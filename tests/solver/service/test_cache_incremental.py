@@ -29,10 +29,10 @@ _EVENTS = ("bind", "bind", "bind", "evict", "discard", "delete-owner", "refresh"
 
 
 def _full_recompile(problem: Problem, out: Problem, new: Scenario, view: Any,
-                    touched: Any, jobs_edited: bool, changed: list[int]) -> Problem:
+                    touched: Any, edit: Any) -> Problem:
     """The jobs tier as before: the rules and every job again, the live cache from all
     entries."""
-    return recompile_jobs(out, new, nodes_unchanged=not changed)
+    return recompile_jobs(out, new, nodes_unchanged=not edit.changed)
 
 
 def _rebuilding() -> ExitStack:
@@ -63,7 +63,10 @@ def _same(a: Problem, b: Problem) -> None:
 
 def _deltas(scenario: Scenario, seed: int, count: int) -> list[dict[str, Any]]:
     """``count`` random deltas: ``now`` moves (some across an owner's expiry), cache
-    events of the jobs' owners and others, node values, a job removed and submitted."""
+    events of the jobs' owners and others, node values, a job removed and submitted, a
+    job submitted again in its removal's delta (as it was, changed, or breaking a rule
+    of its own), a job or running job whose name or owner another has, running jobs
+    submitted (on nodes with and without the free chips) and removed."""
     rng = random.Random(seed)
     names = [n.name for n in scenario.nodes]
     jobs = list(scenario.jobs)
@@ -73,6 +76,7 @@ def _deltas(scenario: Scenario, seed: int, count: int) -> list[dict[str, Any]]:
     times = [e.updated for e in scenario.affinity_cache.entries]
     now = scenario.now or 0
     removed: list[Any] = []
+    running: list[str] = []
     out: list[dict[str, Any]] = []
     for _ in range(count):
         delta: dict[str, Any] = {}
@@ -109,8 +113,37 @@ def _deltas(scenario: Scenario, seed: int, count: int) -> list[dict[str, Any]]:
             job = jobs.pop(rng.randrange(len(jobs)))
             removed.append(job)
             delta["jobs-removed"] = [job.name]
+        elif jobs and rng.random() < 0.3:  # removed and submitted again at the end
+            job = jobs[rng.randrange(len(jobs))]
+            again = job.model_dump(by_alias=True, mode="json", exclude_none=True)
+            change = rng.choice(["same", "same", "priority", "bad-rank", "owner", "name"])
+            if change == "priority":
+                again["priority"] = job.priority + 1
+            elif change == "bad-rank":
+                again["fault-ranks"] = [job.tasks + 1]
+            elif change == "owner" and len(jobs) > 1:  # another job's owner
+                again["owner-uid"] = rng.choice([j.owner_uid for j in jobs if j is not job])
+            if change != "name":
+                delta["jobs-removed"] = [job.name]
+            delta["jobs-submitted"] = [again]  # "name": a second job of that name
+        if rng.random() < 0.2:
+            delta.update(_running_change(rng, names, running, jobs))
         out.append(delta)
     return out
+
+
+def _running_change(rng: random.Random, names: list[str], running: list[str],
+                    jobs: list[Any]) -> dict[str, Any]:
+    """A running job submitted (one rank on a random node: its free chips may not allow
+    it; its name may be a pending job's), or one of ``running`` removed."""
+    if running and rng.random() < 0.4:
+        return {"running-removed": [running.pop(rng.randrange(len(running)))]}
+    name = (rng.choice(jobs).name if jobs and rng.random() < 0.1
+            else f"run-{rng.randrange(10 ** 6)}")
+    running.append(name)
+    return {"running-submitted": [{"name": name, "policy": "chip8-node8",
+                                   "npu-per-task": rng.choice([1, 4, 8]),
+                                   "ranks": {"0": rng.choice(names)}}]}
 
 
 def _start(scenario: Scenario, form: str) -> Scenario:
