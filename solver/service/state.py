@@ -460,9 +460,41 @@ def _edit_jobs(problem: Problem, delta: ClusterDelta, edit: _Edit) -> None:
         edit.jobs_edited = True
         edit.running_new = _new_items(scenario.running, delta.running_removed,
                                       delta.running_submitted)
+    if delta.jobs_order is not None:
+        edit.jobs = _reordered(jobs, delta.jobs_order, "jobs-order", "pending job", say)
+        edit.jobs_edited = True
+    if delta.running_order is not None:
+        running = _reordered(running, delta.running_order, "running-order", "running job",
+                             say)
+        edit.jobs_edited = True
     if delta.config is not None and delta.config != scenario.config:
         edit.structural = True
     edit.running = running
+
+
+def _reordered(items: list[_Item], order: list[str], key: str, what: str, say: Any
+               ) -> list[_Item]:
+    """``items`` in the order of their names in ``order``, which must name each of them
+    once (else reported to ``say`` under ``key``); with duplicate names among ``items``
+    they are left as they are (the rules report the duplicate)."""
+    by_name = {item.name: item for item in items}
+    if len(by_name) != len(items):
+        return items
+    seen: set[str] = set()
+    for i, name in enumerate(order):
+        if name not in by_name:
+            say(f"field '{key}[{i}]'", f"{what} '{name}' does not exist (after the "
+                "removals and submissions)")
+        elif name in seen:
+            say(f"field '{key}[{i}]'", f"{what} '{name}' is named more than once")
+        seen.add(name)
+    missing = [name for name in by_name if name not in seen]
+    if missing:
+        say(f"field '{key}'", f"{len(missing)} {what}s are not named: "
+            f"{', '.join(repr(n) for n in missing[:5])}")
+    if len(seen) != len(order) or missing or len(order) != len(items):
+        return items
+    return [by_name[name] for name in order]
 
 
 def _new_items(before: Collection[_Item], removed: Collection[str],
