@@ -13,18 +13,24 @@ the worker's apply, without the HTTP hop), and this script measures:
   PATCHes sent (and whole imports among their imports), CPU seconds of this process,
   the events the server wrote, and per PATCH the CPU milliseconds of the watcher's
   import and delta and of the stored cluster's apply (the sending thread's);
+* after the first stored cluster, the process's long-lived objects are moved out of
+  the garbage collector's reach (:func:`solver.service.worker.settle_heap`, what the
+  service's worker does after a ``PUT``);
 * one plan (greedy) on the stored cluster: a version is seen by every plan that starts
   after it is stored, so the lag to a plan that sees an event is the lag above plus the
   wait for the next plan;
 * a 410 resync: watches refused and cut, changes made, the history compacted, watches
   allowed again; seconds until the stored cluster holds the changes (one PATCH);
-* peak resident memory of this process above its level before the watch started
-  (``VmHWM``, :class:`benchmarks.common.MemoryProbe`).
+* peak resident memory of this process (the watcher and the stored cluster), absolute
+  and above its level before the watch started (``VmHWM``,
+  :class:`benchmarks.common.MemoryProbe`), and the API server's resident memory.
 
 The machine's load average is printed with every figure (a shared machine: prefer CPU
 seconds).  Usage::
 
     python -m benchmarks.watch_lag --nodes 16384 --rates 100 1000 5000 --seconds 10
+    python -m benchmarks.watch_lag --nodes 65536 --plain --rates 100 1000 5000 \
+        --seconds 10 --resync-pods 4096
 """
 
 from __future__ import annotations
@@ -165,6 +171,7 @@ def run(nodes: int, rates: list[int], seconds: float, interval: float,
     from solver.facade import solve
     from solver.service.state import ClusterStore
     from solver.service.watcher import StoreTarget, start_watch
+    from solver.service.worker import settle_heap
 
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
@@ -187,6 +194,9 @@ def run(nodes: int, rates: list[int], seconds: float, interval: float,
     while watcher.version is None:
         time.sleep(0.05)
     watcher.coalescer.wait_idle(600)
+    # as the service's worker does after a PUT: the stored cluster's (and here the
+    # watcher's) long-lived objects out of the collector's full collections
+    settle_heap()
     out["first"] = {"list-wall": round(listed, 2),
                     "stored-wall": round(time.perf_counter() - wall, 2),
                     "cpu": round(time.process_time() - cpu, 2), "load": _load(),
