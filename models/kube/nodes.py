@@ -236,6 +236,12 @@ def node_images(entries: Any, who: str, diag: Diagnostics,
     out: dict[str, float] = {}
     for i, entry in enumerate(entries):
         names = entry.get("names") if isinstance(entry, dict) else None
+        if wanted is not None and type(names) is list:
+            try:
+                if wanted.isdisjoint(names):
+                    continue  # no name of it is read (most entries: a node holds 30-60)
+            except TypeError:
+                pass  # an unhashable name: the entry is read below (and skipped there)
         size = entry.get("sizeBytes") if isinstance(entry, dict) else None
         if (not isinstance(names, list) or isinstance(size, bool)
                 or not isinstance(size, int | float) or not 0 <= size <= MAX_IMAGE_BYTES):

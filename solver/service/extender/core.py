@@ -5,6 +5,11 @@ the cache lifecycle, or the stored cluster's scenario in own-view mode), plans i
 answers ``prioritize``, ``predicate``, ``allocateFunc``, ``deallocateFunc`` and
 ``onSessionClose`` from the plan (:class:`JobPlan` per job, one :class:`Session` at a
 time).
+
+Why this file is long: the session open, its plan and the per-task verbs read and write
+one session state under one lock (which jobs are decided, which task holds which rank,
+the cache); what needs none of it lives beside it (``answer``, ``confine``, ``events``,
+``session``, ``steering``).
 """
 
 from __future__ import annotations
@@ -34,11 +39,17 @@ from models.scenario import (
     Scenario,
 )
 from models.validation import InputError
-from solver.service.extender.answer import AnswerGate, open_gate
+from solver.service.extender.answer import AnswerGate, VerbTicket, free_parsed, open_gate
 from solver.service.extender.config import ExtenderConfig
 from solver.service.extender.confine import confine_plan
 from solver.service.extender.devices import DeviceSource
-from solver.service.extender.events import EventRefused, describe_event, invalid_entry, read_event
+from solver.service.extender.events import (
+    EventRefused,
+    describe_event,
+    invalid_entry,
+    own_view_event,
+    read_event,
+)
 from solver.service.extender.fastpath import go_layout
 from solver.service.extender.protocol import (
     ABSTAIN,
@@ -78,6 +89,7 @@ MAX_UNSTEERED_SHOWN = 50
 
 class _Superseded(Exception):
     """A newer session opened while this one was being read or imported."""
+
 
 
 class ExtenderCore:
@@ -141,9 +153,10 @@ class ExtenderCore:
         the event loop).  ``deadline`` (``time.monotonic``) bounds the plan: its time limit
         is what is left before it, at most :attr:`ExtenderConfig.plan_seconds`.  ``gate``
         is the ``onSessionOpen`` answer's (:class:`~solver.service.extender.answer.
-        AnswerGate`): between the GIL-holding stretches of reading, parsing and importing
-        the thread makes way for the answer when it is due; ``None``: nobody waits for an
-        answer.  The full garbage collection after the session is :meth:`collect`'s.
+        AnswerGate`): between the GIL-holding stretches of reading, parsing, importing and
+        (after the plan) freeing the parsed snapshot, the thread makes way for this answer
+        and for every other pending answer of the process when it is due; ``None``: nobody
+        waits for this session's answer.
 
         Raises
         ------
@@ -154,6 +167,7 @@ class ExtenderCore:
         between = gate.make_way
         started = time.thread_time()
         t0 = time.perf_counter()
+        kept: list[Any] = []  # the parsed snapshot, freed in slices once the plan is made
         try:
             with gc_paused():  # millions of new objects: no collection can free any of them
                 if not isinstance(body, bytes):
@@ -174,10 +188,14 @@ class ExtenderCore:
                 else:
                     objects = snapshot_objects(data, self.config.max_nodes,
                                                self.config.max_tasks, between)
-                    gate.free_later(data)  # what the import does not read: after the answer
-                    del data
                     scenario = self._import(session, objects, between)
-                between()  # the parsed objects not kept are freed here
+                    del objects
+                kept.append(data)
+                del data
+                # kept until the plan is made, frozen: the first collection after the pause
+                # would scan its millions of objects holding the GIL (0.26-0.32 s at 1,024
+                # real-size nodes), and one ``del`` of it holds the GIL for 80-110 ms
+                gc.freeze()
             t2, c2 = time.perf_counter(), time.thread_time()
             session.timings.update(parse=t1 - t0, import_=t2 - t1, parse_cpu=c1 - started,
                                    import_cpu=c2 - c1)
@@ -196,26 +214,15 @@ class ExtenderCore:
             log.exception("extender session %d: planning failed", session.number)
             session.error = f"{type(exc).__name__}: {exc}"
         finally:
+            session.ready.set()
+            if kept:  # one node's or job's tree at a time, making way for every answer
+                freed = time.perf_counter()
+                free_parsed(kept)
+                session.timings["free"] = time.perf_counter() - freed
             session.timings["cpu"] = time.thread_time() - started  # this thread's CPU
             if gate.waits:
                 session.counts["made-way-for-answer"] = gate.waits
-            session.ready.set()
         return session
-
-    @staticmethod
-    def collect(gate: AnswerGate | None = None) -> None:
-        """A full garbage collection once the session's answer is sent (``gate``).
-
-        A session's parse and import leave cycles the paused collector did not free; left
-        for later they hold their memory into the next session's parse (which then cost
-        0.89-1.44 s of CPU instead of 0.20-0.33 s at 1,024 real-size nodes).  The
-        collection holds the GIL all along (0.1-0.4 s at 1,024 real-size nodes), so it
-        waits for the answer (and first frees what :meth:`open_session` left to
-        ``gate``): run it in the plan thread after :meth:`open_session`."""
-        if gate is not None:
-            gate.wait_sent()
-            gate.release()
-        gc.collect()
 
     def _cache_model(self, session: Session) -> AffinityCacheModel:
         """The cache as a scenario section (under the lock).  An entry outside the
@@ -278,24 +285,10 @@ class ExtenderCore:
 
     def cache_event(self, body: dict[str, Any], status: int | None) -> dict[str, Any] | None:
         """The stored cluster's cache event of an allocate (``status`` ``None``) or
-        deallocate event (own-view mode); ``None`` when it concerns no cached job."""
+        deallocate event (own-view mode): :func:`~solver.service.extender.events.
+        own_view_event` with the session's owners."""
         session = self.session
-        if session is None:
-            return None
-        try:
-            event = read_event(body, allocate=status is None)
-        except EventRefused:
-            return None  # dropped and counted by allocate / deallocate
-        owner = session.owners.get(event.job)
-        rank, node = event.rank, event.node
-        if owner is None or rank is None:
-            return None
-        if status is None:
-            if node is None:
-                return None
-            return {"event": "bind", "owner-uid": owner, "rank": rank, "node": node}
-        kind = "evict" if status == STATUS_RELEASING else "discard"
-        return {"event": kind, "owner-uid": owner, "rank": rank}
+        return own_view_event(session.owners, body, status) if session is not None else None
 
     def _import(self, session: Session, objects: Iterable[tuple[dict[str, Any], str]],
                 between: Callable[[], None] = lambda: None) -> Scenario:
@@ -518,7 +511,7 @@ class ExtenderCore:
         session.count("jobs-rank-conflict")
         return None
 
-    def prioritize_raw(self, raw: bytes) -> bytes:
+    def prioritize_raw(self, raw: bytes, ticket: VerbTicket | None = None) -> bytes:
         """``prioritize`` from the request's bytes.
 
         In Go's layout (``{"task":<TaskInfo>,"nodes":[<NodeInfo>,...]}``) only the task is
@@ -537,22 +530,55 @@ class ExtenderCore:
         fast = go_layout(raw, self.config.max_verb_values)
         if fast is not None:
             task, names = fast
-            return self._prioritize(task, names.__contains__)
+            return self._prioritize(task, names.__contains__, ticket)
         check_values(raw, self.config.max_verb_values, "prioritize body")
         with gc_paused():
             data = orjson.loads(raw)
         if not isinstance(data, dict):
             return ABSTAIN
-        return self.prioritize(data)
+        return self.prioritize(data, ticket)
 
-    def prioritize(self, body: dict[str, Any]) -> bytes:
-        """``prioritize``: the planned node of the task gets :data:`PLANNED_SCORE`."""
+    def prioritize(self, body: dict[str, Any], ticket: VerbTicket | None = None) -> bytes:
+        """``prioritize``: the planned node of the task gets :data:`PLANNED_SCORE`
+        (``ticket``: the call's, :meth:`late_answer`)."""
         nodes = body.get("nodes")
         offered = {str(n.get("Name")) for n in nodes if isinstance(n, dict)} \
             if isinstance(nodes, list) else set()
-        return self._prioritize(body.get("task"), offered.__contains__)
+        return self._prioritize(body.get("task"), offered.__contains__, ticket)
 
-    def _prioritize(self, task: Any, is_offered: Callable[[str], bool]) -> bytes:
+    def late_answer(self, verb: str, ticket: VerbTicket) -> None:
+        """The answer of a ``prioritize`` or ``predicate`` call went out neutral because it
+        was late: its job (when the call had got that far) is left to Volcano for the rest
+        of the session, and a score or refusal computed after that is not given."""
+        session = self.session
+        with self._lock:
+            ticket.late = True
+            if session is not None:
+                session.count(f"{verb}-late")
+                if ticket.job is not None:
+                    self._leave(session, ticket.job, verb)
+
+    def _too_late(self, session: Session, job: str, ticket: VerbTicket | None,
+                  verb: str) -> bool:
+        """(Under the lock) whether the call's neutral answer went out already (then the
+        job is left to Volcano); otherwise the call now concerns ``job``."""
+        if ticket is not None and ticket.late:
+            self._leave(session, job, verb)
+            return True
+        if ticket is not None:
+            ticket.job = job
+        return False
+
+    def _leave(self, session: Session, job: str, verb: str) -> None:
+        """Leave ``job`` to Volcano for the rest of the session (under the lock)."""
+        session.decided[job] = False
+        plan = session.jobs.get(job)
+        if plan is not None and plan.steer:
+            plan.steer, plan.reason = False, (f"a {verb} answer was late (sent neutral): the "
+                                              "job was left to Volcano from then on")
+
+    def _prioritize(self, task: Any, is_offered: Callable[[str], bool],
+                    ticket: VerbTicket | None = None) -> bytes:
         job, rank, uid = task_identity(task)
         session = self._current(job)
         if session is None:
@@ -563,6 +589,8 @@ class ExtenderCore:
             return ABSTAIN
         who = task_key(task, uid)  # a replica without a UID must not share another's slot
         with self._lock:
+            if plan is not None and self._too_late(session, job, ticket, "prioritize"):
+                return ABSTAIN
             node = plan.node_for(who, rank, is_offered) if plan is not None and who else None
             if node is not None and plan is not None and not plan.replicas:
                 node = self._hold_rank(session, job, plan, rank, who, node)
@@ -575,8 +603,9 @@ class ExtenderCore:
         session.count("prioritize-steered")
         return orjson.dumps({"nodeScore": {node: PLANNED_SCORE}, "errorMessage": ""})
 
-    def predicate(self, body: dict[str, Any]) -> bytes:
-        """``predicate``: refuse a node outside the job's planned node set (job level)."""
+    def predicate(self, body: dict[str, Any], ticket: VerbTicket | None = None) -> bytes:
+        """``predicate``: refuse a node outside the job's planned node set (job level;
+        ``ticket``: the call's, :meth:`late_answer`)."""
         task = body.get("task")
         job = task.get("Job") if isinstance(task, dict) else None
         session = self._current(job if isinstance(job, str) else None)
@@ -587,6 +616,9 @@ class ExtenderCore:
         if not isinstance(job, str) or not isinstance(name, str):
             return FITS
         plan = self._steered(session, job)
+        with self._lock:
+            if plan is not None and self._too_late(session, job, ticket, "predicate"):
+                return FITS
         if plan is None or name in plan.nodes:
             return FITS
         session.count("predicate-refused")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from models.limits import MAX_NAME_CHARS, MAX_TASKS, LimitError, check_text, escape_text
-from solver.service.extender.protocol import task_identity
+from solver.service.extender.protocol import STATUS_RELEASING, task_identity
 
 
 @dataclass(frozen=True)
@@ -123,3 +123,24 @@ def describe_event(body: Any) -> str:
     parts = [f"{key}={escape_text(str(task.get(key)), 80)}" for key in ("Job", "UID", "Name")
              if task.get(key) is not None]
     return " ".join(parts) or "(task without Job, UID or Name)"
+
+
+def own_view_event(owners: dict[str, str], body: dict[str, Any], status: int | None
+                   ) -> dict[str, Any] | None:
+    """The stored cluster's cache event of an allocate (``status`` ``None``) or deallocate
+    event (own-view mode), ``owners`` the session's job -> owner uid; ``None`` when it
+    concerns no cached job (or the event is refused: dropped and counted by the verb)."""
+    try:
+        event = read_event(body, allocate=status is None)
+    except EventRefused:
+        return None
+    owner = owners.get(event.job)
+    rank, node = event.rank, event.node
+    if owner is None or rank is None:
+        return None
+    if status is None:
+        if node is None:
+            return None
+        return {"event": "bind", "owner-uid": owner, "rank": rank, "node": node}
+    kind = "evict" if status == STATUS_RELEASING else "discard"
+    return {"event": kind, "owner-uid": owner, "rank": rank}

@@ -17,7 +17,7 @@ import orjson
 
 from models.kube.jobs import GROUP_ANNOTATION, pod_record
 from models.kube.source import Diagnostics
-from models.kube.watch import strip_object, wanted
+from models.kube.watch import LAST_APPLIED, UNUSED, wanted
 from models.limits import escape_text
 
 #: Route prefix of the extender verbs (``extender.urlPrefix`` ends with it).
@@ -213,6 +213,27 @@ def parse_snapshot(raw: bytes, between: Callable[[], None] = _nothing) -> Any:
     return data
 
 
+def stripped_copy(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` without what the importer never reads, as
+    :func:`~models.kube.watch.strip_object` leaves it, but built from copies of the
+    dictionaries on the way (``obj`` is not changed): the parsed snapshot keeps the
+    dropped subtrees, which are freed with it in slices after the plan
+    (:func:`~solver.service.extender.answer.free_in_slices`) instead of one by one here,
+    before the plan (``managedFields`` alone is hundreds of objects per object)."""
+    out = dict(obj)
+    meta = out.get("metadata")
+    if isinstance(meta, dict):
+        meta = out["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+        annotations = meta.get("annotations")
+        if isinstance(annotations, dict) and LAST_APPLIED in annotations:
+            meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+    for path in UNUSED.get(str(out.get("kind")), ()):
+        parent = out.get(path[0])
+        if isinstance(parent, dict) and path[1] in parent:
+            out[path[0]] = {k: v for k, v in parent.items() if k != path[1]}
+    return out
+
+
 def _mapping(value: Any, where: str, errors: list[str], required: bool = True
              ) -> dict[str, Any]:
     if value is None and not required:
@@ -284,7 +305,7 @@ def snapshot_objects(data: Any, max_nodes: int, max_tasks: int,
         if lean:
             if not wanted(obj):
                 return
-            strip_object(obj)
+            obj = stripped_copy(obj)
         out.append((obj, where))
 
     for name, info in nodes.items():
@@ -297,7 +318,7 @@ def snapshot_objects(data: Any, max_nodes: int, max_tasks: int,
         if not isinstance(node, dict):
             errors.append(f"{where}.Node: expected a v1.Node object")
             continue
-        out.append((strip_object(dict(node, kind="Node")) if lean else dict(node, kind="Node"),
+        out.append((stripped_copy(dict(node, kind="Node")) if lean else dict(node, kind="Node"),
                     where))
         for uid, task in _mapping(record.get("Tasks"), f"{where}.Tasks", errors,
                                   required=False).items():
@@ -315,7 +336,7 @@ def snapshot_objects(data: Any, max_nodes: int, max_tasks: int,
             else:
                 pg = dict({k: v for k, v in group.items() if k != "Version"},
                           kind="PodGroup")
-                out.append((strip_object(pg) if lean else pg, where))
+                out.append((stripped_copy(pg) if lean else pg, where))
         for uid, task in _mapping(record.get("Tasks"), f"{where}.Tasks", errors,
                                   required=False).items():
             pod_of(task, f"{where}.Tasks[{escape_text(str(uid), 80)}]")

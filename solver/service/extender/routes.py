@@ -8,6 +8,7 @@ Volcano's allocate/deallocate events to it); :class:`PathToken` guards them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import logging
 import time
@@ -22,7 +23,7 @@ from starlette.background import BackgroundTask
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from solver.service.auth import PATH_AUTHORIZED
-from solver.service.extender.answer import QUIET_SHARE, AnswerGate
+from solver.service.extender.answer import QUIET_SHARE, AnswerGate, VerbTicket
 from solver.service.extender.core import ExtenderCore, Session
 from solver.service.extender.forward import CacheEventForwarder
 from solver.service.extender.protocol import (
@@ -79,10 +80,10 @@ class PathToken:
         await self.app(scope, receive, send)
 
 
-def _json(content: bytes, status: int = 200, background: BackgroundTask | None = None
-          ) -> Response:
+def _json(content: bytes, status: int = 200, background: BackgroundTask | None = None,
+          headers: dict[str, str] | None = None) -> Response:
     return Response(content, status_code=status, media_type="application/json",
-                    background=background)
+                    background=background, headers=headers)
 
 
 async def _read(request: Request, limit_mb: float, timeout: float) -> bytes:
@@ -207,10 +208,9 @@ def extender_router(core: ExtenderCore, pool: Any = None,
         session.timings["before-route"] = time.monotonic() - received
 
         def after_answer() -> None:
-            """The answer is on its way: the plan thread goes on, then collects."""
+            """The answer is on its way: the threads making way for it go on."""
             session.timings["sent"] = time.monotonic() - received
             gate.sent()
-            core.executor.submit(core.collect, gate)
 
         try:
             if config.cluster is None:
@@ -265,13 +265,45 @@ def extender_router(core: ExtenderCore, pool: Any = None,
             log.exception("extender %s failed: abstaining", verb)
             return _json(abstain)
 
-    @router.post("/prioritize", summary="Scores: the planned node wins")
-    async def prioritize(request: Request) -> Response:
-        raw = await _read(request, config.max_verb_mb, config.http_timeout)
+    async def on_time(request: Request, verb: str, work: Callable[[bytes, VerbTicket], bytes],
+                      neutral: bytes) -> Response:
+        """A per-task verb answered by :attr:`ExtenderConfig.answer_seconds` after its
+        first byte, like ``onSessionOpen``: ``work`` (the body, a ticket) runs in the parse
+        thread while every other thread makes way for the answer when it is due
+        (:class:`AnswerGate`); a body that has not arrived, or a ``work`` not done, by then
+        gets the ``neutral`` answer (Volcano's stock behaviour for the task) instead of a
+        408 after Volcano's own timeout, and the job is left to Volcano for the session
+        (:meth:`ExtenderCore.late_answer`), so its gang is not steered half-way."""
+        received = request.scope.get("state", {}).get("received", time.monotonic())
+        answer_by = received + config.answer_seconds - ANSWER_SLACK_SHARE * config.http_timeout
+        gate = AnswerGate(answer_by - QUIET_SHARE * config.http_timeout,
+                          longest_wait=config.http_timeout)
+        ticket = VerbTicket()
         try:
-            answer: Response = await off_loop(
-                guarded, "prioritize", lambda: core.prioritize_raw(raw), ABSTAIN)
+            try:
+                raw = await _read(request, config.max_verb_mb, answer_by - time.monotonic())
+            except BadRequest as exc:
+                if exc.status != 408:
+                    raise
+                core.late_answer(verb, ticket)
+                return _json(neutral, headers={"Connection": "close"})
+            wrapped = asyncio.get_running_loop().run_in_executor(
+                parser, guarded, verb, functools.partial(work, raw, ticket), neutral)
+            del raw
+            try:
+                answer: Response = await asyncio.wait_for(
+                    asyncio.shield(wrapped), max(0.0, answer_by - time.monotonic()))
+            except TimeoutError:
+                wrapped.add_done_callback(lambda f: f.exception())
+                core.late_answer(verb, ticket)
+                return _json(neutral)
             return answer
+        finally:
+            gate.sent()
+
+    def prioritize_work(raw: bytes, ticket: VerbTicket) -> bytes:
+        try:
+            return core.prioritize_raw(raw, ticket)
         except orjson.JSONDecodeError as exc:
             raise BadRequest(400, "malformed JSON", [f"request body: not JSON: {exc}"]) \
                 from None
@@ -279,10 +311,17 @@ def extender_router(core: ExtenderCore, pool: Any = None,
             raise BadRequest(exc.status, "too many values", exc.messages,
                              {"Connection": "close"}) from None
 
+    def predicate_work(raw: bytes, ticket: VerbTicket) -> bytes:
+        return core.predicate(parse_verb_body(raw, config.max_verb_values, "predicate"),
+                              ticket)
+
+    @router.post("/prioritize", summary="Scores: the planned node wins")
+    async def prioritize(request: Request) -> Response:
+        return await on_time(request, "prioritize", prioritize_work, ABSTAIN)
+
     @router.post("/predicate", summary="Job-level filter: nodes outside the planned set")
     async def predicate(request: Request) -> Response:
-        body = await small_body(request, "predicate")
-        return guarded("predicate", lambda: core.predicate(body), FITS)
+        return await on_time(request, "predicate", predicate_work, FITS)
 
     @router.post("/allocateFunc", summary="Volcano allocated a task")
     async def allocate(request: Request) -> Response:

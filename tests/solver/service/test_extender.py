@@ -275,6 +275,27 @@ def test_plan_late_session_answers_on_time(small: tuple[VolcanoCluster, Extender
                             content=orjson.dumps({"task": task, "nodes": _nodes(cluster)}))
         assert again.json() == ABSTAIN  # asked before the plan: abstains all session
 
+        # a prioritize whose work is not done by its answer time (0.7 s after its first
+        # byte) is answered neutral while the work is still stalled, not with a 408
+        # after Volcano's own timeout; the stalled work's result is not given
+        stalled, resumed, finished = threading.Event(), threading.Event(), threading.Event()
+        scored = core.prioritize_raw
+
+        def stalled_prioritize(*args: Any) -> bytes:
+            stalled.set()
+            resumed.wait(10)
+            finished.set()
+            return scored(*args)
+
+        core.prioritize_raw = stalled_prioritize  # type: ignore[method-assign]
+        late = client.post(f"{url}/volcano/prioritize",
+                           content=orjson.dumps({"task": task, "nodes": _nodes(cluster)}))
+        assert stalled.is_set() and not finished.is_set()  # answered while stalled
+        assert late.status_code == 200 and late.json() == ABSTAIN
+        resumed.set()
+        core.prioritize_raw = scored  # type: ignore[method-assign]
+        assert session.counts["prioritize-late"] == 1
+
         def broken(*args: Any) -> bytes:
             raise RuntimeError("a bug in the service")
 

@@ -7,9 +7,11 @@ about order (which piece started before or after the answer)."""
 
 from __future__ import annotations
 
+import gc
 import socket
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -51,26 +53,99 @@ def test_the_gate_waits_only_when_the_answer_is_due_and_unsent() -> None:
     assert gate.waits == 1
 
 
-def test_a_parsed_snapshot_is_freed_after_the_answer_not_before() -> None:
-    import weakref
+class Probe:
+    """An object put into the parsed snapshot, to see when and where it is."""
 
-    class Tree(dict):  # type: ignore[type-arg]
-        """A parsed snapshot that can be watched."""
 
-    gate = AnswerGate(10.0)
-    tree = Tree(Nodes={})
-    watch = weakref.ref(tree)
-    gate.free_later(tree)
-    del tree
-    assert watch() is not None  # kept while the answer is due
-    gate.sent()
-    gate.release()
-    assert watch() is None
-    late = Tree()
-    watch = weakref.ref(late)
-    gate.free_later(late)  # answered already: not kept
-    del late
-    assert watch() is None
+def _probed_parse(monkeypatch: pytest.MonkeyPatch, probe: Probe) -> None:
+    """The session's parse puts ``probe`` into the parsed snapshot (under a key the
+    import does not read), and keeps no other reference to it."""
+    real_parse = core_module.parse_snapshot
+    box = [probe]
+
+    def parse(raw: bytes, between: Any) -> Any:
+        data = real_parse(raw, between)
+        data["Probe"] = box.pop()
+        return data
+
+    monkeypatch.setattr(core_module, "parse_snapshot", parse)
+
+
+def test_a_sessions_cleanup_makes_way_for_a_newer_sessions_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Session 1's parsed snapshot is freed after its plan; session 2's answer is due
+    (on a fake clock) and not sent.  The freeing of session 1 (a GIL-holding stretch per
+    slice) waits until session 2's answer is sent, though session 1's own answer was
+    never due: the gate is the process's, not the session's."""
+    cluster = _cluster_and_devices(tmp_path)
+    core = core_module.ExtenderCore(ExtenderConfig(configmaps=(str(tmp_path),),
+                                                   engine="greedy", http_timeout=30.0),
+                                    clock=lambda: cluster.now)
+    probe = Probe()
+    freed_while_sent: list[bool] = []
+    consulted = threading.Event()
+    plan_thread: list[threading.Thread] = []
+
+    def fake_clock() -> float:  # session 2's clock: its quiet time has come
+        if threading.current_thread() in plan_thread:
+            consulted.set()  # the plan thread asked whether session 2's answer is due
+        return 5.0
+
+    newer = AnswerGate(1.0, clock=fake_clock, longest_wait=30)  # session 2's answer
+    weakref.finalize(probe, lambda: freed_while_sent.append(newer.is_sent))
+    _probed_parse(monkeypatch, probe)
+    del probe
+    body = orjson.dumps(volcano_snapshot(cluster))
+    own = AnswerGate()  # session 1's own answer: never due
+    session = core.begin()
+    worker = threading.Thread(target=core.open_session,
+                              args=(session, body, time.monotonic() + 30, own))
+    plan_thread.append(worker)
+    worker.start()
+    done = session.ready
+    while not (consulted.is_set() or (done.is_set() and not worker.is_alive())):
+        consulted.wait(0.01)
+    newer.sent()  # session 2's answer goes out
+    worker.join(30)
+    own.sent()
+    assert session.error is None and session.jobs
+    assert freed_while_sent == [True]  # freed, and only once session 2 had its answer
+    assert session.counts["made-way-for-answer"] >= 1
+
+
+def test_the_kept_snapshot_is_out_of_the_collectors_view_during_the_plan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the plan runs, the parsed snapshot is alive but frozen: no collection (an
+    automatic one, or the solver's own of generation 0) scans its objects with the GIL
+    held.  Afterwards it is freed and nothing stays frozen."""
+    cluster = _cluster_and_devices(tmp_path)
+    core = core_module.ExtenderCore(ExtenderConfig(configmaps=(str(tmp_path),),
+                                                   engine="greedy", http_timeout=30.0),
+                                    clock=lambda: cluster.now)
+    probe = Probe()
+    watch = weakref.ref(probe)
+    _probed_parse(monkeypatch, probe)
+    del probe
+    seen: list[tuple[bool, bool]] = []  # (alive, in a generation the collector scans)
+    plan = core._plan
+
+    def planning(*args: Any) -> None:
+        alive = watch()
+        seen.append((alive is not None,
+                     any(obj is alive for obj in gc.get_objects()) if alive else False))
+        del alive
+        plan(*args)
+
+    monkeypatch.setattr(core, "_plan", planning)
+    session = core.begin()
+    own = AnswerGate()  # an answer not sent yet, as over HTTP when the plan is quick
+    core.open_session(session, orjson.dumps(volcano_snapshot(cluster)),
+                      time.monotonic() + 30, own)
+    own.sent()
+    assert session.error is None and session.jobs
+    assert seen == [(True, False)]
+    assert watch() is None and gc.get_freeze_count() == 0
+    assert "free" in session.timings
 
 
 def test_the_answer_leaves_while_the_parse_goes_on_and_no_piece_starts_in_its_way(
@@ -130,8 +205,8 @@ def test_the_answer_leaves_while_the_parse_goes_on_and_no_piece_starts_in_its_wa
         assert session.error is None and session.jobs  # the plan went on and was made
         # no piece started between the quiet time and the answer
         assert (True, False) not in pieces, pieces
-        core.executor.submit(lambda: None).result(30)  # the collection after the plan
-        assert collected == [True]  # the full collection waited for the answer
+        core.executor.submit(lambda: None).result(30)  # the session's thread is done
+        assert collected == []  # no full collection (it freed nothing, held the GIL long)
 
 
 def test_the_answer_clock_starts_at_the_first_byte(tmp_path: Path) -> None:
