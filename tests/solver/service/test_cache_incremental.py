@@ -126,7 +126,7 @@ def _deltas(scenario: Scenario, seed: int, count: int) -> list[dict[str, Any]]:
             if change != "name":
                 delta["jobs-removed"] = [job.name]
             delta["jobs-submitted"] = [again]  # "name": a second job of that name
-        if rng.random() < 0.4:
+        if rng.random() < 0.25:
             delta.update(_running_change(rng, scenario.nodes, running, jobs))
         out.append(delta)
     return out
