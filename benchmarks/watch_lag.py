@@ -251,7 +251,12 @@ def run(nodes: int, rates: list[int], seconds: float, interval: float,
         if time.perf_counter() - wall > 600:
             break
     watcher.coalescer.wait_idle(600)
-    out["resync"] = {"changes": resync_pods, "wall": round(time.perf_counter() - wall, 2),
+    counts = watcher.counts()
+    out["resync"] = {"changes": resync_pods, "completed": watcher.patches > patches,
+                     "gone": counts["gone"] - gone, "empty-sends": watcher.empty,
+                     "failed-builds": watcher.failed_builds,
+                     "coalescer-errors": watcher.coalescer.last_error,
+                     "wall": round(time.perf_counter() - wall, 2),
                      "cpu": round(time.process_time() - cpu, 2),
                      "patches": watcher.patches - patches, "puts-total": watcher.puts,
                      **_cpu_figures(watcher),
