@@ -134,11 +134,8 @@ def _child(conn: Connection, nodes: int, realistic: bool) -> None:
 
 def _rss_mb(key: str = "VmRSS") -> float:
     """This process's resident memory (``VmRSS``) or its peak (``VmHWM``) in MB."""
-    with open("/proc/self/status", encoding="ascii") as handle:
-        for line in handle:
-            if line.startswith(key + ":"):
-                return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
+    kb = MemoryProbe._status_kb(key)
+    return round(kb / 1024, 1) if kb is not None else 0.0
 
 
 def _load() -> str:

@@ -35,6 +35,10 @@ each paying only for what changed:
     unchanged owner's map, and when no job changed the rules are not run again and only
     the jobs whose owner's live entries changed get a new origin.  The first cache event
     after a ``PUT`` whose section is not in the order the cache writes writes it whole.
+    Jobs and running jobs removed and submitted (a watcher's pod events) check only the
+    rules the submitted items take part in (:func:`models.validation.submitted_shapes`)
+    and compile only the submitted jobs that differ from the removed ones; a job
+    submitted again unchanged, or moved by ``jobs-order``, keeps its compiled view.
 ``structure``
     Nodes were added or removed, or a node's ``npus``, ``super-pod-id``, ``rack-id`` or
     ``labels`` changed: the in-memory scenario is compiled again (no JSON parsing).
@@ -57,7 +61,7 @@ keeps one cache per stored cluster next to its :class:`ClusterStore`
 drops it on a ``PUT`` or ``DELETE``.  A delta leaves it in place; the solve decides what
 still fits the new problem (:mod:`solver.reuse`, :mod:`solver.model.reuse`).
 
-Why this file is long: (about 760 lines) applying a delta (the section edits, the cache
+Why this file is long: (about 900 lines) applying a delta (the section edits, the cache
 events and one function per tier) and the cluster that holds the result share the
 private records of one application (:class:`_Edit`, :class:`_CacheChange`,
 :class:`_Applied`); the cache section's incremental view is
