@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from benchmarks.generators import FAMILIES, GenParams, case_name, generate_case
+from benchmarks.outputs import save_figure
 from models.compiled import Problem, compile_scenario
 from solver.doors import extra_hint
 from solver.engine import WORKER_THREAD_NAME
@@ -41,7 +42,7 @@ from solver.facade import preload, solve
 BUDGETS: tuple[float, ...] = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 #: Jobs per batch at a scale (as the full suite: 10 at 4,096 nodes, 11 at 8,192; as the
 #: scale suite above: 16).
-BATCH_JOBS = {4096: 10, 8192: 11, 16384: 16, 32768: 16, 65536: 16}
+BATCH_JOBS = {4096: 10, 8192: 11, 12288: 16, 16384: 16, 24576: 16, 32768: 16, 65536: 16}
 
 COLUMNS = ("instance", "family", "nodes", "jobs", "budget", "wall-seconds", "overrun-ms",
            "engine", "status", "objective", "greedy-objective", "gain", "origin-hits",
@@ -224,6 +225,27 @@ def goal_summary(rows: list[dict[str, Any]], short: float = 1.0) -> str:
             f"calls returned with a search running: {running}")
 
 
+def size_table(rows: list[dict[str, Any]], budget: float) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the share of the best-known gain captured at ``budget``: one row
+    per node count, one column per family (the median over seeds), then the median and
+    the worst over every instance of that size ("-": no budget beat greedy)."""
+    add_shares(rows)
+    families = [f for f in FAMILIES if any(r["family"] == f for r in rows)]
+    table = []
+    for nodes in sorted({int(r["nodes"]) for r in rows}):
+        at = [r for r in rows if int(r["nodes"]) == nodes and float(r["budget"]) == budget]
+        cells = []
+        for family in families:
+            shares = [float(r["share-captured"]) for r in at
+                      if r["family"] == family and r.get("share-captured") is not None]
+            cells.append(f"{100 * statistics.median(shares):.0f} %" if shares else "-")
+        shares = [float(r["share-captured"]) for r in at if r.get("share-captured") is not None]
+        summary = (f"{100 * statistics.median(shares):.0f} % / {100 * min(shares):.0f} %"
+                   if shares else "-")
+        table.append([f"{nodes:,}", *cells, summary])
+    return ["nodes", *families, "median / worst"], table
+
+
 def gap_table(rows: list[dict[str, Any]]) -> list[list[str]]:
     """One row per instance: the answer's gap at every budget of the run, in percent."""
     budgets = sorted({float(r["budget"]) for r in rows})
@@ -267,6 +289,10 @@ def write_report(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Pat
                               VIOLATION_HEADER))
     else:
         text.append("None: no instance got a worse answer from a longer budget.")
+    for budget in sorted({float(r["budget"]) for r in rows})[:-1]:
+        header, table = size_table(rows, budget)
+        text += ["", f"## Share of the best gain at {budget:g} s, per size and family", "",
+                 _markdown(table, header)]
     text += ["", "## Gap to the bound", "",
              "Per instance and budget, the answer's relative gap to its bound "
              "(`(bound - objective) / bound`; - : no bound).", "",
@@ -281,21 +307,13 @@ def write_report(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Pat
     return report
 
 
-def plot_anytime(rows: list[dict[str, Any]], path: Path) -> bool:
-    """Median share of the best-known gain captured, and origin hit rate, per budget."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("plots skipped: " + extra_hint("plot", "matplotlib"), file=sys.stderr)
-        return False
+def anytime_series(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    """What :func:`plot_anytime` draws, per family: the budgets, the median share of the
+    best-known gain captured (%, ``nan`` where no instance has a gain) and the mean origin
+    hit rate (%) at each budget."""
     add_shares(rows)
-    deterministic = not overrun_known(rows)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    families = sorted({str(r["family"]) for r in rows})
-    for family in families:
+    series: dict[str, dict[str, list[float]]] = {}
+    for family in sorted({str(r["family"]) for r in rows}):
         mine = [r for r in rows if r["family"] == family]
         budgets = sorted({float(r["budget"]) for r in mine})
         share = []
@@ -307,8 +325,27 @@ def plot_anytime(rows: list[dict[str, Any]], path: Path) -> bool:
             share.append(100 * statistics.median(shares) if shares else float("nan"))
             hits.append(statistics.mean(
                 int(r["origin-hits"]) / max(1, int(r["origin-candidates"])) for r in at) * 100)
-        ax1.plot(budgets, share, marker="o", label=family)
-        ax2.plot(budgets, hits, marker="o", label=family)
+        series[family] = {"budget": budgets, "share": share, "hit-rate": hits}
+    return series
+
+
+def plot_anytime(rows: list[dict[str, Any]], path: Path,
+                 metadata: dict[str, str] | None = None) -> bool:
+    """Median share of the best-known gain captured, and origin hit rate, per budget
+    (:func:`anytime_series`); ``metadata``: text chunks of the PNG."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("plots skipped: " + extra_hint("plot", "matplotlib"), file=sys.stderr)
+        return False
+    deterministic = not overrun_known(rows)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for family, line in anytime_series(rows).items():
+        ax1.plot(line["budget"], line["share"], marker="o", label=family)
+        ax2.plot(line["budget"], line["hit-rate"], marker="o", label=family)
     for ax in (ax1, ax2):
         ax.set_xscale("log")
         ax.set_xlabel("budget (CP-SAT deterministic time)" if deterministic else
@@ -320,7 +357,7 @@ def plot_anytime(rows: list[dict[str, Any]], path: Path) -> bool:
     ax1.set_title("share of the best gain over greedy")
     ax2.set_title("origin hits")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110, metadata=metadata)
     plt.close(fig)
     return True
 

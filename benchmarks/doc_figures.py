@@ -18,6 +18,12 @@ stored results, and the transcript of the import walkthrough (the commands run a
 runs them, wall times elided).  Every block ends with the command and the code version
 that made it.
 
+A *measured* figure (:mod:`benchmarks.measured_figures`: the many-seed replays, the
+anytime curve and the benchmark table at scale) is a run too long to repeat on every
+change: ``--measure`` runs it and stores its rows, command, commit, date and load in
+``docs/figures/NAME.json``; without ``--measure`` its table and plot are made again from
+that file (the PNG records the file's hash), and ``--check`` compares them with it.
+
 A figure with plots draws them from one replay with its table and stores the data series
 the plots draw beside the PNG files (``docs/figures/NAME.json``), so that a test compares
 the series, not the pixels.  Without ``--check`` the blocks, series and PNG files are
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 import os
 import re
@@ -44,6 +51,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
+from benchmarks import measured_figures
+from benchmarks.measured_figures import Measured
 from benchmarks.outputs import write_output
 from benchmarks.regression import read_baseline_file
 from models.documents import read_text
@@ -69,7 +78,8 @@ class Figure:
 
     A figure with ``series`` has plots too: ``series()`` gives the data the plots draw,
     stored beside them as ``docs/figures/NAME.json`` (checked like the block), and
-    ``draw(folder)`` writes the PNG files from the same data.
+    ``draw(folder)`` writes the PNG files from the same data.  A ``measured`` figure's
+    block and plot are made from its stored run (:mod:`benchmarks.measured_figures`).
     """
 
     name: str
@@ -79,6 +89,8 @@ class Figure:
     about: str
     series: Callable[[], dict[str, Any]] | None = None
     draw: Callable[[Path], list[str]] | None = None
+    measured: Measured | None = None
+    plots: tuple[str, ...] = ()
 
 
 def code_version() -> str:
@@ -101,14 +113,29 @@ def made_by(figure: Figure) -> str:
             "what the code gives, on every CI run.*")
 
 
-def block_text(figure: Figure) -> str:
-    """What the figure's block holds: the figure, then :func:`made_by`."""
+def block_text(figure: Figure, docs: Path = DOCS) -> str:
+    """What the figure's block holds: the figure, then :func:`made_by` (a measured
+    figure's from its data file in ``docs/figures``)."""
+    if figure.measured is not None:
+        return measured_figures.block(figure.name, figure.measured, docs)
     return figure.make() + "\n\n" + made_by(figure)
 
 
 def series_file(figure: Figure, docs: Path = DOCS) -> Path:
     """Where the figure's plot series are stored: ``docs/figures/NAME.json``."""
     return docs / "figures" / f"{figure.name}.json"
+
+
+def plots_drawn_from_series(figure: Figure, docs: Path = DOCS) -> bool:
+    """Whether every PNG of the figure records the hash of its stored series file (it
+    was drawn from that file as it is)."""
+    stored = series_file(figure, docs)
+    if not stored.is_file():
+        return False
+    digest = "sha256:" + hashlib.sha256(stored.read_bytes()).hexdigest()
+    return all((docs / "figures" / name).is_file() and measured_figures.png_text(
+        docs / "figures" / name).get(measured_figures.SOURCE_KEY) == digest
+        for name in figure.plots)
 
 
 def series_text(figure: Figure) -> str:
@@ -149,9 +176,19 @@ def _day_series(example: str) -> dict[str, Any]:
 
 
 def _draw_day(example: str, folder: Path) -> list[str]:
-    from benchmarks.replay.report import write_plots
+    """The day's two plots drawn from its stored series (``folder/replay-NAME.json``),
+    each PNG recording that file's hash (:data:`measured_figures.SOURCE_KEY`)."""
+    from benchmarks.replay.report import draw_plots
+    from benchmarks.replay.run import ReplayOptions
 
-    return write_plots(_replay(example), folder, prefix=f"replay-{example}-")
+    stored = folder / f"replay-{example}.json"
+    series = json.loads(read_text(stored))["series"]
+    order = {engine: i for i, engine in enumerate(ReplayOptions().engines)}
+    for key in ("pulled-gb", "hit-rate"):  # the table's engine order (the file's is sorted)
+        series[key] = dict(sorted(series[key].items(), key=lambda kv: order.get(kv[0], 99)))
+    digest = "sha256:" + hashlib.sha256(stored.read_bytes()).hexdigest()
+    return draw_plots(series, folder, prefix=f"replay-{example}-",
+                      metadata={measured_figures.SOURCE_KEY: digest})
 
 
 def _plot_links(example: str) -> str:
@@ -418,12 +455,23 @@ def _plan_table() -> str:
 # --------------------------------------------------------------------------- registry
 
 
+def measured(name: str, page: str, spec: Measured) -> Figure:
+    """A measured figure: made from ``docs/figures/NAME.json`` (fast), measured again by
+    ``--measure`` (slow)."""
+    def make() -> str:
+        return measured_figures.block(name, spec, DOCS)
+
+    return Figure(name, page, False, make, f"measured: {spec.command()}", measured=spec)
+
+
 def _figures() -> dict[str, Figure]:
     def day(example: str, make: Callable[[], str]) -> Figure:
         return Figure(f"replay-{example}", "replay.md", True, make,
                       f"npu-place replay --example {example} (summary table and plots)",
                       series=lambda: _day_series(example),
-                      draw=lambda folder: _draw_day(example, folder))
+                      draw=lambda folder: _draw_day(example, folder),
+                      plots=tuple(f"replay-{example}-{plot}.png"
+                                  for plot in ("pulled-gb", "hit-rate")))
 
     figures = [
         day("sharing-850", lambda: _day_table("sharing-850")),
@@ -443,6 +491,12 @@ def _figures() -> dict[str, Figure]:
                  lambda block=block: _walkthrough(block),  # type: ignore[misc]
                  f"the import walkthrough: {'; '.join(WALKTHROUGH[block])}")
           for block in WALKTHROUGH),
+        *(measured(f"replay-seeds-{example}", "replay-figures.md",
+                   measured_figures.replay_seeds(example, seeds, 2))
+          for example, seeds in (("sharing-850", "0-31"), ("faults-950-multilevel", "0-31"),
+                                 ("vnpu-inference-day", "0-15"))),
+        measured("scale-anytime", "scale.md", measured_figures.anytime_scale()),
+        measured("scale-bench", "scale.md", measured_figures.bench_scale()),
     ]
     return {f.name: f for f in figures}
 
@@ -471,6 +525,24 @@ def replace_block(text: str, name: str, content: str) -> str:
     return pattern.sub(lambda _m: f"{begin}\n\n{content}\n\n{end}", text, count=1)
 
 
+def _measured_files(figure: Figure, spec: Measured, docs: Path, measure: bool,
+                    check: bool) -> int:
+    """Run a measured figure's benchmark (``measure``) and draw its PNG from the data
+    file when the PNG was drawn from other data; 1 when the PNG differed."""
+    if measure:
+        print(f"{figure.name}: running {spec.command()} ...", flush=True)
+        stored = measured_figures.measure(figure.name, spec, docs)
+        print(f"{figure.name}: {stored} written")
+    if spec.plot is None or measured_figures.png_is_current(figure.name, docs):
+        return 0
+    if check:
+        print(f"{figure.name}: {measured_figures.png_path(figure.name, docs)} was not drawn "
+              f"from {measured_figures.data_path(figure.name, docs)} as it is")
+    else:
+        print(f"{figure.name}: {measured_figures.draw(figure.name, spec, docs)} drawn")
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Rewrite (or check) the figure blocks of the manual."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.doc_figures",
@@ -480,6 +552,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 when a block differs from its command")
     parser.add_argument("--fast", action="store_true", help="skip the slow figures")
+    parser.add_argument("--measure", action="store_true",
+                        help="run the named measured figures' benchmarks again (minutes to "
+                             "an hour each) and store their data before making them")
     parser.add_argument("--list", action="store_true", help="list the figures and exit")
     parser.add_argument("--docs", type=Path, default=DOCS, help="the manual's folder")
     args = parser.parse_args(argv)
@@ -493,24 +568,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(FIGURES)}")
     chosen = [FIGURES[n] for n in args.names] if args.names else [
         f for f in FIGURES.values() if not (args.fast and f.slow)]
+    if args.measure:
+        unmeasured = [f.name for f in chosen if f.measured is None]
+        if not args.names or unmeasured or args.check:
+            parser.error("--measure: name measured figures only, without --check (measured: "
+                         f"{', '.join(n for n, f in FIGURES.items() if f.measured)})")
     differ = 0
     for figure in chosen:
         page = args.docs / figure.page
-        made = block_text(figure)
+        if figure.measured is not None:
+            differ += _measured_files(figure, figure.measured, args.docs, args.measure,
+                                      args.check)
+        made = block_text(figure, args.docs)
         text = read_text(page)  # after the (slow) make: edits meanwhile are kept
         new = replace_block(text, figure.name, made)
         if figure.series is not None:
             data, stored = series_text(figure), series_file(figure, args.docs)
-            if not stored.is_file() or read_text(stored) != data:
+            rewritten = not stored.is_file() or read_text(stored) != data
+            if rewritten:
                 differ += 1
                 if args.check:
                     print(f"{figure.name}: {stored} differs from the series the code gives")
                 else:
                     stored.parent.mkdir(parents=True, exist_ok=True)
                     write_output(stored, data)  # no symbolic link followed
+                    print(f"{figure.name}: {stored} rewritten")
+            if rewritten or not plots_drawn_from_series(figure, args.docs):
+                differ += 0 if rewritten else 1
+                if args.check:
+                    print(f"{figure.name}: {', '.join(figure.plots)} not drawn from {stored}")
+                else:
                     assert figure.draw is not None
-                    drawn = figure.draw(stored.parent)
-                    print(f"{figure.name}: {stored} and {', '.join(drawn)} rewritten")
+                    print(f"{figure.name}: {', '.join(figure.draw(stored.parent))} drawn")
         if new == text:
             print(f"{figure.name}: unchanged")
             continue

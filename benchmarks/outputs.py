@@ -131,7 +131,12 @@ def write_output(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def save_figure(fig: Any, path: Path, dpi: int) -> None:
-    """Save a matplotlib figure as PNG to ``path`` through :func:`open_output`."""
+def save_figure(fig: Any, path: Path, dpi: int, metadata: dict[str, str] | None = None
+                ) -> None:
+    """Save a matplotlib figure as PNG to ``path`` through :func:`open_output`.
+
+    ``metadata`` becomes text chunks of the PNG (matplotlib's ``savefig(metadata=)``): the
+    manual's plots record there the hash of the data file they were drawn from.
+    """
     with open_output(path, binary=True) as handle:
-        fig.savefig(handle, format="png", dpi=dpi)
+        fig.savefig(handle, format="png", dpi=dpi, metadata=metadata)

@@ -576,6 +576,58 @@ def render_report(rows: Sequence[dict[str, str]], meta: dict[str, str]) -> str:
 # --------------------------------------------------------------------------- plots
 
 
+def hit_rate_series(ps: Sequence[Pair]) -> dict[str, dict[str, list[float]]]:
+    """What ``hit_rate_by_scale.png`` draws, per family: the scales and, at each, the
+    origin hit rate (%) of greedy, CP-SAT, the achievable bound and the proven optimum
+    over the instances CP-SAT proved optimal (``nan`` where none was)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for family in [f for f in FAMILIES if any(p.family == f for p in ps)]:
+        scales = sorted({p.scale for p in ps if p.family == family})
+        series: dict[str, list[float]] = {"scale": [float(s) for s in scales], "greedy": [],
+                                          "cpsat": [], "achievable": [], "optimum": []}
+        for scale in scales:
+            cell = [p for p in ps if p.family == family and p.scale == scale]
+            cand = sum(int(p.greedy["origin-candidates"]) for p in cell) or 1
+            series["greedy"].append(100 * sum(int(p.greedy["origin-hits"]) for p in cell) / cand)
+            series["cpsat"].append(100 * sum(int(p.cpsat["origin-hits"]) for p in cell) / cand)
+            proven = [p for p in cell if p.cpsat["status"] == "optimal"]
+            pcand = sum(int(p.cpsat["origin-candidates"]) for p in proven)
+            series["optimum"].append(100 * sum(int(p.cpsat["origin-hits"]) for p in proven)
+                                     / pcand if pcand else float("nan"))
+            series["achievable"].append(
+                100 * sum(int(p.greedy["achievable-origin-hits"]) for p in cell) / cand)
+        out[family] = series
+    return out
+
+
+def plot_hit_rate_by_scale(series: dict[str, dict[str, list[float]]], path: Path,
+                           metadata: dict[str, str] | None = None) -> None:
+    """``hit_rate_by_scale.png``: :func:`hit_rate_series` of each family in a panel;
+    ``metadata``: text chunks of the PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(series), figsize=(3.2 * len(series), 3.2),
+                             squeeze=False, sharey=True)
+    for ax, (family, line) in zip(axes[0], series.items(), strict=True):
+        scales = line["scale"]
+        ax.plot(scales, line["achievable"], "k--", label="achievable")
+        ax.plot(scales, line["greedy"], "o-", label="greedy")
+        ax.plot(scales, line["cpsat"], "s-", label="CP-SAT")
+        ax.plot(scales, line["optimum"], "kx", label="proven optimum (proven inst.)")
+        ax.set_xscale("log", base=2)
+        ax.set_title(family)
+        ax.set_xlabel("nodes (scale)")
+        ax.set_ylim(0, 105)
+    axes[0][0].set_ylabel("origin hit rate (%)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=110, metadata=metadata)
+    plt.close(fig)
+
+
 def write_plots(rows: Sequence[dict[str, str]], out_dir: Path, err: TextIO | None = None
                 ) -> list[Path]:
     """Write the three PNG plots; return their paths.
@@ -598,38 +650,8 @@ def write_plots(rows: Sequence[dict[str, str]], out_dir: Path, err: TextIO | Non
     written: list[Path] = []
 
     # 1. hit rate vs the achievable bound, by scale, per family
-    families = [f for f in FAMILIES if any(p.family == f for p in ps)]
-    fig, axes = plt.subplots(1, len(families), figsize=(3.2 * len(families), 3.2),
-                             squeeze=False, sharey=True)
-    for ax, family in zip(axes[0], families, strict=True):
-        scales = sorted({p.scale for p in ps if p.family == family})
-        series: dict[str, list[float]] = {"greedy": [], "cpsat": [], "achievable": [],
-                                          "optimum": []}
-        for scale in scales:
-            cell = [p for p in ps if p.family == family and p.scale == scale]
-            cand = sum(int(p.greedy["origin-candidates"]) for p in cell) or 1
-            series["greedy"].append(100 * sum(int(p.greedy["origin-hits"]) for p in cell) / cand)
-            series["cpsat"].append(100 * sum(int(p.cpsat["origin-hits"]) for p in cell) / cand)
-            proven = [p for p in cell if p.cpsat["status"] == "optimal"]
-            pcand = sum(int(p.cpsat["origin-candidates"]) for p in proven)
-            series["optimum"].append(100 * sum(int(p.cpsat["origin-hits"]) for p in proven)
-                                     / pcand if pcand else float("nan"))
-            series["achievable"].append(
-                100 * sum(int(p.greedy["achievable-origin-hits"]) for p in cell) / cand)
-        ax.plot(scales, series["achievable"], "k--", label="achievable")
-        ax.plot(scales, series["greedy"], "o-", label="greedy")
-        ax.plot(scales, series["cpsat"], "s-", label="CP-SAT")
-        ax.plot(scales, series["optimum"], "kx", label="proven optimum (proven inst.)")
-        ax.set_xscale("log", base=2)
-        ax.set_title(family)
-        ax.set_xlabel("nodes (scale)")
-        ax.set_ylim(0, 105)
-    axes[0][0].set_ylabel("origin hit rate (%)")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
     path = out_dir / "hit_rate_by_scale.png"
-    save_figure(fig, path, dpi=110)
-    plt.close(fig)
+    plot_hit_rate_by_scale(hit_rate_series(ps), path)
     written.append(path)
 
     # 2. wall time vs nodes, log-log

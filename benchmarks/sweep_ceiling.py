@@ -47,6 +47,8 @@ from benchmarks.generators import GenParams, case_name, generate_case
 from benchmarks.outputs import open_output, write_output
 from models.documents import dump_data, read_text
 
+#: Bytes of a memory page (minor page faults count pages first touched).
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 #: The families of the default grid (four cells each by default: 16 cells).
 FAMILIES = ("950", "a3", "multilevel", "ordinary")
 
@@ -61,6 +63,8 @@ class Run:
     cpu: float
     peak_mb: float
     code: int
+    #: memory the process touched for the first time (minor page faults × page size, MB)
+    faulted_mb: float = 0.0
 
 
 def write_cells(folder: Path, families: list[str], seeds: list[int], nodes: int,
@@ -91,9 +95,10 @@ def write_grid(path: Path, families: list[str], seeds: list[int], nodes: int, jo
 
 
 def _run_process(command: list[str], log: Path | None = None
-                 ) -> tuple[float, float, float, int]:
+                 ) -> tuple[float, float, float, int, float]:
     """Run ``command`` (its output to ``log``, else dropped); ``(wall s, CPU s of it and
-    the children it waited for, peak RSS MB of the largest, exit code)``."""
+    the children it waited for, peak RSS MB of the largest, exit code, MB of memory
+    first touched: minor page faults × page size)``."""
     with (open_output(log) if log is not None else contextlib.nullcontext()) as sink:
         started = time.perf_counter()
         process = subprocess.Popen(command, stdout=sink or subprocess.DEVNULL,
@@ -102,7 +107,7 @@ def _run_process(command: list[str], log: Path | None = None
         wall = time.perf_counter() - started
     process.returncode = os.waitstatus_to_exitcode(status)
     return (wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
-            process.returncode)
+            process.returncode, usage.ru_minflt * PAGE_BYTES / 2**20)
 
 
 def run_lanes(cells: list[tuple[str, GenParams, Path]], lanes: int, deterministic_time: float,
@@ -126,11 +131,11 @@ def run_lanes(cells: list[tuple[str, GenParams, Path]], lanes: int, deterministi
                        "cpsat", "--time-limit", f"{time_limit:g}", "--deterministic-time",
                        f"{deterministic_time:g}", "--workers", "1", "--seed", "0",
                        "--output", str(answers / f"{name}.json")]
-            wall, cpu, peak, code = _run_process(command)
+            wall, cpu, peak, code, faulted = _run_process(command)
             print(f"  lane {index}: {name} {wall:.1f} s wall, {cpu:.2f} s CPU, exit {code}",
                   flush=True)
             with lock:
-                runs.append(Run(name, index, wall, cpu, peak, code))
+                runs.append(Run(name, index, wall, cpu, peak, code, faulted))
 
     started = time.perf_counter()
     threads = [threading.Thread(target=lane, args=(i,)) for i in range(lanes)]
@@ -147,7 +152,7 @@ def run_sweep(grid: Path, out: Path, workers: int) -> tuple[float, float, float,
     command = [sys.executable, "-m", "solver.cli", "sweep", str(grid), "--out", str(out),
                "--dask-workers", str(workers), "--force"]
     log = out.parent / "sweep.log"
-    wall, cpu, _, code = _run_process(command, log)
+    wall, cpu, _, code, _ = _run_process(command, log)
     text = read_text(log)
     summary = next((line for line in text.splitlines() if line.startswith("sweep ")),
                    text[-500:])
@@ -215,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     by_name = {r.name: r for r in pair}
     solo = {r.name: r for r in alone}
     header = ["cell", "plan CPU s (side by side)", "plan CPU s (alone)", "plan peak MB",
+              "plan MB first touched",
               "sweep cell CPU s", "sweep solve CPU s", "around the solve s",
               "plan process beyond the sweep's solve s"]
     table: list[list[str]] = []
@@ -228,17 +234,23 @@ def main(argv: list[str] | None = None) -> int:
             beyond.append(run.cpu - solve_cpu)
         table.append([name, f"{run.cpu if run else float('nan'):.2f}",
                       f"{solo[name].cpu if name in solo else float('nan'):.2f}",
-                      f"{run.peak_mb if run else float('nan'):.0f}", f"{cell_cpu:.2f}",
+                      f"{run.peak_mb if run else float('nan'):.0f}",
+                      f"{run.faulted_mb if run else float('nan'):.0f}", f"{cell_cpu:.2f}",
                       f"{solve_cpu:.2f}", f"{cell_cpu - solve_cpu:.3f}",
                       f"{(run.cpu - solve_cpu) if run else float('nan'):.2f}"])
     ratio = ceiling_wall / sweep_wall
+    outside = sweep_cpu - sum(float(row.get("cell-cpu-seconds") or "nan")
+                              for row in rows.values())
     lines = [markdown_table(header, table), "", f"ceiling wall / sweep wall: **{ratio:.3f}** "
               f"({ceiling_wall:.1f} s / {sweep_wall:.1f} s; without the sweep's cluster start "
               f"{ceiling_wall / max(1e-9, sweep_wall - startup):.3f})",
               f"sweep: CPU around the solve per cell, median {_median(around):.3f} s, "
               f"max {max(around, default=float('nan')):.3f} s",
               f"plan process: CPU beyond the sweep's solve of the same cell, median "
-              f"{_median(beyond):.2f} s (imports, reading, writing the answer)"]
+              f"{_median(beyond):.2f} s (imports, reading, writing the answer)",
+              f"sweep CPU outside its cells (imports of the sweep, the scheduler, the "
+              f"nannies and workers, the report and plots): {outside:.1f} s; plan "
+              f"processes' CPU outside the sweep's solves: {sum(beyond):.1f} s"]
     if alone:
         slow = [by_name[n].cpu / solo[n].cpu for n in solo if n in by_name and solo[n].cpu]
         lines.append(f"plan CPU side by side / alone, per cell: median {_median(slow):.3f}, "

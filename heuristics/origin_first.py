@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from models.errors import OutOfTime
 from models.objective import ResolvedWeights, evaluate, resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
+from models.search_size import search_size
 
 #: The multilevel passes of the construction, in the order they run (a wall-clock
 #: deadline keeps the best of those finished): ``(hold_back, guided, smallest_first)`` of
@@ -47,13 +49,25 @@ from models.plan import Plan, to_placement
 MULTILEVEL_PASSES: tuple[tuple[bool | None, bool, bool], ...] = (
     (None, False, False), (False, True, True), (False, False, False), (True, False, False),
     (False, True, False), (True, True, False))
-#: The pass with the smallest jobs first runs on problems of at least this many nodes
-#: only.  On 8,192-node batches (seeds 5151 and 6262, not tuned on) it raised the
-#: answers at deterministic time 0.2 but the search from its start ended lower (the
-#: 10-s answer 14 % and 5 % of the gain below the older start's); on 16,384-node batches
-#: it kept the 10-s answer (0 % and −0.25 %) and raised the 1-s CPU share from 85 % to
-#: 99 % on one of them (docs/scale.md, *Multilevel short budgets*).
-SMALLEST_FIRST_MIN_NODES = 16384
+#: The pass with the smallest jobs first runs when the multilevel jobs' part of a
+#: whole-batch model would hold at least this many (job, cell) pairs
+#: (:attr:`models.search_size.SearchSize.tree_pairs`), not by the node count.  Below it
+#: the search from the older start repairs what that start misses, and the start of
+#: this pass led it to a worse optimum: on 8,192-node batches (seeds 5151 and 6262, not
+#: tuned on; 31,933 and 33,638 pairs) it raised the answers at deterministic time 0.2
+#: but the 10-s answer ended 14 % and 5 % of the gain below the older start's.  From
+#: there the start decides: on 16,384-node batches (78,448 and 82,288 pairs) the steps
+#: that repair the older start come after a short budget's end (the whole-batch phase
+#: found nothing better in 9.1 deterministic seconds on seed 4242), and this pass kept
+#: the 10-s answer (0 % and -0.25 %) and raised the 1-s CPU share from 85 % to 99 % on
+#: one of them (docs/scale.md, *Multilevel short budgets*).
+SMALLEST_FIRST_MIN_PAIRS = 50_000
+
+
+def smallest_first_pays(problem: Problem) -> bool:
+    """Whether the multilevel construction runs its pass with the smallest jobs first on
+    ``problem`` (:data:`SMALLEST_FIRST_MIN_PAIRS`)."""
+    return search_size(problem).tree_pairs >= SMALLEST_FIRST_MIN_PAIRS
 
 
 def _usable(problem: Problem, job: JobView, free: np.ndarray) -> np.ndarray:
@@ -333,26 +347,54 @@ def _check_deadline(deadline: float | None) -> None:
 
 
 def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = None,
-                      weights: ResolvedWeights | None = None, multilevel: bool = True) -> Plan:
+                      weights: ResolvedWeights | None = None, multilevel: bool = True,
+                      search_start: bool = False) -> Plan:
     """Re-place the hard super-pod, 950 and ordinary jobs of ``base`` origin-first
-    (:func:`_block_plan`), then the multilevel jobs (:func:`_multilevel_plan`).
+    (:func:`_block_plan`), then the multilevel jobs (:func:`_multilevel_plans`).
 
     The result is checked by the caller before use.  With a ``deadline``
     (``time.perf_counter()`` value) the construction raises :class:`OutOfTime` when the
     first part passes it; when the multilevel part does, the first part's plan stands.
     ``weights`` score alternatives (default: the problem's automatic weights).  With
-    ``multilevel`` off the multilevel jobs keep their ``base`` answer.  Runs with the
-    garbage collector paused, as :func:`heuristics.greedy.greedy_plan` does.
+    ``multilevel`` off the multilevel jobs keep their ``base`` answer.  With
+    ``search_start`` the plan is the one a search should start from
+    (:class:`Construction`), else the best.  Runs with the garbage collector paused, as
+    :func:`heuristics.greedy.greedy_plan` does.
     """
     with paused_gc():
         plan = _block_plan(problem, base, deadline, weights)
-        return _multilevel_plan(problem, plan, deadline, weights) if multilevel else plan
+        if not multilevel:
+            return plan
+        best, start = _multilevel_plans(problem, plan, deadline, weights)
+        return start if search_start else best
+
+
+@dataclass(frozen=True)
+class Construction:
+    """The origin-first construction of one problem, in the parts its callers use.
+
+    Attributes
+    ----------
+    blocks
+        Its first part: the multilevel jobs as the base plan has them.
+    best
+        The best plan it found (the answer, and the fallback of a search).
+    start
+        The plan a search starts from: ``best``, except where the multilevel pass with
+        the smallest jobs first does not pay as a start (:func:`smallest_first_pays`):
+        there it is the best of the other passes, and ``best`` (when that pass won) only
+        stands as the answer until the search beats it.
+    """
+
+    blocks: Plan
+    best: Plan
+    start: Plan
 
 
 def origin_first_parts(problem: Problem, base: Plan, deadline: float | None = None,
-                       weights: ResolvedWeights | None = None) -> tuple[Plan, Plan]:
-    """:func:`origin_first_plan` with ``multilevel`` off and on, from one construction:
-    its first part (the multilevel jobs as ``base`` has them) and the whole.
+                       weights: ResolvedWeights | None = None) -> Construction:
+    """:func:`origin_first_plan` in its parts (:class:`Construction`), from one
+    construction.
 
     Raises :class:`~models.errors.OutOfTime` as :func:`origin_first_plan` does.  The
     facade keeps the first part for the whole-batch search of small multilevel batches,
@@ -360,20 +402,23 @@ def origin_first_parts(problem: Problem, base: Plan, deadline: float | None = No
     """
     with paused_gc():
         blocks = _block_plan(problem, base, deadline, weights)
-        return blocks, _multilevel_plan(problem, blocks, deadline, weights)
+        best, start = _multilevel_plans(problem, blocks, deadline, weights)
+        return Construction(blocks, best, start)
 
 
-def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
-                     weights: ResolvedWeights | None) -> Plan:
+def _multilevel_plans(problem: Problem, base: Plan, deadline: float | None,
+                      weights: ResolvedWeights | None) -> tuple[Plan, Plan]:
     """The best by the objective of ``base``, ``base`` with its multilevel jobs' ranks
     reordered, and its five multilevel origin-first passes (:mod:`heuristics.multilevel.first`,
     with and without holding back later jobs' cached nodes, with and without the
-    origin-guided layouts, and on large problems one with the smallest jobs first,
-    :data:`SMALLEST_FIRST_MIN_NODES`) that pass the validator, in the order of
-    :data:`MULTILEVEL_PASSES`."""
+    origin-guided layouts, and one with the smallest jobs first) that pass the validator,
+    in the order of :data:`MULTILEVEL_PASSES`; and the best without the smallest-first
+    pass where that pass does not pay as a search's start (:func:`smallest_first_pays`).
+    That pass runs second either way: a deadline that cuts the construction comes with a
+    budget too short for a search, where its answer matters most."""
     if not any(job.rules.in_tree and not job.partly_running
                for job in problem.jobs):
-        return base
+        return base, base
     # loaded here: a batch without multilevel jobs does not load the multilevel strategy
     from heuristics.multilevel.first import (
         multilevel_pass,
@@ -381,20 +426,27 @@ def _multilevel_plan(problem: Problem, base: Plan, deadline: float | None,
     )
 
     weights = weights or resolve_weights(problem)
-    best, best_objective = base, evaluate(problem, base.as_mapping(), weights).objective
+    as_start = smallest_first_pays(problem)
+    start, start_objective = base, evaluate(problem, base.as_mapping(), weights).objective
+    # the smallest-first pass's plan where it is no start: the answer if it beats ``start``
+    aside: Plan | None = None
     for hold_back, guided, smallest_first in MULTILEVEL_PASSES:
-        if smallest_first and problem.num_nodes < SMALLEST_FIRST_MIN_NODES:
-            continue
         try:
             candidate = (relabel_plan(problem, base) if hold_back is None
                          else multilevel_pass(problem, base, hold_back, deadline,
                                               guided=guided, smallest_first=smallest_first))
         except OutOfTime:
-            return best
-        objective = _improves(problem, candidate, best_objective, weights)
-        if objective is not None:
-            best, best_objective = candidate, objective
-    return best
+            break
+        objective = _improves(problem, candidate, start_objective, weights)
+        if objective is None:
+            continue
+        if smallest_first and not as_start:
+            aside, aside_objective = candidate, objective
+        else:
+            start, start_objective = candidate, objective
+    if aside is not None and aside_objective > start_objective:
+        return aside, start
+    return start, start
 
 
 def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,

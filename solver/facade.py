@@ -314,6 +314,8 @@ class FallbackChain:
         self.check_cost = 0.0
         #: the origin-first construction's first part (see :meth:`warm_start`)
         self.blocks: Plan | None = None
+        #: the plan the construction says a search starts from (see :meth:`warm_start`)
+        self.search_start: Plan | None = None
 
     def greedy(self) -> Candidate:
         """Greedy's answer (always; it cannot be interrupted: a note says if it alone
@@ -347,7 +349,9 @@ class FallbackChain:
         from heuristics.origin_first import origin_first_parts
 
         try:
-            self.blocks, plan = origin_first_parts(problem, greedy.plan, end, request.resolved)
+            construction = origin_first_parts(problem, greedy.plan, end, request.resolved)
+            self.blocks, self.search_start = construction.blocks, construction.start
+            plan = construction.best
         except OutOfTime:
             self.notes.append("no time to finish the origin-first construction after greedy")
             return None
@@ -415,7 +419,7 @@ class FallbackChain:
         if not (best.engine == "origin-first" and FULL_MODEL_OLD_START
                 and search_mode(problem) == "full"
                 and any(job.rules.in_tree for job in problem.jobs)):
-            return best.plan, False
+            return self._search_start(greedy, best), False
         blocks = self.blocks
         assert blocks is not None  # the construction finished: best is its answer
         placement = to_placement(problem, blocks, engine="origin-first", status=Status.GREEDY)
@@ -426,6 +430,25 @@ class FallbackChain:
                 greedy.objective):
             return greedy.plan, False
         return blocks, True
+
+    def _search_start(self, greedy: Candidate, best: Candidate) -> Plan:
+        """``best``'s plan, except when ``best`` is the construction's answer and the
+        construction names another plan as the search's start
+        (:class:`heuristics.origin_first.Construction`): then that plan when it is valid
+        and beats greedy, else greedy's.  ``best`` stays the answer until the search
+        beats it, so a longer budget still never answers worse."""
+        start = self.search_start
+        if best.engine != "origin-first" or start is None or start is best.plan:
+            return best.plan
+        problem = self.request.problem
+        placement = to_placement(problem, start, engine="origin-first", status=Status.GREEDY)
+        if check(problem, placement, include_vnpu=False):
+            log.error("origin-first construction produced an invalid start; ignored")
+            return greedy.plan
+        if evaluate(problem, start.as_mapping(), self.request.resolved).objective <= (
+                greedy.objective):
+            return greedy.plan
+        return start
 
     def search(self, greedy: Candidate, best: Candidate) -> Result:
         """The last step: CP-SAT in the rest of the budget from the warm start; the answer

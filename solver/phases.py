@@ -11,8 +11,11 @@ A solve (:func:`solver.engine.solve_cpsat` runs :func:`run_phases` on its
    * fewer than :data:`LNS_MIN_NODES` (2,048) nodes, or at most :data:`FULL_MAX_JOBS`
      (1) job: ``full``, one model of the whole batch, which builds fast enough there
      and can prove optimality (a single job is proved in seconds);
-   * more than :data:`LNS_ONLY_NODES` (16,384) nodes: ``lns``, large neighbourhoods
-     only (the whole-batch model of such a batch does not fit the memory limit);
+   * a whole-batch model of more than :data:`LNS_ONLY_PAIRS` (200,000) (job, cell)
+     pairs or more than :data:`LNS_ONLY_FREE_NODES` (16,384) completely free nodes
+     (:func:`models.search_size.search_size`, counted from the compiled view without
+     building the model): ``lns``, large neighbourhoods only (such a model costs too
+     much memory and build time for what its search adds);
    * otherwise ``hybrid``: large neighbourhoods first, then the whole-batch model.
 
 2. **The start** is the caller's warm start, else the better of greedy's plan and its
@@ -118,6 +121,7 @@ from models.eligibility import achievable_hits
 from models.objective import ResolvedWeights, evaluate
 from models.placement import Status
 from models.plan import Plan, to_placement
+from models.search_size import search_size
 from solver.bounds.hit_lp import BOUND_MAX_SECONDS, objective_bound
 from solver.cpsat import run_whole_batch, solve_step
 from solver.explain import fill_reasons
@@ -130,11 +134,25 @@ log = logging.getLogger("npu_place.cpsat")
 SEARCH_MODES = ("lns", "hybrid", "full")
 #: Problems with fewer nodes always get the full model (it builds fast enough).
 LNS_MIN_NODES = 2048
-#: Batches of more nodes search by large neighbourhoods only, without the whole-batch
-#: phase: its model of a 65,536-node multilevel batch took the process from 0.7 to 2.6 GB
-#: (peak resident memory; deterministic time 10; the goal at that scale is 2 GB), where
-#: the neighbourhoods had already converged on most batches of that size.
-LNS_ONLY_NODES = 16384
+#: Batches whose whole-batch model would hold more than this many (job, cell) pairs
+#: (:attr:`models.search_size.SearchSize.pairs`, counted without building it) search by
+#: large neighbourhoods only, without the whole-batch phase.  Its model of a 65,536-node
+#: multilevel batch (281,000 pairs on seed 7) took the process from 0.7 to 2.6 GB (peak
+#: resident memory; deterministic time 10; the goal at that scale is 2 GB), where the
+#: neighbourhoods had already converged on most batches of that size.  The largest models
+#: the phase built before this limit (16,384-node 950 and ordinary batches: 234,000 and
+#: 285,000 variables, 180,000 and 346,000 pairs) built in about 4 s of CPU into less than
+#: 0.5 GB; the limit keeps the phase for batches of up to 200,000 pairs at any node count
+#: (docs/scale.md, *The search mode follows the model*).
+LNS_ONLY_PAIRS = 200_000
+#: ... and so do batches with more completely free nodes than this, whatever their
+#: pairs: the counted pairs do not predict the phase's memory at 65,536 nodes (an 850
+#: batch of 116,000 pairs and 42,015 free nodes, seed 7717, peaked at 2.09 GB at
+#: deterministic time 10 with the phase; seed 7's 850 model of that size has 107,000
+#: variables and builds into 0.28 GB), while the generated 16,384-node batches
+#: (10,000-10,500 free nodes) and 24,576-node ones (15,400-15,700) stay below the limit
+#: (docs/scale.md, *The search mode follows the model*).
+LNS_ONLY_FREE_NODES = 16384
 #: Problems with at most this many jobs always get the full model: a single job's whole
 #: model proves it in seconds where neighbourhoods prove nothing (a 512-rank job on
 #: 4,608 nodes: proved in about 1 s of search).
@@ -182,9 +200,12 @@ def search_mode(problem: Problem) -> str:
 
     Chosen by the problem's shape only: problems below :data:`LNS_MIN_NODES` nodes and
     problems of at most :data:`FULL_MAX_JOBS` jobs get one model of the whole batch
-    (``full``), which builds fast enough there or proves a single job quickly; batches of
-    more than :data:`LNS_ONLY_NODES` nodes search by large neighbourhoods only (``lns``:
-    the node count stands for the whole-batch model's memory); the others by large
+    (``full``), which builds fast enough there or proves a single job quickly; batches
+    whose whole-batch model would hold more than :data:`LNS_ONLY_PAIRS` (job, cell) pairs
+    or :data:`LNS_ONLY_FREE_NODES` completely free nodes search by large neighbourhoods
+    only (``lns``: what the model would cost, counted by
+    :func:`models.search_size.search_size`, not the node count: at 16,384 nodes an A3
+    batch's model can be less than a quarter of an ordinary batch's); the others by large
     neighbourhoods first, then the whole-batch model (``hybrid``).
 
     The budget is deliberately no input (it was an ignored argument before): the anytime
@@ -198,7 +219,8 @@ def search_mode(problem: Problem) -> str:
     """
     if (problem.num_nodes < LNS_MIN_NODES or len(problem.jobs) <= FULL_MAX_JOBS):
         return "full"
-    if problem.num_nodes > LNS_ONLY_NODES:
+    size = search_size(problem)
+    if size.pairs > LNS_ONLY_PAIRS or size.free_nodes > LNS_ONLY_FREE_NODES:
         return "lns"
     return "hybrid"
 
@@ -216,7 +238,8 @@ def better_start(problem: Problem, hint: Plan, weights: ResolvedWeights,
     if check(problem, to_placement(problem, hint, engine="hint", status=Status.GREEDY),
              include_vnpu=False):
         return hint
-    candidate = origin_first_plan(problem, hint, weights=weights, multilevel=multilevel)
+    candidate = origin_first_plan(problem, hint, weights=weights, multilevel=multilevel,
+                                  search_start=True)
     placement = to_placement(problem, candidate, engine="origin-first", status=Status.GREEDY)
     if check(problem, placement, include_vnpu=False):
         log.error("origin-first construction produced an invalid plan; ignored")

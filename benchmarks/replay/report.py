@@ -167,10 +167,17 @@ def plot_series(replay: Replay) -> dict[str, Any]:
 def write_plots(replay: Replay, out: Path, prefix: str = "") -> list[str]:
     """``pulled-gb.png`` and ``hit-rate.png`` (each name after ``prefix``) from
     :func:`plot_series`; returns the file names written."""
+    return draw_plots(plot_series(replay), out, prefix)
+
+
+def draw_plots(series: dict[str, Any], out: Path, prefix: str = "",
+               metadata: dict[str, str] | None = None) -> list[str]:
+    """Draw :func:`plot_series`'s ``series`` as ``pulled-gb.png`` and ``hit-rate.png``
+    (each name after ``prefix``; ``metadata``: text chunks of both PNG files); returns
+    the file names written."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    series = plot_series(replay)
     title = series["title"]
     fig = Figure(figsize=(7.5, 4.2))
     FigureCanvasAgg(fig)
@@ -185,7 +192,7 @@ def write_plots(replay: Replay, out: Path, prefix: str = "") -> list[str]:
     ax.legend(loc="upper left", fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    save_figure(fig, out / f"{prefix}pulled-gb.png", dpi=100)
+    save_figure(fig, out / f"{prefix}pulled-gb.png", dpi=100, metadata=metadata)
 
     fig = Figure(figsize=(7.5, 4.2))
     FigureCanvasAgg(fig)
@@ -202,7 +209,7 @@ def write_plots(replay: Replay, out: Path, prefix: str = "") -> list[str]:
     ax.legend(loc="lower left", fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    save_figure(fig, out / f"{prefix}hit-rate.png", dpi=100)
+    save_figure(fig, out / f"{prefix}hit-rate.png", dpi=100, metadata=metadata)
     return [f"{prefix}pulled-gb.png", f"{prefix}hit-rate.png"]
 
 

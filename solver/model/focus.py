@@ -10,20 +10,20 @@ answer of the step is a valid placement of the whole problem.  The step's reserv
 fragment terms only see the kept nodes, so they are a proxy; a step is accepted only
 when :func:`models.objective.evaluate` of the whole placement improves.
 
-**Lean steps** (batches of more than :data:`LEAN_ABOVE_NODES` nodes, which search by
-neighbourhoods only): a step's cached nodes are cells of their own, and an explicitly
-placed block used to get a variable for every such cell of its preferred domain, so a
-step on three 1,024-rank jobs built 15,000-30,000 variables (most of them these) and
-needed about a second of Python, more than a 1-s budget leaves after the construction.
-In a lean step a block placed explicitly may take, of the single-node cells, only its
-own ranks' cached nodes and its current nodes, and a job's anonymous blocks only its own
-cached and current nodes (:func:`lean_groups`,
-:meth:`solver.model.structure.Structure.may_take`); both still take any number of the
-counted (interchangeable) nodes of their domains.  Every answer of the smaller model is
-an answer of the full step model, and the incumbent stays one of them (its blocks keep
-their current nodes), so a lean step is still valid and its hint still representable;
-what it gives up is a block moving onto a cached node of another block (explicit) or of
-another job (anonymous), which earns no hit and takes that node from its owner.
+**Lean steps** (batches of more than :data:`LEAN_ABOVE_NODES` nodes): a step's cached
+nodes are cells of their own, and an explicitly placed block used to get a variable for
+every such cell of its preferred domain, so a step on three 1,024-rank jobs built
+15,000-30,000 variables (most of them these) and needed about a second of Python, more
+than a 1-s budget leaves after the construction. In a lean step a block placed
+explicitly may take, of the single-node cells, only its own ranks' cached nodes and its
+current nodes, and a job's anonymous blocks only its own cached and current nodes
+(:func:`lean_groups`, :meth:`solver.model.structure.Structure.may_take`); both still
+take any number of the counted (interchangeable) nodes of their domains. Every answer of
+the smaller model is an answer of the full step model, and the incumbent stays one of
+them (its blocks keep their current nodes), so a lean step is still valid and its hint
+still representable; what it gives up is a block moving onto a cached node of another
+block (explicit) or of another job (anonymous), which earns no hit and takes that node
+from its owner.
 
 Two more rules make a lean step of a 950 batch small (at 65,536 nodes the first steps
 had 13,000-16,000 variables and took about 0.9 s of CPU each, so a 1-s budget got at
@@ -52,9 +52,10 @@ from solver.model.cancel import checked, checkpoint
 EXTRA_UNITS = 4
 #: Node-level jobs: spare nodes kept per class of nodes (at least; else the step's tasks).
 SPARE_PER_CLASS = 4
-#: Focused models of batches of more nodes than this are lean (see the module docstring);
-#: the same size as :data:`solver.phases.LNS_ONLY_NODES`, so that batches searched with the
-#: whole-batch phase (at most 16,384 nodes) build exactly the models they built before.
+#: Focused models of batches of more nodes than this are lean (see the module docstring):
+#: batches of at most 16,384 nodes build exactly the step models they built before lean
+#: steps existed.  (Whether the whole-batch phase runs no longer follows the node count:
+#: :data:`solver.phases.LNS_ONLY_PAIRS`.)
 LEAN_ABOVE_NODES = 16384
 
 def lean_groups(problem: Problem) -> bool:

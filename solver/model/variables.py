@@ -245,24 +245,28 @@ def lin_value(terms: list[tuple[Var, int]], const: int, values: Assignment) -> i
 
 
 def lin_expr(terms: list[tuple[Var, int]], const: int = 0) -> Any:
-    """The CP-SAT expression of ``Σ coef·var + const`` (built by one array call)."""
+    """The CP-SAT expression of ``Σ coef·var + const``.
+
+    Up to :data:`CHUNK_TERMS` terms it is one ``LinearExpr.weighted_sum`` call; a longer
+    sum is one such call per :data:`CHUNK_TERMS` terms, with a cancellation checkpoint
+    before each, added up by one ``LinearExpr.sum``: a single call over 10^5 terms is
+    20-40 ms of work without a checkpoint.  CP-SAT flattens either form into the same
+    rows (same variables in the same order, repeated variables merged), so the model
+    does not depend on how the sum was cut.
+    """
     if not terms:
         return const
     checkpoint()
     if len(terms) == 1 and const == 0:
         var, coef = terms[0]
         return var if coef == 1 else coef * var
-    if len(terms) <= CHUNK_TERMS:  # the common case, without a generator
-        variables = [v for v, _ in terms]
-        coefs = [c for _, c in terms]
+    if len(terms) <= CHUNK_TERMS:  # the common case, one call
+        expr = cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms])
     else:
-        variables, coefs = [], []
-        for part in term_chunks(terms):
-            variables.extend(v for v, _ in part)
-            coefs.extend(c for _, c in part)
+        expr = cp_model.LinearExpr.sum([
+            cp_model.LinearExpr.weighted_sum([v for v, _ in part], [c for _, c in part])
+            for part in term_chunks(terms)])
         checkpoint()
-    # one call, so that the model is the same however long the sum is
-    expr = cp_model.LinearExpr.weighted_sum(variables, coefs)
     return expr + const if const else expr
 
 

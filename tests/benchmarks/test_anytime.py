@@ -15,6 +15,7 @@ from benchmarks.anytime import (
     goal_summary,
     main,
     run_instance,
+    size_table,
     violations,
     write_report,
 )
@@ -45,6 +46,16 @@ def test_goal_line_gives_the_median_share_and_the_violations() -> None:
     text = goal_summary(rows)
     assert "at 1 s: 80 % (over 3 instances with a gain)" in text  # median of 80, 20, 100 %
     assert "monotonicity violations: 1;" in text
+
+
+def test_the_size_table_gives_each_familys_share_per_node_count() -> None:
+    rows = [{**r, "nodes": nodes} for nodes, r in [
+        (4096, _row("a", "850", 1, 8)), (4096, _row("a", "850", 10, 10)),
+        (4096, _row("b", "a3", 1, 2)), (4096, _row("b", "a3", 10, 10)),
+        (8192, _row("c", "a3", 1, 0, "greedy")), (8192, _row("c", "a3", 10, 0, "greedy"))]]
+    header, table = size_table(rows, 1.0)
+    assert header == ["nodes", "a3", "850", "median / worst"]
+    assert table == [["4,096", "20 %", "80 %", "50 % / 20 %"], ["8,192", "-", "-", "-"]]
 
 
 def test_every_pair_of_budgets_that_goes_down_is_listed() -> None:

@@ -52,13 +52,31 @@ def scheduler() -> Iterator[str]:
     """A real Dask cluster on loopback: a scheduler and 2 single-threaded worker processes."""
     with dask.config.set({"distributed.scheduler.allowed-failures": 1,
                           "distributed.scheduler.worker-saturation": 1.0}):
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                               host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                               silence_logs=50)
+        # as `npu-place sweep` starts it (its crash tests' worker deaths left unlogged)
+        cluster = LocalCluster(**{**sweep.local_cluster_options(2), "silence_logs": 50})
     try:
         yield str(cluster.scheduler_address)
     finally:
         cluster.close(timeout=30)
+
+
+def _worker_state() -> tuple[bool, int]:
+    """In a worker: whether OR-Tools' model module is imported, and the objects frozen."""
+    import gc
+
+    return "ortools.sat.python.cp_model" in sys.modules, gc.get_freeze_count()
+
+
+def test_the_workers_import_the_cells_code_as_the_cluster_starts(scheduler: str) -> None:
+    """Each worker of a sweep's own cluster has imported what a cell runs (OR-Tools, the
+    models) and frozen that heap before it takes its first cell, so neither the imports
+    nor a full collection over them is paid inside a cell."""
+    with Client(scheduler, timeout="20s") as client:
+        states = client.run(_worker_state)
+    assert len(states) == 2
+    for address, (ortools, frozen) in states.items():
+        assert ortools, address
+        assert frozen > 10_000, (address, frozen)  # modules, classes, Dask's own state
 
 
 def _write_grid(folder: Path, grid: dict[str, Any]) -> Path:

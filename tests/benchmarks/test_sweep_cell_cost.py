@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -39,3 +41,34 @@ def test_cells_of_one_generated_scenario_generate_it_once(tmp_path: Path,
     for row in rows:
         assert row["valid"] == "yes", row
         assert float(row["cell-cpu-seconds"]) >= float(row["solve-cpu-seconds"]) > 0
+
+
+def test_the_cluster_closes_while_the_report_is_written() -> None:
+    """The finished sweep's client and cluster close in a thread while the report and the
+    plots are written (about 1 s of waiting for the processes to end, no longer added to
+    the run); leaving the block waits for the close and re-raises its error."""
+    closing_started, report_written = threading.Event(), threading.Event()
+
+    def close() -> None:
+        closing_started.set()
+        assert report_written.wait(10)
+
+    stack = contextlib.ExitStack()
+    stack.callback(close)
+    closing = runner.Closing()
+    closing.start(stack)
+    with closing:
+        assert closing_started.wait(10)  # the close runs while the block runs
+        report_written.set()
+    assert not any(t.name == "npu-place-sweep-close" for t in threading.enumerate())
+
+    def fail() -> None:
+        raise RuntimeError("the cluster did not close")
+
+    stack = contextlib.ExitStack()
+    stack.callback(fail)
+    closing.start(stack)
+    with pytest.raises(RuntimeError, match="did not close"), closing:
+        pass
+    with runner.Closing():  # never started: nothing to wait for
+        pass

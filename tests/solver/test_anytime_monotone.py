@@ -30,7 +30,7 @@ from solver.lns import (
     StepNotStarted,
     large_neighbourhood_search,
 )
-from solver.phases import FULL_MAX_JOBS, LNS_MIN_NODES, LNS_ONLY_NODES, search_mode
+from solver.phases import FULL_MAX_JOBS, LNS_MIN_NODES, search_mode
 from solver.request import CpsatOutcome, SolveRequest
 
 
@@ -199,14 +199,8 @@ def _shape(nodes: int, jobs: int) -> Problem:
 def test_search_mode_depends_on_the_shape_only() -> None:
     assert search_mode(_shape(LNS_MIN_NODES - 1, 10)) == "full"
     assert search_mode(_shape(8192, FULL_MAX_JOBS)) == "full"  # one big job: the model proves
-    assert search_mode(_shape(8192, FULL_MAX_JOBS + 1)) == "hybrid"
     assert search_mode(_shape(4608, 1)) == "full"
-    # no budget parameter: a budget-dependent choice would break the anytime rule
-    assert list(inspect.signature(search_mode).parameters) == ["problem"]
-
-
-def test_batches_above_lns_only_nodes_search_by_neighbourhoods_only() -> None:
-    assert search_mode(_shape(LNS_ONLY_NODES, 16)) == "hybrid"
-    assert search_mode(_shape(LNS_ONLY_NODES + 1, 16)) == "lns"
-    assert search_mode(_shape(65536, 16)) == "lns"
     assert search_mode(_shape(65536, FULL_MAX_JOBS)) == "full"  # one job: the model proves
+    # no budget parameter: a budget-dependent choice would break the anytime rule
+    # (between hybrid and lns the model's size decides: tests/solver/test_search_mode.py)
+    assert list(inspect.signature(search_mode).parameters) == ["problem"]

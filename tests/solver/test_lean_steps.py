@@ -23,7 +23,6 @@ from models.objective import resolve_weights
 from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import Family
-from solver import phases
 from solver.cpsat import BuiltModel, add_hint, build_model
 from solver.lns import _blockers, job_potential, reachable_misses
 from solver.model import focus
@@ -72,11 +71,6 @@ def _assert_step_keeps_incumbent_and_answers_validly(problem: Problem, built: Bu
     answer = recover_plan(problem, built.structure, built.variables, values, built.pinned)
     placement = to_placement(problem, answer, engine="cpsat", status=Status.FEASIBLE)
     assert check(problem, placement, include_vnpu=False) == []
-
-
-def test_lean_steps_start_where_the_search_has_no_whole_batch_phase() -> None:
-    # batches that may run the whole-batch phase keep their exact models (and answers)
-    assert focus.LEAN_ABOVE_NODES == phases.LNS_ONLY_NODES
 
 
 @pytest.mark.parametrize("family", ["950", "a3", "850", "multilevel"])

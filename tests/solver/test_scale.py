@@ -51,8 +51,8 @@ def test_greedy_answers_are_valid_at_16384_nodes(family: str) -> None:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_auto_answers_are_valid_at_16384_nodes(family: str) -> None:
     problem = _problem(family)
-    if family == "a3":  # 16,416 nodes: neighbourhoods only, lean steps
-        assert phases.search_mode(problem) == "lns" and focus.lean_groups(problem)
+    if family == "a3":  # 16,416 nodes: lean steps
+        assert focus.lean_groups(problem)
     result = solve(problem, engine="auto", time_limit=300.0, workers=1, seed=0,
                    deterministic_time=0.3)
     assert_sound_answer(problem, result)
@@ -64,8 +64,9 @@ def test_lean_neighbourhood_answers_are_valid_at_16384_nodes(
     # the search of batches above 16,384 nodes (neighbourhoods only, lean steps), run on
     # the 16,384-node batches: every accepted step passed the validator, and so does the
     # answer.  The A3 batch has 16,416 nodes, so the ``auto`` test above already searches
-    # it this way (with the same budget).
-    monkeypatch.setattr(phases, "LNS_ONLY_NODES", 8192)
+    # it with lean steps (with the same budget, within which a hybrid search is its
+    # neighbourhoods).
+    monkeypatch.setattr(phases, "LNS_ONLY_PAIRS", 0)
     monkeypatch.setattr(focus, "LEAN_ABOVE_NODES", 8192)
     problem = _problem(family)
     assert phases.search_mode(problem) == "lns" and focus.lean_groups(problem)

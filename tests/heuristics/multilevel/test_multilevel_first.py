@@ -22,6 +22,7 @@ from models.objective import evaluate
 from models.placement import Status
 from models.plan import Plan, to_placement
 from models.scenario import Scenario
+from models.search_size import search_size
 from tests.models.builders import node_indices, one_job_plan
 
 NOW = 1764400000
@@ -249,15 +250,22 @@ def test_the_smallest_jobs_first_pass_is_part_of_the_construction(
     smallest = multilevel_pass(problem, base, False, guided=True, smallest_first=True)
     assert _valid(problem, smallest)
     assert evaluate(problem, smallest.as_mapping()).objective > older
-    # the pass runs on large problems only (below, the older construction) ...
+    # where the multilevel model is small the pass gives the answer, not
+    # the search's start (the start of the older passes) ...
+    assert not origin_first.smallest_first_pays(problem)
     default = origin_first_plan(problem, base)
-    # ... here made to run on this one
-    monkeypatch.setattr(origin_first, "SMALLEST_FIRST_MIN_NODES", problem.num_nodes)
+    default_start = origin_first_plan(problem, base, search_start=True)
+    # ... and where it is large, both
+    monkeypatch.setattr(origin_first, "SMALLEST_FIRST_MIN_PAIRS",
+                        search_size(problem).tree_pairs)
     plan = origin_first_plan(problem, base)
-    assert _valid(problem, plan)
+    assert _valid(problem, plan) and _valid(problem, default)
+    assert _names(problem, origin_first_plan(problem, base, search_start=True)) == _names(
+        problem, plan)
+    assert _names(problem, default) == _names(problem, plan)
     monkeypatch.setattr(origin_first, "MULTILEVEL_PASSES", tuple(
         p for p in origin_first.MULTILEVEL_PASSES if not p[2]))
     without = origin_first_plan(problem, base)
-    assert _names(problem, default) == _names(problem, without)
+    assert _names(problem, default_start) == _names(problem, without)
     assert (evaluate(problem, plan.as_mapping()).objective
             > evaluate(problem, without.as_mapping()).objective)

@@ -198,3 +198,56 @@ def test_the_reuse_digest_and_the_acceptance_test_stop_at_a_late_cancel() -> Non
             with cancellable(late), pytest.raises(BuildCancelled):
                 stage()
             assert late.checks == k + 1, (name, k)
+
+
+def test_a_long_sum_and_objective_are_built_in_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One ``LinearExpr.weighted_sum`` call over a whole sum is a single call to the
+    profile, but its work grows with its terms (20.7 ms for one sum at 65,536 nodes), and
+    CP-SAT's ``maximize`` appends the terms one call each (0.15 s for 5·10^4 terms): each
+    term handed to ``weighted_sum`` counts as a call here.  A sum of 3·CHUNK_TERMS + 512
+    terms (repeated variables and negated literals across the slices' edges), made the
+    objective and a row, must keep every stretch below the bound and give the very model
+    that one ``weighted_sum`` call and CP-SAT's own ``maximize`` give."""
+    from ortools.sat.python import cp_model
+
+    from solver.model.cancellable import CancellableModel
+    from solver.model.variables import CHUNK_TERMS, Var, lin_expr
+
+    rng = np.random.default_rng(7)
+    size = 3 * CHUNK_TERMS + 512  # above the bound in one call or one term a call
+    bools = 2000  # the last variables are Booleans, some of them negated in the sum
+    picks = rng.permutation(size)
+    repeats = rng.random(size) < 0.05
+    picks[repeats] = rng.integers(0, size, int(repeats.sum()))
+    coefs = rng.integers(-5, 10, size).tolist()
+    negated = (rng.random(size) < 0.2).tolist()
+
+    def terms(model: cp_model.CpModel) -> list[tuple[Var, int]]:
+        pool: list[Any] = [model.new_int_var(0, 5, f"x{i}") for i in range(size - bools)]
+        pool += [model.new_bool_var(f"b{i}") for i in range(bools)]
+        return [((~pool[i]) if flip and i >= size - bools else pool[i], c)
+                for i, c, flip in zip(picks.tolist(), coefs, negated, strict=True)]
+
+    plain = cp_model.CpModel()
+    whole = terms(plain)
+    expr = cp_model.LinearExpr.weighted_sum([v for v, _ in whole], [c for _, c in whole]) + 3
+    plain.maximize(expr)
+    plain.add(expr <= 10**6)
+
+    sliced = CancellableModel()
+    parts = terms(sliced)
+    weighted_sum = cp_model.LinearExpr.weighted_sum
+    with counted() as token:
+
+        def counting(variables: Any, weights: Any) -> Any:
+            token.calls += len(variables)  # the call's work, in terms
+            return weighted_sum(variables, weights)
+
+        monkeypatch.setattr(cp_model.LinearExpr, "weighted_sum", staticmethod(counting))
+        built = lin_expr(parts, 3)
+        sliced.maximize(built)
+        sliced.add(built <= 10**6)
+        monkeypatch.undo()
+    assert not token.long, f"stretches above the bound (calls, where): {token.long}"
+    assert token.checks >= 8
+    assert str(sliced.proto) == str(plain.proto)
