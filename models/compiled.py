@@ -23,6 +23,7 @@ from models.scenario import (
     TOPOTREE_LABEL,
     Family,
     Health,
+    Job,
     LevelConfig,
     Node,
     Policy,
@@ -388,6 +389,52 @@ def job_origin(tasks: int, entries: dict[int, str] | None, index: dict[str, int]
     return origin
 
 
+def compile_job(j: int, job: Job, shape: JobShape, index: dict[str, int],
+                live: dict[str, dict[int, str]], prefer_previous: bool) -> JobView:
+    """The view of the pending job ``job`` at position ``j`` of a validated scenario
+    (:func:`compile_jobs`, one job): ``shape`` is its derived shape, ``live`` the live
+    cache, ``prefer_previous`` the config's ``prefer-previous-node``."""
+    fault = np.zeros(job.tasks, dtype=bool)
+    if job.fault_ranks:
+        fault[np.asarray(job.fault_ranks, dtype=np.int64)] = True
+    running = np.full(job.tasks, -1, dtype=np.int32)
+    for rank, node in job.running_ranks.items():
+        running[rank] = index[node]
+    origin = job_origin(job.tasks, live.get(job.owner_uid) if job.owner_uid else None,
+                        index, running)
+    return JobView(
+        index=j,
+        name=job.name,
+        owner_uid=job.owner_uid,
+        policy=shape.policy,
+        family=shape.family,
+        tasks=job.tasks,
+        npu_per_task=job.npu_per_task,
+        whole_node=shape.whole_node,
+        node_npus=shape.node_npus,
+        sp_block=shape.sp_block,
+        tp_block=shape.tp_block,
+        levels=shape.levels,
+        soft=shape.soft,
+        ub_memory=job.ub_memory,
+        priority=job.priority,
+        origin=origin,
+        fault=fault,
+        prefer_previous=prefer_previous,
+        running=running,
+        pod_rescheduling=job.pod_rescheduling,
+        process_recover=job.process_recover,
+        pending_sessions=job.pending_sessions,
+        inferserviceid=job.inferserviceid,
+        mindie=job.app is not None and job.job_id is not None,
+        pod_affinity=tuple(sorted(job.pod_affinity.items())),
+        sp_fit_idlest=job.sp_fit == "idlest",
+        image=job.image.name if job.image is not None else None,
+        image_size_gb=(job.image.size_gb if job.image is not None
+                       and job.image.size_gb is not None else job.image_size_gb),
+    )
+
+
 def compile_jobs(
     scenario: Scenario, shapes: dict[str, JobShape], index: dict[str, int], now: int,
     live: dict[str, dict[int, str]] | None = None,
@@ -407,50 +454,9 @@ def compile_jobs(
     """
     # Metrics measure hits against the live cache even when the preference is off.
     live_all = live_cache(scenario, now) if live is None else live
-    jobs = []
-    for j, job in enumerate(scenario.jobs):
-        shape = shapes[job.name]
-        fault = np.zeros(job.tasks, dtype=bool)
-        if job.fault_ranks:
-            fault[np.asarray(job.fault_ranks, dtype=np.int64)] = True
-        running = np.full(job.tasks, -1, dtype=np.int32)
-        for rank, node in job.running_ranks.items():
-            running[rank] = index[node]
-        origin = job_origin(job.tasks, live_all.get(job.owner_uid) if job.owner_uid else None,
-                            index, running)
-        jobs.append(
-            JobView(
-                index=j,
-                name=job.name,
-                owner_uid=job.owner_uid,
-                policy=shape.policy,
-                family=shape.family,
-                tasks=job.tasks,
-                npu_per_task=job.npu_per_task,
-                whole_node=shape.whole_node,
-                node_npus=shape.node_npus,
-                sp_block=shape.sp_block,
-                tp_block=shape.tp_block,
-                levels=shape.levels,
-                soft=shape.soft,
-                ub_memory=job.ub_memory,
-                priority=job.priority,
-                origin=origin,
-                fault=fault,
-                prefer_previous=scenario.config.prefer_previous_node,
-                running=running,
-                pod_rescheduling=job.pod_rescheduling,
-                process_recover=job.process_recover,
-                pending_sessions=job.pending_sessions,
-                inferserviceid=job.inferserviceid,
-                mindie=job.app is not None and job.job_id is not None,
-                pod_affinity=tuple(sorted(job.pod_affinity.items())),
-                sp_fit_idlest=job.sp_fit == "idlest",
-                image=job.image.name if job.image is not None else None,
-                image_size_gb=(job.image.size_gb if job.image is not None
-                               and job.image.size_gb is not None else job.image_size_gb),
-            )
-        )
+    prefer = scenario.config.prefer_previous_node
+    jobs = [compile_job(j, job, shapes[job.name], index, live_all, prefer)
+            for j, job in enumerate(scenario.jobs)]
     return tuple(jobs), live_all
 
 

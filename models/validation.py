@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -689,6 +689,69 @@ def validate_scenario(
         if problem is not None:
             say(f"node '{name}'", "free", problem)
     return shapes, messages
+
+
+def submitted_shapes(scenario: Scenario, node_index: Mapping[str, int],
+                     jobs: Sequence[Job], running: Sequence[RunningJob]
+                     ) -> dict[str, JobShape] | None:
+    """The shapes of the jobs ``jobs`` when ``scenario`` passes :func:`validate_scenario`,
+    checking only the rules that the submitted items take part in; ``None`` when one of
+    them may be broken (:func:`validate_scenario` then names it).
+
+    ``scenario`` must be a scenario that passed :func:`validate_scenario`, with some
+    pending and running jobs removed and others added (``jobs`` and ``running``; an item
+    removed and added again unchanged need not be among them), and nothing else
+    changed: the same nodes (``node_index``: name → position in ``scenario.nodes``) with
+    the same values, config, vNPU nodes and jobs, and cache entries.  The rules on
+    the nodes, the config, the vNPU part and the cache then still hold, as does every
+    rule of a single job or running job that was there before; what is checked is:
+
+    * the names of the pending, running and vNPU jobs (all of them: unique across the
+      three sections) and the pending jobs' ``owner-uid`` values (unique);
+    * each of ``jobs`` by its own rules (:func:`derive_shape`, ``running-ranks`` on
+      existing nodes, a whole-node job's running ranks on distinct nodes);
+    * each of ``running`` by its own rules (ranks on existing nodes,
+      :func:`check_running`);
+    * ``free`` against the running ranks' chips on the nodes the submitted items run on.
+    """
+    job_names = [job.name for job in scenario.jobs]
+    every_name = set(job_names)
+    every_name.update(job.name for job in scenario.running)
+    every_name.update(job.name for job in scenario.vnpu_jobs)
+    if len(every_name) != len(job_names) + len(scenario.running) + len(scenario.vnpu_jobs):
+        return None
+    owners = [job.owner_uid for job in scenario.jobs if job.owner_uid]
+    if len(set(owners)) != len(owners):
+        return None
+    shapes: dict[str, JobShape] = {}
+    touched: set[str] = set()
+    for job in jobs:
+        shape, errors = derive_shape(job, scenario)
+        if errors or shape is None:
+            return None
+        shapes[job.name] = shape
+        if not job.running_ranks:
+            continue
+        on = list(job.running_ranks.values())
+        if any(name not in node_index for name in on):
+            return None
+        if shape.whole_node and len(set(on)) != len(on):
+            return None
+        touched.update(on)
+    for item in running:
+        if any(name not in node_index for name in item.ranks.values()):
+            return None
+        _, errors = check_running(item, scenario)
+        if errors:
+            return None
+        touched.update(item.ranks.values())
+    if touched:
+        used = running_chips(scenario, touched)
+        for name, chips in used.items():
+            node = scenario.nodes[node_index[name]]
+            if running_overlap_problem(node.free, chips, node.npus) is not None:
+                return None
+    return shapes
 
 
 def free_problem(free: int, npus: int) -> str | None:

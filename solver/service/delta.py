@@ -108,8 +108,11 @@ class ClusterDelta(_Model):
 
     Applied in this order: ``now``, ``nodes-removed``, ``nodes-added``, ``node-updates``,
     ``jobs-removed``, ``jobs-submitted``, ``vnpu-jobs-removed``, ``vnpu-jobs-submitted``,
-    ``running-removed``, ``running-submitted``, ``config``, ``affinity-cache``,
-    ``cache-events``.  Removing and submitting a vNPU job (or a running job, or a node) of
+    ``running-removed``, ``running-submitted``, ``jobs-order``, ``running-order``,
+    ``config``, ``affinity-cache``, ``cache-events``.  Submitted jobs and running jobs
+    go last unless ``jobs-order`` / ``running-order`` name every item of their section
+    in the new order (so that a changed job keeps its place without every job after it
+    being sent again).  Removing and submitting a vNPU job (or a running job, or a node) of
     the same name in one delta replaces it.  ``config`` and ``affinity-cache`` replace the
     whole section: what a watcher of the cluster sends when the importer's answer changed
     there (``npu-place watch``, docs/watch.md).  A delta is applied whole or not at all: it
@@ -144,6 +147,14 @@ class ClusterDelta(_Model):
     running_removed: list[Name] = Field(
         default_factory=list, alias="running-removed", max_length=MAX_JOBS,
         description="names of running jobs to remove (finished, evicted or replaced)")
+    jobs_order: list[Name] | None = Field(
+        None, alias="jobs-order", max_length=MAX_JOBS,
+        description="the pending jobs' names in their new order, once each (after "
+                    "jobs-removed and jobs-submitted; without it, submitted jobs go last)")
+    running_order: list[Name] | None = Field(
+        None, alias="running-order", max_length=MAX_JOBS,
+        description="the running jobs' names in their new order, once each (after "
+                    "running-removed and running-submitted)")
     config: Config | None = Field(
         None, description="the scheduler configuration replacing the stored one")
     affinity_cache: AffinityCacheModel | None = Field(

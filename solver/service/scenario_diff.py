@@ -149,21 +149,29 @@ def scenario_delta(old: Scenario, new: Scenario) -> dict[str, Any] | None:
     return delta or None
 
 
-def _ordered_names(old: Sequence[str], new: Sequence[str], changed: set[str]
-                   ) -> tuple[list[str], list[str]]:
-    """:func:`_ordered` by names, the changed ones given: names to remove and names to
-    submit so that the order ``old`` becomes ``new``."""
+def _changed_items(old: Sequence[str], new: dict[str, Any], changed: set[str]
+                   ) -> tuple[list[str], list[str], list[str] | None]:
+    """Names to remove, names to submit and the new order (``None``: the removals and
+    submissions give it) so that the order ``old`` becomes ``new``'s, where only
+    ``changed`` items differ: the changed items alone are sent, and the order of the
+    names when appending them would not give ``new``'s."""
     present = set(new)
-    kept = _kept_prefix([n for n in old if n in present and n not in changed], new)
-    keep = set(new[:kept])
-    return [n for n in old if n not in keep], list(new[kept:])
+    gone = [name for name in old if name in changed]
+    submitted = [name for name in new if name in changed]
+    removed = set(gone)
+    appended = [name for name in old if name not in removed and name in present]
+    appended += submitted
+    order = list(new)
+    return gone, submitted, (None if appended == order else order)
 
 
 def pieces_delta(old: ImportPieces, new: ImportPieces, changes: Changes
                  ) -> dict[str, Any] | None:
     """The delta document that turns the import ``old`` into ``new``, where ``changes``
     says what differs (:func:`models.kube.incremental.advance`): only those nodes, jobs
-    and the cache are compared and written.  A node change that a ``node-updates`` entry
+    and the cache are compared and written; a changed job is removed and submitted
+    again, and ``jobs-order`` / ``running-order`` put it back in the import's place (the
+    names only, not every later job again).  A node change that a ``node-updates`` entry
     cannot express falls back to :func:`scenario_delta` of the two whole scenarios.
 
     Returns
@@ -182,17 +190,20 @@ def pieces_delta(old: ImportPieces, new: ImportPieces, changes: Changes
         updates.append(update)
     if updates:
         delta["node-updates"] = updates
-    for section, key_removed, key_submitted, changed in (
-            ("jobs", "jobs-removed", "jobs-submitted", changes.jobs),
-            ("running", "running-removed", "running-submitted", changes.running)):
+    for section, key_removed, key_submitted, key_order, changed in (
+            ("jobs", "jobs-removed", "jobs-submitted", "jobs-order", changes.jobs),
+            ("running", "running-removed", "running-submitted", "running-order",
+             changes.running)):
         if not changed:
             continue
         before, after = getattr(old, section), getattr(new, section)
-        gone, submitted = _ordered_names(list(before), list(after), changed)
+        gone, submitted, order = _changed_items(list(before), after, changed)
         if gone:
             delta[key_removed] = gone
         if submitted:
             delta[key_submitted] = [after[name] for name in submitted]
+        if order is not None:
+            delta[key_order] = order
     if changes.cache:
         delta["affinity-cache"] = {"ttl-seconds": new.ttl, "entries": new.cache_entries()}
     return delta or None

@@ -35,6 +35,10 @@ each paying only for what changed:
     unchanged owner's map, and when no job changed the rules are not run again and only
     the jobs whose owner's live entries changed get a new origin.  The first cache event
     after a ``PUT`` whose section is not in the order the cache writes writes it whole.
+    Jobs and running jobs removed and submitted (a watcher's pod events) check only the
+    rules the submitted items take part in (:func:`models.validation.submitted_shapes`)
+    and compile only the submitted jobs that differ from the removed ones; a job
+    submitted again unchanged, or moved by ``jobs-order``, keeps its compiled view.
 ``structure``
     Nodes were added or removed, or a node's ``npus``, ``super-pod-id``, ``rack-id`` or
     ``labels`` changed: the in-memory scenario is compiled again (no JSON parsing).
@@ -57,7 +61,7 @@ keeps one cache per stored cluster next to its :class:`ClusterStore`
 drops it on a ``PUT`` or ``DELETE``.  A delta leaves it in place; the solve decides what
 still fits the new problem (:mod:`solver.reuse`, :mod:`solver.model.reuse`).
 
-Why this file is long: (about 760 lines) applying a delta (the section edits, the cache
+Why this file is long: (about 900 lines) applying a delta (the section edits, the cache
 events and one function per tier) and the cluster that holds the result share the
 private records of one application (:class:`_Edit`, :class:`_CacheChange`,
 :class:`_Applied`); the cache section's incremental view is
@@ -71,7 +75,7 @@ import time
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -81,6 +85,7 @@ from models.compiled import (
     SUBHEALTHY,
     UNHEALTHY,
     Problem,
+    compile_job,
     compile_jobs,
     compile_scenario,
     job_origin,
@@ -98,7 +103,13 @@ from models.scenario import (
     Scenario,
     VnpuJob,
 )
-from models.validation import InputError, JobShape, node_value_problems, validate_scenario
+from models.validation import (
+    InputError,
+    JobShape,
+    node_value_problems,
+    submitted_shapes,
+    validate_scenario,
+)
 from solver.service.cache_view import (
     CacheView,
     cache_view,
@@ -128,6 +139,8 @@ _HEALTH_CODE = {Health.HEALTHY: HEALTHY, Health.SUBHEALTHY: SUBHEALTHY,
 _VALUE_FIELDS = frozenset({"free", "health", "images"})
 #: Node fields that change a vNPU node's chips (``nodes[].vnpu``): the jobs tier.
 _VNPU_FIELDS = frozenset({"vnpu_chips", "unfinished_templates"})
+#: A pending or running job of a delta.
+_Item = TypeVar("_Item", Job, RunningJob)
 
 
 class VersionConflict(Exception):
@@ -211,7 +224,13 @@ class _Edit:
     vnpu_jobs: list[VnpuJob] = field(default_factory=list)
     #: the jobs, the vNPU jobs or a vNPU node's chips changed
     jobs_edited: bool = False
+    #: the vNPU jobs or a vNPU node's chips changed (the vNPU rules run again)
+    vnpu_edited: bool = False
     running: list[RunningJob] = field(default_factory=list)
+    #: the pending and running jobs the delta submitted that differ from a removed one
+    #: of their name (the others are the stored items again, in a new place)
+    jobs_new: list[Job] = field(default_factory=list)
+    running_new: list[RunningJob] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     def say(self, where: str, text: str) -> None:
@@ -407,6 +426,7 @@ def _edit_jobs(problem: Problem, delta: ClusterDelta, edit: _Edit) -> None:
     if delta.jobs_submitted:
         jobs.extend(delta.jobs_submitted)  # duplicates are reported by the rules below
         edit.jobs_edited = True
+        edit.jobs_new = _new_items(scenario.jobs, delta.jobs_removed, delta.jobs_submitted)
     vnpu_jobs = list(scenario.vnpu_jobs)
     if delta.vnpu_jobs_removed:
         names = {j.name for j in vnpu_jobs}
@@ -417,12 +437,12 @@ def _edit_jobs(problem: Problem, delta: ClusterDelta, edit: _Edit) -> None:
                     if any(j.name == name for j in scenario.jobs) else ""))
         gone = set(delta.vnpu_jobs_removed)
         vnpu_jobs = [j for j in vnpu_jobs if j.name not in gone]
-        edit.jobs_edited = True
+        edit.jobs_edited = edit.vnpu_edited = True
     if delta.vnpu_jobs_submitted:
         vnpu_jobs.extend(delta.vnpu_jobs_submitted)  # duplicates: the rules below
-        edit.jobs_edited = True
+        edit.jobs_edited = edit.vnpu_edited = True
     if edit.vnpu_changed:
-        edit.jobs_edited = True  # the vNPU rules run with the cross-field rules
+        edit.jobs_edited = edit.vnpu_edited = True  # the vNPU rules run with the others
     edit.jobs, edit.vnpu_jobs = jobs, vnpu_jobs
 
     node_names: Collection[str] = set()
@@ -442,9 +462,52 @@ def _edit_jobs(problem: Problem, delta: ClusterDelta, edit: _Edit) -> None:
     if delta.running_removed or delta.running_submitted:
         running = _replace_running(running, delta, say)
         edit.jobs_edited = True
+        edit.running_new = _new_items(scenario.running, delta.running_removed,
+                                      delta.running_submitted)
+    if delta.jobs_order is not None:
+        edit.jobs = _reordered(jobs, delta.jobs_order, "jobs-order", "pending job", say)
+        edit.jobs_edited = True
+    if delta.running_order is not None:
+        running = _reordered(running, delta.running_order, "running-order", "running job",
+                             say)
+        edit.jobs_edited = True
     if delta.config is not None and delta.config != scenario.config:
         edit.structural = True
     edit.running = running
+
+
+def _reordered(items: list[_Item], order: list[str], key: str, what: str, say: Any
+               ) -> list[_Item]:
+    """``items`` in the order of their names in ``order``, which must name each of them
+    once (else reported to ``say`` under ``key``); with duplicate names among ``items``
+    they are left as they are (the rules report the duplicate)."""
+    by_name = {item.name: item for item in items}
+    if len(by_name) != len(items):
+        return items
+    seen: set[str] = set()
+    for i, name in enumerate(order):
+        if name not in by_name:
+            say(f"field '{key}[{i}]'", f"{what} '{name}' does not exist (after the "
+                "removals and submissions)")
+        elif name in seen:
+            say(f"field '{key}[{i}]'", f"{what} '{name}' is named more than once")
+        seen.add(name)
+    missing = [name for name in by_name if name not in seen]
+    if missing:
+        say(f"field '{key}'", f"{len(missing)} {what}s are not named: "
+            f"{', '.join(repr(n) for n in missing[:5])}")
+    if len(seen) != len(order) or missing or len(order) != len(items):
+        return items
+    return [by_name[name] for name in order]
+
+
+def _new_items(before: Collection[_Item], removed: Collection[str],
+               submitted: Collection[_Item]) -> list[_Item]:
+    """The items of ``submitted`` that are not a removed item of ``before`` again
+    (equal to the one of their name that ``removed`` names)."""
+    gone = set(removed)
+    old = {item.name: item for item in before if item.name in gone} if gone else {}
+    return [item for item in submitted if old.get(item.name) != item]
 
 
 def _apply_cache_events(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta,
@@ -545,8 +608,7 @@ def _jobs_tier(problem: Problem, new: Scenario, edit: _Edit, cache: _CacheChange
     """Jobs, cache events, ``now`` across an owner's expiry or a vNPU node's chips: the
     node arrays patched, the jobs and the live cache compiled again (:func:`_recompile`)."""
     out = _patched_arrays(problem, new, edit)
-    recompiled = _recompile(problem, out, new, cache.view, cache.touched, edit.jobs_edited,
-                            edit.changed)
+    recompiled = _recompile(problem, out, new, cache.view, cache.touched, edit)
     return _Applied(new, recompiled, cache.lifecycle, "jobs", notes, cache.stamp,
                     cache.touched)
 
@@ -566,8 +628,7 @@ def _values_tier(problem: Problem, new: Scenario, edit: _Edit, cache: _CacheChan
 
 
 def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | None,
-               touched: frozenset[str] | None, jobs_edited: bool, changed: list[int]
-               ) -> Problem:
+               touched: frozenset[str] | None, edit: _Edit) -> Problem:
     """The jobs tier: ``out`` (``problem`` with the node arrays patched) with ``new``'s
     jobs, cache and ``now``.
 
@@ -577,10 +638,15 @@ def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | 
     neither the jobs nor a vNPU node changed (``jobs_edited``: cache events and ``now``
     moves, with node values perhaps), the rules are not run again (the changed nodes'
     values are checked as in the values tier) and only the jobs whose owner's live
-    entries changed get a new origin; otherwise the rules run without the nodes and
-    cache entries that are known to hold, and every job is compiled again.  Either way
-    the problem equals :func:`recompile_jobs` of the whole scenario.
+    entries changed get a new origin.  When pending or running jobs were removed and
+    submitted (and no vNPU part changed), the rules those items take part in are checked
+    (:func:`~models.validation.submitted_shapes`) and only the submitted jobs that
+    differ from the removed ones are compiled (:func:`_compile_submitted`); if a rule
+    may be broken, or a vNPU part changed, the rules run without the nodes and cache
+    entries that are known to hold, and every job is compiled again.  Either way the
+    problem equals :func:`recompile_jobs` of the whole scenario.
     """
+    jobs_edited, changed = edit.jobs_edited, edit.changed
     if touched is None:  # the cache section was written whole: the rules and jobs again
         return recompile_jobs(out, new, nodes_unchanged=not changed)
     if view is None:
@@ -589,7 +655,11 @@ def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | 
     live = patch_live(problem.live, view, touched, now,
                       new.affinity_cache.ttl_seconds)
     wrong = bool(changed) and bool(node_value_problems(new, changed))
-    if jobs_edited or wrong:
+    shapes = (submitted_shapes(new, problem.node_index, edit.jobs_new, edit.running_new)
+              if jobs_edited and not wrong and not edit.vnpu_edited else None)
+    if shapes is not None:
+        recompiled = _compile_submitted(problem, out, new, shapes, live, now)
+    elif jobs_edited or wrong:
         # the jobs changed (or a node value is wrong: the rules give the messages); node
         # values alone that pass their rules leave the rules on the nodes alone holding
         recompiled = recompile_jobs(out, new, nodes_unchanged=not wrong,
@@ -603,6 +673,35 @@ def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | 
         recompiled = replace(out, scenario=new, now=now, jobs=jobs, live=live)
     remember_view(recompiled, view)
     return recompiled
+
+
+def _compile_submitted(problem: Problem, out: Problem, new: Scenario,
+                       shapes: dict[str, JobShape], live: dict[str, dict[int, str]],
+                       now: int) -> Problem:
+    """``out`` with ``new``'s jobs: the jobs named in ``shapes`` (validated, with those
+    shapes) compiled; every other job's view reused from ``problem`` (the same job),
+    moved to its new position and given a new origin when its owner's live entries
+    changed."""
+    index = problem.node_index
+    prefer = new.config.prefer_previous_node
+    jobs = []
+    for j, job in enumerate(new.jobs):
+        shape = shapes.get(job.name)
+        if shape is not None:
+            jobs.append(compile_job(j, job, shape, index, live, prefer))
+            continue
+        view = problem.jobs[problem.job_index[job.name]]
+        owner = job.owner_uid
+        if owner and live.get(owner) is not problem.live.get(owner):
+            view = replace(view, origin=job_origin(job.tasks, live.get(owner), index,
+                                                   view.running))
+        if view.index != j:
+            view = replace(view, index=j)
+        jobs.append(view)
+    views = tuple(jobs)
+    return replace(out, scenario=new, now=now, jobs=views,
+                   job_index={view.name: j for j, view in enumerate(views)},
+                   queue=job_queue(views), live=live)
 
 
 def _shift_counts(counts: Counter[str] | None, before: CacheLifecycle,

@@ -29,10 +29,10 @@ _EVENTS = ("bind", "bind", "bind", "evict", "discard", "delete-owner", "refresh"
 
 
 def _full_recompile(problem: Problem, out: Problem, new: Scenario, view: Any,
-                    touched: Any, jobs_edited: bool, changed: list[int]) -> Problem:
+                    touched: Any, edit: Any) -> Problem:
     """The jobs tier as before: the rules and every job again, the live cache from all
     entries."""
-    return recompile_jobs(out, new, nodes_unchanged=not changed)
+    return recompile_jobs(out, new, nodes_unchanged=not edit.changed)
 
 
 def _rebuilding() -> ExitStack:
@@ -56,14 +56,17 @@ def _same(a: Problem, b: Problem) -> None:
             assert np.array_equal(getattr(x, attr), getattr(y, attr)), (x.name, attr)
             assert getattr(x, attr).dtype == getattr(y, attr).dtype
         assert x == y or all(getattr(x, f) == getattr(y, f) for f in (
-            "name", "owner_uid", "policy", "tasks", "priority", "levels", "image"))
+            "index", "name", "owner_uid", "policy", "tasks", "priority", "levels", "image"))
     for attr in ("free", "health", "npus"):
         assert np.array_equal(getattr(a, attr), getattr(b, attr)), attr
 
 
 def _deltas(scenario: Scenario, seed: int, count: int) -> list[dict[str, Any]]:
     """``count`` random deltas: ``now`` moves (some across an owner's expiry), cache
-    events of the jobs' owners and others, node values, a job removed and submitted."""
+    events of the jobs' owners and others, node values, a job removed and submitted, a
+    job submitted again in its removal's delta (as it was, changed, or breaking a rule
+    of its own), a job or running job whose name or owner another has, running jobs
+    submitted (on nodes with and without the free chips) and removed."""
     rng = random.Random(seed)
     names = [n.name for n in scenario.nodes]
     jobs = list(scenario.jobs)
@@ -73,6 +76,7 @@ def _deltas(scenario: Scenario, seed: int, count: int) -> list[dict[str, Any]]:
     times = [e.updated for e in scenario.affinity_cache.entries]
     now = scenario.now or 0
     removed: list[Any] = []
+    running: list[str] = []
     out: list[dict[str, Any]] = []
     for _ in range(count):
         delta: dict[str, Any] = {}
@@ -109,8 +113,40 @@ def _deltas(scenario: Scenario, seed: int, count: int) -> list[dict[str, Any]]:
             job = jobs.pop(rng.randrange(len(jobs)))
             removed.append(job)
             delta["jobs-removed"] = [job.name]
+        elif jobs and rng.random() < 0.3:  # removed and submitted again at the end
+            job = jobs[rng.randrange(len(jobs))]
+            again = job.model_dump(by_alias=True, mode="json", exclude_none=True)
+            change = rng.choice(["same", "same", "priority", "bad-rank", "owner", "name"])
+            if change == "priority":
+                again["priority"] = job.priority + 1
+            elif change == "bad-rank":
+                again["fault-ranks"] = [job.tasks + 1]
+            elif change == "owner" and len(jobs) > 1:  # another job's owner
+                again["owner-uid"] = rng.choice([j.owner_uid for j in jobs if j is not job])
+            if change != "name":
+                delta["jobs-removed"] = [job.name]
+            delta["jobs-submitted"] = [again]  # "name": a second job of that name
+        if rng.random() < 0.25:
+            delta.update(_running_change(rng, scenario.nodes, running, jobs))
         out.append(delta)
     return out
+
+
+def _running_change(rng: random.Random, nodes: list[Any], running: list[str],
+                    jobs: list[Any]) -> dict[str, Any]:
+    """A running job submitted (one rank on a random node: its free chips may not allow
+    it; its name may be a pending job's; its rank may be outside its tasks), or one of
+    ``running`` removed."""
+    if running and rng.random() < 0.4:
+        return {"running-removed": [running.pop(rng.randrange(len(running)))]}
+    name = (rng.choice(jobs).name if jobs and rng.random() < 0.1
+            else f"run-{rng.randrange(10 ** 6)}")
+    running.append(name)
+    busy = [node.name for node in nodes if node.free == 0]
+    node = rng.choice(busy) if busy and rng.random() < 0.8 else rng.choice(nodes).name
+    return {"running-submitted": [{"name": name, "policy": "chip8-node8", "tasks": 2,
+                                   "npu-per-task": rng.choice([1, 4, 8]),
+                                   "ranks": {rng.choice("0001112"): node}}]}
 
 
 def _start(scenario: Scenario, form: str) -> Scenario:
@@ -137,26 +173,69 @@ def test_incremental_deltas_equal_the_full_rebuild(family: str, form: str, seed:
     incremental = Cluster("inc", compile_scenario(scenario))
     rebuilt = Cluster("full", compile_scenario(scenario))
     for i, raw in enumerate(_deltas(scenario, seed, count)):
-        delta = ClusterDelta.model_validate(raw)
-        stamp = STAMP + i
-        refused: list[list[str] | None] = []
-        for cluster, context in ((incremental, ExitStack), (rebuilt, _rebuilding)):
-            with context():  # (entered here: _rebuilding patches when called)
-                try:
-                    cluster.apply(delta, stamp)
-                    refused.append(None)
-                except InputError as exc:
-                    refused.append(exc.messages)
-        assert refused[0] == refused[1], raw
-        a, b = incremental.snapshot.problem, rebuilt.snapshot.problem
-        _same(a, b)
-        _same(a, compile_scenario(a.scenario))
-        assert incremental.last_update == rebuilt.last_update
-        assert incremental.info().cache_states == rebuilt.lifecycle.counts()
-        assert list(incremental.info().cache_states.items()) == \
-            list(rebuilt.info().cache_states.items())
-        assert incremental.lifecycle.export_states() == rebuilt.lifecycle.export_states()
-        assert incremental.lifecycle.to_model() == rebuilt.lifecycle.to_model()
+        _apply_both(incremental, rebuilt, raw, STAMP + i)
+
+
+def _apply_both(incremental: Cluster, rebuilt: Cluster, raw: dict[str, Any], stamp: int
+                ) -> list[str] | None:
+    """``raw`` applied to both clusters: the same refusal or the same result; the
+    refusal's messages (``None``: applied)."""
+    delta = ClusterDelta.model_validate(raw)
+    refused: list[list[str] | None] = []
+    for cluster, context in ((incremental, ExitStack), (rebuilt, _rebuilding)):
+        with context():  # (entered here: _rebuilding patches when called)
+            try:
+                cluster.apply(delta, stamp)
+                refused.append(None)
+            except InputError as exc:
+                refused.append(exc.messages)
+    assert refused[0] == refused[1], raw
+    a, b = incremental.snapshot.problem, rebuilt.snapshot.problem
+    _same(a, b)
+    _same(a, compile_scenario(a.scenario))
+    assert incremental.last_update == rebuilt.last_update
+    assert incremental.info().cache_states == rebuilt.lifecycle.counts()
+    assert list(incremental.info().cache_states.items()) == \
+        list(rebuilt.info().cache_states.items())
+    assert incremental.lifecycle.export_states() == rebuilt.lifecycle.export_states()
+    assert incremental.lifecycle.to_model() == rebuilt.lifecycle.to_model()
+    return refused[0]
+
+
+def test_submitted_items_break_the_rules_the_full_rules_see() -> None:
+    """Each rule a submitted job or running job takes part in, broken once by an
+    otherwise valid delta: refused with the full rules' messages; then valid
+    submissions (a job again as it was, changed, a running job on a full node) applied
+    as the full rebuild applies them."""
+    scenario = generated("850", 128, 6)
+    jobs = scenario.jobs
+    full = next(n.name for n in scenario.nodes if n.free == 0)
+    idle = next(n.name for n in scenario.nodes if n.free == n.npus)
+
+    def again(at: int, **change: Any) -> dict[str, Any]:
+        data = jobs[at].model_dump(by_alias=True, mode="json", exclude_none=True)
+        return {"jobs-removed": [jobs[at].name], "jobs-submitted": [data | change]}
+
+    def running(name: str, ranks: dict[str, str], tasks: int = 2) -> dict[str, Any]:
+        return {"running-submitted": [{"name": name, "policy": "chip8-node8", "tasks": tasks,
+                                       "npu-per-task": 8, "ranks": ranks}]}
+
+    broken = [again(0, **{"owner-uid": jobs[1].owner_uid}),
+              again(0, **{"fault-ranks": [jobs[0].tasks]}),
+              again(0, **{"running-ranks": {"0": "no-such-node"}}),
+              {"jobs-submitted": [jobs[2].model_dump(by_alias=True, mode="json",
+                                                     exclude_none=True)]},
+              running("r-0", {"0": "no-such-node"}),
+              running("r-0", {"0": idle}),
+              running("r-0", {"3": full}),
+              running(jobs[0].name, {"0": full})]
+    incremental = Cluster("inc", compile_scenario(scenario))
+    rebuilt = Cluster("full", compile_scenario(scenario))
+    for i, raw in enumerate(broken):
+        assert _apply_both(incremental, rebuilt, raw, STAMP + i) is not None, raw
+    for i, raw in enumerate([again(0), again(1, priority=jobs[1].priority + 7),
+                             running("r-1", {"0": full}), {"running-removed": ["r-1"]}]):
+        assert _apply_both(incremental, rebuilt, raw, STAMP + i) is None, raw
 
 
 def test_the_view_knows_a_section_the_cache_wrote() -> None:

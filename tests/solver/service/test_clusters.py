@@ -202,6 +202,9 @@ def test_cache_lifecycle_bind_evict_discard_delete() -> None:
     ({"nodes-added": [{"name": "sp0-node-0", "npus": 8, "free": 8}]}, "nodes-added[0].name"),
     ({"cache-events": [{"event": "bind", "owner-uid": "o", "rank": 0, "node": "nope"}]},
      "cache-events[0].node"),
+    ({"jobs-order": ["nope"]}, "jobs-order[0]"),
+    ({"jobs-order": []}, "jobs-order"),
+    ({"running-order": ["nope"]}, "running-order[0]"),
 ])
 def test_bad_deltas_name_the_field(delta: dict[str, Any], field: str) -> None:
     from models.validation import InputError
@@ -209,6 +212,32 @@ def test_bad_deltas_name_the_field(delta: dict[str, Any], field: str) -> None:
     with pytest.raises(InputError) as info:
         _apply(example("superpod-850"), delta)
     assert any(f"'{field}'" in m for m in info.value.messages), info.value.messages
+
+
+def test_an_order_puts_the_jobs_in_place() -> None:
+    """``jobs-order`` and ``running-order`` after removals and submissions: the
+    sections in that order (a job changed in place without the later ones sent again),
+    the problem as a fresh compile's; a name twice is refused."""
+    scenario = generated("850", 128, 6)
+    jobs = [j.name for j in scenario.jobs]
+    changed = scenario.jobs[1].model_dump(by_alias=True, mode="json", exclude_none=True)
+    changed["priority"] += 5
+    order = [jobs[0], jobs[1], *reversed(jobs[2:])]
+    problem, tier = _apply(scenario, {
+        "jobs-removed": [jobs[1]], "jobs-submitted": [changed], "jobs-order": order,
+        "running-submitted": [{"name": "r-b", "policy": "chip8-node8", "ranks": {}},
+                              {"name": "r-a", "policy": "chip8-node8", "ranks": {}}],
+        "running-order": ["r-a", "r-b"]})
+    assert tier == "jobs"
+    assert [j.name for j in problem.scenario.jobs] == order
+    assert problem.scenario.jobs[1].priority == scenario.jobs[1].priority + 5
+    assert [r.name for r in problem.scenario.running] == ["r-a", "r-b"]
+    _same_problem(problem, compile_scenario(problem.scenario))
+    assert [j.index for j in problem.jobs] == list(range(len(jobs)))
+    from models.validation import InputError
+
+    with pytest.raises(InputError, match="named more than once"):
+        _apply(scenario, {"jobs-order": [jobs[0], *jobs]})
 
 
 # --------------------------------------------------------------------------- routes

@@ -105,6 +105,10 @@ class Chain:
         if step.changes is not None:
             delta = pieces_delta(step.old, step.new, step.changes)  # type: ignore[arg-type]
             if delta is not None:
+                # the changed jobs alone are sent (an order puts them in place)
+                for key, changed in (("jobs-submitted", step.changes.jobs),
+                                     ("running-submitted", step.changes.running)):
+                    assert {item["name"] for item in delta.get(key, [])} <= changed, key
                 delta["expect-version"] = self.version
                 self.version = self.target.patch(delta)
             cluster = self.store.get("w")
