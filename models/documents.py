@@ -15,6 +15,7 @@ import math
 import os
 import stat
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +35,11 @@ from models.limits import (
 _YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _YamlDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
+_gc_lock = threading.Lock()
+#: how many pauses are open, and whether the collector was on when the first began
+_gc_pauses = [0, True]
+
+
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """Pause Python's cyclic garbage collector while large acyclic data is built.
@@ -42,15 +48,22 @@ def paused_gc() -> Iterator[None]:
     objects; each allocation burst starts a collection that walks every object alive,
     which costs a third of the reading time.  Nothing the readers build holds a cycle
     (reference counting frees it all), so the collector is paused and restored after.
-    The pause is process-wide: a thread that resumes it early only costs speed.
+    Pauses nest and may overlap across threads (the watcher's streams list at once, the
+    extender parses while it plans): the collector runs again when the last open pause
+    ends, if it was on when the first began.
     """
-    enabled = gc.isenabled()
-    gc.disable()
+    with _gc_lock:
+        if _gc_pauses[0] == 0:
+            _gc_pauses[1] = gc.isenabled()
+            gc.disable()
+        _gc_pauses[0] += 1
     try:
         yield
     finally:
-        if enabled:
-            gc.enable()
+        with _gc_lock:
+            _gc_pauses[0] -= 1
+            if _gc_pauses[0] == 0 and _gc_pauses[1]:
+                gc.enable()
 
 
 class DocumentError(Exception):
