@@ -373,6 +373,13 @@ class LoopbackApiServer:
         position = since
         with self._lock:
             self.requests["watch"] += 1
+            if self.unavailable or self.refuse_watches:
+                # refused while this request was on its way in (past the handler's check,
+                # not yet open for drop_watches to cut): it ends at once, so a drop after
+                # ``refuse_watches`` is set cuts every watch, and the client's next watch
+                # is refused until watches are allowed
+                self.requests["refused"] += 1
+                return
             if since < self.compacted:
                 self.requests["gone"] += 1
                 yield _event_line("ERROR", _status(

@@ -426,3 +426,27 @@ def test_watcher_counts_lag_per_event(harness: Harness) -> None:
     assert harness.caught_up()
     assert len(harness.watcher.lags) > before
     assert isinstance(harness.watcher, ClusterWatcher)
+
+
+def test_a_watch_arriving_as_watches_are_refused_is_not_left_open() -> None:
+    """A watch request past the handler's check when ``refuse_watches`` is set, but not
+    yet open for ``drop_watches`` to cut, must end at once: left open, it would miss the
+    drop and the compaction's 410, and a resync that waits for every stream's 410 waits
+    forever (seen in ``benchmarks/watch_lag.py`` at 16,384 and 65,536 nodes)."""
+    import socket
+
+    from benchmarks.kube_api import _Watcher
+
+    server = LoopbackApiServer()
+    server.refuse_watches = True
+    assert server.drop_watches() == 0
+    left, right = socket.socketpair()
+    try:
+        lines = list(server.watch_events("pods", None, None, None, server.version, True,
+                                         5.0, _Watcher(left)))
+    finally:
+        left.close()
+        right.close()
+    assert lines == []
+    assert server.open_watches() == 0
+    assert server.requests["refused"] == 1
