@@ -103,19 +103,31 @@ class Gone(Exception):
     """The API server answered 410: the version or continue token is too old."""
 
 
-def strip_object(obj: dict[str, Any]) -> dict[str, Any]:
-    """Drop what the importer never reads (in place); the object."""
-    meta = obj.get("metadata")
+def strip_object(obj: dict[str, Any], *, copy: bool = False) -> dict[str, Any]:
+    """Drop what the importer never reads; the object.
+
+    In place, or with ``copy`` in a new object built from copies of the dictionaries on
+    the way (``obj`` is not changed): the extender's parsed snapshot then keeps the
+    dropped subtrees, freed with it in slices after the plan instead of one by one
+    before it (``managedFields`` alone is hundreds of objects per object)."""
+    out = dict(obj) if copy else obj
+    meta = out.get("metadata")
     if isinstance(meta, dict):
+        if copy:
+            meta = out["metadata"] = dict(meta)
         meta.pop("managedFields", None)
         annotations = meta.get("annotations")
-        if isinstance(annotations, dict):
-            annotations.pop(LAST_APPLIED, None)
-    for path in UNUSED.get(str(obj.get("kind")), ()):
-        parent = obj.get(path[0])
-        if isinstance(parent, dict):
-            parent.pop(path[1], None)
-    return obj
+        if isinstance(annotations, dict) and LAST_APPLIED in annotations:
+            if copy:
+                annotations = meta["annotations"] = dict(annotations)
+            annotations.pop(LAST_APPLIED)
+    for path in UNUSED.get(str(out.get("kind")), ()):
+        parent = out.get(path[0])
+        if isinstance(parent, dict) and path[1] in parent:
+            if copy:
+                parent = out[path[0]] = dict(parent)
+            parent.pop(path[1])
+    return out
 
 
 def wanted(obj: dict[str, Any]) -> bool:

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from heuristics.lifecycle import CacheLifecycle, RunningPods, TaskStatus
+from models.documents import paused_gc
 from models.io import scenario_from_data
 from models.kube.build import ClusterImport
 from models.kube.jobs import controller_uid
@@ -61,7 +62,6 @@ from solver.service.extender.protocol import (
     STATUS_RELEASING,
     SnapshotError,
     check_values,
-    gc_paused,
     parse_snapshot,
     snapshot_objects,
     task_identity,
@@ -169,7 +169,7 @@ class ExtenderCore:
         t0 = time.perf_counter()
         kept: list[Any] = []  # the parsed snapshot, freed in slices once the plan is made
         try:
-            with gc_paused():  # millions of new objects: no collection can free any of them
+            with paused_gc():  # millions of new objects: no collection can free any of them
                 if not isinstance(body, bytes):
                     between()
                     body = b"".join(body)
@@ -532,7 +532,7 @@ class ExtenderCore:
             task, names = fast
             return self._prioritize(task, names.__contains__, ticket)
         check_values(raw, self.config.max_verb_values, "prioritize body")
-        with gc_paused():
+        with paused_gc():
             data = orjson.loads(raw)
         if not isinstance(data, dict):
             return ABSTAIN

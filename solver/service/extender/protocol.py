@@ -12,10 +12,9 @@ from typing import Any
 
 import orjson
 
-from models.documents import paused_gc
 from models.kube.jobs import GROUP_ANNOTATION, pod_record
 from models.kube.source import Diagnostics
-from models.kube.watch import LAST_APPLIED, UNUSED, wanted
+from models.kube.watch import strip_object, wanted
 from models.limits import escape_text
 
 #: Route prefix of the extender verbs (``extender.urlPrefix`` ends with it).
@@ -96,10 +95,6 @@ def check_values(body: bytes, limit: int, what: str,
             f"(about {limit * BYTES_PER_VALUE >> 20} MB once parsed)"])
 
 
-#: the collector paused while a large body is parsed and imported (a 34 MB snapshot parsed
-#: in 0.25-0.29 s of CPU without collections, 0.83-0.88 s with them): the readers' pause,
-#: nested and shared across threads
-gc_paused = paused_gc
 
 
 #: Bytes of a snapshot parsed by one ``orjson.loads`` call at most (about 5-30 ms of
@@ -186,27 +181,6 @@ def parse_snapshot(raw: bytes, between: Callable[[], None] = _nothing) -> Any:
     return data
 
 
-def stripped_copy(obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` without what the importer never reads, as
-    :func:`~models.kube.watch.strip_object` leaves it, but built from copies of the
-    dictionaries on the way (``obj`` is not changed): the parsed snapshot keeps the
-    dropped subtrees, which are freed with it in slices after the plan
-    (:func:`~solver.service.extender.answer.free_in_slices`) instead of one by one here,
-    before the plan (``managedFields`` alone is hundreds of objects per object)."""
-    out = dict(obj)
-    meta = out.get("metadata")
-    if isinstance(meta, dict):
-        meta = out["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
-        annotations = meta.get("annotations")
-        if isinstance(annotations, dict) and LAST_APPLIED in annotations:
-            meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
-    for path in UNUSED.get(str(out.get("kind")), ()):
-        parent = out.get(path[0])
-        if isinstance(parent, dict) and path[1] in parent:
-            out[path[0]] = {k: v for k, v in parent.items() if k != path[1]}
-    return out
-
-
 def _mapping(value: Any, where: str, errors: list[str], required: bool = True
              ) -> dict[str, Any]:
     if value is None and not required:
@@ -278,7 +252,7 @@ def snapshot_objects(data: Any, max_nodes: int, max_tasks: int,
         if lean:
             if not wanted(obj):
                 return
-            obj = stripped_copy(obj)
+            obj = strip_object(obj, copy=True)
         out.append((obj, where))
 
     for name, info in nodes.items():
@@ -291,8 +265,8 @@ def snapshot_objects(data: Any, max_nodes: int, max_tasks: int,
         if not isinstance(node, dict):
             errors.append(f"{where}.Node: expected a v1.Node object")
             continue
-        out.append((stripped_copy(dict(node, kind="Node")) if lean else dict(node, kind="Node"),
-                    where))
+        node = dict(node, kind="Node")
+        out.append((strip_object(node, copy=True) if lean else node, where))
         for uid, task in _mapping(record.get("Tasks"), f"{where}.Tasks", errors,
                                   required=False).items():
             pod_of(task, f"{where}.Tasks[{escape_text(str(uid), 80)}]")
@@ -309,7 +283,7 @@ def snapshot_objects(data: Any, max_nodes: int, max_tasks: int,
             else:
                 pg = dict({k: v for k, v in group.items() if k != "Version"},
                           kind="PodGroup")
-                out.append((stripped_copy(pg) if lean else pg, where))
+                out.append((strip_object(pg, copy=True) if lean else pg, where))
         for uid, task in _mapping(record.get("Tasks"), f"{where}.Tasks", errors,
                                   required=False).items():
             pod_of(task, f"{where}.Tasks[{escape_text(str(uid), 80)}]")

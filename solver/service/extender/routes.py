@@ -22,6 +22,7 @@ from fastapi.responses import Response
 from starlette.background import BackgroundTask
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from models.documents import paused_gc
 from solver.service.auth import PATH_AUTHORIZED
 from solver.service.extender.answer import QUIET_SHARE, AnswerGate, VerbTicket
 from solver.service.extender.core import ExtenderCore, Session
@@ -33,7 +34,6 @@ from solver.service.extender.protocol import (
     FITS,
     SnapshotError,
     check_values,
-    gc_paused,
 )
 from solver.service.parsing import BadRequest, refuse_declared_length
 
@@ -140,7 +140,7 @@ def parse_verb_body(body: bytes, limit: int, verb: str) -> dict[str, Any]:
         raise BadRequest(413, "too many values", exc.messages, {"Connection": "close"}) \
             from None
     try:
-        with gc_paused():
+        with paused_gc():
             data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise BadRequest(400, "malformed JSON", [f"request body: not JSON: {exc}"]) from None
