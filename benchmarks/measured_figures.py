@@ -31,7 +31,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -106,33 +105,16 @@ def data_digest(name: str, docs: Path) -> str:
 
 
 def png_text(path: Path) -> dict[str, str]:
-    """The ``tEXt``, ``zTXt`` and ``iTXt`` chunks of a PNG file, by keyword."""
+    """The ``tEXt``, ``zTXt`` and ``iTXt`` chunks of a PNG file, by keyword (read by
+    Pillow, which matplotlib brings)."""
+    from PIL import Image, PngImagePlugin
+
     blob = read_bytes(path)
     if blob[:8] != b"\x89PNG\r\n\x1a\n":
         raise ValueError(f"{path}: not a PNG file")
-    out: dict[str, str] = {}
-    at = 8
-    while at + 8 <= len(blob):
-        size = int.from_bytes(blob[at:at + 4], "big")
-        kind = blob[at + 4:at + 8]
-        body = blob[at + 8:at + 8 + size]
-        at += 12 + size
-        if kind == b"tEXt":
-            key, _sep, value = body.partition(b"\0")
-            out[key.decode("latin-1")] = value.decode("latin-1")
-        elif kind == b"zTXt":
-            key, _sep, rest = body.partition(b"\0")
-            out[key.decode("latin-1")] = zlib.decompress(rest[1:]).decode("latin-1")
-        elif kind == b"iTXt":
-            key, _sep, rest = body.partition(b"\0")
-            compressed, rest = rest[0], rest[2:]
-            _language, _sep, rest = rest.partition(b"\0")
-            _translated, _sep, text = rest.partition(b"\0")
-            out[key.decode("latin-1")] = (zlib.decompress(text) if compressed
-                                          else text).decode("utf-8")
-        elif kind == b"IEND":
-            break
-    return out
+    with Image.open(io.BytesIO(blob)) as image:
+        assert isinstance(image, PngImagePlugin.PngImageFile)
+        return {str(key): str(value) for key, value in image.text.items()}
 
 
 def _git(*args: str) -> str:
