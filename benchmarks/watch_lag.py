@@ -20,7 +20,8 @@ the worker's apply, without the HTTP hop), and this script measures:
   after it is stored, so the lag to a plan that sees an event is the lag above plus the
   wait for the next plan;
 * a 410 resync (``--resyncs`` of them): watches refused and cut, ``--resync-pods`` bound
-  pods evicted (:class:`PodChurn`: pods that are bound now, so each is a change), the
+  pods evicted (:class:`PodChurn`: pods that are bound now, so each is a change; pending
+  ones bound back when too few are bound), the
   history compacted, watches allowed again; seconds until the stored cluster holds the
   changes (one PATCH);
 * peak resident memory of this process (the watcher and the stored cluster), absolute
@@ -131,6 +132,21 @@ class PodChurn:
                 evicted += 1
         return evicted
 
+    def bind_back(self, count: int) -> int:
+        """Bind back the first ``count`` pods that are pending now; how many."""
+        chosen = sorted(self.pending)[:count]
+        for at in chosen:
+            self.flip(at)
+        return len(chosen)
+
+    def resync_changes(self, count: int) -> int:
+        """The changes of one resync: ``count`` bound pods evicted, or, when fewer are
+        bound (after earlier resyncs), ``count`` pending pods bound back; how many pods
+        changed."""
+        if len(self.running) - len(self.pending) >= count:
+            return self.evict(count)
+        return self.bind_back(count)
+
 
 def _child(conn: Connection, nodes: int, realistic: bool) -> None:
     """The API server's process: build, serve, and write events on command."""
@@ -172,9 +188,9 @@ def _child(conn: Connection, nodes: int, realistic: bool) -> None:
         elif command[0] == "resync":
             server.refuse_watches = True
             server.drop_watches()
-            evicted = churn.evict(command[1])
+            changed = churn.resync_changes(command[1])
             server.compact()
-            conn.send(("compacted", evicted))
+            conn.send(("compacted", changed))
             conn.recv()  # allow
             server.refuse_watches = False
             conn.send("allowed")
@@ -208,25 +224,26 @@ def _cpu_figures(watcher: Any) -> dict[str, float]:
 
 
 def _resync(parent: Connection, watcher: Any, streams: int, count: int) -> dict[str, Any]:
-    """One 410 resync: watches refused and cut, ``count`` bound pods evicted, the history
-    compacted, watches allowed; the figures once the stored cluster holds the changes
-    (or after 600 s: ``completed`` false)."""
+    """One 410 resync: watches refused and cut, ``count`` pods changed
+    (:meth:`PodChurn.resync_changes`), the history compacted, watches allowed; the figures
+    once the stored cluster holds the changes (or after 600 s: ``completed`` false)."""
     gone, patches = watcher.counts()["gone"], watcher.patches
     empty, failed = watcher.empty, watcher.failed_builds
     watcher.import_cpu.clear()
     watcher.patch_cpu.clear()
     parent.send(("resync", count))
-    _, evicted = parent.recv()
+    _, changed = parent.recv()
     cpu, wall = time.process_time(), time.perf_counter()
     parent.send("allow")
     parent.recv()
-    while watcher.counts()["gone"] < gone + streams or watcher.patches == patches:
+    while changed and (watcher.counts()["gone"] < gone + streams
+                       or watcher.patches == patches):
         time.sleep(0.01)
         if time.perf_counter() - wall > 600:
             break
     watcher.coalescer.wait_idle(600)
     counts = watcher.counts()
-    return {"changes": evicted, "completed": watcher.patches > patches,
+    return {"changes": changed, "completed": watcher.patches > patches,
             "gone": counts["gone"] - gone, "empty-sends": watcher.empty - empty,
             "failed-builds": watcher.failed_builds - failed,
             "coalescer-errors": watcher.coalescer.last_error,
@@ -342,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resync-pods", type=int, default=64, dest="resync_pods")
     parser.add_argument("--resyncs", type=int, default=1,
                         help="410 resyncs one after another (each evicts --resync-pods "
-                        "more bound pods)")
+                        "more bound pods, or binds back as many when too few are bound)")
     parser.add_argument("--plain", action="store_true",
                         help="objects without the realistic bulk (images, labels, "
                         "managedFields, system pods): at 65,536 realistic nodes the import "

@@ -63,3 +63,15 @@ def test_each_event_flips_its_pod_and_pairs_restore_it() -> None:
         churn.next_event()
     assert not churn.pending
     assert [_node(server, name) for name, _ in running] == ["n0", "n1", "n2"]
+
+
+def test_resyncs_bind_pods_back_once_too_few_are_bound() -> None:
+    """A resync with fewer bound pods than it changes binds pending ones back: every
+    resync of a run changes as many pods as asked."""
+    server, running = _server(10)
+    churn = PodChurn(server, running)
+    assert churn.resync_changes(6) == 6 and len(churn.pending) == 6
+    version = server.version
+    assert churn.resync_changes(6) == 6 and not churn.pending
+    assert all(_node(server, name) for name, _ in running)
+    assert server.version == version + 6
