@@ -131,10 +131,15 @@ class ResourceStream:
             delay = min(self.settings.backoff_max, delay * 2)
 
     def _list(self) -> None:
+        """List the resource into the cluster, compared page by page with the held
+        objects: an unchanged object (same uid and ``resourceVersion``) is dropped as its
+        page is read, only the others are stripped and kept until the list ends."""
         call, settings = self.state.call, self.settings
-        items: list[dict[str, Any]] = []
+        kept: set[tuple[str, str]] = set()
+        changed: list[dict[str, Any]] = []
         token: str | None = None
         version = None
+        unchanged = self.cluster.unchanged
         # a list of 65,536 nodes makes millions of objects, and none of them is garbage
         # yet: the collector's passes over the whole heap cost more than the reading
         with paused_gc():
@@ -150,14 +155,19 @@ class ResourceStream:
                 meta = body.get("metadata") or {}
                 version = str(meta.get("resourceVersion") or "") or version
                 for item in body["items"]:
-                    if isinstance(item, dict):
-                        item.setdefault("kind", call.kind)
-                        items.append(strip_object(item))
+                    if not isinstance(item, dict):
+                        continue
+                    key = unchanged(self.index, item)
+                    if key is not None:
+                        kept.add(key)
+                        continue
+                    item.setdefault("kind", call.kind)
+                    changed.append(strip_object(item))
                 del body
                 token = meta.get("continue")
                 if not token:
                     break
-            self.cluster.replace(self.index, items)
+            self.cluster.relisted(self.index, kept, changed)
         with self.cluster._lock:
             self.state.version = version
             self.state.lists += 1

@@ -285,6 +285,8 @@ class WatchedCluster:
         self._static: ClusterImport | None = None
         #: each device record ConfigMap's records (stream, key) -> its own parse
         self._device_parts: dict[tuple[int, tuple[str, str]], DeviceState] = {}
+        #: while a fresh list is taken: the jobs whose bound ranks to note after it
+        self._later: set[str] | None = None
 
     # ------------------------------------------------------------------ intake
     def replace(self, index: int, objects: list[dict[str, Any]]) -> None:
@@ -292,25 +294,57 @@ class WatchedCluster:
 
         Objects held with the same uid and ``resourceVersion`` are kept as they are.
         """
-        changed = False
+        fresh = {_key(o): o for o in objects if wanted(o)}
+        self.relisted(index, set(), list(fresh.values()))
+
+    def unchanged(self, index: int, obj: dict[str, Any]) -> tuple[str, str] | None:
+        """The key of ``obj`` (an object of a fresh list of stream ``index``, stripped or
+        not) when the stream holds it unchanged (the same uid and ``resourceVersion``:
+        the same object, kept as it was); ``None`` when it is new or changed.
+
+        Called by the stream's own thread while it lists, without the lock: only that
+        thread changes the stream's objects."""
+        key = _key(obj)
+        return key if _same(self.streams[index].objects.get(key), obj) else None
+
+    def relisted(self, index: int, kept: set[tuple[str, str]],
+                 changed: list[dict[str, Any]]) -> None:
+        """A fresh list of stream ``index``, compared page by page as it was read: the
+        keys of the objects found held unchanged (:meth:`unchanged`) and the others
+        (stripped; those :func:`wanted` drops are left out).  The stream's objects become
+        those: the held ones not listed are forgotten, the changed ones taken.
+
+        The list is one event boundary: the ranks its pods' jobs have bound are noted
+        once, after every object is taken (a job's pods taken one by one are not
+        boundaries)."""
+        changed_any = False
         with self._lock:
             stream = self.streams[index]
-            fresh = {_key(o): o for o in objects if wanted(o)}
-            for key in [k for k in stream.objects if k not in fresh]:
-                self._forget(index, stream.objects.pop(key))
-                self._device_parts.pop((index, key), None)
-                changed = True
-            for key, obj in fresh.items():
-                if _same(stream.objects.get(key), obj):
-                    continue
-                self._take(index, key, obj)
-                if stream.call.kind not in RECORD_KINDS:
+            fresh = {_key(o): o for o in changed if wanted(o)}
+            gone = [k for k in stream.objects if k not in kept and k not in fresh]
+            self._later = set()
+            try:
+                for key in gone:
+                    self._forget(index, stream.objects.pop(key))
                     self._device_parts.pop((index, key), None)
-                changed = True
-            if changed and stream.call.kind not in RECORD_KINDS:
+                    changed_any = True
+                for key, obj in fresh.items():
+                    if _same(stream.objects.get(key), obj):
+                        continue
+                    self._take(index, key, obj)
+                    if stream.call.kind not in RECORD_KINDS:
+                        self._device_parts.pop((index, key), None)
+                    changed_any = True
+                later, self._later = self._later, None
+            except BaseException:
+                self._later = None
+                raise
+            for job_id in sorted(later):
+                self._note_bound(job_id)
+            if changed_any and stream.call.kind not in RECORD_KINDS:
                 self._static_changed()
             self.changes += 1
-        if changed and self.on_change is not None:
+        if changed_any and self.on_change is not None:
             self.on_change()
 
     def event(self, index: int, kind: str, obj: dict[str, Any]) -> None:
@@ -398,7 +432,7 @@ class WatchedCluster:
                 groups = {f"{p.namespace}/{p.group}" for k in self._pods_on.get(node.name, ())
                           if (p := source.pods[k]).group is not None}
                 for job_id in sorted(groups):
-                    self._note_bound(job_id)
+                    self._note_bound_at_boundary(job_id)
         elif kind == "Pod":
             pod = next(iter(probe.pods.values()), None)
             if pod is None:
@@ -414,7 +448,7 @@ class WatchedCluster:
             self._owners_of[(kind, *key)] = index
             self._dirty_pod(pod)
             if pod.group is not None:
-                self._note_bound(f"{pod.namespace}/{pod.group}")
+                self._note_bound_at_boundary(f"{pod.namespace}/{pod.group}")
         else:
             group = next(iter(probe.podgroups.values()), None)
             if group is None:
@@ -472,6 +506,14 @@ class WatchedCluster:
                 bound.discard(key)
                 if not bound:
                     del self._pods_on[pod.node]
+
+    def _note_bound_at_boundary(self, job_id: str) -> None:
+        """Note the ranks ``job_id`` has bound at this event, or, inside a fresh list,
+        once the whole list is taken."""
+        if self._later is not None:
+            self._later.add(job_id)
+        else:
+            self._note_bound(job_id)
 
     def _note_bound(self, job_id: str) -> None:
         """Note the ranks ``job_id`` has bound now (the cache of an import at this event)."""

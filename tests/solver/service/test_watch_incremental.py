@@ -266,3 +266,18 @@ def test_a_device_info_configmap_changes_its_node_alone(chain: Chain) -> None:
     assert step.changes is not None and step.changes.nodes == [node]
     chain.apply(cim, record)
     chain.check()
+
+
+def test_a_fresh_list_notes_its_ranks_once_at_the_list(chain: Chain) -> None:
+    """A fresh list is one event boundary: two ranks of a job evicted while the watch was
+    down keep the cache entries of the import before (with their time), as the import of
+    the listed objects has them; the list's pods taken one by one are not boundaries (the
+    rank evicted later in the list was bound when the first was taken)."""
+    chain.now += 5
+    chain.check()
+    pods = _running_pods()
+    chain.server.apply(_pending_copy(pods[0]))
+    chain.server.apply(_pending_copy(pods[1]))
+    chain.now += 5
+    chain.relist()
+    chain.check()
