@@ -139,7 +139,7 @@ class ResourceStream:
         changed: list[dict[str, Any]] = []
         token: str | None = None
         version = None
-        unchanged = self.cluster.unchanged
+        split_page = self.cluster.split_page
         # a list of 65,536 nodes makes millions of objects, and none of them is garbage
         # yet: the collector's passes over the whole heap cost more than the reading
         with paused_gc():
@@ -154,13 +154,7 @@ class ResourceStream:
                     raise ValueError(f"list of {call.what}: the answer is not a list object")
                 meta = body.get("metadata") or {}
                 version = str(meta.get("resourceVersion") or "") or version
-                for item in body["items"]:
-                    if not isinstance(item, dict):
-                        continue
-                    key = unchanged(self.index, item)
-                    if key is not None:
-                        kept.add(key)
-                        continue
+                for item in split_page(self.index, body["items"], kept):
                     item.setdefault("kind", call.kind)
                     changed.append(strip_object(item))
                 del body

@@ -294,23 +294,42 @@ class WatchedCluster:
 
         Objects held with the same uid and ``resourceVersion`` are kept as they are.
         """
-        fresh = {_key(o): o for o in objects if wanted(o)}
-        self.relisted(index, set(), list(fresh.values()))
+        kept: set[tuple[str, str]] = set()
+        self.relisted(index, kept, self.split_page(index, objects, kept))
 
-    def unchanged(self, index: int, obj: dict[str, Any]) -> tuple[str, str] | None:
-        """The key of ``obj`` (an object of a fresh list of stream ``index``, stripped or
-        not) when the stream holds it unchanged (the same uid and ``resourceVersion``:
-        the same object, kept as it was); ``None`` when it is new or changed.
+    def split_page(self, index: int, items: list[Any], kept: set[tuple[str, str]]
+                   ) -> list[dict[str, Any]]:
+        """One page of a fresh list of stream ``index``: the keys of the objects the
+        stream holds unchanged (the same uid and ``resourceVersion``: the same object,
+        kept as it was) are added to ``kept``; the other objects are returned (new or
+        changed; items that are not objects are left out).
 
         Called by the stream's own thread while it lists, without the lock: only that
-        thread changes the stream's objects."""
-        key = _key(obj)
-        return key if _same(self.streams[index].objects.get(key), obj) else None
+        thread changes the stream's objects.  The comparison of :func:`_same`, inlined:
+        a page is hundreds of objects and a list of 65,536 nodes hundreds of pages."""
+        held = self.streams[index].objects
+        changed: list[dict[str, Any]] = []
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            meta = item.get("metadata")
+            if isinstance(meta, dict):
+                key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+                was = held.get(key)
+                if was is not None:
+                    version = meta.get("resourceVersion")
+                    old = was.get("metadata") or {}
+                    if version and old.get("resourceVersion") == version and \
+                            old.get("uid") == meta.get("uid"):
+                        kept.add(key)
+                        continue
+            changed.append(item)
+        return changed
 
     def relisted(self, index: int, kept: set[tuple[str, str]],
                  changed: list[dict[str, Any]]) -> None:
         """A fresh list of stream ``index``, compared page by page as it was read: the
-        keys of the objects found held unchanged (:meth:`unchanged`) and the others
+        keys of the objects found held unchanged (:meth:`split_page`) and the others
         (stripped; those :func:`wanted` drops are left out).  The stream's objects become
         those: the held ones not listed are forgotten, the changed ones taken.
 

@@ -281,3 +281,19 @@ def test_a_fresh_list_notes_its_ranks_once_at_the_list(chain: Chain) -> None:
     chain.now += 5
     chain.relist()
     chain.check()
+
+
+def test_a_list_page_keeps_only_the_objects_held_unchanged(chain: Chain) -> None:
+    """A page of a fresh list: an object with the held uid and resourceVersion is kept
+    as it is (its key noted); a new resourceVersion, another uid (deleted and created
+    again between the lists), no resourceVersion or a new name make it read again."""
+    held = chain.lists()[PODS][:5]
+    page = copy.deepcopy(held)
+    page[1]["metadata"]["resourceVersion"] += "0"
+    page[2]["metadata"]["uid"] = "another"
+    del page[3]["metadata"]["resourceVersion"]
+    page[4]["metadata"]["name"] += "-new"
+    kept: set[tuple[str, str]] = set()
+    changed = chain.watched.split_page(PODS, [*page, "not an object"], kept)
+    assert kept == {(held[0]["metadata"]["namespace"], held[0]["metadata"]["name"])}
+    assert changed == page[1:]
