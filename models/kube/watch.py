@@ -51,24 +51,21 @@ from models.kube.incremental import (
     NeedsWhole,
     advance,
 )
-from models.kube.jobs import GROUP_ANNOTATION, RESCHEDULE_CM, JobGroup, PodRecord, job_spec
+from models.kube.jobs import RESCHEDULE_CM, JobGroup, PodRecord, job_spec
 from models.kube.live import ListCall
 from models.kube.nodes import DeviceState
+from models.kube.objects import object_key as _key
+from models.kube.objects import same_object as _same
+from models.kube.objects import strip_object as strip_object
+from models.kube.objects import stub as _stub
+from models.kube.objects import version_of as version_of
+from models.kube.objects import wanted as wanted
+from models.kube.pages import Identity
 from models.kube.source import Diagnostics, describe
 from models.scenario import AffinityCacheModel, CacheEntry, Scenario
 
 log = logging.getLogger("npu_place.watch")
 
-#: Annotation ``kubectl apply`` writes: a copy of the whole object, never read.
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-#: Subtrees of each kind that the importer does not read (dropped on arrival).
-UNUSED = {
-    "Pod": (("spec", "volumes"), ("spec", "tolerations"), ("spec", "initContainers"),
-            ("status", "containerStatuses"), ("status", "initContainerStatuses"),
-            ("status", "conditions"), ("status", "podIPs")),
-    "Node": (("status", "volumesAttached"), ("status", "volumesInUse"),
-             ("status", "daemonEndpoints"), ("status", "nodeInfo"), ("status", "addresses")),
-}
 #: Kinds whose importer records are kept per object (the bulky ones).
 RECORD_KINDS = ("Node", "Pod", "PodGroup")
 
@@ -103,67 +100,6 @@ class Gone(Exception):
     """The API server answered 410: the version or continue token is too old."""
 
 
-def strip_object(obj: dict[str, Any], *, copy: bool = False) -> dict[str, Any]:
-    """Drop what the importer never reads; the object.
-
-    In place, or with ``copy`` in a new object built from copies of the dictionaries on
-    the way (``obj`` is not changed): the extender's parsed snapshot then keeps the
-    dropped subtrees, freed with it in slices after the plan instead of one by one
-    before it (``managedFields`` alone is hundreds of objects per object)."""
-    out = dict(obj) if copy else obj
-    meta = out.get("metadata")
-    if isinstance(meta, dict):
-        if copy:
-            meta = out["metadata"] = dict(meta)
-        meta.pop("managedFields", None)
-        annotations = meta.get("annotations")
-        if isinstance(annotations, dict) and LAST_APPLIED in annotations:
-            if copy:
-                annotations = meta["annotations"] = dict(annotations)
-            annotations.pop(LAST_APPLIED)
-    for path in UNUSED.get(str(out.get("kind")), ()):
-        parent = out.get(path[0])
-        if isinstance(parent, dict) and path[1] in parent:
-            if copy:
-                parent = out[path[0]] = dict(parent)
-            parent.pop(path[1])
-    return out
-
-
-def wanted(obj: dict[str, Any]) -> bool:
-    """Whether the importer reads this object: every object but Pods that neither
-    request a ``huawei.com/`` resource nor carry the Volcano group annotation."""
-    if obj.get("kind") != "Pod":
-        return True
-    meta = obj.get("metadata") or {}
-    annotations = meta.get("annotations") if isinstance(meta, dict) else None
-    if isinstance(annotations, dict) and GROUP_ANNOTATION in annotations:
-        return True
-    spec = obj.get("spec") or {}
-    containers = spec.get("containers") if isinstance(spec, dict) else None
-    for container in containers if isinstance(containers, list) else ():
-        resources = container.get("resources") if isinstance(container, dict) else None
-        if not isinstance(resources, dict):
-            continue
-        for section in ("requests", "limits"):
-            values = resources.get(section)
-            if isinstance(values, dict) and any(str(k).startswith("huawei.com/")
-                                                for k in values):
-                return True
-    return False
-
-
-def _key(obj: dict[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-
-
-def version_of(obj: dict[str, Any]) -> str | None:
-    meta = obj.get("metadata") or {}
-    value = meta.get("resourceVersion") if isinstance(meta, dict) else None
-    return str(value) if value else None
-
-
 @dataclass
 class StreamState:
     """What one stream has seen: its objects (stripped) and its version."""
@@ -177,17 +113,6 @@ class StreamState:
     reconnects: int = 0
     events: int = 0
     bookmarks: int = 0
-
-
-def _same(held: dict[str, Any] | None, obj: dict[str, Any]) -> bool:
-    """Whether ``obj`` is the held object unchanged: the same uid and resourceVersion."""
-    if held is None:
-        return False
-    version = version_of(obj)
-    if version is None or version_of(held) != version:
-        return False
-    meta, was = obj.get("metadata") or {}, held.get("metadata") or {}
-    return bool(meta.get("uid") == was.get("uid"))
 
 
 def _device_part(obj: dict[str, Any]) -> DeviceState | None:
@@ -204,15 +129,6 @@ def _device_part(obj: dict[str, Any]) -> DeviceState | None:
     if not part.add_configmap(obj, diag) or diag.errors:
         return None
     return part
-
-
-def _stub(obj: dict[str, Any]) -> dict[str, Any]:
-    """What is held of a Node, Pod or PodGroup besides its record: kind, name, namespace,
-    uid and resourceVersion (enough to forget it and to compare a fresh list)."""
-    meta = obj.get("metadata") or {}
-    keep = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion")
-            if k in meta}
-    return {"kind": obj.get("kind"), "metadata": keep}
 
 
 @dataclass
@@ -299,31 +215,42 @@ class WatchedCluster:
 
     def split_page(self, index: int, items: list[Any], kept: set[tuple[str, str]]
                    ) -> list[dict[str, Any]]:
-        """One page of a fresh list of stream ``index``: the keys of the objects the
+        """One parsed page of a fresh list of stream ``index``: the keys of the objects
+        the stream holds unchanged are added to ``kept`` (:meth:`changed_positions`); the
+        other objects are returned (new or changed; items that are not objects are left
+        out)."""
+        listed: list[Identity | None] = []
+        for item in items:
+            meta = item.get("metadata") if isinstance(item, dict) else None
+            listed.append(((str(meta.get("namespace") or ""), str(meta.get("name") or "")),
+                           meta.get("uid"), meta.get("resourceVersion"))
+                          if isinstance(meta, dict) else None)
+        return [item for at in self.changed_positions(index, listed, kept)
+                if isinstance(item := items[at], dict)]
+
+    def changed_positions(self, index: int, listed: list[Identity | None],
+                          kept: set[tuple[str, str]]) -> list[int]:
+        """One page of a fresh list of stream ``index``, by the identity of each item
+        (key, uid, resourceVersion; ``None``: unreadable): the keys of the objects the
         stream holds unchanged (the same uid and ``resourceVersion``: the same object,
-        kept as it was) are added to ``kept``; the other objects are returned (new or
-        changed; items that are not objects are left out).
+        kept as it was) are added to ``kept``; the positions of the others (new or
+        changed) are returned.
 
         Called by the stream's own thread while it lists, without the lock: only that
         thread changes the stream's objects.  The comparison of :func:`_same`, inlined:
         a page is hundreds of objects and a list of 65,536 nodes hundreds of pages."""
         held = self.streams[index].objects
-        changed: list[dict[str, Any]] = []
-        for item in items:
-            if not isinstance(item, dict):
-                continue
-            meta = item.get("metadata")
-            if isinstance(meta, dict):
-                key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        changed: list[int] = []
+        for at, identity in enumerate(listed):
+            if identity is not None:
+                key, uid, version = identity
                 was = held.get(key)
-                if was is not None:
-                    version = meta.get("resourceVersion")
+                if was is not None and version:
                     old = was.get("metadata") or {}
-                    if version and old.get("resourceVersion") == version and \
-                            old.get("uid") == meta.get("uid"):
+                    if old.get("resourceVersion") == version and old.get("uid") == uid:
                         kept.add(key)
                         continue
-            changed.append(item)
+            changed.append(at)
         return changed
 
     def relisted(self, index: int, kept: set[tuple[str, str]],
