@@ -236,18 +236,25 @@ def _resync(parent: Connection, watcher: Any, streams: int, count: int) -> dict[
     cpu, wall = time.process_time(), time.perf_counter()
     parent.send("allow")
     parent.recv()
+    first_gone: float | None = None
     while changed and (watcher.counts()["gone"] < gone + streams
                        or watcher.patches == patches):
+        if first_gone is None and watcher.counts()["gone"] > gone:
+            first_gone = time.perf_counter()
         time.sleep(0.01)
         if time.perf_counter() - wall > 600:
             break
     watcher.coalescer.wait_idle(600)
+    done = time.perf_counter()
     counts = watcher.counts()
     return {"changes": changed, "completed": watcher.patches > patches,
             "gone": counts["gone"] - gone, "empty-sends": watcher.empty - empty,
             "failed-builds": watcher.failed_builds - failed,
             "coalescer-errors": watcher.coalescer.last_error,
-            "wall": round(time.perf_counter() - wall, 2),
+            "wall": round(done - wall, 2),
+            # from the first 410 the watcher saw (the wall above also has the streams'
+            # reconnect backoff, grown while the watches were refused)
+            "wall-from-410": round(done - (first_gone or wall), 2),
             "cpu": round(time.process_time() - cpu, 2),
             "patches": watcher.patches - patches, "puts-total": watcher.puts,
             **_cpu_figures(watcher), "load": _load()}

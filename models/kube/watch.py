@@ -267,7 +267,7 @@ class WatchedCluster:
         with self._lock:
             stream = self.streams[index]
             fresh = {_key(o): o for o in changed if wanted(o)}
-            gone = [k for k in stream.objects if k not in kept and k not in fresh]
+            gone = sorted(k for k in stream.objects.keys() - kept if k not in fresh)
             self._later = set()
             try:
                 for key in gone:
