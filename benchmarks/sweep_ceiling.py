@@ -11,8 +11,14 @@ two cores share it.  With ``--alone`` the cells also run in one lane (one proces
 time): the CPU each solve takes alone against side by side is what two solves cost each
 other (caches and memory bandwidth; the wall clock adds the other engineers' load).
 
-It prints, per run, the wall time and the CPU time of the cells; the ratio ceiling wall
-/ sweep wall (the issue's goal: at least 0.95 on an idle machine); per cell of the sweep
+The same deterministic work costs different CPU from one run to the next on a shared
+machine, so the two are measured in ``--repeats`` pairs, a ceiling and a sweep one right
+after the other, the first of each pair alternating; the figure is the median of the
+pairs' ratios, with their spread, and how far the same solves' CPU moved between runs.
+
+It prints, per pair, the wall time and the CPU time of both and the ratios ceiling wall /
+sweep wall (the goal: at least 0.95 on an idle machine) and ceiling CPU / sweep CPU; for
+the last pair, per cell of the sweep
 the CPU around the solve (generation, validation, compilation, checking:
 ``cell-cpu-seconds`` − ``solve-cpu-seconds`` of its ``results.csv`` row) and the CPU of
 a plan process beyond its solve (imports, reading, writing: the process CPU minus the
