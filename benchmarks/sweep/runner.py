@@ -295,7 +295,8 @@ def dask_client(scheduler: str | None = None, workers: int | None = None,
         try:
             if scheduler == INPROCESS:
                 cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                       dashboard_address=None, silence_logs=logging.ERROR)
+                                       dashboard_address="127.0.0.1:0",
+                                       silence_logs=logging.ERROR)
             else:
                 cluster = LocalCluster(**local_cluster_options(workers or cores))
             client = Client(cluster)
@@ -346,10 +347,11 @@ def local_cluster_options(workers: int) -> dict[str, Any]:
     """The :class:`distributed.LocalCluster` arguments of a sweep's own cluster: ``workers``
     single-threaded worker processes on loopback, each running :func:`dask_setup` as it
     starts, so that it imports the cells' code while the cluster starts rather than in
-    its first cell; no dashboard (nothing reads it).  Start it under
-    :func:`local_cluster_config`."""
+    its first cell.  The scheduler's HTTP server (the dashboard when bokeh is installed)
+    takes a free port: with no address it would take 8787, which a second cluster on
+    the machine finds taken.  Start it under :func:`local_cluster_config`."""
     return {"n_workers": workers, "threads_per_worker": 1, "processes": True,
-            "host": "127.0.0.1", "dashboard_address": None,
+            "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0",
             "silence_logs": logging.ERROR, "preload": [__name__]}
 
 
