@@ -38,12 +38,12 @@ Time is always passed in; there is no hidden clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from models.cache import AffinityCache
-from models.scenario import DEFAULT_CACHE_TTL_SECONDS, AffinityCacheModel
+from models.scenario import DEFAULT_CACHE_TTL_SECONDS, AffinityCacheModel, CacheEntry
 
 
 class EntryState(StrEnum):
@@ -308,6 +308,22 @@ class CacheLifecycle:
             return
         self.cache.remove_owner(owner)
         self._forget(owner)
+
+    def replace_owner(self, owner: str, entries: Sequence[CacheEntry]) -> None:
+        """Hold ``entries`` (of ``owner``, distinct ranks) as the owner's entries, as a
+        new ``affinity-cache`` section would (:meth:`from_model`): their states become
+        ``kept``; the other owners' entries and states stay.  A cold lifecycle gets a
+        cache."""
+        if self.cache is None:
+            self.cache = AffinityCache(self.ttl_seconds)
+        ranks = set(self.cache.get_map(owner) or ())
+        ranks.update(entry.rank for entry in entries)
+        for rank in ranks:
+            self._state.pop((owner, rank), None)
+            self._before.pop((owner, rank), None)
+        self.cache.replace_owner(owner, entries)
+        for rank in self.cache.get_map(owner) or ():
+            self._state[(owner, rank)] = EntryState.KEPT
 
     def _forget(self, owner: str) -> None:
         for key in [k for k in self._state if k[0] == owner]:

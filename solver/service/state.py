@@ -118,6 +118,7 @@ from solver.service.cache_view import (
     patch_cache,
     patch_live,
     remember_view,
+    replace_owners,
     same_live_owners,
 )
 from solver.service.delta import (
@@ -302,7 +303,8 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     notes: list[str] = []
     jobs_changed = edit.jobs_edited
     cache: _CacheChange | None = None
-    if delta.cache_events or edit.removed or delta.affinity_cache is not None:
+    if (delta.cache_events or edit.removed or delta.affinity_cache is not None
+            or delta.affinity_cache_owners):
         cache = _apply_cache_events(problem, lifecycle, delta, edit, stamp, notes)
         jobs_changed = True
     if edit.now_moved and not jobs_changed and not edit.structural:
@@ -446,12 +448,14 @@ def _edit_jobs(problem: Problem, delta: ClusterDelta, edit: _Edit) -> None:
     edit.jobs, edit.vnpu_jobs = jobs, vnpu_jobs
 
     node_names: Collection[str] = set()
-    if delta.cache_events:  # the stored index serves while no node was added or removed
+    if delta.cache_events or delta.affinity_cache_owners:
+        # the stored index serves while no node was added or removed
         node_names = ({n.name for n in edit.nodes} if edit.removed or delta.nodes_added
                       else problem.node_index)
     for i, event in enumerate(delta.cache_events):
         if event.event is CacheEventKind.BIND and event.node not in node_names:
             say(f"field 'cache-events[{i}].node'", f"node '{event.node}' does not exist")
+    _check_cache_owners(delta, node_names, say)
     # a node removed and added again in one delta is replaced, not gone
     edit.removed -= {n.name for n in delta.nodes_added}
     running = list(scenario.running)
@@ -474,6 +478,35 @@ def _edit_jobs(problem: Problem, delta: ClusterDelta, edit: _Edit) -> None:
     if delta.config is not None and delta.config != scenario.config:
         edit.structural = True
     edit.running = running
+
+
+def _check_cache_owners(delta: ClusterDelta, node_names: Collection[str], say: Any) -> None:
+    """The rules ``affinity-cache-owners`` entries take part in (each owner named once,
+    its entries of that owner with distinct ranks, on existing nodes: what the full rules
+    check of an ``affinity-cache`` entry), reported to ``say``."""
+    if delta.affinity_cache_owners and delta.affinity_cache is not None:
+        say("field 'affinity-cache-owners'", "give either the whole affinity-cache section "
+            "or the owners' entries, not both")
+    seen: set[str] = set()
+    for i, group in enumerate(delta.affinity_cache_owners):
+        where = f"affinity-cache-owners[{i}]"
+        if group.owner_uid in seen:
+            say(f"field '{where}.owner-uid'",
+                f"owner '{group.owner_uid}' is named more than once")
+        seen.add(group.owner_uid)
+        ranks: set[int] = set()
+        for j, entry in enumerate(group.entries):
+            at = f"{where}.entries[{j}]"
+            if entry.owner_uid != group.owner_uid:
+                say(f"field '{at}.owner-uid'", f"the entry is of owner '{entry.owner_uid}', "
+                    f"not of '{group.owner_uid}'")
+            if entry.rank in ranks:
+                say(f"field '{at}.rank'", f"rank {entry.rank} appears more than once")
+            ranks.add(entry.rank)
+            if entry.node not in node_names:
+                say(f"field '{at}.node'", f"node '{entry.node}' does not exist")
+            if entry.previous and entry.previous not in node_names:  # "": no anchor
+                say(f"field '{at}.previous'", f"node '{entry.previous}' does not exist")
 
 
 def _reordered(items: list[_Item], order: list[str], key: str, what: str, say: Any
@@ -512,13 +545,21 @@ def _new_items(before: Collection[_Item], removed: Collection[str],
 
 def _apply_cache_events(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta,
                         edit: _Edit, stamp: int | None, notes: list[str]) -> _CacheChange:
-    """The cache lifecycle after the delta's cache events (on a copy: the stored one
-    changes only when all is valid) and the cache section it writes; entries on removed
-    nodes dropped."""
+    """The cache lifecycle after the delta's cache sections and events (on a copy: the
+    stored one changes only when all is valid) and the cache section it writes; entries on
+    removed nodes dropped.
+
+    ``affinity-cache-owners`` alone writes the named owners' entries as given
+    (:func:`~solver.service.cache_view.replace_owners`); cache events write their owners'
+    entries as the lifecycle does (:func:`~solver.service.cache_view.patch_cache`), or
+    the whole section when the stored one is not in the lifecycle's order."""
     # the new section's lifecycle when the delta carries the whole section (a watcher's
     # resync), else a copy of the stored one
     new_lifecycle = (lifecycle.copy() if delta.affinity_cache is None
                      else CacheLifecycle.from_model(delta.affinity_cache))
+    given = {group.owner_uid: group.entries for group in delta.affinity_cache_owners}
+    for owner, entries in given.items():
+        new_lifecycle.replace_owner(owner, entries)
     if stamp is None:
         stamp = int(edit.now) if edit.now is not None else int(time.time())
     for i, event in enumerate(delta.cache_events):
@@ -540,22 +581,28 @@ def _apply_cache_events(problem: Problem, lifecycle: CacheLifecycle, delta: Clus
                 new_lifecycle.cache.refresh_owner(owner, stamp)
     owners = frozenset(event.owner_uid for event in delta.cache_events)
     removed = edit.removed
-    patched = (patch_cache(cache_view(problem), new_lifecycle.cache, owners,
-                           problem.node_index)
-               if not removed and delta.affinity_cache is None
-               and new_lifecycle.cache is not None else None)
+    cache_model: AffinityCacheModel | None = None
     view: CacheView | None = None
-    touched: frozenset[str] | None = owners
-    if patched is not None:  # only the touched owners' entries written and checked
-        cache_model, view = patched
-    else:
-        touched = None
-        try:
+    touched: frozenset[str] | None = owners | frozenset(given)
+    try:
+        if given and delta.affinity_cache is None:
+            cache_model, view = replace_owners(
+                cache_view(problem), problem.scenario.affinity_cache.ttl_seconds, given)
+        if owners and not removed and delta.affinity_cache is None \
+                and new_lifecycle.cache is not None:
+            patched = patch_cache(view or cache_view(problem), new_lifecycle.cache, owners,
+                                  problem.node_index)
+            cache_model, view = patched if patched is not None else (None, None)
+        elif owners:
+            cache_model = view = None
+        if cache_model is None:  # the section written whole
+            touched, view = None, None
             cache_model = (delta.affinity_cache if delta.affinity_cache is not None
                            and not delta.cache_events else new_lifecycle.to_model())
-        except ValidationError as exc:
-            raise InputError(delta_messages(exc, "(the cache after the delta)")) from None
+    except ValidationError as exc:
+        raise InputError(delta_messages(exc, "(the cache after the delta)")) from None
     if removed:
+        touched, view = None, None
         cache_model, dropped = _drop_removed(cache_model, removed)
         if dropped:
             notes.append(f"dropped {dropped} cache entries of removed nodes")
