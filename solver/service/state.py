@@ -129,6 +129,7 @@ from solver.service.delta import (
     NodeUpdate,
     delta_messages,
 )
+from solver.service.running_view import carry_chips, chips_after, chips_of, remember_chips
 
 __all__ = ["CacheEvent", "CacheEventKind", "Cluster", "ClusterDelta", "ClusterInfo",
            "ClusterSnapshot", "ClusterStore", "NodeUpdate", "VersionConflict", "apply_delta",
@@ -619,10 +620,10 @@ def _structure_tier(new: Scenario, cache: _CacheChange, notes: list[str]) -> _Ap
                     notes, cache.stamp, None)
 
 
-def _value_errors(new: Scenario, edit: _Edit) -> None:
+def _value_errors(new: Scenario, edit: _Edit, used: Counter[str]) -> None:
     """The rules the changed node values take part in (:class:`InputError` naming the
     update's ``free``)."""
-    value_errors = node_value_problems(new, edit.changed)
+    value_errors = node_value_problems(new, edit.changed, used)
     if value_errors:
         raise InputError([escape_text(
             f"<delta>: field 'node-updates[{edit.changed_where[name]}].free': node "
@@ -665,11 +666,12 @@ def _values_tier(problem: Problem, new: Scenario, edit: _Edit, cache: _CacheChan
     """Only node values and a ``now`` that expires no owner: the node arrays patched, the
     compiled jobs kept."""
     if edit.changed:
-        _value_errors(new, edit)
+        _value_errors(new, edit, chips_of(problem))  # the same running ranks
     out = _patched_arrays(problem, new, edit)
     now = edit.now
     patched_problem = replace(out, scenario=new, now=problem.now if now is None else int(now))
     remember_view(patched_problem, cache_view(problem))  # the same cache entries
+    carry_chips(problem, patched_problem)  # the same running ranks
     return _Applied(new, patched_problem, cache.lifecycle, "values", notes, cache.stamp,
                     cache.touched)
 
@@ -701,8 +703,12 @@ def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | 
     now = scenario_now(new)
     live = patch_live(problem.live, view, touched, now,
                       new.affinity_cache.ttl_seconds)
-    wrong = bool(changed) and bool(node_value_problems(new, changed))
-    shapes = (submitted_shapes(new, problem.node_index, edit.jobs_new, edit.running_new)
+    # the running ranks' chips, where free is checked against them
+    chips = (chips_after(problem, new) if changed or (jobs_edited and not edit.vnpu_edited)
+             else None)
+    wrong = bool(changed) and bool(node_value_problems(new, changed, chips))
+    shapes = (submitted_shapes(new, problem.node_index, edit.jobs_new, edit.running_new,
+                               chips)
               if jobs_edited and not wrong and not edit.vnpu_edited else None)
     if shapes is not None:
         recompiled = _compile_submitted(problem, out, new, shapes, live, now)
@@ -719,6 +725,10 @@ def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | 
             for job in problem.jobs)
         recompiled = replace(out, scenario=new, now=now, jobs=jobs, live=live)
     remember_view(recompiled, view)
+    if chips is not None:
+        remember_chips(recompiled, chips)
+    elif not jobs_edited:
+        carry_chips(problem, recompiled)  # the same running ranks
     return recompiled
 
 

@@ -17,12 +17,14 @@ from hypothesis import strategies as st
 from heuristics.lifecycle import CacheLifecycle
 from models.compiled import Problem, compile_scenario
 from models.scenario import AffinityCacheModel, CacheEntry, Scenario
-from models.validation import InputError
-from solver.service import state
+from models.validation import InputError, running_chips
+from solver.service import running_view, state
 from solver.service.cache_view import build_view
 from solver.service.state import Cluster, ClusterDelta, recompile_jobs
 from tests.solver.service.conftest import generated
 
+#: How many applied deltas had their running chips moved (not counted again) and checked.
+MOVED_CHIPS_CHECKED = [0]
 #: Cache events of the i-th delta are stamped ``STAMP + i``.
 STAMP = 1_800_000_000
 _EVENTS = ("bind", "bind", "bind", "evict", "discard", "delete-owner", "refresh")
@@ -237,6 +239,11 @@ def _apply_both(incremental: Cluster, rebuilt: Cluster, raw: dict[str, Any], sta
         list(rebuilt.info().cache_states.items())
     assert incremental.lifecycle.export_states() == rebuilt.lifecycle.export_states()
     assert incremental.lifecycle.to_model() == rebuilt.lifecycle.to_model()
+    # the running ranks' chips moved with the delta, as the full walk counts them
+    kept = running_view._CHIPS.get(a)
+    if kept is not None:
+        MOVED_CHIPS_CHECKED[0] += 1
+        assert kept == running_chips(a.scenario), raw
     return refused[0]
 
 
@@ -271,9 +278,11 @@ def test_submitted_items_break_the_rules_the_full_rules_see() -> None:
     rebuilt = Cluster("full", compile_scenario(scenario))
     for i, raw in enumerate(broken):
         assert _apply_both(incremental, rebuilt, raw, STAMP + i) is not None, raw
+    checked = MOVED_CHIPS_CHECKED[0]
     for i, raw in enumerate([again(0), again(1, priority=jobs[1].priority + 7),
                              running("r-1", {"0": full}), {"running-removed": ["r-1"]}]):
         assert _apply_both(incremental, rebuilt, raw, STAMP + i) is None, raw
+    assert MOVED_CHIPS_CHECKED[0] == checked + 4  # every one moved, none counted again
 
 
 def test_the_view_knows_a_section_the_cache_wrote() -> None:
