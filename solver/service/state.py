@@ -29,8 +29,8 @@ each paying only for what changed:
     cache are recompiled (:func:`models.compiled.compile_jobs`); node arrays and
     multilevel trees are reused (a vNPU node offers no free chip to the other jobs, so
     its chips are not in the arrays; the vNPU view is rebuilt from the new scenario).
-    Cache events and ``now`` moves pay for the owners they change
-    (:mod:`solver.service.cache_view`): the cache section is written by replacing the
+    Cache events, ``affinity-cache-owners`` and ``now`` moves pay for the owners they
+    change (:mod:`solver.service.cache_view`): the cache section is written by replacing the
     touched owners' entries (checked alone; the others held), the live cache keeps every
     unchanged owner's map, and when no job changed the rules are not run again and only
     the jobs whose owner's live entries changed get a new origin.  The first cache event
@@ -38,7 +38,9 @@ each paying only for what changed:
     Jobs and running jobs removed and submitted (a watcher's pod events) check only the
     rules the submitted items take part in (:func:`models.validation.submitted_shapes`)
     and compile only the submitted jobs that differ from the removed ones; a job
-    submitted again unchanged, or moved by ``jobs-order``, keeps its compiled view.
+    submitted again unchanged, or moved by ``jobs-order``, keeps its compiled view.  The
+    running ranks' chips per node, which ``free`` is checked against, are moved by the
+    items a delta changes (:mod:`solver.service.running_view`), not counted again.
 ``structure``
     Nodes were added or removed, or a node's ``npus``, ``super-pod-id``, ``rack-id`` or
     ``labels`` changed: the in-memory scenario is compiled again (no JSON parsing).
