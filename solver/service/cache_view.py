@@ -259,13 +259,4 @@ def patch_live(live: dict[str, dict[int, str]], view: CacheView, changed: Iterab
 def owner_state_counts(lifecycle: CacheLifecycle, owners: Iterable[str]) -> Counter[str]:
     """Entries per state (:meth:`heuristics.lifecycle.CacheLifecycle.counts`) among
     ``owners``' entries alone."""
-    out: Counter[str] = Counter()
-    cache = lifecycle.cache
-    if cache is None:
-        return out
-    for owner in set(owners):
-        for rank in cache.get_map(owner) or {}:
-            state = lifecycle.state(owner, rank)
-            if state is not None:
-                out[state.value] += 1
-    return out
+    return lifecycle.owner_counts(owners)
