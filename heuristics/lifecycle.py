@@ -197,8 +197,7 @@ class CacheLifecycle:
             return Counter()
         states, kept = self._state, EntryState.KEPT
         for owner in set(owners):
-            by_state.update(states.get((owner, rank), kept)
-                            for rank in cache.get_map(owner) or ())
+            by_state.update(states.get((owner, rank), kept) for rank in cache.ranks(owner))
         return Counter({state.value: count for state, count in by_state.items()})
 
     def to_model(self) -> AffinityCacheModel:
@@ -331,7 +330,7 @@ class CacheLifecycle:
         if self.cache is None:
             self.cache = AffinityCache(self.ttl_seconds)
         states, before = self._state, self._before
-        for rank in self.cache.get_map(owner) or ():
+        for rank in self.cache.ranks(owner):
             states.pop((owner, rank), None)
             if before:
                 before.pop((owner, rank), None)

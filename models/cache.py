@@ -150,6 +150,11 @@ class AffinityCache:
         found = {rank: slot.node for rank, slot in slots.items() if slot.node}
         return found or None
 
+    def ranks(self, owner: str) -> list[int]:
+        """The ranks of the owner's non-empty entries (the keys of :meth:`get_map`)."""
+        slots = self._owners.get(owner)
+        return [rank for rank, slot in slots.items() if slot.node] if slots else []
+
     def refresh_owner(self, owner: str, now: int) -> None:
         """``RefreshOwner``: set the owner's time to ``now`` if the owner exists."""
         if owner in self._owners:
