@@ -8,7 +8,14 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from models.limits import (
     MAX_CACHE_ENTRIES,
@@ -186,6 +193,15 @@ class ClusterDelta(_Model):
                     "cache-events apply after it")
     cache_events: list[CacheEvent] = Field(default_factory=list, alias="cache-events",
                                            max_length=MAX_CACHE_ENTRIES)
+
+    @field_validator("affinity_cache_owners")
+    @classmethod
+    def _owners_bounded(cls, owners: list[CacheOwner]) -> list[CacheOwner]:
+        total = sum(len(owner.entries) for owner in owners)
+        if total > MAX_CACHE_ENTRIES:
+            raise ValueError(f"{total} entries in all; a cache section holds at most "
+                             f"{MAX_CACHE_ENTRIES}")
+        return owners
 
 
 class ClusterInfo(_Model):

@@ -247,6 +247,18 @@ def test_a_bad_cache_owner_field_is_refused_naming_it() -> None:
             ClusterDelta.model_validate({"affinity-cache-owners": [raw]})
         messages = delta_messages(info.value)
         assert any(f"'{field}'" in m for m in messages), messages
+    # more entries in all than a section holds (the bound lowered to 3 here)
+    from solver.service import delta as delta_module
+
+    too_many = [{"owner-uid": owner, "entries": [
+        {"owner-uid": owner, "rank": rank, "node": "n"} for rank in range(2)]}
+        for owner in ("a", "b")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(delta_module, "MAX_CACHE_ENTRIES", 3)
+        with pytest.raises(ValidationError) as info:
+            ClusterDelta.model_validate({"affinity-cache-owners": too_many})
+    assert any("'affinity-cache-owners'" in m and "at most 3" in m
+               for m in delta_messages(info.value)), delta_messages(info.value)
 
 
 def test_cache_owners_recompile_only_their_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
