@@ -106,6 +106,9 @@ class StreamState:
 
     call: ListCall
     objects: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    #: (uid, resourceVersion) of the listed or watched objects that are not kept (Pods
+    #: that are not NPU pods), so that a fresh list skips them unread when unchanged
+    skipped: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
     version: str | None = None
     lists: int = 0
     watches: int = 0
@@ -113,6 +116,12 @@ class StreamState:
     reconnects: int = 0
     events: int = 0
     bookmarks: int = 0
+
+
+def _identity(obj: dict[str, Any]) -> tuple[Any, Any]:
+    """(uid, resourceVersion) of an object, as its metadata has them."""
+    meta = obj.get("metadata") or {}
+    return meta.get("uid"), meta.get("resourceVersion")
 
 
 def _device_part(obj: dict[str, Any]) -> DeviceState | None:
@@ -233,13 +242,15 @@ class WatchedCluster:
         """One page of a fresh list of stream ``index``, by the identity of each item
         (key, uid, resourceVersion; ``None``: unreadable): the keys of the objects the
         stream holds unchanged (the same uid and ``resourceVersion``: the same object,
-        kept as it was) are added to ``kept``; the positions of the others (new or
-        changed) are returned.
+        kept as it was), or skipped unchanged (:attr:`StreamState.skipped`: still not
+        kept), are added to ``kept``; the positions of the others (new or changed) are
+        returned.
 
         Called by the stream's own thread while it lists, without the lock: only that
         thread changes the stream's objects.  The comparison of :func:`_same`, inlined:
         a page is hundreds of objects and a list of 65,536 nodes hundreds of pages."""
         held = self.streams[index].objects
+        skipped = self.streams[index].skipped
         changed: list[int] = []
         for at, identity in enumerate(listed):
             if identity is not None:
@@ -250,6 +261,9 @@ class WatchedCluster:
                     if old.get("resourceVersion") == version and old.get("uid") == uid:
                         kept.add(key)
                         continue
+                elif was is None and version and skipped.get(key) == (uid, version):
+                    kept.add(key)
+                    continue
             changed.append(at)
         return changed
 
@@ -266,7 +280,16 @@ class WatchedCluster:
         changed_any = False
         with self._lock:
             stream = self.streams[index]
-            fresh = {_key(o): o for o in changed if wanted(o)}
+            fresh: dict[tuple[str, str], dict[str, Any]] = {}
+            skipped = {key: same for key, same in stream.skipped.items() if key in kept}
+            for obj in changed:
+                key = _key(obj)
+                if wanted(obj):
+                    fresh[key] = obj
+                    skipped.pop(key, None)
+                else:
+                    skipped[key] = _identity(obj)
+            stream.skipped = skipped
             gone = sorted(k for k in stream.objects.keys() - kept if k not in fresh)
             self._later = set()
             try:
@@ -299,10 +322,15 @@ class WatchedCluster:
             stream = self.streams[index]
             key = _key(obj)
             if kind == "DELETED" or not wanted(obj):
+                if kind == "DELETED":
+                    stream.skipped.pop(key, None)
+                else:
+                    stream.skipped[key] = _identity(obj)
                 old = stream.objects.pop(key, None)
                 if old is not None:
                     self._forget(index, old)
             else:
+                stream.skipped.pop(key, None)
                 self._take(index, key, obj)
             if stream.call.kind not in RECORD_KINDS:
                 self._config_changed(index, key, None if kind == "DELETED" else obj)

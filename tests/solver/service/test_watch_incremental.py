@@ -308,3 +308,34 @@ def test_a_list_page_keeps_only_the_objects_held_unchanged(chain: Chain) -> None
     changed = chain.watched.split_page(PODS, [*page, "not an object"], kept)
     assert kept == {(held[0]["metadata"]["namespace"], held[0]["metadata"]["name"])}
     assert changed == page[1:]
+
+
+def test_a_list_skips_the_unchanged_pods_it_does_not_keep(chain: Chain) -> None:
+    """A pod that is not an NPU pod is not kept, but its uid and resourceVersion are: the
+    next fresh list skips it unread while it is unchanged, reads it again when it
+    changed, and forgets it once it is deleted (by a list or by a watch event)."""
+    plain = {"kind": "Pod", "metadata": {"name": "web", "namespace": "apps", "uid": "w1"},
+             "spec": {"nodeName": FREE_NODES[0], "containers": [{"name": "c"}]},
+             "status": {"phase": "Running"}}
+    chain.server.apply(plain)
+    chain.relist()
+    stream, key = chain.watched.streams[PODS], ("apps", "web")
+    assert key not in stream.objects and key in stream.skipped
+
+    def listed() -> list[dict[str, Any]]:
+        return [p for p in chain.lists()[PODS] if p["metadata"]["name"] == "web"]
+
+    kept: set[tuple[str, str]] = set()
+    assert chain.watched.split_page(PODS, listed(), kept) == [] and kept == {key}
+    chain.server.apply(plain)  # a new resourceVersion
+    assert chain.watched.split_page(PODS, listed(), set()) == listed()
+    chain.relist()
+    assert stream.skipped[key][1] == listed()[0]["metadata"]["resourceVersion"]
+    chain.server.delete("Pod", "web", "apps")
+    chain.relist()
+    assert key not in stream.skipped
+    chain.watched.event(PODS, "ADDED", copy.deepcopy(plain))
+    assert key in stream.skipped
+    chain.watched.event(PODS, "DELETED", copy.deepcopy(plain))
+    assert key not in stream.skipped
+    chain.check()
