@@ -110,6 +110,7 @@ from models.kube.jobs import (
     PodRecord,
     PriorityClasses,
     RescheduleTask,
+    bound_stamp,
     job_spec,
     pod_record,
     podgroup_record,
@@ -933,7 +934,8 @@ class ClusterImport:
 
     def spec_entries(self, spec: JobSpec, node_names: AbstractSet[str], now: int,
                      diag: Diagnostics) -> _Cache:
-        """The cache entries one job writes: its bound ranks (``updated = now``), then its
+        """The cache entries one job writes: its bound ranks (``updated`` the owner's
+        :func:`~models.kube.jobs.bound_stamp` of ``now``), then its
         ``job-reschedule-reason`` records for ranks not bound (the newest wins); entries
         on nodes that are not imported are dropped (warned)."""
         cache: _Cache = {}
@@ -949,8 +951,9 @@ class ClusterImport:
             cache[(owner, rank)] = {"owner-uid": owner, "rank": rank, "node": node,
                                     "updated": updated}
 
+        stamp = bound_stamp(owner, now)
         for rank, node in spec.bound.items():
-            put(rank, node, now, spec.obj)
+            put(rank, node, stamp, spec.obj)
         for record in self.reschedule.get(spec.name, []):
             for task in record:  # oldest record first: the newest one wins
                 if task.rank not in spec.bound and task.node:

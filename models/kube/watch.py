@@ -51,7 +51,14 @@ from models.kube.incremental import (
     NeedsWhole,
     advance,
 )
-from models.kube.jobs import GROUP_ANNOTATION, RESCHEDULE_CM, JobGroup, PodRecord, job_spec
+from models.kube.jobs import (
+    GROUP_ANNOTATION,
+    RESCHEDULE_CM,
+    JobGroup,
+    PodRecord,
+    bound_stamp,
+    job_spec,
+)
 from models.kube.live import ListCall
 from models.kube.nodes import DeviceState
 from models.kube.source import Diagnostics, describe
@@ -491,7 +498,7 @@ class WatchedCluster:
         if spec is None or spec.owner is None:
             return
         nodes = source.nodes
-        stamp = int(self.clock())
+        stamp = bound_stamp(spec.owner, int(self.clock()))
         for rank, node in spec.bound.items():
             record = nodes.get(node)
             if record is not None and (record.resource is not None or record.npu_core > 0):
