@@ -51,10 +51,16 @@ Decisions on the reference's inferences ([I] in cluster-integration.md), in one 
   belongs to the current incarnation of the pods: not older than the oldest current pod
   (else the PodGroup) minus 10 minutes.  The rescheduler writes the record when it deletes
   the pods, so an older record is an earlier fault.
-* Cache: bound ranks of every job (``updated = now``, upstream's cold-start seed); then, for
+* Cache: bound ranks of every job (upstream's cold-start seed, ``updated = now``, rounded
+  down to the owner's 60-s grid: :func:`~models.kube.jobs.bound_stamp`); then, for
   ranks not bound now, ``job-reschedule-reason`` (node and time of the newest record); then
   the ``--previous`` scenario's entries (kept with their times).  Entries on nodes that are
-  not imported are dropped with a warning.
+  not imported are dropped with a warning.  Why the grid: an owner's entries live by its
+  newest time against a 72-h TTL, so a stamp up to 59 s early moves its liveness by
+  nothing that matters, while a watcher importing every second with the real clock would
+  otherwise re-stamp, send and apply every bound rank's entry every second (most of a
+  second of CPU per ``PATCH`` at 65,536 nodes); the grid's phase (the CRC-32 of the owner's
+  uid) differs per owner, so the once-a-minute re-stamps are spread over the minute.
 * Jobs that upstream's ``ValidNPUJob`` rejects are not imported (warning quoting the rule),
   as upstream never places them; order is queue order: priority, then creation time.
 * Pending pods of one job that share a rank (Volcano numbers each task role from 0), hold
