@@ -251,8 +251,9 @@ class WatchedCluster:
     calls
         The list calls (one stream each), in the order ``import`` lists them.
     clock
-        Unix seconds: the ``now`` of each import and the time of the ranks noted between
-        imports.
+        Unix seconds: the ``now`` of each import and of the ranks noted bound between
+        imports (stamped as an import then stamps them:
+        :func:`~models.kube.jobs.bound_stamp`).
     previous
         The scenario the first import takes as ``--previous`` (``None``: none).
     on_change
