@@ -290,8 +290,8 @@ def run(nodes: int, rates: list[int], seconds: float, interval: float,
     probe = MemoryProbe()
     base_rss = probe.reset()
     store = ClusterStore()
-    started = time.time()
-    clock = (lambda: NOW + (time.time() - started)) if moving_clock else (lambda: NOW)
+    clock_zero = time.time()  # its own name: the closure reads it after the plans below
+    clock = (lambda: NOW + (time.time() - clock_zero)) if moving_clock else (lambda: NOW)
     cpu, wall = time.process_time(), time.perf_counter()
     watcher, streams = start_watch(client.ApiClient(client.Configuration(host=url)),
                                    StoreTarget(store, "bench"), interval=interval,

@@ -18,7 +18,9 @@ next import from the objects that changed since:
 * the ranks noted bound (or dropped) at the event boundaries since the last import are
   written into the last import's cache first, as the import chain's ``--previous`` has
   them;
-* a moved ``now`` re-stamps every bound rank's cache entry, as an import at that time does.
+* a moved ``now`` re-stamps the bound ranks of the owners whose
+  :func:`~models.kube.jobs.bound_stamp` moved with it, as an import at that time does
+  (each owner once a grain, 60 s; an owner whose stamp did not move keeps its entries).
 
 What this cannot decide raises :class:`NeedsWhole`, and the caller imports every object
 (the importer stays the oracle): a node that joins or leaves the import, a change of a
@@ -46,7 +48,7 @@ from models.kube.build import (
     queue_key,
     set_image_size,
 )
-from models.kube.jobs import JobGroup, JobSpec, PodRecord, job_spec
+from models.kube.jobs import JobGroup, JobSpec, PodRecord, bound_stamp, job_spec
 from models.kube.nodes import NodeUsage
 from models.kube.source import Diagnostics
 from models.scenario import (
@@ -329,7 +331,12 @@ def advance(pieces: ImportPieces, held: HeldObjects, dirty_nodes: Iterable[str],
                            "updated": value[1]}
     changes.cache_owners.update(slot[0] for slot, was in before.items()
                                 if cache.get(slot) != was)
-    stamped = new.owners if changes.now_moved else owners
+    # a moved now re-stamps only the owners whose bound_stamp moved with it (once a
+    # grain each, spread over the grain by the owners' phases); the others' entries are
+    # those the last import wrote at the same stamp
+    stamped = owners | ({owner for owner in new.owners
+                         if bound_stamp(owner, now) != bound_stamp(owner, pieces.now)}
+                        if changes.now_moved else set())
     for owner in sorted(stamped):
         for job_id in sorted(new.owners.get(owner, ()), key=natural_key):
             for slot, entry in source.spec_entries(new.specs[job_id], new.health.keys(),

@@ -51,7 +51,13 @@ from models.kube.incremental import (
     NeedsWhole,
     advance,
 )
-from models.kube.jobs import RESCHEDULE_CM, JobGroup, PodRecord, job_spec
+from models.kube.jobs import (
+    RESCHEDULE_CM,
+    JobGroup,
+    PodRecord,
+    bound_stamp,
+    job_spec,
+)
 from models.kube.live import ListCall
 from models.kube.nodes import DeviceState
 from models.kube.objects import object_key as _key
@@ -169,8 +175,9 @@ class WatchedCluster:
     calls
         The list calls (one stream each), in the order ``import`` lists them.
     clock
-        Unix seconds: the ``now`` of each import and the time of the ranks noted between
-        imports.
+        Unix seconds: the ``now`` of each import and of the ranks noted bound between
+        imports (stamped as an import then stamps them:
+        :func:`~models.kube.jobs.bound_stamp`).
     previous
         The scenario the first import takes as ``--previous`` (``None``: none).
     on_change
@@ -507,7 +514,7 @@ class WatchedCluster:
         if spec is None or spec.owner is None:
             return
         nodes = source.nodes
-        stamp = int(self.clock())
+        stamp = bound_stamp(spec.owner, int(self.clock()))
         for rank, node in spec.bound.items():
             record = nodes.get(node)
             if record is not None and (record.resource is not None or record.npu_core > 0):
