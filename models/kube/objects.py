@@ -82,6 +82,12 @@ def object_key(obj: dict[str, Any]) -> tuple[str, str]:
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
+def identity(obj: dict[str, Any]) -> tuple[Any, Any]:
+    """(uid, resourceVersion) of an object, as its metadata has them."""
+    meta = obj.get("metadata") or {}
+    return meta.get("uid"), meta.get("resourceVersion")
+
+
 def version_of(obj: dict[str, Any]) -> str | None:
     """An object's ``resourceVersion`` (``None``: none)."""
     meta = obj.get("metadata") or {}

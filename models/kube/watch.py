@@ -60,6 +60,7 @@ from models.kube.jobs import (
 )
 from models.kube.live import ListCall
 from models.kube.nodes import DeviceState
+from models.kube.objects import identity as _identity
 from models.kube.objects import object_key as _key
 from models.kube.objects import same_object as _same
 from models.kube.objects import strip_object as strip_object
@@ -122,12 +123,6 @@ class StreamState:
     reconnects: int = 0
     events: int = 0
     bookmarks: int = 0
-
-
-def _identity(obj: dict[str, Any]) -> tuple[Any, Any]:
-    """(uid, resourceVersion) of an object, as its metadata has them."""
-    meta = obj.get("metadata") or {}
-    return meta.get("uid"), meta.get("resourceVersion")
 
 
 def _device_part(obj: dict[str, Any]) -> DeviceState | None:
