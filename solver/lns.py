@@ -23,6 +23,11 @@ neighbourhood at a time with everything else fixed:
 * **Step**: build that small model, hint it with the incumbent, solve it; accept the
   answer when :func:`models.objective.evaluate` says it is better and the independent
   validator passes.
+* **Wide steps** (``wide=True``, run by :mod:`solver.phases` after the narrow steps
+  converged): job ``j``, its blockers and the jobs in the units of its missed cached
+  nodes (:func:`wide_hood`), which make room for the rest of a group there; a step
+  whose hood is no wider than the narrow one, or that already ran on the same
+  incumbent, is passed over.
 
 Jobs are visited by potential (missed origin hits, fault returns, unplaced jobs first;
 in a lean batch a super-pod job's missed ranks only where a step could win them back,
