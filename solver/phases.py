@@ -402,12 +402,19 @@ def _widen(request: SolveRequest, first: CpsatOutcome, narrow: LnsResult,
     used = narrow.deterministic_time
     rest = replace(request, deterministic_time=None if request.deterministic_time is None
                    else max(0.0, request.deterministic_time - used))
-    notes = list(first.notes)
-    wide, searched = run_neighbourhoods(rest, first.plan, notes,
+    own: list[str] = []
+    wide, searched = run_neighbourhoods(rest, first.plan, own,
                                         None if limit is None else max(0.0, limit - used),
                                         wide=True)
+    # the search's count of its steps, named as the wide steps' (none when no job had a
+    # wide step: the answer then is the narrow one, notes included)
+    prefix = "large-neighbourhood search:"
+    notes = [*first.notes, *(f"wide steps:{note[len(prefix):]}" if note.startswith(prefix)
+                             else note for note in own
+                             if searched.steps or not note.startswith(prefix))]
     # the wide search starts from first.plan and accepts improvements only
-    return replace(wide, phases=[*first.phases, *wide.phases], steps=[*first.steps, *wide.steps],
+    return replace(wide, notes=notes, phases=[*first.phases, *wide.phases],
+                   steps=[*first.steps, *wide.steps],
                    deterministic_seconds=_det_sum(first.deterministic_seconds,
                                                   wide.deterministic_seconds)), searched
 
