@@ -20,8 +20,9 @@ Every other job keeps greedy's answer, and so does every partly running job
 
 from __future__ import annotations
 
+import heapq
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,9 +94,12 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
     Windows without an origin go to the fullest rack (super pod) that fits them; with
     ``spare``, first to those where they must take the fewest nodes that ranks of other
     jobs prefer (nodes nobody else wants are taken first inside a rack).
+
+    The racks (super pods) are numbered in the order of their keys, so every tie is
+    broken as by the keys; the work per node is numpy's, and Python's per rank, per bin
+    and per block (a 65,536-node batch has 8,192 racks).
     """
     usable = _usable(problem, job, free)
-    usable_l: list[bool] = usable.tolist()
     preferred: list[int] = job.preferred.tolist()
     block = job.sp_block
     window = job.rules.window(job)
@@ -103,55 +107,52 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
     # racks (950) or whole super pods (A3/850) are the "bins" windows go into
     at = np.flatnonzero(usable)
     pods_at = problem.super_pod[at].astype(np.int64)
-    # racks may repeat across pods: a bin is (rack or pod, pod)
+    # racks may repeat across pods: a bin is (rack or pod, pod), numbered by that key
     keys = (problem.rack[at] if job.rules.in_rack else pods_at) * 100003 + pods_at
-    # bins in the order of their first node, each with its nodes in index order
-    group_keys, first, group_of = np.unique(keys, return_index=True, return_inverse=True)
+    _, group_of = np.unique(keys, return_inverse=True)
+    group_of = group_of.astype(np.int64)
+    size = np.bincount(group_of)
+    bins = len(size)
     by_group = np.argsort(group_of, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(group_of, minlength=len(group_keys)))))
-    at_sorted: list[int] = at[by_group].tolist()
-    bounds_l: list[int] = bounds.tolist()
-    keys_l: list[int] = group_keys.tolist()
-    group_pod: list[int] = pods_at[by_group][bounds[1:] - 1].tolist()  # its last node's
-    bins: dict[int, list[int]] = {}
-    pod_of_bin: dict[int, int] = {}
-    for g in np.argsort(first, kind="stable").tolist():
-        bins[keys_l[g]] = at_sorted[bounds_l[g]:bounds_l[g + 1]]
-        pod_of_bin[keys_l[g]] = group_pod[g]
-    key_of_node = dict(zip(at.tolist(), keys.tolist(), strict=True))
-    bins_of_pod: dict[int, list[int]] = defaultdict(list)  # in the order of ``bins``
-    for k in bins:
-        bins_of_pod[pod_of_bin[k]].append(k)
+    starts: list[int] = np.concatenate(([0], np.cumsum(size))).tolist()
+    pod_arr = np.zeros(bins, dtype=np.int64)
+    pod_arr[group_of] = pods_at
+    pod_of_bin: list[int] = pod_arr.tolist()
+    bin_of_node = np.full(problem.num_nodes, -1, dtype=np.int64)
+    bin_of_node[at] = group_of
     # free nodes per bin that no other job's rank prefers (only counted with ``spare``)
     own = {o for o in preferred if o >= 0}
     if spare:
         taken = np.isin(at, np.fromiter(wanted - own, dtype=np.int64, count=len(wanted - own)))
-        free_of_group = np.bincount(group_of, weights=~taken, minlength=len(group_keys))
-        clean = dict(zip(keys_l, free_of_group.astype(np.int64).tolist(), strict=True))
+        clean: list[int] = np.bincount(group_of, weights=~taken,
+                                       minlength=bins).astype(np.int64).tolist()
     else:
-        clean = dict.fromkeys(bins, window)
-    room = {k: len(v) for k, v in bins.items()}
-    capacity: dict[int, int] = defaultdict(int)  # windows each pod can still take
-    for k, left in room.items():
-        capacity[pod_of_bin[k]] += left // window
+        clean = [window] * bins
+    room: list[int] = size.tolist()
+    capacity: dict[int, int] = {}  # windows each pod can still take
+    pods, per_pod = np.unique(pod_arr, return_inverse=True)
+    pod_windows = np.bincount(per_pod, weights=size // window).astype(np.int64)
+    capacity.update(zip(pods.tolist(), pod_windows.tolist(), strict=True))
     windows = job.tasks // window
-    # origins of each window per bin
+    # the bin of each rank's reachable origin (-1: none)
+    origin_bin: list[int] = np.where(job.preferred >= 0,
+                                     bin_of_node[np.maximum(job.preferred, 0)], -1).tolist()
     window_bins: list[Counter[int]] = []
     for w in range(windows):
         counts: Counter[int] = Counter()
         for r in range(w * window, (w + 1) * window):
-            o = preferred[r]
-            if o >= 0 and usable_l[o]:
-                counts[key_of_node[o]] += 1
+            k = origin_bin[r]
+            if k >= 0:
+                counts[k] += 1
         window_bins.append(counts)
     blocks = job.tasks // block
     potential = []
     for b in range(blocks):
-        pods: Counter[int] = Counter()
+        votes: Counter[int] = Counter()
         for w in range(b * per_window, (b + 1) * per_window):
             for k, c in window_bins[w].items():
-                pods[pod_of_bin[k]] += c
-        best = min(pods.items(), key=lambda kv: (-kv[1], kv[0])) if pods else (-1, 0)
+                votes[pod_of_bin[k]] += c
+        best = min(votes.items(), key=lambda kv: (-kv[1], kv[0])) if votes else (-1, 0)
         potential.append((-best[1], b, best[0]))
     potential.sort()
     pod_of_block: dict[int, int] = {}
@@ -159,15 +160,22 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
         if pod >= 0 and capacity[pod] >= per_window:
             pod_of_block[b] = pod
             capacity[pod] -= per_window
+    # the other blocks, each to the pod with the least room that fits it (lowest pod
+    # first): capacities only fall from here, so a pod that cannot fit a block is out
+    fitting = [(c, p) for p, c in capacity.items() if c >= per_window]
+    heapq.heapify(fitting)
     for _, b, _ in potential:
         if b in pod_of_block:
             continue
-        fits = [p for p, c in capacity.items() if c >= per_window]
-        if not fits:
+        while fitting and capacity[fitting[0][1]] != fitting[0][0]:
+            heapq.heappop(fitting)  # stale: its pod took a block since
+        if not fitting:
             return None
-        pod = min(fits, key=lambda p: (capacity[p], p))
+        _, pod = heapq.heappop(fitting)
         pod_of_block[b] = pod
         capacity[pod] -= per_window
+        if capacity[pod] >= per_window:
+            heapq.heappush(fitting, (capacity[pod], pod))
     # windows to bins: those with origins first (most origins first), then best fit
     bin_of_window: dict[int, int] = {}
     ranked = sorted(
@@ -184,6 +192,7 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
             room[k] -= window
     wanted_bins = Counter(k for w in range(windows) if w not in bin_of_window
                           for k in window_bins[w])
+    bins_of_pod = _bins_of_pods(pod_arr, set(pod_of_block.values()))
     for w in range(windows):
         if w in bin_of_window:
             continue
@@ -198,7 +207,8 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
         room[k] -= window
     # nodes: every window first takes its own origins in its bin, then the rest
     nodes = np.full(job.tasks, -1, dtype=np.int32)
-    left_in: dict[int, set[int]] = {k: set(bins[k]) for k in set(bin_of_window.values())}
+    left_in: dict[int, set[int]] = {k: set(at[by_group[starts[k]:starts[k + 1]]].tolist())
+                                    for k in set(bin_of_window.values())}
     origin: list[int] = job.origin.tolist()
     fault: list[bool] = job.fault.tolist()
     for w in range(windows):
@@ -225,6 +235,17 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
             order.remove(choice)
             left_in[k].discard(choice)
     return nodes
+
+
+def _bins_of_pods(pod_of_bin: np.ndarray, pods: set[int]) -> dict[int, list[int]]:
+    """The bins (ascending) of each pod of ``pods``, from the pod of every bin."""
+    order = np.argsort(pod_of_bin, kind="stable")
+    ordered = pod_of_bin[order]
+    out: dict[int, list[int]] = {}
+    for pod in pods:
+        lo, hi = np.searchsorted(ordered, [pod, pod + 1])
+        out[pod] = order[lo:hi].tolist()
+    return out
 
 
 def _fits(problem: Problem, job: JobView, free: np.ndarray) -> np.ndarray:
