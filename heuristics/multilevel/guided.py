@@ -28,8 +28,8 @@ class _Domains:
     ``ordered``: the dense rank of its key, the tuple of its level values from level
     ``i + 1`` up to level ``k``, so that codes compare as the keys do (level ``i + 1``'s
     value first).  ``parent[i][d]`` is the level ``i + 2`` domain holding level ``i + 1``
-    domain ``d``, ``children[i][d]`` the level ``i`` domains inside level ``i + 1`` domain
-    ``d`` (ascending), and a leaf's nodes are kept in the given order.  Building it costs
+    domain ``d``; :meth:`children` and :meth:`leaf_nodes` list a domain's parts and a
+    leaf's nodes (in the given order) when first asked.  Building it costs
     numpy passes over the nodes and Python work per domain only (at 65,536 nodes: 8,192
     leaves), not per node.
     """
@@ -45,22 +45,33 @@ class _Domains:
         self.code = code
         self.count = [int(c.max(initial=-1)) + 1 for c in code]
         self.parent: list[list[int]] = []
-        self.children: list[list[list[int]]] = [[]]
+        # per level above the first: the domains below in the order of their parent
+        # (ascending codes inside one), and where each parent's start
+        self._inside: list[tuple[np.ndarray, list[int]]] = [(np.zeros(0, dtype=np.int64), [])]
+        self._children: dict[tuple[int, int], list[int]] = {}
         for i in range(k - 1):
             up = np.zeros(self.count[i], dtype=np.int64)
             up[code[i]] = code[i + 1]
             self.parent.append(up.tolist())
-            inside = np.argsort(up, kind="stable")  # ascending codes per parent
+            inside = np.argsort(up, kind="stable")
             bounds = np.concatenate(([0], np.cumsum(np.bincount(
                 up, minlength=self.count[i + 1])))).tolist()
-            members = inside.tolist()
-            self.children.append([members[bounds[d]:bounds[d + 1]]
-                                  for d in range(self.count[i + 1])])
+            self._inside.append((inside, bounds))
         by_leaf = np.argsort(code[0], kind="stable")
         self._members: list[int] = ordered[by_leaf].tolist()
         self._bounds: list[int] = np.concatenate(([0], np.cumsum(np.bincount(
             code[0], minlength=self.count[0])))).tolist()
         self._leaf: dict[int, list[int]] = {}
+
+    def children(self, level: int, domain: int) -> list[int]:
+        """The level ``level - 1`` domains inside level ``level`` domain ``domain``
+        (ascending codes)."""
+        found = self._children.get((level, domain))
+        if found is None:
+            inside, bounds = self._inside[level - 1]
+            found = inside[bounds[domain]:bounds[domain + 1]].tolist()
+            self._children[(level, domain)] = found
+        return found
 
     def leaf_size(self) -> np.ndarray:
         """Nodes per leaf (level 1 domain), by code."""
@@ -136,7 +147,7 @@ def guided_layout(problem: Problem, job: JobView, state: ClusterState,
         for level in range(2, k + 1):
             d = dom.parent[level - 2][d]
             m = levels[level - 1] // levels[level - 2]
-            cap[level - 1][d] = sum(cap[level - 2][c] for c in dom.children[level - 1][d]) // m
+            cap[level - 1][d] = sum(cap[level - 2][c] for c in dom.children(level, d)) // m
 
     def votes(ranks: range, level: int) -> Counter[int]:
         column = rank_dom[level - 1]
@@ -182,7 +193,7 @@ def guided_layout(problem: Problem, job: JobView, state: ClusterState,
             recompute(chosen)
             return True
         m = size // levels[level - 2]
-        inner = dom.children[level - 1][chosen]
+        inner = dom.children(level, chosen)
         sub = sorted(range(group * m, (group + 1) * m),
                      key=lambda g: (-max(votes(range(g * levels[level - 2],
                                                      (g + 1) * levels[level - 2]),
