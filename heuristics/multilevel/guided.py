@@ -37,10 +37,14 @@ class _Domains:
     def __init__(self, ordered: np.ndarray, values: list[np.ndarray]) -> None:
         k = len(values)
         code: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * k
-        code[k - 1] = np.unique(values[k - 1], return_inverse=True)[1].astype(np.int64)
+        # the values are small indices (>= 0): a level's own value ranks as itself
+        top = values[k - 1].astype(np.int64)
+        present = np.zeros(int(top.max(initial=-1)) + 1, dtype=np.int64)
+        present[top] = 1
+        code[k - 1] = (np.cumsum(present) - 1)[top]
         for i in range(k - 2, -1, -1):
-            own = np.unique(values[i], return_inverse=True)[1].astype(np.int64)
-            pair = own * (int(code[i + 1].max(initial=-1)) + 1) + code[i + 1]
+            pair = values[i].astype(np.int64) * (int(code[i + 1].max(initial=-1)) + 1) \
+                + code[i + 1]
             code[i] = np.unique(pair, return_inverse=True)[1].astype(np.int64)
         self.code = code
         self.count = [int(c.max(initial=-1)) + 1 for c in code]
@@ -58,7 +62,7 @@ class _Domains:
                 up, minlength=self.count[i + 1])))).tolist()
             self._inside.append((inside, bounds))
         by_leaf = np.argsort(code[0], kind="stable")
-        self._members: list[int] = ordered[by_leaf].tolist()
+        self._members = ordered[by_leaf]
         self._bounds: list[int] = np.concatenate(([0], np.cumsum(np.bincount(
             code[0], minlength=self.count[0])))).tolist()
         self._leaf: dict[int, list[int]] = {}
@@ -82,7 +86,8 @@ class _Domains:
         caller)."""
         found = self._leaf.get(leaf)
         if found is None:
-            found = self._leaf[leaf] = self._members[self._bounds[leaf]:self._bounds[leaf + 1]]
+            found = self._members[self._bounds[leaf]:self._bounds[leaf + 1]].tolist()
+            self._leaf[leaf] = found
         return found
 
     def set_leaf_nodes(self, leaf: int, nodes: list[int]) -> None:
