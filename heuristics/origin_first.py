@@ -415,11 +415,12 @@ def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = Non
     :func:`heuristics.greedy.greedy_plan` does.
     """
     with paused_gc():
-        plan = _block_plan(problem, base, deadline, weights)
+        blocks, block_start = _block_plan(problem, base, deadline, weights)
         if not multilevel:
-            return plan
-        best, start = _multilevel_plans(problem, plan, deadline, weights)
-        return start if search_start else best
+            return block_start if search_start else blocks
+        best, start = _multilevel_plans(problem, block_start, deadline, weights)
+        return start if search_start else _with_blocks(problem, best, block_start, blocks,
+                                                       weights)
 
 
 @dataclass(frozen=True)
@@ -429,13 +430,16 @@ class Construction:
     Attributes
     ----------
     blocks
-        Its first part: the multilevel jobs as the base plan has them.
+        Its first part as a search starts from it (:func:`_block_plan`): the multilevel
+        jobs as the base plan has them.
     best
         The best plan it found (the answer, and the fallback of a search).
     start
         The plan a search starts from: ``best``, except where the multilevel pass with
         the smallest jobs first does not pay as a start (:func:`smallest_first_pays`):
-        there it is the best of the other passes, and ``best`` (when that pass won) only
+        there it is the best of the other passes; and except where the first part's
+        spare pass won in a batch without a re-placed 950 job (:func:`_block_plan`):
+        there it is built on the first part without that pass.  ``best`` then only
         stands as the answer until the search beats it.
     """
 
@@ -454,9 +458,22 @@ def origin_first_parts(problem: Problem, base: Plan, deadline: float | None = No
     which starts from it (:data:`solver.phases.FULL_MODEL_OLD_START`).
     """
     with paused_gc():
-        blocks = _block_plan(problem, base, deadline, weights)
-        best, start = _multilevel_plans(problem, blocks, deadline, weights)
-        return Construction(blocks, best, start)
+        blocks, block_start = _block_plan(problem, base, deadline, weights)
+        best, start = _multilevel_plans(problem, block_start, deadline, weights)
+        return Construction(block_start, _with_blocks(problem, best, block_start, blocks,
+                                                      weights), start)
+
+
+def _with_blocks(problem: Problem, best: Plan, block_start: Plan, blocks: Plan,
+                 weights: ResolvedWeights | None) -> Plan:
+    """The construction's answer: ``best`` (built on ``block_start``), or ``blocks`` (the
+    first part's best, :func:`_block_plan`) when that is another plan and scores
+    higher."""
+    if blocks is block_start:
+        return best
+    if best is block_start:  # no multilevel pass improved it: blocks scored higher
+        return blocks
+    return _better(problem, best, blocks, weights or resolve_weights(problem))
 
 
 def _multilevel_plans(problem: Problem, base: Plan, deadline: float | None,
@@ -505,7 +522,7 @@ def _multilevel_plans(problem: Problem, base: Plan, deadline: float | None,
 
 
 def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
-                weights: ResolvedWeights | None = None) -> Plan:
+                weights: ResolvedWeights | None = None) -> tuple[Plan, Plan]:
     """Re-place the hard super-pod and 950 jobs and the ordinary jobs of ``base``
     origin-first.
 
@@ -525,6 +542,13 @@ def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
     pods and racks where they take the fewest nodes other jobs' ranks prefer (``spare``),
     and the better valid plan is kept again.  ``weights`` score the plans (default: the
     problem's automatic weights).
+
+    Returns the best plan and the plan a search starts from.  They differ only in
+    batches without a re-placed 950 job where the spare pass won: there a search starts
+    from the plan without it, as before that pass ran for them (from its plan, the
+    neighbourhoods of 850-n4096-batch10-s9403 ended at +468,203 over greedy under
+    deterministic time 5, from the older one at +583,230; the spare pass itself gave
+    +438,367), and the spare pass's plan is the answer until the search beats it.
     """
     redo = [j for j in problem.queue
             if problem.jobs[j].rules.in_super_pod
@@ -541,10 +565,10 @@ def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
             again = _origin_first_pass(problem, base, order, deadline)
             _check_deadline(deadline)
         except OutOfTime:
-            return plan
+            return plan, plan
         plan = _better(problem, plan, again, weights)
     if not redo:
-        return plan
+        return plan, plan
     # a pass in queue order whose blocks without an origin go first to the super pods,
     # and windows without an origin to the racks, where they take the fewest nodes other
     # jobs' ranks prefer.  950-n8192-batch11-s0: 768 origin hits against 710, as a job of
@@ -557,8 +581,11 @@ def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
         spared = _origin_first_pass(problem, base, redo, deadline, spare=True)
         _check_deadline(deadline)
     except OutOfTime:
-        return plan
-    return _better(problem, plan, spared, weights)
+        return plan, plan
+    best = _better(problem, plan, spared, weights)
+    if any(problem.jobs[j].rules.in_rack for j in redo):
+        return best, best
+    return best, plan
 
 
 def _better(problem: Problem, plan: Plan, other: Plan, weights: ResolvedWeights) -> Plan:
