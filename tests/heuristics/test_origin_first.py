@@ -191,7 +191,8 @@ def test_super_pod_blocks_without_origins_spare_the_pods_other_jobs_ran_on() -> 
     # Super pod 0 has two free nodes (p0, p1), on which job B's block of two ran; super
     # pod 1 three (q0..q2).  Job A (queue first, one block of two nodes, no cache) fits
     # both once and goes to the fuller, lower pod 0, taking B's nodes (0 hits); the spare
-    # pass sends A to pod 1 and B goes home (2 hits).
+    # pass sends A to pod 1 and B goes home (2 hits).  A search still starts from the
+    # first pass's plan (a super-pod batch: from the spare plan the search can end lower).
     nodes = [{"name": name, "npus": 8, "free": 0 if name in {"p2", "p3", "q3"} else 8,
               "super-pod-id": 0 if name[0] == "p" else 1}
              for name in ["p0", "p1", "p2", "p3", "q0", "q1", "q2", "q3"]]
@@ -213,3 +214,5 @@ def test_super_pod_blocks_without_origins_spare_the_pods_other_jobs_ran_on() -> 
     assert set(_names(problem, plan, a)) <= {"q0", "q1", "q2"}
     assert evaluate(problem, plan.as_mapping()).origin_hits == 2
     assert evaluate(problem, base.as_mapping()).origin_hits < 2
+    start = origin_first_plan(problem, base, search_start=True)
+    assert sorted(_names(problem, start, a)) == ["p0", "p1"]
