@@ -106,9 +106,12 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
     """Blocks to super pods by reachable origins, then windows to racks, then nodes.
 
     Blocks without an origin go to the fullest super pod that fits them, windows without
-    an origin to the fullest rack (super pod) that fits them; with ``spare``, both first
-    to those where they must take the fewest nodes that ranks of other jobs prefer
-    (nodes nobody else wants are taken first inside a rack).
+    an origin to the fullest rack (super pod) that fits them; with ``spare``, windows
+    first to those where they must take the fewest nodes that ranks of other jobs
+    prefer (nodes nobody else wants are taken first inside a rack), and so do the
+    blocks of a job without racks (A3/850: a 950 job's blocks keep their super pods, as
+    on ``950-n32768-batch16-s9403`` sparing them too cost the search's start 141,612
+    under deterministic time 0.2).
 
     The racks (super pods) are numbered in the order of their keys, so every tie is
     broken as by the keys; the work per node is numpy's, and Python's per rank, per bin
@@ -170,15 +173,16 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
         best = min(votes.items(), key=lambda kv: (-kv[1], kv[0])) if votes else (-1, 0)
         potential.append((-best[1], b, best[0]))
     potential.sort()
-    # with ``spare``: free nodes per pod that no other job's rank prefers, as blocks take
-    # them (a block takes those first)
+    # with ``spare`` (a super-pod job's blocks; a 950 job's spare only racks): free nodes
+    # per pod that no other job's rank prefers, as blocks take them (those first)
+    spare_pods = spare and not job.rules.in_rack
     clean_of_pod: dict[int, int] = {}
-    if spare:
+    if spare_pods:
         for k, c in enumerate(clean):
             clean_of_pod[pod_of_bin[k]] = clean_of_pod.get(pod_of_bin[k], 0) + c
 
     def pod_key(pod: int) -> tuple[int, int, int]:
-        spill = max(0, block - clean_of_pod[pod]) if spare else 0
+        spill = max(0, block - clean_of_pod[pod]) if spare_pods else 0
         return spill, capacity[pod], pod
 
     pod_of_block: dict[int, int] = {}
@@ -186,10 +190,10 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
         if pod >= 0 and capacity[pod] >= per_window:
             pod_of_block[b] = pod
             capacity[pod] -= per_window
-            if spare:
+            if spare_pods:
                 clean_of_pod[pod] = max(0, clean_of_pod[pod] - block)
     # the other blocks, each to the pod with the least room that fits it (lowest pod
-    # first; with ``spare`` first those where it takes the fewest nodes other jobs'
+    # first; with ``spare_pods`` first those where it takes the fewest nodes other jobs'
     # ranks prefer): capacities only fall from here, so a pod that cannot fit a block is
     # out, and a pod's entry whose key changed since is stale
     fitting = [pod_key(p) for p, c in capacity.items() if c >= per_window]
@@ -204,7 +208,7 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
         *_, pod = heapq.heappop(fitting)
         pod_of_block[b] = pod
         capacity[pod] -= per_window
-        if spare:
+        if spare_pods:
             clean_of_pod[pod] = max(0, clean_of_pod[pod] - block)
         if capacity[pod] >= per_window:
             heapq.heappush(fitting, pod_key(pod))
@@ -538,9 +542,9 @@ def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
     valid plan of the two by the objective is returned: a large job of low priority that
     needs whole racks (``950-n4096-batch10-s0``: 128 rack windows of 8) is otherwise left
     out because earlier jobs' windows of one node break the racks it needs.  Then one more
-    pass in queue order whose blocks and windows without an origin go first to the super
-    pods and racks where they take the fewest nodes other jobs' ranks prefer (``spare``),
-    and the better valid plan is kept again.  ``weights`` score the plans (default: the
+    pass in queue order whose windows, and A3/850 blocks, without an origin go first to
+    the racks and super pods where they take the fewest nodes other jobs' ranks prefer
+    (``spare``), and the better valid plan is kept again.  ``weights`` score the plans (default: the
     problem's automatic weights).
 
     Returns the best plan and the plan a search starts from.  They differ only in
@@ -569,9 +573,9 @@ def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
         plan = _better(problem, plan, again, weights)
     if not redo:
         return plan, plan
-    # a pass in queue order whose blocks without an origin go first to the super pods,
-    # and windows without an origin to the racks, where they take the fewest nodes other
-    # jobs' ranks prefer.  950-n8192-batch11-s0: 768 origin hits against 710, as a job of
+    # a pass in queue order whose windows without an origin go first to the racks, and
+    # A3/850 blocks without an origin to the super pods, where they take the fewest nodes
+    # other jobs' ranks prefer.  950-n8192-batch11-s0: 768 origin hits against 710, as a job of
     # 512 ranks in windows of 4 no longer fills its windows with the cached nodes of a job
     # of 256 ranks in windows of 1.  a3-n32768-batch16-s8803: the first pass's blocks
     # without origins filled the super pods a 512-rank job's 32-rank blocks had run on
