@@ -633,6 +633,14 @@ def check_solve_options(time_limit: float, workers: int, seed: int,
         check_deterministic_time(deterministic_time, "deterministic-time")
 
 
+#: The modules :func:`preload` imports for the engines that search: what a search may
+#: import on its way (the origin-first construction and its multilevel passes, and
+#: ``numpy.ma``, which ``np.unique`` imports when first called) costs 30-60 ms the first
+#: time, inside the budget of a process's first solve when left to then.
+PRELOADED = ("solver.engine", "solver.model.vnpu", "heuristics.vnpu", "heuristics.origin_first",
+             "heuristics.multilevel.first", "numpy.ma")
+
+
 def preload(engine: str = "auto") -> None:
     """Import the code :func:`solve` runs for ``engine`` (OR-Tools' first import is about
     1 s cold; the greedy engine needs nothing more than this module).
@@ -642,9 +650,8 @@ def preload(engine: str = "auto") -> None:
     planning service, a benchmark) may call it when it starts.
     """
     if engine != "greedy":
-        importlib.import_module("solver.engine")
-        importlib.import_module("solver.model.vnpu")
-        importlib.import_module("heuristics.vnpu")
+        for name in PRELOADED:
+            importlib.import_module(name)
 
 
 def solve(

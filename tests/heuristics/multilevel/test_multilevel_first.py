@@ -269,3 +269,23 @@ def test_the_smallest_jobs_first_pass_is_part_of_the_construction(
     assert _names(problem, default_start) == _names(problem, without)
     assert (evaluate(problem, plan.as_mapping()).objective
             > evaluate(problem, without.as_mapping()).objective)
+
+
+def test_where_the_smallest_jobs_first_pass_pays_it_runs_before_the_relabelling(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a deadline that falls after the first pass keeps what that pass found: where the
+    # smallest-first pass is the search's start (it pays) it is that pass's plan, not the
+    # base plan (the relabelling, first before, is where the deadline falls here)
+    problem = compile_scenario(generate(GenParams(family="multilevel", nodes=256, seed=3,
+                                                  jobs=6)))
+    base = greedy_plan(problem)
+    smallest = multilevel_pass(problem, base, False, guided=True, smallest_first=True)
+    monkeypatch.setattr(origin_first, "SMALLEST_FIRST_MIN_PAIRS",
+                        search_size(problem).tree_pairs)
+
+    def deadline_passed(*_: object) -> Plan:
+        raise OutOfTime
+
+    monkeypatch.setattr("heuristics.multilevel.first.relabel_plan", deadline_passed)
+    plan = origin_first_plan(problem, base)
+    assert _names(problem, plan) == _names(problem, smallest) != _names(problem, base)
