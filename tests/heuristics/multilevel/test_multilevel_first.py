@@ -104,6 +104,26 @@ def test_generated_batches_valid_deterministic_and_never_worse(seed: int, nodes:
     assert _names(problem, plan) == _names(problem, origin_first_plan(problem, base))
 
 
+def test_the_construction_leaves_no_reference_cycle() -> None:
+    # what the construction builds is freed by reference counting as soon as it is
+    # dropped: a cycle (a nested function calling itself through its closure) waits for
+    # the cyclic collector instead, whose pass over one 32,768-node construction's
+    # 300,000 such objects cost 0.2 s of CPU at the end of a solve, past its deadline
+    import gc
+
+    problem = compile_scenario(generate(GenParams(family="multilevel", nodes=256, seed=0,
+                                                  jobs=6)))
+    base = greedy_plan(problem)
+    origin_first_plan(problem, base)  # the problem's derived values are cached from here
+    gc.collect()
+    gc.disable()
+    try:
+        origin_first_plan(problem, base)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
 def test_relabelling_swaps_whole_groups_and_ranks_inside_a_group() -> None:
     # greedy's order puts group 0 on r0 and group 1 on r1; the ranks ran the other way
     # round (rank 0 on b1, rank 1 on b0, rank 2 on a0, rank 3 on a1): swapping the two
