@@ -87,12 +87,16 @@ def _order_nodes(problem: Problem, nodes: list[int], wanted: set[int]) -> list[i
 
 
 def _place_job(problem: Problem, job: JobView, free: np.ndarray,
-               wanted: set[int], spare: bool = False) -> np.ndarray | None:
+               wanted: set[int], spare: bool = False,
+               deadline: float | None = None) -> np.ndarray | None:
     """Blocks to super pods by reachable origins, then windows to racks, then nodes.
 
     Windows without an origin go to the fullest rack (super pod) that fits them; with
     ``spare``, first to those where they must take the fewest nodes that ranks of other
-    jobs prefer (nodes nobody else wants are taken first inside a rack).
+    jobs prefer (nodes nobody else wants are taken first inside a rack).  Raises
+    :class:`OutOfTime` past ``deadline`` (checked per block and per window that looks
+    for room: each looks at every super pod or rack, and one A3 job of a 65,536-node
+    batch took 35-40 ms of CPU).
     """
     usable = _usable(problem, job, free)
     usable_l: list[bool] = usable.tolist()
@@ -162,6 +166,7 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
     for _, b, _ in potential:
         if b in pod_of_block:
             continue
+        _check_deadline(deadline)
         fits = [p for p, c in capacity.items() if c >= per_window]
         if not fits:
             return None
@@ -187,6 +192,7 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
     for w in range(windows):
         if w in bin_of_window:
             continue
+        _check_deadline(deadline)
         pod = pod_of_block[w // per_window]
         fits = [k for k in bins_of_pod[pod] if room[k] >= window]
         if not fits:
@@ -542,7 +548,7 @@ def _origin_first_pass(problem: Problem, base: Plan, redo: list[int],
     for j in redo:
         _check_deadline(deadline)
         job = problem.jobs[j]
-        placed = _place_job(problem, job, state.free, wanted, spare)
+        placed = _place_job(problem, job, state.free, wanted, spare, deadline)
         previous = plan.nodes[j]
         if placed is None:
             if previous is not None and (state.free[previous] == problem.npus[previous]).all():
