@@ -112,45 +112,31 @@ def cancellable(token: CancelToken) -> Iterator[CancelToken]:
 # return past its deadline (measured: 0.09-0.14 s stalls of a 1-ms sleeper thread): the
 # cyclic garbage collector's full passes while the model is being built, and freeing a
 # model (hundreds of thousands of Python objects) when the worker unwinds at the deadline.
-# Inside a quiet region no full collection starts (the collector's young generations still
-# collect, a few thousand objects at a time), and models handed to :func:`retain` are
-# freed only when there is time (early in a long budget) or when the region ends.  By
-# default the last region's end does that itself (and lets full collections run again)
-# before the call returns; inside :func:`deferred_cleanup` (the command line and the
-# service opt in) a reaper thread does it just after the answer is returned.
-#
-# The collector was once off for the whole region.  Everything the region allocated then
-# waited in its youngest generation, and the end of the region collected it: 0.02-0.04 s
-# of CPU after a 10-s solve at 4,096-65,536 nodes (75,000-400,000 objects), after the
-# deadline.  With the young collections running, that work is spread over the solve.
+# Inside a quiet region the collector is off, and models handed to :func:`retain` are freed
+# only when there is time (early in a long budget) or when the region ends.  By default the
+# last region's end does that itself (the collector's state is restored before the call
+# returns); inside :func:`deferred_cleanup` (the command line and the service opt in) a
+# reaper thread does it just after the answer is returned.
 
 #: Seconds of budget left above which a retained model is freed at once.
 FREE_SLACK_SECONDS = 0.3
-#: Seconds of budget left above which :func:`retain` may collect the youngest generation
-#: while the collector is off (turned off by the caller, or paused by
-#: :func:`models.documents.paused_gc`), and the allocations since the last collection
-#: that make it do so.
+#: Seconds of budget left above which :func:`retain` may run a full collection, and the
+#: allocations since the last one that make it do so.
 COLLECT_SLACK_SECONDS = 1.0
 COLLECT_AFTER_ALLOCATIONS = 1_000_000
-#: Seconds after the last quiet region ends before the reaper frees what was retained and
-#: lets full collections run again (in the background, after the answer).
+#: Seconds after the last quiet region ends before the reaper frees what was retained,
+#: turns the collector back on and collects (in the background, after the answer).
 REAP_DELAY_SECONDS = 0.05
-#: The third threshold of :func:`gc.set_threshold` inside a quiet region: the count of
-#: generation-1 collections no count reaches, so no full collection starts.
-FULL_COLLECTIONS_OFF = 2**31 - 1
 #: Budgets from which a quiet region first catches up at entry (frees what earlier
-#: regions left), for callers that start the next call at once.
+#: regions left and collects), for callers that start the next call at once.
 FREE_AT_ENTRY_BUDGET = 1.0
 
 _retained: list[Any] = []
 _reapers: list[threading.Timer] = []
 _quiet_lock = threading.Lock()
-#: ``active``: regions running; ``deferred``: :func:`deferred_cleanup` blocks open (the
-#: reaper catches up after a region).
-_quiet_state = {"active": 0, "deferred": 0}
-#: The collection thresholds the first region found (restored when the last one ends);
-#: empty outside regions.
-_saved_thresholds: list[tuple[int, int, int]] = []
+#: ``active``: regions running; ``restore``: the collector was on before the first one;
+#: ``deferred``: :func:`deferred_cleanup` blocks open (the reaper catches up after a region).
+_quiet_state = {"active": 0, "restore": 0, "deferred": 0}
 
 
 @contextmanager
@@ -158,14 +144,13 @@ def deferred_cleanup() -> Iterator[None]:
     """Let calls return before their cleanup, for the whole process, inside the block.
 
     Outside it (the default for a library caller), the end of the last quiet region frees
-    the models kept for later and lets full collections run again before
-    :func:`solver.facade.solve` returns: the process is as the caller left it, at the
-    price of freeing those models after the deadline (0.01-0.03 s of CPU after a 10-s
-    solve at 65,536 nodes).  Inside it, a reaper thread (``npu-place-reaper``) does that
-    :data:`REAP_DELAY_SECONDS` after the region, so the answer is returned on time, and
-    full collections stay off between calls that follow each other closely.  The command
-    line and the service's workers opt in; a caller that does should call :func:`settle`
-    before it measures memory or forks.
+    the models kept for later, turns the collector back on if it was on, and collects,
+    before :func:`solver.facade.solve` returns: the process is as the caller left it, at
+    the price of up to ~0.1 s past the deadline on a large model.  Inside it, a reaper
+    thread (``npu-place-reaper``) does that :data:`REAP_DELAY_SECONDS` after the region,
+    so the answer is returned on time, and the collector stays off between calls that
+    follow each other closely.  The command line and the service's workers opt in; a
+    caller that does should call :func:`settle` before it measures memory or forks.
     Blocks nest and may be opened by several threads.
     """
     with _quiet_lock:
@@ -211,12 +196,15 @@ def retain(obj: Any) -> None:
 
 
 def _catch_up() -> None:
-    """Free what was retained and, unless a region is running again, let full collections
-    run again (the thresholds the first region found)."""
+    """Free what was retained, turn the collector back on if it was on, and collect."""
     with _quiet_lock:
-        if not _quiet_state["active"] and _saved_thresholds:
-            gc.set_threshold(*_saved_thresholds.pop())
+        restore = bool(_quiet_state["restore"]) and not _quiet_state["active"]
+        if restore:
+            _quiet_state["restore"] = 0
     _free_retained()
+    if restore:
+        gc.enable()
+    gc.collect(0)  # what the region allocated (all of it is still in generation 0)
 
 
 def _reap() -> None:
@@ -228,17 +216,14 @@ def _reap() -> None:
 
 @contextmanager
 def quiet(budget: float) -> Iterator[None]:
-    """A region without full collections and with model frees deferred.
+    """A region with the cyclic garbage collector off and model frees deferred.
 
     A full collection holds the GIL for ~0.1 s on the heap of an 8,192-node model, and so
     does freeing the model; either one just before the deadline delays the return by as
-    much.  Inside the region the collector's third threshold is
-    :data:`FULL_COLLECTIONS_OFF` (:func:`gc.set_threshold`), so only its young generations
-    collect (whenever the collector is on: this leaves :func:`gc.isenabled` alone).
-    Regions nest and may overlap across threads.  When the last one ends, the retained
-    objects are freed and the thresholds restored: at once, in the thread ending the
-    region, or — inside :func:`deferred_cleanup` — by a reaper thread after the answer is
-    returned.  A caller that starts its next call within
+    much.  Regions nest and may overlap across threads.  When the last one ends, the
+    retained objects are freed, the collector restored and a collection run: at once, in
+    the thread ending the region, or — inside :func:`deferred_cleanup` — by a reaper thread
+    after the answer is returned.  A caller that starts its next call within
     :data:`REAP_DELAY_SECONDS` postpones the reaper; a region with a budget of at least
     :data:`FREE_AT_ENTRY_BUDGET` then catches up at its start.
 
@@ -250,12 +235,12 @@ def quiet(budget: float) -> Iterator[None]:
     with _quiet_lock:
         first = _quiet_state["active"] == 0
         _quiet_state["active"] += 1
-        if first and not _saved_thresholds:
-            thresholds = gc.get_threshold()
-            _saved_thresholds.append(thresholds)
-            gc.set_threshold(thresholds[0], thresholds[1], FULL_COLLECTIONS_OFF)
-    if first and budget >= FREE_AT_ENTRY_BUDGET and _retained:
+        if first and gc.isenabled():
+            _quiet_state["restore"] = 1
+            gc.disable()
+    if first and budget >= FREE_AT_ENTRY_BUDGET and (_retained or gc.get_count()[0] > 10_000):
         _free_retained()
+        gc.collect(0)  # what the region allocated (all of it is still in generation 0)
     try:
         yield
     finally:

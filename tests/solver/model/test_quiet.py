@@ -1,6 +1,5 @@
-"""Quiet regions (``solver.model.cancel.quiet``/``retain``): no full collection and no
-model freed just before a deadline; everything freed and the collector's thresholds
-restored after."""
+"""Quiet regions (``solver.model.cancel.quiet``/``retain``): no collector pass and no model
+freed just before a deadline; everything freed and the collector restored after."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from collections.abc import Callable
 import pytest
 
 from solver.model.cancel import (
-    FULL_COLLECTIONS_OFF,
     CancelToken,
     cancellable,
     deferred_cleanup,
@@ -42,39 +40,22 @@ def collector_on() -> None:
     assert wait_until(lambda: gc.isenabled())
 
 
-def test_full_collections_are_off_inside_and_restored_after() -> None:
-    thresholds = gc.get_threshold()
+def test_collector_is_off_inside_and_restored_after() -> None:
     with quiet(0.5):
-        assert gc.get_threshold() == (*thresholds[:2], FULL_COLLECTIONS_OFF)
-        assert gc.isenabled()  # the young generations still collect
+        assert not gc.isenabled()
         with quiet(0.5):  # nested: still off when the inner one ends
             pass
-        assert gc.get_threshold()[2] == FULL_COLLECTIONS_OFF
-    assert gc.get_threshold() == thresholds and gc.isenabled()
-
-
-def test_what_a_region_allocates_is_collected_as_it_goes() -> None:
-    # with the collector off for the whole region, all of it waited in the youngest
-    # generation for the region's end, which collected it after the deadline (0.02-0.04 s
-    # of CPU after a 10-s solve of 4,096-65,536 nodes); the young collections now run
-    # inside the region, so its end finds no more than one collection's worth
-    threshold = gc.get_threshold()[0]
-    with quiet(0.5):
-        for _ in range(20 * threshold):
-            cycle: list[object] = []
-            cycle.append(cycle)
-        del cycle
-        assert gc.get_count()[0] <= threshold
+        assert not gc.isenabled()
+    assert wait_until(gc.isenabled)
 
 
 def test_a_collector_that_was_off_stays_off() -> None:
-    thresholds = gc.get_threshold()
     gc.disable()
     try:
         with quiet(0.5):
             pass
         time.sleep(0.2)  # longer than the reaper's delay
-        assert not gc.isenabled() and gc.get_threshold() == thresholds
+        assert not gc.isenabled()
     finally:
         gc.enable()
 
@@ -109,15 +90,13 @@ def test_retain_far_from_the_deadline_frees_earlier_objects() -> None:
 def test_the_region_restores_the_collector_itself_unless_cleanup_is_deferred() -> None:
     payload = Payload()
     ref = weakref.ref(payload)
-    thresholds = gc.get_threshold()
     with quiet(0.5):
         with cancellable(CancelToken(time.perf_counter() + 0.1)):
             retain(payload)
         del payload
-    # at the region's end, no reaper needed
-    assert gc.isenabled() and ref() is None and gc.get_threshold() == thresholds
+    assert gc.isenabled() and ref() is None  # at the region's end, no reaper needed
     with deferred_cleanup():
         with quiet(0.5):
             pass
         assert settle(5.0)  # the reaper's work, after the region
-    assert gc.isenabled() and gc.get_threshold() == thresholds
+    assert gc.isenabled()
