@@ -174,7 +174,13 @@ class Changes:
     nodes: list[str] = field(default_factory=list)
     jobs: set[str] = field(default_factory=set)
     running: set[str] = field(default_factory=set)
-    cache: bool = False
+    #: the cache owners whose entries changed (each sent with all of its entries)
+    cache_owners: set[str] = field(default_factory=set)
+
+    @property
+    def cache(self) -> bool:
+        """Whether a cache entry changed."""
+        return bool(self.cache_owners)
 
     def __bool__(self) -> bool:
         return bool(self.now_moved or self.nodes or self.jobs or self.running or self.cache)
@@ -321,7 +327,8 @@ def advance(pieces: ImportPieces, held: HeldObjects, dirty_nodes: Iterable[str],
         else:
             cache[slot] = {"owner-uid": slot[0], "rank": slot[1], "node": value[0],
                            "updated": value[1]}
-    changes.cache = any(cache.get(slot) != was for slot, was in before.items())
+    changes.cache_owners.update(slot[0] for slot, was in before.items()
+                                if cache.get(slot) != was)
     stamped = new.owners if changes.now_moved else owners
     for owner in sorted(stamped):
         for job_id in sorted(new.owners.get(owner, ()), key=natural_key):
@@ -329,7 +336,7 @@ def advance(pieces: ImportPieces, held: HeldObjects, dirty_nodes: Iterable[str],
                                                    now, diag).items():
                 if cache.get(slot) != entry:
                     cache[slot] = entry
-                    changes.cache = True
+                    changes.cache_owners.add(slot[0])
     for owner in owners:
         jobs_again.update(new.owners.get(owner, ()))
 

@@ -53,6 +53,8 @@ class Chain:
         self.store = ClusterStore()
         self.target = StoreTarget(self.store, "w")
         self.version = self.target.put(first.data())
+        #: cache owners sent in affinity-cache-owners so far
+        self.owners_sent = 0
 
     def lists(self) -> list[list[dict[str, Any]]]:
         """Every stream's list of the server's objects now (stripped copies)."""
@@ -109,6 +111,14 @@ class Chain:
                 for key, changed in (("jobs-submitted", step.changes.jobs),
                                      ("running-submitted", step.changes.running)):
                     assert {item["name"] for item in delta.get(key, [])} <= changed, key
+                # the cache owners whose entries changed alone, not the whole section
+                assert "affinity-cache" not in delta
+                before, after = step.old.cache, step.new.cache  # type: ignore[union-attr]
+                differ = {key[0] for key in before.keys() | after.keys()
+                          if before.get(key) != after.get(key)}
+                assert {item["owner-uid"] for item in delta.get(
+                    "affinity-cache-owners", [])} == differ
+                self.owners_sent += len(delta.get("affinity-cache-owners", []))
                 delta["expect-version"] = self.version
                 self.version = self.target.patch(delta)
             cluster = self.store.get("w")
@@ -166,6 +176,7 @@ def test_a_rank_bound_and_unbound_between_imports_stays_in_the_cache(chain: Chai
     step = chain.check()
     assert step.changes is not None and step.changes.cache
     assert any(e["node"] == FREE_NODES[0] for e in step.new.cache.values())
+    assert chain.owners_sent == len(step.changes.cache_owners) == 1  # its owner alone
 
 
 def test_a_cordoned_node_updates_the_node_and_the_jobs_that_read_its_health(
