@@ -203,18 +203,25 @@ def guided_layout(problem: Problem, job: JobView, state: ClusterState,
                      key=lambda g: (-max(votes(range(g * levels[level - 2],
                                                      (g + 1) * levels[level - 2]),
                                                level - 1).values(), default=0), g))
-        return all(place(level - 1, g, inner, chosen) for g in sub)
+        # (``place`` is deleted only after its last call, see below)
+        return all(place(level - 1, g, inner, chosen) for g in sub)  # noqa: F821
 
     wants_l: list[bool] = wants.tolist()
     tops = list(range(dom.count[k - 1]))
     top_size = levels[-1]
     groups = sorted(range(n // top_size), key=lambda g: (
         -max(votes(range(g * top_size, (g + 1) * top_size), k).values(), default=0), g))
-    for g in groups:
-        if deadline is not None and time.perf_counter() > deadline:
-            return None
-        if not place(k, g, tops, -1):
-            return None
+    try:
+        for g in groups:
+            if deadline is not None and time.perf_counter() > deadline:
+                return None
+            if not place(k, g, tops, -1):
+                return None
+    finally:
+        # ``place`` calls itself through its closure, a reference cycle that would keep
+        # every list above alive until the cyclic collector finds it (at 32,768 nodes
+        # about 300,000 objects of one construction, collected in 0.2 s of CPU)
+        del place
     if (out < 0).any() or len(set(out.tolist())) != n:
         return None
     return out.astype(np.int32)

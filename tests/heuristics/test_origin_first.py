@@ -108,6 +108,32 @@ def test_a_passed_deadline_stops_the_construction() -> None:
         origin_first_plan(problem, greedy_plan(problem), deadline=time.perf_counter() - 1.0)
 
 
+@pytest.mark.parametrize("family", ["a3", "950"])
+def test_a_passed_deadline_stops_a_job_between_its_blocks(family: str) -> None:
+    # one A3 job of a 65,536-node batch took 35-40 ms of CPU between the construction's
+    # deadline checks (one per job): the job's own loops over its blocks and windows,
+    # each looking at every super pod or rack for room, check it too
+    from heuristics.origin_first import _place_job
+
+    problem = compile_scenario(generate(GenParams(family=family, nodes=256, seed=1,
+                                                  jobs=6)))
+    wanted = {int(n) for job in problem.jobs for n in job.preferred if n >= 0}
+    stopped = 0
+    for job in problem.jobs:
+        if not job.rules.in_super_pod or not job.whole_node or job.soft:
+            continue
+        free = problem.free.copy()
+        placed = _place_job(problem, job, free, wanted)
+        try:
+            again = _place_job(problem, job, free, wanted, deadline=time.perf_counter() - 1)
+        except OutOfTime:
+            stopped += 1
+            continue
+        assert (placed is None and again is None) or (
+            placed is not None and again is not None and (placed == again).all())
+    assert stopped > 0
+
+
 def _names(problem: Problem, plan: Plan, j: int) -> list[str]:
     """The nodes of placed job ``j``, by name."""
     nodes = plan.nodes[j]
