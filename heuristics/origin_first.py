@@ -7,7 +7,8 @@ origins first, each into the domain holding its origins, and only then fills the
 It is used only as an extra CP-SAT hint when it scores better than greedy; the ``greedy``
 engine stays a faithful port.
 
-Hard super-pod (A3/850) and 950 jobs without UB memory are re-placed block by block.
+Super-pod (A3/850) and 950 jobs without UB memory, hard and soft alike, are re-placed
+block by block (a soft job as a hard one: no spill).
 Ordinary jobs are re-placed together: first every rank whose cached node still has room
 goes back to it, for all ordinary jobs of the batch (greedy places job after job, so an
 early job's uncached ranks can take a later job's cached nodes), then each job's other
@@ -536,11 +537,12 @@ def _multilevel_plans(problem: Problem, base: Plan, deadline: float | None,
 
 def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
                 weights: ResolvedWeights | None = None) -> tuple[Plan, Plan]:
-    """Re-place the hard super-pod and 950 jobs and the ordinary jobs of ``base``
-    origin-first.
+    """Re-place the super-pod and 950 jobs (:func:`_reblocked`) and the ordinary jobs of
+    ``base`` origin-first.
 
-    Jobs of other families, soft jobs and jobs the construction cannot place keep their
-    ``base`` answer; the result is checked by the caller before use.  With a
+    Jobs of other families and jobs the construction cannot place keep their ``base``
+    answer (when a soft job is left out, the plan without re-placing soft jobs is the
+    answer); the result is checked by the caller before use.  With a
     ``deadline`` (``time.perf_counter()`` value) the construction raises
     :class:`OutOfTime` when it passes it (checked between jobs and between the steps of a
     job, so it overruns by one job's step at most).
@@ -563,12 +565,41 @@ def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
     deterministic time 5, from the older one at +583,230; the spare pass itself gave
     +438,367), and the spare pass's plan is the answer until the search beats it.
     """
-    redo = [j for j in problem.queue
-            if problem.jobs[j].rules.in_super_pod
-            and problem.jobs[j].whole_node and not problem.jobs[j].soft
-            and not problem.jobs[j].ub_memory and not problem.jobs[j].partly_running]
-    plan = _origin_first_pass(problem, base, redo, deadline)
     weights = weights or resolve_weights(problem)
+    redo = [j for j in problem.queue if _reblocked(problem.jobs[j])]
+    best, start = _block_passes(problem, base, redo, deadline, weights)
+    dropped = [j for j in redo if problem.jobs[j].soft and base.nodes[j] is not None
+               and best.nodes[j] is None]
+    if not dropped:
+        return best, start
+    # a soft job whose blocks found no super pods is out of the passes' plan, where the
+    # base (its soft fallback's spill) had it placed: the plan without re-placing soft
+    # jobs, as before they were, is the answer (a placed job stays placed)
+    return _block_passes(problem, base, [j for j in redo if not problem.jobs[j].soft],
+                         deadline, weights)
+
+
+def _reblocked(job: JobView) -> bool:
+    """Whether :func:`_block_plan` re-places ``job`` block by block: a whole-node job of
+    a super-pod family (A3/850, 950) without UB memory, not partly running.
+
+    Soft jobs (``super-pod-affinity: soft``) too, as hard ones: every block in one super
+    pod, every window in one rack is a valid placement of a soft job without spill.
+    Their base answer is the greedy soft fallback's, which ignores their cached nodes
+    (950, 12,288 nodes, seed 5309: a soft 1,024-rank job and a soft 512-rank job held
+    1,299 of the batch's 1,797 achievable origin hits, greedy's plan 4 of them; left as
+    greedy had them, the construction's plan had 52 hits in all and the neighbourhoods
+    needed several seconds to move those two jobs).
+    """
+    return (job.rules.in_super_pod and job.whole_node and not job.ub_memory
+            and not job.partly_running)
+
+
+def _block_passes(problem: Problem, base: Plan, redo: list[int], deadline: float | None,
+                  weights: ResolvedWeights) -> tuple[Plan, Plan]:
+    """The passes of :func:`_block_plan` re-placing the jobs ``redo``: its best plan and
+    the plan a search starts from."""
+    plan = _origin_first_pass(problem, base, redo, deadline)
     left_out = [j for j in redo if plan.nodes[j] is None]
     if left_out:
         # second pass: the left-out jobs, then the largest windows (whole racks) first;

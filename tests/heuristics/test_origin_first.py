@@ -35,7 +35,7 @@ def test_plans_are_valid_and_keep_other_jobs(family: str, seed: int) -> None:
     assert check(problem, to_placement(problem, plan, engine="of", status=Status.GREEDY)) == []
     for job in problem.jobs:
         redone = job.family in (Family.ORDINARY, Family.MULTILEVEL) or (
-            job.family in (Family.SUPERPOD, Family.RACK) and job.whole_node and not job.soft
+            job.family in (Family.SUPERPOD, Family.RACK) and job.whole_node
             and not job.ub_memory)
         kept, before = plan.nodes[job.index], base.nodes[job.index]
         if not redone and before is not None:
@@ -242,3 +242,52 @@ def test_super_pod_blocks_without_origins_spare_the_pods_other_jobs_ran_on() -> 
     assert evaluate(problem, base.as_mapping()).origin_hits < 2
     start = origin_first_plan(problem, base, search_start=True)
     assert sorted(_names(problem, start, a)) == ["p0", "p1"]
+
+
+def test_a_soft_job_goes_home_as_a_hard_one() -> None:
+    # A soft 950 job (two ranks, windows of one node) ran on a0 and a1; the base plan has
+    # it on x0 and x1, as greedy's soft fallback puts a job with no regard for its cache.
+    # The construction re-places it block by block like a hard job: both ranks home.
+    problem = _two_racks(["a0", "a1", "a2", "a3", "x0", "x1", "x2", "x3"], set(), "s",
+                         ["a0", "a1"], [
+        {"name": "S", "owner-uid": "s", "policy": "chip8-node8-ra64-sp", "tasks": 2,
+         "npu-per-task": 8, "sp-block": 16, "ra-block": 8, "super-pod-affinity": "soft"}])
+    s = problem.job_index["S"]
+    assert problem.jobs[s].soft
+    base = Plan([np.array([problem.node_index["x0"], problem.node_index["x1"]],
+                          dtype=np.int32)], [None])
+    assert check(problem, to_placement(problem, base, engine="base", status=Status.GREEDY)) == []
+    plan = origin_first_plan(problem, base)
+    assert check(problem, to_placement(problem, plan, engine="of", status=Status.GREEDY)) == []
+    assert _names(problem, plan, s) == ["a0", "a1"]
+    assert evaluate(problem, plan.as_mapping()).origin_hits == 2
+
+
+def test_a_soft_job_no_super_pod_holds_keeps_its_base_answer() -> None:
+    # Soft job S (one block of four nodes) fits no super pod whole (three free nodes in
+    # pods 0 and 1, two in pod 2, where hard job H is), so the base plan spills it over
+    # p0, p1, q0, q1.  H (queue first) ran on p0, p1: in queue order H goes home and S
+    # finds neither a super pod nor its old nodes.  S stays placed, on its base nodes
+    # (the pass that places left-out jobs first keeps them for it).
+    nodes = [{"name": name, "npus": 8, "free": 0 if name[1] == "3" else 8,
+              "super-pod-id": "pqr".index(name[0])}
+             for name in ["p0", "p1", "p2", "p3", "q0", "q1", "q2", "q3", "r0", "r1", "r3"]]
+    problem = compile_scenario(Scenario.model_validate({
+        "now": NOW, "config": {"super-pod-size": 4, "reserve-nodes": 0}, "nodes": nodes,
+        "affinity-cache": {"entries": [{"owner-uid": "h", "rank": r, "node": n,
+                                        "updated": NOW} for r, n in enumerate(["p0", "p1"])]},
+        "jobs": [
+            {"name": "H", "owner-uid": "h", "policy": "chip8-node8-sp", "tasks": 2,
+             "npu-per-task": 8, "sp-block": 16, "priority": 10},
+            {"name": "S", "owner-uid": "s", "policy": "chip8-node8-sp", "tasks": 4,
+             "npu-per-task": 8, "sp-block": 32, "super-pod-affinity": "soft"}],
+    }))
+    h, s = problem.job_index["H"], problem.job_index["S"]
+    index = problem.node_index
+    base = Plan([None, None], [None, None])
+    base.nodes[h] = np.array([index["r0"], index["r1"]], dtype=np.int32)
+    base.nodes[s] = np.array([index[n] for n in ["p0", "p1", "q0", "q1"]], dtype=np.int32)
+    assert check(problem, to_placement(problem, base, engine="base", status=Status.GREEDY)) == []
+    plan = origin_first_plan(problem, base)
+    assert check(problem, to_placement(problem, plan, engine="of", status=Status.GREEDY)) == []
+    assert _names(problem, plan, s) == ["p0", "p1", "q0", "q1"]
