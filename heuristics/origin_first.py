@@ -585,11 +585,11 @@ def _reblocked(job: JobView) -> bool:
 
     Soft jobs (``super-pod-affinity: soft``) too, as hard ones: every block in one super
     pod, every window in one rack is a valid placement of a soft job without spill.
-    Their base answer is the greedy soft fallback's, which ignores their cached nodes
-    (950, 12,288 nodes, seed 5309: a soft 1,024-rank job and a soft 512-rank job held
-    1,299 of the batch's 1,797 achievable origin hits, greedy's plan 4 of them; left as
-    greedy had them, the construction's plan had 52 hits in all and the neighbourhoods
-    needed several seconds to move those two jobs).
+    Left as greedy had them, they can hold most of a batch's missed hits (950, 12,288
+    nodes, seed 5309: a soft 1,024-rank job and a soft 512-rank job held 1,299 of the
+    batch's 1,797 achievable origin hits, greedy's plan 4 of them; the construction's
+    plan had 52 hits in all and the neighbourhoods needed seconds to move those two
+    jobs; re-placed, the construction has 906).
     """
     return (job.rules.in_super_pod and job.whole_node and not job.ub_memory
             and not job.partly_running)
