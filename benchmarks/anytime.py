@@ -256,6 +256,25 @@ def gap_table(rows: list[dict[str, Any]]) -> list[list[str]]:
                      for b in budgets]] for name in sorted(by)]
 
 
+def family_gap_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the answers' gap to their bound: one row per node count and
+    budget, one column per family (the median over its instances, in percent; "-": no
+    answer there, "no bound": an answer without one)."""
+    families = [f for f in FAMILIES if any(r["family"] == f for r in rows)]
+    table = []
+    for nodes in sorted({int(r["nodes"]) for r in rows}):
+        for budget in sorted({float(r["budget"]) for r in rows if int(r["nodes"]) == nodes}):
+            cells = []
+            for family in families:
+                at = [r for r in rows if int(r["nodes"]) == nodes
+                      and float(r["budget"]) == budget and r["family"] == family]
+                gaps = [float(r["gap"]) for r in at if r.get("gap") not in (None, "")]
+                cells.append("-" if not at else "no bound" if len(gaps) < len(at)
+                             else f"{100 * statistics.median(gaps):.2f} %")
+            table.append([f"{nodes:,}", f"{budget:g}", *cells])
+    return ["nodes", "budget s", *families], table
+
+
 def overrun_known(rows: list[dict[str, Any]]) -> bool:
     """Whether the rows were measured by wall clock (overruns mean something)."""
     return bool(rows) and not any(r.get("deterministic") for r in rows)
@@ -293,9 +312,12 @@ def write_report(rows: list[dict[str, Any]], out_dir: Path, command: str) -> Pat
         header, table = size_table(rows, budget)
         text += ["", f"## Share of the best gain at {budget:g} s, per size and family", "",
                  _markdown(table, header)]
+    gap_header, gap_rows = family_gap_table(rows)
     text += ["", "## Gap to the bound", "",
-             "Per instance and budget, the answer's relative gap to its bound "
-             "(`(bound - objective) / bound`; - : no bound).", "",
+             "The answer's relative gap to its bound (`(bound - objective) / bound`), the "
+             "median per size, budget and family (no bound: some answer there had none):",
+             "", _markdown(gap_rows, gap_header), "",
+             "Per instance and budget (- : no bound).", "",
              _markdown(gap_table(rows), ["instance", *[f"{b:g}" for b in
                                                       sorted({float(r['budget']) for r in rows})]]),
              ""]

@@ -11,8 +11,14 @@ two cores share it.  With ``--alone`` the cells also run in one lane (one proces
 time): the CPU each solve takes alone against side by side is what two solves cost each
 other (caches and memory bandwidth; the wall clock adds the other engineers' load).
 
-It prints, per run, the wall time and the CPU time of the cells; the ratio ceiling wall
-/ sweep wall (the issue's goal: at least 0.95 on an idle machine); per cell of the sweep
+The same deterministic work costs different CPU from one run to the next on a shared
+machine, so the two are measured in ``--repeats`` pairs, a ceiling and a sweep one right
+after the other, the first of each pair alternating; the figure is the median of the
+pairs' ratios, with their spread, and how far the same solves' CPU moved between runs.
+
+It prints, per pair, the wall time and the CPU time of both and the ratios ceiling wall /
+sweep wall (the goal: at least 0.95 on an idle machine) and ceiling CPU / sweep CPU; for
+the last pair, per cell of the sweep
 the CPU around the solve (generation, validation, compilation, checking:
 ``cell-cpu-seconds`` − ``solve-cpu-seconds`` of its ``results.csv`` row) and the CPU of
 a plan process beyond its solve (imports, reading, writing: the process CPU minus the
@@ -171,6 +177,141 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+@dataclass
+class Pair:
+    """One paired measurement: the ceiling and the sweep of the same cells, one right
+    after the other (in the order ``first``)."""
+
+    first: str
+    ceiling_wall: float
+    ceiling_cpu: float
+    sweep_wall: float
+    sweep_cpu: float
+    startup: float
+    load: tuple[float, float]
+    runs: list[Run]
+    rows: dict[str, dict[str, str]]
+    summary: str
+    code: int
+
+    @property
+    def ratio(self) -> float:
+        """Ceiling wall / sweep wall (the issue's goal: at least 0.95)."""
+        return self.ceiling_wall / self.sweep_wall
+
+    @property
+    def cpu_ratio(self) -> float:
+        """Ceiling CPU / sweep CPU: the same ratio in CPU, which the load moves less."""
+        return self.ceiling_cpu / self.sweep_cpu
+
+    @property
+    def sweep_cell_cpu(self) -> float:
+        """CPU the sweep's rows counted (its cells, from generation to the check)."""
+        return sum(float(r.get("cell-cpu-seconds") or "nan") for r in self.rows.values())
+
+    @property
+    def sweep_solve_cpu(self) -> float:
+        """CPU of the sweep's solves (``solve-cpu-seconds``)."""
+        return sum(float(r.get("solve-cpu-seconds") or "nan") for r in self.rows.values())
+
+
+def measure_pair(index: int, cells: list[tuple[str, GenParams, Path]], grid: Path,
+                 out: Path, deterministic_time: float, time_limit: float) -> Pair:
+    """The ceiling and the sweep of ``cells``, in the order of ``index`` (even: ceiling
+    first; odd: sweep first), so that over repeats neither always runs on a machine the
+    other has just warmed or heated."""
+    order = ("ceiling", "sweep") if index % 2 == 0 else ("sweep", "ceiling")
+    load_before = os.getloadavg()[0]
+    ceiling: tuple[float, list[Run]] = (float("nan"), [])
+    sweep: tuple[float, float, float, int, str] = (float("nan"), float("nan"),
+                                                   float("nan"), 1, "")
+    for what in order:
+        if what == "ceiling":
+            ceiling = run_lanes(cells, 2, deterministic_time, time_limit, out / "answers-2")
+            print(f"[{index + 1}] ceiling (two plan processes side by side): "
+                  f"{ceiling[0]:.1f} s wall, {sum(r.cpu for r in ceiling[1]):.1f} s CPU; "
+                  f"load {os.getloadavg()[0]:.2f}", flush=True)
+        else:
+            sweep = run_sweep(grid, out / "sweep", 2)
+            print(f"[{index + 1}] sweep on 2 Dask workers: {sweep[0]:.1f} s wall "
+                  f"({sweep[2]:.1f} s to start the cluster), {sweep[1]:.1f} s CPU of the "
+                  f"sweep and its workers, exit {sweep[3]}; load {os.getloadavg()[0]:.2f}"
+                  f"\n  {sweep[4]}", flush=True)
+    rows = read_rows(out / "sweep" / "results.csv")
+    return Pair(order[0], ceiling[0], sum(r.cpu for r in ceiling[1]), sweep[0], sweep[1],
+                sweep[2], (load_before, os.getloadavg()[0]), ceiling[1], rows, sweep[4],
+                sweep[3])
+
+
+def cell_table(cells: list[tuple[str, GenParams, Path]], pair: Pair, alone: list[Run]
+               ) -> tuple[str, list[float], list[float]]:
+    """Per cell of one pair: the plan process's CPU (side by side, alone), its memory, the
+    sweep cell's CPU around its solve and the plan process's CPU beyond the same solve;
+    ``(table, around, beyond)``."""
+    by_name = {r.name: r for r in pair.runs}
+    solo = {r.name: r for r in alone}
+    header = ["cell", "plan CPU s (side by side)", "plan CPU s (alone)", "plan peak MB",
+              "plan MB first touched",
+              "sweep cell CPU s", "sweep solve CPU s", "around the solve s",
+              "plan process beyond the sweep's solve s"]
+    table: list[list[str]] = []
+    around, beyond = [], []
+    for name, _, _ in cells:
+        run, row = by_name.get(name), pair.rows.get(name, {})
+        cell_cpu = float(row.get("cell-cpu-seconds") or "nan")
+        solve_cpu = float(row.get("solve-cpu-seconds") or "nan")
+        around.append(cell_cpu - solve_cpu)
+        if run is not None:
+            beyond.append(run.cpu - solve_cpu)
+        table.append([name, f"{run.cpu if run else float('nan'):.2f}",
+                      f"{solo[name].cpu if name in solo else float('nan'):.2f}",
+                      f"{run.peak_mb if run else float('nan'):.0f}",
+                      f"{run.faulted_mb if run else float('nan'):.0f}", f"{cell_cpu:.2f}",
+                      f"{solve_cpu:.2f}", f"{cell_cpu - solve_cpu:.3f}",
+                      f"{(run.cpu - solve_cpu) if run else float('nan'):.2f}"])
+    return markdown_table(header, table), around, beyond
+
+
+def pairs_table(pairs: list[Pair]) -> str:
+    """One line per paired measurement, then the median and the spread of the ratios."""
+    header = ["pair", "first", "ceiling wall s", "sweep wall s (cluster start)", "ratio",
+              "ceiling CPU s", "sweep CPU s (cells, solves)", "CPU ratio", "load"]
+    table = [[str(i + 1), p.first, f"{p.ceiling_wall:.1f}",
+              f"{p.sweep_wall:.1f} ({p.startup:.1f})", f"**{p.ratio:.3f}**",
+              f"{p.ceiling_cpu:.1f}",
+              f"{p.sweep_cpu:.1f} ({p.sweep_cell_cpu:.1f}, {p.sweep_solve_cpu:.1f})",
+              f"{p.cpu_ratio:.3f}", f"{p.load[0]:.2f} → {p.load[1]:.2f}"]
+             for i, p in enumerate(pairs)]
+    ratios = [p.ratio for p in pairs]
+    cpu_ratios = [p.cpu_ratio for p in pairs]
+    return "\n".join([
+        markdown_table(header, table), "",
+        f"ceiling wall / sweep wall over {len(pairs)} paired run(s): median "
+        f"**{_median(ratios):.3f}** (min {min(ratios):.3f}, max {max(ratios):.3f}); "
+        f"CPU ratio median {_median(cpu_ratios):.3f} (min {min(cpu_ratios):.3f}, max "
+        f"{max(cpu_ratios):.3f})"])
+
+
+def solve_spread(cells: list[tuple[str, GenParams, Path]], pairs: list[Pair]) -> str:
+    """How much the same deterministic work's CPU moved between the runs: per run, the
+    plan processes' CPU and the sweep's solve CPU of every cell (their sums per run)."""
+    if len(pairs) < 2:
+        return ""
+    plan = [sum(r.cpu for r in p.runs) for p in pairs]
+    solve = [p.sweep_solve_cpu for p in pairs]
+    per_cell = []
+    for name, _, _ in cells:
+        values = [float(p.rows.get(name, {}).get("solve-cpu-seconds") or "nan")
+                  for p in pairs]
+        low, high = min(values), max(values)
+        per_cell.append((high - low) / low if low > 0 else float("nan"))
+    return (f"the same deterministic work from run to run: plan processes' CPU "
+            f"{min(plan):.1f}–{max(plan):.1f} s, the sweep's solves' CPU "
+            f"{min(solve):.1f}–{max(solve):.1f} s; one cell's sweep solve CPU, (max − min) / "
+            f"min over the runs: median {_median(per_cell):.1%}, max "
+            f"{max(per_cell, default=float('nan')):.1%}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line (see the module docstring)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sweep_ceiling",
@@ -184,9 +325,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deterministic-time", type=float, default=2.0)
     parser.add_argument("--time-limit", type=float, default=600.0,
                         help="wall-clock safety net per cell")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="paired runs of the ceiling and the sweep, interleaved (the "
+                             "first of each pair alternates); the ratio is their median")
     parser.add_argument("--alone", action="store_true",
                         help="also run the cells one process at a time")
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats: at least 1")
     families = [f for f in args.families.split(",") if f]
     seeds = [int(s) for s in args.seeds.split(",") if s]
     out = Path(args.out)
@@ -196,13 +342,10 @@ def main(argv: list[str] | None = None) -> int:
     write_grid(grid, families, seeds, args.nodes, args.jobs, args.deterministic_time,
                args.time_limit)
     print(f"{len(cells)} cells of {args.nodes} nodes, deterministic time "
-          f"{args.deterministic_time:g}; load average before: {os.getloadavg()[0]:.2f}",
-          flush=True)
-
-    ceiling_wall, pair = run_lanes(cells, 2, args.deterministic_time, args.time_limit,
-                                   out / "answers-2")
-    print(f"ceiling (two plan processes side by side): {ceiling_wall:.1f} s wall, "
-          f"{sum(r.cpu for r in pair):.1f} s CPU; load {os.getloadavg()[0]:.2f}", flush=True)
+          f"{args.deterministic_time:g}, {args.repeats} paired run(s); load average "
+          f"before: {os.getloadavg()[0]:.2f}", flush=True)
+    pairs = [measure_pair(i, cells, grid, out, args.deterministic_time, args.time_limit)
+             for i in range(args.repeats)]
     alone: list[Run] = []
     if args.alone:
         alone_wall, alone = run_lanes(cells, 1, args.deterministic_time, args.time_limit,
@@ -210,54 +353,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"one plan process at a time: {alone_wall:.1f} s wall, "
               f"{sum(r.cpu for r in alone):.1f} s CPU; load {os.getloadavg()[0]:.2f}",
               flush=True)
-    sweep_wall, sweep_cpu, startup, code, summary = run_sweep(grid, out / "sweep", 2)
-    print(f"sweep on 2 Dask workers: {sweep_wall:.1f} s wall ({startup:.1f} s to start the "
-          f"cluster), {sweep_cpu:.1f} s CPU of the sweep and its workers, exit {code}; "
-          f"load {os.getloadavg()[0]:.2f}\n  {summary}", flush=True)
-    rows = read_rows(out / "sweep" / "results.csv")
-    failed = [r.name for r in pair + alone if r.code != 0]
-    failed += [name for name, row in rows.items() if row.get("valid") != "yes"]
-    by_name = {r.name: r for r in pair}
-    solo = {r.name: r for r in alone}
-    header = ["cell", "plan CPU s (side by side)", "plan CPU s (alone)", "plan peak MB",
-              "plan MB first touched",
-              "sweep cell CPU s", "sweep solve CPU s", "around the solve s",
-              "plan process beyond the sweep's solve s"]
-    table: list[list[str]] = []
-    around, beyond = [], []
-    for name, _, _ in cells:
-        run, row = by_name.get(name), rows.get(name, {})
-        cell_cpu = float(row.get("cell-cpu-seconds") or "nan")
-        solve_cpu = float(row.get("solve-cpu-seconds") or "nan")
-        around.append(cell_cpu - solve_cpu)
-        if run is not None:
-            beyond.append(run.cpu - solve_cpu)
-        table.append([name, f"{run.cpu if run else float('nan'):.2f}",
-                      f"{solo[name].cpu if name in solo else float('nan'):.2f}",
-                      f"{run.peak_mb if run else float('nan'):.0f}",
-                      f"{run.faulted_mb if run else float('nan'):.0f}", f"{cell_cpu:.2f}",
-                      f"{solve_cpu:.2f}", f"{cell_cpu - solve_cpu:.3f}",
-                      f"{(run.cpu - solve_cpu) if run else float('nan'):.2f}"])
-    ratio = ceiling_wall / sweep_wall
-    outside = sweep_cpu - sum(float(row.get("cell-cpu-seconds") or "nan")
-                              for row in rows.values())
-    lines = [markdown_table(header, table), "", f"ceiling wall / sweep wall: **{ratio:.3f}** "
-              f"({ceiling_wall:.1f} s / {sweep_wall:.1f} s; without the sweep's cluster start "
-              f"{ceiling_wall / max(1e-9, sweep_wall - startup):.3f})",
-              f"sweep: CPU around the solve per cell, median {_median(around):.3f} s, "
-              f"max {max(around, default=float('nan')):.3f} s",
-              f"plan process: CPU beyond the sweep's solve of the same cell, median "
-              f"{_median(beyond):.2f} s (imports, reading, writing the answer)",
-              f"sweep CPU outside its cells (imports of the sweep, the scheduler, the "
-              f"nannies and workers, the report and plots): {outside:.1f} s; plan "
-              f"processes' CPU outside the sweep's solves: {sum(beyond):.1f} s"]
+    failed = [r.name for p in pairs for r in p.runs if r.code != 0] + [
+        r.name for r in alone if r.code != 0]
+    failed += [name for p in pairs for name, row in p.rows.items() if row.get("valid") != "yes"]
+    failed += ["the sweep" for p in pairs if p.code != 0]
+    last = pairs[-1]
+    table, around, beyond = cell_table(cells, last, alone)
+    outside = last.sweep_cpu - last.sweep_cell_cpu
+    lines = [pairs_table(pairs), "", solve_spread(cells, pairs), "",
+             f"per cell, the last pair ({last.summary}):", "", table, "",
+             f"ceiling wall / sweep wall of the last pair: **{last.ratio:.3f}** "
+             f"({last.ceiling_wall:.1f} s / {last.sweep_wall:.1f} s; without the sweep's "
+             f"cluster start {last.ceiling_wall / max(1e-9, last.sweep_wall - last.startup):.3f})",
+             f"sweep: CPU around the solve per cell, median {_median(around):.3f} s, "
+             f"max {max(around, default=float('nan')):.3f} s",
+             f"plan process: CPU beyond the sweep's solve of the same cell, median "
+             f"{_median(beyond):.2f} s (imports, reading, writing the answer)",
+             f"sweep CPU outside its cells (imports of the sweep, the scheduler, the "
+             f"nannies and workers, the report and plots): {outside:.1f} s; plan "
+             f"processes' CPU outside the sweep's solves: {sum(beyond):.1f} s"]
     if alone:
-        slow = [by_name[n].cpu / solo[n].cpu for n in solo if n in by_name and solo[n].cpu]
-        lines.append(f"plan CPU side by side / alone, per cell: median {_median(slow):.3f}, "
-                     f"max {max(slow, default=float('nan')):.3f}")
+        by_name = {r.name: r for r in last.runs}
+        slow = [by_name[r.name].cpu / r.cpu for r in alone if r.name in by_name and r.cpu]
+        lines.append(f"plan CPU side by side (last pair) / alone, per cell: median "
+                     f"{_median(slow):.3f}, max {max(slow, default=float('nan')):.3f}")
     if failed:
         lines.append(f"FAILED or invalid: {', '.join(sorted(set(failed)))}")
-    text = "\n".join(lines) + "\n"
+    text = "\n".join(line for line in lines if line is not None) + "\n"
     write_output(out / "ceiling.md", text)
     print(text)
     return 1 if failed else 0

@@ -19,8 +19,11 @@ the worker's apply, without the HTTP hop), and this script measures:
 * one plan (greedy) on the stored cluster: a version is seen by every plan that starts
   after it is stored, so the lag to a plan that sees an event is the lag above plus the
   wait for the next plan;
-* a 410 resync: watches refused and cut, changes made, the history compacted, watches
-  allowed again; seconds until the stored cluster holds the changes (one PATCH);
+* a 410 resync (``--resyncs`` of them): watches refused and cut, ``--resync-pods`` bound
+  pods evicted (:class:`PodChurn`: pods that are bound now, so each is a change; pending
+  ones bound back when too few are bound), the
+  history compacted, watches allowed again; seconds until the stored cluster holds the
+  changes (one PATCH);
 * peak resident memory of this process (the watcher and the stored cluster), absolute
   and above its level before the watch started (``VmHWM``,
   :class:`benchmarks.common.MemoryProbe`), and the API server's resident memory.
@@ -31,6 +34,8 @@ seconds).  Usage::
     python -m benchmarks.watch_lag --nodes 16384 --rates 100 1000 5000 --seconds 10
     python -m benchmarks.watch_lag --nodes 65536 --plain --rates 100 1000 5000 \
         --seconds 10 --resync-pods 4096
+    python -m benchmarks.watch_lag --nodes 16384 --plain --rates --resync-pods 4096 \
+        --resyncs 3     # the resync alone, three times
 """
 
 from __future__ import annotations
@@ -59,6 +64,90 @@ def _drain(items: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         yield items.pop()
 
 
+class PodChurn:
+    """The pod events the benchmark writes: running NPU pods evicted (re-created pending)
+    and bound back, each pod's state kept, so that every write changes what the importer
+    reads.
+
+    The ``n``-th event of the run flips pod ``n // 2`` (modulo the running pods): evicted
+    if it is bound, bound back if it is pending, whatever the rate phases wrote before.
+    :meth:`evict` (the 410 resync's changes) evicts pods that are bound now: a pod
+    already pending would be written again with only a new ``resourceVersion``, which
+    the watcher rightly imports as no change (no ``PATCH``, and a resync that waited for
+    one waited forever: the rate phases left the first pods pending whenever the events
+    written before the last phase were an odd number).
+
+    Parameters
+    ----------
+    server
+        The API server holding the pods.
+    running
+        (name, namespace) of each running NPU pod, as the load stored them.
+    """
+
+    def __init__(self, server: Any, running: list[tuple[str, str]]) -> None:
+        self.server = server
+        self.running = running
+        #: the bound JSON of each pod an event touched, as the load stored it
+        self._originals: dict[int, bytes] = {}
+        #: the pods evicted now (pending), by index in :attr:`running`
+        self.pending: set[int] = set()
+        self.written = 0
+
+    def _bound(self, at: int) -> dict[str, Any]:
+        """A fresh copy of pod ``at`` as it was bound at the start."""
+        if at not in self._originals:
+            name, namespace = self.running[at]
+            data = self.server.stored_json("Pod", name, namespace)
+            assert data is not None
+            self._originals[at] = data
+        loaded: dict[str, Any] = json.loads(self._originals[at])
+        return loaded
+
+    def flip(self, at: int) -> None:
+        """Evict pod ``at`` if it is bound, bind it back if it is pending."""
+        at %= len(self.running)
+        obj = self._bound(at)
+        if at in self.pending:
+            self.pending.discard(at)
+        else:
+            obj["spec"].pop("nodeName", None)
+            obj["status"] = {"phase": "Pending"}
+            self.pending.add(at)
+        self.server.apply(obj)
+
+    def next_event(self) -> None:
+        """The run's next event (pod ``n // 2`` flipped)."""
+        self.flip(self.written // 2)
+        self.written += 1
+
+    def evict(self, count: int) -> int:
+        """Evict the first ``count`` pods that are bound now; how many were evicted."""
+        evicted = 0
+        for at in range(len(self.running)):
+            if evicted == count:
+                break
+            if at not in self.pending:
+                self.flip(at)
+                evicted += 1
+        return evicted
+
+    def bind_back(self, count: int) -> int:
+        """Bind back the first ``count`` pods that are pending now; how many."""
+        chosen = sorted(self.pending)[:count]
+        for at in chosen:
+            self.flip(at)
+        return len(chosen)
+
+    def resync_changes(self, count: int) -> int:
+        """The changes of one resync: ``count`` bound pods evicted, or, when fewer are
+        bound (after earlier resyncs), ``count`` pending pods bound back; how many pods
+        changed."""
+        if len(self.running) - len(self.pending) >= count:
+            return self.evict(count)
+        return self.bind_back(count)
+
+
 def _child(conn: Connection, nodes: int, realistic: bool) -> None:
     """The API server's process: build, serve, and write events on command."""
     from benchmarks.kube_api import LoopbackApiServer
@@ -78,22 +167,7 @@ def _child(conn: Connection, nodes: int, realistic: bool) -> None:
     server.compact()  # the watcher lists first: the load's history is not needed
     server.start()
     conn.send((server.url, _rss_mb()))
-
-    #: the bound JSON of each pod an event touched, as the load stored it
-    originals: dict[int, bytes] = {}
-
-    def pod(at: int) -> dict[str, Any]:
-        """A fresh copy of the ``at``-th running NPU pod as it was bound at the start."""
-        at %= len(running)
-        if at not in originals:
-            name, namespace = running[at]
-            data = server.stored_json("Pod", name, namespace)
-            assert data is not None
-            originals[at] = data
-        loaded: dict[str, Any] = json.loads(originals[at])
-        return loaded
-
-    flip = 0
+    churn = PodChurn(server, running)
     while True:
         command = conn.recv()
         if command[0] == "stop":
@@ -107,26 +181,16 @@ def _child(conn: Connection, nodes: int, realistic: bool) -> None:
             while time.monotonic() - started < seconds:
                 due = int((time.monotonic() - started) * rate) + 1
                 while written < due:
-                    obj = pod(written // 2)
-                    if (written + flip) % 2 == 0:
-                        obj["spec"].pop("nodeName", None)
-                        obj["status"] = {"phase": "Pending"}
-                    server.apply(obj)
+                    churn.next_event()
                     written += 1
                 time.sleep(0.001)
-            flip += written % 2
             conn.send((written, _rss_mb()))
         elif command[0] == "resync":
-            count = command[1]
             server.refuse_watches = True
             server.drop_watches()
-            for at in range(min(count, len(running))):
-                pending = pod(at)
-                pending["spec"].pop("nodeName", None)
-                pending["status"] = {"phase": "Pending"}
-                server.apply(pending)
+            changed = churn.resync_changes(command[1])
             server.compact()
-            conn.send("compacted")
+            conn.send(("compacted", changed))
             conn.recv()  # allow
             server.refuse_watches = False
             conn.send("allowed")
@@ -159,9 +223,52 @@ def _cpu_figures(watcher: Any) -> dict[str, float]:
     return out
 
 
+def _resync(parent: Connection, watcher: Any, streams: int, count: int) -> dict[str, Any]:
+    """One 410 resync: watches refused and cut, ``count`` pods changed
+    (:meth:`PodChurn.resync_changes`), the history compacted, watches allowed; the figures
+    once the stored cluster holds the changes (or after 600 s: ``completed`` false)."""
+    gone, patches = watcher.counts()["gone"], watcher.patches
+    empty, failed = watcher.empty, watcher.failed_builds
+    watcher.import_cpu.clear()
+    watcher.patch_cpu.clear()
+    parent.send(("resync", count))
+    _, changed = parent.recv()
+    cpu, wall = time.process_time(), time.perf_counter()
+    parent.send("allow")
+    parent.recv()
+    first_gone: float | None = None
+    while changed and (watcher.counts()["gone"] < gone + streams
+                       or watcher.patches == patches):
+        if first_gone is None and watcher.counts()["gone"] > gone:
+            first_gone = time.perf_counter()
+        time.sleep(0.01)
+        if time.perf_counter() - wall > 600:
+            break
+    watcher.coalescer.wait_idle(600)
+    done = time.perf_counter()
+    counts = watcher.counts()
+    return {"changes": changed, "completed": watcher.patches > patches,
+            "gone": counts["gone"] - gone, "empty-sends": watcher.empty - empty,
+            "failed-builds": watcher.failed_builds - failed,
+            "coalescer-errors": watcher.coalescer.last_error,
+            "wall": round(done - wall, 2),
+            # from the first 410 the watcher saw (the wall above also has the streams'
+            # reconnect backoff, grown while the watches were refused)
+            "wall-from-410": round(done - (first_gone or wall), 2),
+            "cpu": round(time.process_time() - cpu, 2),
+            "patches": watcher.patches - patches, "puts-total": watcher.puts,
+            **_cpu_figures(watcher), "load": _load()}
+
+
 def run(nodes: int, rates: list[int], seconds: float, interval: float,
-        resync_pods: int, realistic: bool = True) -> dict[str, Any]:
-    """Measure one cluster size; the figures as a dict (printed as they come)."""
+        resync_pods: int, realistic: bool = True, moving_clock: bool = False,
+        resyncs: int = 1) -> dict[str, Any]:
+    """Measure one cluster size; the figures as a dict (printed as they come).
+
+    ``moving_clock``: each import's ``now`` moves with the wall clock (from the dump's
+    time), so that every second's import stamps the bound ranks' cache entries again, as
+    a watcher with the real clock does; else ``now`` stays the dump's time.  ``resyncs``:
+    410 resyncs one after another."""
     from kubernetes import client
 
     from models.kube.watch import WatchSettings
@@ -176,16 +283,19 @@ def run(nodes: int, rates: list[int], seconds: float, interval: float,
     process.start()
     url, server_mb = parent.recv()
     out: dict[str, Any] = {"nodes": nodes, "objects": "realistic" if realistic else "plain",
+                           "clock": "moving" if moving_clock else "fixed",
                            "api-server-rss-mb": server_mb}
     print(f"API server of {nodes} nodes ({out['objects']} objects) up: {server_mb} MB",
           flush=True)
     probe = MemoryProbe()
     base_rss = probe.reset()
     store = ClusterStore()
+    clock_zero = time.time()  # its own name: the closure reads it after the plans below
+    clock = (lambda: NOW + (time.time() - clock_zero)) if moving_clock else (lambda: NOW)
     cpu, wall = time.process_time(), time.perf_counter()
     watcher, streams = start_watch(client.ApiClient(client.Configuration(host=url)),
                                    StoreTarget(store, "bench"), interval=interval,
-                                   settings=WatchSettings(page_size=500), clock=lambda: NOW,
+                                   settings=WatchSettings(page_size=500), clock=clock,
                                    sync_timeout=1800)
     listed = time.perf_counter() - wall
     while watcher.version is None:
@@ -235,30 +345,11 @@ def run(nodes: int, rates: list[int], seconds: float, interval: float,
         plans.append(time.perf_counter() - started)
     out["plan"] = {"greedy-wall-median": round(statistics.median(plans), 3), "load": _load()}
     print(f"greedy plan on the stored cluster: {out['plan']}", flush=True)
-    gone, patches = watcher.counts()["gone"], watcher.patches
-    watcher.import_cpu.clear()
-    watcher.patch_cpu.clear()
-    parent.send(("resync", resync_pods))
-    parent.recv()
-    cpu, wall = time.process_time(), time.perf_counter()
-    parent.send("allow")
-    parent.recv()
-    while watcher.counts()["gone"] < gone + len(streams.streams) or watcher.patches == patches:
-        time.sleep(0.01)
-        if time.perf_counter() - wall > 600:
-            break
-    watcher.coalescer.wait_idle(600)
-    counts = watcher.counts()
-    out["resync"] = {"changes": resync_pods, "completed": watcher.patches > patches,
-                     "gone": counts["gone"] - gone, "empty-sends": watcher.empty,
-                     "failed-builds": watcher.failed_builds,
-                     "coalescer-errors": watcher.coalescer.last_error,
-                     "wall": round(time.perf_counter() - wall, 2),
-                     "cpu": round(time.process_time() - cpu, 2),
-                     "patches": watcher.patches - patches, "puts-total": watcher.puts,
-                     **_cpu_figures(watcher),
-                     "load": _load()}
-    print(f"410 resync: {out['resync']}", flush=True)
+    out["resyncs"] = []
+    for _ in range(resyncs):
+        out["resyncs"].append(_resync(parent, watcher, len(streams.streams), resync_pods))
+        print(f"410 resync: {out['resyncs'][-1]}", flush=True)
+    out["resync"] = out["resyncs"][0] if out["resyncs"] else None
     out["peak-rss-mb"] = round(probe.peak(), 1)
     out["peak-mb-above-start"] = round(probe.peak() - base_rss, 1)
     print(f"peak resident memory of the watcher and the stored cluster's process: "
@@ -276,18 +367,29 @@ def main(argv: list[str] | None = None) -> int:
     """Command line: sizes, rates, seconds per rate, interval; prints JSON at the end."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[16384])
-    parser.add_argument("--rates", type=int, nargs="+", default=[100, 1000, 5000])
+    parser.add_argument("--rates", type=int, nargs="*", default=[100, 1000, 5000],
+                        help="pod events per second of each rate phase (none: no rate "
+                        "phase, e.g. to measure the resync alone)")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--interval", type=float, default=0.1)
     parser.add_argument("--resync-pods", type=int, default=64, dest="resync_pods")
+    parser.add_argument("--resyncs", type=int, default=1,
+                        help="410 resyncs one after another (each evicts --resync-pods "
+                        "more bound pods, or binds back as many when too few are bound)")
     parser.add_argument("--plain", action="store_true",
                         help="objects without the realistic bulk (images, labels, "
                         "managedFields, system pods): at 65,536 realistic nodes the import "
                         "is larger than the scenario readers accept (4,000,000 values)")
+    parser.add_argument("--moving-clock", action="store_true", dest="moving_clock",
+                        help="each import's now moves with the wall clock, so that every "
+                        "second's import stamps the bound ranks' cache entries again (a "
+                        "watcher's real clock); default: the dump's time throughout")
     parser.add_argument("--out", help="write the figures as JSON here")
     args = parser.parse_args(argv)
     results = [run(n, args.rates, args.seconds, args.interval, args.resync_pods,
-                   realistic=not args.plain) for n in args.nodes]
+                   realistic=not args.plain, moving_clock=args.moving_clock,
+                   resyncs=args.resyncs)
+               for n in args.nodes]
     text = json.dumps(results, indent=1)
     if args.out:
         Path(args.out).write_text(text + "\n")

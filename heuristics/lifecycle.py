@@ -38,12 +38,13 @@ Time is always passed in; there is no hidden clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from models.cache import AffinityCache
-from models.scenario import DEFAULT_CACHE_TTL_SECONDS, AffinityCacheModel
+from models.scenario import DEFAULT_CACHE_TTL_SECONDS, AffinityCacheModel, CacheEntry
 
 
 class EntryState(StrEnum):
@@ -187,6 +188,18 @@ class CacheLifecycle:
                 out[value] = out.get(value, 0) + 1
         return out
 
+    def owner_counts(self, owners: Iterable[str]) -> Counter[str]:
+        """Entries per state, as :meth:`counts` gives them, among ``owners``' entries
+        alone (each owner counted once)."""
+        by_state: Counter[EntryState] = Counter()
+        cache = self.cache
+        if cache is None:
+            return Counter()
+        states, kept = self._state, EntryState.KEPT
+        for owner in set(owners):
+            by_state.update(states.get((owner, rank), kept) for rank in cache.ranks(owner))
+        return Counter({state.value: count for state, count in by_state.items()})
+
     def to_model(self) -> AffinityCacheModel:
         """The cache as a scenario section (empty when no cache exists)."""
         if self.cache is None:
@@ -308,6 +321,25 @@ class CacheLifecycle:
             return
         self.cache.remove_owner(owner)
         self._forget(owner)
+
+    def replace_owner(self, owner: str, entries: Sequence[CacheEntry]) -> None:
+        """Hold ``entries`` (of ``owner``, distinct ranks) as the owner's entries, as a
+        new ``affinity-cache`` section would (:meth:`from_model`): their states become
+        ``kept``; the other owners' entries and states stay.  A cold lifecycle gets a
+        cache."""
+        if self.cache is None:
+            self.cache = AffinityCache(self.ttl_seconds)
+        states, before = self._state, self._before
+        for rank in self.cache.ranks(owner):
+            states.pop((owner, rank), None)
+            if before:
+                before.pop((owner, rank), None)
+        self.cache.replace_owner(owner, entries)
+        kept = EntryState.KEPT
+        for entry in entries:  # every entry names a node (CacheEntry)
+            states[(owner, entry.rank)] = kept
+            if before:
+                before.pop((owner, entry.rank), None)
 
     def _forget(self, owner: str) -> None:
         for key in [k for k in self._state if k[0] == owner]:

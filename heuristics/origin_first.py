@@ -20,8 +20,9 @@ Every other job keeps greedy's answer, and so does every partly running job
 
 from __future__ import annotations
 
+import heapq
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +46,8 @@ from models.search_size import search_size
 #: group, where the small job placed first costs the large one a few ranks (multilevel,
 #: 16,384 nodes, seed 4242: a 512-rank job kept a 64-rank job off all 64 of its cached
 #: nodes; this pass gave 86 % of the 10-s search's gain over greedy, the best of the
-#: others 28 %, at 0.16-0.24 s of CPU).
+#: others 28 %, at 0.16-0.24 s of CPU).  Where that pass is the search's start
+#: (:func:`smallest_first_pays`) it runs first (:func:`multilevel_passes`).
 MULTILEVEL_PASSES: tuple[tuple[bool | None, bool, bool], ...] = (
     (None, False, False), (False, True, True), (False, False, False), (True, False, False),
     (False, True, False), (True, True, False))
@@ -62,6 +64,19 @@ MULTILEVEL_PASSES: tuple[tuple[bool | None, bool, bool], ...] = (
 #: the 10-s answer (0 % and -0.25 %) and raised the 1-s CPU share from 85 % to 99 % on
 #: one of them (docs/scale.md, *Multilevel short budgets*).
 SMALLEST_FIRST_MIN_PAIRS = 50_000
+
+
+def multilevel_passes(pays: bool) -> tuple[tuple[bool | None, bool, bool], ...]:
+    """:data:`MULTILEVEL_PASSES` in the order they run: with ``pays``
+    (:func:`smallest_first_pays`) the smallest-first pass before the relabelling.  On
+    the batches where it pays it holds most of the construction's gain (65,536-node
+    multilevel, seed 8803: 98 %, the relabelling 13 %), and a wall-clock deadline that
+    cuts the construction keeps the passes finished: the relabelling and its check
+    before it cost that pass 20-30 ms of a 0.2-s budget."""
+    if not pays:
+        return MULTILEVEL_PASSES
+    first = [p for p in MULTILEVEL_PASSES if p[2]]
+    return (*first, *(p for p in MULTILEVEL_PASSES if not p[2]))
 
 
 def smallest_first_pays(problem: Problem) -> bool:
@@ -87,15 +102,25 @@ def _order_nodes(problem: Problem, nodes: list[int], wanted: set[int]) -> list[i
 
 
 def _place_job(problem: Problem, job: JobView, free: np.ndarray,
-               wanted: set[int], spare: bool = False) -> np.ndarray | None:
+               wanted: set[int], spare: bool = False,
+               deadline: float | None = None) -> np.ndarray | None:
     """Blocks to super pods by reachable origins, then windows to racks, then nodes.
 
-    Windows without an origin go to the fullest rack (super pod) that fits them; with
-    ``spare``, first to those where they must take the fewest nodes that ranks of other
-    jobs prefer (nodes nobody else wants are taken first inside a rack).
+    Blocks without an origin go to the fullest super pod that fits them, windows without
+    an origin to the fullest rack (super pod) that fits them; with ``spare``, windows
+    first to those where they must take the fewest nodes that ranks of other jobs
+    prefer (nodes nobody else wants are taken first inside a rack), and so do the
+    blocks of a job without racks (A3/850: a 950 job's blocks keep their super pods, as
+    on ``950-n32768-batch16-s9403`` sparing them too cost the search's start 141,612
+    under deterministic time 0.2).  Raises :class:`OutOfTime` past ``deadline`` (checked
+    per block and per window that looks for room: one A3 job of a 65,536-node batch took
+    35-40 ms of CPU before those checks).
+
+    The racks (super pods) are numbered in the order of their keys, so every tie is
+    broken as by the keys; the work per node is numpy's, and Python's per rank, per bin
+    and per block (a 65,536-node batch has 8,192 racks).
     """
     usable = _usable(problem, job, free)
-    usable_l: list[bool] = usable.tolist()
     preferred: list[int] = job.preferred.tolist()
     block = job.sp_block
     window = job.rules.window(job)
@@ -103,71 +128,94 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
     # racks (950) or whole super pods (A3/850) are the "bins" windows go into
     at = np.flatnonzero(usable)
     pods_at = problem.super_pod[at].astype(np.int64)
-    # racks may repeat across pods: a bin is (rack or pod, pod)
+    # racks may repeat across pods: a bin is (rack or pod, pod), numbered by that key
     keys = (problem.rack[at] if job.rules.in_rack else pods_at) * 100003 + pods_at
-    # bins in the order of their first node, each with its nodes in index order
-    group_keys, first, group_of = np.unique(keys, return_index=True, return_inverse=True)
+    _, group_of = np.unique(keys, return_inverse=True)
+    group_of = group_of.astype(np.int64)
+    size = np.bincount(group_of)
+    bins = len(size)
     by_group = np.argsort(group_of, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(group_of, minlength=len(group_keys)))))
-    at_sorted: list[int] = at[by_group].tolist()
-    bounds_l: list[int] = bounds.tolist()
-    keys_l: list[int] = group_keys.tolist()
-    group_pod: list[int] = pods_at[by_group][bounds[1:] - 1].tolist()  # its last node's
-    bins: dict[int, list[int]] = {}
-    pod_of_bin: dict[int, int] = {}
-    for g in np.argsort(first, kind="stable").tolist():
-        bins[keys_l[g]] = at_sorted[bounds_l[g]:bounds_l[g + 1]]
-        pod_of_bin[keys_l[g]] = group_pod[g]
-    key_of_node = dict(zip(at.tolist(), keys.tolist(), strict=True))
-    bins_of_pod: dict[int, list[int]] = defaultdict(list)  # in the order of ``bins``
-    for k in bins:
-        bins_of_pod[pod_of_bin[k]].append(k)
+    starts: list[int] = np.concatenate(([0], np.cumsum(size))).tolist()
+    pod_arr = np.zeros(bins, dtype=np.int64)
+    pod_arr[group_of] = pods_at
+    pod_of_bin: list[int] = pod_arr.tolist()
+    bin_of_node = np.full(problem.num_nodes, -1, dtype=np.int64)
+    bin_of_node[at] = group_of
     # free nodes per bin that no other job's rank prefers (only counted with ``spare``)
     own = {o for o in preferred if o >= 0}
     if spare:
         taken = np.isin(at, np.fromiter(wanted - own, dtype=np.int64, count=len(wanted - own)))
-        free_of_group = np.bincount(group_of, weights=~taken, minlength=len(group_keys))
-        clean = dict(zip(keys_l, free_of_group.astype(np.int64).tolist(), strict=True))
+        clean: list[int] = np.bincount(group_of, weights=~taken,
+                                       minlength=bins).astype(np.int64).tolist()
     else:
-        clean = dict.fromkeys(bins, window)
-    room = {k: len(v) for k, v in bins.items()}
-    capacity: dict[int, int] = defaultdict(int)  # windows each pod can still take
-    for k, left in room.items():
-        capacity[pod_of_bin[k]] += left // window
+        clean = [window] * bins
+    room: list[int] = size.tolist()
+    capacity: dict[int, int] = {}  # windows each pod can still take
+    pods, per_pod = np.unique(pod_arr, return_inverse=True)
+    pod_windows = np.bincount(per_pod, weights=size // window).astype(np.int64)
+    capacity.update(zip(pods.tolist(), pod_windows.tolist(), strict=True))
     windows = job.tasks // window
-    # origins of each window per bin
+    # the bin of each rank's reachable origin (-1: none)
+    origin_bin: list[int] = np.where(job.preferred >= 0,
+                                     bin_of_node[np.maximum(job.preferred, 0)], -1).tolist()
     window_bins: list[Counter[int]] = []
     for w in range(windows):
         counts: Counter[int] = Counter()
         for r in range(w * window, (w + 1) * window):
-            o = preferred[r]
-            if o >= 0 and usable_l[o]:
-                counts[key_of_node[o]] += 1
+            k = origin_bin[r]
+            if k >= 0:
+                counts[k] += 1
         window_bins.append(counts)
     blocks = job.tasks // block
     potential = []
     for b in range(blocks):
-        pods: Counter[int] = Counter()
+        votes: Counter[int] = Counter()
         for w in range(b * per_window, (b + 1) * per_window):
             for k, c in window_bins[w].items():
-                pods[pod_of_bin[k]] += c
-        best = min(pods.items(), key=lambda kv: (-kv[1], kv[0])) if pods else (-1, 0)
+                votes[pod_of_bin[k]] += c
+        best = min(votes.items(), key=lambda kv: (-kv[1], kv[0])) if votes else (-1, 0)
         potential.append((-best[1], b, best[0]))
     potential.sort()
+    # with ``spare`` (a super-pod job's blocks; a 950 job's spare only racks): free nodes
+    # per pod that no other job's rank prefers, as blocks take them (those first)
+    spare_pods = spare and not job.rules.in_rack
+    clean_of_pod: dict[int, int] = {}
+    if spare_pods:
+        for k, c in enumerate(clean):
+            clean_of_pod[pod_of_bin[k]] = clean_of_pod.get(pod_of_bin[k], 0) + c
+
+    def pod_key(pod: int) -> tuple[int, int, int]:
+        spill = max(0, block - clean_of_pod[pod]) if spare_pods else 0
+        return spill, capacity[pod], pod
+
     pod_of_block: dict[int, int] = {}
     for _, b, pod in potential:
         if pod >= 0 and capacity[pod] >= per_window:
             pod_of_block[b] = pod
             capacity[pod] -= per_window
+            if spare_pods:
+                clean_of_pod[pod] = max(0, clean_of_pod[pod] - block)
+    # the other blocks, each to the pod with the least room that fits it (lowest pod
+    # first; with ``spare_pods`` first those where it takes the fewest nodes other jobs'
+    # ranks prefer): capacities only fall from here, so a pod that cannot fit a block is
+    # out, and a pod's entry whose key changed since is stale
+    fitting = [pod_key(p) for p, c in capacity.items() if c >= per_window]
+    heapq.heapify(fitting)
     for _, b, _ in potential:
         if b in pod_of_block:
             continue
-        fits = [p for p, c in capacity.items() if c >= per_window]
-        if not fits:
+        _check_deadline(deadline)
+        while fitting and pod_key(fitting[0][2]) != fitting[0]:
+            heapq.heappop(fitting)
+        if not fitting:
             return None
-        pod = min(fits, key=lambda p: (capacity[p], p))
+        *_, pod = heapq.heappop(fitting)
         pod_of_block[b] = pod
         capacity[pod] -= per_window
+        if spare_pods:
+            clean_of_pod[pod] = max(0, clean_of_pod[pod] - block)
+        if capacity[pod] >= per_window:
+            heapq.heappush(fitting, pod_key(pod))
     # windows to bins: those with origins first (most origins first), then best fit
     bin_of_window: dict[int, int] = {}
     ranked = sorted(
@@ -184,9 +232,11 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
             room[k] -= window
     wanted_bins = Counter(k for w in range(windows) if w not in bin_of_window
                           for k in window_bins[w])
+    bins_of_pod = _bins_of_pods(pod_arr, set(pod_of_block.values()))
     for w in range(windows):
         if w in bin_of_window:
             continue
+        _check_deadline(deadline)
         pod = pod_of_block[w // per_window]
         fits = [k for k in bins_of_pod[pod] if room[k] >= window]
         if not fits:
@@ -198,7 +248,8 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
         room[k] -= window
     # nodes: every window first takes its own origins in its bin, then the rest
     nodes = np.full(job.tasks, -1, dtype=np.int32)
-    left_in: dict[int, set[int]] = {k: set(bins[k]) for k in set(bin_of_window.values())}
+    left_in: dict[int, set[int]] = {k: set(at[by_group[starts[k]:starts[k + 1]]].tolist())
+                                    for k in set(bin_of_window.values())}
     origin: list[int] = job.origin.tolist()
     fault: list[bool] = job.fault.tolist()
     for w in range(windows):
@@ -225,6 +276,17 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
             order.remove(choice)
             left_in[k].discard(choice)
     return nodes
+
+
+def _bins_of_pods(pod_of_bin: np.ndarray, pods: set[int]) -> dict[int, list[int]]:
+    """The bins (ascending) of each pod of ``pods``, from the pod of every bin."""
+    order = np.argsort(pod_of_bin, kind="stable")
+    ordered = pod_of_bin[order]
+    out: dict[int, list[int]] = {}
+    for pod in pods:
+        lo, hi = np.searchsorted(ordered, [pod, pod + 1])
+        out[pod] = order[lo:hi].tolist()
+    return out
 
 
 def _fits(problem: Problem, job: JobView, free: np.ndarray) -> np.ndarray:
@@ -362,11 +424,12 @@ def origin_first_plan(problem: Problem, base: Plan, deadline: float | None = Non
     :func:`heuristics.greedy.greedy_plan` does.
     """
     with paused_gc():
-        plan = _block_plan(problem, base, deadline, weights)
+        blocks, block_start = _block_plan(problem, base, deadline, weights)
         if not multilevel:
-            return plan
-        best, start = _multilevel_plans(problem, plan, deadline, weights)
-        return start if search_start else best
+            return block_start if search_start else blocks
+        best, start = _multilevel_plans(problem, block_start, deadline, weights)
+        return start if search_start else _with_blocks(problem, best, block_start, blocks,
+                                                       weights)
 
 
 @dataclass(frozen=True)
@@ -376,13 +439,16 @@ class Construction:
     Attributes
     ----------
     blocks
-        Its first part: the multilevel jobs as the base plan has them.
+        Its first part as a search starts from it (:func:`_block_plan`): the multilevel
+        jobs as the base plan has them.
     best
         The best plan it found (the answer, and the fallback of a search).
     start
         The plan a search starts from: ``best``, except where the multilevel pass with
         the smallest jobs first does not pay as a start (:func:`smallest_first_pays`):
-        there it is the best of the other passes, and ``best`` (when that pass won) only
+        there it is the best of the other passes; and except where the first part's
+        spare pass won in a batch without a re-placed 950 job (:func:`_block_plan`):
+        there it is built on the first part without that pass.  ``best`` then only
         stands as the answer until the search beats it.
     """
 
@@ -401,9 +467,22 @@ def origin_first_parts(problem: Problem, base: Plan, deadline: float | None = No
     which starts from it (:data:`solver.phases.FULL_MODEL_OLD_START`).
     """
     with paused_gc():
-        blocks = _block_plan(problem, base, deadline, weights)
-        best, start = _multilevel_plans(problem, blocks, deadline, weights)
-        return Construction(blocks, best, start)
+        blocks, block_start = _block_plan(problem, base, deadline, weights)
+        best, start = _multilevel_plans(problem, block_start, deadline, weights)
+        return Construction(block_start, _with_blocks(problem, best, block_start, blocks,
+                                                      weights), start)
+
+
+def _with_blocks(problem: Problem, best: Plan, block_start: Plan, blocks: Plan,
+                 weights: ResolvedWeights | None) -> Plan:
+    """The construction's answer: ``best`` (built on ``block_start``), or ``blocks`` (the
+    first part's best, :func:`_block_plan`) when that is another plan and scores
+    higher."""
+    if blocks is block_start:
+        return best
+    if best is block_start:  # no multilevel pass improved it: blocks scored higher
+        return blocks
+    return _better(problem, best, blocks, weights or resolve_weights(problem))
 
 
 def _multilevel_plans(problem: Problem, base: Plan, deadline: float | None,
@@ -412,14 +491,16 @@ def _multilevel_plans(problem: Problem, base: Plan, deadline: float | None,
     reordered, and its five multilevel origin-first passes (:mod:`heuristics.multilevel.first`,
     with and without holding back later jobs' cached nodes, with and without the
     origin-guided layouts, and one with the smallest jobs first) that pass the validator,
-    in the order of :data:`MULTILEVEL_PASSES`; and the best without the smallest-first
+    in the order of :func:`multilevel_passes`; and the best without the smallest-first
     pass where that pass does not pay as a search's start (:func:`smallest_first_pays`).
-    That pass runs second either way: a deadline that cuts the construction comes with a
-    budget too short for a search, where its answer matters most."""
+    That pass runs first where it pays and second elsewhere: a deadline that cuts the
+    construction comes with a budget too short for a search, where its answer matters
+    most."""
     if not any(job.rules.in_tree and not job.partly_running
                for job in problem.jobs):
         return base, base
-    # loaded here: a batch without multilevel jobs does not load the multilevel strategy
+    # loaded here (or by the solver's preload): a batch without multilevel jobs does not
+    # load the multilevel strategy
     from heuristics.multilevel.first import (
         multilevel_pass,
         relabel_plan,
@@ -430,11 +511,15 @@ def _multilevel_plans(problem: Problem, base: Plan, deadline: float | None,
     start, start_objective = base, evaluate(problem, base.as_mapping(), weights).objective
     # the smallest-first pass's plan where it is no start: the answer if it beats ``start``
     aside: Plan | None = None
-    for hold_back, guided, smallest_first in MULTILEVEL_PASSES:
+    for hold_back, guided, smallest_first in multilevel_passes(as_start):
         try:
+            # the relabelling and the scoring and checking of a pass's plan (about 25 ms
+            # of CPU together at 32,768 nodes) check the deadline only before they start
+            _check_deadline(deadline)
             candidate = (relabel_plan(problem, base) if hold_back is None
                          else multilevel_pass(problem, base, hold_back, deadline,
                                               guided=guided, smallest_first=smallest_first))
+            _check_deadline(deadline)
         except OutOfTime:
             break
         objective = _improves(problem, candidate, start_objective, weights)
@@ -450,7 +535,7 @@ def _multilevel_plans(problem: Problem, base: Plan, deadline: float | None,
 
 
 def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
-                weights: ResolvedWeights | None = None) -> Plan:
+                weights: ResolvedWeights | None = None) -> tuple[Plan, Plan]:
     """Re-place the hard super-pod and 950 jobs and the ordinary jobs of ``base``
     origin-first.
 
@@ -465,11 +550,18 @@ def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
     then in queue order: the sort is stable), and the better
     valid plan of the two by the objective is returned: a large job of low priority that
     needs whole racks (``950-n4096-batch10-s0``: 128 rack windows of 8) is otherwise left
-    out because earlier jobs' windows of one node break the racks it needs.  Batches with
-    a re-placed 950 job get one more pass in queue order whose windows without an origin
-    go first to the racks where they take the fewest nodes other jobs' ranks prefer
-    (``spare``), and the better valid plan is kept again.  ``weights`` score the plans
-    (default: the problem's automatic weights).
+    out because earlier jobs' windows of one node break the racks it needs.  Then one more
+    pass in queue order whose windows, and A3/850 blocks, without an origin go first to
+    the racks and super pods where they take the fewest nodes other jobs' ranks prefer
+    (``spare``), and the better valid plan is kept again.  ``weights`` score the plans (default: the
+    problem's automatic weights).
+
+    Returns the best plan and the plan a search starts from.  They differ only in
+    batches without a re-placed 950 job where the spare pass won: there a search starts
+    from the plan without it, as before that pass ran for them (from its plan, the
+    neighbourhoods of 850-n4096-batch10-s9403 ended at +468,203 over greedy under
+    deterministic time 5, from the older one at +583,230; the spare pass itself gave
+    +438,367), and the spare pass's plan is the answer until the search beats it.
     """
     redo = [j for j in problem.queue
             if problem.jobs[j].rules.in_super_pod
@@ -486,20 +578,27 @@ def _block_plan(problem: Problem, base: Plan, deadline: float | None = None,
             again = _origin_first_pass(problem, base, order, deadline)
             _check_deadline(deadline)
         except OutOfTime:
-            return plan
+            return plan, plan
         plan = _better(problem, plan, again, weights)
-    if not any(problem.jobs[j].rules.in_rack for j in redo):
-        return plan
-    # 950 batches: a pass in queue order whose windows without an origin spare the nodes
-    # other jobs' ranks prefer (950-n8192-batch11-s0: 768 origin hits against 710, as a
-    # job of 512 ranks in windows of 4 no longer fills its windows with the cached nodes
-    # of a job of 256 ranks in windows of 1)
+    if not redo:
+        return plan, plan
+    # a pass in queue order whose windows without an origin go first to the racks, and
+    # A3/850 blocks without an origin to the super pods, where they take the fewest nodes
+    # other jobs' ranks prefer.  950-n8192-batch11-s0: 768 origin hits against 710, as a job of
+    # 512 ranks in windows of 4 no longer fills its windows with the cached nodes of a job
+    # of 256 ranks in windows of 1.  a3-n32768-batch16-s8803: the first pass's blocks
+    # without origins filled the super pods a 512-rank job's 32-rank blocks had run on
+    # (its blocks there kept 273 hits, greedy's 290); this pass's plan has 559 origin hits
+    # in all against 519, and beats greedy, which the first pass did not
     try:
         spared = _origin_first_pass(problem, base, redo, deadline, spare=True)
         _check_deadline(deadline)
     except OutOfTime:
-        return plan
-    return _better(problem, plan, spared, weights)
+        return plan, plan
+    best = _better(problem, plan, spared, weights)
+    if any(problem.jobs[j].rules.in_rack for j in redo):
+        return best, best
+    return best, plan
 
 
 def _better(problem: Problem, plan: Plan, other: Plan, weights: ResolvedWeights) -> Plan:
@@ -538,7 +637,7 @@ def _origin_first_pass(problem: Problem, base: Plan, redo: list[int],
     for j in redo:
         _check_deadline(deadline)
         job = problem.jobs[j]
-        placed = _place_job(problem, job, state.free, wanted, spare)
+        placed = _place_job(problem, job, state.free, wanted, spare, deadline)
         previous = plan.nodes[j]
         if placed is None:
             if previous is not None and (state.free[previous] == problem.npus[previous]).all():

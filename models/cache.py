@@ -6,7 +6,7 @@ is reproducible.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from models.scenario import DEFAULT_CACHE_TTL_SECONDS, AffinityCacheModel, CacheEntry
@@ -150,6 +150,11 @@ class AffinityCache:
         found = {rank: slot.node for rank, slot in slots.items() if slot.node}
         return found or None
 
+    def ranks(self, owner: str) -> list[int]:
+        """The ranks of the owner's non-empty entries (the keys of :meth:`get_map`)."""
+        slots = self._owners.get(owner)
+        return [rank for rank, slot in slots.items() if slot.node] if slots else []
+
     def refresh_owner(self, owner: str, now: int) -> None:
         """``RefreshOwner``: set the owner's time to ``now`` if the owner exists."""
         if owner in self._owners:
@@ -165,6 +170,18 @@ class AffinityCache:
         for owner in gone:
             self.remove_owner(owner)
         return gone
+
+    def replace_owner(self, owner: str, entries: Sequence[CacheEntry]) -> None:
+        """Hold ``entries`` (of ``owner``, distinct ranks) as the owner's entries, each
+        with its own time; the owner's time becomes the newest of them (none: the owner
+        is forgotten), as :meth:`from_model` reads a section."""
+        if not entries:
+            self.remove_owner(owner)
+            return
+        self._owners[owner] = {entry.rank: _Slot(entry.node, entry.previous, entry.updated)
+                               for entry in entries}
+        self._updated[owner] = max(entry.updated for entry in entries)
+        self._shared.discard(owner)
 
     def remove_owner(self, owner: str) -> None:
         """``RemoveOwner``: forget every entry of ``owner`` (job deleted)."""

@@ -25,11 +25,14 @@ class Derived:
     The cached arrays are read-only.
     """
 
-    __slots__ = ("domains", "parents", "whole")
+    __slots__ = ("domains", "parents", "racks", "whole")
 
     def __init__(self, problem: Problem) -> None:
         self.domains: dict[tuple[int, int], np.ndarray] = {}
         self.parents: dict[tuple[int, int], np.ndarray] = {}
+        #: per node its (super pod, rack) pair's id, -1 where either is missing, and
+        #: each id's super pod (:func:`rack_slots`)
+        self.racks: tuple[np.ndarray, np.ndarray] | None = None
         whole = problem.whole_free
         whole.flags.writeable = False
         self.whole = whole
@@ -184,20 +187,46 @@ def job_fragment(
     return _multilevel_fragment_arrays(problem, tree, job.levels, left_mask)
 
 
+def rack_slots(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """Per node the id of its (super pod, rack) pair (-1 where either is missing), ids
+    numbered in the pairs' order; and each id's super pod.  Computed once per problem
+    and returned read-only."""
+    arrays = derived_arrays(problem)
+    if arrays.racks is None:
+        pods = problem.super_pod.astype(np.int64)
+        racks = problem.rack.astype(np.int64)
+        both = (pods >= 0) & (racks >= 0)
+        width = int(racks.max(initial=-1)) + 1
+        slot = np.full(problem.num_nodes, -1, dtype=np.int64)
+        pairs, ids = np.unique(pods[both] * width + racks[both], return_inverse=True)
+        slot[both] = ids
+        pod_of_slot = pairs // max(width, 1)
+        slot.flags.writeable = False
+        pod_of_slot.flags.writeable = False
+        arrays.racks = (slot, pod_of_slot)
+    return arrays.racks
+
+
 def rack_counts(problem: Problem, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes of ``mask`` per (super pod, rack) pair: the pair's super pod and its count."""
+    """Nodes of ``mask`` per (super pod, rack) pair: the pair's super pod and its count
+    (pairs in (super pod, rack) order).
+
+    Counted over the problem's pair ids (:func:`rack_slots`): one count per pair of the
+    cluster, not per code of a ``pod × width + rack`` range (a 65,536-node 950 cluster's
+    codes ran to a million, and scanning them was most of ``evaluate()``).
+    """
+    slot, pod_of_slot = rack_slots(problem)
+    ids = slot[mask]
+    if len(ids) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    if int(ids.min()) >= 0:
+        every = np.bincount(ids, minlength=len(pod_of_slot))
+        present = np.flatnonzero(every)
+        return pod_of_slot[present], every[present].astype(np.int64)
+    # a node without a super pod or rack: codes as before, negatives included
     pods = problem.super_pod[mask].astype(np.int64)
     racks = problem.rack[mask].astype(np.int64)
-    if len(pods) == 0:
-        return pods, pods
     width = int(racks.max()) + 1
-    codes = pods * width + racks
-    low, high = int(codes.min()), int(codes.max())
-    if low >= 0 and high < max(16 * len(codes), 1 << 20):
-        # a count per code, then the codes present: np.unique's answer without its sort
-        # (a 65,536-node cluster's sort was most of evaluate())
-        every = np.bincount(codes, minlength=high + 1)
-        uniq = np.flatnonzero(every)
-        return uniq // width, every[uniq].astype(np.int64)
-    uniq, counts = np.unique(codes, return_counts=True)
+    uniq, counts = np.unique(pods * width + racks, return_counts=True)
     return uniq // width, counts.astype(np.int64)

@@ -692,7 +692,8 @@ def validate_scenario(
 
 
 def submitted_shapes(scenario: Scenario, node_index: Mapping[str, int],
-                     jobs: Sequence[Job], running: Sequence[RunningJob]
+                     jobs: Sequence[Job], running: Sequence[RunningJob],
+                     used: Mapping[str, int] | None = None
                      ) -> dict[str, JobShape] | None:
     """The shapes of the jobs ``jobs`` when ``scenario`` passes :func:`validate_scenario`,
     checking only the rules that the submitted items take part in; ``None`` when one of
@@ -712,7 +713,8 @@ def submitted_shapes(scenario: Scenario, node_index: Mapping[str, int],
       existing nodes, a whole-node job's running ranks on distinct nodes);
     * each of ``running`` by its own rules (ranks on existing nodes,
       :func:`check_running`);
-    * ``free`` against the running ranks' chips on the nodes the submitted items run on.
+    * ``free`` against the running ranks' chips on the nodes the submitted items run on
+      (``used``: :func:`running_chips` of ``scenario`` when the caller keeps it).
     """
     job_names = [job.name for job in scenario.jobs]
     every_name = set(job_names)
@@ -746,10 +748,12 @@ def submitted_shapes(scenario: Scenario, node_index: Mapping[str, int],
             return None
         touched.update(item.ranks.values())
     if touched:
-        used = running_chips(scenario, touched)
-        for name, chips in used.items():
+        if used is None:
+            used = running_chips(scenario, touched)
+        for name in touched:
+            chips = used.get(name, 0)
             node = scenario.nodes[node_index[name]]
-            if running_overlap_problem(node.free, chips, node.npus) is not None:
+            if chips and running_overlap_problem(node.free, chips, node.npus) is not None:
                 return None
     return shapes
 
@@ -786,8 +790,10 @@ def running_chips(scenario: Scenario, nodes: set[str] | None = None) -> Counter[
     return used
 
 
-def node_value_problems(scenario: Scenario, changed: list[int]) -> list[tuple[str, str]]:
-    """The cross-field rules on ``free`` for the nodes at ``changed`` only.
+def node_value_problems(scenario: Scenario, changed: list[int],
+                        used: Mapping[str, int] | None = None) -> list[tuple[str, str]]:
+    """The cross-field rules on ``free`` for the nodes at ``changed`` only (``used``:
+    :func:`running_chips` of ``scenario`` when the caller keeps it).
 
     A change of ``free`` or ``health`` alone can break no other rule of
     :func:`validate_scenario`, so a scenario that was valid before such a change is valid
@@ -800,11 +806,13 @@ def node_value_problems(scenario: Scenario, changed: list[int]) -> list[tuple[st
     """
     out: list[tuple[str, str]] = []
     nodes = [scenario.nodes[i] for i in changed]
-    chips = (running_chips(scenario, {node.name for node in nodes})
-             if scenario.running or any(job.running_ranks for job in scenario.jobs) else None)
+    chips: Mapping[str, int] | None = used
+    if chips is None and (scenario.running
+                          or any(job.running_ranks for job in scenario.jobs)):
+        chips = running_chips(scenario, {node.name for node in nodes})
     for node in nodes:
         problem = free_problem(node.free, node.npus)
-        if problem is None and chips is not None and chips[node.name]:
+        if problem is None and chips is not None and chips.get(node.name, 0):
             problem = running_overlap_problem(node.free, chips[node.name], node.npus)
         if problem is not None:
             out.append((node.name, problem))

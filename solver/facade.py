@@ -316,6 +316,8 @@ class FallbackChain:
         self.blocks: Plan | None = None
         #: the plan the construction says a search starts from (see :meth:`warm_start`)
         self.search_start: Plan | None = None
+        #: the bound every answer of a large batch carries at least (:meth:`bound_first`)
+        self.first_bound: int | None = None
 
     def greedy(self) -> Candidate:
         """Greedy's answer (always; it cannot be interrupted: a note says if it alone
@@ -333,6 +335,27 @@ class FallbackChain:
                               f"over the {request.time_limit:g} s budget")
         self.greedy_objective = metrics.objective
         return _candidate(request, plan, "greedy", metrics, checked)
+
+    def bound_first(self) -> None:
+        """Compute :attr:`first_bound` on a batch of at least
+        :data:`solver.phases.GAP_MIN_NODES` nodes: the sum of achievable hits
+        (:func:`solver.phases.hits_bound`, under a millisecond at 65,536 nodes), before
+        anything else can use up the budget, so that every answer there has a gap, also
+        one given before or without CP-SAT's search (whose own bound, the origin-hit LP's
+        or the whole-batch model's, is tighter and replaces it when there is one)."""
+        from solver.phases import GAP_MIN_NODES, hits_bound
+
+        problem = self.request.problem
+        if problem.num_nodes >= GAP_MIN_NODES:
+            self.first_bound = hits_bound(problem, self.request.resolved)
+
+    def _bound(self, answer: Candidate, bound: int | None) -> int | None:
+        """The tighter of ``bound`` and :attr:`first_bound` (when it holds for
+        ``answer``)."""
+        first = self.first_bound
+        if first is None or first < answer.objective:
+            return bound
+        return first if bound is None else min(bound, first)
 
     def origin_first(self, greedy: Candidate) -> Candidate | None:
         """The origin-first construction from greedy's answer, validated and scored;
@@ -399,6 +422,7 @@ class FallbackChain:
                models: ModelCounts | None = None) -> Result:
         """``answer`` as the chain's :class:`Result`, with the notes so far and what the
         search (``search``) reported."""
+        bound = self._bound(answer, bound)
         facts = Facts(self.greedy_objective, self.origin_first_objective)
         if search is not None:
             facts = Facts(self.greedy_objective, self.origin_first_objective,
@@ -529,7 +553,7 @@ class FallbackChain:
             # the model's bound does not cover this placement: report no bound rather
             # than a false one
             notes.append(f"the solver's bound {bound} is below a known placement's "
-                         "objective; no bound reported")
+                         "objective; not reported")
             bound = None
         if metrics.objective < best.objective:
             notes.append(f"the solver's answer was worse than the {best.engine} answer; "
@@ -548,6 +572,8 @@ def _solve_jobs(request: Request) -> Result:
     (``on_fallback``) as soon as it exists; it is the answer of engine ``greedy``."""
     chain = FallbackChain(request)
     greedy = chain.greedy()
+    if request.engine != "greedy":
+        chain.bound_first()
     if request.engine == "greedy" or request.on_fallback is not None:
         first = chain.result(greedy, Status.GREEDY, None)
         if request.on_fallback is not None:
@@ -633,6 +659,14 @@ def check_solve_options(time_limit: float, workers: int, seed: int,
         check_deterministic_time(deterministic_time, "deterministic-time")
 
 
+#: The modules :func:`preload` imports for the engines that search: what a search may
+#: import on its way (the origin-first construction and its multilevel passes, and
+#: ``numpy.ma``, which ``np.unique`` imports when first called) costs 30-60 ms the first
+#: time, inside the budget of a process's first solve when left to then.
+PRELOADED = ("solver.engine", "solver.model.vnpu", "heuristics.vnpu", "heuristics.origin_first",
+             "heuristics.multilevel.first", "numpy.ma")
+
+
 def preload(engine: str = "auto") -> None:
     """Import the code :func:`solve` runs for ``engine`` (OR-Tools' first import is about
     1 s cold; the greedy engine needs nothing more than this module).
@@ -642,9 +676,8 @@ def preload(engine: str = "auto") -> None:
     planning service, a benchmark) may call it when it starts.
     """
     if engine != "greedy":
-        importlib.import_module("solver.engine")
-        importlib.import_module("solver.model.vnpu")
-        importlib.import_module("heuristics.vnpu")
+        for name in PRELOADED:
+            importlib.import_module(name)
 
 
 def solve(

@@ -23,6 +23,11 @@ neighbourhood at a time with everything else fixed:
 * **Step**: build that small model, hint it with the incumbent, solve it; accept the
   answer when :func:`models.objective.evaluate` says it is better and the independent
   validator passes.
+* **Wide steps** (``wide=True``, run by :mod:`solver.phases` after the narrow steps
+  converged): job ``j``, its blockers and the jobs in the units of its missed cached
+  nodes (:func:`wide_hood`), which make room for the rest of a group there; a step
+  whose hood is no wider than the narrow one, or that already ran on the same
+  incumbent, is passed over.
 
 Jobs are visited by potential (missed origin hits, fault returns, unplaced jobs first;
 in a lean batch a super-pod job's missed ranks only where a step could win them back,
@@ -68,6 +73,9 @@ from solver.model.focus import lean_groups, neighbourhood_mask, origin_misses, u
 
 #: Most other jobs moved together with the job a step is about.
 MAX_BLOCKERS = 2
+#: Most other jobs moved together with the job a *wide* step is about (the steps after
+#: the narrow ones converged: :func:`wide_hood`).
+MAX_WIDE_BLOCKERS = 4
 #: A step whose neighbourhood holds more multilevel ranks than this goes after the
 #: smaller steps of its tier in a sweep (:func:`sweep_order`): on a 16,384-node batch
 #: such a step (a 512-rank job, 5,000-12,000 variables) costs about 1 s of CPU, while the
@@ -244,6 +252,44 @@ def _blockers(problem: Problem, plan: Plan, j: int) -> list[int]:
     return [k for _, k in sorted(held)[:MAX_BLOCKERS]]
 
 
+def wide_hood(problem: Problem, plan: Plan, narrow: list[int], units: np.ndarray) -> list[int]:
+    """The jobs a wide step on job ``j = narrow[0]`` re-places: its narrow hood
+    ``narrow`` (``j`` and its blockers, :func:`_blockers`) and the jobs whose current
+    nodes lie in the units
+    (:func:`solver.model.focus.unit_keys`) of ``j``'s missed cached nodes, most nodes
+    there first, at most :data:`MAX_WIDE_BLOCKERS` others in all.
+
+    A cached node can be free and still out of reach: a job whose ranks must share one
+    super pod (or rack, or multilevel domain) gets back a missed rank's cached node only
+    with the room of the rest of its group in that unit, and the jobs holding that room
+    hold none of ``j``'s cached nodes, so no narrow step moves them (A3, 4,096 nodes,
+    seed 8803: a 160-rank job missed 40 cached nodes, all free, behind a 32-rank job in
+    their super pods; the step on both and one more won 11 of them in 0.05 deterministic
+    seconds where the whole-batch model needed about 4 s of wall clock).  ``narrow``
+    itself when no other job is in those units.
+    """
+    j = narrow[0]
+    job = problem.jobs[j]
+    nodes = plan.nodes[j]
+    wanted = (job.origin >= 0) & ~job.fault
+    if nodes is not None:
+        wanted &= np.asarray(nodes) != job.origin
+    targets = np.unique(units[job.origin[wanted].astype(np.int64)])
+    targets = targets[targets >= 0]
+    if not len(targets):
+        return narrow
+    held: list[tuple[int, int]] = []
+    for k, others in enumerate(plan.nodes):
+        if k in narrow or others is None or not len(others):
+            continue
+        checkpoint()
+        count = int(np.isin(units[np.asarray(others, dtype=np.int64)], targets).sum())
+        if count:
+            held.append((-count, k))
+    room = max(0, 1 + MAX_WIDE_BLOCKERS - len(narrow))
+    return [*narrow, *(k for _, k in sorted(held)[:room])]
+
+
 def large_neighbourhood_search(
     problem: Problem,
     start: Plan,
@@ -255,6 +301,7 @@ def large_neighbourhood_search(
     stopped: threading.Event,
     publish: Callable[[Plan, int], None] | None = None,
     limit: float | None = None,
+    wide: bool = False,
 ) -> LnsResult:
     """Improve ``start`` one neighbourhood at a time until ``search_end``.
 
@@ -273,11 +320,16 @@ def large_neighbourhood_search(
     the search ends there.  ``publish(plan, objective)`` is called with every accepted
     (validated) improvement, so a caller that has to give up on the search still has its
     best answer.
+
+    With ``wide`` every step re-places its job's wide hood (:func:`wide_hood`) instead
+    of the job and its blockers, and a job whose wide hood is no larger than that is
+    passed over (its narrow step is the one a converged narrow search just ran); the
+    sweeps go on in the same order until one improves nothing.
     """
     result = LnsResult(start, evaluate(problem, start.as_mapping(), weights).objective)
     try:
         _search(problem, weights, result, search_end, deterministic_time, solve_step, stopped,
-                publish, limit)
+                publish, limit, wide)
     except BuildCancelled as exc:  # the deadline fell inside a step: keep what was accepted
         retain(exc)  # its frames hold the step's half-built model: freed after the deadline
         if isinstance(exc, StepNotStarted) and result.log:
@@ -290,7 +342,7 @@ def large_neighbourhood_search(
 def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, search_end: float,
             deterministic_time: float | None, solve_step: StepSolver,
             stopped: threading.Event, publish: Callable[[Plan, int], None] | None,
-            limit: float | None) -> None:
+            limit: float | None, wide: bool) -> None:
     units = unit_keys(problem)
     lean = lean_groups(problem)
     incumbent = result.plan
@@ -299,6 +351,9 @@ def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, searc
         result.stopped_by = "converged"
         return
     det_used = 0.0
+    # wide steps already run on the incumbent without improving it (its same model, hint
+    # and limits would give the same answer again)
+    tried: set[tuple[int, ...]] = set()
     while True:
         improved = False
         order = sweep_order(problem, incumbent, reachable=lean)
@@ -320,6 +375,13 @@ def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, searc
                                     f"{result.improved_steps} improved (its share used up)")
                 return
             hood = [j, *_blockers(problem, incumbent, j)]
+            if wide:
+                narrow = len(hood)
+                hood = wide_hood(problem, incumbent, hood, units)
+                key = tuple(sorted(hood))  # a step's model depends on the set only
+                if len(hood) == narrow or key in tried:
+                    continue
+                tried.add(key)
             checkpoint()
             fixed = {k: np.asarray(nodes) for k, nodes in enumerate(incumbent.nodes)
                      if k not in hood and nodes is not None}
@@ -359,6 +421,7 @@ def _search(problem: Problem, weights: ResolvedWeights, result: LnsResult, searc
                                     f"({violations[0]}); step discarded")
                 continue
             result.log[-1] = replace(record, outcome="improved", objective=objective)
+            tried.clear()
             incumbent, best = candidate, objective
             result.plan, result.objective = incumbent, best
             result.improved_steps += 1

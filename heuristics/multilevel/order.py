@@ -162,21 +162,25 @@ def write_layout(run: Run, base: int, out: list[int], npos: list[int], tasks: in
     groups: dict[str, list[int]] = {}
     a1 = req[k1]
     memo: dict[int, list[int]] = {}
-
-    def descend(children: list[Any], depth: int, start: int) -> None:
+    # the task tree depth first, children in slot order (a stack, not a nested function
+    # that calls itself: that would be a reference cycle holding ``groups`` and ``memo``
+    # until the cyclic collector finds it)
+    stack: list[tuple[list[Any], int, int]] = [(run.result, run.d0 + 1, base)]
+    while stack:
+        children, depth, start = stack.pop()
         size = req[depth]
         if depth == k1 + 1:  # the sub-job is part of one level1 group: place leaves
             groups[str(start // a1)] = leaf_order(children, start, pref, npos)
-            return
+            continue
         ordered = slots_by_votes(children, start, size, pref, memo)
+        below: list[tuple[list[Any], int, int]] = []
         for i, child in enumerate(ordered):
             first = start + i * size
             if depth == k1:
                 groups[str(first // a1)] = leaf_order(child, first, pref, npos)
             else:
-                descend(child, depth + 1, first)
-
-    descend(run.result, run.d0 + 1, base)
+                below.append((child, depth + 1, first))
+        stack.extend(reversed(below))
     if run.d0 == k1:  # single-leaf repair: the "group" starts at base, not at a1 * g
         (nodes,) = groups.values()
         out[base:base + len(nodes)] = nodes

@@ -51,10 +51,16 @@ Decisions on the reference's inferences ([I] in cluster-integration.md), in one 
   belongs to the current incarnation of the pods: not older than the oldest current pod
   (else the PodGroup) minus 10 minutes.  The rescheduler writes the record when it deletes
   the pods, so an older record is an earlier fault.
-* Cache: bound ranks of every job (``updated = now``, upstream's cold-start seed); then, for
+* Cache: bound ranks of every job (upstream's cold-start seed, ``updated = now``, rounded
+  down to the owner's 60-s grid: :func:`~models.kube.jobs.bound_stamp`); then, for
   ranks not bound now, ``job-reschedule-reason`` (node and time of the newest record); then
   the ``--previous`` scenario's entries (kept with their times).  Entries on nodes that are
-  not imported are dropped with a warning.
+  not imported are dropped with a warning.  Why the grid: an owner's entries live by its
+  newest time against a 72-h TTL, so a stamp up to 59 s early moves its liveness by
+  nothing that matters, while a watcher importing every second with the real clock would
+  otherwise re-stamp, send and apply every bound rank's entry every second (most of a
+  second of CPU per ``PATCH`` at 65,536 nodes); the grid's phase (the CRC-32 of the owner's
+  uid) differs per owner, so the once-a-minute re-stamps are spread over the minute.
 * Jobs that upstream's ``ValidNPUJob`` rejects are not imported (warning quoting the rule),
   as upstream never places them; order is queue order: priority, then creation time.
 * Pending pods of one job that share a rank (Volcano numbers each task role from 0), hold
@@ -110,6 +116,7 @@ from models.kube.jobs import (
     PodRecord,
     PriorityClasses,
     RescheduleTask,
+    bound_stamp,
     job_spec,
     pod_record,
     podgroup_record,
@@ -933,7 +940,8 @@ class ClusterImport:
 
     def spec_entries(self, spec: JobSpec, node_names: AbstractSet[str], now: int,
                      diag: Diagnostics) -> _Cache:
-        """The cache entries one job writes: its bound ranks (``updated = now``), then its
+        """The cache entries one job writes: its bound ranks (``updated`` the owner's
+        :func:`~models.kube.jobs.bound_stamp` of ``now``), then its
         ``job-reschedule-reason`` records for ranks not bound (the newest wins); entries
         on nodes that are not imported are dropped (warned)."""
         cache: _Cache = {}
@@ -949,8 +957,9 @@ class ClusterImport:
             cache[(owner, rank)] = {"owner-uid": owner, "rank": rank, "node": node,
                                     "updated": updated}
 
+        stamp = bound_stamp(owner, now)
         for rank, node in spec.bound.items():
-            put(rank, node, now, spec.obj)
+            put(rank, node, stamp, spec.obj)
         for record in self.reschedule.get(spec.name, []):
             for task in record:  # oldest record first: the newest one wins
                 if task.rank not in spec.bound and task.node:

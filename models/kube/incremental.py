@@ -18,7 +18,9 @@ next import from the objects that changed since:
 * the ranks noted bound (or dropped) at the event boundaries since the last import are
   written into the last import's cache first, as the import chain's ``--previous`` has
   them;
-* a moved ``now`` re-stamps every bound rank's cache entry, as an import at that time does.
+* a moved ``now`` re-stamps the bound ranks of the owners whose
+  :func:`~models.kube.jobs.bound_stamp` moved with it, as an import at that time does
+  (each owner once a grain, 60 s; an owner whose stamp did not move keeps its entries).
 
 What this cannot decide raises :class:`NeedsWhole`, and the caller imports every object
 (the importer stays the oracle): a node that joins or leaves the import, a change of a
@@ -46,7 +48,7 @@ from models.kube.build import (
     queue_key,
     set_image_size,
 )
-from models.kube.jobs import JobGroup, JobSpec, PodRecord, job_spec
+from models.kube.jobs import JobGroup, JobSpec, PodRecord, bound_stamp, job_spec
 from models.kube.nodes import NodeUsage
 from models.kube.source import Diagnostics
 from models.scenario import (
@@ -174,7 +176,13 @@ class Changes:
     nodes: list[str] = field(default_factory=list)
     jobs: set[str] = field(default_factory=set)
     running: set[str] = field(default_factory=set)
-    cache: bool = False
+    #: the cache owners whose entries changed (each sent with all of its entries)
+    cache_owners: set[str] = field(default_factory=set)
+
+    @property
+    def cache(self) -> bool:
+        """Whether a cache entry changed."""
+        return bool(self.cache_owners)
 
     def __bool__(self) -> bool:
         return bool(self.now_moved or self.nodes or self.jobs or self.running or self.cache)
@@ -321,15 +329,21 @@ def advance(pieces: ImportPieces, held: HeldObjects, dirty_nodes: Iterable[str],
         else:
             cache[slot] = {"owner-uid": slot[0], "rank": slot[1], "node": value[0],
                            "updated": value[1]}
-    changes.cache = any(cache.get(slot) != was for slot, was in before.items())
-    stamped = new.owners if changes.now_moved else owners
+    changes.cache_owners.update(slot[0] for slot, was in before.items()
+                                if cache.get(slot) != was)
+    # a moved now re-stamps only the owners whose bound_stamp moved with it (once a
+    # grain each, spread over the grain by the owners' phases); the others' entries are
+    # those the last import wrote at the same stamp
+    stamped = owners | ({owner for owner in new.owners
+                         if bound_stamp(owner, now) != bound_stamp(owner, pieces.now)}
+                        if changes.now_moved else set())
     for owner in sorted(stamped):
         for job_id in sorted(new.owners.get(owner, ()), key=natural_key):
             for slot, entry in source.spec_entries(new.specs[job_id], new.health.keys(),
                                                    now, diag).items():
                 if cache.get(slot) != entry:
                     cache[slot] = entry
-                    changes.cache = True
+                    changes.cache_owners.add(slot[0])
     for owner in owners:
         jobs_again.update(new.owners.get(owner, ()))
 

@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from zlib import crc32
 
 from models.kube.nodes import NPU_RESOURCES, OTHER_ASCEND_RESOURCES, parse_count
 from models.kube.source import Diagnostics, describe, parse_json_field, string_map
@@ -83,6 +84,33 @@ ACCELERATOR_POLICIES = {
     "module-a3-8-super-pod": Policy.CHIP2_NODE8_SP.value,
     "half": Policy.CHIP4_NODE4.value,
 }
+
+
+#: The grain of a bound rank's cache time: an owner's bound ranks are stamped with ``now``
+#: rounded down to a multiple of this many seconds after the owner's own phase
+#: (:func:`bound_stamp`), so a watcher's import at a moving clock re-stamps each owner
+#: once a grain, at its own second, instead of every owner every second.
+BOUND_STAMP_GRAIN_SECONDS = 60
+
+
+def bound_stamp(owner: str, now: int, grain: int = BOUND_STAMP_GRAIN_SECONDS) -> int:
+    """The ``updated`` time of ``owner``'s bound ranks in an import at ``now``.
+
+    ``now`` rounded down to the owner's grid: multiples of ``grain`` seconds shifted by
+    the owner's phase (the CRC-32 of its uid modulo ``grain``, the same in every process).
+    The result is in ``(now - grain, now]``: the owner's liveness (its newest time not
+    older than ``now - ttl-seconds``) is reckoned at most ``grain - 1`` seconds early, and
+    the stamp changes once a grain, at a second that differs from owner to owner, so the
+    re-stamps of a moving clock are spread over the grain.
+
+    Examples
+    --------
+    >>> stamps = {bound_stamp("uid-a", t) for t in range(1_000_000, 1_000_060)}
+    >>> len(stamps) <= 2 and all(1_000_000 - 60 < s <= 1_000_059 for s in stamps)
+    True
+    """
+    phase = crc32(owner.encode()) % grain
+    return now - (now - phase) % grain
 
 
 def parse_time(text: Any) -> int | None:

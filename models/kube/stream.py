@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from models.documents import paused_gc
+from models.kube.pages import page_identities, page_items
 from models.kube.watch import Gone, WatchedCluster, WatchSettings, strip_object, version_of
 
 log = logging.getLogger("npu_place.watch")
@@ -131,10 +132,18 @@ class ResourceStream:
             delay = min(self.settings.backoff_max, delay * 2)
 
     def _list(self) -> None:
+        """List the resource into the cluster, compared page by page with the held
+        objects: an unchanged object (same uid and ``resourceVersion``) is not built at
+        all when the stream holds objects (:func:`models.kube.pages.page_identities`
+        reads what the comparison needs), or dropped with its page (parsed whole: the
+        first list, or a page of another shape); only the others are stripped and kept
+        until the list ends."""
         call, settings = self.state.call, self.settings
-        items: list[dict[str, Any]] = []
+        kept: set[tuple[str, str]] = set()
+        changed: list[dict[str, Any]] = []
         token: str | None = None
         version = None
+        cluster, index = self.cluster, self.index
         # a list of 65,536 nodes makes millions of objects, and none of them is garbage
         # yet: the collector's passes over the whole heap cost more than the reading
         with paused_gc():
@@ -143,22 +152,38 @@ class ResourceStream:
                               _request_timeout=(settings.connect_seconds, 60.0))
                 if token:
                     kwargs["_continue"] = token
-                response = call.call(**kwargs)
-                body = _loads(response.data)
-                if not isinstance(body, dict) or not isinstance(body.get("items"), list):
-                    raise ValueError(f"list of {call.what}: the answer is not a list object")
-                meta = body.get("metadata") or {}
-                version = str(meta.get("resourceVersion") or "") or version
-                for item in body["items"]:
+                data = call.call(**kwargs).data
+                read = page_identities(data) if self.state.objects else None
+                items: list[Any] | None = None
+                if read is not None:
+                    listed, page_version, token = read
+                    version = page_version or version
+                    positions = cluster.changed_positions(index, list(listed), kept)
+                    texts = page_items(data, positions) if positions else []
+                    if texts is not None:
+                        items = [_loads(text) for text in texts]
+                    else:  # cut out as it was read: not expected to happen
+                        items = _loads(data)["items"]
+                        items = [items[at] for at in positions]
+                else:
+                    body = _loads(data)
+                    if not isinstance(body, dict) or not isinstance(body.get("items"), list):
+                        raise ValueError(f"list of {call.what}: the answer is not a list "
+                                         "object")
+                    meta = body.get("metadata") or {}
+                    version = str(meta.get("resourceVersion") or "") or version
+                    token = meta.get("continue")
+                    items = cluster.split_page(index, body["items"], kept)
+                    del body
+                for item in items:
                     if isinstance(item, dict):
                         item.setdefault("kind", call.kind)
-                        items.append(strip_object(item))
-                del body
-                token = meta.get("continue")
+                        changed.append(strip_object(item))
+                del data, items
                 if not token:
                     break
-            self.cluster.replace(self.index, items)
-        with self.cluster._lock:
+            cluster.relisted(index, kept, changed)
+        with cluster._lock:
             self.state.version = version
             self.state.lists += 1
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from models.kube.jobs import PodRecord
+from models.kube.jobs import PodRecord, bound_stamp
 from models.kube.nodes import DeviceInfo, NodeRecord
 from models.kube.source import Diagnostics
 from models.numbers import parse_int
@@ -173,10 +173,11 @@ def vnpu_job(group: VnpuGroup, priority: int, owner: str | None, node_names: set
     pending = [p for p in live if not p.node]
     entries = []
     if owner:
+        stamp = bound_stamp(owner, now)
         for pod in bound:
             if pod.rank is not None and pod.node in node_names:
                 entries.append({"owner-uid": owner, "rank": pod.rank, "node": pod.node,
-                                "updated": now})
+                                "updated": stamp})
     if not pending:
         return None, entries
     cores = {p.npu_core for p in pending}

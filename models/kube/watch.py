@@ -51,24 +51,28 @@ from models.kube.incremental import (
     NeedsWhole,
     advance,
 )
-from models.kube.jobs import GROUP_ANNOTATION, RESCHEDULE_CM, JobGroup, PodRecord, job_spec
+from models.kube.jobs import (
+    RESCHEDULE_CM,
+    JobGroup,
+    PodRecord,
+    bound_stamp,
+    job_spec,
+)
 from models.kube.live import ListCall
 from models.kube.nodes import DeviceState
+from models.kube.objects import identity as _identity
+from models.kube.objects import object_key as _key
+from models.kube.objects import same_object as _same
+from models.kube.objects import strip_object as strip_object
+from models.kube.objects import stub as _stub
+from models.kube.objects import version_of as version_of
+from models.kube.objects import wanted as wanted
+from models.kube.pages import Identity
 from models.kube.source import Diagnostics, describe
 from models.scenario import AffinityCacheModel, CacheEntry, Scenario
 
 log = logging.getLogger("npu_place.watch")
 
-#: Annotation ``kubectl apply`` writes: a copy of the whole object, never read.
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-#: Subtrees of each kind that the importer does not read (dropped on arrival).
-UNUSED = {
-    "Pod": (("spec", "volumes"), ("spec", "tolerations"), ("spec", "initContainers"),
-            ("status", "containerStatuses"), ("status", "initContainerStatuses"),
-            ("status", "conditions"), ("status", "podIPs")),
-    "Node": (("status", "volumesAttached"), ("status", "volumesInUse"),
-             ("status", "daemonEndpoints"), ("status", "nodeInfo"), ("status", "addresses")),
-}
 #: Kinds whose importer records are kept per object (the bulky ones).
 RECORD_KINDS = ("Node", "Pod", "PodGroup")
 
@@ -103,73 +107,15 @@ class Gone(Exception):
     """The API server answered 410: the version or continue token is too old."""
 
 
-def strip_object(obj: dict[str, Any], *, copy: bool = False) -> dict[str, Any]:
-    """Drop what the importer never reads; the object.
-
-    In place, or with ``copy`` in a new object built from copies of the dictionaries on
-    the way (``obj`` is not changed): the extender's parsed snapshot then keeps the
-    dropped subtrees, freed with it in slices after the plan instead of one by one
-    before it (``managedFields`` alone is hundreds of objects per object)."""
-    out = dict(obj) if copy else obj
-    meta = out.get("metadata")
-    if isinstance(meta, dict):
-        if copy:
-            meta = out["metadata"] = dict(meta)
-        meta.pop("managedFields", None)
-        annotations = meta.get("annotations")
-        if isinstance(annotations, dict) and LAST_APPLIED in annotations:
-            if copy:
-                annotations = meta["annotations"] = dict(annotations)
-            annotations.pop(LAST_APPLIED)
-    for path in UNUSED.get(str(out.get("kind")), ()):
-        parent = out.get(path[0])
-        if isinstance(parent, dict) and path[1] in parent:
-            if copy:
-                parent = out[path[0]] = dict(parent)
-            parent.pop(path[1])
-    return out
-
-
-def wanted(obj: dict[str, Any]) -> bool:
-    """Whether the importer reads this object: every object but Pods that neither
-    request a ``huawei.com/`` resource nor carry the Volcano group annotation."""
-    if obj.get("kind") != "Pod":
-        return True
-    meta = obj.get("metadata") or {}
-    annotations = meta.get("annotations") if isinstance(meta, dict) else None
-    if isinstance(annotations, dict) and GROUP_ANNOTATION in annotations:
-        return True
-    spec = obj.get("spec") or {}
-    containers = spec.get("containers") if isinstance(spec, dict) else None
-    for container in containers if isinstance(containers, list) else ():
-        resources = container.get("resources") if isinstance(container, dict) else None
-        if not isinstance(resources, dict):
-            continue
-        for section in ("requests", "limits"):
-            values = resources.get(section)
-            if isinstance(values, dict) and any(str(k).startswith("huawei.com/")
-                                                for k in values):
-                return True
-    return False
-
-
-def _key(obj: dict[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-
-
-def version_of(obj: dict[str, Any]) -> str | None:
-    meta = obj.get("metadata") or {}
-    value = meta.get("resourceVersion") if isinstance(meta, dict) else None
-    return str(value) if value else None
-
-
 @dataclass
 class StreamState:
     """What one stream has seen: its objects (stripped) and its version."""
 
     call: ListCall
     objects: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    #: (uid, resourceVersion) of the listed or watched objects that are not kept (Pods
+    #: that are not NPU pods), so that a fresh list skips them unread when unchanged
+    skipped: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
     version: str | None = None
     lists: int = 0
     watches: int = 0
@@ -177,17 +123,6 @@ class StreamState:
     reconnects: int = 0
     events: int = 0
     bookmarks: int = 0
-
-
-def _same(held: dict[str, Any] | None, obj: dict[str, Any]) -> bool:
-    """Whether ``obj`` is the held object unchanged: the same uid and resourceVersion."""
-    if held is None:
-        return False
-    version = version_of(obj)
-    if version is None or version_of(held) != version:
-        return False
-    meta, was = obj.get("metadata") or {}, held.get("metadata") or {}
-    return bool(meta.get("uid") == was.get("uid"))
 
 
 def _device_part(obj: dict[str, Any]) -> DeviceState | None:
@@ -204,15 +139,6 @@ def _device_part(obj: dict[str, Any]) -> DeviceState | None:
     if not part.add_configmap(obj, diag) or diag.errors:
         return None
     return part
-
-
-def _stub(obj: dict[str, Any]) -> dict[str, Any]:
-    """What is held of a Node, Pod or PodGroup besides its record: kind, name, namespace,
-    uid and resourceVersion (enough to forget it and to compare a fresh list)."""
-    meta = obj.get("metadata") or {}
-    keep = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion")
-            if k in meta}
-    return {"kind": obj.get("kind"), "metadata": keep}
 
 
 @dataclass
@@ -244,8 +170,9 @@ class WatchedCluster:
     calls
         The list calls (one stream each), in the order ``import`` lists them.
     clock
-        Unix seconds: the ``now`` of each import and the time of the ranks noted between
-        imports.
+        Unix seconds: the ``now`` of each import and of the ranks noted bound between
+        imports (stamped as an import then stamps them:
+        :func:`~models.kube.jobs.bound_stamp`).
     previous
         The scenario the first import takes as ``--previous`` (``None``: none).
     on_change
@@ -285,6 +212,8 @@ class WatchedCluster:
         self._static: ClusterImport | None = None
         #: each device record ConfigMap's records (stream, key) -> its own parse
         self._device_parts: dict[tuple[int, tuple[str, str]], DeviceState] = {}
+        #: while a fresh list is taken: the jobs whose bound ranks to note after it
+        self._later: set[str] | None = None
 
     # ------------------------------------------------------------------ intake
     def replace(self, index: int, objects: list[dict[str, Any]]) -> None:
@@ -292,25 +221,101 @@ class WatchedCluster:
 
         Objects held with the same uid and ``resourceVersion`` are kept as they are.
         """
-        changed = False
+        kept: set[tuple[str, str]] = set()
+        self.relisted(index, kept, self.split_page(index, objects, kept))
+
+    def split_page(self, index: int, items: list[Any], kept: set[tuple[str, str]]
+                   ) -> list[dict[str, Any]]:
+        """One parsed page of a fresh list of stream ``index``: the keys of the objects
+        the stream holds unchanged are added to ``kept`` (:meth:`changed_positions`); the
+        other objects are returned (new or changed; items that are not objects are left
+        out)."""
+        listed: list[Identity | None] = []
+        for item in items:
+            meta = item.get("metadata") if isinstance(item, dict) else None
+            listed.append(((str(meta.get("namespace") or ""), str(meta.get("name") or "")),
+                           meta.get("uid"), meta.get("resourceVersion"))
+                          if isinstance(meta, dict) else None)
+        return [item for at in self.changed_positions(index, listed, kept)
+                if isinstance(item := items[at], dict)]
+
+    def changed_positions(self, index: int, listed: list[Identity | None],
+                          kept: set[tuple[str, str]]) -> list[int]:
+        """One page of a fresh list of stream ``index``, by the identity of each item
+        (key, uid, resourceVersion; ``None``: unreadable): the keys of the objects the
+        stream holds unchanged (the same uid and ``resourceVersion``: the same object,
+        kept as it was), or skipped unchanged (:attr:`StreamState.skipped`: still not
+        kept), are added to ``kept``; the positions of the others (new or changed) are
+        returned.
+
+        Called by the stream's own thread while it lists, without the lock: only that
+        thread changes the stream's objects.  The comparison of :func:`_same`, inlined:
+        a page is hundreds of objects and a list of 65,536 nodes hundreds of pages."""
+        held = self.streams[index].objects
+        skipped = self.streams[index].skipped
+        changed: list[int] = []
+        for at, identity in enumerate(listed):
+            if identity is not None:
+                key, uid, version = identity
+                was = held.get(key)
+                if was is not None and version:
+                    old = was.get("metadata") or {}
+                    if old.get("resourceVersion") == version and old.get("uid") == uid:
+                        kept.add(key)
+                        continue
+                elif was is None and version and skipped.get(key) == (uid, version):
+                    kept.add(key)
+                    continue
+            changed.append(at)
+        return changed
+
+    def relisted(self, index: int, kept: set[tuple[str, str]],
+                 changed: list[dict[str, Any]]) -> None:
+        """A fresh list of stream ``index``, compared page by page as it was read: the
+        keys of the objects found held unchanged (:meth:`split_page`) and the others
+        (stripped; those :func:`wanted` drops are left out).  The stream's objects become
+        those: the held ones not listed are forgotten, the changed ones taken.
+
+        The list is one event boundary: the ranks its pods' jobs have bound are noted
+        once, after every object is taken (a job's pods taken one by one are not
+        boundaries)."""
+        changed_any = False
         with self._lock:
             stream = self.streams[index]
-            fresh = {_key(o): o for o in objects if wanted(o)}
-            for key in [k for k in stream.objects if k not in fresh]:
-                self._forget(index, stream.objects.pop(key))
-                self._device_parts.pop((index, key), None)
-                changed = True
-            for key, obj in fresh.items():
-                if _same(stream.objects.get(key), obj):
-                    continue
-                self._take(index, key, obj)
-                if stream.call.kind not in RECORD_KINDS:
+            fresh: dict[tuple[str, str], dict[str, Any]] = {}
+            skipped = {key: same for key, same in stream.skipped.items() if key in kept}
+            for obj in changed:
+                key = _key(obj)
+                if wanted(obj):
+                    fresh[key] = obj
+                    skipped.pop(key, None)
+                else:
+                    skipped[key] = _identity(obj)
+            stream.skipped = skipped
+            gone = sorted(k for k in stream.objects.keys() - kept if k not in fresh)
+            self._later = set()
+            try:
+                for key in gone:
+                    self._forget(index, stream.objects.pop(key))
                     self._device_parts.pop((index, key), None)
-                changed = True
-            if changed and stream.call.kind not in RECORD_KINDS:
+                    changed_any = True
+                for key, obj in fresh.items():
+                    if _same(stream.objects.get(key), obj):
+                        continue
+                    self._take(index, key, obj)
+                    if stream.call.kind not in RECORD_KINDS:
+                        self._device_parts.pop((index, key), None)
+                    changed_any = True
+                later, self._later = self._later, None
+            except BaseException:
+                self._later = None
+                raise
+            for job_id in sorted(later):
+                self._note_bound(job_id)
+            if changed_any and stream.call.kind not in RECORD_KINDS:
                 self._static_changed()
             self.changes += 1
-        if changed and self.on_change is not None:
+        if changed_any and self.on_change is not None:
             self.on_change()
 
     def event(self, index: int, kind: str, obj: dict[str, Any]) -> None:
@@ -319,10 +324,15 @@ class WatchedCluster:
             stream = self.streams[index]
             key = _key(obj)
             if kind == "DELETED" or not wanted(obj):
+                if kind == "DELETED":
+                    stream.skipped.pop(key, None)
+                else:
+                    stream.skipped[key] = _identity(obj)
                 old = stream.objects.pop(key, None)
                 if old is not None:
                     self._forget(index, old)
             else:
+                stream.skipped.pop(key, None)
                 self._take(index, key, obj)
             if stream.call.kind not in RECORD_KINDS:
                 self._config_changed(index, key, None if kind == "DELETED" else obj)
@@ -398,7 +408,7 @@ class WatchedCluster:
                 groups = {f"{p.namespace}/{p.group}" for k in self._pods_on.get(node.name, ())
                           if (p := source.pods[k]).group is not None}
                 for job_id in sorted(groups):
-                    self._note_bound(job_id)
+                    self._note_bound_at_boundary(job_id)
         elif kind == "Pod":
             pod = next(iter(probe.pods.values()), None)
             if pod is None:
@@ -414,7 +424,7 @@ class WatchedCluster:
             self._owners_of[(kind, *key)] = index
             self._dirty_pod(pod)
             if pod.group is not None:
-                self._note_bound(f"{pod.namespace}/{pod.group}")
+                self._note_bound_at_boundary(f"{pod.namespace}/{pod.group}")
         else:
             group = next(iter(probe.podgroups.values()), None)
             if group is None:
@@ -473,6 +483,14 @@ class WatchedCluster:
                 if not bound:
                     del self._pods_on[pod.node]
 
+    def _note_bound_at_boundary(self, job_id: str) -> None:
+        """Note the ranks ``job_id`` has bound at this event, or, inside a fresh list,
+        once the whole list is taken."""
+        if self._later is not None:
+            self._later.add(job_id)
+        else:
+            self._note_bound(job_id)
+
     def _note_bound(self, job_id: str) -> None:
         """Note the ranks ``job_id`` has bound now (the cache of an import at this event)."""
         source = self._source
@@ -491,7 +509,7 @@ class WatchedCluster:
         if spec is None or spec.owner is None:
             return
         nodes = source.nodes
-        stamp = int(self.clock())
+        stamp = bound_stamp(spec.owner, int(self.clock()))
         for rank, node in spec.bound.items():
             record = nodes.get(node)
             if record is not None and (record.resource is not None or record.npu_core > 0):

@@ -104,11 +104,13 @@ def _watch(args: argparse.Namespace, config: Any, token: str | None) -> int:
     from models.validation import InputError
     from solver.service.client import PlanClient
     from solver.service.watcher import HttpTarget, start_watch
+    from solver.service.worker import settle_heap
 
     client = PlanClient(args.service, token=token)
     try:
+        # the watched objects, once stored, out of the collector's full collections
         watcher, streams = start_watch(config.api(), HttpTarget(client, config.cluster),
-                                       interval=config.interval)
+                                       interval=config.interval, settle=settle_heap)
     except InputError as exc:
         client.close()
         raise CliError("; ".join(exc.messages[:5])) from None

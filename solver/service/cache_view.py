@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
@@ -50,22 +50,43 @@ class CacheView:
         Owner → its entries in section order; the owners in order of first appearance.
     newest
         Owner → the newest ``updated`` of its entries (what its liveness depends on).
-    canonical
-        The section is ordered by owner, then rank, every entry carries its owner's newest
-        time and no ``previous`` is ``""``: what
-        :meth:`~models.cache.AffinityCache.to_model` writes.  Only then can a change of
-        some owners be written by replacing their entries alone (:func:`patch_cache`).
+    grouped
+        The section is ``by_owner``'s entries owner after owner, the owners in uid order.
+    irregular
+        The owners whose entries are not what :meth:`~models.cache.AffinityCache.to_model`
+        writes for them: ranks not ascending, an entry older than the owner's newest, or
+        a ``previous`` of ``""``.
     """
 
     by_owner: dict[str, tuple[CacheEntry, ...]]
     newest: dict[str, int]
-    canonical: bool
+    grouped: bool
+    irregular: frozenset[str] = frozenset()
+
+    @property
+    def canonical(self) -> bool:
+        """The section is what :meth:`~models.cache.AffinityCache.to_model` writes: ordered
+        by owner, then rank, every entry carrying its owner's newest time and no
+        ``previous`` of ``""``.  Only then can a change of some owners be written by
+        replacing their entries alone (:func:`patch_cache`)."""
+        return self.grouped and not self.irregular
 
     @cached_property
     def times(self) -> np.ndarray:
         """Every owner's newest time, sorted (int64)."""
         return np.sort(np.fromiter(self.newest.values(), dtype=np.int64,
                                    count=len(self.newest)))
+
+
+def _regular(entries: Sequence[CacheEntry], newest: int) -> bool:
+    """Whether one owner's entries are as :meth:`~models.cache.AffinityCache.to_model`
+    writes them (ranks ascending, each at the owner's newest time, no ``previous`` "")."""
+    last = -1
+    for entry in entries:
+        if entry.rank <= last or entry.updated != newest or entry.previous == "":
+            return False
+        last = entry.rank
+    return True
 
 
 #: Per compiled problem, its :class:`CacheView`; a problem made from another with the same
@@ -77,22 +98,24 @@ def build_view(model: AffinityCacheModel) -> CacheView:
     """The :class:`CacheView` of a cache section: one pass over its entries."""
     by_owner: dict[str, list[CacheEntry]] = {}
     newest: dict[str, int] = {}
-    canonical = True
-    last: tuple[str, int] | None = None
+    grouped = True
+    last: str | None = None
     for entry in model.entries:
         owner = entry.owner_uid
+        if owner != last:
+            if grouped and last is not None and owner < last:
+                grouped = False
+            if owner in by_owner:
+                grouped = False
+            last = owner
         by_owner.setdefault(owner, []).append(entry)
         old = newest.get(owner)
         if old is None or entry.updated > old:
             newest[owner] = entry.updated
-        key = (owner, entry.rank)
-        if canonical and ((last is not None and key <= last) or entry.previous == ""):
-            canonical = False
-        last = key
-    if canonical:
-        canonical = all(entry.updated == newest[entry.owner_uid] for entry in model.entries)
+    irregular = frozenset(owner for owner, entries in by_owner.items()
+                          if not _regular(entries, newest[owner]))
     return CacheView({owner: tuple(entries) for owner, entries in by_owner.items()}, newest,
-                     canonical)
+                     grouped, irregular)
 
 
 def cache_view(problem: Problem) -> CacheView:
@@ -172,13 +195,49 @@ def patch_cache(view: CacheView, cache: AffinityCache, owners: Iterable[str],
     return model, CacheView({owner: by_owner[owner] for owner in ordered}, newest, True)
 
 
+def replace_owners(view: CacheView, ttl: int,
+                   given: Mapping[str, Sequence[CacheEntry]]
+                   ) -> tuple[AffinityCacheModel, CacheView]:
+    """The cache section ``view`` indexes with ``given`` owners' entries replaced (``[]``:
+    the owner is gone): the owners in uid order, each owner's entries in section order
+    (a given owner's in the order given), every entry not given the same object.
+
+    The given entries must be of their owner, with distinct ranks, on existing nodes
+    (the caller checks); the section's own bounds (its length) are checked here.
+
+    Raises
+    ------
+    pydantic.ValidationError
+        When the section breaks its bounds.
+    """
+    by_owner = dict(view.by_owner)
+    newest = dict(view.newest)
+    irregular = set(view.irregular)
+    for owner, entries in given.items():
+        irregular.discard(owner)
+        if not entries:
+            by_owner.pop(owner, None)
+            newest.pop(owner, None)
+            continue
+        by_owner[owner] = tuple(entries)
+        newest[owner] = max(entry.updated for entry in entries)
+        if not _regular(entries, newest[owner]):
+            irregular.add(owner)
+    ordered = sorted(by_owner)
+    model = AffinityCacheModel(
+        ttl_seconds=ttl, entries=list(chain.from_iterable(map(by_owner.__getitem__, ordered))))
+    return model, CacheView({owner: by_owner[owner] for owner in ordered}, newest, True,
+                            frozenset(irregular))
+
+
 def patch_live(live: dict[str, dict[int, str]], view: CacheView, changed: Iterable[str],
                now: int, ttl: int) -> dict[str, dict[int, str]]:
     """The live cache at ``now`` of the section ``view`` indexes.
 
     ``live`` is the live cache of the section before ``changed`` owners changed (at any
-    time): an owner live now and not changed keeps its map from ``live`` when it has one
-    there.  Equal to :func:`models.compiled.live_cache` of the section, in the same order.
+    time): an owner live now keeps its map from ``live`` when it has one there, unless
+    it is among ``changed`` and its map is not the same any more.  Equal to
+    :func:`models.compiled.live_cache` of the section, in the same order.
     """
     cutoff = now - ttl
     fresh = set(changed)
@@ -186,21 +245,18 @@ def patch_live(live: dict[str, dict[int, str]], view: CacheView, changed: Iterab
     newest = view.newest
     for owner, entries in view.by_owner.items():
         if newest[owner] >= cutoff:
-            ranks = None if owner in fresh else live.get(owner)
-            out[owner] = ranks if ranks is not None else {e.rank: e.node for e in entries}
+            ranks = live.get(owner)
+            if ranks is None or owner in fresh:
+                written = {e.rank: e.node for e in entries}
+                # a changed owner whose map is the same (its times alone moved) keeps
+                # the old map: its jobs' origins need not be computed again
+                if ranks is None or list(ranks.items()) != list(written.items()):
+                    ranks = written
+            out[owner] = ranks
     return out
 
 
 def owner_state_counts(lifecycle: CacheLifecycle, owners: Iterable[str]) -> Counter[str]:
     """Entries per state (:meth:`heuristics.lifecycle.CacheLifecycle.counts`) among
     ``owners``' entries alone."""
-    out: Counter[str] = Counter()
-    cache = lifecycle.cache
-    if cache is None:
-        return out
-    for owner in set(owners):
-        for rank in cache.get_map(owner) or {}:
-            state = lifecycle.state(owner, rank)
-            if state is not None:
-                out[state.value] += 1
-    return out
+    return lifecycle.owner_counts(owners)

@@ -8,7 +8,14 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from models.limits import (
     MAX_CACHE_ENTRIES,
@@ -26,6 +33,7 @@ from models.scenario import (
     MAX_NODE_IMAGES,
     MAX_NODE_NPUS,
     AffinityCacheModel,
+    CacheEntry,
     Config,
     Health,
     ImageSizeGb,
@@ -103,21 +111,36 @@ class CacheEvent(_Model):
         return self
 
 
+class CacheOwner(_Model):
+    """One owner's ``affinity-cache`` entries as they are now (``affinity-cache-owners``).
+
+    ``entries`` are entries of the scenario's ``affinity-cache`` section, each of this
+    ``owner-uid`` and with its own time; ``[]`` means the owner has no entry any more.
+    """
+
+    owner_uid: Name = Field(alias="owner-uid", min_length=1)
+    entries: list[CacheEntry] = Field(
+        default_factory=list, max_length=MAX_TASKS,
+        description="the owner's affinity-cache entries, replacing its stored ones")
+
+
 class ClusterDelta(_Model):
     """Changes to a stored cluster since the last call.
 
     Applied in this order: ``now``, ``nodes-removed``, ``nodes-added``, ``node-updates``,
     ``jobs-removed``, ``jobs-submitted``, ``vnpu-jobs-removed``, ``vnpu-jobs-submitted``,
     ``running-removed``, ``running-submitted``, ``jobs-order``, ``running-order``,
-    ``config``, ``affinity-cache``, ``cache-events``.  Submitted jobs and running jobs
-    go last unless ``jobs-order`` / ``running-order`` name every item of their section
-    in the new order (so that a changed job keeps its place without every job after it
-    being sent again).  Removing and submitting a vNPU job (or a running job, or a node) of
-    the same name in one delta replaces it.  ``config`` and ``affinity-cache`` replace the
-    whole section: what a watcher of the cluster sends when the importer's answer changed
-    there (``npu-place watch``, docs/watch.md).  A delta is applied whole or not at all: it
-    is applied to a copy, the result must pass every rule a full scenario body passes, and
-    only then does it replace the stored cluster.
+    ``config``, ``affinity-cache`` or ``affinity-cache-owners``, ``cache-events``.
+    Submitted jobs and running jobs go last unless ``jobs-order`` / ``running-order`` name
+    every item of their section in the new order (so that a changed job keeps its place
+    without every job after it being sent again).  Removing and submitting a vNPU job (or
+    a running job, or a node) of the same name in one delta replaces it.  ``config`` and
+    ``affinity-cache`` replace the whole section; ``affinity-cache-owners`` replaces the
+    named owners' entries only (the section stays ordered by owner): what a watcher of
+    the cluster sends when the importer's answer changed there (``npu-place watch``,
+    docs/watch.md).  A delta is applied whole or not at all: it is applied to a copy, the
+    result must pass every rule a full scenario body passes, and only then does it
+    replace the stored cluster.
     """
 
     now: int | None = Field(None, ge=0, le=MAX_TIMESTAMP,
@@ -161,8 +184,24 @@ class ClusterDelta(_Model):
         None, alias="affinity-cache",
         description="the whole affinity-cache section replacing the stored one (the "
                     "entries' lifecycle states become 'kept'); cache-events apply after it")
+    affinity_cache_owners: list[CacheOwner] = Field(
+        default_factory=list, alias="affinity-cache-owners", max_length=MAX_CACHE_ENTRIES,
+        description="owners whose affinity-cache entries are replaced by the ones given, "
+                    "each named once (entries: [] forgets the owner); the other owners' "
+                    "entries and states stay; the section stays ordered by owner uid, each "
+                    "owner's entries in the order given; not with affinity-cache; "
+                    "cache-events apply after it")
     cache_events: list[CacheEvent] = Field(default_factory=list, alias="cache-events",
                                            max_length=MAX_CACHE_ENTRIES)
+
+    @field_validator("affinity_cache_owners")
+    @classmethod
+    def _owners_bounded(cls, owners: list[CacheOwner]) -> list[CacheOwner]:
+        total = sum(len(owner.entries) for owner in owners)
+        if total > MAX_CACHE_ENTRIES:
+            raise ValueError(f"{total} entries in all; a cache section holds at most "
+                             f"{MAX_CACHE_ENTRIES}")
+        return owners
 
 
 class ClusterInfo(_Model):

@@ -171,8 +171,10 @@ def pieces_delta(old: ImportPieces, new: ImportPieces, changes: Changes
     says what differs (:func:`models.kube.incremental.advance`): only those nodes, jobs
     and the cache are compared and written; a changed job is removed and submitted
     again, and ``jobs-order`` / ``running-order`` put it back in the import's place (the
-    names only, not every later job again).  A node change that a ``node-updates`` entry
-    cannot express falls back to :func:`scenario_delta` of the two whole scenarios.
+    names only, not every later job again); the cache owners whose entries changed are
+    sent alone, with all of their entries (``affinity-cache-owners``).  A node change
+    that a ``node-updates`` entry cannot express falls back to :func:`scenario_delta` of
+    the two whole scenarios.
 
     Returns
     -------
@@ -204,6 +206,18 @@ def pieces_delta(old: ImportPieces, new: ImportPieces, changes: Changes
             delta[key_submitted] = [after[name] for name in submitted]
         if order is not None:
             delta[key_order] = order
-    if changes.cache:
-        delta["affinity-cache"] = {"ttl-seconds": new.ttl, "entries": new.cache_entries()}
+    if changes.cache_owners:
+        delta["affinity-cache-owners"] = owners_entries(new, changes.cache_owners)
     return delta or None
+
+
+def owners_entries(pieces: ImportPieces, owners: set[str]) -> list[dict[str, Any]]:
+    """The ``affinity-cache-owners`` items of ``owners`` in ``pieces``: each owner with
+    all of its entries in the import's order (by rank; ``[]``: it has none any more)."""
+    entries: dict[str, list[tuple[int, dict[str, Any]]]] = {owner: [] for owner in owners}
+    for (owner, rank), entry in pieces.cache.items():
+        mine = entries.get(owner)
+        if mine is not None:
+            mine.append((rank, entry))
+    return [{"owner-uid": owner, "entries": [entry for _, entry in sorted(
+        entries[owner], key=lambda item: item[0])]} for owner in sorted(owners)]

@@ -29,8 +29,8 @@ each paying only for what changed:
     cache are recompiled (:func:`models.compiled.compile_jobs`); node arrays and
     multilevel trees are reused (a vNPU node offers no free chip to the other jobs, so
     its chips are not in the arrays; the vNPU view is rebuilt from the new scenario).
-    Cache events and ``now`` moves pay for the owners they change
-    (:mod:`solver.service.cache_view`): the cache section is written by replacing the
+    Cache events, ``affinity-cache-owners`` and ``now`` moves pay for the owners they
+    change (:mod:`solver.service.cache_view`): the cache section is written by replacing the
     touched owners' entries (checked alone; the others held), the live cache keeps every
     unchanged owner's map, and when no job changed the rules are not run again and only
     the jobs whose owner's live entries changed get a new origin.  The first cache event
@@ -38,7 +38,9 @@ each paying only for what changed:
     Jobs and running jobs removed and submitted (a watcher's pod events) check only the
     rules the submitted items take part in (:func:`models.validation.submitted_shapes`)
     and compile only the submitted jobs that differ from the removed ones; a job
-    submitted again unchanged, or moved by ``jobs-order``, keeps its compiled view.
+    submitted again unchanged, or moved by ``jobs-order``, keeps its compiled view.  The
+    running ranks' chips per node, which ``free`` is checked against, are moved by the
+    items a delta changes (:mod:`solver.service.running_view`), not counted again.
 ``structure``
     Nodes were added or removed, or a node's ``npus``, ``super-pod-id``, ``rack-id`` or
     ``labels`` changed: the in-memory scenario is compiled again (no JSON parsing).
@@ -118,6 +120,7 @@ from solver.service.cache_view import (
     patch_cache,
     patch_live,
     remember_view,
+    replace_owners,
     same_live_owners,
 )
 from solver.service.delta import (
@@ -128,6 +131,7 @@ from solver.service.delta import (
     NodeUpdate,
     delta_messages,
 )
+from solver.service.running_view import carry_chips, chips_after, chips_of, remember_chips
 
 __all__ = ["CacheEvent", "CacheEventKind", "Cluster", "ClusterDelta", "ClusterInfo",
            "ClusterSnapshot", "ClusterStore", "NodeUpdate", "VersionConflict", "apply_delta",
@@ -302,7 +306,8 @@ def apply_delta(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta
     notes: list[str] = []
     jobs_changed = edit.jobs_edited
     cache: _CacheChange | None = None
-    if delta.cache_events or edit.removed or delta.affinity_cache is not None:
+    if (delta.cache_events or edit.removed or delta.affinity_cache is not None
+            or delta.affinity_cache_owners):
         cache = _apply_cache_events(problem, lifecycle, delta, edit, stamp, notes)
         jobs_changed = True
     if edit.now_moved and not jobs_changed and not edit.structural:
@@ -446,12 +451,14 @@ def _edit_jobs(problem: Problem, delta: ClusterDelta, edit: _Edit) -> None:
     edit.jobs, edit.vnpu_jobs = jobs, vnpu_jobs
 
     node_names: Collection[str] = set()
-    if delta.cache_events:  # the stored index serves while no node was added or removed
+    if delta.cache_events or delta.affinity_cache_owners:
+        # the stored index serves while no node was added or removed
         node_names = ({n.name for n in edit.nodes} if edit.removed or delta.nodes_added
                       else problem.node_index)
     for i, event in enumerate(delta.cache_events):
         if event.event is CacheEventKind.BIND and event.node not in node_names:
             say(f"field 'cache-events[{i}].node'", f"node '{event.node}' does not exist")
+    _check_cache_owners(delta, node_names, say)
     # a node removed and added again in one delta is replaced, not gone
     edit.removed -= {n.name for n in delta.nodes_added}
     running = list(scenario.running)
@@ -474,6 +481,42 @@ def _edit_jobs(problem: Problem, delta: ClusterDelta, edit: _Edit) -> None:
     if delta.config is not None and delta.config != scenario.config:
         edit.structural = True
     edit.running = running
+
+
+def _check_cache_owners(delta: ClusterDelta, node_names: Collection[str], say: Any) -> None:
+    """The rules ``affinity-cache-owners`` entries take part in (each owner named once,
+    its entries of that owner with distinct ranks, on existing nodes: what the full rules
+    check of an ``affinity-cache`` entry), reported to ``say``."""
+    if delta.affinity_cache_owners and delta.affinity_cache is not None:
+        say("field 'affinity-cache-owners'", "give either the whole affinity-cache section "
+            "or the owners' entries, not both")
+    seen: set[str] = set()
+    for i, group in enumerate(delta.affinity_cache_owners):
+        where = f"affinity-cache-owners[{i}]"
+        owner, entries = group.owner_uid, group.entries
+        if owner not in seen and len({entry.rank for entry in entries}) == len(entries) \
+                and all(entry.owner_uid == owner and entry.node in node_names
+                        and (not entry.previous or entry.previous in node_names)
+                        for entry in entries):
+            seen.add(owner)
+            continue  # (the loop below names what is wrong)
+        if group.owner_uid in seen:
+            say(f"field '{where}.owner-uid'",
+                f"owner '{group.owner_uid}' is named more than once")
+        seen.add(group.owner_uid)
+        ranks: set[int] = set()
+        for j, entry in enumerate(group.entries):
+            at = f"{where}.entries[{j}]"
+            if entry.owner_uid != group.owner_uid:
+                say(f"field '{at}.owner-uid'", f"the entry is of owner '{entry.owner_uid}', "
+                    f"not of '{group.owner_uid}'")
+            if entry.rank in ranks:
+                say(f"field '{at}.rank'", f"rank {entry.rank} appears more than once")
+            ranks.add(entry.rank)
+            if entry.node not in node_names:
+                say(f"field '{at}.node'", f"node '{entry.node}' does not exist")
+            if entry.previous and entry.previous not in node_names:  # "": no anchor
+                say(f"field '{at}.previous'", f"node '{entry.previous}' does not exist")
 
 
 def _reordered(items: list[_Item], order: list[str], key: str, what: str, say: Any
@@ -512,13 +555,21 @@ def _new_items(before: Collection[_Item], removed: Collection[str],
 
 def _apply_cache_events(problem: Problem, lifecycle: CacheLifecycle, delta: ClusterDelta,
                         edit: _Edit, stamp: int | None, notes: list[str]) -> _CacheChange:
-    """The cache lifecycle after the delta's cache events (on a copy: the stored one
-    changes only when all is valid) and the cache section it writes; entries on removed
-    nodes dropped."""
+    """The cache lifecycle after the delta's cache sections and events (on a copy: the
+    stored one changes only when all is valid) and the cache section it writes; entries on
+    removed nodes dropped.
+
+    ``affinity-cache-owners`` alone writes the named owners' entries as given
+    (:func:`~solver.service.cache_view.replace_owners`); cache events write their owners'
+    entries as the lifecycle does (:func:`~solver.service.cache_view.patch_cache`), or
+    the whole section when the stored one is not in the lifecycle's order."""
     # the new section's lifecycle when the delta carries the whole section (a watcher's
     # resync), else a copy of the stored one
     new_lifecycle = (lifecycle.copy() if delta.affinity_cache is None
                      else CacheLifecycle.from_model(delta.affinity_cache))
+    given = {group.owner_uid: group.entries for group in delta.affinity_cache_owners}
+    for owner, entries in given.items():
+        new_lifecycle.replace_owner(owner, entries)
     if stamp is None:
         stamp = int(edit.now) if edit.now is not None else int(time.time())
     for i, event in enumerate(delta.cache_events):
@@ -540,22 +591,28 @@ def _apply_cache_events(problem: Problem, lifecycle: CacheLifecycle, delta: Clus
                 new_lifecycle.cache.refresh_owner(owner, stamp)
     owners = frozenset(event.owner_uid for event in delta.cache_events)
     removed = edit.removed
-    patched = (patch_cache(cache_view(problem), new_lifecycle.cache, owners,
-                           problem.node_index)
-               if not removed and delta.affinity_cache is None
-               and new_lifecycle.cache is not None else None)
+    cache_model: AffinityCacheModel | None = None
     view: CacheView | None = None
-    touched: frozenset[str] | None = owners
-    if patched is not None:  # only the touched owners' entries written and checked
-        cache_model, view = patched
-    else:
-        touched = None
-        try:
+    touched: frozenset[str] | None = owners | frozenset(given)
+    try:
+        if given and delta.affinity_cache is None:
+            cache_model, view = replace_owners(
+                cache_view(problem), problem.scenario.affinity_cache.ttl_seconds, given)
+        if owners and not removed and delta.affinity_cache is None \
+                and new_lifecycle.cache is not None:
+            patched = patch_cache(view or cache_view(problem), new_lifecycle.cache, owners,
+                                  problem.node_index)
+            cache_model, view = patched if patched is not None else (None, None)
+        elif owners:
+            cache_model = view = None
+        if cache_model is None:  # the section written whole
+            touched, view = None, None
             cache_model = (delta.affinity_cache if delta.affinity_cache is not None
                            and not delta.cache_events else new_lifecycle.to_model())
-        except ValidationError as exc:
-            raise InputError(delta_messages(exc, "(the cache after the delta)")) from None
+    except ValidationError as exc:
+        raise InputError(delta_messages(exc, "(the cache after the delta)")) from None
     if removed:
+        touched, view = None, None
         cache_model, dropped = _drop_removed(cache_model, removed)
         if dropped:
             notes.append(f"dropped {dropped} cache entries of removed nodes")
@@ -572,10 +629,10 @@ def _structure_tier(new: Scenario, cache: _CacheChange, notes: list[str]) -> _Ap
                     notes, cache.stamp, None)
 
 
-def _value_errors(new: Scenario, edit: _Edit) -> None:
+def _value_errors(new: Scenario, edit: _Edit, used: Counter[str]) -> None:
     """The rules the changed node values take part in (:class:`InputError` naming the
     update's ``free``)."""
-    value_errors = node_value_problems(new, edit.changed)
+    value_errors = node_value_problems(new, edit.changed, used)
     if value_errors:
         raise InputError([escape_text(
             f"<delta>: field 'node-updates[{edit.changed_where[name]}].free': node "
@@ -618,11 +675,12 @@ def _values_tier(problem: Problem, new: Scenario, edit: _Edit, cache: _CacheChan
     """Only node values and a ``now`` that expires no owner: the node arrays patched, the
     compiled jobs kept."""
     if edit.changed:
-        _value_errors(new, edit)
+        _value_errors(new, edit, chips_of(problem))  # the same running ranks
     out = _patched_arrays(problem, new, edit)
     now = edit.now
     patched_problem = replace(out, scenario=new, now=problem.now if now is None else int(now))
     remember_view(patched_problem, cache_view(problem))  # the same cache entries
+    carry_chips(problem, patched_problem)  # the same running ranks
     return _Applied(new, patched_problem, cache.lifecycle, "values", notes, cache.stamp,
                     cache.touched)
 
@@ -654,8 +712,12 @@ def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | 
     now = scenario_now(new)
     live = patch_live(problem.live, view, touched, now,
                       new.affinity_cache.ttl_seconds)
-    wrong = bool(changed) and bool(node_value_problems(new, changed))
-    shapes = (submitted_shapes(new, problem.node_index, edit.jobs_new, edit.running_new)
+    # the running ranks' chips, where free is checked against them
+    chips = (chips_after(problem, new) if changed or (jobs_edited and not edit.vnpu_edited)
+             else None)
+    wrong = bool(changed) and bool(node_value_problems(new, changed, chips))
+    shapes = (submitted_shapes(new, problem.node_index, edit.jobs_new, edit.running_new,
+                               chips)
               if jobs_edited and not wrong and not edit.vnpu_edited else None)
     if shapes is not None:
         recompiled = _compile_submitted(problem, out, new, shapes, live, now)
@@ -672,6 +734,10 @@ def _recompile(problem: Problem, out: Problem, new: Scenario, view: CacheView | 
             for job in problem.jobs)
         recompiled = replace(out, scenario=new, now=now, jobs=jobs, live=live)
     remember_view(recompiled, view)
+    if chips is not None:
+        remember_chips(recompiled, chips)
+    elif not jobs_edited:
+        carry_chips(problem, recompiled)  # the same running ranks
     return recompiled
 
 

@@ -171,12 +171,20 @@ class ClusterWatcher:
         Where the cluster is stored.
     interval
         Seconds between two sends, at least (the coalescing interval).
+    settle
+        Called after each ``PUT`` of the whole import (the first stored cluster, a cluster
+        stored again): ``npu-place watch`` and ``serve --watch`` pass
+        :func:`solver.service.worker.settle_heap`, which moves the watched objects, alive
+        from then on, out of the garbage collector's full collections (as the service's
+        worker does after a ``PUT``).
     """
 
     def __init__(self, watched: WatchedCluster, target: ClusterTarget,
-                 interval: float = DEFAULT_INTERVAL) -> None:
+                 interval: float = DEFAULT_INTERVAL,
+                 settle: Callable[[], None] | None = None) -> None:
         self.watched = watched
         self.target = target
+        self.settle = settle
         self.coalescer = Coalescer(self._send, interval, name="watch")
         self.version: int | None = None
         #: CPU seconds (the sending thread's) of each PATCH's import and delta, and of the
@@ -224,6 +232,7 @@ class ClusterWatcher:
         if self.version is None or step.old is None:
             self.version = self.target.put(step.data())
             self.puts += 1
+            self._settle()
         else:
             delta = (pieces_delta(step.old, step.new, step.changes)
                      if step.changes is not None
@@ -248,6 +257,7 @@ class ClusterWatcher:
                             "storing the whole import again", exc)
                 self.version = self.target.put(step.data())
                 self.puts += 1
+                self._settle()
             except Exception:
                 # refused (or lost): the next send is a whole import from the last one
                 self.watched.abandon(step)
@@ -256,6 +266,10 @@ class ClusterWatcher:
         self._lags(arrivals)
         if self.applied is not None:
             self.applied(self.version)
+
+    def _settle(self) -> None:
+        if self.settle is not None:
+            self.settle()
 
     def _lags(self, arrivals: list[float]) -> None:
         done = time.monotonic()
@@ -271,9 +285,11 @@ class ClusterWatcher:
 def start_watch(api: Any, target: ClusterTarget, *, interval: float = DEFAULT_INTERVAL,
                 settings: WatchSettings | None = None,
                 clock: Callable[[], float] = time.time, previous: Scenario | None = None,
-                sync_timeout: float = 300.0) -> tuple[ClusterWatcher, ClusterStreams]:
+                sync_timeout: float = 300.0, settle: Callable[[], None] | None = None
+                ) -> tuple[ClusterWatcher, ClusterStreams]:
     """List and watch every object of ``import --kubeconfig`` through ``api`` (an
-    ``ApiClient``) into ``target``; the running watcher and its streams.
+    ``ApiClient``) into ``target``; the running watcher and its streams (``settle``: see
+    :class:`ClusterWatcher`).
 
     The first send happens once every stream has listed (the first stored cluster is the
     import of the listed objects); stop with ``streams.stop()`` then ``watcher.stop()``.
@@ -287,7 +303,7 @@ def start_watch(api: Any, target: ClusterTarget, *, interval: float = DEFAULT_IN
     from models.kube.live import list_calls
 
     watched = WatchedCluster(list_calls(api), clock=clock, previous=previous)
-    watcher = ClusterWatcher(watched, target, interval)
+    watcher = ClusterWatcher(watched, target, interval, settle)
     streams = ClusterStreams(watched, settings)
     streams.start()
     if not streams.wait_synced(sync_timeout):
@@ -367,12 +383,14 @@ class ServiceWatch:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """List and watch in the background, storing into the pool on ``loop``."""
         def run() -> None:
+            from solver.service.worker import settle_heap
+
             try:
                 target = PoolTarget(self.pool, self.config.cluster, loop)
                 watcher, streams = start_watch(self.config.api(), target,
                                                interval=self.config.interval,
                                                settings=self.config.settings,
-                                               clock=self.config.clock)
+                                               clock=self.config.clock, settle=settle_heap)
             except InputError as exc:
                 self.error = "; ".join(exc.messages[:3])
                 log.error("watch of cluster %s: %s", self.config.cluster, self.error)

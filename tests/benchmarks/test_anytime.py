@@ -12,6 +12,7 @@ from benchmarks.anytime import (
     AnytimeInstance,
     add_shares,
     budget_table,
+    family_gap_table,
     goal_summary,
     main,
     run_instance,
@@ -56,6 +57,17 @@ def test_the_size_table_gives_each_familys_share_per_node_count() -> None:
     header, table = size_table(rows, 1.0)
     assert header == ["nodes", "a3", "850", "median / worst"]
     assert table == [["4,096", "20 %", "80 %", "50 % / 20 %"], ["8,192", "-", "-", "-"]]
+
+
+def test_the_gap_table_gives_each_familys_median_gap_per_size_and_budget() -> None:
+    rows = [{**r, "nodes": 65536, "gap": gap} for r, gap in [
+        (_row("a", "850", 1, 8), 0.02), (_row("b", "850", 1, 9), 0.04),
+        (_row("a", "850", 10, 10), 0.001), (_row("b", "850", 10, 10), 0.003),
+        (_row("c", "a3", 1, 2), None), (_row("c", "a3", 10, 3), 0.5)]]
+    header, table = family_gap_table(rows)
+    assert header == ["nodes", "budget s", "a3", "850"]
+    assert table == [["65,536", "1", "no bound", "3.00 %"],
+                     ["65,536", "10", "50.00 %", "0.20 %"]]
 
 
 def test_every_pair_of_budgets_that_goes_down_is_listed() -> None:

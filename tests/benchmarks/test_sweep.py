@@ -50,33 +50,42 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 @pytest.fixture(scope="module")
 def scheduler() -> Iterator[str]:
     """A real Dask cluster on loopback: a scheduler and 2 single-threaded worker processes."""
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1,
-                          "distributed.scheduler.worker-saturation": 1.0}):
+    with dask.config.set(sweep.local_cluster_config()):
         # as `npu-place sweep` starts it (its crash tests' worker deaths left unlogged)
         cluster = LocalCluster(**{**sweep.local_cluster_options(2), "silence_logs": 50})
-    try:
-        yield str(cluster.scheduler_address)
-    finally:
-        cluster.close(timeout=30)
+        try:
+            yield str(cluster.scheduler_address)
+        finally:
+            cluster.close(timeout=30)
 
 
-def _worker_state() -> tuple[bool, int]:
-    """In a worker: whether OR-Tools' model module is imported, and the objects frozen."""
+def _worker_state() -> dict[str, Any]:
+    """In a worker: whether OR-Tools' model module is imported, the objects frozen, the
+    malloc trim setting of its environment, whether Dask samples its stack."""
     import gc
 
-    return "ortools.sat.python.cp_model" in sys.modules, gc.get_freeze_count()
+    return {"ortools": "ortools.sat.python.cp_model" in sys.modules,
+            "frozen": gc.get_freeze_count(),
+            "malloc-trim": os.environ.get("MALLOC_TRIM_THRESHOLD_"),
+            "profiled": dask.config.get("distributed.worker.profile.enabled"),
+            "threads": os.environ.get("OMP_NUM_THREADS")}
 
 
 def test_the_workers_import_the_cells_code_as_the_cluster_starts(scheduler: str) -> None:
     """Each worker of a sweep's own cluster has imported what a cell runs (OR-Tools, the
     models) and frozen that heap before it takes its first cell, so neither the imports
-    nor a full collection over them is paid inside a cell."""
+    nor a full collection over them is paid inside a cell.  It runs its cells as a plain
+    process would: glibc's malloc as a plain process has it (no trim threshold, which
+    would map every large array afresh), and no stack sampling beside the cell."""
     with Client(scheduler, timeout="20s") as client:
         states = client.run(_worker_state)
     assert len(states) == 2
-    for address, (ortools, frozen) in states.items():
-        assert ortools, address
-        assert frozen > 10_000, (address, frozen)  # modules, classes, Dask's own state
+    for address, state in states.items():
+        assert state["ortools"], address
+        assert state["frozen"] > 10_000, (address, state)  # modules, classes, Dask's state
+        assert state["malloc-trim"] is None, (address, state)
+        assert state["profiled"] is False, (address, state)
+        assert state["threads"] == "1", (address, state)
 
 
 def _write_grid(folder: Path, grid: dict[str, Any]) -> Path:

@@ -108,6 +108,32 @@ def test_a_passed_deadline_stops_the_construction() -> None:
         origin_first_plan(problem, greedy_plan(problem), deadline=time.perf_counter() - 1.0)
 
 
+@pytest.mark.parametrize("family", ["a3", "950"])
+def test_a_passed_deadline_stops_a_job_between_its_blocks(family: str) -> None:
+    # one A3 job of a 65,536-node batch took 35-40 ms of CPU between the construction's
+    # deadline checks (one per job): the job's own loops over its blocks and windows,
+    # each looking at every super pod or rack for room, check it too
+    from heuristics.origin_first import _place_job
+
+    problem = compile_scenario(generate(GenParams(family=family, nodes=256, seed=1,
+                                                  jobs=6)))
+    wanted = {int(n) for job in problem.jobs for n in job.preferred if n >= 0}
+    stopped = 0
+    for job in problem.jobs:
+        if not job.rules.in_super_pod or not job.whole_node or job.soft:
+            continue
+        free = problem.free.copy()
+        placed = _place_job(problem, job, free, wanted)
+        try:
+            again = _place_job(problem, job, free, wanted, deadline=time.perf_counter() - 1)
+        except OutOfTime:
+            stopped += 1
+            continue
+        assert (placed is None and again is None) or (
+            placed is not None and again is not None and (placed == again).all())
+    assert stopped > 0
+
+
 def _names(problem: Problem, plan: Plan, j: int) -> list[str]:
     """The nodes of placed job ``j``, by name."""
     nodes = plan.nodes[j]
@@ -185,3 +211,34 @@ def test_950_windows_without_origins_spare_the_nodes_other_jobs_prefer() -> None
     assert sorted(_names(problem, plan, b)) == ["d0", "d1"]
     assert set(_names(problem, plan, a)) <= {"c0", "c1", "c2"}
     assert evaluate(problem, base.as_mapping()).origin_hits < 2
+
+
+def test_super_pod_blocks_without_origins_spare_the_pods_other_jobs_ran_on() -> None:
+    # Super pod 0 has two free nodes (p0, p1), on which job B's block of two ran; super
+    # pod 1 three (q0..q2).  Job A (queue first, one block of two nodes, no cache) fits
+    # both once and goes to the fuller, lower pod 0, taking B's nodes (0 hits); the spare
+    # pass sends A to pod 1 and B goes home (2 hits).  A search still starts from the
+    # first pass's plan (a super-pod batch: from the spare plan the search can end lower).
+    nodes = [{"name": name, "npus": 8, "free": 0 if name in {"p2", "p3", "q3"} else 8,
+              "super-pod-id": 0 if name[0] == "p" else 1}
+             for name in ["p0", "p1", "p2", "p3", "q0", "q1", "q2", "q3"]]
+    problem = compile_scenario(Scenario.model_validate({
+        "now": NOW, "config": {"super-pod-size": 4, "reserve-nodes": 0}, "nodes": nodes,
+        "affinity-cache": {"entries": [{"owner-uid": "b", "rank": r, "node": n,
+                                        "updated": NOW} for r, n in enumerate(["p0", "p1"])]},
+        "jobs": [
+            {"name": "A", "owner-uid": "a", "policy": "chip8-node8-sp", "tasks": 2,
+             "npu-per-task": 8, "sp-block": 16, "priority": 10},
+            {"name": "B", "owner-uid": "b", "policy": "chip8-node8-sp", "tasks": 2,
+             "npu-per-task": 8, "sp-block": 16}],
+    }))
+    base = greedy_plan(problem)
+    plan = origin_first_plan(problem, base)
+    assert check(problem, to_placement(problem, plan, engine="of", status=Status.GREEDY)) == []
+    a, b = problem.job_index["A"], problem.job_index["B"]
+    assert sorted(_names(problem, plan, b)) == ["p0", "p1"]
+    assert set(_names(problem, plan, a)) <= {"q0", "q1", "q2"}
+    assert evaluate(problem, plan.as_mapping()).origin_hits == 2
+    assert evaluate(problem, base.as_mapping()).origin_hits < 2
+    start = origin_first_plan(problem, base, search_start=True)
+    assert sorted(_names(problem, start, a)) == ["p0", "p1"]

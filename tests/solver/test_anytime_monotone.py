@@ -172,9 +172,9 @@ def test_wall_clock_neighbourhoods_repeat_the_same_steps_under_a_longer_budget()
 
 
 def test_wall_clock_hybrid_repeats_the_neighbourhoods_then_keeps_their_answer() -> None:
-    # a longer plan (hybrid: the neighbourhoods, then the whole batch with the 5 s or more
-    # that a generous budget leaves) starts with the shorter plan's steps (lns only), and
-    # its whole-batch phase keeps their answer when it does not beat it
+    # a longer plan (hybrid: the neighbourhoods and their wide steps, then the whole batch
+    # with the 5 s or more that a generous budget leaves) starts with the shorter plan's
+    # steps (lns only), and its whole-batch phase keeps their answer when it does not beat it
     problem = _generated("a3", 256, 3, 3)
     weights = resolve_weights(problem)
     greedy = greedy_plan(problem)
@@ -185,7 +185,8 @@ def test_wall_clock_hybrid_repeats_the_neighbourhoods_then_keeps_their_answer() 
     assert long.plan is not None and short.objective is not None
     assert _steps(long) == _steps(short)
     assert long.phases[0] == short.phases[0]
-    assert [p.split(":")[0] for p in long.phases] == ["neighbourhoods", "whole batch"]
+    assert [p.split(":")[0] for p in long.phases] == ["neighbourhoods", "wide neighbourhoods",
+                                                      "whole batch"]
     value = evaluate(problem, long.plan.as_mapping(), weights).objective
     assert value >= short.objective
     assert check(problem, to_placement(problem, long.plan, engine="cpsat",

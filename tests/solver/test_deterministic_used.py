@@ -34,7 +34,7 @@ def test_hybrid_run_sums_its_phases_and_is_reproducible() -> None:
     assert runs[1].deterministic_seconds == used  # one worker, a seed: no clock in it
     phases = [float(x) for p in runs[0].phases
               for x in re.findall(r"([0-9.]+) deterministic s,", p)]
-    assert len(phases) == 2  # neighbourhoods, then the whole batch
+    assert len(phases) == 3  # neighbourhoods, their wide steps, then the whole batch
     assert abs(sum(phases) - used) <= 0.001 * len(phases)
 
 

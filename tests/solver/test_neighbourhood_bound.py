@@ -88,3 +88,34 @@ def test_a_multilevel_neighbourhood_answer_has_the_hits_bound(
     assert outcome.plan is not None and outcome.objective is not None
     assert outcome.bound == hits_bound(problem, weights)
     assert outcome.bound is not None and outcome.bound >= outcome.objective
+
+
+def test_answers_given_without_a_search_have_the_cheap_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # CP-SAT gave nothing (its model was not ready within the budget): the answer is the
+    # fallback's and reports its gap all the same, and so does greedy's early answer; the
+    # bound is computed right after greedy, before the construction or the search could
+    # use up the budget
+    import solver.engine as engine
+    from models.placement import Status
+    from solver.request import CpsatOutcome
+
+    problem = _problem("950", 2048, 3, 5)
+    monkeypatch.setattr(phases, "GAP_MIN_NODES", 1024)
+
+    def not_ready(request: SolveRequest) -> CpsatOutcome:
+        return CpsatOutcome(None, Status.GREEDY, None, None, 0.0,
+                            ["the CP-SAT model was not ready within the budget"], None,
+                            "NOT_RUN")
+
+    monkeypatch.setattr(engine, "solve_cpsat", not_ready)
+    early: list[int | None] = []
+    result = solve(problem, engine="auto", time_limit=120.0, workers=1, seed=0,
+                   deterministic_time=0.2, on_fallback=lambda r: early.append(r.bound))
+    cheap = hits_bound(problem, resolve_weights(problem))
+    assert result.engine != "cpsat" and result.bound == cheap and result.gap is not None
+    assert cheap is not None and cheap >= result.objective
+    assert early and all(bound == cheap for bound in early)
+    monkeypatch.setattr(phases, "GAP_MIN_NODES", 4096)  # below the rule's node count: none
+    assert solve(problem, engine="auto", time_limit=120.0, workers=1, seed=0,
+                 deterministic_time=0.2).bound is None

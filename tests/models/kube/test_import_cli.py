@@ -13,6 +13,7 @@ import yaml
 
 from benchmarks.kube_dump import EXAMPLE_NOW, write_examples
 from models.io import load_scenario
+from models.kube.jobs import bound_stamp
 from models.scenario import Health
 from solver.cli import main
 from solver.doors import EXIT_INVALID, EXIT_OK
@@ -60,7 +61,8 @@ def test_850_device_plugin_snapshots_with_previous(tmp_path: Path,
     assert pretrain.name.startswith("ai-train/llm-pretrain") and pretrain.fault_ranks == [5]
     cache = {(e.owner_uid, e.rank): e for e in second.affinity_cache.entries}
     ranks = {r: cache[(pretrain.owner_uid, r)] for r in range(8)}  # kept by --previous
-    assert ranks[0].node == "sp0-node-0" and ranks[0].updated == EXAMPLE_NOW
+    assert ranks[0].node == "sp0-node-0"
+    assert ranks[0].updated == bound_stamp(pretrain.owner_uid, EXAMPLE_NOW)
     assert ranks[5].updated == EXAMPLE_NOW + 1800 - 600  # the reschedule record is newer
     # without --previous only the reschedule record remembers the evicted job
     alone = load_scenario(_import(tmp_path, str(EXAMPLES / "superpod-850" / "t1"), "--now",

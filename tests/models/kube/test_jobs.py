@@ -10,7 +10,7 @@ import pytest
 from benchmarks.kube_dump import DumpBuilder
 from models.check import check
 from models.kube.build import inferred_pending_sessions
-from models.kube.jobs import resolve_policy
+from models.kube.jobs import BOUND_STAMP_GRAIN_SECONDS, bound_stamp, resolve_policy
 from models.scenario import Job, Scenario
 from models.validation import derive_shape
 from solver.facade import solve
@@ -89,7 +89,7 @@ def test_job_without_a_handler_is_reported_not_imported() -> None:
     assert any("ml/nopolicy-" in w and "no handler" in w for w in result.warnings)
 
 
-def test_running_job_seeds_the_cache_at_now() -> None:
+def test_running_job_seeds_the_cache_at_its_owners_stamp_of_now() -> None:
     b = cluster(nodes=8)
     b.job("ml", "run", 4, 8, policy="chip8-node8-sp", annotations={"sp-block": "32"},
           bound={r: f"node-{r}" for r in range(4)})
@@ -98,10 +98,28 @@ def test_running_job_seeds_the_cache_at_now() -> None:
     assert running["ranks"] == {r: f"node-{r}" for r in range(4)}
     assert running["tasks"] == 4 and running["sp-block"] == 32
     entries = result.data["affinity-cache"]["entries"]
+    stamp = bound_stamp(running["owner-uid"], NOW)
+    assert NOW - BOUND_STAMP_GRAIN_SECONDS < stamp <= NOW
     assert [(e["rank"], e["node"], e["updated"]) for e in entries] == [
-        (r, f"node-{r}", NOW) for r in range(4)]
+        (r, f"node-{r}", stamp) for r in range(4)]
     assert {e["owner-uid"] for e in entries} == {running["owner-uid"]}
     assert all(n["free"] == 0 for n in result.data["nodes"][:4])
+
+
+def test_a_bound_stamp_moves_once_a_grain_at_each_owners_own_second() -> None:
+    """Over a grain of seconds each owner's stamp moves once (to that second), never
+    ahead of ``now`` nor a grain behind; the owners' seconds differ, so a moving clock
+    re-stamps a few owners a second instead of all of them."""
+    grain = BOUND_STAMP_GRAIN_SECONDS
+    owners = [f"owner-{i}" for i in range(200)]
+    moves: dict[int, int] = {}
+    for owner in owners:
+        stamps = [bound_stamp(owner, t) for t in range(NOW, NOW + grain + 1)]
+        assert all(t - grain < s <= t for t, s in zip(range(NOW, NOW + grain + 1), stamps))
+        moved = [NOW + i for i in range(1, grain + 1) if stamps[i] != stamps[i - 1]]
+        assert len(moved) == 1 and bound_stamp(owner, moved[0]) == moved[0]
+        moves[moved[0]] = moves.get(moved[0], 0) + 1
+    assert len(moves) > grain // 2 and max(moves.values()) < len(owners) // 4
 
 
 def test_partly_running_job_is_pending_with_running_ranks() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from models.kube import import_dumps
+from models.kube.jobs import bound_stamp
 from models.kube.source import Diagnostics, iter_objects
 from models.scenario import AffinityCacheModel, CacheEntry, Scenario
 from models.validation import InputError
@@ -59,7 +60,8 @@ def test_previous_cache_is_merged_under_the_live_state() -> None:
     cache = result.data["affinity-cache"]
     assert cache["ttl-seconds"] == 7200
     got = {(e["owner-uid"], e["rank"]): e for e in cache["entries"]}
-    assert got[(owner, 0)]["node"] == "node-0" and got[(owner, 0)]["updated"] == NOW
+    assert got[(owner, 0)]["node"] == "node-0"
+    assert got[(owner, 0)]["updated"] == bound_stamp(owner, NOW)
     assert got[(owner, 2)] == {"owner-uid": owner, "rank": 2, "node": "node-2",
                                "updated": NOW - 100, "previous": "node-3"}
     assert got[("gone-owner", 0)]["node"] == "node-7"

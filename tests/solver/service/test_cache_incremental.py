@@ -16,13 +16,15 @@ from hypothesis import strategies as st
 
 from heuristics.lifecycle import CacheLifecycle
 from models.compiled import Problem, compile_scenario
-from models.scenario import AffinityCacheModel, Scenario
-from models.validation import InputError
-from solver.service import state
+from models.scenario import AffinityCacheModel, CacheEntry, Scenario
+from models.validation import InputError, running_chips
+from solver.service import running_view, state
 from solver.service.cache_view import build_view
 from solver.service.state import Cluster, ClusterDelta, recompile_jobs
 from tests.solver.service.conftest import generated
 
+#: How many applied deltas had their running chips moved (not counted again) and checked.
+MOVED_CHIPS_CHECKED = [0]
 #: Cache events of the i-th delta are stamped ``STAMP + i``.
 STAMP = 1_800_000_000
 _EVENTS = ("bind", "bind", "bind", "evict", "discard", "delete-owner", "refresh")
@@ -35,10 +37,22 @@ def _full_recompile(problem: Problem, out: Problem, new: Scenario, view: Any,
     return recompile_jobs(out, new, nodes_unchanged=not edit.changed)
 
 
+def _replaced_by_definition(view: Any, ttl: int, given: dict[str, list[CacheEntry]]
+                            ) -> tuple[AffinityCacheModel, Any]:
+    """``affinity-cache-owners`` as documented, from the whole section: the other owners'
+    entries, then the given ones, stably sorted by owner."""
+    kept = [e for entries in view.by_owner.values() for e in entries if e.owner_uid not in given]
+    entries = sorted(kept + [e for group in given.values() for e in group],
+                     key=lambda e: e.owner_uid)
+    model = AffinityCacheModel(ttl_seconds=ttl, entries=entries)
+    return model, build_view(model)
+
+
 def _rebuilding() -> ExitStack:
     """Every delta applied by the full rebuild (the code before the incremental path)."""
     stack = ExitStack()
     stack.enter_context(mock.patch.object(state, "patch_cache", lambda *args: None))
+    stack.enter_context(mock.patch.object(state, "replace_owners", _replaced_by_definition))
     stack.enter_context(mock.patch.object(state, "_recompile", _full_recompile))
     stack.enter_context(mock.patch.object(state, "_shift_counts", lambda *args: None))
     return stack
@@ -128,7 +142,33 @@ def _deltas(scenario: Scenario, seed: int, count: int) -> list[dict[str, Any]]:
             delta["jobs-submitted"] = [again]  # "name": a second job of that name
         if rng.random() < 0.25:
             delta.update(_running_change(rng, scenario.nodes, running, jobs))
+        if rng.random() < 0.35:
+            delta["affinity-cache-owners"] = _owners_change(rng, owners, names, now)
         out.append(delta)
+    return out
+
+
+def _owners_change(rng: random.Random, owners: list[str], names: list[str], now: int
+                   ) -> list[dict[str, Any]]:
+    """``affinity-cache-owners`` items: owners' entries replaced (times of their own or
+    one each, ranks in or out of order, a rollback anchor), owners forgotten; now and
+    then a rule broken (an unknown node, a rank twice, another owner's entry)."""
+    out = []
+    for owner in rng.sample(owners, rng.randint(1, 3)):
+        ranks = rng.sample(range(8), rng.randint(0, 4))
+        if rng.random() < 0.5:
+            ranks.sort()
+        stamp = now - rng.choice([0, 5, 10 ** 6])
+        entries = [{"owner-uid": owner, "rank": rank, "node": rng.choice(names),
+                    "updated": stamp if rng.random() < 0.7 else stamp - rng.randrange(9)}
+                   for rank in ranks]
+        if entries and rng.random() < 0.3:
+            entries[0]["previous"] = rng.choice(names)
+        if entries and rng.random() < 0.05:
+            broken = rng.choice([("node", "no-such-node"), ("owner-uid", "owner-x"),
+                                 ("rank", entries[0]["rank"])])
+            entries[-1][broken[0]] = broken[1]
+        out.append({"owner-uid": owner, "entries": entries})
     return out
 
 
@@ -199,6 +239,11 @@ def _apply_both(incremental: Cluster, rebuilt: Cluster, raw: dict[str, Any], sta
         list(rebuilt.info().cache_states.items())
     assert incremental.lifecycle.export_states() == rebuilt.lifecycle.export_states()
     assert incremental.lifecycle.to_model() == rebuilt.lifecycle.to_model()
+    # the running ranks' chips moved with the delta, as the full walk counts them
+    kept = running_view._CHIPS.get(a)
+    if kept is not None:
+        MOVED_CHIPS_CHECKED[0] += 1
+        assert kept == running_chips(a.scenario), raw
     return refused[0]
 
 
@@ -233,9 +278,11 @@ def test_submitted_items_break_the_rules_the_full_rules_see() -> None:
     rebuilt = Cluster("full", compile_scenario(scenario))
     for i, raw in enumerate(broken):
         assert _apply_both(incremental, rebuilt, raw, STAMP + i) is not None, raw
+    checked = MOVED_CHIPS_CHECKED[0]
     for i, raw in enumerate([again(0), again(1, priority=jobs[1].priority + 7),
                              running("r-1", {"0": full}), {"running-removed": ["r-1"]}]):
         assert _apply_both(incremental, rebuilt, raw, STAMP + i) is None, raw
+    assert MOVED_CHIPS_CHECKED[0] == checked + 4  # every one moved, none counted again
 
 
 def test_the_view_knows_a_section_the_cache_wrote() -> None:

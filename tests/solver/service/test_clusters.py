@@ -205,6 +205,23 @@ def test_cache_lifecycle_bind_evict_discard_delete() -> None:
     ({"jobs-order": ["nope"]}, "jobs-order[0]"),
     ({"jobs-order": []}, "jobs-order"),
     ({"running-order": ["nope"]}, "running-order[0]"),
+    ({"affinity-cache-owners": [{"owner-uid": "o", "entries": [
+        {"owner-uid": "o", "rank": 0, "node": "nope"}]}]},
+     "affinity-cache-owners[0].entries[0].node"),
+    ({"affinity-cache-owners": [{"owner-uid": "o", "entries": [
+        {"owner-uid": "o", "rank": 0, "node": "sp0-node-0", "previous": "nope"}]}]},
+     "affinity-cache-owners[0].entries[0].previous"),
+    ({"affinity-cache-owners": [{"owner-uid": "o", "entries": [
+        {"owner-uid": "p", "rank": 0, "node": "sp0-node-0"}]}]},
+     "affinity-cache-owners[0].entries[0].owner-uid"),
+    ({"affinity-cache-owners": [{"owner-uid": "o", "entries": [
+        {"owner-uid": "o", "rank": 1, "node": "sp0-node-0"},
+        {"owner-uid": "o", "rank": 1, "node": "sp0-node-1"}]}]},
+     "affinity-cache-owners[0].entries[1].rank"),
+    ({"affinity-cache-owners": [{"owner-uid": "o"}, {"owner-uid": "o"}]},
+     "affinity-cache-owners[1].owner-uid"),
+    ({"affinity-cache-owners": [{"owner-uid": "o"}], "affinity-cache": {}},
+     "affinity-cache-owners"),
 ])
 def test_bad_deltas_name_the_field(delta: dict[str, Any], field: str) -> None:
     from models.validation import InputError
@@ -212,6 +229,79 @@ def test_bad_deltas_name_the_field(delta: dict[str, Any], field: str) -> None:
     with pytest.raises(InputError) as info:
         _apply(example("superpod-850"), delta)
     assert any(f"'{field}'" in m for m in info.value.messages), info.value.messages
+
+
+def test_a_bad_cache_owner_field_is_refused_naming_it() -> None:
+    """An unknown field or an entry without its node, in an ``affinity-cache-owners``
+    item: refused by the delta's own model, naming the field."""
+    from pydantic import ValidationError
+
+    from solver.service.delta import delta_messages
+
+    for raw, field in (
+            ({"owner-uid": "o", "ranks": {}}, "affinity-cache-owners[0].ranks"),
+            ({"owner-uid": "o", "entries": [{"owner-uid": "o", "rank": 0}]},
+             "affinity-cache-owners[0].entries[0].node"),
+            ({"entries": []}, "affinity-cache-owners[0].owner-uid")):
+        with pytest.raises(ValidationError) as info:
+            ClusterDelta.model_validate({"affinity-cache-owners": [raw]})
+        messages = delta_messages(info.value)
+        assert any(f"'{field}'" in m for m in messages), messages
+    # more entries in all than a section holds (the bound lowered to 3 here)
+    from solver.service import delta as delta_module
+
+    too_many = [{"owner-uid": owner, "entries": [
+        {"owner-uid": owner, "rank": rank, "node": "n"} for rank in range(2)]}
+        for owner in ("a", "b")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(delta_module, "MAX_CACHE_ENTRIES", 3)
+        with pytest.raises(ValidationError) as info:
+            ClusterDelta.model_validate({"affinity-cache-owners": too_many})
+    assert any("'affinity-cache-owners'" in m and "at most 3" in m
+               for m in delta_messages(info.value)), delta_messages(info.value)
+
+
+def test_cache_owners_recompile_only_their_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``affinity-cache-owners`` of one job's owner (a rank moved, times of their own)
+    and of another's (forgotten): the jobs tier without the full rules, those two jobs
+    alone given a new origin (every other compiled job the same object), the section in
+    owner order with the entries as given, and the problem a fresh compile's."""
+    from models import validation
+    from solver.service import state
+
+    scenario = generated("850", 128, 6)
+    problem = compile_scenario(scenario)
+    job = next(j for j in scenario.jobs if j.owner_uid and j.owner_uid in problem.live)
+    owner = job.owner_uid
+    assert owner is not None
+    mine = [e for e in scenario.affinity_cache.entries if e.owner_uid == owner]
+    free = next(n.name for n in scenario.nodes if n.name != mine[0].node)
+    moved = [mine[0].model_dump(by_alias=True, exclude_none=True) | {
+        "node": free, "updated": mine[0].updated + 3}] + [
+        e.model_dump(by_alias=True, exclude_none=True) for e in mine[1:]]
+    forgotten = next(j for j in scenario.jobs if j.owner_uid not in (None, owner)
+                     and j.owner_uid in problem.live)
+    other = forgotten.owner_uid
+
+    def no_full_rules(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the full rules ran")
+
+    monkeypatch.setattr(state, "validate_scenario", no_full_rules)
+    monkeypatch.setattr(validation, "validate_scenario", no_full_rules)
+    applied = apply(problem, {"affinity-cache-owners": [
+        {"owner-uid": owner, "entries": moved}, {"owner-uid": other, "entries": []}]})
+    monkeypatch.undo()
+    new = applied.problem
+    assert applied.tier == "jobs"
+    again = {problem.job_index[job.name], problem.job_index[forgotten.name]}
+    for j, (before, after) in enumerate(zip(problem.jobs, new.jobs, strict=True)):
+        assert (after is before) == (j not in again), after.name
+    assert new.live[owner][mine[0].rank] == free and other not in new.live
+    entries = new.scenario.affinity_cache.entries
+    assert [e.owner_uid for e in entries] == sorted(e.owner_uid for e in entries)
+    assert [e for e in entries if e.owner_uid == owner] == [
+        type(mine[0]).model_validate(e) for e in moved]
+    _same_problem(new, compile_scenario(new.scenario))
 
 
 def test_an_order_puts_the_jobs_in_place() -> None:

@@ -22,6 +22,7 @@ from benchmarks.volcano_session import (
     run_session,
     task_info,
 )
+from models.kube.jobs import bound_stamp
 from models.kube.source import iter_objects
 from models.kube.watch import WatchSettings
 from solver.cli import main
@@ -186,6 +187,6 @@ def test_watch_command_stores_and_patches_a_service_cluster(tmp_path: Path) -> N
         assert stored is not None
         want = oracle_at_once(api, None).scenario.to_dict()
         want["now"] = stored["now"]
-        for entry in want["affinity-cache"]["entries"]:  # bound now: stamped with now
-            entry["updated"] = stored["now"]
+        for entry in want["affinity-cache"]["entries"]:  # bound now: stamped at that now
+            entry["updated"] = bound_stamp(entry["owner-uid"], stored["now"])
         assert stored == want
