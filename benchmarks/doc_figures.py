@@ -497,6 +497,7 @@ def _figures() -> dict[str, Figure]:
                                  ("vnpu-inference-day", "0-15"))),
         measured("scale-anytime", "scale.md", measured_figures.anytime_scale()),
         measured("scale-bench", "scale.md", measured_figures.bench_scale()),
+        measured("scale-curve", "scale.md", measured_figures.curve_scale()),
     ]
     return {f.name: f for f in figures}
 

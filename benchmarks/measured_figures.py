@@ -414,6 +414,159 @@ def anytime_table_series(table: list[dict[str, str]]) -> dict[str, dict[str, flo
     return out
 
 
+# --------------------------------------------------------------------------- the 1-s curve
+
+#: The sizes of the wall-clock curve: 4,096 to 65,536 nodes, no gap a threshold could hide in.
+CURVE_SCALES = (4096, 8192, 12288, 16384, 24576, 32768, 65536)
+#: The columns of the wall-clock curve's data file.
+_CURVE_COLUMNS = ("instance", "family", "nodes", "jobs", "budget", "wall-seconds",
+                  "overrun-ms", "engine", "status", "objective", "greedy-objective", "gain",
+                  "origin-hits", "origin-candidates", "deterministic", "bound", "gap")
+#: Overrun past the budget that counts as late (ms).
+LATE_MS = 50.0
+
+
+def _curve_rows(rows: list[dict[str, str]]) -> list[dict[str, Any]]:
+    from benchmarks.anytime import add_shares
+
+    return add_shares([{**r, "budget": float(r["budget"]), "nodes": int(r["nodes"]),
+                        "deterministic": r["deterministic"] == "True"} for r in rows])
+
+
+def _curve_shares(rows: list[dict[str, Any]]) -> dict[tuple[float, str], dict[int, float]]:
+    """Per (budget, family): the share of the best gain (%) at each node count; the
+    budgets below the longest, the instances with a gain (one seed: one per cell)."""
+    import statistics
+
+    longest = max(r["budget"] for r in rows)
+    cells: dict[tuple[float, str, int], list[float]] = {}
+    for row in rows:
+        if row["budget"] < longest and row["share-captured"] is not None:
+            cells.setdefault((row["budget"], row["family"], row["nodes"]), []).append(
+                100 * float(row["share-captured"]))
+    out: dict[tuple[float, str], dict[int, float]] = {}
+    for (budget, family, nodes), shares in sorted(cells.items()):
+        out.setdefault((budget, family), {})[nodes] = round(statistics.median(shares), 1)
+    return out
+
+
+def _curve_table(rows: list[dict[str, str]]) -> str:
+    """The share table (budget × family rows, a column per size, then the median and the
+    worst row of each budget), the lateness and monotonicity line per size, and the gap
+    table at the largest size."""
+    import statistics
+
+    from benchmarks.anytime import violations
+    from benchmarks.common import markdown_table
+
+    typed = _curve_rows(rows)
+    sizes = sorted({r["nodes"] for r in typed})
+    shares = _curve_shares(typed)
+    body = []
+    for budget in sorted({b for b, _ in shares}):
+        lines = {f: v for (b, f), v in shares.items() if b == budget}
+        for family, line in lines.items():
+            body.append([f"{budget:g} s", family,
+                         *[f"{line[n]:.1f} %" if n in line else "-" for n in sizes]])
+        for label, pick in (("median", statistics.median), ("worst", min)):
+            body.append([f"{budget:g} s", f"**{label}**", *[
+                f"**{pick(got):.1f} %**" if (got := [v[n] for v in lines.values() if n in v])
+                else "-" for n in sizes]])
+    header = ["budget", "family", *[f"{n:,}" for n in sizes]]
+    late = [r for r in typed if float(r["overrun-ms"]) > LATE_MS]
+    calls = {n: sum(1 for r in typed if r["nodes"] == n) for n in sizes}
+    worst = {n: max(float(r["overrun-ms"]) for r in typed if r["nodes"] == n) for n in sizes}
+    late_table = markdown_table(
+        ["", *[f"{n:,}" for n in sizes]],
+        [["calls", *[str(calls[n]) for n in sizes]],
+         [f"over budget + {LATE_MS:g} ms", *[str(sum(1 for r in late if r["nodes"] == n))
+                                              for n in sizes]],
+         ["latest answer (ms past the budget)", *[f"{worst[n]:+.0f}" for n in sizes]]])
+    largest = sizes[-1]
+    budgets = sorted({r["budget"] for r in typed})
+    gap_rows = []
+    for family in sorted({r["family"] for r in typed}):
+        at = {r["budget"]: r for r in typed if r["family"] == family and r["nodes"] == largest}
+        gap_rows.append([family, *["-" if b not in at or not at[b]["gap"]
+                                   else f"{100 * float(at[b]['gap']):.3f} %" for b in budgets]])
+    broken = violations(typed)
+    return "\n\n".join([
+        markdown_table(header, body),
+        "Share: the answer's gain over greedy as a percentage of the best gain any budget "
+        "reached on the instance (the longest budget's, unless a shorter one did better); "
+        "\"-\": no budget beat greedy. Budgets whose answer is worse than a shorter "
+        f"budget's: {len(broken)}.",
+        late_table,
+        f"Gap to the bound of each answer at {largest:,} nodes (`(bound - objective) / "
+        "bound`; \"-\": the answer carried no bound):",
+        markdown_table(["family", *[f"{b:g} s" for b in budgets]], gap_rows)])
+
+
+def _curve_plotted(rows: list[dict[str, str]]) -> dict[str, dict[str, float]]:
+    return {f"{family} {budget:g} s": {f"{n:,}": v for n, v in line.items()}
+            for (budget, family), line in _curve_shares(_curve_rows(rows)).items()}
+
+
+def curve_table_series(table: list[dict[str, str]]) -> dict[str, dict[str, float]]:
+    """The plotted series as the share table gives them: per family and budget, the share
+    at each size (the median and worst rows are not plotted)."""
+    out: dict[str, dict[str, float]] = {}
+    for row in table:
+        if row["family"].startswith("**"):
+            continue
+        line = out.setdefault(f"{row['family']} {row['budget']}", {})
+        for column, cell in row.items():
+            if column not in ("budget", "family") and cell != "-":
+                line[column] = _table_share(cell)
+    return out
+
+
+def _curve_plot(rows: list[dict[str, str]], path: Path, metadata: dict[str, str]) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as missing:
+        raise RuntimeError("matplotlib is not installed (pip install 'npu-place[plot]')") \
+            from missing
+    from benchmarks.outputs import save_figure
+
+    shares = _curve_shares(_curve_rows(rows))
+    budgets = sorted({b for b, _ in shares})
+    fig, axes = plt.subplots(1, len(budgets), figsize=(4.2 * len(budgets), 4), sharey=True)
+    for ax, budget in zip(list(getattr(axes, "flat", [axes])), budgets, strict=True):
+        for (b, family), line in shares.items():
+            if b == budget:
+                ax.plot(list(line), list(line.values()), marker="o", label=family)
+        ax.set_xscale("log", base=2)
+        sizes = sorted({n for line in shares.values() for n in line})
+        ax.set_xticks(sizes, [f"{n // 1024}k" for n in sizes])
+        ax.minorticks_off()
+        ax.set_xlabel("nodes")
+        ax.set_title(f"{budget:g}-s answer (wall clock)")
+        ax.grid(True, alpha=0.3)
+    first = next(iter(getattr(axes, "flat", [axes])))
+    first.set_ylabel("% of the best gain over greedy")
+    first.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=110, metadata=metadata)
+    plt.close(fig)
+
+
+def curve_scale() -> Measured:
+    """The wall-clock anytime curve over seven sizes, every family, one seed nobody tuned
+    on: the share of the best gain at each short budget, lateness, and gaps."""
+    return Measured(
+        argv=("python", "-m", "benchmarks.anytime", "--out", OUT, "--scales",
+              ",".join(str(n) for n in CURVE_SCALES), "--seeds", "5309", "--budgets",
+              "0.2,0.5,1,10"),
+        output="anytime.csv", columns=_CURVE_COLUMNS, table=_curve_table, plot=_curve_plot,
+        plotted=_curve_plotted, table_series=curve_table_series,
+        alt="share of the best gain over greedy against the cluster size, per family, at "
+            "each short wall-clock budget")
+
+
 # --------------------------------------------------------------------------- bench at scale
 
 _BENCH_COLUMNS = ("instance", "family", "scale", "nodes", "jobs", "engine", "status",
