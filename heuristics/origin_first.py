@@ -102,9 +102,8 @@ def _order_nodes(problem: Problem, nodes: list[int], wanted: set[int]) -> list[i
                                         natural[n]))
 
 
-def _place_job(problem: Problem, job: JobView, free: np.ndarray,
-               wanted: set[int], spare: bool = False,
-               deadline: float | None = None) -> np.ndarray | None:
+def _place_job(problem: Problem, job: JobView, free: np.ndarray, wanted: set[int],
+               spare: bool = False, deadline: float | None = None) -> np.ndarray | None:
     """Blocks to super pods by reachable origins, then windows to racks, then nodes.
 
     Blocks without an origin go to the fullest super pod that fits them, windows without
@@ -113,9 +112,8 @@ def _place_job(problem: Problem, job: JobView, free: np.ndarray,
     prefer (nodes nobody else wants are taken first inside a rack), and so do the
     blocks of a job without racks (A3/850: a 950 job's blocks keep their super pods, as
     on ``950-n32768-batch16-s9403`` sparing them too cost the search's start 141,612
-    under deterministic time 0.2).  Raises :class:`OutOfTime` past ``deadline`` (checked
-    per block and per window that looks for room: one A3 job of a 65,536-node batch took
-    35-40 ms of CPU before those checks).
+    under deterministic time 0.2).  Raises :class:`OutOfTime` past ``deadline``, checked
+    per block and per window that looks for room (one A3 job of 65,536 nodes: 35-40 ms).
 
     The racks (super pods) are numbered in the order of their keys, so every tie is
     broken as by the keys; the work per node is numpy's, and Python's per rank, per bin
