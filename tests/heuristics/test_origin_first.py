@@ -157,6 +157,22 @@ def _two_racks(names: list[str], busy: set[str], owner: str, cached: list[str],
     }))
 
 
+def _lettered_pods(names: list[str], busy: set[str], owner: str, cached: list[str],
+                   jobs: list[dict[str, Any]]) -> Problem:
+    """8-NPU nodes in super pods of four by the first letter of their names (``p*`` in
+    pod 0, ``q*`` in pod 1, ...), ``busy`` ones full; ``owner``'s rank r cached on
+    ``cached[r]``; ``jobs``."""
+    letters = sorted({name[0] for name in names})
+    nodes = [{"name": name, "npus": 8, "free": 0 if name in busy else 8,
+              "super-pod-id": letters.index(name[0])} for name in names]
+    return compile_scenario(Scenario.model_validate({
+        "now": NOW, "config": {"super-pod-size": 4, "reserve-nodes": 0}, "nodes": nodes,
+        "affinity-cache": {"entries": [{"owner-uid": owner, "rank": r, "node": n,
+                                        "updated": NOW} for r, n in enumerate(cached)]},
+        "jobs": jobs,
+    }))
+
+
 def test_windows_with_most_origins_go_home_first() -> None:
     # Rack 0 has three free nodes: a0 (window 0's only free origin; a1 is taken) and b0,
     # b1 (window 1's origins).  Greedy fills window 0 first and spends b0 on it (1 hit);
@@ -219,19 +235,13 @@ def test_super_pod_blocks_without_origins_spare_the_pods_other_jobs_ran_on() -> 
     # both once and goes to the fuller, lower pod 0, taking B's nodes (0 hits); the spare
     # pass sends A to pod 1 and B goes home (2 hits).  A search still starts from the
     # first pass's plan (a super-pod batch: from the spare plan the search can end lower).
-    nodes = [{"name": name, "npus": 8, "free": 0 if name in {"p2", "p3", "q3"} else 8,
-              "super-pod-id": 0 if name[0] == "p" else 1}
-             for name in ["p0", "p1", "p2", "p3", "q0", "q1", "q2", "q3"]]
-    problem = compile_scenario(Scenario.model_validate({
-        "now": NOW, "config": {"super-pod-size": 4, "reserve-nodes": 0}, "nodes": nodes,
-        "affinity-cache": {"entries": [{"owner-uid": "b", "rank": r, "node": n,
-                                        "updated": NOW} for r, n in enumerate(["p0", "p1"])]},
-        "jobs": [
+    problem = _lettered_pods(
+        ["p0", "p1", "p2", "p3", "q0", "q1", "q2", "q3"], {"p2", "p3", "q3"}, "b",
+        ["p0", "p1"], [
             {"name": "A", "owner-uid": "a", "policy": "chip8-node8-sp", "tasks": 2,
              "npu-per-task": 8, "sp-block": 16, "priority": 10},
             {"name": "B", "owner-uid": "b", "policy": "chip8-node8-sp", "tasks": 2,
-             "npu-per-task": 8, "sp-block": 16}],
-    }))
+             "npu-per-task": 8, "sp-block": 16}])
     base = greedy_plan(problem)
     plan = origin_first_plan(problem, base)
     assert check(problem, to_placement(problem, plan, engine="of", status=Status.GREEDY)) == []
@@ -269,19 +279,13 @@ def test_a_soft_job_no_super_pod_holds_keeps_its_base_answer() -> None:
     # p0, p1, q0, q1.  H (queue first) ran on p0, p1: in queue order H goes home and S
     # finds neither a super pod nor its old nodes.  S stays placed, on its base nodes
     # (the pass that places left-out jobs first keeps them for it).
-    nodes = [{"name": name, "npus": 8, "free": 0 if name[1] == "3" else 8,
-              "super-pod-id": "pqr".index(name[0])}
-             for name in ["p0", "p1", "p2", "p3", "q0", "q1", "q2", "q3", "r0", "r1", "r3"]]
-    problem = compile_scenario(Scenario.model_validate({
-        "now": NOW, "config": {"super-pod-size": 4, "reserve-nodes": 0}, "nodes": nodes,
-        "affinity-cache": {"entries": [{"owner-uid": "h", "rank": r, "node": n,
-                                        "updated": NOW} for r, n in enumerate(["p0", "p1"])]},
-        "jobs": [
+    problem = _lettered_pods(
+        ["p0", "p1", "p2", "p3", "q0", "q1", "q2", "q3", "r0", "r1", "r3"],
+        {"p3", "q3", "r3"}, "h", ["p0", "p1"], [
             {"name": "H", "owner-uid": "h", "policy": "chip8-node8-sp", "tasks": 2,
              "npu-per-task": 8, "sp-block": 16, "priority": 10},
             {"name": "S", "owner-uid": "s", "policy": "chip8-node8-sp", "tasks": 4,
-             "npu-per-task": 8, "sp-block": 32, "super-pod-affinity": "soft"}],
-    }))
+             "npu-per-task": 8, "sp-block": 32, "super-pod-affinity": "soft"}])
     h, s = problem.job_index["H"], problem.job_index["S"]
     index = problem.node_index
     base = Plan([None, None], [None, None])
